@@ -1,0 +1,127 @@
+// The job model: what a user asks the platform to run. A Job is a gang of tasks; each task has
+// replicas with identical per-replica resources. A GPU request is whole GPUs, MIG instances of
+// one profile, or a fraction of a shared GPU bounded by memory. Plain value types compared
+// field by field; thread-compatible.
+#ifndef GPUCLOUD_CORE_JOB_H_
+#define GPUCLOUD_CORE_JOB_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/object_meta.h"
+#include "core/quantity.h"
+
+namespace gpucloud {
+
+enum class BillingClass { kOnDemand, kReserved, kSpot };
+std::string_view BillingClassName(BillingClass c);  // "on-demand", "reserved", "spot"
+std::optional<BillingClass> ParseBillingClass(std::string_view text);
+
+enum class GpuMode {
+  kNone,    // CPU-only task
+  kWhole,   // `count` whole, exclusive GPUs
+  kMig,     // `count` MIG instances of `mig_profile`
+  kShared,  // `fraction` of one GPU, time-sliced or MPS, with at most `memory` of its memory
+};
+
+enum class GpuSharing { kTimeSlicing, kMps };
+std::string_view GpuSharingName(GpuSharing s);  // "time-slicing", "mps"
+std::optional<GpuSharing> ParseGpuSharing(std::string_view text);
+
+struct GpuRequest {
+  GpuMode mode = GpuMode::kNone;
+  int32_t count = 0;             // kWhole: GPUs; kMig: instances; otherwise 0 (kShared: 1)
+  std::string mig_profile;       // kMig only, e.g. "1g.10gb"
+  MilliGpu fraction;             // kShared only, in (0, 1000]
+  MiB memory;                    // kShared only; zero = proportional to the fraction
+  GpuSharing sharing = GpuSharing::kTimeSlicing;  // kShared only
+  std::vector<std::string> types;  // acceptable catalog types; empty = any
+
+  // GPU capacity one replica takes, in milli-GPUs (MIG instances count as 0 whole GPUs here).
+  MilliGpu PerReplicaGpus() const;
+  bool operator==(const GpuRequest&) const = default;
+};
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+  bool operator==(const EnvVar&) const = default;
+};
+
+struct Resources {
+  GpuRequest gpu;
+  MilliCpu cpu;
+  MiB memory;
+  bool operator==(const Resources&) const = default;
+};
+
+struct TaskSpec {
+  std::string name;
+  int32_t replicas = 1;
+  std::string image;
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::vector<EnvVar> env;
+  std::string working_dir;
+  Resources resources;  // per replica
+  bool operator==(const TaskSpec&) const = default;
+};
+
+// A node taint the job accepts. Operator kExists ignores `value`; empty `effect` matches all.
+struct Toleration {
+  std::string key;
+  bool exists = false;  // operator: Exists (true) or Equal (false)
+  std::string value;
+  std::string effect;   // "", "NoSchedule", "PreferNoSchedule", "NoExecute"
+  bool operator==(const Toleration&) const = default;
+};
+
+struct CheckpointSpec {
+  std::string dir;               // where the job writes checkpoints; empty = platform default
+  int64_t interval_seconds = 0;  // the job's own hint of its checkpoint cadence; 0 = unknown
+  bool operator==(const CheckpointSpec&) const = default;
+};
+
+struct RestartPolicy {
+  int32_t max_restarts = 3;
+  int64_t backoff_seconds = 10;  // first back-off; doubles per restart
+  bool operator==(const RestartPolicy&) const = default;
+};
+
+inline constexpr std::string_view kDefaultQueue = "default";
+inline constexpr int32_t kMaxPriority = 1'000'000;
+
+struct JobSpec {
+  std::vector<TaskSpec> tasks;
+  int32_t min_available = 0;  // gang size: replicas that must run together; 0 = all of them
+  std::string queue = std::string(kDefaultQueue);
+  int32_t priority = 0;       // higher runs first inside a queue; [-kMaxPriority, kMaxPriority]
+  BillingClass billing = BillingClass::kOnDemand;
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  int min_cuda_version = 0;   // NVML encoding (12040 = 12.4); 0 = any
+  std::string runtime_class;  // a RuntimeClass whose node selector applies; empty = none
+  CheckpointSpec checkpoint;
+  RestartPolicy restart;
+  std::optional<int64_t> runtime_estimate_seconds;  // the user's estimate, for SJF and backfill
+
+  int32_t TotalReplicas() const;
+  // Gang size with the default applied: min_available, or all replicas when it is 0.
+  int32_t GangSize() const;
+  MilliGpu TotalGpus() const;
+  bool operator==(const JobSpec&) const = default;
+};
+
+struct Job {
+  ObjectMeta metadata;
+  JobSpec spec;
+  bool operator==(const Job&) const = default;
+};
+
+}  // namespace gpucloud
+
+#endif  // GPUCLOUD_CORE_JOB_H_

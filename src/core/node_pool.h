@@ -1,0 +1,57 @@
+// Node pool specs: a group of identical GPU machines with a billing class and a price, grown
+// and shrunk between min and max nodes by the autoscaler (a later component). Specs only.
+// Value types; thread-compatible.
+#ifndef GPUCLOUD_CORE_NODE_POOL_H_
+#define GPUCLOUD_CORE_NODE_POOL_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/gpu_catalog.h"
+#include "core/job.h"
+#include "core/object_meta.h"
+#include "core/quantity.h"
+
+namespace gpucloud {
+
+inline constexpr std::string_view kStaticProvider = "static";
+
+struct Taint {
+  std::string key;
+  std::string value;
+  std::string effect;  // "NoSchedule", "PreferNoSchedule", "NoExecute"
+  bool operator==(const Taint&) const = default;
+};
+
+struct NodePoolSpec {
+  std::string gpu_type;  // catalog name
+  int32_t gpus_per_node = 8;
+  int32_t min_nodes = 0;
+  int32_t max_nodes = 1;
+  BillingClass billing = BillingClass::kOnDemand;
+  std::optional<MicroUsd> price_per_gpu_hour;  // unset = catalog price with the class discount
+  std::string provider = std::string(kStaticProvider);
+  std::map<std::string, std::string> labels;   // added to every node of the pool
+  std::vector<Taint> taints;
+  bool operator==(const NodePoolSpec&) const = default;
+};
+
+struct NodePool {
+  ObjectMeta metadata;
+  NodePoolSpec spec;
+  bool operator==(const NodePool&) const = default;
+};
+
+// Default discount of a billing class against the on-demand price, in percent of that price:
+// on-demand 100, reserved 60 (the seeds: 30-50% off), spot 30 (the seeds: 70-90% off).
+int64_t BillingClassPricePercent(BillingClass c);
+
+// The pool's price per GPU-hour: its own, or the catalog's on-demand price of its type times the
+// class's percentage. Zero for a type the catalog does not know.
+MicroUsd EffectivePricePerGpuHour(const NodePoolSpec& pool, const GpuCatalog& catalog);
+
+}  // namespace gpucloud
+
+#endif  // GPUCLOUD_CORE_NODE_POOL_H_

@@ -1,0 +1,31 @@
+// Small string helpers on std::string_view. (Debian's Abseil is built without std::string_view
+// support, so absl::StrCat and friends do not accept it; formatting goes through fmt.)
+// Stateless; thread-safe.
+#ifndef GPUCLOUD_CORE_TEXT_H_
+#define GPUCLOUD_CORE_TEXT_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace gpucloud {
+
+std::string ToLower(std::string_view s);
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+// Splits on any of `separators`, dropping empty pieces.
+std::vector<std::string> SplitAny(std::string_view s, std::string_view separators);
+std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+
+// Concatenates the printed forms of its arguments: Cat("got ", 3) == "got 3".
+template <typename... Args>
+std::string Cat(const Args&... args) {
+  std::string out;
+  (fmt::format_to(std::back_inserter(out), "{}", args), ...);
+  return out;
+}
+
+}  // namespace gpucloud
+
+#endif  // GPUCLOUD_CORE_TEXT_H_
