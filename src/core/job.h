@@ -34,7 +34,7 @@ std::optional<GpuSharing> ParseGpuSharing(std::string_view text);
 
 struct GpuRequest {
   GpuMode mode = GpuMode::kNone;
-  int32_t count = 0;             // kWhole: GPUs; kMig: instances; otherwise 0 (kShared: 1)
+  int32_t count = 0;             // kWhole: GPUs; kMig: instances; otherwise 0
   std::string mig_profile;       // kMig only, e.g. "1g.10gb"
   MilliGpu fraction;             // kShared only, in (0, 1000]
   MiB memory;                    // kShared only; zero = proportional to the fraction

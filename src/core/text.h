@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "absl/strings/string_view.h"
+
 namespace gpucloud {
 
 std::string ToLower(std::string_view s);
@@ -27,5 +29,15 @@ std::string Cat(const Args&... args) {
 }
 
 }  // namespace gpucloud
+
+#ifndef ABSL_USES_STD_STRING_VIEW
+// Lets fmt (and so Cat) print absl::string_view, e.g. absl::Status::message().
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<std::string_view> {
+  auto format(absl::string_view s, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(std::string_view(s.data(), s.size()), ctx);
+  }
+};
+#endif
 
 #endif  // GPUCLOUD_CORE_TEXT_H_

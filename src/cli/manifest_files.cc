@@ -1,0 +1,94 @@
+#include "cli/manifest_files.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <istream>
+#include <iterator>
+#include <sstream>
+
+#include "core/text.h"
+
+namespace gpucloud::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsManifestFile(const fs::path& p) {
+  std::string ext = p.extension().string();
+  return ext == ".yaml" || ext == ".yml" || ext == ".json";
+}
+
+// Expands directories; returns the files to read, or an error message.
+std::vector<std::string> ExpandInput(const std::string& input, std::vector<manifest::Diagnostic>* errors) {
+  if (input == "-") return {input};
+  std::error_code ec;
+  if (fs::is_directory(input, ec)) {
+    std::vector<std::string> files;
+    for (const fs::directory_entry& e : fs::directory_iterator(input, ec)) {
+      if (e.is_regular_file() && IsManifestFile(e.path())) files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      errors->push_back({.file = input, .message = "directory holds no .yaml, .yml or .json file"});
+    }
+    return files;
+  }
+  return {input};
+}
+
+bool ReadAll(const std::string& file, std::istream& in, std::string* text, std::string* error) {
+  if (file == "-") {
+    text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream f(file, std::ios::binary);
+  if (!f) {
+    *error = Cat("cannot read: ", std::strerror(errno));
+    return false;
+  }
+  // Read at most one byte past the limit, so that a huge file is refused without loading it.
+  text->resize(manifest::kMaxManifestBytes + 1);
+  f.read(text->data(), static_cast<std::streamsize>(text->size()));
+  text->resize(static_cast<size_t>(f.gcount()));
+  if (f.bad()) {
+    *error = Cat("cannot read: ", std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istream& in) {
+  LoadedManifests out;
+  for (const std::string& input : inputs) {
+    for (const std::string& file : ExpandInput(input, &out.errors)) {
+      std::string name = file == "-" ? "<stdin>" : file;
+      out.files.push_back(name);
+      std::string text, error;
+      if (!ReadAll(file, in, &text, &error)) {
+        out.errors.push_back({.file = name, .message = error});
+        out.objects_per_file.push_back(-1);
+        continue;
+      }
+      manifest::ParseResult r = manifest::ParseManifests(text, name);
+      out.warnings.insert(out.warnings.end(), r.warnings.begin(), r.warnings.end());
+      if (!r.ok()) {
+        out.errors.insert(out.errors.end(), r.errors.begin(), r.errors.end());
+        out.objects_per_file.push_back(-1);
+        continue;
+      }
+      out.objects_per_file.push_back(static_cast<int>(r.manifests.size()));
+      for (manifest::Manifest& m : r.manifests) out.manifests.push_back(std::move(m));
+    }
+  }
+  // Classes in one file apply to jobs in another (applying them twice changes nothing).
+  std::vector<manifest::Diagnostic> rc_errors = manifest::ResolveRuntimeClasses(out.manifests);
+  out.errors.insert(out.errors.end(), rc_errors.begin(), rc_errors.end());
+  return out;
+}
+
+}  // namespace gpucloud::cli

@@ -1,0 +1,69 @@
+// Internal decoders, one per kind, from a strict MapReader over a document to a spec. Each
+// reports its problems to the reader's Sink and returns nullopt when the document had errors.
+// Shared helpers for fields several kinds use (metadata, tolerations, GPU requests) live in
+// decode_common.cc. Not thread-safe per document; no shared state.
+#ifndef GPUCLOUD_MANIFEST_DECODE_H_
+#define GPUCLOUD_MANIFEST_DECODE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/gpu_catalog.h"
+#include "core/job.h"
+#include "core/node_pool.h"
+#include "core/queue.h"
+#include "core/runtime_class.h"
+#include "manifest/yaml_reader.h"
+
+namespace gpucloud::manifest::internal {
+
+struct Context {
+  Sink& sink;
+  const GpuCatalog& catalog;
+};
+
+// Reads the document's required `metadata` field. `namespaced` objects get a namespace.
+bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespaced);
+bool DecodeTolerations(Context& ctx, const Field& f, std::vector<Toleration>* out);
+bool DecodeTaints(Context& ctx, const Field& f, std::vector<Taint>* out);
+
+// Resolves what a user wrote for GPU types ("h100", "A100-80GB", "nvidia-a100") to canonical
+// catalog names, without duplicates, in the order written. Reports unknown names.
+bool ResolveGpuTypes(Context& ctx, const Field& f, const std::vector<std::string>& written,
+                     std::vector<std::string>* out);
+
+// Checks a GPU request against the catalog once its mode and types are known: MIG profiles
+// exist on every acceptable type (and, when no type is named, the request is narrowed to the
+// types that offer the profile); a shared GPU's memory bound fits the types. `at` locates the
+// request for error messages.
+bool CheckGpuRequest(Context& ctx, const Field& at, GpuRequest* gpu);
+
+// When a GPU request names no type, a node selector on a GPU-model label (accelerator,
+// nvidia.com/gpu.product, cloud.google.com/gke-accelerator) that the catalog knows narrows it.
+void InferGpuTypesFromSelector(const GpuCatalog& catalog,
+                               const std::map<std::string, std::string>& node_selector,
+                               GpuRequest* gpu);
+
+// A decimal fraction of a GPU in (0, 1], exactly, in milli-GPUs.
+std::optional<MilliGpu> DecodeGpuFraction(Context& ctx, const Field& f);
+std::optional<MilliCpu> DecodeCpu(Context& ctx, const Field& f);
+std::optional<MiB> DecodeMemory(Context& ctx, const Field& f);
+std::optional<int64_t> DecodeDuration(Context& ctx, const Field& f);
+
+// Checks minAvailable against the replicas and fills in its default (all replicas).
+bool CheckGang(Context& ctx, const std::optional<Field>& min_available_field, JobSpec* spec);
+// Task names are DNS labels and unique within a job.
+bool CheckTaskName(Context& ctx, const Field& f, const std::string& name,
+                   const std::vector<TaskSpec>& earlier);
+
+std::optional<Job> DecodeJob(Context& ctx, MapReader& doc);
+std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc);
+std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc);
+std::optional<RuntimeClass> DecodeRuntimeClass(Context& ctx, MapReader& doc);
+std::optional<Job> DecodePod(Context& ctx, MapReader& doc);
+std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc);
+
+}  // namespace gpucloud::manifest::internal
+
+#endif  // GPUCLOUD_MANIFEST_DECODE_H_

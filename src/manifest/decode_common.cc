@@ -1,0 +1,303 @@
+#include <algorithm>
+
+#include "core/parse.h"
+#include "core/text.h"
+#include "manifest/decode.h"
+
+namespace gpucloud::manifest::internal {
+namespace {
+
+std::string ProfileNames(const GpuType& t) {
+  std::vector<std::string> names;
+  for (const MigProfile& p : t.mig_profiles) names.push_back(p.name);
+  return Join(names, ", ");
+}
+
+}  // namespace
+
+bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespaced) {
+  std::optional<Field> f = doc.Require("metadata");
+  if (!f) return false;
+  MapReader m(ctx.sink, *f);
+  if (!m.valid()) return false;
+  bool ok = true;
+  if (std::optional<Field> name = m.Require("name")) {
+    if (std::optional<std::string> s = ReadString(ctx.sink, *name)) {
+      if (absl::Status st = ValidateDnsLabel(*s); !st.ok()) {
+        ctx.sink.Error(name->mark, name->path, std::string(st.message()));
+        ok = false;
+      }
+      meta->name = *s;
+    } else {
+      ok = false;
+    }
+  } else {
+    ok = false;
+  }
+  if (namespaced) {
+    if (std::optional<Field> ns = m.Take("namespace")) {
+      if (std::optional<std::string> s = ReadString(ctx.sink, *ns)) {
+        if (absl::Status st = ValidateDnsLabel(*s); !st.ok()) {
+          ctx.sink.Error(ns->mark, ns->path, std::string(st.message()));
+          ok = false;
+        }
+        meta->namespace_ = *s;
+      } else {
+        ok = false;
+      }
+    }
+  } else {
+    meta->namespace_.clear();
+  }
+  ok = m.StringMap("labels", &meta->labels, /*labels=*/true) && ok;
+  ok = m.StringMap("annotations", &meta->annotations, /*labels=*/false) && ok;
+  // Fields the store owns are accepted (a `get -o yaml` output can be applied again) but ignored.
+  for (const char* k : {"uid", "resourceVersion", "creationTimestamp", "generation"}) m.Ignore(k);
+  m.Finish();
+  return ok;
+}
+
+bool DecodeTolerations(Context& ctx, const Field& f, std::vector<Toleration>* out) {
+  std::optional<std::vector<Field>> items = ReadList(ctx.sink, f);
+  if (!items) return false;
+  bool ok = true;
+  for (const Field& item : *items) {
+    MapReader m(ctx.sink, item);
+    if (!m.valid()) {
+      ok = false;
+      continue;
+    }
+    Toleration t;
+    std::string op = "Equal";
+    ok = m.String("key", &t.key) && ok;
+    if (std::optional<Field> opf = m.Take("operator")) {
+      std::optional<std::string> s = ReadString(ctx.sink, *opf);
+      if (s && *s != "Equal" && *s != "Exists") {
+        ctx.sink.Error(opf->mark, opf->path, Cat("must be Equal or Exists, got \"", *s, "\""));
+        s.reset();
+      }
+      ok = s.has_value() && ok;
+      if (s) op = *s;
+    }
+    t.exists = op == "Exists";
+    ok = m.String("value", &t.value) && ok;
+    if (std::optional<Field> ef = m.Take("effect")) {
+      std::optional<std::string> s = ReadString(ctx.sink, *ef);
+      if (s && *s != "NoSchedule" && *s != "PreferNoSchedule" && *s != "NoExecute") {
+        ctx.sink.Error(ef->mark, ef->path,
+                       Cat("must be NoSchedule, PreferNoSchedule or NoExecute, got \"", *s, "\""));
+        s.reset();
+      }
+      ok = s.has_value() && ok;
+      if (s) t.effect = *s;
+    }
+    m.Ignore("tolerationSeconds");
+    if (t.exists && !t.value.empty()) {
+      ctx.sink.Error(item.mark, ChildPath(item.path, "value"),
+                     "must be empty when operator is Exists");
+      ok = false;
+    }
+    if (!t.exists && t.key.empty()) {
+      ctx.sink.Error(item.mark, ChildPath(item.path, "key"),
+                     "is required when operator is Equal");
+      ok = false;
+    }
+    m.Finish();
+    out->push_back(std::move(t));
+  }
+  return ok;
+}
+
+bool DecodeTaints(Context& ctx, const Field& f, std::vector<Taint>* out) {
+  std::optional<std::vector<Field>> items = ReadList(ctx.sink, f);
+  if (!items) return false;
+  bool ok = true;
+  for (const Field& item : *items) {
+    MapReader m(ctx.sink, item);
+    if (!m.valid()) {
+      ok = false;
+      continue;
+    }
+    Taint t;
+    ok = m.RequiredString("key", &t.key) && ok;
+    ok = m.String("value", &t.value) && ok;
+    if (std::optional<Field> ef = m.Require("effect")) {
+      std::optional<std::string> s = ReadString(ctx.sink, *ef);
+      if (s && *s != "NoSchedule" && *s != "PreferNoSchedule" && *s != "NoExecute") {
+        ctx.sink.Error(ef->mark, ef->path,
+                       Cat("must be NoSchedule, PreferNoSchedule or NoExecute, got \"", *s, "\""));
+        s.reset();
+      }
+      ok = s.has_value() && ok;
+      if (s) t.effect = *s;
+    } else {
+      ok = false;
+    }
+    m.Finish();
+    out->push_back(std::move(t));
+  }
+  return ok;
+}
+
+bool ResolveGpuTypes(Context& ctx, const Field& f, const std::vector<std::string>& written,
+                     std::vector<std::string>* out) {
+  bool ok = true;
+  for (const std::string& w : written) {
+    std::vector<const GpuType*> types = ctx.catalog.Resolve(w);
+    if (types.empty()) {
+      ctx.sink.Error(f.mark, f.path,
+                     Cat("unknown GPU type \"", w, "\" (known: ", ctx.catalog.KnownNames(), ")"));
+      ok = false;
+    }
+    for (const GpuType* t : types) {
+      if (std::find(out->begin(), out->end(), t->name) == out->end()) out->push_back(t->name);
+    }
+  }
+  return ok;
+}
+
+bool CheckGpuRequest(Context& ctx, const Field& at, GpuRequest* gpu) {
+  if (gpu->mode == GpuMode::kMig) {
+    if (gpu->types.empty()) {
+      for (const GpuType* t : ctx.catalog.TypesWithMigProfile(gpu->mig_profile)) {
+        gpu->types.push_back(t->name);
+      }
+      if (gpu->types.empty()) {
+        ctx.sink.Error(at.mark, at.path,
+                       Cat("no GPU type has MIG profile \"", gpu->mig_profile, "\""));
+        return false;
+      }
+      return true;
+    }
+    for (const std::string& name : gpu->types) {
+      const GpuType* t = ctx.catalog.Find(name);
+      if (!t->mig_capable()) {
+        ctx.sink.Error(at.mark, at.path,
+                       Cat("MIG profile ", gpu->mig_profile, " requested, but ", name,
+                           " does not support MIG"));
+        return false;
+      }
+      if (t->FindMigProfile(gpu->mig_profile) == nullptr) {
+        ctx.sink.Error(at.mark, at.path,
+                       Cat("MIG profile ", gpu->mig_profile, " does not exist on ", name,
+                           " (its profiles: ", ProfileNames(*t), ")"));
+        return false;
+      }
+    }
+  }
+  if (gpu->mode == GpuMode::kShared && gpu->memory.raw() > 0) {
+    for (const std::string& name : gpu->types) {
+      const GpuType* t = ctx.catalog.Find(name);
+      if (gpu->memory > t->memory) {
+        ctx.sink.Error(at.mark, at.path,
+                       Cat("shared GPU memory ", FormatMemory(gpu->memory), " exceeds the ",
+                           FormatMemory(t->memory), " of ", name));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void InferGpuTypesFromSelector(const GpuCatalog& catalog,
+                               const std::map<std::string, std::string>& node_selector,
+                               GpuRequest* gpu) {
+  static constexpr std::string_view kAcceleratorLabels[] = {
+      "accelerator", "nvidia.com/gpu.product", "cloud.google.com/gke-accelerator"};
+  if (gpu->mode == GpuMode::kNone || !gpu->types.empty()) return;
+  for (std::string_view label : kAcceleratorLabels) {
+    auto it = node_selector.find(std::string(label));
+    if (it == node_selector.end()) continue;
+    for (const GpuType* t : catalog.Resolve(it->second)) gpu->types.push_back(t->name);
+    if (!gpu->types.empty()) return;
+  }
+}
+
+std::optional<MilliGpu> DecodeGpuFraction(Context& ctx, const Field& f) {
+  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
+  if (!text) return std::nullopt;
+  absl::StatusOr<int64_t> milli = ParseMilli(*text);
+  if (!milli.ok()) {
+    ctx.sink.Error(f.mark, f.path,
+                   Cat("must be a fraction of one GPU such as 0.25, got ", *text, " (",
+                       milli.status().message(), ")"));
+    return std::nullopt;
+  }
+  if (*milli == 0) {
+    ctx.sink.Error(f.mark, f.path, Cat("must be > 0, got ", *text));
+    return std::nullopt;
+  }
+  if (*milli > kMilliPerUnit) {
+    ctx.sink.Error(f.mark, f.path,
+                   Cat("must be at most 1 (a fraction of one GPU), got ", *text));
+    return std::nullopt;
+  }
+  return MilliGpu(*milli);
+}
+
+std::optional<MilliCpu> DecodeCpu(Context& ctx, const Field& f) {
+  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
+  if (!text) return std::nullopt;
+  absl::StatusOr<MilliCpu> cpu = ParseCpu(*text);
+  if (!cpu.ok()) {
+    ctx.sink.Error(f.mark, f.path, Cat("must be a CPU quantity such as 4 or 500m, got ", *text));
+    return std::nullopt;
+  }
+  return *cpu;
+}
+
+std::optional<MiB> DecodeMemory(Context& ctx, const Field& f) {
+  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
+  if (!text) return std::nullopt;
+  absl::StatusOr<MiB> mem = ParseMemory(*text);
+  if (!mem.ok()) {
+    ctx.sink.Error(f.mark, f.path, std::string(mem.status().message()));
+    return std::nullopt;
+  }
+  return *mem;
+}
+
+std::optional<int64_t> DecodeDuration(Context& ctx, const Field& f) {
+  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
+  if (!text) return std::nullopt;
+  absl::StatusOr<int64_t> s = ParseDurationSeconds(*text);
+  if (!s.ok()) {
+    ctx.sink.Error(f.mark, f.path, std::string(s.status().message()));
+    return std::nullopt;
+  }
+  return *s;
+}
+
+bool CheckGang(Context& ctx, const std::optional<Field>& min_available_field, JobSpec* spec) {
+  int32_t total = spec->TotalReplicas();
+  if (!min_available_field) {
+    spec->min_available = total;
+    return true;
+  }
+  std::optional<int64_t> v = ReadInt(ctx.sink, *min_available_field, 1, 1'000'000);
+  if (!v) return false;
+  if (*v > total) {
+    ctx.sink.Error(min_available_field->mark, min_available_field->path,
+                   Cat("must be <= the total replicas (", total, "), got ", *v));
+    return false;
+  }
+  spec->min_available = static_cast<int32_t>(*v);
+  return true;
+}
+
+bool CheckTaskName(Context& ctx, const Field& f, const std::string& name,
+                   const std::vector<TaskSpec>& earlier) {
+  if (absl::Status st = ValidateDnsLabel(name); !st.ok()) {
+    ctx.sink.Error(f.mark, f.path, std::string(st.message()));
+    return false;
+  }
+  for (const TaskSpec& t : earlier) {
+    if (t.name == name) {
+      ctx.sink.Error(f.mark, f.path, Cat("duplicate task name \"", name, "\""));
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace gpucloud::manifest::internal

@@ -1,0 +1,320 @@
+// Decoder of the gpucloud/v1 Job kind (see docs/manifests.md for the schema).
+#include "core/parse.h"
+#include "core/text.h"
+#include "manifest/decode.h"
+#include "manifest/decode_task.h"
+
+namespace gpucloud::manifest::internal {
+
+std::optional<int32_t> ReadGpuCount(Context& ctx, const Field& f) {
+  if (f.value.IsScalar() && ClassifyScalar(f.value) == ScalarKind::kFloat) {
+    ctx.sink.Error(f.mark, f.path,
+                   Cat("must be a whole number of GPUs, got ", f.value.Scalar(),
+                       " (for part of one GPU ask for a fraction)"));
+    return std::nullopt;
+  }
+  std::optional<int64_t> v = ReadInt(ctx.sink, f, 0, 1 << 20);
+  if (!v) return std::nullopt;
+  return static_cast<int32_t>(*v);
+}
+
+std::optional<GpuRequest> DecodeGpu(Context& ctx, const Field& f) {
+  GpuRequest gpu;
+  if (f.value.IsScalar()) {  // shorthand: `gpu: 4`
+    std::optional<int32_t> n = ReadGpuCount(ctx, f);
+    if (!n) return std::nullopt;
+    gpu.count = *n;
+    gpu.mode = *n > 0 ? GpuMode::kWhole : GpuMode::kNone;
+    return gpu;
+  }
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return std::nullopt;
+  bool ok = true;
+  std::optional<Field> count = m.Take("count");
+  std::optional<Field> mig = m.Take("mig");
+  std::optional<Field> fraction = m.Take("fraction");
+  std::optional<Field> memory = m.Take("memory");
+  std::optional<Field> sharing = m.Take("sharing");
+  std::optional<Field> type = m.Take("type");
+  std::optional<Field> types = m.Take("types");
+  m.Finish();
+
+  std::optional<int32_t> n;
+  if (count) {
+    n = ReadGpuCount(ctx, *count);
+    ok = n.has_value() && ok;
+  }
+  if (mig && fraction) {
+    ctx.sink.Error(fraction->mark, fraction->path,
+                   "cannot be combined with mig: a task asks for MIG instances or a share of a GPU");
+    return std::nullopt;
+  }
+  if (mig) {
+    std::optional<std::string> p = ReadString(ctx.sink, *mig);
+    if (!p) return std::nullopt;
+    gpu.mode = GpuMode::kMig;
+    gpu.mig_profile = *p;
+    gpu.count = n.value_or(1);
+    if (gpu.count == 0) {
+      ctx.sink.Error(count->mark, count->path, "must be >= 1 with mig, got 0");
+      ok = false;
+    }
+  } else if (fraction) {
+    std::optional<MilliGpu> fr = DecodeGpuFraction(ctx, *fraction);
+    if (!fr) return std::nullopt;
+    gpu.mode = GpuMode::kShared;
+    gpu.fraction = *fr;
+    if (n && *n != 1) {
+      ctx.sink.Error(count->mark, count->path,
+                     Cat("must be 1 with fraction (one shared GPU per replica), got ", *n));
+      ok = false;
+    }
+  } else {
+    gpu.count = n.value_or(0);
+    gpu.mode = gpu.count > 0 ? GpuMode::kWhole : GpuMode::kNone;
+  }
+  for (const std::optional<Field>* shared_only : {&memory, &sharing}) {
+    if (*shared_only && gpu.mode != GpuMode::kShared) {
+      ctx.sink.Error((*shared_only)->mark, (*shared_only)->path,
+                     "is only allowed with fraction (a shared GPU)");
+      ok = false;
+    }
+  }
+  if (memory && gpu.mode == GpuMode::kShared) {
+    std::optional<MiB> mem = DecodeMemory(ctx, *memory);
+    ok = mem.has_value() && ok;
+    if (mem) gpu.memory = *mem;
+  }
+  if (sharing && gpu.mode == GpuMode::kShared) {
+    std::optional<std::string> s = ReadString(ctx.sink, *sharing);
+    std::optional<GpuSharing> mode = s ? ParseGpuSharing(*s) : std::nullopt;
+    if (s && !mode) {
+      ctx.sink.Error(sharing->mark, sharing->path,
+                     Cat("must be time-slicing or mps, got \"", *s, "\""));
+    }
+    ok = mode.has_value() && ok;
+    if (mode) gpu.sharing = *mode;
+  }
+  if (type && types) {
+    ctx.sink.Error(types->mark, types->path, "give either type or types, not both");
+    return std::nullopt;
+  }
+  if (type || types) {
+    const Field& tf = type ? *type : *types;
+    std::optional<std::vector<std::string>> written;
+    if (type) {
+      std::optional<std::string> s = ReadString(ctx.sink, tf);
+      if (s) written = std::vector<std::string>{*s};
+    } else {
+      written = ReadStringList(ctx.sink, tf);
+    }
+    if (!written) return std::nullopt;
+    if (gpu.mode == GpuMode::kNone) {
+      ctx.sink.Error(tf.mark, tf.path, "names GPU types, but the task asks for no GPU");
+      return std::nullopt;
+    }
+    if (!ResolveGpuTypes(ctx, tf, *written, &gpu.types)) return std::nullopt;
+  }
+  if (!ok) return std::nullopt;
+  if (!CheckGpuRequest(ctx, mig ? *mig : f, &gpu)) return std::nullopt;
+  return gpu;
+}
+
+bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
+  std::optional<std::vector<Field>> items = ReadList(ctx.sink, f);
+  if (!items) return false;
+  bool ok = true;
+  for (const Field& item : *items) {
+    MapReader m(ctx.sink, item);
+    if (!m.valid()) {
+      ok = false;
+      continue;
+    }
+    EnvVar e;
+    if (m.RequiredString("name", &e.name)) {
+      if (e.name.empty() || e.name.find('=') != std::string::npos) {
+        ctx.sink.Error(item.mark, ChildPath(item.path, "name"),
+                       Cat("must be a non-empty name without '=', got \"", e.name, "\""));
+        ok = false;
+      }
+    } else {
+      ok = false;
+    }
+    ok = m.String("value", &e.value) && ok;
+    if (std::optional<Field> vf = m.Take("valueFrom")) {
+      ctx.sink.Error(vf->mark, vf->path, "is not supported: give the value itself");
+      ok = false;
+    }
+    m.Finish();
+    out->push_back(std::move(e));
+  }
+  return ok;
+}
+
+namespace {
+
+std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
+                                   const std::vector<TaskSpec>& earlier) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return std::nullopt;
+  TaskSpec t;
+  bool ok = true;
+  if (std::optional<Field> name = m.Require("name")) {
+    std::optional<std::string> s = ReadString(ctx.sink, *name);
+    ok = s && CheckTaskName(ctx, *name, *s, earlier) && ok;
+    if (s) t.name = *s;
+  } else {
+    ok = false;
+  }
+  ok = m.Int32("replicas", &t.replicas, 1, 100'000) && ok;
+  ok = m.String("image", &t.image) && ok;
+  ok = m.StringList("command", &t.command) && ok;
+  ok = m.StringList("args", &t.args) && ok;
+  if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t.env) && ok;
+  ok = m.String("workingDir", &t.working_dir) && ok;
+  if (std::optional<Field> res = m.Take("resources")) {
+    MapReader r(ctx.sink, *res);
+    if (r.valid()) {
+      if (std::optional<Field> g = r.Take("gpu")) {
+        std::optional<GpuRequest> gpu = DecodeGpu(ctx, *g);
+        ok = gpu.has_value() && ok;
+        if (gpu) t.resources.gpu = std::move(*gpu);
+      }
+      if (std::optional<Field> c = r.Take("cpu")) {
+        std::optional<MilliCpu> cpu = DecodeCpu(ctx, *c);
+        ok = cpu.has_value() && ok;
+        if (cpu) t.resources.cpu = *cpu;
+      }
+      if (std::optional<Field> mf = r.Take("memory")) {
+        std::optional<MiB> mem = DecodeMemory(ctx, *mf);
+        ok = mem.has_value() && ok;
+        if (mem) t.resources.memory = *mem;
+      }
+      r.Finish();
+    } else {
+      ok = false;
+    }
+  }
+  m.Finish();
+  if (!ok) return std::nullopt;
+  return t;
+}
+
+bool DecodeCheckpoint(Context& ctx, const Field& f, CheckpointSpec* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  bool ok = m.String("dir", &out->dir);
+  if (std::optional<Field> i = m.Take("interval")) {
+    std::optional<int64_t> s = DecodeDuration(ctx, *i);
+    ok = s.has_value() && ok;
+    if (s) out->interval_seconds = *s;
+  }
+  m.Finish();
+  return ok;
+}
+
+bool DecodeRestartPolicy(Context& ctx, const Field& f, RestartPolicy* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  bool ok = m.Int32("maxRestarts", &out->max_restarts, 0, 1000);
+  if (std::optional<Field> b = m.Take("backoff")) {
+    std::optional<int64_t> s = DecodeDuration(ctx, *b);
+    ok = s.has_value() && ok;
+    if (s) out->backoff_seconds = *s;
+  }
+  m.Finish();
+  return ok;
+}
+
+}  // namespace
+
+bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
+  bool ok = true;
+  if (std::optional<Field> q = s.Take("queue")) {
+    std::optional<std::string> name = ReadString(ctx.sink, *q);
+    if (name) {
+      if (absl::Status st = ValidateDnsLabel(*name); !st.ok()) {
+        ctx.sink.Error(q->mark, q->path, std::string(st.message()));
+        name.reset();
+      }
+    }
+    ok = name.has_value() && ok;
+    if (name) spec->queue = *name;
+  }
+  ok = s.Int32("priority", &spec->priority, -kMaxPriority, kMaxPriority) && ok;
+  if (std::optional<Field> b = s.Take("billing")) {
+    std::optional<std::string> text = ReadString(ctx.sink, *b);
+    std::optional<BillingClass> c = text ? ParseBillingClass(*text) : std::nullopt;
+    if (text && !c) {
+      ctx.sink.Error(b->mark, b->path,
+                     Cat("must be on-demand, reserved or spot, got \"", *text, "\""));
+    }
+    ok = c.has_value() && ok;
+    if (c) spec->billing = *c;
+  }
+  ok = s.StringMap("nodeSelector", &spec->node_selector, /*labels=*/true) && ok;
+  if (std::optional<Field> t = s.Take("tolerations")) {
+    ok = DecodeTolerations(ctx, *t, &spec->tolerations) && ok;
+  }
+  if (std::optional<Field> c = s.Take("minCudaVersion")) {
+    std::optional<std::string> text = ReadQuantityText(ctx.sink, *c);
+    if (text) {
+      absl::StatusOr<int> v = ParseCudaVersion(*text);
+      if (!v.ok()) {
+        ctx.sink.Error(c->mark, c->path, std::string(v.status().message()));
+        ok = false;
+      } else {
+        spec->min_cuda_version = *v;
+      }
+    } else {
+      ok = false;
+    }
+  }
+  ok = s.String("runtimeClass", &spec->runtime_class) && ok;
+  if (std::optional<Field> c = s.Take("checkpoint")) {
+    ok = DecodeCheckpoint(ctx, *c, &spec->checkpoint) && ok;
+  }
+  if (std::optional<Field> r = s.Take("restartPolicy")) {
+    ok = DecodeRestartPolicy(ctx, *r, &spec->restart) && ok;
+  }
+  if (std::optional<Field> e = s.Take("runtimeEstimate")) {
+    std::optional<int64_t> secs = DecodeDuration(ctx, *e);
+    ok = secs.has_value() && ok;
+    spec->runtime_estimate_seconds = secs;
+  }
+  return ok;
+}
+
+std::optional<Job> DecodeJob(Context& ctx, MapReader& doc) {
+  Job job;
+  bool ok = DecodeMetadata(ctx, doc, &job.metadata, /*namespaced=*/true);
+  std::optional<Field> spec_field = doc.Require("spec");
+  if (!spec_field) return std::nullopt;
+  MapReader s(ctx.sink, *spec_field);
+  if (!s.valid()) return std::nullopt;
+  if (std::optional<Field> tasks = s.Require("tasks")) {
+    if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *tasks)) {
+      if (items->empty()) {
+        ctx.sink.Error(tasks->mark, tasks->path, "must have at least one task");
+        ok = false;
+      }
+      for (const Field& item : *items) {
+        std::optional<TaskSpec> t = DecodeTask(ctx, item, job.spec.tasks);
+        ok = t.has_value() && ok;
+        if (t) job.spec.tasks.push_back(std::move(*t));
+      }
+    } else {
+      ok = false;
+    }
+  } else {
+    ok = false;
+  }
+  std::optional<Field> min_available = s.Take("minAvailable");
+  ok = DecodeJobOptions(ctx, s, &job.spec) && ok;
+  s.Finish();
+  if (!ok) return std::nullopt;
+  if (!CheckGang(ctx, min_available, &job.spec)) return std::nullopt;
+  return job;
+}
+
+}  // namespace gpucloud::manifest::internal

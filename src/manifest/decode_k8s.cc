@@ -1,0 +1,430 @@
+// Decoders of Kubernetes v1 Pod and Volcano batch.volcano.sh/v1alpha1 Job, converted to
+// gpucloud Jobs. Known Kubernetes fields that gpucloud does not act on are accepted with a
+// warning; unknown fields are errors.
+#include "core/parse.h"
+#include "core/text.h"
+#include "manifest/decode.h"
+#include "manifest/decode_task.h"
+
+namespace gpucloud::manifest::internal {
+namespace {
+
+constexpr std::string_view kGpu = "nvidia.com/gpu";
+constexpr std::string_view kGpuShared = "nvidia.com/gpu.shared";
+constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
+constexpr std::string_view kFractionAnnotation = "gpucloud.io/gpu-fraction";
+constexpr std::string_view kMemoryAnnotation = "gpucloud.io/gpu-memory";
+constexpr std::string_view kSharingAnnotation = "gpucloud.io/gpu-sharing";
+constexpr int64_t kDefaultSharedFractionMilli = 250;  // device plugin's common replicas: 4
+
+// What one container asks for, from resources.limits and resources.requests.
+struct ContainerResources {
+  Resources resources;
+  std::optional<Field> gpu_field;  // the nvidia.com/* entry, for locating later errors
+  int32_t shared_replicas = 0;
+};
+
+bool ReadResourceList(Context& ctx, const Field& f, std::map<std::string, Field>* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  std::vector<std::string> keys;
+  for (auto it = f.value.begin(); it != f.value.end(); ++it) keys.push_back(it->first.Scalar());
+  bool ok = true;
+  for (const std::string& key : keys) {
+    std::optional<Field> v = m.Take(key);
+    if (!v) {
+      ctx.sink.Error(m.mark(), ChildPath(f.path, key), "must be a quantity, got null");
+      ok = false;
+      continue;
+    }
+    out->emplace(key, std::move(*v));
+  }
+  m.Finish();
+  return ok;
+}
+
+bool DecodeContainerResources(Context& ctx, const Field& f, ContainerResources* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  std::map<std::string, Field> limits, requests;
+  bool ok = true;
+  if (std::optional<Field> l = m.Take("limits")) ok = ReadResourceList(ctx, *l, &limits) && ok;
+  if (std::optional<Field> r = m.Take("requests")) ok = ReadResourceList(ctx, *r, &requests) && ok;
+  m.Finish();
+  if (!ok) return false;
+
+  // Limits win; a GPU request without a limit is accepted, one that differs is an error.
+  std::map<std::string, Field> merged = requests;
+  for (const auto& [name, field] : limits) merged.insert_or_assign(name, field);
+  GpuRequest& gpu = out->resources.gpu;
+  for (const auto& [name, field] : merged) {
+    bool is_gpu = name == kGpu || name == kGpuShared || name.starts_with(kMigPrefix);
+    if (is_gpu && limits.contains(name) && requests.contains(name)) {
+      const Field& req = requests.at(name);
+      if (req.value.Scalar() != field.value.Scalar()) {
+        ctx.sink.Error(req.mark, req.path,
+                       Cat("must equal the limit (", field.value.Scalar(), ") for ", name));
+        ok = false;
+        continue;
+      }
+    }
+    if (name == "cpu") {
+      std::optional<MilliCpu> cpu = DecodeCpu(ctx, field);
+      ok = cpu.has_value() && ok;
+      if (cpu) out->resources.cpu = *cpu;
+    } else if (name == "memory") {
+      std::optional<MiB> mem = DecodeMemory(ctx, field);
+      ok = mem.has_value() && ok;
+      if (mem) out->resources.memory = *mem;
+    } else if (is_gpu) {
+      std::optional<int32_t> n = ReadGpuCount(ctx, field);
+      if (!n) {
+        ok = false;
+        continue;
+      }
+      if (*n == 0) continue;
+      if (gpu.mode != GpuMode::kNone) {
+        ctx.sink.Error(field.mark, field.path,
+                       Cat("a container asks for one kind of GPU: whole (nvidia.com/gpu), MIG "
+                           "(nvidia.com/mig-<profile>) or shared (nvidia.com/gpu.shared); ",
+                           out->gpu_field->path, " is already set"));
+        ok = false;
+        continue;
+      }
+      out->gpu_field = field;
+      if (name == kGpu) {
+        gpu.mode = GpuMode::kWhole;
+        gpu.count = *n;
+      } else if (name == kGpuShared) {
+        gpu.mode = GpuMode::kShared;
+        out->shared_replicas = *n;
+      } else {
+        std::string profile = name.substr(kMigPrefix.size());
+        // The device plugin writes "1g.10gb+me" as "1g.10gb.me".
+        if (profile.ends_with(".me")) profile = profile.substr(0, profile.size() - 3) + "+me";
+        gpu.mode = GpuMode::kMig;
+        gpu.mig_profile = profile;
+        gpu.count = *n;
+      }
+    } else if (name.starts_with("nvidia.com/")) {
+      ctx.sink.Error(field.mark, field.path,
+                     Cat("unknown NVIDIA resource \"", name,
+                         "\" (known: nvidia.com/gpu, nvidia.com/gpu.shared, "
+                         "nvidia.com/mig-<profile>)"));
+      ok = false;
+    } else {
+      ctx.sink.Warn(field.mark, field.path, Cat("ignored: gpucloud does not schedule ", name));
+    }
+  }
+  return ok;
+}
+
+// Turns `nvidia.com/gpu.shared: N` into a fraction using the job's annotations.
+bool ApplySharedAnnotations(Context& ctx, const ObjectMeta& meta, ContainerResources* c) {
+  GpuRequest& gpu = c->resources.gpu;
+  const Field& at = *c->gpu_field;
+  int64_t per_replica = kDefaultSharedFractionMilli;
+  std::string annotation_path = "metadata.annotations.";
+  if (auto it = meta.annotations.find(std::string(kFractionAnnotation));
+      it != meta.annotations.end()) {
+    absl::StatusOr<int64_t> v = ParseMilli(it->second);
+    if (!v.ok() || *v == 0 || *v > kMilliPerUnit) {
+      ctx.sink.Error(at.mark, Cat(annotation_path, kFractionAnnotation),
+                     Cat("must be a fraction of one GPU in (0, 1], got \"", it->second, "\""));
+      return false;
+    }
+    per_replica = *v;
+  }
+  int64_t total = per_replica * c->shared_replicas;
+  if (total > kMilliPerUnit) {
+    ctx.sink.Error(at.mark, at.path,
+                   Cat(c->shared_replicas, " shared replicas of ", FormatMilli(per_replica),
+                       " GPU each exceed one GPU"));
+    return false;
+  }
+  gpu.fraction = MilliGpu(total);
+  if (auto it = meta.annotations.find(std::string(kMemoryAnnotation));
+      it != meta.annotations.end()) {
+    absl::StatusOr<MiB> mem = ParseMemory(it->second);
+    if (!mem.ok()) {
+      ctx.sink.Error(at.mark, Cat(annotation_path, kMemoryAnnotation),
+                     std::string(mem.status().message()));
+      return false;
+    }
+    gpu.memory = *mem;
+  }
+  if (auto it = meta.annotations.find(std::string(kSharingAnnotation));
+      it != meta.annotations.end()) {
+    std::optional<GpuSharing> s = ParseGpuSharing(it->second);
+    if (!s) {
+      ctx.sink.Error(at.mark, Cat(annotation_path, kSharingAnnotation),
+                     Cat("must be time-slicing or mps, got \"", it->second, "\""));
+      return false;
+    }
+    gpu.sharing = *s;
+  }
+  return true;
+}
+
+std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const ObjectMeta& meta,
+                                        std::optional<Field>* gpu_field) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return std::nullopt;
+  TaskSpec t;
+  bool ok = true;
+  if (std::optional<Field> name = m.Require("name")) {
+    std::optional<std::string> s = ReadString(ctx.sink, *name);
+    ok = s && CheckTaskName(ctx, *name, *s, {}) && ok;
+    if (s) t.name = *s;
+  } else {
+    ok = false;
+  }
+  ok = m.String("image", &t.image) && ok;
+  ok = m.StringList("command", &t.command) && ok;
+  ok = m.StringList("args", &t.args) && ok;
+  if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t.env) && ok;
+  ok = m.String("workingDir", &t.working_dir) && ok;
+  if (std::optional<Field> res = m.Take("resources")) {
+    ContainerResources c;
+    if (DecodeContainerResources(ctx, *res, &c)) {
+      if (c.resources.gpu.mode == GpuMode::kShared) ok = ApplySharedAnnotations(ctx, meta, &c) && ok;
+      t.resources = c.resources;
+      *gpu_field = c.gpu_field;
+    } else {
+      ok = false;
+    }
+  }
+  for (const char* k : {"ports", "volumeMounts", "securityContext", "livenessProbe",
+                        "readinessProbe", "startupProbe", "envFrom", "lifecycle"}) {
+    m.IgnoreWithWarning(k, "not supported by gpucloud yet");
+  }
+  for (const char* k : {"imagePullPolicy", "stdin", "tty", "terminationMessagePath",
+                        "terminationMessagePolicy"}) {
+    m.Ignore(k);
+  }
+  m.Finish();
+  if (!ok) return std::nullopt;
+  return t;
+}
+
+// The parts of a PodSpec that become (part of) a gpucloud Job.
+struct PodParts {
+  TaskSpec task;
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  std::string runtime_class;
+  std::optional<Field> restart_policy;
+};
+
+std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const ObjectMeta& meta) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return std::nullopt;
+  PodParts parts;
+  bool ok = true;
+  std::optional<Field> gpu_field;
+  if (std::optional<Field> containers = m.Require("containers")) {
+    if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *containers)) {
+      if (items->size() != 1) {
+        ctx.sink.Error(containers->mark, containers->path,
+                       Cat("must have exactly one container (gpucloud runs one process per task), "
+                           "got ",
+                           items->size()));
+        ok = false;
+      } else {
+        std::optional<TaskSpec> t = DecodeContainer(ctx, (*items)[0], meta, &gpu_field);
+        ok = t.has_value() && ok;
+        if (t) parts.task = std::move(*t);
+      }
+    } else {
+      ok = false;
+    }
+  } else {
+    ok = false;
+  }
+  std::optional<Field> selector = m.Take("nodeSelector");
+  if (selector) {
+    std::optional<std::map<std::string, std::string>> sel = ReadStringMap(ctx.sink, *selector, true);
+    ok = sel.has_value() && ok;
+    if (sel) parts.node_selector = std::move(*sel);
+  }
+  if (std::optional<Field> t = m.Take("tolerations")) {
+    ok = DecodeTolerations(ctx, *t, &parts.tolerations) && ok;
+  }
+  ok = m.String("runtimeClassName", &parts.runtime_class) && ok;
+  parts.restart_policy = m.Take("restartPolicy");
+  m.Ignore("schedulerName");  // gpucloud is the scheduler
+  for (const char* k : {"volumes", "initContainers", "imagePullSecrets", "serviceAccountName",
+                        "securityContext", "affinity", "priorityClassName", "hostNetwork",
+                        "dnsPolicy", "terminationGracePeriodSeconds", "hostIPC",
+                        "shareProcessNamespace"}) {
+    m.IgnoreWithWarning(k, "not supported by gpucloud yet");
+  }
+  m.Finish();
+  if (!ok) return std::nullopt;
+
+  // A GPU model named in the node selector narrows the acceptable GPU types.
+  GpuRequest& gpu = parts.task.resources.gpu;
+  InferGpuTypesFromSelector(ctx.catalog, parts.node_selector, &gpu);
+  if (gpu.mode != GpuMode::kNone && !CheckGpuRequest(ctx, *gpu_field, &gpu)) return std::nullopt;
+  return parts;
+}
+
+bool MergeNodeSelector(Context& ctx, const Field& at, const std::map<std::string, std::string>& add,
+                       std::map<std::string, std::string>* into) {
+  for (const auto& [k, v] : add) {
+    auto [it, inserted] = into->emplace(k, v);
+    if (!inserted && it->second != v) {
+      ctx.sink.Error(at.mark, at.path,
+                     Cat("nodeSelector ", k, "=", v, " conflicts with ", k, "=", it->second,
+                         " of another task (gpucloud applies one node selector to the whole job)"));
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Job> DecodePod(Context& ctx, MapReader& doc) {
+  Job job;
+  bool meta_ok = DecodeMetadata(ctx, doc, &job.metadata, /*namespaced=*/true);
+  std::optional<Field> spec_field = doc.Require("spec");
+  doc.Ignore("status");
+  if (!meta_ok || !spec_field) return std::nullopt;
+  std::optional<PodParts> parts = DecodePodSpec(ctx, *spec_field, job.metadata);
+  if (!parts) return std::nullopt;
+  job.spec.tasks.push_back(std::move(parts->task));
+  job.spec.node_selector = std::move(parts->node_selector);
+  job.spec.tolerations = std::move(parts->tolerations);
+  job.spec.runtime_class = std::move(parts->runtime_class);
+  if (parts->restart_policy) {
+    std::optional<std::string> p = ReadString(ctx.sink, *parts->restart_policy);
+    if (!p) return std::nullopt;
+    if (*p == "Never") {
+      job.spec.restart.max_restarts = 0;
+    } else if (*p != "OnFailure" && *p != "Always") {
+      ctx.sink.Error(parts->restart_policy->mark, parts->restart_policy->path,
+                     Cat("must be Always, OnFailure or Never, got \"", *p, "\""));
+      return std::nullopt;
+    }
+  }
+  job.spec.min_available = 1;
+  return job;
+}
+
+std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
+  Job job;
+  bool ok = DecodeMetadata(ctx, doc, &job.metadata, /*namespaced=*/true);
+  std::optional<Field> spec_field = doc.Require("spec");
+  doc.Ignore("status");
+  if (!spec_field) return std::nullopt;
+  MapReader s(ctx.sink, *spec_field);
+  if (!s.valid()) return std::nullopt;
+  std::optional<Field> min_available = s.Take("minAvailable");
+  if (std::optional<Field> q = s.Take("queue")) {
+    std::optional<std::string> name = ReadString(ctx.sink, *q);
+    if (name) {
+      if (absl::Status st = ValidateDnsLabel(*name); !st.ok()) {
+        ctx.sink.Error(q->mark, q->path, std::string(st.message()));
+        name.reset();
+      }
+    }
+    ok = name.has_value() && ok;
+    if (name) job.spec.queue = *name;
+  }
+  ok = s.Int32("maxRetry", &job.spec.restart.max_restarts, 0, 1000) && ok;
+  s.Ignore("schedulerName");  // gpucloud is the scheduler
+  s.IgnoreWithWarning("plugins", "gpucloud sets the distributed-training environment itself");
+  for (const char* k : {"policies", "volumes", "ttlSecondsAfterFinished", "priorityClassName",
+                        "minSuccess", "runningEstimate", "networkTopology"}) {
+    s.IgnoreWithWarning(k, "not supported by gpucloud yet");
+  }
+  if (std::optional<Field> tasks = s.Require("tasks")) {
+    if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *tasks)) {
+      if (items->empty()) {
+        ctx.sink.Error(tasks->mark, tasks->path, "must have at least one task");
+        ok = false;
+      }
+      for (const Field& item : *items) {
+        MapReader t(ctx.sink, item);
+        if (!t.valid()) {
+          ok = false;
+          continue;
+        }
+        std::optional<Field> name = t.Take("name");
+        int32_t replicas = 1;
+        ok = t.Int32("replicas", &replicas, 1, 100'000) && ok;
+        for (const char* k : {"policies", "minAvailable", "maxRetry", "dependsOn"}) {
+          t.IgnoreWithWarning(k, "not supported by gpucloud yet");
+        }
+        std::optional<Field> tmpl = t.Require("template");
+        t.Finish();
+        if (!tmpl) {
+          ok = false;
+          continue;
+        }
+        MapReader tm(ctx.sink, *tmpl);
+        if (!tm.valid()) {
+          ok = false;
+          continue;
+        }
+        ObjectMeta pod_meta = job.metadata;
+        if (std::optional<Field> md = tm.Take("metadata")) {
+          MapReader mm(ctx.sink, *md);
+          ok = mm.valid() && ok;
+          if (mm.valid()) {
+            std::map<std::string, std::string> labels, annotations;
+            ok = mm.StringMap("labels", &labels, true) && ok;
+            ok = mm.StringMap("annotations", &annotations, false) && ok;
+            pod_meta.annotations.insert(annotations.begin(), annotations.end());
+            mm.Ignore("name");
+            mm.Finish();
+          }
+        }
+        std::optional<Field> pod_spec = tm.Require("spec");
+        tm.Finish();
+        if (!pod_spec) {
+          ok = false;
+          continue;
+        }
+        std::optional<PodParts> parts = DecodePodSpec(ctx, *pod_spec, pod_meta);
+        if (!parts) {
+          ok = false;
+          continue;
+        }
+        TaskSpec task = std::move(parts->task);
+        task.replicas = replicas;
+        if (name) {
+          std::optional<std::string> n = ReadString(ctx.sink, *name);
+          if (!n || !CheckTaskName(ctx, *name, *n, job.spec.tasks)) {
+            ok = false;
+            continue;
+          }
+          task.name = *n;
+        } else if (!CheckTaskName(ctx, item, task.name, job.spec.tasks)) {
+          ok = false;
+          continue;
+        }
+        ok = MergeNodeSelector(ctx, *pod_spec, parts->node_selector, &job.spec.node_selector) && ok;
+        for (Toleration& tol : parts->tolerations) {
+          if (std::find(job.spec.tolerations.begin(), job.spec.tolerations.end(), tol) ==
+              job.spec.tolerations.end()) {
+            job.spec.tolerations.push_back(std::move(tol));
+          }
+        }
+        if (!parts->runtime_class.empty()) job.spec.runtime_class = parts->runtime_class;
+        job.spec.tasks.push_back(std::move(task));
+      }
+    } else {
+      ok = false;
+    }
+  } else {
+    ok = false;
+  }
+  s.Finish();
+  if (!ok) return std::nullopt;
+  if (!CheckGang(ctx, min_available, &job.spec)) return std::nullopt;
+  return job;
+}
+
+}  // namespace gpucloud::manifest::internal

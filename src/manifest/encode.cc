@@ -1,0 +1,216 @@
+// Printing of objects in the normalized gpucloud/v1 form. Objects are first built as ordered
+// JSON (field order as in docs/manifests.md); YAML is emitted from that tree, quoting every
+// string that would otherwise read back as a number, boolean or null.
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "core/parse.h"
+#include "manifest/manifest.h"
+#include "manifest/yaml_reader.h"
+
+namespace gpucloud::manifest {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json StringMap(const std::map<std::string, std::string>& m) {
+  Json out = Json::object();
+  for (const auto& [k, v] : m) out[k] = v;
+  return out;
+}
+
+Json Metadata(const ObjectMeta& m) {
+  Json out = Json::object();
+  out["name"] = m.name;
+  if (!m.namespace_.empty()) out["namespace"] = m.namespace_;
+  if (!m.labels.empty()) out["labels"] = StringMap(m.labels);
+  if (!m.annotations.empty()) out["annotations"] = StringMap(m.annotations);
+  return out;
+}
+
+Json Tolerations(const std::vector<Toleration>& tolerations) {
+  Json out = Json::array();
+  for (const Toleration& t : tolerations) {
+    Json j = Json::object();
+    if (!t.key.empty()) j["key"] = t.key;
+    j["operator"] = t.exists ? "Exists" : "Equal";
+    if (!t.value.empty()) j["value"] = t.value;
+    if (!t.effect.empty()) j["effect"] = t.effect;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Json Gpu(const GpuRequest& g) {
+  Json out = Json::object();
+  switch (g.mode) {
+    case GpuMode::kNone: out["count"] = 0; break;
+    case GpuMode::kWhole: out["count"] = g.count; break;
+    case GpuMode::kMig:
+      out["mig"] = g.mig_profile;
+      out["count"] = g.count;
+      break;
+    case GpuMode::kShared:
+      out["fraction"] = FormatMilli(g.fraction.raw());
+      if (g.memory.raw() > 0) out["memory"] = FormatMemory(g.memory);
+      out["sharing"] = GpuSharingName(g.sharing);
+      break;
+  }
+  if (!g.types.empty()) out["types"] = g.types;
+  return out;
+}
+
+Json Task(const TaskSpec& t) {
+  Json out = Json::object();
+  out["name"] = t.name;
+  out["replicas"] = t.replicas;
+  if (!t.image.empty()) out["image"] = t.image;
+  if (!t.command.empty()) out["command"] = t.command;
+  if (!t.args.empty()) out["args"] = t.args;
+  if (!t.env.empty()) {
+    Json env = Json::array();
+    for (const EnvVar& e : t.env) env.push_back(Json{{"name", e.name}, {"value", e.value}});
+    out["env"] = std::move(env);
+  }
+  if (!t.working_dir.empty()) out["workingDir"] = t.working_dir;
+  Json res = Json::object();
+  if (t.resources.gpu.mode != GpuMode::kNone) res["gpu"] = Gpu(t.resources.gpu);
+  if (t.resources.cpu.raw() > 0) res["cpu"] = FormatMilli(t.resources.cpu.raw());
+  if (t.resources.memory.raw() > 0) res["memory"] = FormatMemory(t.resources.memory);
+  if (!res.empty()) out["resources"] = std::move(res);
+  return out;
+}
+
+Json JobSpecJson(const JobSpec& s) {
+  Json out = Json::object();
+  out["queue"] = s.queue;
+  out["priority"] = s.priority;
+  out["billing"] = BillingClassName(s.billing);
+  out["minAvailable"] = s.GangSize();
+  if (s.runtime_estimate_seconds) out["runtimeEstimate"] = FormatDuration(*s.runtime_estimate_seconds);
+  if (!s.node_selector.empty()) out["nodeSelector"] = StringMap(s.node_selector);
+  if (!s.tolerations.empty()) out["tolerations"] = Tolerations(s.tolerations);
+  if (s.min_cuda_version > 0) out["minCudaVersion"] = FormatCudaVersion(s.min_cuda_version);
+  if (!s.runtime_class.empty()) out["runtimeClass"] = s.runtime_class;
+  if (!s.checkpoint.dir.empty() || s.checkpoint.interval_seconds > 0) {
+    Json c = Json::object();
+    if (!s.checkpoint.dir.empty()) c["dir"] = s.checkpoint.dir;
+    if (s.checkpoint.interval_seconds > 0) c["interval"] = FormatDuration(s.checkpoint.interval_seconds);
+    out["checkpoint"] = std::move(c);
+  }
+  out["restartPolicy"] = Json{{"maxRestarts", s.restart.max_restarts},
+                              {"backoff", FormatDuration(s.restart.backoff_seconds)}};
+  Json tasks = Json::array();
+  for (const TaskSpec& t : s.tasks) tasks.push_back(Task(t));
+  out["tasks"] = std::move(tasks);
+  return out;
+}
+
+Json QueueSpecJson(const QueueSpec& s) {
+  Json out = Json::object();
+  out["weight"] = s.weight;
+  out["mayBorrow"] = s.may_borrow;
+  out["mayLend"] = s.may_lend;
+  out["ordering"] = QueueOrderingName(s.ordering);
+  Json quota = Json::array();
+  for (const GpuQuota& q : s.quota) {
+    Json j = Json::object();
+    j["gpuType"] = q.gpu_type;
+    j["guaranteed"] = FormatMilli(q.guaranteed.raw());
+    if (q.max) j["max"] = FormatMilli(q.max->raw());
+    quota.push_back(std::move(j));
+  }
+  if (!quota.empty()) out["quota"] = std::move(quota);
+  return out;
+}
+
+Json NodePoolSpecJson(const NodePoolSpec& s) {
+  Json out = Json::object();
+  out["gpuType"] = s.gpu_type;
+  out["gpusPerNode"] = s.gpus_per_node;
+  out["minNodes"] = s.min_nodes;
+  out["maxNodes"] = s.max_nodes;
+  out["billing"] = BillingClassName(s.billing);
+  if (s.price_per_gpu_hour) out["pricePerGpuHour"] = FormatPrice(*s.price_per_gpu_hour);
+  out["provider"] = s.provider;
+  if (!s.labels.empty()) out["labels"] = StringMap(s.labels);
+  if (!s.taints.empty()) {
+    Json taints = Json::array();
+    for (const Taint& t : s.taints) {
+      Json j = Json::object();
+      j["key"] = t.key;
+      if (!t.value.empty()) j["value"] = t.value;
+      j["effect"] = t.effect;
+      taints.push_back(std::move(j));
+    }
+    out["taints"] = std::move(taints);
+  }
+  return out;
+}
+
+Json ToJsonTree(const Object& object) {
+  Json out = Json::object();
+  out["apiVersion"] = kApiVersion;
+  out["kind"] = KindOf(object);
+  out["metadata"] = Metadata(MetaOf(object));
+  if (const Job* j = std::get_if<Job>(&object)) out["spec"] = JobSpecJson(j->spec);
+  if (const Queue* q = std::get_if<Queue>(&object)) out["spec"] = QueueSpecJson(q->spec);
+  if (const NodePool* p = std::get_if<NodePool>(&object)) out["spec"] = NodePoolSpecJson(p->spec);
+  if (const RuntimeClass* rc = std::get_if<RuntimeClass>(&object)) {
+    out["handler"] = rc->spec.handler;
+    if (!rc->spec.node_selector.empty() || !rc->spec.tolerations.empty()) {
+      Json sched = Json::object();
+      if (!rc->spec.node_selector.empty()) sched["nodeSelector"] = StringMap(rc->spec.node_selector);
+      if (!rc->spec.tolerations.empty()) sched["tolerations"] = Tolerations(rc->spec.tolerations);
+      out["scheduling"] = std::move(sched);
+    }
+  }
+  return out;
+}
+
+void EmitYaml(YAML::Emitter& e, const Json& j) {
+  if (j.is_object()) {
+    if (j.empty()) {
+      e << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+      return;
+    }
+    e << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      e << YAML::Key;
+      if (PlainScalarIsNotString(k)) e << YAML::DoubleQuoted;
+      e << k << YAML::Value;
+      EmitYaml(e, v);
+    }
+    e << YAML::EndMap;
+  } else if (j.is_array()) {
+    if (j.empty()) {
+      e << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+      return;
+    }
+    e << YAML::BeginSeq;
+    for (const Json& v : j) EmitYaml(e, v);
+    e << YAML::EndSeq;
+  } else if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    if (PlainScalarIsNotString(s)) e << YAML::DoubleQuoted;
+    e << s;
+  } else if (j.is_boolean()) {
+    e << j.get<bool>();
+  } else if (j.is_number_integer()) {
+    e << j.get<int64_t>();
+  } else {
+    e << YAML::Null;
+  }
+}
+
+}  // namespace
+
+std::string ToJson(const Object& object) { return ToJsonTree(object).dump(2) + "\n"; }
+
+std::string ToYaml(const Object& object) {
+  YAML::Emitter e;
+  EmitYaml(e, ToJsonTree(object));
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace gpucloud::manifest

@@ -1,0 +1,75 @@
+// Manifests: the YAML and JSON documents users already write, read into gpucloud's specs and
+// printed back in the normalized gpucloud/v1 form.
+//
+// Kinds read: gpucloud/v1 Job, Queue, NodePool and RuntimeClass; Kubernetes v1 Pod and
+// node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job. Kubernetes and Volcano
+// objects are converted to gpucloud Jobs (GPU resources from `nvidia.com/gpu`,
+// `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from `nodeSelector`
+// accelerator labels). Validation is strict, like `kubectl --validate=strict`; every error names
+// file, document, field path, line and column. Nothing here does I/O.
+// Stateless functions; thread-safe.
+#ifndef GPUCLOUD_MANIFEST_MANIFEST_H_
+#define GPUCLOUD_MANIFEST_MANIFEST_H_
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/gpu_catalog.h"
+#include "core/job.h"
+#include "core/node_pool.h"
+#include "core/queue.h"
+#include "core/runtime_class.h"
+#include "manifest/diagnostic.h"
+
+namespace gpucloud::manifest {
+
+inline constexpr std::string_view kApiVersion = "gpucloud/v1";
+// Largest manifest file accepted.
+inline constexpr size_t kMaxManifestBytes = 8 << 20;
+
+using Object = std::variant<Job, Queue, NodePool, RuntimeClass>;
+
+// One object read from one document.
+struct Manifest {
+  std::string file;
+  int document = 0;                // 1-based index in its file
+  std::string source_api_version;  // as written, e.g. "batch.volcano.sh/v1alpha1"
+  std::string source_kind;         // as written, e.g. "Job"
+  Object object;
+};
+
+struct ParseResult {
+  std::vector<Manifest> manifests;  // empty when there are errors
+  std::vector<Diagnostic> errors;
+  std::vector<Diagnostic> warnings;
+  bool ok() const { return errors.empty(); }
+};
+
+// Reads every document of one file's text. `file` is used in diagnostics only. Either all
+// documents are returned or, if any has an error, none (with the errors of every document).
+ParseResult ParseManifests(std::string_view text, std::string_view file,
+                           const GpuCatalog& catalog = GpuCatalog::Default());
+
+// Applies RuntimeClasses among `manifests` to the Jobs that name them: their node selectors and
+// tolerations are merged into the job. A selector key the job already sets to another value is
+// an error. Jobs naming a class not present are left as they are (the server resolves them).
+std::vector<Diagnostic> ResolveRuntimeClasses(std::vector<Manifest>& manifests);
+
+// Kind name of an object in the gpucloud/v1 API: "Job", "Queue", "NodePool", "RuntimeClass".
+std::string_view KindOf(const Object& object);
+const ObjectMeta& MetaOf(const Object& object);
+
+// The normalized gpucloud/v1 form of an object, as YAML (one document, no leading "---") or as
+// pretty-printed JSON. Parsing either back yields an equal object.
+std::string ToYaml(const Object& object);
+std::string ToJson(const Object& object);
+
+// One line saying what the object asks for, e.g.
+// "Job default/pytorch-job: 4 x worker (1 GPU, any type); gang of 4; 4 GPUs in all; ..."
+std::string Summarize(const Object& object);
+
+}  // namespace gpucloud::manifest
+
+#endif  // GPUCLOUD_MANIFEST_MANIFEST_H_

@@ -1,0 +1,110 @@
+// One-line summaries of what an object asks for, for `gpuctl validate` and the demo.
+#include "core/parse.h"
+#include "core/text.h"
+#include "manifest/manifest.h"
+
+namespace gpucloud::manifest {
+namespace {
+
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  return Cat(n, " ", n == 1 ? one : many);
+}
+
+std::string TypesText(const GpuRequest& g) {
+  if (g.types.empty()) return "any type";
+  return Join(g.types, " or ");
+}
+
+std::string GpuText(const GpuRequest& g) {
+  switch (g.mode) {
+    case GpuMode::kNone: return "no GPU";
+    case GpuMode::kWhole: return Cat(Plural(g.count, "GPU", "GPUs"), ", ", TypesText(g));
+    case GpuMode::kMig:
+      return Cat(Plural(g.count, "MIG instance", "MIG instances"), " ", g.mig_profile, ", ",
+                 TypesText(g));
+    case GpuMode::kShared: {
+      std::string out = Cat(FormatMilli(g.fraction.raw()), " of a shared GPU (",
+                            GpuSharingName(g.sharing));
+      if (g.memory.raw() > 0) out += Cat(", ", FormatMemory(g.memory), " memory");
+      return Cat(out, "), ", TypesText(g));
+    }
+  }
+  return "";
+}
+
+std::string JobSummary(const Job& job) {
+  const JobSpec& s = job.spec;
+  std::vector<std::string> tasks;
+  for (const TaskSpec& t : s.tasks) {
+    std::string text = Cat(t.replicas, " x ", t.name, " (", GpuText(t.resources.gpu));
+    if (t.resources.cpu.raw() > 0) text += Cat(", ", FormatMilli(t.resources.cpu.raw()), " CPU");
+    if (t.resources.memory.raw() > 0) text += Cat(", ", FormatMemory(t.resources.memory));
+    tasks.push_back(text + ")");
+  }
+  std::string out = Cat("Job ", job.metadata.namespace_, "/", job.metadata.name, ": ",
+                        Join(tasks, " + "), "; gang of ", s.GangSize());
+  int64_t mig = 0;
+  for (const TaskSpec& t : s.tasks) {
+    if (t.resources.gpu.mode == GpuMode::kMig) mig += int64_t{t.resources.gpu.count} * t.replicas;
+  }
+  std::vector<std::string> totals;
+  if (s.TotalGpus().raw() > 0 || mig == 0) {
+    totals.push_back(Cat(FormatMilli(s.TotalGpus().raw()),
+                         s.TotalGpus() == WholeGpus(1) ? " GPU" : " GPUs"));
+  }
+  if (mig > 0) totals.push_back(Plural(mig, "MIG instance", "MIG instances"));
+  out += Cat("; ", Join(totals, " + "), " in all");
+  out += Cat("; queue ", s.queue, ", ", BillingClassName(s.billing));
+  if (s.priority != 0) out += Cat(", priority ", s.priority);
+  if (!s.node_selector.empty()) {
+    std::vector<std::string> sel;
+    for (const auto& [k, v] : s.node_selector) sel.push_back(Cat(k, "=", v));
+    out += Cat("; nodes with ", Join(sel, ","));
+  }
+  if (s.min_cuda_version > 0) out += Cat("; CUDA >= ", FormatCudaVersion(s.min_cuda_version));
+  if (s.runtime_estimate_seconds) out += Cat("; about ", FormatDuration(*s.runtime_estimate_seconds));
+  return out;
+}
+
+std::string QueueSummary(const Queue& q) {
+  std::string out = Cat("Queue ", q.metadata.name, ": weight ", q.spec.weight, ", ",
+                        QueueOrderingName(q.spec.ordering));
+  for (const GpuQuota& quota : q.spec.quota) {
+    out += Cat("; ", quota.gpu_type == kAnyGpuType ? "all GPUs" : quota.gpu_type, " guaranteed ",
+               FormatMilli(quota.guaranteed.raw()));
+    if (quota.max) out += Cat(", max ", FormatMilli(quota.max->raw()));
+  }
+  if (!q.spec.may_borrow) out += "; never borrows";
+  if (!q.spec.may_lend) out += "; never lends";
+  return out;
+}
+
+std::string PoolSummary(const NodePool& p) {
+  const NodePoolSpec& s = p.spec;
+  std::string out = Cat("NodePool ", p.metadata.name, ": ", s.min_nodes, "-", s.max_nodes,
+                        " nodes x ", s.gpus_per_node, " ", s.gpu_type, ", ",
+                        BillingClassName(s.billing), " at $",
+                        FormatPrice(EffectivePricePerGpuHour(s, GpuCatalog::Default())),
+                        " per GPU-hour");
+  if (!s.price_per_gpu_hour) out += " (catalog price)";
+  return Cat(out, ", provider ", s.provider);
+}
+
+std::string RuntimeClassSummary(const RuntimeClass& rc) {
+  std::string out = Cat("RuntimeClass ", rc.metadata.name, ": handler ", rc.spec.handler);
+  std::vector<std::string> sel;
+  for (const auto& [k, v] : rc.spec.node_selector) sel.push_back(Cat(k, "=", v));
+  if (!sel.empty()) out += Cat("; nodes with ", Join(sel, ","));
+  return out;
+}
+
+}  // namespace
+
+std::string Summarize(const Object& object) {
+  if (const Job* j = std::get_if<Job>(&object)) return JobSummary(*j);
+  if (const Queue* q = std::get_if<Queue>(&object)) return QueueSummary(*q);
+  if (const NodePool* p = std::get_if<NodePool>(&object)) return PoolSummary(*p);
+  return RuntimeClassSummary(std::get<RuntimeClass>(object));
+}
+
+}  // namespace gpucloud::manifest
