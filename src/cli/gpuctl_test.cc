@@ -1,1 +1,123 @@
+#include "cli/gpuctl.h"
+
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace gpucloud::cli {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun Gpuctl(std::vector<std::string> args, const std::string& stdin_text = "") {
+  args.insert(args.begin(), "gpuctl");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::istringstream in(stdin_text);
+  std::ostringstream out, err;
+  int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string Src(const std::string& rel) { return std::string(GPUCLOUD_SOURCE_DIR) + "/" + rel; }
+
+TEST(Gpuctl, ValidateExamplesDirectory) {
+  CliRun r = Gpuctl({"validate", "-f", Src("examples")});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("seed-003-volcano-pytorch.yaml: valid (1 object)"), std::string::npos);
+  EXPECT_NE(r.out.find("  Job default/pytorch-job: 4 x worker (1 GPU, any type); gang of 4"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Gpuctl, InvalidInputExitsOneWithLocatedErrors) {
+  CliRun r = Gpuctl({"validate", "-f", "-"},
+                 "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: j}\nspec:\n"
+                 "  tasks:\n  - name: w\n    replicas: 0\n");
+  EXPECT_EQ(r.code, kExitInvalid);
+  EXPECT_EQ(r.out, "<stdin>: invalid\n");
+  EXPECT_EQ(r.err, "<stdin>:7:15: spec.tasks[0].replicas: must be >= 1, got 0\n1 error\n");
+}
+
+TEST(Gpuctl, MissingFileIsInvalidInput) {
+  CliRun r = Gpuctl({"validate", "-f", "/nonexistent/job.yaml"});
+  EXPECT_EQ(r.code, kExitInvalid);
+  EXPECT_EQ(r.err, "/nonexistent/job.yaml: cannot read: No such file or directory\n1 error\n");
+}
+
+TEST(Gpuctl, UsageErrorsExitTwo) {
+  EXPECT_EQ(Gpuctl({}).code, kExitUsage);
+  EXPECT_EQ(Gpuctl({"validate"}).code, kExitUsage);
+  EXPECT_EQ(Gpuctl({"frobnicate"}).code, kExitUsage);
+  EXPECT_EQ(Gpuctl({"convert", "-f", "x.yaml", "-o", "xml"}).code, kExitUsage);
+  EXPECT_EQ(Gpuctl({"--help"}).code, kExitOk);
+}
+
+TEST(Gpuctl, ConvertPrintsNormalizedYaml) {
+  CliRun r = Gpuctl({"convert", "-f", Src("examples/seed-000-pod.yaml")});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, R"(apiVersion: gpucloud/v1
+kind: Job
+metadata:
+  name: ml-training
+  namespace: default
+spec:
+  queue: default
+  priority: 0
+  billing: on-demand
+  minAvailable: 1
+  restartPolicy:
+    maxRestarts: 3
+    backoff: 10s
+  tasks:
+    - name: pytorch
+      replicas: 1
+      image: pytorch/pytorch:latest
+      resources:
+        gpu:
+          count: 4
+)");
+}
+
+TEST(Gpuctl, ConvertedOutputValidatesAgain) {
+  for (const char* format : {"yaml", "json"}) {
+    CliRun converted = Gpuctl({"convert", "-f", Src("examples"), "-o", format});
+    ASSERT_EQ(converted.code, kExitOk) << converted.err;
+    CliRun again = Gpuctl({"convert", "-f", "-", "-o", format}, converted.out);
+    EXPECT_EQ(again.code, kExitOk) << again.err;
+    EXPECT_EQ(again.out, converted.out) << format;
+  }
+}
+
+TEST(Gpuctl, ConvertPrintsNothingWhenAnyFileIsInvalid) {
+  CliRun r = Gpuctl({"convert", "-f", Src("examples/seed-000-pod.yaml"), "-f",
+                  Src("testdata/manifests/seed-000-verbatim.yaml")});
+  EXPECT_EQ(r.code, kExitInvalid);
+  EXPECT_EQ(r.out, "");
+}
+
+// The real binary, as a user runs it.
+TEST(GpuctlBinary, ExitCodes) {
+  std::string bin = std::string(GPUCTL_BINARY);
+  auto status = [&](const std::string& args) {
+    int s = std::system((bin + " " + args + " >/dev/null 2>&1").c_str());
+    return WEXITSTATUS(s);
+  };
+  EXPECT_EQ(status("validate -f " + Src("examples")), 0);
+  EXPECT_EQ(status("validate -f " + Src("testdata/manifests/seed-000-verbatim.yaml")), 1);
+  EXPECT_EQ(status("validate"), 2);
+}
+
+}  // namespace
+}  // namespace gpucloud::cli

@@ -1,1 +1,544 @@
+// A table of invalid manifests and the exact errors gpuctl prints for them. Each error names
+// the file, the field path, and the line and column of the offending key or value.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "manifest/manifest.h"
+
+namespace gpucloud::manifest {
+namespace {
+
+struct Case {
+  const char* name;
+  const char* yaml;
+  const char* want;  // every error, one per line
+};
+
+std::string Errors(const std::string& yaml) {
+  ParseResult r = ParseManifests(yaml, "job.yaml");
+  std::string out;
+  for (const Diagnostic& d : r.errors) out += d.ToString() + "\n";
+  if (!r.errors.empty()) {
+    EXPECT_TRUE(r.manifests.empty());
+  }
+  return out;
+}
+
+const Case kCases[] = {
+    {"replicas_zero", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata:
+  name: train
+spec:
+  tasks:
+  - name: worker
+    replicas: 0
+)",
+     "job.yaml:8:15: spec.tasks[0].replicas: must be >= 1, got 0\n"},
+    {"unknown_top_level_field", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+sepc: {}
+spec:
+  tasks: [{name: w}]
+)",
+     "job.yaml:4:1: sepc: unknown field\n"},
+    {"unknown_task_field", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    replica: 2
+)",
+     "job.yaml:7:5: spec.tasks[0].replica: unknown field\n"},
+    {"replicas_wrong_type", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    replicas: "2"
+)",
+     "job.yaml:7:15: spec.tasks[0].replicas: must be an integer, got string \"2\"\n"},
+    {"negative_gpu_count", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {count: -1}
+)",
+     "job.yaml:8:20: spec.tasks[0].resources.gpu.count: must be >= 0, got -1\n"},
+    {"fractional_whole_gpu_count", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: 1.5
+)",
+     "job.yaml:8:12: spec.tasks[0].resources.gpu: must be a whole number of GPUs, got 1.5 (for "
+     "part of one GPU ask for a fraction)\n"},
+    {"mig_profile_not_on_type", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {mig: 3g.40gb, type: A100-40GB}
+)",
+     "job.yaml:8:18: spec.tasks[0].resources.gpu.mig: MIG profile 3g.40gb does not exist on "
+     "A100-40GB (its profiles: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, "
+     "7g.40gb)\n"},
+    {"mig_on_type_without_mig", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {mig: 1g.5gb, type: T4}
+)",
+     "job.yaml:8:18: spec.tasks[0].resources.gpu.mig: MIG profile 1g.5gb requested, but T4 does "
+     "not support MIG\n"},
+    {"mig_profile_unknown_everywhere", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {mig: 1g.7gb}
+)",
+     "job.yaml:8:18: spec.tasks[0].resources.gpu.mig: no GPU type has MIG profile \"1g.7gb\"\n"},
+    {"fraction_above_one", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {fraction: 1.5}
+)",
+     "job.yaml:8:23: spec.tasks[0].resources.gpu.fraction: must be at most 1 (a fraction of one "
+     "GPU), got 1.5\n"},
+    {"fraction_zero", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {fraction: 0}
+)",
+     "job.yaml:8:23: spec.tasks[0].resources.gpu.fraction: must be > 0, got 0\n"},
+    {"fraction_too_fine", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {fraction: 0.0001}
+)",
+     "job.yaml:8:23: spec.tasks[0].resources.gpu.fraction: must be a fraction of one GPU such as "
+     "0.25, got 0.0001 (quantity has more than 3 decimals: 0.0001)\n"},
+    {"min_available_above_replicas", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  minAvailable: 5
+  tasks:
+  - name: w
+    replicas: 4
+)",
+     "job.yaml:5:17: spec.minAvailable: must be <= the total replicas (4), got 5\n"},
+    {"missing_api_version", R"(kind: Job
+metadata: {name: train}
+spec: {tasks: [{name: w}]}
+)",
+     "job.yaml:1:1: apiVersion: is required\n"},
+    {"missing_kind", R"(apiVersion: gpucloud/v1
+metadata: {name: train}
+)",
+     "job.yaml:1:1: kind: is required\n"},
+    {"unknown_kind", R"(apiVersion: gpucloud/v1
+kind: Deployment
+metadata: {name: train}
+)",
+     "job.yaml:2:7: kind: unknown kind \"Deployment\" for apiVersion gpucloud/v1 (known: Job, "
+     "Queue, NodePool, RuntimeClass)\n"},
+    {"unsupported_api_version", R"(apiVersion: apps/v1
+kind: Deployment
+)",
+     "job.yaml:1:13: apiVersion: unsupported apiVersion \"apps/v1\" (supported: gpucloud/v1, v1, "
+     "batch.volcano.sh/v1alpha1, node.k8s.io/v1)\n"},
+    {"missing_name", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {namespace: team-a}
+spec: {tasks: [{name: w}]}
+)",
+     "job.yaml:3:11: metadata.name: is required\n"},
+    {"invalid_name", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: Train_1}
+spec: {tasks: [{name: w}]}
+)",
+     "job.yaml:3:18: metadata.name: must consist of lower-case letters, digits and '-', and "
+     "start and end with a letter or digit, got \"Train_1\"\n"},
+    {"metadata_null", R"(apiVersion: v1
+kind: Pod
+metadata:
+name: ml-training
+spec:
+containers: []
+)",
+     // The flattened indentation of seed 000's Pod, if YAML accepted it: every key lands at the
+     // top level, and each problem is reported.
+     "job.yaml:3:1: metadata: is required, got null\n"
+     "job.yaml:4:1: name: unknown field\n"
+     "job.yaml:5:1: spec: is required, got null\n"
+     "job.yaml:6:1: containers: unknown field\n"},
+    {"duplicate_key", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks: [{name: w}]
+  queue: a
+  queue: b
+)",
+     "job.yaml:7:3: spec.queue: duplicate field\n"},
+    {"yaml_syntax_error", "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: train\n",
+     "job.yaml:4:1: invalid YAML: end of map flow not found (check the indentation of this line "
+     "and the lines above it)\n"},
+    {"document_not_a_mapping", "- a\n- b\n",
+     "job.yaml:1:1: the document must be a mapping, got a list\n"},
+    {"unknown_gpu_type", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {count: 1, type: b200}
+)",
+     "job.yaml:8:29: spec.tasks[0].resources.gpu.type: unknown GPU type \"b200\" (known: "
+     "V100-16GB, V100-32GB, T4, A10, L40S, A100-40GB, A100-80GB, H100-80GB, H200-141GB, "
+     "RTX-4090)\n"},
+    {"bad_billing_class", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  billing: preemptible
+  tasks: [{name: w}]
+)",
+     "job.yaml:5:12: spec.billing: must be on-demand, reserved or spot, got \"preemptible\"\n"},
+    {"negative_max_restarts", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  restartPolicy: {maxRestarts: -1}
+  tasks: [{name: w}]
+)",
+     "job.yaml:5:32: spec.restartPolicy.maxRestarts: must be >= 0, got -1\n"},
+    {"no_tasks", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks: []
+)",
+     "job.yaml:5:10: spec.tasks: must have at least one task\n"},
+    {"duplicate_task_names", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+  - name: w
+)",
+     "job.yaml:7:11: spec.tasks[1].name: duplicate task name \"w\"\n"},
+    {"bad_memory_quantity", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources: {memory: 16GB}
+)",
+     "job.yaml:7:25: spec.tasks[0].resources.memory: not a valid memory quantity: \"16GB\" (use "
+     "e.g. 512Mi, 16Gi or 80G)\n"},
+    {"bad_cpu_quantity", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources: {cpu: two}
+)",
+     "job.yaml:7:22: spec.tasks[0].resources.cpu: must be a CPU quantity such as 4 or 500m, got "
+     "two\n"},
+    {"bad_cuda_version", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  minCudaVersion: "12"
+  tasks: [{name: w}]
+)",
+     "job.yaml:5:19: spec.minCudaVersion: not a valid CUDA version: \"12\" (use MAJOR.MINOR, e.g. "
+     "12.4)\n"},
+    {"bad_checkpoint_interval", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  checkpoint: {dir: /ckpt, interval: 10x}
+  tasks: [{name: w}]
+)",
+     "job.yaml:5:38: spec.checkpoint.interval: not a valid duration: \"10x\" (use e.g. 90s, 10m, "
+     "1h30m, 2d)\n"},
+    {"label_value_not_string", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata:
+  name: train
+  labels: {version: 1.0}
+spec: {tasks: [{name: w}]}
+)",
+     "job.yaml:5:21: metadata.labels.version: must be a string, got number 1.0 (quote it: "
+     "\"1.0\")\n"},
+    {"priority_out_of_range", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  priority: 2000000
+  tasks: [{name: w}]
+)",
+     "job.yaml:5:13: spec.priority: must be <= 1000000, got 2000000\n"},
+    {"mig_and_fraction", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {mig: 1g.10gb, fraction: 0.5}
+)",
+     "job.yaml:8:37: spec.tasks[0].resources.gpu.fraction: cannot be combined with mig: a task "
+     "asks for MIG instances or a share of a GPU\n"},
+    {"memory_without_fraction", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {count: 1, memory: 8Gi}
+)",
+     "job.yaml:8:31: spec.tasks[0].resources.gpu.memory: is only allowed with fraction (a shared "
+     "GPU)\n"},
+    {"shared_memory_exceeds_type", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    resources:
+      gpu: {fraction: 0.5, memory: 20Gi, type: T4}
+)",
+     "job.yaml:8:12: spec.tasks[0].resources.gpu: shared GPU memory 20Gi exceeds the 16Gi of "
+     "T4\n"},
+    {"queue_max_below_guaranteed", R"(apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: team-a}
+spec:
+  quota:
+  - {gpuType: H100-80GB, guaranteed: 8, max: 4}
+)",
+     "job.yaml:6:46: spec.quota[0].max: must be >= guaranteed (8), got 4\n"},
+    {"queue_weight_zero", R"(apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: team-a}
+spec: {weight: 0}
+)",
+     "job.yaml:4:16: spec.weight: must be >= 1, got 0\n"},
+    {"queue_ambiguous_type", R"(apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: team-a}
+spec:
+  quota:
+  - {gpuType: a100, guaranteed: 8}
+)",
+     "job.yaml:6:15: spec.quota[0].gpuType: \"a100\" is ambiguous here: name one of A100-40GB, "
+     "A100-80GB\n"},
+    {"pool_min_above_max", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec: {gpuType: H100-80GB, minNodes: 4, maxNodes: 2}
+)",
+     "job.yaml:4:51: spec.maxNodes: must be >= minNodes (4), got 2\n"},
+    {"pool_zero_gpus_per_node", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec: {gpuType: H100-80GB, gpusPerNode: 0}
+)",
+     "job.yaml:4:41: spec.gpusPerNode: must be >= 1, got 0\n"},
+    {"pool_negative_price", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec: {gpuType: T4, pricePerGpuHour: "-1"}
+)",
+     "job.yaml:4:38: spec.pricePerGpuHour: must be a price in US dollars such as 2.50, got -1\n"},
+    {"pod_gpu_not_a_number", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/gpu: four}
+)",
+     "job.yaml:8:32: spec.containers[0].resources.limits.nvidia.com/gpu: must be an integer, got "
+     "string \"four\"\n"},
+    {"pod_two_containers", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: a
+  - name: b
+)",
+     "job.yaml:6:3: spec.containers: must have exactly one container (gpucloud runs one process "
+     "per task), got 2\n"},
+    {"pod_unknown_nvidia_resource", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/gpus: 1}
+)",
+     "job.yaml:8:33: spec.containers[0].resources.limits.nvidia.com/gpus: unknown NVIDIA resource "
+     "\"nvidia.com/gpus\" (known: nvidia.com/gpu, nvidia.com/gpu.shared, "
+     "nvidia.com/mig-<profile>)\n"},
+    {"pod_gpu_request_differs_from_limit", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/gpu: 2}
+      requests: {nvidia.com/gpu: 1}
+)",
+     "job.yaml:9:34: spec.containers[0].resources.requests.nvidia.com/gpu: must equal the limit "
+     "(2) for nvidia.com/gpu\n"},
+    {"pod_mig_profile_not_on_selected_type", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  nodeSelector: {accelerator: nvidia-h100}
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/mig-1g.5gb: 1}
+)",
+     "job.yaml:9:39: spec.containers[0].resources.limits.nvidia.com/mig-1g.5gb: MIG profile 1g.5gb "
+     "does not exist on H100-80GB (its profiles: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, "
+     "4g.40gb, 7g.80gb)\n"},
+    {"pod_bad_restart_policy", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  restartPolicy: Sometimes
+  containers: [{name: c}]
+)",
+     "job.yaml:5:18: spec.restartPolicy: must be Always, OnFailure or Never, got \"Sometimes\"\n"},
+    {"volcano_min_available_above_replicas", R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: pytorch-job}
+spec:
+  minAvailable: 8
+  tasks:
+  - replicas: 4
+    name: worker
+    template:
+      spec:
+        containers: [{name: pytorch, resources: {limits: {nvidia.com/gpu: 1}}}]
+)",
+     "job.yaml:5:17: spec.minAvailable: must be <= the total replicas (4), got 8\n"},
+    {"volcano_replicas_zero", R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: pytorch-job}
+spec:
+  tasks:
+  - replicas: 0
+    name: worker
+    template:
+      spec:
+        containers: [{name: pytorch}]
+)",
+     "job.yaml:6:15: spec.tasks[0].replicas: must be >= 1, got 0\n"},
+    {"volcano_missing_template", R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: pytorch-job}
+spec:
+  tasks:
+  - replicas: 1
+    name: worker
+)",
+     "job.yaml:6:5: spec.tasks[0].template: is required\n"},
+    {"errors_in_every_document", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: a}
+spec: {tasks: [{name: w, replicas: 0}]}
+---
+apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: b}
+spec: {tasks: [{name: w}], minAvailable: 2}
+)",
+     "job.yaml:4:36: [doc 1] spec.tasks[0].replicas: must be >= 1, got 0\n"
+     "job.yaml:9:42: [doc 2] spec.minAvailable: must be <= the total replicas (1), got 2\n"},
+    {"duplicate_object", R"(apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: q}
+spec: {}
+---
+apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: q}
+spec: {weight: 2}
+)",
+     "job.yaml:6:1: [doc 2] metadata.name: duplicate Queue q with different content (also "
+     "document 1)\n"},
+    {"env_value_from", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    env:
+    - name: TOKEN
+      valueFrom: {secretKeyRef: {name: s, key: k}}
+)",
+     "job.yaml:9:18: spec.tasks[0].env[0].valueFrom: is not supported: give the value itself\n"},
+};
+
+class InvalidManifest : public testing::TestWithParam<Case> {};
+
+TEST_P(InvalidManifest, GivesTheExactError) {
+  EXPECT_EQ(Errors(GetParam().yaml), GetParam().want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, InvalidManifest, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(InvalidManifestTable, HasAtLeastThirtyCases) { EXPECT_GE(std::size(kCases), 30u); }
+
+}  // namespace
+}  // namespace gpucloud::manifest

@@ -1,6 +1,8 @@
 #include "manifest/manifest.h"
 
+#include <algorithm>
 #include <exception>
+#include <tuple>
 #include <optional>
 
 #include "core/text.h"
@@ -101,10 +103,13 @@ void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Man
   if (decoded.recognized) m.Finish();
   if (!decoded.object || sink.error_count() > errors_before) return;
   std::string key = ObjectKey(*decoded.object);
+  // The same object twice is harmless (apply is idempotent); two different ones of one name
+  // would silently overwrite each other.
   for (const Manifest& earlier : *out) {
-    if (ObjectKey(earlier.object) == key) {
+    if (ObjectKey(earlier.object) == key && !(earlier.object == *decoded.object)) {
       sink.Error(root.mark, ChildPath(root.path, "metadata.name"),
-                 Cat("duplicate ", key, " (also document ", earlier.document, ")"));
+                 Cat("duplicate ", key, " with different content (also document ",
+                     earlier.document, ")"));
       return;
     }
   }
@@ -186,6 +191,12 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
     }
     DecodeObject(ctx, root, i + 1, &manifests);
   }
+  // Report in reading order: by document, then line, then column.
+  auto in_reading_order = [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.document, a.line, a.column) < std::tie(b.document, b.line, b.column);
+  };
+  std::stable_sort(result.errors.begin(), result.errors.end(), in_reading_order);
+  std::stable_sort(result.warnings.begin(), result.warnings.end(), in_reading_order);
   if (result.errors.empty()) {
     std::vector<Diagnostic> errors = ResolveRuntimeClasses(manifests);
     result.errors.insert(result.errors.end(), errors.begin(), errors.end());

@@ -1,1 +1,273 @@
+#include "manifest/manifest.h"
+
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gpucloud::manifest {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Source(const std::string& rel) { return std::string(GPUCLOUD_SOURCE_DIR) + "/" + rel; }
+
+ParseResult ParseFile(const std::string& rel) { return ParseManifests(ReadFile(Source(rel)), rel); }
+
+std::string AllErrors(const ParseResult& r) {
+  std::string out;
+  for (const Diagnostic& d : r.errors) out += d.ToString() + "\n";
+  return out;
+}
+
+TEST(Examples, EveryExampleValidates) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(Source("examples"))) {
+    std::string ext = entry.path().extension().string();
+    if (ext != ".yaml" && ext != ".json") continue;
+    ++files;
+    std::string rel = "examples/" + entry.path().filename().string();
+    ParseResult r = ParseFile(rel);
+    EXPECT_TRUE(r.ok()) << AllErrors(r);
+    EXPECT_FALSE(r.manifests.empty()) << rel;
+  }
+  EXPECT_GE(files, 10);
+}
+
+TEST(Seeds, Seed000PodAsksForFourGpus) {
+  ParseResult r = ParseFile("examples/seed-000-pod.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  ASSERT_EQ(r.manifests.size(), 1u);
+  EXPECT_EQ(r.manifests[0].source_api_version, "v1");
+  EXPECT_EQ(r.manifests[0].source_kind, "Pod");
+  const Job& job = std::get<Job>(r.manifests[0].object);
+  EXPECT_EQ(job.metadata.name, "ml-training");
+  EXPECT_EQ(job.metadata.namespace_, "default");
+  ASSERT_EQ(job.spec.tasks.size(), 1u);
+  EXPECT_EQ(job.spec.tasks[0].name, "pytorch");
+  EXPECT_EQ(job.spec.tasks[0].image, "pytorch/pytorch:latest");
+  EXPECT_EQ(job.spec.tasks[0].resources.gpu.mode, GpuMode::kWhole);
+  EXPECT_EQ(job.spec.tasks[0].resources.gpu.count, 4);
+  EXPECT_EQ(job.spec.GangSize(), 1);
+}
+
+TEST(Seeds, Seed000AsPublishedIsRejectedByYaml) {
+  ParseResult r = ParseFile("testdata/manifests/seed-000-verbatim.yaml");
+  EXPECT_EQ(AllErrors(r),
+            "testdata/manifests/seed-000-verbatim.yaml:8:5: invalid YAML: end of sequence not "
+            "found (check the indentation of this line and the lines above it)\n");
+}
+
+TEST(Seeds, Seed001RuntimeClass) {
+  ParseResult r = ParseFile("examples/seed-001-runtimeclass.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const RuntimeClass& rc = std::get<RuntimeClass>(r.manifests[0].object);
+  EXPECT_EQ(rc.metadata.name, "gpu-runtime");
+  EXPECT_EQ(rc.spec.handler, "nvidia");
+  EXPECT_EQ(rc.spec.node_selector.at("accelerator"), "nvidia-a100");
+}
+
+TEST(Seeds, Seed003VolcanoGangOfFour) {
+  ParseResult r = ParseFile("examples/seed-003-volcano-pytorch.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const Job& job = std::get<Job>(r.manifests[0].object);
+  EXPECT_EQ(job.metadata.name, "pytorch-job");
+  ASSERT_EQ(job.spec.tasks.size(), 1u);
+  const TaskSpec& t = job.spec.tasks[0];
+  EXPECT_EQ(t.name, "worker");
+  EXPECT_EQ(t.replicas, 4);
+  EXPECT_EQ(t.command, (std::vector<std::string>{"python", "train.py"}));
+  EXPECT_EQ(t.image, "pytorch/pytorch:2.0-cuda11.7-cudnn8-runtime");
+  EXPECT_EQ(t.resources.gpu.count, 1);
+  EXPECT_EQ(job.spec.min_available, 4);
+  EXPECT_EQ(job.spec.TotalGpus(), WholeGpus(4));
+}
+
+TEST(RuntimeClass, SelectorAndGpuTypesApplyToPod) {
+  ParseResult r = ParseFile("examples/pod-with-runtimeclass.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const Job& job = std::get<Job>(r.manifests[1].object);
+  EXPECT_EQ(job.spec.node_selector.at("accelerator"), "nvidia-a100");
+  EXPECT_EQ(job.spec.tasks[0].resources.gpu.types,
+            (std::vector<std::string>{"A100-40GB", "A100-80GB"}));
+  EXPECT_EQ(job.spec.tasks[0].resources.cpu, Cores(16));
+  EXPECT_EQ(job.spec.tasks[0].resources.memory, GiB(64));
+}
+
+TEST(RuntimeClass, ConflictingSelectorIsAnError) {
+  ParseResult r = ParseManifests(R"(apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: rc}
+handler: nvidia
+scheduling: {nodeSelector: {accelerator: nvidia-a100}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  runtimeClassName: rc
+  nodeSelector: {accelerator: nvidia-h100}
+  containers: [{name: c}]
+)",
+                                 "rc.yaml");
+  EXPECT_EQ(AllErrors(r),
+            "rc.yaml: spec.nodeSelector.accelerator: is nvidia-h100, but RuntimeClass rc requires "
+            "nvidia-a100\n");
+}
+
+TEST(Kubernetes, SharedGpuUsesAnnotations) {
+  ParseResult r = ParseManifests(R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: nb
+  annotations:
+    gpucloud.io/gpu-fraction: "0.5"
+    gpucloud.io/gpu-memory: 12Gi
+    gpucloud.io/gpu-sharing: mps
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/gpu.shared: 1}
+)",
+                                 "nb.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const GpuRequest& g = std::get<Job>(r.manifests[0].object).spec.tasks[0].resources.gpu;
+  EXPECT_EQ(g.mode, GpuMode::kShared);
+  EXPECT_EQ(g.fraction, MilliGpu(500));
+  EXPECT_EQ(g.memory, GiB(12));
+  EXPECT_EQ(g.sharing, GpuSharing::kMps);
+}
+
+TEST(Kubernetes, MigResourceNameWithMediaExtensions) {
+  ParseResult r = ParseManifests(R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/mig-1g.10gb.me: 1}
+)",
+                                 "p.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const GpuRequest& g = std::get<Job>(r.manifests[0].object).spec.tasks[0].resources.gpu;
+  EXPECT_EQ(g.mode, GpuMode::kMig);
+  EXPECT_EQ(g.mig_profile, "1g.10gb+me");
+  EXPECT_EQ(g.types, (std::vector<std::string>{"A100-80GB", "H100-80GB"}));
+}
+
+TEST(Kubernetes, KnownUnsupportedFieldsWarn) {
+  ParseResult r = ParseManifests(R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  volumes: [{name: data}]
+  containers:
+  - name: c
+    volumeMounts: [{name: data, mountPath: /data}]
+    resources:
+      limits: {nvidia.com/gpu: 1, ephemeral-storage: 10Gi}
+)",
+                                 "p.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  ASSERT_EQ(r.warnings.size(), 3u);
+  EXPECT_EQ(r.warnings[0].ToString(),
+            "p.yaml:5:3: warning: spec.volumes: ignored: not supported by gpucloud yet");
+  EXPECT_EQ(r.warnings[1].ToString(),
+            "p.yaml:8:5: warning: spec.containers[0].volumeMounts: ignored: not supported by "
+            "gpucloud yet");
+  EXPECT_EQ(r.warnings[2].ToString(),
+            "p.yaml:10:54: warning: spec.containers[0].resources.limits.ephemeral-storage: "
+            "ignored: gpucloud does not schedule ephemeral-storage");
+}
+
+TEST(Json, ListOfObjectsAndLocatedErrors) {
+  ParseResult r = ParseManifests(R"({"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "gpucloud/v1", "kind": "Queue", "metadata": {"name": "a"}, "spec": {}},
+  {"apiVersion": "gpucloud/v1", "kind": "Queue", "metadata": {"name": "b"},
+   "spec": {"weight": "2"}}
+]})",
+                                 "list.json");
+  EXPECT_EQ(AllErrors(r),
+            "list.json:4:23: items[1].spec.weight: must be an integer, got string \"2\"\n");
+  ParseResult ok = ParseManifests(
+      R"({"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "gpucloud/v1", "kind": "Queue", "metadata": {"name": "a"}, "spec": {}}]})",
+      "list.json");
+  ASSERT_TRUE(ok.ok()) << AllErrors(ok);
+  EXPECT_EQ(ok.manifests.size(), 1u);
+}
+
+TEST(Parse, EmptyDocumentsAreSkipped) {
+  ParseResult r = ParseManifests("---\n---\napiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\n"
+                                 "spec: {}\n---\n",
+                                 "q.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  ASSERT_EQ(r.manifests.size(), 1u);
+  EXPECT_EQ(r.manifests[0].document, 2);
+}
+
+TEST(Parse, OneBadDocumentRejectsTheFileButReportsOnlyItsOwnErrors) {
+  ParseResult r = ParseManifests(R"(apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: good}
+spec: {}
+---
+apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: bad}
+spec: {weight: -3}
+)",
+                                 "q.yaml");
+  EXPECT_TRUE(r.manifests.empty());
+  EXPECT_EQ(AllErrors(r), "q.yaml:9:16: [doc 2] spec.weight: must be >= 1, got -3\n");
+}
+
+TEST(Parse, TooLargeIsRefused) {
+  std::string big(kMaxManifestBytes + 1, '#');
+  ParseResult r = ParseManifests(big, "big.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].message, "file is too large: 8388609 bytes (the limit is 8388608)");
+}
+
+TEST(Parse, DeepNestingIsAnErrorNotACrash) {
+  std::string deep(100000, '[');
+  ParseResult r = ParseManifests(deep, "deep.yaml");
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(Parse, DefaultsAreFilledIn) {
+  ParseResult r = ParseManifests(R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks: [{name: a, replicas: 2}, {name: b, replicas: 3, resources: {gpu: {count: 1, type: a100}}}]
+)",
+                                 "j.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const Job& job = std::get<Job>(r.manifests[0].object);
+  EXPECT_EQ(job.spec.min_available, 5);
+  EXPECT_EQ(job.spec.queue, "default");
+  EXPECT_EQ(job.spec.billing, BillingClass::kOnDemand);
+  EXPECT_EQ(job.spec.restart, RestartPolicy{});
+  EXPECT_EQ(job.spec.tasks[1].resources.gpu.types,
+            (std::vector<std::string>{"A100-40GB", "A100-80GB"}));
+}
+
+TEST(Summary, SaysWhatTheJobAsksFor) {
+  ParseResult r = ParseFile("examples/seed-003-volcano-pytorch.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Summarize(r.manifests[0].object),
+            "Job default/pytorch-job: 4 x worker (1 GPU, any type); gang of 4; 4 GPUs in all; "
+            "queue default, on-demand");
+}
+
+}  // namespace
+}  // namespace gpucloud::manifest

@@ -60,6 +60,18 @@ bool PlainScalarIsNotString(std::string_view text);
 
 // A value with where it came from.
 struct Field {
+  Field(YAML::Node v, YAML::Mark m, std::string p)
+      : value(std::move(v)), mark(m), path(std::move(p)) {}
+  Field(const Field&) = default;
+  // yaml-cpp's Node::operator= writes through to the node it refers to; a Field must rebind
+  // instead, or assigning one Field to another would change the parsed document.
+  Field& operator=(const Field& other) {
+    value.reset(other.value);
+    mark = other.mark;
+    path = other.path;
+    return *this;
+  }
+
   YAML::Node value;
   YAML::Mark mark;  // of the value, or of its key when the value is null (yaml-cpp gives no mark)
   std::string path;

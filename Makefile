@@ -1,0 +1,49 @@
+# gpucloud — top-level entry points. `make test` and `make demo` install what is missing first.
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+CMAKE_ARGS ?=
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps configure build test demo asan fuzz bench format clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+demo: build
+	@BUILD_DIR=$(BUILD_DIR) scripts/demo
+
+# The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan:
+	@$(MAKE) --no-print-directory test BUILD_DIR=build-asan BUILD_TYPE=Debug \
+	  CMAKE_ARGS="-DGPUCLOUD_SANITIZE=ON"
+
+# libFuzzer on the manifest parser (clang). FUZZ_SECONDS=600 make fuzz for a long run.
+fuzz:
+	@scripts/install-deps --with-fuzz
+	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DGPUCLOUD_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz --target manifest_fuzzer
+	@mkdir -p fuzz-corpus/manifest
+	@build-fuzz/src/manifest/manifest_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -dict=src/manifest/fuzz/manifest.dict fuzz-corpus/manifest examples testdata/manifests
+
+bench: build
+	@$(BUILD_DIR)/bench/manifest_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+
+format:
+	@clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	@rm -rf build build-asan build-fuzz
