@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <exception>
-#include <tuple>
 #include <optional>
+#include <tuple>
 
 #include "core/text.h"
 #include "manifest/decode.h"
@@ -17,25 +17,71 @@ using internal::Context;
 constexpr std::string_view kSupportedApiVersions =
     "gpucloud/v1, v1, batch.volcano.sh/v1alpha1, node.k8s.io/v1";
 
-int CountDocumentsBefore(std::string_view text, int line) {
-  // Documents start after each "---" line; used to place a syntax error in its document.
-  int docs = 1;
-  int current = 1;
-  size_t pos = 0;
-  bool seen_content = false;
-  while (pos < text.size() && current < line) {
-    size_t end = text.find('\n', pos);
-    std::string_view l = text.substr(pos, end == std::string_view::npos ? text.size() - pos : end - pos);
-    if (l.starts_with("---")) {
-      if (seen_content) ++docs;
-      seen_content = false;
-    } else if (!l.empty() && l[0] != '#') {
-      seen_content = true;
+// Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and
+// code points above U+10FFFF count as invalid), or npos.
+size_t FirstInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
     }
-    if (end == std::string_view::npos) break;
-    pos = end + 1;
-    ++current;
+    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (len == 0 || c > 0xF4 || i + len > s.size()) return i;
+    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+        (c == 0xF4 && c1 > 0x8F)) {
+      return i;
+    }
+    for (int k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
+    }
+    i += len;
   }
+  return std::string_view::npos;
+}
+
+// The text of one YAML document and the 0-based line of the file where it starts.
+struct DocumentText {
+  std::string_view text;
+  int first_line = 0;
+};
+
+bool IsMarkerLine(std::string_view line, std::string_view marker) {
+  return line.starts_with(marker) &&
+         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+}
+
+// Splits a YAML stream at its document markers: a line that starts with "---" or "..." followed
+// by a blank or the end of the line is always a marker in YAML (it may not occur inside any
+// scalar), so this is exact. The "---" line begins the next document (it may carry content).
+// Parsing documents one at a time also keeps yaml-cpp 0.7's LoadAll from looping forever on
+// some malformed streams (jbeder/yaml-cpp#1319, fixed after the version Debian 12 ships).
+std::vector<DocumentText> SplitDocuments(std::string_view text) {
+  std::vector<DocumentText> docs;
+  size_t doc_start = 0;
+  int doc_line = 0;
+  int line = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    size_t next = end == std::string_view::npos ? text.size() : end + 1;
+    std::string_view l = text.substr(pos, next - pos);
+    if (!l.empty() && l.back() == '\n') l.remove_suffix(1);
+    if (IsMarkerLine(l, "---") && pos > doc_start) {
+      docs.push_back({text.substr(doc_start, pos - doc_start), doc_line});
+      doc_start = pos;
+      doc_line = line;
+    } else if (IsMarkerLine(l, "...")) {
+      docs.push_back({text.substr(doc_start, pos - doc_start), doc_line});
+      doc_start = next;
+      doc_line = line + 1;
+    }
+    pos = next;
+    ++line;
+  }
+  if (doc_start < text.size()) docs.push_back({text.substr(doc_start), doc_line});
   return docs;
 }
 
@@ -143,32 +189,57 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
                        kMaxManifestBytes, ")")});
     return result;
   }
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    int line = e.mark.line + 1;
+  if (size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
+    size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    line_start = (line_start == std::string_view::npos || bad == 0) ? 0 : line_start + 1;
+    int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
     result.errors.push_back(Diagnostic{
         .file = file_name,
-        .document = CountDocumentsBefore(text, line),
-        .document_count = 1,
-        .line = e.mark.is_null() ? 0 : line,
-        .column = e.mark.is_null() ? 0 : e.mark.column + 1,
-        .message = Cat("invalid YAML: ", e.msg,
-                       " (check the indentation of this line and the lines above it)")});
+        .line = line,
+        .column = static_cast<int>(bad - line_start) + 1,
+        .message = fmt::format("invalid UTF-8 (byte 0x{:02X}): manifests must be UTF-8 text",
+                               static_cast<unsigned char>(text[bad]))});
     return result;
-  } catch (const std::exception& e) {
-    result.errors.push_back(
-        Diagnostic{.file = file_name, .message = Cat("invalid YAML: ", e.what())});
-    return result;
+  }
+  // Load every document first, so that diagnostics can say how many there are.
+  struct Loaded {
+    YAML::Node node;
+    int first_line;
+    bool syntax_error = false;  // reported below; nothing to decode
+  };
+  std::vector<Loaded> docs;
+  std::vector<Diagnostic> syntax_errors;
+  for (const DocumentText& doc : SplitDocuments(text)) {
+    try {
+      YAML::Node node = YAML::Load(std::string(doc.text));
+      if (!node.IsNull()) docs.push_back({node, doc.first_line});  // skip empty documents
+    } catch (const YAML::Exception& e) {
+      docs.push_back({YAML::Node(), doc.first_line, /*syntax_error=*/true});
+      syntax_errors.push_back(Diagnostic{
+          .file = file_name,
+          .document = static_cast<int>(docs.size()),
+          .line = e.mark.is_null() ? 0 : doc.first_line + e.mark.line + 1,
+          .column = e.mark.is_null() ? 0 : e.mark.column + 1,
+          .message = Cat("invalid YAML: ", e.msg,
+                         " (check the indentation of this line and the lines above it)")});
+    } catch (const std::exception& e) {
+      docs.push_back({YAML::Node(), doc.first_line, /*syntax_error=*/true});
+      syntax_errors.push_back(Diagnostic{.file = file_name,
+                                         .document = static_cast<int>(docs.size()),
+                                         .message = Cat("invalid YAML: ", e.what())});
+    }
   }
 
   const int count = static_cast<int>(docs.size());
+  for (Diagnostic& d : syntax_errors) {
+    d.document_count = count;
+    result.errors.push_back(std::move(d));
+  }
   std::vector<Manifest> manifests;
   for (int i = 0; i < count; ++i) {
-    const YAML::Node& doc = docs[i];
-    if (doc.IsNull()) continue;  // an empty document, e.g. after a trailing "---"
-    Sink sink(file_name, i + 1, count, &result.errors, &result.warnings);
+    const YAML::Node& doc = docs[i].node;
+    if (docs[i].syntax_error) continue;
+    Sink sink(file_name, i + 1, count, docs[i].first_line, &result.errors, &result.warnings);
     Context ctx{sink, catalog};
     Field root{doc, doc.Mark(), ""};
     // A Kubernetes List (what `kubectl get -o json` prints for several objects) holds objects

@@ -211,7 +211,7 @@ TEST(Parse, EmptyDocumentsAreSkipped) {
                                  "q.yaml");
   ASSERT_TRUE(r.ok()) << AllErrors(r);
   ASSERT_EQ(r.manifests.size(), 1u);
-  EXPECT_EQ(r.manifests[0].document, 2);
+  EXPECT_EQ(r.manifests[0].document, 1);  // empty documents are not counted
 }
 
 TEST(Parse, OneBadDocumentRejectsTheFileButReportsOnlyItsOwnErrors) {
@@ -230,11 +230,40 @@ spec: {weight: -3}
   EXPECT_EQ(AllErrors(r), "q.yaml:9:16: [doc 2] spec.weight: must be >= 1, got -3\n");
 }
 
+TEST(Parse, SyntaxErrorInOneDocumentDoesNotHideTheOthers) {
+  ParseResult r = ParseManifests(R"(apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: a
+---
+apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: b}
+spec: {weight: 0}
+--- # a marker line may carry a comment
+apiVersion: gpucloud/v1
+kind: Queue
+metadata: {name: c}
+spec: {}
+...
+)",
+                                 "q.yaml");
+  EXPECT_EQ(AllErrors(r),
+            "q.yaml:4:1: [doc 1] invalid YAML: end of map flow not found (check the indentation "
+            "of this line and the lines above it)\n"
+            "q.yaml:8:16: [doc 2] spec.weight: must be >= 1, got 0\n");
+}
+
 TEST(Parse, TooLargeIsRefused) {
   std::string big(kMaxManifestBytes + 1, '#');
   ParseResult r = ParseManifests(big, "big.yaml");
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].message, "file is too large: 8388609 bytes (the limit is 8388608)");
+}
+
+TEST(Parse, InvalidUtf8IsLocated) {
+  ParseResult r = ParseManifests("apiVersion: v1\nkind: P\xC3" "(d\n", "u.yaml");
+  EXPECT_EQ(AllErrors(r), "u.yaml:2:8: invalid UTF-8 (byte 0xC3): manifests must be UTF-8 text\n");
+  EXPECT_TRUE(ParseManifests("# \xE7\x94\xB3\xE8\xAF\xB7\n", "ok.yaml").ok());
 }
 
 TEST(Parse, DeepNestingIsAnErrorNotACrash) {

@@ -69,7 +69,7 @@ Diagnostic Sink::Make(const YAML::Mark& at, std::string path, std::string messag
   d.document = document_;
   d.document_count = document_count_;
   if (at.line >= 0 && at.column >= 0 && !at.is_null()) {
-    d.line = at.line + 1;
+    d.line = first_line_ + at.line + 1;
     d.column = at.column + 1;
   }
   d.path = std::move(path);
@@ -264,7 +264,9 @@ MapReader::MapReader(Sink& sink, const Field& field) : sink_(sink), path_(field.
   }
   valid_ = true;
   for (auto it = field.value.begin(); it != field.value.end(); ++it) {
-    const YAML::Node& key = it->first;
+    // Copies: yaml-cpp's iterator hands out a temporary pair, so references to it dangle.
+    YAML::Node key = it->first;
+    YAML::Node value = it->second;
     if (!key.IsScalar()) {
       sink_.Error(key.Mark(), path_, Cat("keys must be strings, got ", DescribeNode(key)));
       valid_ = false;
@@ -275,7 +277,7 @@ MapReader::MapReader(Sink& sink, const Field& field) : sink_(sink), path_(field.
       valid_ = false;
       continue;
     }
-    entries_.push_back(Entry{key.Scalar(), it->second, key.Mark()});
+    entries_.push_back(Entry{key.Scalar(), value, key.Mark()});
   }
 }
 

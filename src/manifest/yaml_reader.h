@@ -25,11 +25,14 @@ namespace gpucloud::manifest {
 // Collects the diagnostics of one document.
 class Sink {
  public:
-  Sink(std::string file, int document, int document_count, std::vector<Diagnostic>* errors,
-       std::vector<Diagnostic>* warnings)
+  // `first_line` is the 0-based line of the file where the document's text starts; marks from
+  // yaml-cpp, which sees one document at a time, are relative to it.
+  Sink(std::string file, int document, int document_count, int first_line,
+       std::vector<Diagnostic>* errors, std::vector<Diagnostic>* warnings)
       : file_(std::move(file)),
         document_(document),
         document_count_(document_count),
+        first_line_(first_line),
         errors_(errors),
         warnings_(warnings) {}
 
@@ -44,6 +47,7 @@ class Sink {
   std::string file_;
   int document_;
   int document_count_;
+  int first_line_;
   std::vector<Diagnostic>* errors_;
   std::vector<Diagnostic>* warnings_;
   int error_count_ = 0;
