@@ -19,6 +19,9 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 // Splits on any of `separators`, dropping empty pieces.
 std::vector<std::string> SplitAny(std::string_view s, std::string_view separators);
 std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+// Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and code
+// points above U+10FFFF count as invalid), or std::string_view::npos.
+size_t FirstInvalidUtf8(std::string_view s);
 
 // Concatenates the printed forms of its arguments: Cat("got ", 3) == "got 3".
 template <typename... Args>

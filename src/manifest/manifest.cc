@@ -17,31 +17,6 @@ using internal::Context;
 constexpr std::string_view kSupportedApiVersions =
     "gpucloud/v1, v1, batch.volcano.sh/v1alpha1, node.k8s.io/v1";
 
-// Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and
-// code points above U+10FFFF count as invalid), or npos.
-size_t FirstInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (len == 0 || c > 0xF4 || i + len > s.size()) return i;
-    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
-        (c == 0xF4 && c1 > 0x8F)) {
-      return i;
-    }
-    for (int k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
 // The text of one YAML document and the 0-based line of the file where it starts.
 struct DocumentText {
   std::string_view text;

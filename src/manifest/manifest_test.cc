@@ -266,6 +266,18 @@ TEST(Parse, InvalidUtf8IsLocated) {
   EXPECT_TRUE(ParseManifests("# \xE7\x94\xB3\xE8\xAF\xB7\n", "ok.yaml").ok());
 }
 
+TEST(Parse, EscapesThatYamlCppDecodesToLatin1AreRejected) {
+  ParseResult r = ParseManifests(R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec: {tasks: [{name: w, command: ["train\_resnet.py"]}]}
+)",
+                                 "e.yaml");
+  EXPECT_EQ(AllErrors(r),
+            "e.yaml:4:36: spec.tasks[0].command[0]: must be valid UTF-8 (yaml-cpp 0.7 decodes the "
+            "escapes \\_ and \\N to Latin-1; write the characters themselves)\n");
+}
+
 TEST(Parse, DeepNestingIsAnErrorNotACrash) {
   std::string deep(100000, '[');
   ParseResult r = ParseManifests(deep, "deep.yaml");

@@ -128,6 +128,13 @@ std::optional<std::string> ReadString(Sink& sink, const Field& f) {
     sink.Error(f.mark, f.path, Cat("must be a string, got ", DescribeNode(f.value), hint));
     return std::nullopt;
   }
+  // yaml-cpp 0.7 decodes the escapes "\_" and "\N" to single Latin-1 bytes, not UTF-8.
+  if (FirstInvalidUtf8(f.value.Scalar()) != std::string_view::npos) {
+    sink.Error(f.mark, f.path,
+               "must be valid UTF-8 (yaml-cpp 0.7 decodes the escapes \\_ and \\N to Latin-1; "
+               "write the characters themselves)");
+    return std::nullopt;
+  }
   return f.value.Scalar();
 }
 
@@ -269,6 +276,11 @@ MapReader::MapReader(Sink& sink, const Field& field) : sink_(sink), path_(field.
     YAML::Node value = it->second;
     if (!key.IsScalar()) {
       sink_.Error(key.Mark(), path_, Cat("keys must be strings, got ", DescribeNode(key)));
+      valid_ = false;
+      continue;
+    }
+    if (FirstInvalidUtf8(key.Scalar()) != std::string_view::npos) {
+      sink_.Error(key.Mark(), path_, "keys must be valid UTF-8");
       valid_ = false;
       continue;
     }
