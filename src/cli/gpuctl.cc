@@ -19,16 +19,15 @@ int Validate(const std::vector<std::string>& files, std::istream& in, std::ostre
              std::ostream& err) {
   LoadedManifests loaded = LoadManifests(files, in);
   PrintDiagnostics(loaded, err);
-  size_t next = 0;
-  for (size_t i = 0; i < loaded.files.size(); ++i) {
-    int n = loaded.objects_per_file[i];
-    if (n < 0) {
-      out << loaded.files[i] << ": invalid\n";
+  for (const LoadedManifests::File& file : loaded.files) {
+    if (!file.valid) {
+      out << file.name << ": invalid\n";
       continue;
     }
-    out << loaded.files[i] << ": valid (" << n << (n == 1 ? " object" : " objects") << ")\n";
-    for (int k = 0; k < n; ++k, ++next) {
-      const manifest::Manifest& m = loaded.manifests[next];
+    size_t n = file.objects.size();
+    out << file.name << ": valid (" << n << (n == 1 ? " object" : " objects") << ")\n";
+    for (size_t index : file.objects) {
+      const manifest::Manifest& m = loaded.manifests[index];
       std::string from;
       if (m.source_api_version != manifest::kApiVersion) {
         from = Cat(" [from ", m.source_api_version, " ", m.source_kind, "]");

@@ -8,6 +8,7 @@
 #include <istream>
 #include <iterator>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/text.h"
 
@@ -64,25 +65,45 @@ bool ReadAll(const std::string& file, std::istream& in, std::string* text, std::
 
 LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istream& in) {
   LoadedManifests out;
+  std::unordered_map<std::string, size_t> seen;  // object key -> index in out.manifests
   for (const std::string& input : inputs) {
     for (const std::string& file : ExpandInput(input, &out.errors)) {
       std::string name = file == "-" ? "<stdin>" : file;
-      out.files.push_back(name);
+      out.files.push_back({.name = name});
+      LoadedManifests::File& result = out.files.back();
       std::string text, error;
       if (!ReadAll(file, in, &text, &error)) {
         out.errors.push_back({.file = name, .message = error});
-        out.objects_per_file.push_back(-1);
         continue;
       }
       manifest::ParseResult r = manifest::ParseManifests(text, name);
       out.warnings.insert(out.warnings.end(), r.warnings.begin(), r.warnings.end());
       if (!r.ok()) {
         out.errors.insert(out.errors.end(), r.errors.begin(), r.errors.end());
-        out.objects_per_file.push_back(-1);
         continue;
       }
-      out.objects_per_file.push_back(static_cast<int>(r.manifests.size()));
-      for (manifest::Manifest& m : r.manifests) out.manifests.push_back(std::move(m));
+      result.valid = true;
+      for (manifest::Manifest& m : r.manifests) {
+        // The same object in two files is kept once; two different objects of one name are an
+        // error, as within one file.
+        std::string key = Cat(manifest::KindOf(m.object), " ", manifest::MetaOf(m.object).namespace_,
+                              "/", manifest::MetaOf(m.object).name);
+        auto [it, inserted] = seen.emplace(key, out.manifests.size());
+        result.objects.push_back(it->second);
+        if (!inserted) {
+          const manifest::Manifest& earlier = out.manifests[it->second];
+          if (!(earlier.object == m.object)) {
+            result.valid = false;
+            out.errors.push_back({.file = name,
+                                  .document = m.document,
+                                  .path = "metadata.name",
+                                  .message = Cat("duplicate ", key, " with different content (also in ",
+                                                 earlier.file, ")")});
+          }
+          continue;
+        }
+        out.manifests.push_back(std::move(m));
+      }
     }
   }
   // Classes in one file apply to jobs in another (applying them twice changes nothing).

@@ -16,9 +16,12 @@ struct LoadedManifests {
   std::vector<manifest::Manifest> manifests;
   std::vector<manifest::Diagnostic> errors;
   std::vector<manifest::Diagnostic> warnings;
-  std::vector<std::string> files;  // every file read, in order
-  // Per file: how many objects it held, or -1 when it had errors.
-  std::vector<int> objects_per_file;
+  struct File {
+    std::string name;
+    bool valid = false;
+    std::vector<size_t> objects;  // indices into `manifests`; an object two files hold is kept once
+  };
+  std::vector<File> files;  // every file read, in order
 };
 
 // Reads and parses every named input. RuntimeClasses in any file apply to Jobs in all files.

@@ -4,6 +4,7 @@
 #include <exception>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/text.h"
 #include "manifest/decode.h"
@@ -110,7 +111,9 @@ std::string ObjectKey(const Object& o) {
 
 
 // Decodes one object at `root` (a document, or an item of a List) and appends it to `out`.
-void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Manifest>* out) {
+// `seen` maps each object's key ("Job ns/name") to its index in `out`.
+void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Manifest>* out,
+                  std::unordered_map<std::string, size_t>* seen) {
   Sink& sink = ctx.sink;
   int errors_before = sink.error_count();
   MapReader m(sink, root);
@@ -126,13 +129,15 @@ void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Man
   std::string key = ObjectKey(*decoded.object);
   // The same object twice is harmless (apply is idempotent); two different ones of one name
   // would silently overwrite each other.
-  for (const Manifest& earlier : *out) {
-    if (ObjectKey(earlier.object) == key && !(earlier.object == *decoded.object)) {
+  auto [it, inserted] = seen->emplace(key, out->size());
+  if (!inserted) {
+    const Manifest& earlier = (*out)[it->second];
+    if (!(earlier.object == *decoded.object)) {
       sink.Error(root.mark, ChildPath(root.path, "metadata.name"),
                  Cat("duplicate ", key, " with different content (also document ",
                      earlier.document, ")"));
-      return;
     }
+    return;
   }
   out->push_back(Manifest{sink.file(), document, *api, *kind, std::move(*decoded.object)});
 }
@@ -211,6 +216,7 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
     result.errors.push_back(std::move(d));
   }
   std::vector<Manifest> manifests;
+  std::unordered_map<std::string, size_t> seen;
   for (int i = 0; i < count; ++i) {
     const YAML::Node& doc = docs[i].node;
     if (docs[i].syntax_error) continue;
@@ -231,11 +237,11 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
       list.Finish();
       if (!items_field) continue;
       if (std::optional<std::vector<Field>> items = ReadList(sink, *items_field)) {
-        for (const Field& item : *items) DecodeObject(ctx, item, i + 1, &manifests);
+        for (const Field& item : *items) DecodeObject(ctx, item, i + 1, &manifests, &seen);
       }
       continue;
     }
-    DecodeObject(ctx, root, i + 1, &manifests);
+    DecodeObject(ctx, root, i + 1, &manifests, &seen);
   }
   // Report in reading order: by document, then line, then column.
   auto in_reading_order = [](const Diagnostic& a, const Diagnostic& b) {
