@@ -83,8 +83,8 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   app.set_version_flag("--version", "gpuctl 0.1.0");
 
   std::vector<std::string> validate_files;
-  CLI::App* validate = app.add_subcommand(
-      "validate", "Check manifests offline and print what each object asks for");
+  CLI::App* validate =
+      app.add_subcommand("validate", "Check manifests offline and print what each object asks for");
   validate->add_option("-f,--filename", validate_files, "Manifest file, directory, or - for stdin")
       ->required();
 

@@ -1,7 +1,6 @@
 #include "cli/gpuctl.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -43,8 +42,8 @@ TEST(Gpuctl, ValidateExamplesDirectory) {
 
 TEST(Gpuctl, InvalidInputExitsOneWithLocatedErrors) {
   CliRun r = Gpuctl({"validate", "-f", "-"},
-                 "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: j}\nspec:\n"
-                 "  tasks:\n  - name: w\n    replicas: 0\n");
+                    "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: j}\nspec:\n"
+                    "  tasks:\n  - name: w\n    replicas: 0\n");
   EXPECT_EQ(r.code, kExitInvalid);
   EXPECT_EQ(r.out, "<stdin>: invalid\n");
   EXPECT_EQ(r.err, "<stdin>:7:15: spec.tasks[0].replicas: must be >= 1, got 0\n1 error\n");
@@ -102,7 +101,7 @@ TEST(Gpuctl, ConvertedOutputValidatesAgain) {
 
 TEST(Gpuctl, ConvertPrintsNothingWhenAnyFileIsInvalid) {
   CliRun r = Gpuctl({"convert", "-f", Src("examples/seed-000-pod.yaml"), "-f",
-                  Src("testdata/manifests/seed-000-verbatim.yaml")});
+                     Src("testdata/manifests/seed-000-verbatim.yaml")});
   EXPECT_EQ(r.code, kExitInvalid);
   EXPECT_EQ(r.out, "");
 }

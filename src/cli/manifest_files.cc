@@ -23,7 +23,8 @@ bool IsManifestFile(const fs::path& p) {
 }
 
 // Expands directories; returns the files to read, or an error message.
-std::vector<std::string> ExpandInput(const std::string& input, std::vector<manifest::Diagnostic>* errors) {
+std::vector<std::string> ExpandInput(const std::string& input,
+                                     std::vector<manifest::Diagnostic>* errors) {
   if (input == "-") return {input};
   std::error_code ec;
   if (fs::is_directory(input, ec)) {
@@ -86,19 +87,21 @@ LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istre
       for (manifest::Manifest& m : r.manifests) {
         // The same object in two files is kept once; two different objects of one name are an
         // error, as within one file.
-        std::string key = Cat(manifest::KindOf(m.object), " ", manifest::MetaOf(m.object).namespace_,
-                              "/", manifest::MetaOf(m.object).name);
+        std::string key =
+            Cat(manifest::KindOf(m.object), " ", manifest::MetaOf(m.object).namespace_, "/",
+                manifest::MetaOf(m.object).name);
         auto [it, inserted] = seen.emplace(key, out.manifests.size());
         result.objects.push_back(it->second);
         if (!inserted) {
           const manifest::Manifest& earlier = out.manifests[it->second];
           if (!(earlier.object == m.object)) {
             result.valid = false;
-            out.errors.push_back({.file = name,
-                                  .document = m.document,
-                                  .path = "metadata.name",
-                                  .message = Cat("duplicate ", key, " with different content (also in ",
-                                                 earlier.file, ")")});
+            out.errors.push_back(
+                {.file = name,
+                 .document = m.document,
+                 .path = "metadata.name",
+                 .message = Cat("duplicate ", key, " with different content (also in ",
+                                earlier.file, ")")});
           }
           continue;
         }

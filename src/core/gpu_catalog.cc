@@ -1,11 +1,11 @@
 #include "core/gpu_catalog.h"
-#include "core/text.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <utility>
 
+#include "core/text.h"
 
 namespace gpucloud {
 namespace {
@@ -70,9 +70,7 @@ std::vector<GpuType> BuiltinTypes() {
 }
 
 // "NVIDIA A100-SXM4-80GB" -> {"nvidia", "a100", "sxm4", "80gb"}.
-std::vector<std::string> Tokens(std::string_view text) {
-  return SplitAny(ToLower(text), " -_/");
-}
+std::vector<std::string> Tokens(std::string_view text) { return SplitAny(ToLower(text), " -_/"); }
 
 // A token like "80gb" gives 80; anything else gives 0.
 int GbToken(std::string_view tok) {
@@ -95,12 +93,18 @@ bool WithinTolerance(MiB a, MiB b) {
 
 std::string_view GpuArchName(GpuArch arch) {
   switch (arch) {
-    case GpuArch::kVolta: return "Volta";
-    case GpuArch::kTuring: return "Turing";
-    case GpuArch::kAmpere: return "Ampere";
-    case GpuArch::kAda: return "Ada";
-    case GpuArch::kHopper: return "Hopper";
-    case GpuArch::kUnknown: break;
+    case GpuArch::kVolta:
+      return "Volta";
+    case GpuArch::kTuring:
+      return "Turing";
+    case GpuArch::kAmpere:
+      return "Ampere";
+    case GpuArch::kAda:
+      return "Ada";
+    case GpuArch::kHopper:
+      return "Hopper";
+    case GpuArch::kUnknown:
+      break;
   }
   return "Unknown";
 }
@@ -162,9 +166,8 @@ GpuType GpuCatalog::FromHardware(std::string_view reported_name, MiB total_memor
   if (best != nullptr) return *best;
   GpuType generic;
   std::vector<std::string> tokens = Tokens(reported_name);
-  std::erase_if(tokens, [](const std::string& s) {
-    return s == "nvidia" || s == "tesla" || s == "geforce";
-  });
+  std::erase_if(
+      tokens, [](const std::string& s) { return s == "nvidia" || s == "tesla" || s == "geforce"; });
   generic.name = Cat("generic-", tokens.empty() ? "gpu" : Join(tokens, "-"));
   generic.family = generic.name;
   generic.accelerator = generic.name;

@@ -25,21 +25,21 @@ inline constexpr int kMigComputeSlices = 7;
 
 // One MIG GPU-instance profile, e.g. "3g.40gb" on an H100-80GB.
 struct MigProfile {
-  std::string name;          // as nvidia-smi prints it: "1g.10gb", "1g.10gb+me"
-  int compute_slices = 0;    // the "Ng" part
-  int memory_slices = 0;     // slices of the 8 memory slices it occupies
-  MiB memory;                // nominal memory of the instance
-  int max_instances = 0;     // most instances of this profile on one GPU
+  std::string name;               // as nvidia-smi prints it: "1g.10gb", "1g.10gb+me"
+  int compute_slices = 0;         // the "Ng" part
+  int memory_slices = 0;          // slices of the 8 memory slices it occupies
+  MiB memory;                     // nominal memory of the instance
+  int max_instances = 0;          // most instances of this profile on one GPU
   std::vector<int> valid_starts;  // memory-slice indices where an instance may start
 };
 
 struct GpuType {
-  std::string name;            // canonical catalog name, e.g. "H100-80GB"
-  std::string family;          // lower-case model token, e.g. "h100"
-  std::string accelerator;     // node label value, e.g. "nvidia-h100"
+  std::string name;         // canonical catalog name, e.g. "H100-80GB"
+  std::string family;       // lower-case model token, e.g. "h100"
+  std::string accelerator;  // node label value, e.g. "nvidia-h100"
   MiB memory;
   GpuArch arch = GpuArch::kUnknown;
-  int compute_capability = 0;  // major * 10 + minor, e.g. 90 for 9.0
+  int compute_capability = 0;            // major * 10 + minor, e.g. 90 for 9.0
   std::vector<MigProfile> mig_profiles;  // empty when the model has no MIG
   int64_t relative_speed_milli = 1000;   // training throughput relative to a V100 (= 1000)
   MicroUsd on_demand_price_per_hour;     // default list price per GPU-hour

@@ -41,8 +41,8 @@ TEST(GpuCatalogOnHardware, EveryLocalGpuIsInTheCatalog) {
     std::string name = line.substr(0, comma);
     int64_t mib = std::atoll(line.c_str() + comma + 1);
     GpuType t = GpuCatalog::Default().FromHardware(name, MiB(mib));
-    std::printf("GPU %d: \"%s\", %lld MiB -> %s\n", gpus, name.c_str(),
-                static_cast<long long>(mib), t.name.c_str());
+    std::printf("GPU %d: \"%s\", %lld MiB -> %s\n", gpus, name.c_str(), static_cast<long long>(mib),
+                t.name.c_str());
     EXPECT_FALSE(t.generic) << name << " " << mib << " MiB is not in the catalog";
     ++gpus;
   }

@@ -8,8 +8,8 @@ namespace {
 const GpuCatalog& Cat() { return GpuCatalog::Default(); }
 
 TEST(GpuCatalog, HasTheRequiredModels) {
-  for (const char* name : {"V100-16GB", "V100-32GB", "T4", "A10", "L40S", "A100-40GB",
-                           "A100-80GB", "H100-80GB", "H200-141GB", "RTX-4090"}) {
+  for (const char* name : {"V100-16GB", "V100-32GB", "T4", "A10", "L40S", "A100-40GB", "A100-80GB",
+                           "H100-80GB", "H200-141GB", "RTX-4090"}) {
     const GpuType* t = Cat().Find(name);
     ASSERT_NE(t, nullptr) << name;
     EXPECT_GT(t->memory.raw(), 0) << name;
@@ -60,16 +60,15 @@ TEST(GpuCatalog, MapsHardwareNames) {
     int64_t mib;
     const char* want;
   };
-  for (const Case& c : {Case{"Tesla V100-SXM2-16GB", 16160, "V100-16GB"},
-                        Case{"Tesla V100-SXM2-32GB", 32510, "V100-32GB"},
-                        Case{"Tesla T4", 15360, "T4"},
-                        Case{"NVIDIA A10", 23028, "A10"},
-                        Case{"NVIDIA L40S", 46068, "L40S"},
-                        Case{"NVIDIA A100-SXM4-40GB", 40960, "A100-40GB"},
-                        Case{"NVIDIA A100 80GB PCIe", 81920, "A100-80GB"},
-                        Case{"NVIDIA H100 80GB HBM3", 81559, "H100-80GB"},
-                        Case{"NVIDIA H200", 143771, "H200-141GB"},
-                        Case{"NVIDIA GeForce RTX 4090", 24564, "RTX-4090"}}) {
+  for (const Case& c :
+       {Case{"Tesla V100-SXM2-16GB", 16160, "V100-16GB"},
+        Case{"Tesla V100-SXM2-32GB", 32510, "V100-32GB"}, Case{"Tesla T4", 15360, "T4"},
+        Case{"NVIDIA A10", 23028, "A10"}, Case{"NVIDIA L40S", 46068, "L40S"},
+        Case{"NVIDIA A100-SXM4-40GB", 40960, "A100-40GB"},
+        Case{"NVIDIA A100 80GB PCIe", 81920, "A100-80GB"},
+        Case{"NVIDIA H100 80GB HBM3", 81559, "H100-80GB"},
+        Case{"NVIDIA H200", 143771, "H200-141GB"},
+        Case{"NVIDIA GeForce RTX 4090", 24564, "RTX-4090"}}) {
     GpuType t = Cat().FromHardware(c.reported, MiB(c.mib));
     EXPECT_EQ(t.name, c.want) << c.reported;
     EXPECT_FALSE(t.generic);

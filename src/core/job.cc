@@ -4,9 +4,12 @@ namespace gpucloud {
 
 std::string_view BillingClassName(BillingClass c) {
   switch (c) {
-    case BillingClass::kReserved: return "reserved";
-    case BillingClass::kSpot: return "spot";
-    case BillingClass::kOnDemand: break;
+    case BillingClass::kReserved:
+      return "reserved";
+    case BillingClass::kSpot:
+      return "spot";
+    case BillingClass::kOnDemand:
+      break;
   }
   return "on-demand";
 }
@@ -30,10 +33,13 @@ std::optional<GpuSharing> ParseGpuSharing(std::string_view text) {
 
 MilliGpu GpuRequest::PerReplicaGpus() const {
   switch (mode) {
-    case GpuMode::kWhole: return WholeGpus(count);
-    case GpuMode::kShared: return fraction;
+    case GpuMode::kWhole:
+      return WholeGpus(count);
+    case GpuMode::kShared:
+      return fraction;
     case GpuMode::kMig:
-    case GpuMode::kNone: break;
+    case GpuMode::kNone:
+      break;
   }
   return MilliGpu(0);
 }

@@ -34,12 +34,12 @@ std::optional<GpuSharing> ParseGpuSharing(std::string_view text);
 
 struct GpuRequest {
   GpuMode mode = GpuMode::kNone;
-  int32_t count = 0;             // kWhole: GPUs; kMig: instances; otherwise 0
-  std::string mig_profile;       // kMig only, e.g. "1g.10gb"
-  MilliGpu fraction;             // kShared only, in (0, 1000]
-  MiB memory;                    // kShared only; zero = proportional to the fraction
+  int32_t count = 0;        // kWhole: GPUs; kMig: instances; otherwise 0
+  std::string mig_profile;  // kMig only, e.g. "1g.10gb"
+  MilliGpu fraction;        // kShared only, in (0, 1000]
+  MiB memory;               // kShared only; zero = proportional to the fraction
   GpuSharing sharing = GpuSharing::kTimeSlicing;  // kShared only
-  std::vector<std::string> types;  // acceptable catalog types; empty = any
+  std::vector<std::string> types;                 // acceptable catalog types; empty = any
 
   // GPU capacity one replica takes, in milli-GPUs (MIG instances count as 0 whole GPUs here).
   MilliGpu PerReplicaGpus() const;
@@ -76,7 +76,7 @@ struct Toleration {
   std::string key;
   bool exists = false;  // operator: Exists (true) or Equal (false)
   std::string value;
-  std::string effect;   // "", "NoSchedule", "PreferNoSchedule", "NoExecute"
+  std::string effect;  // "", "NoSchedule", "PreferNoSchedule", "NoExecute"
   bool operator==(const Toleration&) const = default;
 };
 
@@ -99,7 +99,7 @@ struct JobSpec {
   std::vector<TaskSpec> tasks;
   int32_t min_available = 0;  // gang size: replicas that must run together; 0 = all of them
   std::string queue = std::string(kDefaultQueue);
-  int32_t priority = 0;       // higher runs first inside a queue; [-kMaxPriority, kMaxPriority]
+  int32_t priority = 0;  // higher runs first inside a queue; [-kMaxPriority, kMaxPriority]
   BillingClass billing = BillingClass::kOnDemand;
   std::map<std::string, std::string> node_selector;
   std::vector<Toleration> tolerations;

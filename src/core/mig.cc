@@ -1,9 +1,9 @@
 #include "core/mig.h"
-#include "core/text.h"
 
 #include <algorithm>
 #include <map>
 
+#include "core/text.h"
 
 namespace gpucloud {
 namespace {
@@ -34,14 +34,14 @@ absl::Status ValidateMigLayout(const GpuType& type, const std::vector<MigPlaceme
     }
     unsigned mask = ((1u << p->memory_slices) - 1) << m.start;
     if (used_slices & mask) {
-      return absl::InvalidArgumentError(Cat(
-          "instance ", i, ": ", m.profile, " at slice ", m.start, " overlaps another instance"));
+      return absl::InvalidArgumentError(Cat("instance ", i, ": ", m.profile, " at slice ", m.start,
+                                            " overlaps another instance"));
     }
     used_slices |= mask;
     compute += p->compute_slices;
     if (++per_profile[p->name] > p->max_instances) {
-      return absl::InvalidArgumentError(Cat("instance ", i, ": more than ",
-                                                     p->max_instances, " instances of ", p->name));
+      return absl::InvalidArgumentError(
+          Cat("instance ", i, ": more than ", p->max_instances, " instances of ", p->name));
     }
   }
   if (compute > kMigComputeSlices) {

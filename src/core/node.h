@@ -16,14 +16,14 @@
 namespace gpucloud {
 
 struct Gpu {
-  std::string uuid;           // "GPU-..." as NVML reports it
-  int index = 0;              // NVML index on its node
-  std::string type;           // catalog name ("H100-80GB" or "generic-...")
+  std::string uuid;  // "GPU-..." as NVML reports it
+  int index = 0;     // NVML index on its node
+  std::string type;  // catalog name ("H100-80GB" or "generic-...")
   MiB memory;
   std::string pci_bus_id;
   bool mig_enabled = false;
   std::vector<MigPlacement> mig_layout;  // instances configured when MIG is enabled
-  int nvlink_island = -1;     // GPUs with the same island id are NVLink-connected; -1 = none
+  int nvlink_island = -1;  // GPUs with the same island id are NVLink-connected; -1 = none
   int numa_node = -1;
   bool healthy = true;
   bool operator==(const Gpu&) const = default;

@@ -33,7 +33,7 @@ struct NodePoolSpec {
   BillingClass billing = BillingClass::kOnDemand;
   std::optional<MicroUsd> price_per_gpu_hour;  // unset = catalog price with the class discount
   std::string provider = std::string(kStaticProvider);
-  std::map<std::string, std::string> labels;   // added to every node of the pool
+  std::map<std::string, std::string> labels;  // added to every node of the pool
   std::vector<Taint> taints;
   bool operator==(const NodePoolSpec&) const = default;
 };

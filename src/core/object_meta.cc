@@ -1,6 +1,6 @@
 #include "core/object_meta.h"
-#include "core/text.h"
 
+#include "core/text.h"
 
 namespace gpucloud {
 namespace {
@@ -32,8 +32,7 @@ bool IsDnsSubdomain(std::string_view s) {
 absl::Status ValidateDnsLabel(std::string_view value) {
   if (value.empty()) return absl::InvalidArgumentError("must not be empty");
   if (value.size() > 63) {
-    return absl::InvalidArgumentError(
-        Cat("must be at most 63 characters, got ", value.size()));
+    return absl::InvalidArgumentError(Cat("must be at most 63 characters, got ", value.size()));
   }
   bool ok = IsLowerAlnum(value.front()) && IsLowerAlnum(value.back());
   for (char c : value) ok = ok && (IsLowerAlnum(c) || c == '-');

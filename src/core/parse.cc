@@ -1,9 +1,9 @@
 #include "core/parse.h"
-#include "core/text.h"
 
 #include <limits>
 #include <utility>
 
+#include "core/text.h"
 
 namespace gpucloud {
 namespace {
@@ -14,7 +14,8 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Parses an unsigned decimal "123" or "1.25" and scales it by 10^scale exactly.
 // `what` names the kind of value in error messages.
-absl::StatusOr<int64_t> ParseScaledDecimal(std::string_view text, int scale, std::string_view what) {
+absl::StatusOr<int64_t> ParseScaledDecimal(std::string_view text, int scale,
+                                           std::string_view what) {
   std::string_view s = text;
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   if (s.empty()) return absl::InvalidArgumentError(Cat("empty ", what));
@@ -89,10 +90,11 @@ absl::StatusOr<MilliCpu> ParseCpu(std::string_view text) {
 
 absl::StatusOr<MiB> ParseMemory(std::string_view text) {
   static constexpr std::pair<std::string_view, int64_t> kSuffixes[] = {
-      {"Ki", int64_t{1} << 10}, {"Mi", int64_t{1} << 20}, {"Gi", int64_t{1} << 30},
-      {"Ti", int64_t{1} << 40}, {"Pi", int64_t{1} << 50}, {"k", 1'000},
-      {"M", 1'000'000},         {"G", 1'000'000'000},     {"T", 1'000'000'000'000},
-      {"P", 1'000'000'000'000'000}};
+      {"Ki", int64_t{1} << 10}, {"Mi", int64_t{1} << 20},
+      {"Gi", int64_t{1} << 30}, {"Ti", int64_t{1} << 40},
+      {"Pi", int64_t{1} << 50}, {"k", 1'000},
+      {"M", 1'000'000},         {"G", 1'000'000'000},
+      {"T", 1'000'000'000'000}, {"P", 1'000'000'000'000'000}};
   int64_t multiplier = 1;
   std::string_view number = text;
   for (const auto& [suffix, mult] : kSuffixes) {
@@ -105,8 +107,8 @@ absl::StatusOr<MiB> ParseMemory(std::string_view text) {
   // Three decimals are enough for any sensible memory figure ("1.5Gi").
   absl::StatusOr<int64_t> milli = ParseScaledDecimal(number, 3, "memory quantity");
   if (!milli.ok()) {
-    return absl::InvalidArgumentError(Cat(
-        "not a valid memory quantity: \"", text, "\" (use e.g. 512Mi, 16Gi or 80G)"));
+    return absl::InvalidArgumentError(
+        Cat("not a valid memory quantity: \"", text, "\" (use e.g. 512Mi, 16Gi or 80G)"));
   }
   // bytes = milli * multiplier / 1000, computed in 128 bits to avoid overflow.
   __int128 bytes_x1000 = static_cast<__int128>(*milli) * multiplier;
@@ -134,16 +136,25 @@ absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view text) {
     if (!n.ok()) return n.status();
     int64_t unit = 0;
     switch (text[i]) {
-      case 'd': unit = 86400; break;
-      case 'h': unit = 3600; break;
-      case 'm': unit = 60; break;
-      case 's': unit = 1; break;
+      case 'd':
+        unit = 86400;
+        break;
+      case 'h':
+        unit = 3600;
+        break;
+      case 'm':
+        unit = 60;
+        break;
+      case 's':
+        unit = 1;
+        break;
       default:
         return absl::InvalidArgumentError(
             Cat("not a valid duration: \"", text, "\" (use e.g. 90s, 10m, 1h30m, 2d)"));
     }
     ++i;
-    if (*n > (kMax - total) / unit) return absl::InvalidArgumentError(Cat("duration too large: ", text));
+    if (*n > (kMax - total) / unit)
+      return absl::InvalidArgumentError(Cat("duration too large: ", text));
     total += *n * unit;
   }
   return total;
@@ -189,7 +200,8 @@ std::string FormatMemory(MiB mib) {
 std::string FormatDuration(int64_t seconds) {
   if (seconds == 0) return "0s";
   std::string out;
-  static constexpr std::pair<int64_t, char> kUnits[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+  static constexpr std::pair<int64_t, char> kUnits[] = {
+      {86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
   for (const auto& [unit, c] : kUnits) {
     if (seconds >= unit) {
       out += Cat(seconds / unit, c);

@@ -36,11 +36,11 @@ absl::StatusOr<MicroUsd> ParsePrice(std::string_view text);
 absl::StatusOr<int> ParseCudaVersion(std::string_view text);
 
 // Inverse forms, used by printers. Each round-trips through the parser above.
-std::string FormatMilli(int64_t milli);         // 2000 -> "2", 250 -> "0.25"
-std::string FormatMemory(MiB mib);              // 16384 -> "16Gi", 1536 -> "1536Mi"
-std::string FormatDuration(int64_t seconds);    // 5400 -> "1h30m", 0 -> "0s"
-std::string FormatPrice(MicroUsd price);        // 2'500'000 -> "2.50"
-std::string FormatCudaVersion(int version);     // 12040 -> "12.4"
+std::string FormatMilli(int64_t milli);       // 2000 -> "2", 250 -> "0.25"
+std::string FormatMemory(MiB mib);            // 16384 -> "16Gi", 1536 -> "1536Mi"
+std::string FormatDuration(int64_t seconds);  // 5400 -> "1h30m", 0 -> "0s"
+std::string FormatPrice(MicroUsd price);      // 2'500'000 -> "2.50"
+std::string FormatCudaVersion(int version);   // 12040 -> "12.4"
 
 }  // namespace gpucloud
 

@@ -6,9 +6,12 @@ namespace gpucloud {
 
 std::string_view QueueOrderingName(QueueOrdering o) {
   switch (o) {
-    case QueueOrdering::kSjf: return "sjf";
-    case QueueOrdering::kLas: return "las";
-    case QueueOrdering::kFifo: break;
+    case QueueOrdering::kSjf:
+      return "sjf";
+    case QueueOrdering::kLas:
+      return "las";
+    case QueueOrdering::kFifo:
+      break;
   }
   return "fifo";
 }
@@ -22,9 +25,12 @@ std::optional<QueueOrdering> ParseQueueOrdering(std::string_view text) {
 
 int64_t BillingClassPricePercent(BillingClass c) {
   switch (c) {
-    case BillingClass::kReserved: return 60;
-    case BillingClass::kSpot: return 30;
-    case BillingClass::kOnDemand: break;
+    case BillingClass::kReserved:
+      return 60;
+    case BillingClass::kSpot:
+      return 30;
+    case BillingClass::kOnDemand:
+      break;
   }
   return 100;
 }

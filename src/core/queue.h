@@ -27,9 +27,9 @@ std::optional<QueueOrdering> ParseQueueOrdering(std::string_view text);
 inline constexpr std::string_view kAnyGpuType = "*";
 
 struct GpuQuota {
-  std::string gpu_type;          // catalog name, or "*" for all types together
+  std::string gpu_type;  // catalog name, or "*" for all types together
   MilliGpu guaranteed;
-  std::optional<MilliGpu> max;   // unset = no cap beyond what the cluster has
+  std::optional<MilliGpu> max;  // unset = no cap beyond what the cluster has
   bool operator==(const GpuQuota&) const = default;
 };
 

@@ -4,11 +4,11 @@
 #ifndef GPUCLOUD_CORE_TEXT_H_
 #define GPUCLOUD_CORE_TEXT_H_
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "absl/strings/string_view.h"
 

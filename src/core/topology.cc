@@ -1,6 +1,6 @@
 #include "core/topology.h"
-#include "core/text.h"
 
+#include "core/text.h"
 
 namespace gpucloud {
 
@@ -20,7 +20,8 @@ absl::StatusOr<ClusterTopology::NodeId> ClusterTopology::AddNode(std::string_vie
   // so that "spine-1" in two zones are two spines.
   std::string spine = Cat(path.zone, "/", path.spine);
   std::string leaf = Cat(spine, "/", path.leaf);
-  NodeEntry e{key, Intern(zone_ids_, path.zone), Intern(spine_ids_, spine), Intern(leaf_ids_, leaf)};
+  NodeEntry e{key, Intern(zone_ids_, path.zone), Intern(spine_ids_, spine),
+              Intern(leaf_ids_, leaf)};
   NodeId id = static_cast<NodeId>(nodes_.size());
   nodes_.push_back(std::move(e));
   node_ids_.emplace(std::move(key), id);

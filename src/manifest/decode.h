@@ -5,6 +5,7 @@
 #ifndef GPUCLOUD_MANIFEST_DECODE_H_
 #define GPUCLOUD_MANIFEST_DECODE_H_
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,14 @@ struct Context {
   Sink& sink;
   const GpuCatalog& catalog;
 };
+
+// A string that must be a DNS label (names, namespaces, queues).
+std::optional<std::string> ReadDnsLabel(Context& ctx, const Field& f);
+// A string that must be one of `allowed`; the error lists them ("must be a, b or c, got \"x\"").
+std::optional<std::string> ReadOneOf(Context& ctx, const Field& f,
+                                     std::initializer_list<std::string_view> allowed);
+std::optional<BillingClass> ReadBillingClass(Context& ctx, const Field& f);
+std::optional<std::string> ReadTaintEffect(Context& ctx, const Field& f);
 
 // Reads the document's required `metadata` field. `namespaced` objects get a namespace.
 bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespaced);

@@ -84,13 +84,9 @@ std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc) {
   ok = s.Bool("mayBorrow", &spec.may_borrow) && ok;
   ok = s.Bool("mayLend", &spec.may_lend) && ok;
   if (std::optional<Field> o = s.Take("ordering")) {
-    std::optional<std::string> text = ReadString(ctx.sink, *o);
-    std::optional<QueueOrdering> ord = text ? ParseQueueOrdering(*text) : std::nullopt;
-    if (text && !ord) {
-      ctx.sink.Error(o->mark, o->path, Cat("must be fifo, sjf or las, got \"", *text, "\""));
-    }
-    ok = ord.has_value() && ok;
-    if (ord) spec.ordering = *ord;
+    std::optional<std::string> text = ReadOneOf(ctx, *o, {"fifo", "sjf", "las"});
+    ok = text.has_value() && ok;
+    if (text) spec.ordering = *ParseQueueOrdering(*text);
   }
   if (std::optional<Field> q = s.Take("quota")) {
     if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *q)) {
@@ -144,12 +140,7 @@ std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc) {
     spec.max_nodes = std::max(spec.min_nodes, 1);
   }
   if (std::optional<Field> b = s.Take("billing")) {
-    std::optional<std::string> text = ReadString(ctx.sink, *b);
-    std::optional<BillingClass> c = text ? ParseBillingClass(*text) : std::nullopt;
-    if (text && !c) {
-      ctx.sink.Error(b->mark, b->path,
-                     Cat("must be on-demand, reserved or spot, got \"", *text, "\""));
-    }
+    std::optional<BillingClass> c = ReadBillingClass(ctx, *b);
     ok = c.has_value() && ok;
     if (c) spec.billing = *c;
   }

@@ -15,6 +15,41 @@ std::string ProfileNames(const GpuType& t) {
 
 }  // namespace
 
+std::optional<std::string> ReadDnsLabel(Context& ctx, const Field& f) {
+  std::optional<std::string> s = ReadString(ctx.sink, f);
+  if (!s) return std::nullopt;
+  if (absl::Status st = ValidateDnsLabel(*s); !st.ok()) {
+    ctx.sink.Error(f.mark, f.path, std::string(st.message()));
+    return std::nullopt;
+  }
+  return s;
+}
+
+std::optional<std::string> ReadOneOf(Context& ctx, const Field& f,
+                                     std::initializer_list<std::string_view> allowed) {
+  std::optional<std::string> s = ReadString(ctx.sink, f);
+  if (!s) return std::nullopt;
+  std::string list;
+  size_t i = 0;
+  for (std::string_view a : allowed) {
+    if (*s == a) return s;
+    list += Cat(i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ", a);
+    ++i;
+  }
+  ctx.sink.Error(f.mark, f.path, Cat("must be ", list, ", got \"", *s, "\""));
+  return std::nullopt;
+}
+
+std::optional<std::string> ReadTaintEffect(Context& ctx, const Field& f) {
+  return ReadOneOf(ctx, f, {"NoSchedule", "PreferNoSchedule", "NoExecute"});
+}
+
+std::optional<BillingClass> ReadBillingClass(Context& ctx, const Field& f) {
+  std::optional<std::string> s = ReadOneOf(ctx, f, {"on-demand", "reserved", "spot"});
+  if (!s) return std::nullopt;
+  return ParseBillingClass(*s);
+}
+
 bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespaced) {
   std::optional<Field> f = doc.Require("metadata");
   if (!f) return false;
@@ -22,32 +57,18 @@ bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespa
   if (!m.valid()) return false;
   bool ok = true;
   if (std::optional<Field> name = m.Require("name")) {
-    if (std::optional<std::string> s = ReadString(ctx.sink, *name)) {
-      if (absl::Status st = ValidateDnsLabel(*s); !st.ok()) {
-        ctx.sink.Error(name->mark, name->path, std::string(st.message()));
-        ok = false;
-      }
-      meta->name = *s;
-    } else {
-      ok = false;
-    }
+    std::optional<std::string> s = ReadDnsLabel(ctx, *name);
+    ok = s.has_value();
+    if (s) meta->name = *s;
   } else {
     ok = false;
   }
-  if (namespaced) {
-    if (std::optional<Field> ns = m.Take("namespace")) {
-      if (std::optional<std::string> s = ReadString(ctx.sink, *ns)) {
-        if (absl::Status st = ValidateDnsLabel(*s); !st.ok()) {
-          ctx.sink.Error(ns->mark, ns->path, std::string(st.message()));
-          ok = false;
-        }
-        meta->namespace_ = *s;
-      } else {
-        ok = false;
-      }
-    }
-  } else {
+  if (!namespaced) {
     meta->namespace_.clear();
+  } else if (std::optional<Field> ns = m.Take("namespace")) {
+    std::optional<std::string> s = ReadDnsLabel(ctx, *ns);
+    ok = s.has_value() && ok;
+    if (s) meta->namespace_ = *s;
   }
   ok = m.StringMap("labels", &meta->labels, /*labels=*/true) && ok;
   ok = m.StringMap("annotations", &meta->annotations, /*labels=*/false) && ok;
@@ -58,38 +79,19 @@ bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespa
 }
 
 bool DecodeTolerations(Context& ctx, const Field& f, std::vector<Toleration>* out) {
-  std::optional<std::vector<Field>> items = ReadList(ctx.sink, f);
-  if (!items) return false;
-  bool ok = true;
-  for (const Field& item : *items) {
-    MapReader m(ctx.sink, item);
-    if (!m.valid()) {
-      ok = false;
-      continue;
-    }
+  return ReadListOfMaps(ctx.sink, f, [&](MapReader& m, const Field& item) {
     Toleration t;
-    std::string op = "Equal";
-    ok = m.String("key", &t.key) && ok;
+    bool ok = m.String("key", &t.key);
     if (std::optional<Field> opf = m.Take("operator")) {
-      std::optional<std::string> s = ReadString(ctx.sink, *opf);
-      if (s && *s != "Equal" && *s != "Exists") {
-        ctx.sink.Error(opf->mark, opf->path, Cat("must be Equal or Exists, got \"", *s, "\""));
-        s.reset();
-      }
-      ok = s.has_value() && ok;
-      if (s) op = *s;
+      std::optional<std::string> op = ReadOneOf(ctx, *opf, {"Equal", "Exists"});
+      ok = op.has_value() && ok;
+      t.exists = op == "Exists";
     }
-    t.exists = op == "Exists";
     ok = m.String("value", &t.value) && ok;
     if (std::optional<Field> ef = m.Take("effect")) {
-      std::optional<std::string> s = ReadString(ctx.sink, *ef);
-      if (s && *s != "NoSchedule" && *s != "PreferNoSchedule" && *s != "NoExecute") {
-        ctx.sink.Error(ef->mark, ef->path,
-                       Cat("must be NoSchedule, PreferNoSchedule or NoExecute, got \"", *s, "\""));
-        s.reset();
-      }
-      ok = s.has_value() && ok;
-      if (s) t.effect = *s;
+      std::optional<std::string> effect = ReadTaintEffect(ctx, *ef);
+      ok = effect.has_value() && ok;
+      if (effect) t.effect = *effect;
     }
     m.Ignore("tolerationSeconds");
     if (t.exists && !t.value.empty()) {
@@ -98,45 +100,26 @@ bool DecodeTolerations(Context& ctx, const Field& f, std::vector<Toleration>* ou
       ok = false;
     }
     if (!t.exists && t.key.empty()) {
-      ctx.sink.Error(item.mark, ChildPath(item.path, "key"),
-                     "is required when operator is Equal");
+      ctx.sink.Error(item.mark, ChildPath(item.path, "key"), "is required when operator is Equal");
       ok = false;
     }
-    m.Finish();
     out->push_back(std::move(t));
-  }
-  return ok;
+    return ok;
+  });
 }
 
 bool DecodeTaints(Context& ctx, const Field& f, std::vector<Taint>* out) {
-  std::optional<std::vector<Field>> items = ReadList(ctx.sink, f);
-  if (!items) return false;
-  bool ok = true;
-  for (const Field& item : *items) {
-    MapReader m(ctx.sink, item);
-    if (!m.valid()) {
-      ok = false;
-      continue;
-    }
+  return ReadListOfMaps(ctx.sink, f, [&](MapReader& m, const Field&) {
     Taint t;
-    ok = m.RequiredString("key", &t.key) && ok;
+    bool ok = m.RequiredString("key", &t.key);
     ok = m.String("value", &t.value) && ok;
-    if (std::optional<Field> ef = m.Require("effect")) {
-      std::optional<std::string> s = ReadString(ctx.sink, *ef);
-      if (s && *s != "NoSchedule" && *s != "PreferNoSchedule" && *s != "NoExecute") {
-        ctx.sink.Error(ef->mark, ef->path,
-                       Cat("must be NoSchedule, PreferNoSchedule or NoExecute, got \"", *s, "\""));
-        s.reset();
-      }
-      ok = s.has_value() && ok;
-      if (s) t.effect = *s;
-    } else {
-      ok = false;
-    }
-    m.Finish();
+    std::optional<Field> ef = m.Require("effect");
+    std::optional<std::string> effect = ef ? ReadTaintEffect(ctx, *ef) : std::nullopt;
+    ok = effect.has_value() && ok;
+    if (effect) t.effect = *effect;
     out->push_back(std::move(t));
-  }
-  return ok;
+    return ok;
+  });
 }
 
 bool ResolveGpuTypes(Context& ctx, const Field& f, const std::vector<std::string>& written,
@@ -202,8 +185,8 @@ bool CheckGpuRequest(Context& ctx, const Field& at, GpuRequest* gpu) {
 void InferGpuTypesFromSelector(const GpuCatalog& catalog,
                                const std::map<std::string, std::string>& node_selector,
                                GpuRequest* gpu) {
-  static constexpr std::string_view kAcceleratorLabels[] = {
-      "accelerator", "nvidia.com/gpu.product", "cloud.google.com/gke-accelerator"};
+  static constexpr std::string_view kAcceleratorLabels[] = {"accelerator", "nvidia.com/gpu.product",
+                                                            "cloud.google.com/gke-accelerator"};
   if (gpu->mode == GpuMode::kNone || !gpu->types.empty()) return;
   for (std::string_view label : kAcceleratorLabels) {
     auto it = node_selector.find(std::string(label));
@@ -228,8 +211,7 @@ std::optional<MilliGpu> DecodeGpuFraction(Context& ctx, const Field& f) {
     return std::nullopt;
   }
   if (*milli > kMilliPerUnit) {
-    ctx.sink.Error(f.mark, f.path,
-                   Cat("must be at most 1 (a fraction of one GPU), got ", *text));
+    ctx.sink.Error(f.mark, f.path, Cat("must be at most 1 (a fraction of one GPU), got ", *text));
     return std::nullopt;
   }
   return MilliGpu(*milli);

@@ -45,8 +45,9 @@ std::optional<GpuRequest> DecodeGpu(Context& ctx, const Field& f) {
     ok = n.has_value() && ok;
   }
   if (mig && fraction) {
-    ctx.sink.Error(fraction->mark, fraction->path,
-                   "cannot be combined with mig: a task asks for MIG instances or a share of a GPU");
+    ctx.sink.Error(
+        fraction->mark, fraction->path,
+        "cannot be combined with mig: a task asks for MIG instances or a share of a GPU");
     return std::nullopt;
   }
   if (mig) {
@@ -86,14 +87,9 @@ std::optional<GpuRequest> DecodeGpu(Context& ctx, const Field& f) {
     if (mem) gpu.memory = *mem;
   }
   if (sharing && gpu.mode == GpuMode::kShared) {
-    std::optional<std::string> s = ReadString(ctx.sink, *sharing);
-    std::optional<GpuSharing> mode = s ? ParseGpuSharing(*s) : std::nullopt;
-    if (s && !mode) {
-      ctx.sink.Error(sharing->mark, sharing->path,
-                     Cat("must be time-slicing or mps, got \"", *s, "\""));
-    }
-    ok = mode.has_value() && ok;
-    if (mode) gpu.sharing = *mode;
+    std::optional<std::string> s = ReadOneOf(ctx, *sharing, {"time-slicing", "mps"});
+    ok = s.has_value() && ok;
+    if (s) gpu.sharing = *ParseGpuSharing(*s);
   }
   if (type && types) {
     ctx.sink.Error(types->mark, types->path, "give either type or types, not both");
@@ -121,23 +117,12 @@ std::optional<GpuRequest> DecodeGpu(Context& ctx, const Field& f) {
 }
 
 bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
-  std::optional<std::vector<Field>> items = ReadList(ctx.sink, f);
-  if (!items) return false;
-  bool ok = true;
-  for (const Field& item : *items) {
-    MapReader m(ctx.sink, item);
-    if (!m.valid()) {
-      ok = false;
-      continue;
-    }
+  return ReadListOfMaps(ctx.sink, f, [&](MapReader& m, const Field& item) {
     EnvVar e;
-    if (m.RequiredString("name", &e.name)) {
-      if (e.name.empty() || e.name.find('=') != std::string::npos) {
-        ctx.sink.Error(item.mark, ChildPath(item.path, "name"),
-                       Cat("must be a non-empty name without '=', got \"", e.name, "\""));
-        ok = false;
-      }
-    } else {
+    bool ok = m.RequiredString("name", &e.name);
+    if (ok && (e.name.empty() || e.name.find('=') != std::string::npos)) {
+      ctx.sink.Error(item.mark, ChildPath(item.path, "name"),
+                     Cat("must be a non-empty name without '=', got \"", e.name, "\""));
       ok = false;
     }
     ok = m.String("value", &e.value) && ok;
@@ -145,10 +130,9 @@ bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
       ctx.sink.Error(vf->mark, vf->path, "is not supported: give the value itself");
       ok = false;
     }
-    m.Finish();
     out->push_back(std::move(e));
-  }
-  return ok;
+    return ok;
+  });
 }
 
 namespace {
@@ -231,24 +215,13 @@ bool DecodeRestartPolicy(Context& ctx, const Field& f, RestartPolicy* out) {
 bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
   bool ok = true;
   if (std::optional<Field> q = s.Take("queue")) {
-    std::optional<std::string> name = ReadString(ctx.sink, *q);
-    if (name) {
-      if (absl::Status st = ValidateDnsLabel(*name); !st.ok()) {
-        ctx.sink.Error(q->mark, q->path, std::string(st.message()));
-        name.reset();
-      }
-    }
+    std::optional<std::string> name = ReadDnsLabel(ctx, *q);
     ok = name.has_value() && ok;
     if (name) spec->queue = *name;
   }
   ok = s.Int32("priority", &spec->priority, -kMaxPriority, kMaxPriority) && ok;
   if (std::optional<Field> b = s.Take("billing")) {
-    std::optional<std::string> text = ReadString(ctx.sink, *b);
-    std::optional<BillingClass> c = text ? ParseBillingClass(*text) : std::nullopt;
-    if (text && !c) {
-      ctx.sink.Error(b->mark, b->path,
-                     Cat("must be on-demand, reserved or spot, got \"", *text, "\""));
-    }
+    std::optional<BillingClass> c = ReadBillingClass(ctx, *b);
     ok = c.has_value() && ok;
     if (c) spec->billing = *c;
   }

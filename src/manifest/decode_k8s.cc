@@ -187,7 +187,8 @@ std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const Obje
   if (std::optional<Field> res = m.Take("resources")) {
     ContainerResources c;
     if (DecodeContainerResources(ctx, *res, &c)) {
-      if (c.resources.gpu.mode == GpuMode::kShared) ok = ApplySharedAnnotations(ctx, meta, &c) && ok;
+      if (c.resources.gpu.mode == GpuMode::kShared)
+        ok = ApplySharedAnnotations(ctx, meta, &c) && ok;
       t.resources = c.resources;
       *gpu_field = c.gpu_field;
     } else {
@@ -198,8 +199,8 @@ std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const Obje
                         "readinessProbe", "startupProbe", "envFrom", "lifecycle"}) {
     m.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
-  for (const char* k : {"imagePullPolicy", "stdin", "tty", "terminationMessagePath",
-                        "terminationMessagePolicy"}) {
+  for (const char* k :
+       {"imagePullPolicy", "stdin", "tty", "terminationMessagePath", "terminationMessagePolicy"}) {
     m.Ignore(k);
   }
   m.Finish();
@@ -243,7 +244,8 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
   }
   std::optional<Field> selector = m.Take("nodeSelector");
   if (selector) {
-    std::optional<std::map<std::string, std::string>> sel = ReadStringMap(ctx.sink, *selector, true);
+    std::optional<std::map<std::string, std::string>> sel =
+        ReadStringMap(ctx.sink, *selector, true);
     ok = sel.has_value() && ok;
     if (sel) parts.node_selector = std::move(*sel);
   }
@@ -253,10 +255,10 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
   ok = m.String("runtimeClassName", &parts.runtime_class) && ok;
   parts.restart_policy = m.Take("restartPolicy");
   m.Ignore("schedulerName");  // gpucloud is the scheduler
-  for (const char* k : {"volumes", "initContainers", "imagePullSecrets", "serviceAccountName",
-                        "securityContext", "affinity", "priorityClassName", "hostNetwork",
-                        "dnsPolicy", "terminationGracePeriodSeconds", "hostIPC",
-                        "shareProcessNamespace"}) {
+  for (const char* k :
+       {"volumes", "initContainers", "imagePullSecrets", "serviceAccountName", "securityContext",
+        "affinity", "priorityClassName", "hostNetwork", "dnsPolicy",
+        "terminationGracePeriodSeconds", "hostIPC", "shareProcessNamespace"}) {
     m.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
   m.Finish();
@@ -298,15 +300,10 @@ std::optional<Job> DecodePod(Context& ctx, MapReader& doc) {
   job.spec.tolerations = std::move(parts->tolerations);
   job.spec.runtime_class = std::move(parts->runtime_class);
   if (parts->restart_policy) {
-    std::optional<std::string> p = ReadString(ctx.sink, *parts->restart_policy);
+    std::optional<std::string> p =
+        ReadOneOf(ctx, *parts->restart_policy, {"Always", "OnFailure", "Never"});
     if (!p) return std::nullopt;
-    if (*p == "Never") {
-      job.spec.restart.max_restarts = 0;
-    } else if (*p != "OnFailure" && *p != "Always") {
-      ctx.sink.Error(parts->restart_policy->mark, parts->restart_policy->path,
-                     Cat("must be Always, OnFailure or Never, got \"", *p, "\""));
-      return std::nullopt;
-    }
+    if (*p == "Never") job.spec.restart.max_restarts = 0;
   }
   job.spec.min_available = 1;
   return job;
@@ -322,13 +319,7 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
   if (!s.valid()) return std::nullopt;
   std::optional<Field> min_available = s.Take("minAvailable");
   if (std::optional<Field> q = s.Take("queue")) {
-    std::optional<std::string> name = ReadString(ctx.sink, *q);
-    if (name) {
-      if (absl::Status st = ValidateDnsLabel(*name); !st.ok()) {
-        ctx.sink.Error(q->mark, q->path, std::string(st.message()));
-        name.reset();
-      }
-    }
+    std::optional<std::string> name = ReadDnsLabel(ctx, *q);
     ok = name.has_value() && ok;
     if (name) job.spec.queue = *name;
   }

@@ -1,8 +1,9 @@
 // Printing of objects in the normalized gpucloud/v1 form. Objects are first built as ordered
 // JSON (field order as in docs/manifests.md); YAML is emitted from that tree, quoting every
 // string that would otherwise read back as a number, boolean or null.
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
 
 #include "core/parse.h"
 #include "manifest/manifest.h"
@@ -44,8 +45,12 @@ Json Tolerations(const std::vector<Toleration>& tolerations) {
 Json Gpu(const GpuRequest& g) {
   Json out = Json::object();
   switch (g.mode) {
-    case GpuMode::kNone: out["count"] = 0; break;
-    case GpuMode::kWhole: out["count"] = g.count; break;
+    case GpuMode::kNone:
+      out["count"] = 0;
+      break;
+    case GpuMode::kWhole:
+      out["count"] = g.count;
+      break;
     case GpuMode::kMig:
       out["mig"] = g.mig_profile;
       out["count"] = g.count;
@@ -87,7 +92,8 @@ Json JobSpecJson(const JobSpec& s) {
   out["priority"] = s.priority;
   out["billing"] = BillingClassName(s.billing);
   out["minAvailable"] = s.GangSize();
-  if (s.runtime_estimate_seconds) out["runtimeEstimate"] = FormatDuration(*s.runtime_estimate_seconds);
+  if (s.runtime_estimate_seconds)
+    out["runtimeEstimate"] = FormatDuration(*s.runtime_estimate_seconds);
   if (!s.node_selector.empty()) out["nodeSelector"] = StringMap(s.node_selector);
   if (!s.tolerations.empty()) out["tolerations"] = Tolerations(s.tolerations);
   if (s.min_cuda_version > 0) out["minCudaVersion"] = FormatCudaVersion(s.min_cuda_version);
@@ -95,7 +101,8 @@ Json JobSpecJson(const JobSpec& s) {
   if (!s.checkpoint.dir.empty() || s.checkpoint.interval_seconds > 0) {
     Json c = Json::object();
     if (!s.checkpoint.dir.empty()) c["dir"] = s.checkpoint.dir;
-    if (s.checkpoint.interval_seconds > 0) c["interval"] = FormatDuration(s.checkpoint.interval_seconds);
+    if (s.checkpoint.interval_seconds > 0)
+      c["interval"] = FormatDuration(s.checkpoint.interval_seconds);
     out["checkpoint"] = std::move(c);
   }
   out["restartPolicy"] = Json{{"maxRestarts", s.restart.max_restarts},
@@ -160,7 +167,8 @@ Json ToJsonTree(const Object& object) {
     out["handler"] = rc->spec.handler;
     if (!rc->spec.node_selector.empty() || !rc->spec.tolerations.empty()) {
       Json sched = Json::object();
-      if (!rc->spec.node_selector.empty()) sched["nodeSelector"] = StringMap(rc->spec.node_selector);
+      if (!rc->spec.node_selector.empty())
+        sched["nodeSelector"] = StringMap(rc->spec.node_selector);
       if (!rc->spec.tolerations.empty()) sched["tolerations"] = Tolerations(rc->spec.tolerations);
       out["scheduling"] = std::move(sched);
     }

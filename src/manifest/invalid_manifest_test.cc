@@ -516,6 +516,24 @@ spec: {weight: 2}
 )",
      "job.yaml:6:1: [doc 2] metadata.name: duplicate Queue q with different content (also "
      "document 1)\n"},
+    {"toleration_exists_with_value", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tolerations:
+  - {key: spot, operator: Exists, value: "yes"}
+  tasks: [{name: w}]
+)",
+     "job.yaml:6:5: spec.tolerations[0].value: must be empty when operator is Exists\n"},
+    {"taint_bad_effect", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpuType: T4
+  taints: [{key: spot, effect: NoRun}]
+)",
+     "job.yaml:6:32: spec.taints[0].effect: must be NoSchedule, PreferNoSchedule or NoExecute, "
+     "got \"NoRun\"\n"},
     {"env_value_from", R"(apiVersion: gpucloud/v1
 kind: Job
 metadata: {name: train}
@@ -531,9 +549,7 @@ spec:
 
 class InvalidManifest : public testing::TestWithParam<Case> {};
 
-TEST_P(InvalidManifest, GivesTheExactError) {
-  EXPECT_EQ(Errors(GetParam().yaml), GetParam().want);
-}
+TEST_P(InvalidManifest, GivesTheExactError) { EXPECT_EQ(Errors(GetParam().yaml), GetParam().want); }
 
 INSTANTIATE_TEST_SUITE_P(Table, InvalidManifest, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<Case>& info) { return info.param.name; });

@@ -74,9 +74,9 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
     return d;
   };
   auto unknown_kind = [&](std::string_view known) {
-    ctx.sink.Error(kind_field.mark, kind_field.path,
-                   Cat("unknown kind \"", kind, "\" for apiVersion ", api_version, " (known: ",
-                       known, ")"));
+    ctx.sink.Error(
+        kind_field.mark, kind_field.path,
+        Cat("unknown kind \"", kind, "\" for apiVersion ", api_version, " (known: ", known, ")"));
     return Decoded{};
   };
   if (api_version == kApiVersion) {
@@ -98,9 +98,9 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
     if (kind == "RuntimeClass") return lift(internal::DecodeRuntimeClass(ctx, m));
     return unknown_kind("RuntimeClass");
   }
-  ctx.sink.Error(api_field.mark, api_field.path,
-                 Cat("unsupported apiVersion \"", api_version, "\" (supported: ",
-                     kSupportedApiVersions, ")"));
+  ctx.sink.Error(
+      api_field.mark, api_field.path,
+      Cat("unsupported apiVersion \"", api_version, "\" (supported: ", kSupportedApiVersions, ")"));
   return Decoded{};
 }
 
@@ -108,7 +108,6 @@ std::string ObjectKey(const Object& o) {
   const ObjectMeta& m = MetaOf(o);
   return Cat(KindOf(o), " ", m.namespace_.empty() ? "" : m.namespace_ + "/", m.name);
 }
-
 
 // Decodes one object at `root` (a document, or an item of a List) and appends it to `out`.
 // `seen` maps each object's key ("Job ns/name") to its index in `out`.
@@ -133,9 +132,9 @@ void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Man
   if (!inserted) {
     const Manifest& earlier = (*out)[it->second];
     if (!(earlier.object == *decoded.object)) {
-      sink.Error(root.mark, ChildPath(root.path, "metadata.name"),
-                 Cat("duplicate ", key, " with different content (also document ",
-                     earlier.document, ")"));
+      sink.Error(
+          root.mark, ChildPath(root.path, "metadata.name"),
+          Cat("duplicate ", key, " with different content (also document ", earlier.document, ")"));
     }
     return;
   }
@@ -146,10 +145,14 @@ void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Man
 
 std::string_view KindOf(const Object& object) {
   switch (object.index()) {
-    case 0: return "Job";
-    case 1: return "Queue";
-    case 2: return "NodePool";
-    default: break;
+    case 0:
+      return "Job";
+    case 1:
+      return "Queue";
+    case 2:
+      return "NodePool";
+    default:
+      break;
   }
   return "RuntimeClass";
 }
@@ -163,10 +166,10 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
   ParseResult result;
   std::string file_name(file);
   if (text.size() > kMaxManifestBytes) {
-    result.errors.push_back(Diagnostic{
-        .file = file_name,
-        .message = Cat("file is too large: ", text.size(), " bytes (the limit is ",
-                       kMaxManifestBytes, ")")});
+    result.errors.push_back(
+        Diagnostic{.file = file_name,
+                   .message = Cat("file is too large: ", text.size(), " bytes (the limit is ",
+                                  kMaxManifestBytes, ")")});
     return result;
   }
   if (size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
@@ -268,12 +271,11 @@ std::vector<Diagnostic> ResolveRuntimeClasses(std::vector<Manifest>& manifests) 
       for (const auto& [k, v] : rc->spec.node_selector) {
         auto [it, inserted] = job->spec.node_selector.emplace(k, v);
         if (!inserted && it->second != v) {
-          errors.push_back(Diagnostic{
-              .file = m.file,
-              .document = m.document,
-              .path = Cat("spec.nodeSelector.", k),
-              .message = Cat("is ", it->second, ", but RuntimeClass ", rc->metadata.name,
-                             " requires ", v)});
+          errors.push_back(Diagnostic{.file = m.file,
+                                      .document = m.document,
+                                      .path = Cat("spec.nodeSelector.", k),
+                                      .message = Cat("is ", it->second, ", but RuntimeClass ",
+                                                     rc->metadata.name, " requires ", v)});
         }
       }
       for (TaskSpec& task : job->spec.tasks) {

@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const gpucloud::manifest::Manifest& m : r.manifests) {
     (void)gpucloud::manifest::Summarize(m.object);
     for (bool json : {false, true}) {
-      std::string printed = json ? gpucloud::manifest::ToJson(m.object)
-                                 : gpucloud::manifest::ToYaml(m.object);
+      std::string printed =
+          json ? gpucloud::manifest::ToJson(m.object) : gpucloud::manifest::ToYaml(m.object);
       gpucloud::manifest::ParseResult again =
           gpucloud::manifest::ParseManifests(printed, "printed.yaml");
       if (!again.ok() || again.manifests.size() != 1 || !(again.manifests[0].object == m.object)) {

@@ -206,9 +206,10 @@ TEST(Json, ListOfObjectsAndLocatedErrors) {
 }
 
 TEST(Parse, EmptyDocumentsAreSkipped) {
-  ParseResult r = ParseManifests("---\n---\napiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\n"
-                                 "spec: {}\n---\n",
-                                 "q.yaml");
+  ParseResult r = ParseManifests(
+      "---\n---\napiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\n"
+      "spec: {}\n---\n",
+      "q.yaml");
   ASSERT_TRUE(r.ok()) << AllErrors(r);
   ASSERT_EQ(r.manifests.size(), 1u);
   EXPECT_EQ(r.manifests[0].document, 1);  // empty documents are not counted
@@ -261,7 +262,10 @@ TEST(Parse, TooLargeIsRefused) {
 }
 
 TEST(Parse, InvalidUtf8IsLocated) {
-  ParseResult r = ParseManifests("apiVersion: v1\nkind: P\xC3" "(d\n", "u.yaml");
+  ParseResult r = ParseManifests(
+      "apiVersion: v1\nkind: P\xC3"
+      "(d\n",
+      "u.yaml");
   EXPECT_EQ(AllErrors(r), "u.yaml:2:8: invalid UTF-8 (byte 0xC3): manifests must be UTF-8 text\n");
   EXPECT_TRUE(ParseManifests("# \xE7\x94\xB3\xE8\xAF\xB7\n", "ok.yaml").ok());
 }
@@ -300,6 +304,24 @@ spec:
   EXPECT_EQ(job.spec.restart, RestartPolicy{});
   EXPECT_EQ(job.spec.tasks[1].resources.gpu.types,
             (std::vector<std::string>{"A100-40GB", "A100-80GB"}));
+}
+
+TEST(Parse, TolerationsAndTaints) {
+  ParseResult r = ParseManifests(R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tolerations:
+  - {key: gpucloud.io/spot, operator: Exists, effect: NoSchedule}
+  - {key: team, value: nlp}
+  tasks: [{name: w}]
+)",
+                                 "t.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const std::vector<Toleration>& t = std::get<Job>(r.manifests[0].object).spec.tolerations;
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0], (Toleration{.key = "gpucloud.io/spot", .exists = true, .effect = "NoSchedule"}));
+  EXPECT_EQ(t[1], (Toleration{.key = "team", .exists = false, .value = "nlp"}));
 }
 
 TEST(Summary, SaysWhatTheJobAsksFor) {

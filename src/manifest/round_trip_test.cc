@@ -53,19 +53,24 @@ class SpecGenerator {
 
   Object Next() {
     switch (rng_.Uniform(10)) {
-      case 0: return RandomQueue();
-      case 1: return RandomPool();
-      default: return RandomJob();
+      case 0:
+        return RandomQueue();
+      case 1:
+        return RandomPool();
+      default:
+        return RandomJob();
     }
   }
 
  private:
-  std::string Name(std::string_view prefix) { return std::string(prefix) + std::to_string(rng_.Uniform(1000)); }
+  std::string Name(std::string_view prefix) {
+    return std::string(prefix) + std::to_string(rng_.Uniform(1000));
+  }
 
   // Strings that need quoting in YAML, and some that do not.
   std::string Text() {
-    static const char* kTexts[] = {"train.py", "--lr=0.1", "true", "123", "1.5", "", "null",
-                                   "a b", "x: y", "#hash", "- dash", "~", "0x1F", "é"};
+    static const char* kTexts[] = {"train.py", "--lr=0.1", "true",  "123",    "1.5", "",     "null",
+                                   "a b",      "x: y",     "#hash", "- dash", "~",   "0x1F", "é"};
     return kTexts[rng_.Uniform(std::size(kTexts))];
   }
 
@@ -80,7 +85,8 @@ class SpecGenerator {
   GpuRequest RandomGpu() {
     GpuRequest g;
     switch (rng_.Uniform(4)) {
-      case 0: return g;
+      case 0:
+        return g;
       case 1:
         g.mode = GpuMode::kWhole;
         g.count = static_cast<int32_t>(rng_.Range(1, 8));
@@ -135,9 +141,11 @@ class SpecGenerator {
     j.spec.billing = static_cast<BillingClass>(rng_.Uniform(3));
     if (rng_.OneIn(2)) j.spec.node_selector["zone"] = Name("z");
     if (rng_.OneIn(3)) {
-      j.spec.tolerations.push_back({.key = "gpucloud.io/spot", .exists = true, .effect = "NoSchedule"});
+      j.spec.tolerations.push_back(
+          {.key = "gpucloud.io/spot", .exists = true, .effect = "NoSchedule"});
     }
-    if (rng_.OneIn(2)) j.spec.min_cuda_version = static_cast<int>(rng_.Range(11, 12) * 1000 + rng_.Range(0, 9) * 10);
+    if (rng_.OneIn(2))
+      j.spec.min_cuda_version = static_cast<int>(rng_.Range(11, 12) * 1000 + rng_.Range(0, 9) * 10);
     if (rng_.OneIn(2)) j.spec.checkpoint = {"/ckpt/" + j.metadata.name, rng_.Range(0, 7200)};
     j.spec.restart = {static_cast<int32_t>(rng_.Range(0, 10)), rng_.Range(0, 600)};
     if (rng_.OneIn(2)) j.spec.runtime_estimate_seconds = rng_.Range(0, 86400 * 3);
@@ -153,7 +161,8 @@ class SpecGenerator {
     q.spec.may_lend = rng_.OneIn(2);
     q.spec.ordering = static_cast<QueueOrdering>(rng_.Uniform(3));
     if (rng_.OneIn(2)) {
-      GpuQuota quota{.gpu_type = RandomType(false).name, .guaranteed = MilliGpu(rng_.Range(0, 64'000))};
+      GpuQuota quota{.gpu_type = RandomType(false).name,
+                     .guaranteed = MilliGpu(rng_.Range(0, 64'000))};
       if (rng_.OneIn(2)) quota.max = quota.guaranteed + MilliGpu(rng_.Range(0, 10'000));
       q.spec.quota.push_back(quota);
     }

@@ -17,14 +17,16 @@ std::string TypesText(const GpuRequest& g) {
 
 std::string GpuText(const GpuRequest& g) {
   switch (g.mode) {
-    case GpuMode::kNone: return "no GPU";
-    case GpuMode::kWhole: return Cat(Plural(g.count, "GPU", "GPUs"), ", ", TypesText(g));
+    case GpuMode::kNone:
+      return "no GPU";
+    case GpuMode::kWhole:
+      return Cat(Plural(g.count, "GPU", "GPUs"), ", ", TypesText(g));
     case GpuMode::kMig:
       return Cat(Plural(g.count, "MIG instance", "MIG instances"), " ", g.mig_profile, ", ",
                  TypesText(g));
     case GpuMode::kShared: {
-      std::string out = Cat(FormatMilli(g.fraction.raw()), " of a shared GPU (",
-                            GpuSharingName(g.sharing));
+      std::string out =
+          Cat(FormatMilli(g.fraction.raw()), " of a shared GPU (", GpuSharingName(g.sharing));
       if (g.memory.raw() > 0) out += Cat(", ", FormatMemory(g.memory), " memory");
       return Cat(out, "), ", TypesText(g));
     }
@@ -49,8 +51,8 @@ std::string JobSummary(const Job& job) {
   }
   std::vector<std::string> totals;
   if (s.TotalGpus().raw() > 0 || mig == 0) {
-    totals.push_back(Cat(FormatMilli(s.TotalGpus().raw()),
-                         s.TotalGpus() == WholeGpus(1) ? " GPU" : " GPUs"));
+    totals.push_back(
+        Cat(FormatMilli(s.TotalGpus().raw()), s.TotalGpus() == WholeGpus(1) ? " GPU" : " GPUs"));
   }
   if (mig > 0) totals.push_back(Plural(mig, "MIG instance", "MIG instances"));
   out += Cat("; ", Join(totals, " + "), " in all");
@@ -62,7 +64,8 @@ std::string JobSummary(const Job& job) {
     out += Cat("; nodes with ", Join(sel, ","));
   }
   if (s.min_cuda_version > 0) out += Cat("; CUDA >= ", FormatCudaVersion(s.min_cuda_version));
-  if (s.runtime_estimate_seconds) out += Cat("; about ", FormatDuration(*s.runtime_estimate_seconds));
+  if (s.runtime_estimate_seconds)
+    out += Cat("; about ", FormatDuration(*s.runtime_estimate_seconds));
   return out;
 }
 
@@ -81,11 +84,10 @@ std::string QueueSummary(const Queue& q) {
 
 std::string PoolSummary(const NodePool& p) {
   const NodePoolSpec& s = p.spec;
-  std::string out = Cat("NodePool ", p.metadata.name, ": ", s.min_nodes, "-", s.max_nodes,
-                        " nodes x ", s.gpus_per_node, " ", s.gpu_type, ", ",
-                        BillingClassName(s.billing), " at $",
-                        FormatPrice(EffectivePricePerGpuHour(s, GpuCatalog::Default())),
-                        " per GPU-hour");
+  std::string out =
+      Cat("NodePool ", p.metadata.name, ": ", s.min_nodes, "-", s.max_nodes, " nodes x ",
+          s.gpus_per_node, " ", s.gpu_type, ", ", BillingClassName(s.billing), " at $",
+          FormatPrice(EffectivePricePerGpuHour(s, GpuCatalog::Default())), " per GPU-hour");
   if (!s.price_per_gpu_hour) out += " (catalog price)";
   return Cat(out, ", provider ", s.provider);
 }

@@ -25,8 +25,8 @@ bool LooksLikeInt(std::string_view s) {
 
 // [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?  or .inf / .nan
 bool LooksLikeFloat(std::string_view s) {
-  for (std::string_view special : {".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf",
-                                   ".nan", ".NaN", ".NAN"}) {
+  for (std::string_view special :
+       {".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", ".nan", ".NaN", ".NAN"}) {
     if (s == special) return true;
   }
   if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
@@ -103,11 +103,16 @@ std::string DescribeNode(const YAML::Node& node) {
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
   switch (ClassifyScalar(node)) {
-    case ScalarKind::kNull: return "null";
-    case ScalarKind::kBool: return Cat("boolean ", node.Scalar());
-    case ScalarKind::kInt: return Cat("integer ", node.Scalar());
-    case ScalarKind::kFloat: return Cat("number ", node.Scalar());
-    case ScalarKind::kString: break;
+    case ScalarKind::kNull:
+      return "null";
+    case ScalarKind::kBool:
+      return Cat("boolean ", node.Scalar());
+    case ScalarKind::kInt:
+      return Cat("integer ", node.Scalar());
+    case ScalarKind::kFloat:
+      return Cat("number ", node.Scalar());
+    case ScalarKind::kString:
+      break;
   }
   return Cat("string \"", Excerpt(node.Scalar()), "\"");
 }
@@ -224,7 +229,7 @@ std::optional<std::vector<std::string>> ReadStringList(Sink& sink, const Field& 
 }
 
 std::optional<std::map<std::string, std::string>> ReadStringMap(Sink& sink, const Field& f,
-                                                               bool labels) {
+                                                                bool labels) {
   MapReader map(sink, f);
   if (!map.valid()) return std::nullopt;
   std::map<std::string, std::string> out;
@@ -262,7 +267,25 @@ std::optional<std::map<std::string, std::string>> ReadStringMap(Sink& sink, cons
   return out;
 }
 
-MapReader::MapReader(Sink& sink, const Field& field) : sink_(sink), path_(field.path), mark_(field.mark) {
+bool ReadListOfMaps(Sink& sink, const Field& f,
+                    const std::function<bool(MapReader& item, const Field& at)>& read) {
+  std::optional<std::vector<Field>> items = ReadList(sink, f);
+  if (!items) return false;
+  bool ok = true;
+  for (const Field& item : *items) {
+    MapReader m(sink, item);
+    if (!m.valid()) {
+      ok = false;
+      continue;
+    }
+    ok = read(m, item) && ok;
+    m.Finish();
+  }
+  return ok;
+}
+
+MapReader::MapReader(Sink& sink, const Field& field)
+    : sink_(sink), path_(field.path), mark_(field.mark) {
   if (!field.value.IsMap()) {
     sink_.Error(mark_, path_,
                 Cat(path_.empty() ? "the document " : "", "must be a mapping, got ",

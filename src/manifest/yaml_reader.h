@@ -7,7 +7,10 @@
 #ifndef GPUCLOUD_MANIFEST_YAML_READER_H_
 #define GPUCLOUD_MANIFEST_YAML_READER_H_
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,8 +18,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "manifest/diagnostic.h"
 
@@ -95,9 +96,17 @@ std::optional<std::vector<std::string>> ReadStringList(Sink& sink, const Field& 
 // A mapping of label-like strings; keys and values are validated as Kubernetes labels when
 // `labels` is true.
 std::optional<std::map<std::string, std::string>> ReadStringMap(Sink& sink, const Field& f,
-                                                               bool labels);
+                                                                bool labels);
 // The items of a list, each as a Field with its index path. Null when `f` is not a list.
 std::optional<std::vector<Field>> ReadList(Sink& sink, const Field& f);
+
+class MapReader;
+
+// Reads a list of mappings: calls `read` on a MapReader for each item, then reports the item's
+// unknown fields. False when `f` is not a list, an item is not a mapping, or `read` returned
+// false for any item (every item is read either way).
+bool ReadListOfMaps(Sink& sink, const Field& f,
+                    const std::function<bool(MapReader& item, const Field& at)>& read);
 
 // Reads one mapping. Take() each known key; Finish() reports the keys nobody took.
 class MapReader {
