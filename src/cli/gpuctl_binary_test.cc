@@ -1,0 +1,58 @@
+// The real gpuctl binary, run as a user runs it: exit codes, standard output and standard error
+// through a shell (CTest label `integration`).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+Result Shell(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe.release());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kGpuctl = GPUCTL_BINARY;
+const std::string kSrc = GPUCLOUD_SOURCE_DIR;
+
+TEST(GpuctlBinary, ValidExamplesExitZero) {
+  Result r = Shell(kGpuctl + " validate -f " + kSrc + "/examples");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Job default/pytorch-job: 4 x worker"), std::string::npos) << r.output;
+}
+
+TEST(GpuctlBinary, InvalidInputExitsOne) {
+  Result r = Shell(kGpuctl + " validate -f " + kSrc + "/testdata/manifests/seed-000-verbatim.yaml");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("seed-000-verbatim.yaml:8:5: invalid YAML: end of sequence not found"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(GpuctlBinary, UsageErrorExitsTwo) {
+  EXPECT_EQ(Shell(kGpuctl + " validate").code, 2);
+  EXPECT_EQ(Shell(kGpuctl + " no-such-command").code, 2);
+}
+
+TEST(GpuctlBinary, ConvertReadsStandardInput) {
+  Result r = Shell(
+      "printf 'apiVersion: gpucloud/v1\\nkind: Queue\\nmetadata: {name: q}\\nspec: {}\\n' | " +
+      kGpuctl + " convert -f - -o json");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"kind\": \"Queue\""), std::string::npos) << r.output;
+}
+
+}  // namespace
