@@ -250,6 +250,17 @@ std::optional<int64_t> DecodeDuration(Context& ctx, const Field& f) {
   return *s;
 }
 
+std::optional<std::vector<Field>> RequireTasks(Context& ctx, MapReader& spec) {
+  std::optional<Field> tasks = spec.Require("tasks");
+  if (!tasks) return std::nullopt;
+  std::optional<std::vector<Field>> items = ReadList(ctx.sink, *tasks);
+  if (items && items->empty()) {
+    ctx.sink.Error(tasks->mark, tasks->path, "must have at least one task");
+    return std::nullopt;
+  }
+  return items;
+}
+
 bool CheckGang(Context& ctx, const std::optional<Field>& min_available_field, JobSpec* spec) {
   int32_t total = spec->TotalReplicas();
   if (!min_available_field) {

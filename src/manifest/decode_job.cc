@@ -265,22 +265,12 @@ std::optional<Job> DecodeJob(Context& ctx, MapReader& doc) {
   if (!spec_field) return std::nullopt;
   MapReader s(ctx.sink, *spec_field);
   if (!s.valid()) return std::nullopt;
-  if (std::optional<Field> tasks = s.Require("tasks")) {
-    if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *tasks)) {
-      if (items->empty()) {
-        ctx.sink.Error(tasks->mark, tasks->path, "must have at least one task");
-        ok = false;
-      }
-      for (const Field& item : *items) {
-        std::optional<TaskSpec> t = DecodeTask(ctx, item, job.spec.tasks);
-        ok = t.has_value() && ok;
-        if (t) job.spec.tasks.push_back(std::move(*t));
-      }
-    } else {
-      ok = false;
-    }
-  } else {
-    ok = false;
+  std::optional<std::vector<Field>> items = RequireTasks(ctx, s);
+  ok = items.has_value() && ok;
+  for (const Field& item : items.value_or(std::vector<Field>{})) {
+    std::optional<TaskSpec> t = DecodeTask(ctx, item, job.spec.tasks);
+    ok = t.has_value() && ok;
+    if (t) job.spec.tasks.push_back(std::move(*t));
   }
   std::optional<Field> min_available = s.Take("minAvailable");
   ok = DecodeJobOptions(ctx, s, &job.spec) && ok;

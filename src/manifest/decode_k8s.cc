@@ -285,6 +285,61 @@ bool MergeNodeSelector(Context& ctx, const Field& at, const std::map<std::string
   return true;
 }
 
+// One entry of a Volcano Job's spec.tasks, appended to `job` as a task; its pod template's node
+// selector, tolerations and runtime class apply to the whole job.
+bool DecodeVolcanoTask(Context& ctx, const Field& item, Job* job) {
+  MapReader t(ctx.sink, item);
+  if (!t.valid()) return false;
+  std::optional<Field> name = t.Take("name");
+  int32_t replicas = 1;
+  bool ok = t.Int32("replicas", &replicas, 1, 100'000);
+  for (const char* k : {"policies", "minAvailable", "maxRetry", "dependsOn"}) {
+    t.IgnoreWithWarning(k, "not supported by gpucloud yet");
+  }
+  std::optional<Field> tmpl = t.Require("template");
+  t.Finish();
+  if (!tmpl) return false;
+  MapReader tm(ctx.sink, *tmpl);
+  if (!tm.valid()) return false;
+  ObjectMeta pod_meta = job->metadata;
+  if (std::optional<Field> md = tm.Take("metadata")) {
+    MapReader mm(ctx.sink, *md);
+    ok = mm.valid() && ok;
+    if (mm.valid()) {
+      std::map<std::string, std::string> labels, annotations;
+      ok = mm.StringMap("labels", &labels, true) && ok;
+      ok = mm.StringMap("annotations", &annotations, false) && ok;
+      pod_meta.annotations.insert(annotations.begin(), annotations.end());
+      mm.Ignore("name");
+      mm.Finish();
+    }
+  }
+  std::optional<Field> pod_spec = tm.Require("spec");
+  tm.Finish();
+  if (!pod_spec) return false;
+  std::optional<PodParts> parts = DecodePodSpec(ctx, *pod_spec, pod_meta);
+  if (!parts) return false;
+  TaskSpec task = std::move(parts->task);
+  task.replicas = replicas;
+  if (name) {
+    std::optional<std::string> n = ReadString(ctx.sink, *name);
+    if (!n || !CheckTaskName(ctx, *name, *n, job->spec.tasks)) return false;
+    task.name = *n;
+  } else if (!CheckTaskName(ctx, item, task.name, job->spec.tasks)) {
+    return false;
+  }
+  ok = MergeNodeSelector(ctx, *pod_spec, parts->node_selector, &job->spec.node_selector) && ok;
+  for (Toleration& tol : parts->tolerations) {
+    if (std::find(job->spec.tolerations.begin(), job->spec.tolerations.end(), tol) ==
+        job->spec.tolerations.end()) {
+      job->spec.tolerations.push_back(std::move(tol));
+    }
+  }
+  if (!parts->runtime_class.empty()) job->spec.runtime_class = parts->runtime_class;
+  job->spec.tasks.push_back(std::move(task));
+  return ok;
+}
+
 }  // namespace
 
 std::optional<Job> DecodePod(Context& ctx, MapReader& doc) {
@@ -330,87 +385,10 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
                         "minSuccess", "runningEstimate", "networkTopology"}) {
     s.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
-  if (std::optional<Field> tasks = s.Require("tasks")) {
-    if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *tasks)) {
-      if (items->empty()) {
-        ctx.sink.Error(tasks->mark, tasks->path, "must have at least one task");
-        ok = false;
-      }
-      for (const Field& item : *items) {
-        MapReader t(ctx.sink, item);
-        if (!t.valid()) {
-          ok = false;
-          continue;
-        }
-        std::optional<Field> name = t.Take("name");
-        int32_t replicas = 1;
-        ok = t.Int32("replicas", &replicas, 1, 100'000) && ok;
-        for (const char* k : {"policies", "minAvailable", "maxRetry", "dependsOn"}) {
-          t.IgnoreWithWarning(k, "not supported by gpucloud yet");
-        }
-        std::optional<Field> tmpl = t.Require("template");
-        t.Finish();
-        if (!tmpl) {
-          ok = false;
-          continue;
-        }
-        MapReader tm(ctx.sink, *tmpl);
-        if (!tm.valid()) {
-          ok = false;
-          continue;
-        }
-        ObjectMeta pod_meta = job.metadata;
-        if (std::optional<Field> md = tm.Take("metadata")) {
-          MapReader mm(ctx.sink, *md);
-          ok = mm.valid() && ok;
-          if (mm.valid()) {
-            std::map<std::string, std::string> labels, annotations;
-            ok = mm.StringMap("labels", &labels, true) && ok;
-            ok = mm.StringMap("annotations", &annotations, false) && ok;
-            pod_meta.annotations.insert(annotations.begin(), annotations.end());
-            mm.Ignore("name");
-            mm.Finish();
-          }
-        }
-        std::optional<Field> pod_spec = tm.Require("spec");
-        tm.Finish();
-        if (!pod_spec) {
-          ok = false;
-          continue;
-        }
-        std::optional<PodParts> parts = DecodePodSpec(ctx, *pod_spec, pod_meta);
-        if (!parts) {
-          ok = false;
-          continue;
-        }
-        TaskSpec task = std::move(parts->task);
-        task.replicas = replicas;
-        if (name) {
-          std::optional<std::string> n = ReadString(ctx.sink, *name);
-          if (!n || !CheckTaskName(ctx, *name, *n, job.spec.tasks)) {
-            ok = false;
-            continue;
-          }
-          task.name = *n;
-        } else if (!CheckTaskName(ctx, item, task.name, job.spec.tasks)) {
-          ok = false;
-          continue;
-        }
-        ok = MergeNodeSelector(ctx, *pod_spec, parts->node_selector, &job.spec.node_selector) && ok;
-        for (Toleration& tol : parts->tolerations) {
-          if (std::find(job.spec.tolerations.begin(), job.spec.tolerations.end(), tol) ==
-              job.spec.tolerations.end()) {
-            job.spec.tolerations.push_back(std::move(tol));
-          }
-        }
-        if (!parts->runtime_class.empty()) job.spec.runtime_class = parts->runtime_class;
-        job.spec.tasks.push_back(std::move(task));
-      }
-    } else {
-      ok = false;
-    }
-  } else {
-    ok = false;
+  std::optional<std::vector<Field>> items = RequireTasks(ctx, s);
+  ok = items.has_value() && ok;
+  for (const Field& item : items.value_or(std::vector<Field>{})) {
+    ok = DecodeVolcanoTask(ctx, item, &job) && ok;
   }
   s.Finish();
   if (!ok) return std::nullopt;
