@@ -1,0 +1,139 @@
+// ClusterState: what every GPU, node CPU and node memory in a cluster snapshot is used for, and
+// the one place where usage changes. The scheduler asks it whether a replica fits on a node
+// (and on which GPUs), and commits or releases whole jobs through it; nothing is ever
+// over-committed because every change is checked here first.
+//
+// Per GPU, exactly one mode holds at a time:
+//   free     nothing runs on it;
+//   whole    one replica owns it (never shared, never MIG);
+//   mig      the GPU is MIG-enabled and carries instances at valid, non-overlapping starts
+//            (dynamic partitioning: an instance is created where FreeMigStarts allows);
+//   shared   time-sliced or MPS replicas whose fractions sum to at most 1 GPU and whose memory
+//            bounds sum to at most the GPU's memory; one sharing mode per GPU.
+// Whole-GPU and shared requests never land on a MIG-enabled GPU, and MIG requests only there.
+//
+// Owns copies of the nodes it was built from. Not thread-safe; the scheduler uses one per cycle.
+#ifndef GPUCLOUD_SCHED_CLUSTER_STATE_H_
+#define GPUCLOUD_SCHED_CLUSTER_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/gpu_catalog.h"
+#include "core/job.h"
+#include "core/mig.h"
+#include "core/node.h"
+
+namespace gpucloud::sched {
+
+using NodeIndex = int32_t;
+
+// What one replica asks of one node.
+struct ReplicaRequest {
+  GpuRequest gpu;
+  MilliCpu cpu;
+  MiB memory;
+};
+
+// One GPU (or part of one) given to a replica.
+struct GpuAssignment {
+  int32_t gpu = 0;  // index into Node::gpus
+  GpuMode mode = GpuMode::kWhole;
+  MigPlacement mig;   // kMig only
+  MilliGpu fraction;  // kShared only
+  MiB memory;         // kShared only: the memory bound reserved on the GPU
+  GpuSharing sharing = GpuSharing::kTimeSlicing;  // kShared only
+  bool operator==(const GpuAssignment&) const = default;
+};
+
+struct ReplicaPlacement {
+  std::string task;
+  int32_t replica = 0;
+  NodeIndex node = 0;
+  std::vector<GpuAssignment> gpus;
+  MilliCpu cpu;
+  MiB memory;
+  bool operator==(const ReplicaPlacement&) const = default;
+};
+
+// Everything one job holds. Committed and released as a unit.
+struct Allocation {
+  std::string job;  // a unique key, e.g. "namespace/name"
+  std::vector<ReplicaPlacement> replicas;
+  bool operator==(const Allocation&) const = default;
+};
+
+class ClusterState {
+ public:
+  ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(NodeIndex n) const { return nodes_[n]; }
+  NodeIndex node_count() const { return static_cast<NodeIndex>(nodes_.size()); }
+
+  // The GPUs (or MIG instances, or shares) of node `n` that would satisfy one replica of `req`
+  // now, or nullopt when it does not fit (GPUs, CPU or memory). Whole GPUs are taken from one
+  // NVLink island when one island has enough; MIG instances and shares go to the fullest GPU
+  // that still fits them (best fit), keeping other GPUs whole. Deterministic. Does not check
+  // labels, taints, GPU types or health: those are the filters' questions, except that
+  // unhealthy GPUs are never handed out and GPU types in `req` are honoured.
+  std::optional<std::vector<GpuAssignment>> FitReplica(NodeIndex n,
+                                                       const ReplicaRequest& req) const;
+
+  // Applies a job's allocation if every part of it fits; otherwise changes nothing and returns
+  // FailedPrecondition naming the first part that does not (or AlreadyExists for a job that
+  // already holds an allocation).
+  absl::Status Commit(const Allocation& allocation);
+  // Frees everything `job` holds; NotFound if it holds nothing.
+  absl::Status Release(const std::string& job);
+
+  const std::map<std::string, Allocation>& allocations() const { return allocations_; }
+
+  // Free whole GPUs on a node (healthy, not MIG-enabled, nothing on them).
+  int32_t FreeWholeGpus(NodeIndex n) const;
+  MilliCpu FreeCpu(NodeIndex n) const;
+  MiB FreeMemory(NodeIndex n) const;
+
+  // Recomputes all usage from the committed allocations and compares it with the incremental
+  // bookkeeping and with capacity; OK when nothing is over-committed. For tests and audits.
+  absl::Status CheckInvariants() const;
+
+ private:
+  struct GpuUse {
+    GpuMode mode = GpuMode::kNone;  // kNone = free
+    std::vector<MigPlacement> mig;
+    MilliGpu shared_fraction;
+    MiB shared_memory;
+    int32_t shared_replicas = 0;
+    GpuSharing sharing = GpuSharing::kTimeSlicing;
+  };
+  struct NodeUse {
+    std::vector<GpuUse> gpus;
+    MilliCpu cpu;
+    MiB memory;
+  };
+
+  const GpuType* TypeOf(const Gpu& gpu) const;
+  bool TypeAccepted(const Gpu& gpu, const GpuRequest& req) const;
+  MiB SharedMemoryBound(const Gpu& gpu, const GpuRequest& req) const;
+  std::optional<std::vector<GpuAssignment>> FitWhole(NodeIndex n, const GpuRequest& req) const;
+  std::optional<std::vector<GpuAssignment>> FitMig(NodeIndex n, const GpuRequest& req) const;
+  std::optional<std::vector<GpuAssignment>> FitShared(NodeIndex n, const GpuRequest& req) const;
+  // Checks one replica's assignment against `use` (the usage it would be added to) and adds it;
+  // leaves `use` unchanged when it does not fit.
+  absl::Status Apply(const ReplicaPlacement& r, std::vector<NodeUse>& use) const;
+  void Remove(const ReplicaPlacement& r);
+
+  std::vector<Node> nodes_;
+  const GpuCatalog& catalog_;
+  std::vector<NodeUse> use_;
+  std::map<std::string, Allocation> allocations_;
+};
+
+}  // namespace gpucloud::sched
+
+#endif  // GPUCLOUD_SCHED_CLUSTER_STATE_H_

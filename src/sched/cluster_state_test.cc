@@ -1,0 +1,291 @@
+#include "sched/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include "core/clock.h"
+
+namespace gpucloud::sched {
+namespace {
+
+const GpuCatalog& Cat() { return GpuCatalog::Default(); }
+
+Node MakeNode(std::string name, const std::string& type, int gpus, bool mig = false,
+              int gpus_per_island = 0) {
+  Node n;
+  n.name = std::move(name);
+  n.cpu = Cores(64);
+  n.memory = GiB(512);
+  for (int i = 0; i < gpus; ++i) {
+    Gpu g;
+    g.uuid = n.name + "-gpu" + std::to_string(i);
+    g.index = i;
+    g.type = type;
+    g.memory = Cat().Find(type)->memory;
+    g.mig_enabled = mig;
+    g.nvlink_island = gpus_per_island > 0 ? i / gpus_per_island : -1;
+    n.gpus.push_back(g);
+  }
+  return n;
+}
+
+ReplicaRequest Whole(int count) { return {.gpu = {.mode = GpuMode::kWhole, .count = count}}; }
+ReplicaRequest Mig(const std::string& profile) {
+  return {.gpu = {.mode = GpuMode::kMig, .count = 1, .mig_profile = profile}};
+}
+ReplicaRequest Shared(int64_t milli, int64_t memory_mib = 0) {
+  return {
+      .gpu = {.mode = GpuMode::kShared, .fraction = MilliGpu(milli), .memory = MiB(memory_mib)}};
+}
+
+// Fits one replica on node `n` and commits it as job `job`.
+bool Place(ClusterState& s, const std::string& job, NodeIndex n, const ReplicaRequest& req) {
+  std::optional<std::vector<GpuAssignment>> fit = s.FitReplica(n, req);
+  if (!fit) return false;
+  Allocation a{
+      job,
+      {{.task = "t", .replica = 0, .node = n, .gpus = *fit, .cpu = req.cpu, .memory = req.memory}}};
+  EXPECT_TRUE(s.Commit(a).ok());
+  return true;
+}
+
+TEST(ClusterState, Mig3gAnd4gShareOneA100) {
+  ClusterState s({MakeNode("a", "A100-80GB", 1, /*mig=*/true)}, Cat());
+  ASSERT_TRUE(Place(s, "j1", 0, Mig("3g.40gb")));
+  EXPECT_EQ(s.allocations().at("j1").replicas[0].gpus[0].mig, (MigPlacement{"3g.40gb", 4}));
+  ASSERT_TRUE(Place(s, "j2", 0, Mig("4g.40gb")));
+  EXPECT_EQ(s.allocations().at("j2").replicas[0].gpus[0].mig, (MigPlacement{"4g.40gb", 0}));
+  EXPECT_FALSE(s.FitReplica(0, Mig("1g.10gb")).has_value());
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(ClusterState, SevenSmallMigInstancesLeaveNoRoomFor3g) {
+  ClusterState s({MakeNode("a", "A100-80GB", 1, /*mig=*/true)}, Cat());
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(Place(s, "j" + std::to_string(i), 0, Mig("1g.10gb")));
+  EXPECT_FALSE(Place(s, "x", 0, Mig("1g.10gb")));
+  EXPECT_FALSE(s.FitReplica(0, Mig("3g.40gb")).has_value());
+  ASSERT_TRUE(s.Release("j0").ok());
+  EXPECT_TRUE(s.FitReplica(0, Mig("1g.10gb")).has_value());
+  EXPECT_FALSE(s.FitReplica(0, Mig("3g.40gb")).has_value());  // one free slice is not four
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(ClusterState, MigOnlyOnMigGpusAndWholeNeverOnShared) {
+  ClusterState s({MakeNode("mig", "H100-80GB", 1, true), MakeNode("plain", "H100-80GB", 1)}, Cat());
+  EXPECT_FALSE(s.FitReplica(0, Whole(1)).has_value());
+  EXPECT_FALSE(s.FitReplica(0, Shared(500)).has_value());
+  EXPECT_FALSE(s.FitReplica(1, Mig("1g.10gb")).has_value());
+  ASSERT_TRUE(Place(s, "share", 1, Shared(250)));
+  EXPECT_FALSE(s.FitReplica(1, Whole(1)).has_value());
+  ASSERT_TRUE(Place(s, "share2", 1, Shared(750)));
+  EXPECT_FALSE(s.FitReplica(1, Shared(1)).has_value());  // fractions sum to one GPU
+}
+
+TEST(ClusterState, SharedGpusAreBoundedByMemoryAndSharingMode) {
+  ClusterState s({MakeNode("a", "T4", 1)}, Cat());  // 16 GiB
+  ASSERT_TRUE(Place(s, "a", 0, Shared(250, 12 * 1024)));
+  EXPECT_FALSE(s.FitReplica(0, Shared(250, 8 * 1024)).has_value());  // 12 + 8 > 16 GiB
+  EXPECT_TRUE(s.FitReplica(0, Shared(250, 4 * 1024)).has_value());
+  ReplicaRequest mps = Shared(250, 1024);
+  mps.gpu.sharing = GpuSharing::kMps;
+  EXPECT_FALSE(s.FitReplica(0, mps).has_value());  // a GPU is time-sliced or MPS, not both
+}
+
+TEST(ClusterState, WholeGpusPreferOneNvlinkIslandBestFit) {
+  // Islands: {0,1,2,3} and {4,5,6,7}. Take 2 from island 1 first, then a 4-GPU request must
+  // still find a whole island (island 0), and a later 2-GPU request lands beside the first.
+  ClusterState s({MakeNode("a", "H100-80GB", 8, false, 4)}, Cat());
+  ASSERT_TRUE(Place(s, "two", 0, Whole(2)));
+  const std::vector<GpuAssignment>& g = s.allocations().at("two").replicas[0].gpus;
+  EXPECT_EQ(g[0].gpu / 4, g[1].gpu / 4);
+  std::optional<std::vector<GpuAssignment>> four = s.FitReplica(0, Whole(4));
+  ASSERT_TRUE(four.has_value());
+  for (const GpuAssignment& a : *four) EXPECT_NE(a.gpu / 4, g[0].gpu / 4);
+  ASSERT_TRUE(Place(s, "four", 0, Whole(4)));
+  ASSERT_TRUE(Place(s, "two-more", 0, Whole(2)));
+  EXPECT_EQ(s.FreeWholeGpus(0), 0);
+}
+
+TEST(ClusterState, GpuTypesAndHealthAreHonoured) {
+  Node n = MakeNode("a", "A100-80GB", 2);
+  n.gpus[0].healthy = false;
+  ClusterState s({n}, Cat());
+  ReplicaRequest h100 = Whole(1);
+  h100.gpu.types = {"H100-80GB"};
+  EXPECT_FALSE(s.FitReplica(0, h100).has_value());
+  std::optional<std::vector<GpuAssignment>> fit = s.FitReplica(0, Whole(1));
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ((*fit)[0].gpu, 1);
+  EXPECT_FALSE(s.FitReplica(0, Whole(2)).has_value());
+}
+
+TEST(ClusterState, CpuAndMemoryAreAccounted) {
+  ClusterState s({MakeNode("a", "T4", 4)}, Cat());
+  ReplicaRequest r = Whole(1);
+  r.cpu = Cores(40);
+  r.memory = GiB(100);
+  ASSERT_TRUE(Place(s, "a", 0, r));
+  EXPECT_FALSE(s.FitReplica(0, r).has_value());  // 80 cores > 64
+  EXPECT_EQ(s.FreeCpu(0), Cores(24));
+  EXPECT_EQ(s.FreeMemory(0), GiB(412));
+}
+
+TEST(ClusterState, CommitIsAllOrNothing) {
+  ClusterState s({MakeNode("a", "H100-80GB", 2)}, Cat());
+  Allocation bad{"job",
+                 {{.task = "w", .replica = 0, .node = 0, .gpus = {{.gpu = 0}}},
+                  {.task = "w", .replica = 1, .node = 0, .gpus = {{.gpu = 0}}}}};
+  absl::Status st = s.Commit(bad);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "replica w[1] on a: GPU 0 is in use");
+  EXPECT_TRUE(s.allocations().empty());
+  EXPECT_EQ(s.FreeWholeGpus(0), 2);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+  EXPECT_EQ(s.Release("job").code(), absl::StatusCode::kNotFound);
+}
+
+// An over-commit check independent of ClusterState's own bookkeeping: sums every allocation's
+// claims per node and GPU and compares them with capacity and the MIG rules of core/mig.h.
+void ExpectNoOverCommit(const ClusterState& s) {
+  struct GpuClaims {
+    int whole = 0;
+    int shared = 0;
+    int mig = 0;
+    int64_t fraction = 0;
+    int64_t memory = 0;
+    std::vector<MigPlacement> layout;
+  };
+  std::vector<std::vector<GpuClaims>> claims(s.node_count());
+  std::vector<int64_t> cpu(s.node_count()), memory(s.node_count());
+  for (NodeIndex n = 0; n < s.node_count(); ++n) claims[n].resize(s.node(n).gpus.size());
+  for (const auto& [job, a] : s.allocations()) {
+    for (const ReplicaPlacement& r : a.replicas) {
+      cpu[r.node] += r.cpu.raw();
+      memory[r.node] += r.memory.raw();
+      for (const GpuAssignment& g : r.gpus) {
+        GpuClaims& c = claims[r.node][g.gpu];
+        if (g.mode == GpuMode::kWhole) ++c.whole;
+        if (g.mode == GpuMode::kShared) {
+          ++c.shared;
+          c.fraction += g.fraction.raw();
+          c.memory += g.memory.raw();
+        }
+        if (g.mode == GpuMode::kMig) {
+          ++c.mig;
+          c.layout.push_back(g.mig);
+        }
+      }
+    }
+  }
+  for (NodeIndex n = 0; n < s.node_count(); ++n) {
+    const Node& node = s.node(n);
+    EXPECT_LE(cpu[n], node.cpu.raw()) << node.name;
+    EXPECT_LE(memory[n], node.memory.raw()) << node.name;
+    for (size_t g = 0; g < node.gpus.size(); ++g) {
+      const GpuClaims& c = claims[n][g];
+      const Gpu& gpu = node.gpus[g];
+      int kinds = (c.whole > 0) + (c.shared > 0) + (c.mig > 0);
+      EXPECT_LE(kinds, 1) << node.name << " GPU " << g;
+      EXPECT_LE(c.whole, 1) << node.name << " GPU " << g;
+      EXPECT_LE(c.fraction, 1000) << node.name << " GPU " << g;
+      EXPECT_LE(c.memory, gpu.memory.raw()) << node.name << " GPU " << g;
+      if (c.whole + c.shared + c.mig > 0) {
+        EXPECT_TRUE(gpu.healthy) << node.name << " GPU " << g;
+      }
+      if (c.whole + c.shared > 0) {
+        EXPECT_FALSE(gpu.mig_enabled) << node.name << " GPU " << g;
+      }
+      if (c.mig > 0) {
+        EXPECT_TRUE(gpu.mig_enabled);
+        EXPECT_TRUE(ValidateMigLayout(*Cat().Find(gpu.type), c.layout).ok())
+            << node.name << " GPU " << g;
+      }
+    }
+  }
+}
+
+// Property: whatever sequence of fits, commits (including arbitrary, possibly invalid
+// allocations) and releases happens, nothing is ever over-committed, a refused commit changes
+// nothing, and the same seed gives the same allocations.
+std::map<std::string, Allocation> RandomWorkload(uint64_t seed, int steps) {
+  Rng rng(seed);
+  const char* kTypes[] = {"H100-80GB", "A100-80GB", "A100-40GB", "T4", "L40S"};
+  std::vector<Node> nodes;
+  for (int i = 0; i < 6; ++i) {
+    const char* type = kTypes[rng.Uniform(5)];
+    bool mig = Cat().Find(type)->mig_capable() && rng.OneIn(2);
+    Node n = MakeNode("n" + std::to_string(i), type, static_cast<int>(rng.Range(1, 8)), mig,
+                      static_cast<int>(rng.Range(0, 4)));
+    n.cpu = Cores(rng.Range(8, 64));
+    n.memory = GiB(rng.Range(32, 256));
+    if (rng.OneIn(4)) n.gpus[0].healthy = false;
+    nodes.push_back(n);
+  }
+  ClusterState s(nodes, Cat());
+  for (int step = 0; step < steps; ++step) {
+    std::string job = "j" + std::to_string(step);
+    uint64_t op = rng.Uniform(10);
+    if (op < 2 && !s.allocations().empty()) {
+      auto it = s.allocations().begin();
+      std::advance(it, rng.Uniform(s.allocations().size()));
+      std::string victim = it->first;
+      EXPECT_TRUE(s.Release(victim).ok());
+    } else if (op < 4) {
+      // An arbitrary allocation: it must be refused without a trace, or be valid.
+      Allocation a{job, {}};
+      for (int r = static_cast<int>(rng.Range(1, 3)); r > 0; --r) {
+        ReplicaPlacement p{
+            .task = "t", .replica = r, .node = static_cast<NodeIndex>(rng.Uniform(6))};
+        int32_t ngpus = static_cast<int32_t>(s.node(p.node).gpus.size());
+        GpuAssignment g{.gpu = static_cast<int32_t>(rng.Uniform(ngpus))};
+        g.mode = static_cast<GpuMode>(rng.Range(1, 3));
+        g.mig = {"1g.10gb", static_cast<int>(rng.Uniform(7))};
+        g.fraction = MilliGpu(rng.Range(1, 1000));
+        g.memory = MiB(rng.Range(0, 20000));
+        p.gpus.push_back(g);
+        p.cpu = Cores(rng.Range(0, 8));
+        a.replicas.push_back(p);
+      }
+      std::map<std::string, Allocation> before = s.allocations();
+      if (!s.Commit(a).ok()) {
+        EXPECT_EQ(s.allocations(), before);
+      }
+    } else {
+      ReplicaRequest req;
+      switch (rng.Uniform(4)) {
+        case 0:
+          req = Whole(static_cast<int>(rng.Range(1, 4)));
+          break;
+        case 1:
+          req = Mig(rng.OneIn(2) ? "1g.10gb" : "3g.40gb");
+          break;
+        case 2:
+          req = Shared(rng.Range(1, 1000), rng.OneIn(2) ? rng.Range(1, 40000) : 0);
+          break;
+        default:
+          req = {};
+          break;
+      }
+      req.cpu = MilliCpu(rng.Range(0, 8000));
+      req.memory = MiB(rng.Range(0, 16384));
+      Place(s, job, static_cast<NodeIndex>(rng.Uniform(6)), req);
+    }
+    absl::Status inv = s.CheckInvariants();
+    EXPECT_TRUE(inv.ok()) << inv.message();
+    ExpectNoOverCommit(s);
+    if (::testing::Test::HasFailure()) break;
+  }
+  return s.allocations();
+}
+
+TEST(ClusterStateProperty, NeverOverCommitsAndIsDeterministic) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    std::map<std::string, Allocation> a = RandomWorkload(seed, 60);
+    if (seed % 50 == 0) {
+      EXPECT_EQ(a, RandomWorkload(seed, 60)) << seed;
+    }
+    if (HasFailure()) break;
+  }
+}
+
+}  // namespace
+}  // namespace gpucloud::sched
