@@ -1,0 +1,64 @@
+// Gang placement: where can a job run now, all of its gang or nothing, and could it ever run.
+//
+// Algorithm (one job):
+//   1. Filter: nodes every filter plugin accepts (labels, taints, CUDA, health, GPU types).
+//   2. Topology: try to fit all replicas inside one domain, tightest level first: one node, one
+//      leaf switch, one spine, one zone, then the whole cluster. Within a level every domain is
+//      tried and the best fit wins (the one left with the fewest free GPUs), so that emptier
+//      domains stay whole for larger gangs.
+//   3. Inside a domain, replicas go one by one to the node where they fit leaving the fewest
+//      free whole GPUs (best fit); each is committed tentatively so that the next sees it.
+//   4. If no domain holds every replica, the cluster-wide attempt may still hold at least the
+//      gang size (minAvailable); fewer is a failure and nothing is held.
+// The ClusterState is used as scratch space and is left exactly as it was found.
+// Deterministic: nodes and domains are visited in index order and ties keep that order.
+// Not thread-safe (it borrows the ClusterState).
+#ifndef GPUCLOUD_SCHED_GANG_PLACER_H_
+#define GPUCLOUD_SCHED_GANG_PLACER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sched/cluster_state.h"
+#include "sched/job_request.h"
+#include "sched/plugin.h"
+
+namespace gpucloud::sched {
+
+struct PlacementResult {
+  std::optional<Allocation> allocation;  // set when the job fits now; not yet committed
+  std::string reason;                    // why it does not fit, when it does not
+};
+
+class GangPlacer {
+ public:
+  // Borrows `filters`, which must outlive the placer.
+  explicit GangPlacer(const std::vector<std::unique_ptr<FilterPlugin>>& filters)
+      : filters_(filters) {}
+
+  // Where `job` can run now in `state`. Leaves `state` unchanged.
+  PlacementResult PlaceNow(ClusterState& state, const JobRequest& job) const;
+
+  // Whether `job` could ever run on these nodes, were they empty, uncordoned and healthy.
+  // nullopt if it could; otherwise the reason, e.g. "task trainer needs 16 GPUs of H100-80GB on
+  // one node; the largest such node has 8".
+  std::optional<std::string> WhyNeverFits(const std::vector<Node>& nodes, const GpuCatalog& catalog,
+                                          const JobRequest& job) const;
+
+ private:
+  // Nodes that pass every filter; `rejections` collects "reason -> count" for the others.
+  std::vector<NodeIndex> EligibleNodes(const ClusterState& state, const JobRequest& job,
+                                       std::map<std::string, int>* rejections) const;
+  // Places replicas on `domain` (node indices) one by one; returns the placements made, at
+  // most all replicas, stopping at the first that does not fit.
+  std::vector<ReplicaPlacement> Trial(ClusterState& state, const JobRequest& job,
+                                      const std::vector<NodeIndex>& domain) const;
+
+  const std::vector<std::unique_ptr<FilterPlugin>>& filters_;
+};
+
+}  // namespace gpucloud::sched
+
+#endif  // GPUCLOUD_SCHED_GANG_PLACER_H_

@@ -1,0 +1,40 @@
+#include "sched/job_request.h"
+
+#include <algorithm>
+
+namespace gpucloud::sched {
+
+int32_t JobRequest::TotalReplicas() const {
+  int32_t total = 0;
+  for (const TaskRequest& t : tasks) total += t.replicas;
+  return total;
+}
+
+std::vector<std::string> JobRequest::AcceptedGpuTypes() const {
+  std::vector<std::string> out;
+  for (const TaskRequest& t : tasks) {
+    const GpuRequest& g = t.per_replica.gpu;
+    if (g.mode == GpuMode::kNone) continue;
+    if (g.types.empty()) return {};
+    for (const std::string& type : g.types) {
+      if (std::find(out.begin(), out.end(), type) == out.end()) out.push_back(type);
+    }
+  }
+  return out;
+}
+
+JobRequest MakeJobRequest(const Job& job) {
+  JobRequest r;
+  r.key = job.metadata.namespace_ + "/" + job.metadata.name;
+  for (const TaskSpec& t : job.spec.tasks) {
+    r.tasks.push_back(
+        {t.name, t.replicas, ReplicaRequest{t.resources.gpu, t.resources.cpu, t.resources.memory}});
+  }
+  r.gang_size = job.spec.GangSize();
+  r.node_selector = job.spec.node_selector;
+  r.tolerations = job.spec.tolerations;
+  r.min_cuda_version = job.spec.min_cuda_version;
+  return r;
+}
+
+}  // namespace gpucloud::sched
