@@ -41,8 +41,47 @@ int ChooseMigStart(const GpuType& type, const std::vector<MigPlacement>& layout,
 }  // namespace
 
 ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
-    : nodes_(std::move(nodes)), catalog_(catalog), use_(nodes_.size()) {
-  for (size_t i = 0; i < nodes_.size(); ++i) use_[i].gpus.resize(nodes_[i].gpus.size());
+    : nodes_(std::move(nodes)), catalog_(catalog), use_(nodes_.size()), free_whole_(nodes_.size()) {
+  size_t max_gpus = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    use_[i].gpus.resize(nodes_[i].gpus.size());
+    max_gpus = std::max(max_gpus, nodes_[i].gpus.size());
+  }
+  by_free_.resize(max_gpus + 1);
+  std::array<std::map<std::string, int32_t>, 4> interned;
+  domains_.resize(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const TopologyPath& t = nodes_[i].topology;
+    std::array<std::string, 4> keys = {nodes_[i].name, Cat(t.zone, "/", t.spine, "/", t.leaf),
+                                       Cat(t.zone, "/", t.spine), t.zone};
+    keys[0] = Cat("#", i);  // nodes are their own domain even if two share a name
+    for (int level = 0; level < 4; ++level) {
+      auto [it, inserted] =
+          interned[level].emplace(keys[level], static_cast<int32_t>(interned[level].size()));
+      domains_[i][level] = it->second;
+    }
+  }
+  for (int level = 0; level < 4; ++level) {
+    domain_count_[level] = static_cast<int32_t>(interned[level].size());
+  }
+  for (NodeIndex n = 0; n < node_count(); ++n) {
+    free_whole_[n] = CountFreeWholeGpus(n);
+    by_free_[free_whole_[n]].insert(n);
+  }
+}
+
+const std::set<NodeIndex>& ClusterState::NodesWithFreeWholeGpus(int32_t free) const {
+  static const std::set<NodeIndex> kNone;
+  if (free < 0 || free >= static_cast<int32_t>(by_free_.size())) return kNone;
+  return by_free_[free];
+}
+
+void ClusterState::UpdateIndex(NodeIndex n) {
+  int32_t now = CountFreeWholeGpus(n);
+  if (now == free_whole_[n]) return;
+  by_free_[free_whole_[n]].erase(n);
+  by_free_[now].insert(n);
+  free_whole_[n] = now;
 }
 
 const GpuType* ClusterState::TypeOf(const Gpu& gpu) const { return catalog_.Find(gpu.type); }
@@ -256,6 +295,11 @@ absl::Status ClusterState::Apply(const ReplicaPlacement& r, std::vector<NodeUse>
 }
 
 void ClusterState::Remove(const ReplicaPlacement& r) {
+  RemoveUse(r);
+  UpdateIndex(r.node);
+}
+
+void ClusterState::RemoveUse(const ReplicaPlacement& r) {
   NodeUse& nu = use_[r.node];
   nu.cpu -= r.cpu;
   nu.memory -= r.memory;
@@ -289,6 +333,7 @@ absl::Status ClusterState::Commit(const Allocation& allocation) {
       for (size_t k = i; k-- > 0;) Remove(allocation.replicas[k]);  // all or nothing
       return s;
     }
+    UpdateIndex(allocation.replicas[i].node);
   }
   allocations_.emplace(allocation.job, allocation);
   return absl::OkStatus();
@@ -302,7 +347,7 @@ absl::Status ClusterState::Release(const std::string& job) {
   return absl::OkStatus();
 }
 
-int32_t ClusterState::FreeWholeGpus(NodeIndex n) const {
+int32_t ClusterState::CountFreeWholeGpus(NodeIndex n) const {
   int32_t free = 0;
   for (size_t g = 0; g < nodes_[n].gpus.size(); ++g) {
     const Gpu& gpu = nodes_[n].gpus[g];
@@ -340,6 +385,8 @@ absl::Status ClusterState::CheckInvariants() const {
       same = x.mode == y.mode && mx == my && x.shared_fraction == y.shared_fraction &&
              x.shared_memory == y.shared_memory && x.shared_replicas == y.shared_replicas;
     }
+    same = same && free_whole_[n] == CountFreeWholeGpus(static_cast<NodeIndex>(n)) &&
+           by_free_[free_whole_[n]].contains(static_cast<NodeIndex>(n));
     if (!same) return absl::InternalError(Cat("bookkeeping of node ", nodes_[n].name, " drifted"));
   }
   return absl::OkStatus();

@@ -16,9 +16,11 @@
 #ifndef GPUCLOUD_SCHED_CLUSTER_STATE_H_
 #define GPUCLOUD_SCHED_CLUSTER_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,8 +95,18 @@ class ClusterState {
 
   const std::map<std::string, Allocation>& allocations() const { return allocations_; }
 
-  // Free whole GPUs on a node (healthy, not MIG-enabled, nothing on them).
-  int32_t FreeWholeGpus(NodeIndex n) const;
+  // Free whole GPUs on a node (healthy, not MIG-enabled, nothing on them). O(1).
+  int32_t FreeWholeGpus(NodeIndex n) const { return free_whole_[n]; }
+  // The nodes with exactly `free` free whole GPUs, in index order (empty beyond the largest
+  // node). Kept up to date by Commit and Release, so a best-fit search walks these buckets
+  // upwards from the GPUs it needs instead of scanning every node.
+  const std::set<NodeIndex>& NodesWithFreeWholeGpus(int32_t free) const;
+  int32_t MaxGpusPerNode() const { return static_cast<int32_t>(by_free_.size()) - 1; }
+
+  // Topology domains as dense ids, interned once: level 0 is the node itself, 1 its leaf
+  // switch, 2 its spine, 3 its zone (a spine or leaf is named within its parent).
+  int32_t DomainOf(NodeIndex n, int level) const { return domains_[n][level]; }
+  int32_t DomainCount(int level) const { return domain_count_[level]; }
   MilliCpu FreeCpu(NodeIndex n) const;
   MiB FreeMemory(NodeIndex n) const;
 
@@ -126,12 +138,19 @@ class ClusterState {
   // Checks one replica's assignment against `use` (the usage it would be added to) and adds it;
   // leaves `use` unchanged when it does not fit.
   absl::Status Apply(const ReplicaPlacement& r, std::vector<NodeUse>& use) const;
-  void Remove(const ReplicaPlacement& r);
+  void Remove(const ReplicaPlacement& r);  // RemoveUse and UpdateIndex
+  void RemoveUse(const ReplicaPlacement& r);
+  int32_t CountFreeWholeGpus(NodeIndex n) const;
+  void UpdateIndex(NodeIndex n);
 
   std::vector<Node> nodes_;
   const GpuCatalog& catalog_;
   std::vector<NodeUse> use_;
   std::map<std::string, Allocation> allocations_;
+  std::vector<std::array<int32_t, 4>> domains_;  // per node: DomainOf for levels 0..3
+  std::array<int32_t, 4> domain_count_{};
+  std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
+  std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
 };
 
 }  // namespace gpucloud::sched

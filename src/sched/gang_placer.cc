@@ -89,45 +89,105 @@ std::vector<ReplicaPlacement> GangPlacer::Trial(ClusterState& state, const JobRe
   return placed;
 }
 
+bool GangPlacer::PassesFilters(const JobRequest& job, const Node& node) const {
+  for (const std::unique_ptr<FilterPlugin>& f : filters_) {
+    if (f->Filter(job, node)) return false;
+  }
+  return true;
+}
+
+std::optional<Allocation> GangPlacer::PlaceOnOneNodeIndexed(ClusterState& state,
+                                                            const JobRequest& job) const {
+  int32_t needed = 0;
+  for (const TaskRequest& t : job.tasks) {
+    const GpuRequest& g = t.per_replica.gpu;
+    if (g.mode != GpuMode::kWhole && g.mode != GpuMode::kNone) return std::nullopt;
+    if (g.mode == GpuMode::kWhole) needed += g.count * t.replicas;
+  }
+  const int32_t total = job.TotalReplicas();
+  for (int32_t free = needed; free <= state.MaxGpusPerNode(); ++free) {
+    // Trial commits and releases, which moves the node out of and back into this bucket, so
+    // walk it by value (upper_bound) rather than by a held iterator.
+    const std::set<NodeIndex>& bucket = state.NodesWithFreeWholeGpus(free);
+    for (auto it = bucket.begin(); it != bucket.end();) {
+      NodeIndex n = *it;
+      if (PassesFilters(job, state.node(n))) {
+        std::vector<ReplicaPlacement> placed = Trial(state, job, {n});
+        if (static_cast<int32_t>(placed.size()) == total)
+          return Allocation{job.key, std::move(placed)};
+      }
+      it = bucket.upper_bound(n);
+    }
+  }
+  return std::nullopt;
+}
+
 PlacementResult GangPlacer::PlaceNow(ClusterState& state, const JobRequest& job) const {
+  bool indexed = true;
+  for (const TaskRequest& t : job.tasks) {
+    GpuMode m = t.per_replica.gpu.mode;
+    indexed = indexed && (m == GpuMode::kWhole || m == GpuMode::kNone);
+  }
+  if (!indexed) return PlaceAcrossDomains(state, job, 0, /*pruned=*/true);
+  if (std::optional<Allocation> a = PlaceOnOneNodeIndexed(state, job)) return {std::move(a), ""};
+  return PlaceAcrossDomains(state, job, 1, /*pruned=*/true);
+}
+
+PlacementResult GangPlacer::PlaceNowLinearForTest(ClusterState& state,
+                                                  const JobRequest& job) const {
+  return PlaceAcrossDomains(state, job, 0, /*pruned=*/false);
+}
+
+PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobRequest& job,
+                                               int first_level, bool pruned) const {
   std::map<std::string, int> rejections;
   std::vector<NodeIndex> eligible = EligibleNodes(state, job, &rejections);
   if (eligible.empty()) return {std::nullopt, SummarizeRejections(state.node_count(), rejections)};
   const int32_t total = job.TotalReplicas();
-
-  // Domains per level, tightest first: node, leaf switch, spine, zone.
-  auto domain_key = [&](NodeIndex n, int level) -> std::string {
-    const Node& node = state.node(n);
-    switch (level) {
-      case 0:
-        return node.name;
-      case 1:
-        return Cat(node.topology.zone, "/", node.topology.spine, "/", node.topology.leaf);
-      case 2:
-        return Cat(node.topology.zone, "/", node.topology.spine);
-      default:
-        return node.topology.zone;
+  // Whole GPUs the job needs in one domain; 0 (no pruning) when it asks for MIG or shares.
+  int64_t needed = 0;
+  for (const TaskRequest& t : job.tasks) {
+    const GpuRequest& g = t.per_replica.gpu;
+    if (g.mode == GpuMode::kMig || g.mode == GpuMode::kShared) {
+      needed = 0;
+      break;
     }
-  };
-  for (int level = 0; level < 4; ++level) {
-    std::map<std::string, std::vector<NodeIndex>> domains;
-    std::vector<std::string> order;  // first-seen order keeps the result deterministic
+    if (g.mode == GpuMode::kWhole) needed += int64_t{g.count} * t.replicas;
+  }
+
+  for (int level = first_level; level < 4; ++level) {
+    // Group the eligible nodes by domain, in first-seen order (deterministic).
+    std::vector<int32_t> group_of(state.DomainCount(level), -1);
+    std::vector<std::vector<NodeIndex>> groups;
     for (NodeIndex n : eligible) {
-      std::string key = domain_key(n, level);
-      if (!domains.contains(key)) order.push_back(key);
-      domains[key].push_back(n);
+      int32_t& g = group_of[state.DomainOf(n, level)];
+      if (g < 0) {
+        g = static_cast<int32_t>(groups.size());
+        groups.emplace_back();
+      }
+      groups[g].push_back(n);
+    }
+    std::vector<int64_t> free(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) free[g] = FreeGpusIn(state, groups[g]);
+    std::vector<size_t> order;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (!pruned || free[g] >= needed) order.push_back(g);  // fewer free GPUs cannot hold it
+    }
+    if (pruned) {
+      // Best fit first: the first domain that holds the job is the one the full scan picks.
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return free[a] < free[b]; });
     }
     std::optional<std::vector<ReplicaPlacement>> best;
     int64_t best_left = 0;
-    for (const std::string& key : order) {
-      const std::vector<NodeIndex>& domain = domains[key];
-      std::vector<ReplicaPlacement> placed = Trial(state, job, domain);
+    for (size_t g : order) {
+      std::vector<ReplicaPlacement> placed = Trial(state, job, groups[g]);
       if (static_cast<int32_t>(placed.size()) < total) continue;
-      int64_t left = FreeGpusIn(state, domain);
-      if (!best || left < best_left) {
+      if (!best || free[g] < best_left) {
         best = std::move(placed);
-        best_left = left;
+        best_left = free[g];
       }
+      if (pruned) break;
     }
     if (best) return {Allocation{job.key, std::move(*best)}, ""};
   }
@@ -141,15 +201,24 @@ PlacementResult GangPlacer::PlaceNow(ClusterState& state, const JobRequest& job)
               " now, the gang needs ", job.gang_size, " together")};
 }
 
-std::optional<std::string> GangPlacer::WhyNeverFits(const std::vector<Node>& nodes,
-                                                    const GpuCatalog& catalog,
-                                                    const JobRequest& job) const {
+ClusterState GangPlacer::EmptyCluster(const std::vector<Node>& nodes, const GpuCatalog& catalog) {
   std::vector<Node> empty = nodes;
   for (Node& n : empty) {
     n.cordoned = false;  // cordons and broken GPUs are temporary
     for (Gpu& g : n.gpus) g.healthy = true;
   }
-  ClusterState state(std::move(empty), catalog);
+  return ClusterState(std::move(empty), catalog);
+}
+
+std::optional<std::string> GangPlacer::WhyNeverFits(const std::vector<Node>& nodes,
+                                                    const GpuCatalog& catalog,
+                                                    const JobRequest& job) const {
+  ClusterState empty = EmptyCluster(nodes, catalog);
+  return WhyNeverFits(empty, job);
+}
+
+std::optional<std::string> GangPlacer::WhyNeverFits(ClusterState& state,
+                                                    const JobRequest& job) const {
   std::map<std::string, int> rejections;
   std::vector<NodeIndex> eligible = EligibleNodes(state, job, &rejections);
   if (eligible.empty()) return SummarizeRejections(state.node_count(), rejections);

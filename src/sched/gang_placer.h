@@ -16,6 +16,7 @@
 #ifndef GPUCLOUD_SCHED_GANG_PLACER_H_
 #define GPUCLOUD_SCHED_GANG_PLACER_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,17 +41,34 @@ class GangPlacer {
 
   // Where `job` can run now in `state`. Leaves `state` unchanged.
   PlacementResult PlaceNow(ClusterState& state, const JobRequest& job) const;
+  // The same answer by the plain algorithm above, without the free-GPU index: the reference
+  // that tests compare PlaceNow with.
+  PlacementResult PlaceNowLinearForTest(ClusterState& state, const JobRequest& job) const;
 
   // Whether `job` could ever run on these nodes, were they empty, uncordoned and healthy.
   // nullopt if it could; otherwise the reason, e.g. "task trainer needs 16 GPUs of H100-80GB on
   // one node; the largest such node has 8".
   std::optional<std::string> WhyNeverFits(const std::vector<Node>& nodes, const GpuCatalog& catalog,
                                           const JobRequest& job) const;
+  // The same, on a state built by EmptyCluster (reusable across jobs; left unchanged).
+  std::optional<std::string> WhyNeverFits(ClusterState& empty, const JobRequest& job) const;
+  // `nodes` with nothing allocated, no cordons and every GPU healthy.
+  static ClusterState EmptyCluster(const std::vector<Node>& nodes, const GpuCatalog& catalog);
 
  private:
   // Nodes that pass every filter; `rejections` collects "reason -> count" for the others.
   std::vector<NodeIndex> EligibleNodes(const ClusterState& state, const JobRequest& job,
                                        std::map<std::string, int>* rejections) const;
+  // Level 0 through the free-GPU index, for jobs of whole GPUs (or none): walks nodes by free
+  // GPUs upwards from what the job needs, filtering lazily; the first node that holds the whole
+  // job is the best fit. nullopt when no single node can hold it now.
+  std::optional<Allocation> PlaceOnOneNodeIndexed(ClusterState& state, const JobRequest& job) const;
+  // Levels `first_level`.. (0 node, 1 leaf, 2 spine, 3 zone) by scanning domains, then spread.
+  // `pruned` skips domains with too few free GPUs and tries the rest best fit first, stopping
+  // at the first that holds the job; unpruned tries every domain (the reference).
+  PlacementResult PlaceAcrossDomains(ClusterState& state, const JobRequest& job, int first_level,
+                                     bool pruned) const;
+  bool PassesFilters(const JobRequest& job, const Node& node) const;
   // Places replicas on `domain` (node indices) one by one; returns the placements made, at
   // most all replicas, stopping at the first that does not fit.
   std::vector<ReplicaPlacement> Trial(ClusterState& state, const JobRequest& job,

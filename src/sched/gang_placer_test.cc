@@ -186,6 +186,48 @@ std::vector<std::string> RandomRun(uint64_t seed) {
   return log;
 }
 
+// Property: the indexed search gives exactly the answer of the plain scan it replaces.
+TEST(GangPlacerProperty, IndexedSearchEqualsLinearScan) {
+  std::vector<std::unique_ptr<FilterPlugin>> filters = DefaultFilters();
+  GangPlacer placer(filters);
+  for (uint64_t seed = 1; seed <= 150; ++seed) {
+    Rng rng(seed);
+    std::vector<Node> nodes;
+    for (int i = 0; i < static_cast<int>(rng.Range(1, 16)); ++i) {
+      Node n = MakeNode(
+          "n" + std::to_string(i), static_cast<int>(rng.Range(0, 8)),
+          {"z", "s" + std::to_string(rng.Uniform(2)), "l" + std::to_string(rng.Uniform(4))},
+          rng.OneIn(2) ? "A100-80GB" : "H100-80GB");
+      n.cpu = Cores(rng.Range(4, 64));
+      if (rng.OneIn(5)) n.labels["pool"] = "x";
+      if (!n.gpus.empty() && rng.OneIn(5)) n.gpus[0].healthy = false;
+      nodes.push_back(n);
+    }
+    ClusterState s(nodes, Cat());
+    for (int step = 0; step < 30; ++step) {
+      int replicas = static_cast<int>(rng.Range(1, 3));
+      JobRequest j =
+          Gang("ns/j" + std::to_string(step), replicas, static_cast<int>(rng.Range(0, 8)),
+               static_cast<int>(rng.Range(1, replicas)));
+      if (j.tasks[0].per_replica.gpu.count == 0) j.tasks[0].per_replica.gpu = {};
+      j.tasks[0].per_replica.cpu = Cores(rng.Range(0, 16));
+      if (rng.OneIn(3)) j.tasks[0].per_replica.gpu.types = {"A100-80GB"};
+      if (rng.OneIn(4)) j.node_selector = {{"pool", "x"}};
+      PlacementResult fast = placer.PlaceNow(s, j);
+      PlacementResult slow = placer.PlaceNowLinearForTest(s, j);
+      ASSERT_EQ(fast.allocation, slow.allocation) << "seed " << seed << " step " << step;
+      ASSERT_EQ(fast.reason, slow.reason) << "seed " << seed << " step " << step;
+      if (fast.allocation && !rng.OneIn(3)) {
+        ASSERT_TRUE(s.Commit(*fast.allocation).ok());
+      }
+      if (rng.OneIn(5) && !s.allocations().empty()) {
+        ASSERT_TRUE(s.Release(s.allocations().begin()->first).ok());
+      }
+    }
+    ASSERT_TRUE(s.CheckInvariants().ok());
+  }
+}
+
 TEST(GangPlacerProperty, ProposalsCommitAndRunsAreDeterministic) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     std::vector<std::string> log = RandomRun(seed);

@@ -1,0 +1,114 @@
+// Scheduler speed on large synthetic clusters: nodes of 8 GPUs in 4 types under a three-level
+// topology (zones, spines, leaf switches of 32 nodes), jobs drawn from the Philly trace's size
+// distribution (../shared/traces/pollux_philly.csv: 93.2% 1 GPU, 2.2% 2, 2.3% 4, 2.0% 8,
+// 0.4% 12-128). Results are recorded in docs/benchmarks.md.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+
+#include "core/clock.h"
+#include "sched/registry.h"
+#include "sched/scheduler.h"
+
+namespace gpucloud::sched {
+namespace {
+
+std::vector<Node> MakeCluster(int nodes) {
+  const char* kTypes[] = {"H100-80GB", "A100-80GB", "A100-40GB", "L40S"};
+  std::vector<Node> out;
+  out.reserve(nodes);
+  for (int i = 0; i < nodes; ++i) {
+    Node n;
+    n.name = "node-" + std::to_string(i);
+    n.cpu = Cores(128);
+    n.memory = GiB(2048);
+    n.cuda_version = 12040;
+    n.topology = {"zone-" + std::to_string(i / 2048), "spine-" + std::to_string(i / 256),
+                  "leaf-" + std::to_string(i / 32)};
+    const char* type = kTypes[(i / 32) % 4];
+    for (int g = 0; g < 8; ++g) {
+      n.gpus.push_back(Gpu{.uuid = n.name + "-" + std::to_string(g),
+                           .index = g,
+                           .type = type,
+                           .memory = GpuCatalog::Default().Find(type)->memory,
+                           .nvlink_island = 0});
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// GPUs of a job, drawn from the Philly distribution.
+int PhillyGpus(Rng& rng) {
+  uint64_t x = rng.Uniform(10000);
+  if (x < 9317) return 1;
+  if (x < 9538) return 2;
+  if (x < 9765) return 4;
+  if (x < 9965) return 8;
+  if (x < 9989) return 16;
+  if (x < 9997) return 32;
+  return 64;
+}
+
+PendingJob MakeJob(int id, int gpus) {
+  PendingJob p;
+  p.request.key = "ns/job-" + std::to_string(id);
+  int per_replica = std::min(gpus, 8);
+  int replicas = gpus / per_replica;
+  p.request.tasks.push_back(
+      {"w", replicas, ReplicaRequest{.gpu = {.mode = GpuMode::kWhole, .count = per_replica}}});
+  p.request.gang_size = replicas;
+  p.submit_ms = id;
+  return p;
+}
+
+// One placement (place, commit, release) of a job of state.range(1) GPUs on a cluster of
+// state.range(0) nodes of which every other one is half used by 1-GPU jobs (so 1-GPU jobs find
+// a best-fit hole at once and 8-GPU replicas need an empty node).
+void BM_PlaceJob(benchmark::State& state) {
+  ClusterState cluster(MakeCluster(static_cast<int>(state.range(0))), GpuCatalog::Default());
+  std::vector<std::unique_ptr<FilterPlugin>> filters = DefaultFilters();
+  GangPlacer placer(filters);
+  Rng rng(1);
+  for (NodeIndex n = 0; n < cluster.node_count(); n += 2) {
+    for (int g = 0; g < 4; ++g) {
+      (void)cluster.Commit(Allocation{"fill-" + std::to_string(n) + "-" + std::to_string(g),
+                                      {{.task = "w", .node = n, .gpus = {{.gpu = 2 * g}}}}});
+    }
+  }
+  JobRequest job = MakeJob(0, static_cast<int>(state.range(1))).request;
+  for (auto _ : state) {
+    PlacementResult r = placer.PlaceNow(cluster, job);
+    if (!r.allocation) {
+      state.SkipWithError(r.reason.c_str());
+      break;
+    }
+    (void)cluster.Commit(*r.allocation);
+    (void)cluster.Release(job.key);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PlaceJob)->ArgsProduct({{1000, 10000}, {1, 8, 64}})->Unit(benchmark::kMicrosecond);
+
+// One scheduling cycle over state.range(1) pending Philly-sized jobs on an empty cluster of
+// state.range(0) nodes.
+void BM_ScheduleCycle(benchmark::State& state) {
+  std::vector<Node> nodes = MakeCluster(static_cast<int>(state.range(0)));
+  Rng rng(7);
+  std::vector<PendingJob> pending;
+  for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, PhillyGpus(rng)));
+  Scheduler scheduler(DefaultFilters(), GpuCatalog::Default());
+  for (auto _ : state) {
+    state.PauseTiming();
+    ClusterState cluster(nodes, GpuCatalog::Default());
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(scheduler.Schedule(cluster, pending, 0));
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(1));
+}
+BENCHMARK(BM_ScheduleCycle)->Args({1000, 1000})->Args({10000, 1000})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace gpucloud::sched
+
+BENCHMARK_MAIN();

@@ -1,0 +1,65 @@
+// One scheduling cycle: a pure function of (cluster state, pending jobs, now) to decisions.
+//
+// Pending jobs are taken in queue-sort order (higher priority first, then earlier submission,
+// then key, so the order is total and deterministic). Each job either
+//   binds    — the gang placer found room; the allocation is committed into the state at once,
+//              so later jobs of the same cycle see it;
+//   rejects  — it could never run on this cluster (reason says why; it must not wait forever);
+//   waits    — it could run, just not now (reason says what it waits for).
+// No I/O, no clock, no threads: `now` only orders and stamps. The server and the simulator
+// call the same code. Not thread-safe (mutates the given ClusterState).
+//
+// Not yet here (see issue 3): reservations and EASY backfill for the head of each queue, queue
+// quotas and fair share, preemption, SJF/LAS ordering and the score plugins' weights.
+#ifndef GPUCLOUD_SCHED_SCHEDULER_H_
+#define GPUCLOUD_SCHED_SCHEDULER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sched/cluster_state.h"
+#include "sched/gang_placer.h"
+#include "sched/job_request.h"
+#include "sched/plugin.h"
+
+namespace gpucloud::sched {
+
+struct PendingJob {
+  JobRequest request;
+  std::string queue;
+  int32_t priority = 0;
+  int64_t submit_ms = 0;
+};
+
+enum class DecisionKind { kBind, kWait, kReject };
+
+struct Decision {
+  DecisionKind kind = DecisionKind::kWait;
+  std::string job;
+  std::optional<Allocation> allocation;  // kBind only; already committed to the state
+  std::string reason;                    // kWait and kReject
+};
+
+// The order jobs are considered in: priority desc, submit time asc, key asc.
+bool QueueSortLess(const PendingJob& a, const PendingJob& b);
+
+class Scheduler {
+ public:
+  explicit Scheduler(std::vector<std::unique_ptr<FilterPlugin>> filters, const GpuCatalog& catalog)
+      : filters_(std::move(filters)), catalog_(catalog), placer_(filters_) {}
+
+  std::vector<Decision> Schedule(ClusterState& state, const std::vector<PendingJob>& pending,
+                                 int64_t now_ms) const;
+
+ private:
+  std::vector<std::unique_ptr<FilterPlugin>> filters_;
+  const GpuCatalog& catalog_;
+  GangPlacer placer_;
+};
+
+}  // namespace gpucloud::sched
+
+#endif  // GPUCLOUD_SCHED_SCHEDULER_H_

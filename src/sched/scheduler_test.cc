@@ -1,0 +1,121 @@
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "manifest/manifest.h"
+#include "sched/registry.h"
+
+namespace gpucloud::sched {
+namespace {
+
+Node MakeNode(std::string name, int gpus, std::string type = "H100-80GB") {
+  Node n;
+  n.name = std::move(name);
+  n.cpu = Cores(128);
+  n.memory = GiB(1024);
+  n.cuda_version = 12040;
+  for (int i = 0; i < gpus; ++i) {
+    n.gpus.push_back(Gpu{.uuid = n.name + std::to_string(i),
+                         .index = i,
+                         .type = type,
+                         .memory = GpuCatalog::Default().Find(type)->memory});
+  }
+  return n;
+}
+
+PendingJob Job(std::string key, int replicas, int gpus, int32_t priority = 0, int64_t submit = 0) {
+  PendingJob p;
+  p.request.key = std::move(key);
+  p.request.tasks.push_back(
+      {"w", replicas, ReplicaRequest{.gpu = {.mode = GpuMode::kWhole, .count = gpus}}});
+  p.request.gang_size = replicas;
+  p.priority = priority;
+  p.submit_ms = submit;
+  return p;
+}
+
+Scheduler MakeScheduler() { return Scheduler(DefaultFilters(), GpuCatalog::Default()); }
+
+TEST(Scheduler, BindsWaitsAndRejectsWithReasons) {
+  ClusterState s({MakeNode("a", 8), MakeNode("b", 8)}, GpuCatalog::Default());
+  std::vector<Decision> d =
+      MakeScheduler().Schedule(s,
+                               {Job("ns/one", 1, 8, 0, 1), Job("ns/two", 1, 8, 0, 2),
+                                Job("ns/big", 2, 8, 0, 3), Job("ns/huge", 1, 16, 0, 4)},
+                               100);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kBind);
+  EXPECT_EQ(d[1].kind, DecisionKind::kBind);
+  EXPECT_EQ(d[2].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[2].reason, "waiting for capacity: 0 replicas fit now, the gang needs 2 together");
+  EXPECT_EQ(d[3].kind, DecisionKind::kReject);
+  EXPECT_EQ(d[3].reason,
+            "task w needs 16 GPUs of any type on one node; the largest such node has 8");
+  EXPECT_EQ(s.allocations().size(), 2u);  // binds are committed
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(Scheduler, HigherPriorityFirstThenSubmissionOrder) {
+  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  std::vector<Decision> d = MakeScheduler().Schedule(
+      s, {Job("ns/early-low", 1, 8, 0, 1), Job("ns/late-high", 1, 8, 10, 5)}, 0);
+  EXPECT_EQ(d[0].job, "ns/late-high");
+  EXPECT_EQ(d[0].kind, DecisionKind::kBind);
+  EXPECT_EQ(d[1].kind, DecisionKind::kWait);
+}
+
+TEST(Scheduler, SameInputsSameDecisions) {
+  auto run = [] {
+    ClusterState s({MakeNode("a", 8), MakeNode("b", 4), MakeNode("c", 8, "A100-80GB")},
+                   GpuCatalog::Default());
+    std::vector<PendingJob> jobs;
+    for (int i = 0; i < 20; ++i)
+      jobs.push_back(Job("ns/j" + std::to_string(i), 1 + i % 3, 1 + i % 4, i % 2, i));
+    std::vector<Decision> d = MakeScheduler().Schedule(s, jobs, 0);
+    std::vector<std::string> out;
+    for (const Decision& x : d) {
+      out.push_back(x.job + ":" + std::to_string(static_cast<int>(x.kind)) + ":" + x.reason);
+      if (x.allocation) {
+        for (const ReplicaPlacement& r : x.allocation->replicas)
+          out.back() += " n" + std::to_string(r.node);
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+TEST(Scheduler, SeedVolcanoJobRunsOnFourGpus) {
+  // The Volcano job of seed 003, read from its manifest, on one 8-GPU node.
+  manifest::ParseResult r = manifest::ParseManifests(R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: pytorch-job
+spec:
+  minAvailable: 4
+  tasks:
+  - replicas: 4
+    name: worker
+    template:
+      spec:
+        containers:
+        - name: pytorch
+          image: pytorch/pytorch:2.0-cuda11.7-cudnn8-runtime
+          command: ["python", "train.py"]
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+)",
+                                                     "seed-003.yaml");
+  ASSERT_TRUE(r.ok());
+  PendingJob p{.request = MakeJobRequest(std::get<gpucloud::Job>(r.manifests[0].object))};
+  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  std::vector<Decision> d = MakeScheduler().Schedule(s, {p}, 0);
+  ASSERT_EQ(d[0].kind, DecisionKind::kBind) << d[0].reason;
+  EXPECT_EQ(d[0].job, "default/pytorch-job");
+  EXPECT_EQ(d[0].allocation->replicas.size(), 4u);
+  EXPECT_EQ(s.FreeWholeGpus(0), 4);
+}
+
+}  // namespace
+}  // namespace gpucloud::sched
