@@ -106,6 +106,24 @@ void BM_ScheduleCycle(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * state.range(1));
 }
+// The same cycle on a full cluster: every job waits (and says why).
+void BM_ScheduleCycleCongested(benchmark::State& state) {
+  std::vector<Node> nodes = MakeCluster(static_cast<int>(state.range(0)));
+  ClusterState cluster(nodes, GpuCatalog::Default());
+  for (NodeIndex n = 0; n < cluster.node_count(); ++n) {
+    ReplicaPlacement p{.task = "w", .node = n};
+    for (int g = 0; g < 8; ++g) p.gpus.push_back({.gpu = g});
+    (void)cluster.Commit(Allocation{"fill-" + std::to_string(n), {p}});
+  }
+  Rng rng(7);
+  std::vector<PendingJob> pending;
+  for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, PhillyGpus(rng)));
+  Scheduler scheduler(DefaultFilters(), GpuCatalog::Default());
+  for (auto _ : state) benchmark::DoNotOptimize(scheduler.Schedule(cluster, pending, 0));
+  state.SetItemsProcessed(state.iterations() * state.range(1));
+}
+BENCHMARK(BM_ScheduleCycleCongested)->Args({10000, 1000})->Unit(benchmark::kMillisecond);
+
 BENCHMARK(BM_ScheduleCycle)->Args({1000, 1000})->Args({10000, 1000})->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/text.h"
+
 namespace gpucloud::sched {
 
 int32_t JobRequest::TotalReplicas() const {
@@ -35,6 +37,21 @@ JobRequest MakeJobRequest(const Job& job) {
   r.tolerations = job.spec.tolerations;
   r.min_cuda_version = job.spec.min_cuda_version;
   return r;
+}
+
+std::string ShapeKey(const JobRequest& job) {
+  std::string out = Cat("g", job.gang_size, "c", job.min_cuda_version);
+  for (const TaskRequest& t : job.tasks) {
+    const GpuRequest& g = t.per_replica.gpu;
+    out += Cat("|", t.replicas, "x", static_cast<int>(g.mode), ",", g.count, ",", g.mig_profile,
+               ",", g.fraction.raw(), ",", g.memory.raw(), ",", static_cast<int>(g.sharing), ",",
+               Join(g.types, "+"), ",", t.per_replica.cpu.raw(), ",", t.per_replica.memory.raw());
+  }
+  for (const auto& [k, v] : job.node_selector) out += Cat("|s", k, "=", v);
+  for (const Toleration& t : job.tolerations) {
+    out += Cat("|t", t.key, t.exists ? "?" : "=", t.value, ":", t.effect);
+  }
+  return out;
 }
 
 }  // namespace gpucloud::sched

@@ -33,6 +33,10 @@ struct JobRequest {
 
 JobRequest MakeJobRequest(const Job& job);
 
+// Everything about a job that placement depends on, except its key: two jobs with the same shape
+// fit or fail alike on the same cluster state.
+std::string ShapeKey(const JobRequest& job);
+
 }  // namespace gpucloud::sched
 
 #endif  // GPUCLOUD_SCHED_JOB_REQUEST_H_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
 
 namespace gpucloud::sched {
 
@@ -21,10 +22,18 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
             [](const PendingJob* a, const PendingJob* b) { return QueueSortLess(*a, *b); });
 
   std::optional<ClusterState> empty;  // built on the first job that does not fit now
+  // Within one cycle the cluster only fills up, so a job shape that did not fit will not fit
+  // later in the cycle either: remember its decision instead of searching again.
+  std::unordered_map<std::string, Decision> unfit_shapes;
   std::vector<Decision> decisions;
   decisions.reserve(order.size());
   for (const PendingJob* p : order) {
     const JobRequest& job = p->request;
+    std::string shape = ShapeKey(job);
+    if (auto it = unfit_shapes.find(shape); it != unfit_shapes.end()) {
+      decisions.push_back({it->second.kind, job.key, std::nullopt, it->second.reason});
+      continue;
+    }
     PlacementResult r = placer_.PlaceNow(state, job);
     if (r.allocation) {
       if (absl::Status st = state.Commit(*r.allocation); st.ok()) {
@@ -40,6 +49,7 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
     } else {
       decisions.push_back({DecisionKind::kWait, job.key, std::nullopt, std::move(r.reason)});
     }
+    unfit_shapes.emplace(std::move(shape), decisions.back());
   }
   return decisions;
 }

@@ -64,6 +64,20 @@ TEST(Scheduler, HigherPriorityFirstThenSubmissionOrder) {
   EXPECT_EQ(d[1].kind, DecisionKind::kWait);
 }
 
+TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
+  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  std::vector<Decision> d =
+      MakeScheduler().Schedule(s,
+                               {Job("ns/fill", 1, 6, 0, 1), Job("ns/x", 1, 4, 0, 2),
+                                Job("ns/y", 1, 4, 0, 3), Job("ns/z", 1, 2, 0, 4)},
+                               0);
+  EXPECT_EQ(d[1].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[2].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[2].job, "ns/y");
+  EXPECT_EQ(d[1].reason, d[2].reason);
+  EXPECT_EQ(d[3].kind, DecisionKind::kBind);  // a smaller job still fits
+}
+
 TEST(Scheduler, SameInputsSameDecisions) {
   auto run = [] {
     ClusterState s({MakeNode("a", 8), MakeNode("b", 4), MakeNode("c", 8, "A100-80GB")},
