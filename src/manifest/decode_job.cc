@@ -135,6 +135,23 @@ bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
   });
 }
 
+bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earlier, TaskSpec* t) {
+  bool ok = true;
+  if (std::optional<Field> name = m.Require("name")) {
+    std::optional<std::string> s = ReadString(ctx.sink, *name);
+    ok = s && CheckTaskName(ctx, *name, *s, earlier);
+    if (s) t->name = *s;
+  } else {
+    ok = false;
+  }
+  ok = m.String("image", &t->image) && ok;
+  ok = m.StringList("command", &t->command) && ok;
+  ok = m.StringList("args", &t->args) && ok;
+  if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t->env) && ok;
+  ok = m.String("workingDir", &t->working_dir) && ok;
+  return ok;
+}
+
 namespace {
 
 std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
@@ -142,20 +159,8 @@ std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
   MapReader m(ctx.sink, f);
   if (!m.valid()) return std::nullopt;
   TaskSpec t;
-  bool ok = true;
-  if (std::optional<Field> name = m.Require("name")) {
-    std::optional<std::string> s = ReadString(ctx.sink, *name);
-    ok = s && CheckTaskName(ctx, *name, *s, earlier) && ok;
-    if (s) t.name = *s;
-  } else {
-    ok = false;
-  }
+  bool ok = DecodeProcess(ctx, m, earlier, &t);
   ok = m.Int32("replicas", &t.replicas, 1, 100'000) && ok;
-  ok = m.String("image", &t.image) && ok;
-  ok = m.StringList("command", &t.command) && ok;
-  ok = m.StringList("args", &t.args) && ok;
-  if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t.env) && ok;
-  ok = m.String("workingDir", &t.working_dir) && ok;
   if (std::optional<Field> res = m.Take("resources")) {
     MapReader r(ctx.sink, *res);
     if (r.valid()) {

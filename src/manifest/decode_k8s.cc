@@ -171,19 +171,7 @@ std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const Obje
   MapReader m(ctx.sink, f);
   if (!m.valid()) return std::nullopt;
   TaskSpec t;
-  bool ok = true;
-  if (std::optional<Field> name = m.Require("name")) {
-    std::optional<std::string> s = ReadString(ctx.sink, *name);
-    ok = s && CheckTaskName(ctx, *name, *s, {}) && ok;
-    if (s) t.name = *s;
-  } else {
-    ok = false;
-  }
-  ok = m.String("image", &t.image) && ok;
-  ok = m.StringList("command", &t.command) && ok;
-  ok = m.StringList("args", &t.args) && ok;
-  if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t.env) && ok;
-  ok = m.String("workingDir", &t.working_dir) && ok;
+  bool ok = DecodeProcess(ctx, m, {}, &t);
   if (std::optional<Field> res = m.Take("resources")) {
     ContainerResources c;
     if (DecodeContainerResources(ctx, *res, &c)) {

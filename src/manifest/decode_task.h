@@ -11,6 +11,9 @@ namespace gpucloud::manifest::internal {
 
 // A whole-GPU count: a non-negative integer; a decimal gets a hint to ask for a fraction.
 std::optional<int32_t> ReadGpuCount(Context& ctx, const Field& f);
+// The fields a task and a Kubernetes container share: name (a DNS label unique among
+// `earlier`), image, command, args, env, workingDir.
+bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earlier, TaskSpec* t);
 // A list of {name, value} environment variables.
 bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out);
 // The job-wide options of a gpucloud/v1 Job spec (queue, priority, billing, nodeSelector,

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "manifest/manifest.h"
 #include "sched/registry.h"
 
@@ -101,26 +104,10 @@ TEST(Scheduler, SameInputsSameDecisions) {
 
 TEST(Scheduler, SeedVolcanoJobRunsOnFourGpus) {
   // The Volcano job of seed 003, read from its manifest, on one 8-GPU node.
-  manifest::ParseResult r = manifest::ParseManifests(R"(apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata:
-  name: pytorch-job
-spec:
-  minAvailable: 4
-  tasks:
-  - replicas: 4
-    name: worker
-    template:
-      spec:
-        containers:
-        - name: pytorch
-          image: pytorch/pytorch:2.0-cuda11.7-cudnn8-runtime
-          command: ["python", "train.py"]
-          resources:
-            limits:
-              nvidia.com/gpu: 1
-)",
-                                                     "seed-003.yaml");
+  std::ifstream f(std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml");
+  std::stringstream text;
+  text << f.rdbuf();
+  manifest::ParseResult r = manifest::ParseManifests(text.str(), "seed-003.yaml");
   ASSERT_TRUE(r.ok());
   PendingJob p{.request = MakeJobRequest(std::get<gpucloud::Job>(r.manifests[0].object))};
   ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
