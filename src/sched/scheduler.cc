@@ -1,14 +1,45 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 #include <unordered_map>
 
 namespace gpucloud::sched {
 
-bool QueueSortLess(const PendingJob& a, const PendingJob& b) {
-  return std::forward_as_tuple(-int64_t{a.priority}, a.submit_ms, a.request.key) <
-         std::forward_as_tuple(-int64_t{b.priority}, b.submit_ms, b.request.key);
+namespace {
+
+int64_t RequestedMilliGpus(const JobRequest& job) {
+  int64_t total = 0;
+  for (const TaskRequest& t : job.tasks) {
+    const GpuRequest& g = t.per_replica.gpu;
+    int64_t per = g.mode == GpuMode::kShared ? g.fraction.raw()
+                  : g.mode == GpuMode::kNone ? 0
+                                             : int64_t{g.count} * kMilliPerUnit;
+    total += per * t.replicas;
+  }
+  return total;
+}
+
+// The policy's key; smaller runs first.
+int64_t OrderingKey(QueueOrdering ordering, const PendingJob& p) {
+  switch (ordering) {
+    case QueueOrdering::kSjf:
+      if (!p.runtime_estimate_s) return INT64_MAX;
+      return *p.runtime_estimate_s * std::max<int64_t>(RequestedMilliGpus(p.request), 1);
+    case QueueOrdering::kLas: return p.attained_gpu_ms;
+    case QueueOrdering::kFifo: break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b) {
+  return std::forward_as_tuple(-int64_t{a.priority}, OrderingKey(ordering, a), a.submit_ms,
+                               a.request.key) <
+         std::forward_as_tuple(-int64_t{b.priority}, OrderingKey(ordering, b), b.submit_ms,
+                               b.request.key);
 }
 
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
@@ -18,8 +49,9 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   std::vector<const PendingJob*> order;
   order.reserve(pending.size());
   for (const PendingJob& p : pending) order.push_back(&p);
-  std::sort(order.begin(), order.end(),
-            [](const PendingJob* a, const PendingJob* b) { return QueueSortLess(*a, *b); });
+  std::sort(order.begin(), order.end(), [&](const PendingJob* a, const PendingJob* b) {
+    return QueueSortLess(ordering_, *a, *b);
+  });
 
   std::optional<ClusterState> empty;  // built on the first job that does not fit now
   // Within one cycle the cluster only fills up, so a job shape that did not fit will not fit

@@ -1,7 +1,6 @@
 // One scheduling cycle: a pure function of (cluster state, pending jobs, now) to decisions.
 //
-// Pending jobs are taken in queue-sort order (higher priority first, then earlier submission,
-// then key, so the order is total and deterministic). Each job either
+// Pending jobs are taken in queue-sort order (QueueSortLess: priority, then FIFO, SJF or LAS). Each job either
 //   binds    — the gang placer found room; the allocation is committed into the state at once,
 //              so later jobs of the same cycle see it;
 //   rejects  — it could never run on this cluster (reason says why; it must not wait forever);
@@ -10,7 +9,7 @@
 // call the same code. Not thread-safe (mutates the given ClusterState).
 //
 // Not yet here (see issue 3): reservations and EASY backfill for the head of each queue, queue
-// quotas and fair share, preemption, SJF/LAS ordering and the score plugins' weights.
+// quotas and fair share between queues, preemption and the score plugins' weights.
 #ifndef GPUCLOUD_SCHED_SCHEDULER_H_
 #define GPUCLOUD_SCHED_SCHEDULER_H_
 
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/queue.h"
 #include "sched/cluster_state.h"
 #include "sched/gang_placer.h"
 #include "sched/job_request.h"
@@ -32,6 +32,8 @@ struct PendingJob {
   std::string queue;
   int32_t priority = 0;
   int64_t submit_ms = 0;
+  std::optional<int64_t> runtime_estimate_s;  // the user's estimate (SJF)
+  int64_t attained_gpu_ms = 0;                // GPU time received in earlier attempts (LAS)
 };
 
 enum class DecisionKind { kBind, kWait, kReject };
@@ -43,13 +45,19 @@ struct Decision {
   std::string reason;                    // kWait and kReject
 };
 
-// The order jobs are considered in: priority desc, submit time asc, key asc.
-bool QueueSortLess(const PendingJob& a, const PendingJob& b);
+// The order jobs are considered in. Priority always comes first (higher first); then
+//   kFifo: earlier submission;
+//   kSjf:  smaller estimated GPU-time (estimate x GPUs); jobs without an estimate after those
+//          with one (shortest job first on the user's estimate);
+//   kLas:  less GPU time attained so far (Tiresias' least attained service);
+// then submission time and key, so the order is total and deterministic.
+bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b);
 
 class Scheduler {
  public:
-  explicit Scheduler(std::vector<std::unique_ptr<FilterPlugin>> filters, const GpuCatalog& catalog)
-      : filters_(std::move(filters)), catalog_(catalog), placer_(filters_) {}
+  Scheduler(std::vector<std::unique_ptr<FilterPlugin>> filters, const GpuCatalog& catalog,
+            QueueOrdering ordering = QueueOrdering::kFifo)
+      : filters_(std::move(filters)), catalog_(catalog), ordering_(ordering), placer_(filters_) {}
 
   std::vector<Decision> Schedule(ClusterState& state, const std::vector<PendingJob>& pending,
                                  int64_t now_ms) const;
@@ -57,6 +65,7 @@ class Scheduler {
  private:
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   const GpuCatalog& catalog_;
+  QueueOrdering ordering_;
   GangPlacer placer_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -65,6 +66,31 @@ TEST(Scheduler, HigherPriorityFirstThenSubmissionOrder) {
   EXPECT_EQ(d[0].job, "ns/late-high");
   EXPECT_EQ(d[0].kind, DecisionKind::kBind);
   EXPECT_EQ(d[1].kind, DecisionKind::kWait);
+}
+
+TEST(Scheduler, OrderingPolicies) {
+  PendingJob long_small = Job("ns/long-small", 1, 1, 0, 1);
+  long_small.runtime_estimate_s = 36000;  // 10 GPU-hours
+  long_small.attained_gpu_ms = 0;
+  PendingJob short_big = Job("ns/short-big", 1, 4, 0, 2);
+  short_big.runtime_estimate_s = 600;  // 40 GPU-minutes
+  short_big.attained_gpu_ms = 3'600'000;
+  PendingJob unknown = Job("ns/unknown", 1, 1, 0, 0);
+  unknown.attained_gpu_ms = 60'000;
+  auto first = [&](QueueOrdering o) {
+    std::vector<PendingJob> jobs = {long_small, short_big, unknown};
+    std::sort(jobs.begin(), jobs.end(),
+              [&](const PendingJob& a, const PendingJob& b) { return QueueSortLess(o, a, b); });
+    return jobs[0].request.key + "," + jobs[1].request.key + "," + jobs[2].request.key;
+  };
+  EXPECT_EQ(first(QueueOrdering::kFifo), "ns/unknown,ns/long-small,ns/short-big");
+  EXPECT_EQ(first(QueueOrdering::kSjf), "ns/short-big,ns/long-small,ns/unknown");
+  EXPECT_EQ(first(QueueOrdering::kLas), "ns/long-small,ns/unknown,ns/short-big");
+  // Priority comes before any policy.
+  PendingJob urgent = long_small;
+  urgent.request.key = "ns/urgent";
+  urgent.priority = 5;
+  EXPECT_TRUE(QueueSortLess(QueueOrdering::kSjf, urgent, short_big));
 }
 
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
