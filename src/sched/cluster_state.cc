@@ -118,6 +118,7 @@ std::optional<std::vector<GpuAssignment>> ClusterState::FitReplica(
 std::optional<std::vector<GpuAssignment>> ClusterState::FitWhole(NodeIndex n,
                                                                  const GpuRequest& req) const {
   const Node& node = nodes_[n];
+  if (free_whole_[n] < req.count) return std::nullopt;  // the common case, in O(1)
   // Free GPUs per NVLink island (-1, no NVLink, counts as one island per GPU).
   std::map<int, std::vector<int32_t>> islands;
   int32_t free = 0;

@@ -27,8 +27,10 @@ int64_t OrderingKey(QueueOrdering ordering, const PendingJob& p) {
     case QueueOrdering::kSjf:
       if (!p.runtime_estimate_s) return INT64_MAX;
       return *p.runtime_estimate_s * std::max<int64_t>(RequestedMilliGpus(p.request), 1);
-    case QueueOrdering::kLas: return p.attained_gpu_ms;
-    case QueueOrdering::kFifo: break;
+    case QueueOrdering::kLas:
+      return p.attained_gpu_ms;
+    case QueueOrdering::kFifo:
+      break;
   }
   return 0;
 }
@@ -37,9 +39,9 @@ int64_t OrderingKey(QueueOrdering ordering, const PendingJob& p) {
 
 bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b) {
   return std::forward_as_tuple(-int64_t{a.priority}, OrderingKey(ordering, a), a.submit_ms,
-                               a.request.key) <
-         std::forward_as_tuple(-int64_t{b.priority}, OrderingKey(ordering, b), b.submit_ms,
-                               b.request.key);
+                               a.request.key) < std::forward_as_tuple(-int64_t{b.priority},
+                                                                      OrderingKey(ordering, b),
+                                                                      b.submit_ms, b.request.key);
 }
 
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
