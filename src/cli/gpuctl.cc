@@ -5,6 +5,8 @@
 #include <ostream>
 
 #include "cli/manifest_files.h"
+#include "core/gpu_catalog.h"
+#include "core/parse.h"
 #include "core/text.h"
 
 namespace gpucloud::cli {
@@ -74,6 +76,22 @@ int Convert(const std::vector<std::string>& files, const std::string& format, st
   return kExitOk;
 }
 
+// The GPU catalog as a table: what users may name in manifests.
+int Catalog(std::ostream& out) {
+  out << fmt::format("{:<12} {:>8} {:<7} {:>4} {:>6} {:>8}  {}\n", "TYPE", "MEMORY", "ARCH", "CC",
+                     "SPEED", "$/GPU-H", "MIG PROFILES");
+  for (const GpuType& t : GpuCatalog::Default().types()) {
+    std::vector<std::string> profiles;
+    for (const MigProfile& p : t.mig_profiles) profiles.push_back(p.name);
+    out << fmt::format("{:<12} {:>8} {:<7} {:>4} {:>6} {:>8}  {}\n", t.name, FormatMemory(t.memory),
+                       GpuArchName(t.arch),
+                       Cat(t.compute_capability / 10, ".", t.compute_capability % 10),
+                       FormatMilli(t.relative_speed_milli), FormatPrice(t.on_demand_price_per_hour),
+                       profiles.empty() ? "-" : Join(profiles, " "));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream& out,
@@ -97,6 +115,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   convert->add_option("-o,--output", format, "Output format")
       ->check(CLI::IsMember({"yaml", "json"}));
 
+  CLI::App* catalog = app.add_subcommand(
+      "catalog", "List the GPU types, their MIG profiles, relative speed and default price");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -105,6 +126,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   }
   if (validate->parsed()) return Validate(validate_files, in, out, err);
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
+  if (catalog->parsed()) return Catalog(out);
   return kExitUsage;
 }
 

@@ -1,6 +1,7 @@
 // gpuctl, the user's command-line tool. This build has the offline commands:
 //   gpuctl validate -f FILE...   check manifests; print what each object asks for
 //   gpuctl convert  -f FILE...   print the normalized gpucloud/v1 form (-o yaml|json)
+//   gpuctl catalog               list the GPU types, MIG profiles, speeds and prices
 // FILE may be a file, a directory (its *.yaml, *.yml and *.json files) or "-" for stdin.
 // Exit codes: 0 valid, 1 invalid input, 2 usage error.
 // RunGpuctl is the whole program behind main(); it is reentrant (no global state).

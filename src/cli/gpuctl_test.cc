@@ -61,6 +61,19 @@ TEST(Gpuctl, UsageErrorsExitTwo) {
   EXPECT_EQ(Gpuctl({"--help"}).code, kExitOk);
 }
 
+TEST(Gpuctl, CatalogListsTypesAndMigProfiles) {
+  CliRun r = Gpuctl({"catalog"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("TYPE"), std::string::npos);
+  EXPECT_NE(r.out.find("H100-80GB        80Gi Hopper   9.0      4     6.98  1g.10gb 1g.10gb+me "
+                       "1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("T4               16Gi Turing   7.5    0.4     0.53  -\n"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Gpuctl, ConvertPrintsNormalizedYaml) {
   CliRun r = Gpuctl({"convert", "-f", Src("examples/seed-000-pod.yaml")});
   EXPECT_EQ(r.code, kExitOk) << r.err;
