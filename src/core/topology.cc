@@ -43,6 +43,35 @@ int ClusterTopology::Distance(NodeId a, NodeId b) const {
   return 4;
 }
 
+int32_t ClusterTopology::DomainOf(NodeId id, TopologyLevel level) const {
+  const NodeEntry& e = nodes_[id];
+  switch (level) {
+    case TopologyLevel::kZone:
+      return e.zone;
+    case TopologyLevel::kSpine:
+      return e.spine;
+    case TopologyLevel::kLeaf:
+      return e.leaf;
+    case TopologyLevel::kNode:
+      break;
+  }
+  return id;
+}
+
+int32_t ClusterTopology::DomainCount(TopologyLevel level) const {
+  switch (level) {
+    case TopologyLevel::kZone:
+      return static_cast<int32_t>(zone_ids_.size());
+    case TopologyLevel::kSpine:
+      return static_cast<int32_t>(spine_ids_.size());
+    case TopologyLevel::kLeaf:
+      return static_cast<int32_t>(leaf_ids_.size());
+    case TopologyLevel::kNode:
+      break;
+  }
+  return static_cast<int32_t>(nodes_.size());
+}
+
 std::vector<ClusterTopology::NodeId> ClusterTopology::NodesSharing(NodeId id,
                                                                    TopologyLevel level) const {
   std::vector<NodeId> out;

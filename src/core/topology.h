@@ -37,6 +37,11 @@ class ClusterTopology {
   // Nodes that share the given level with `id` (itself included), in id order.
   std::vector<NodeId> NodesSharing(NodeId id, TopologyLevel level) const;
 
+  // Dense id of the domain that holds node `id` at `level` (for kNode, the node id itself), in
+  // [0, DomainCount(level)). A spine is named within its zone and a leaf within its spine.
+  int32_t DomainOf(NodeId id, TopologyLevel level) const;
+  int32_t DomainCount(TopologyLevel level) const;
+
  private:
   struct NodeEntry {
     std::string name;

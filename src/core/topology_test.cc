@@ -23,6 +23,14 @@ TEST(ClusterTopology, Distances) {
   EXPECT_EQ(t.NodesSharing(a, TopologyLevel::kSpine), (std::vector<int32_t>{a, b, c}));
   EXPECT_EQ(t.NodesSharing(a, TopologyLevel::kZone), (std::vector<int32_t>{a, b, c, d}));
   EXPECT_EQ(t.AddNode("a", {"z1", "s1", "l1"}).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(t.DomainOf(a, TopologyLevel::kLeaf), t.DomainOf(b, TopologyLevel::kLeaf));
+  EXPECT_NE(t.DomainOf(a, TopologyLevel::kLeaf), t.DomainOf(d, TopologyLevel::kLeaf));
+  EXPECT_EQ(t.DomainOf(a, TopologyLevel::kSpine), t.DomainOf(c, TopologyLevel::kSpine));
+  EXPECT_EQ(t.DomainOf(e, TopologyLevel::kNode), e);
+  EXPECT_EQ(t.DomainCount(TopologyLevel::kZone), 2);
+  EXPECT_EQ(t.DomainCount(TopologyLevel::kSpine), 3);
+  EXPECT_EQ(t.DomainCount(TopologyLevel::kLeaf), 4);
+  EXPECT_EQ(t.DomainCount(TopologyLevel::kNode), 5);
 }
 
 }  // namespace

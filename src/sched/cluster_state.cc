@@ -48,21 +48,8 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
     max_gpus = std::max(max_gpus, nodes_[i].gpus.size());
   }
   by_free_.resize(max_gpus + 1);
-  std::array<std::map<std::string, int32_t>, 4> interned;
-  domains_.resize(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const TopologyPath& t = nodes_[i].topology;
-    std::array<std::string, 4> keys = {nodes_[i].name, Cat(t.zone, "/", t.spine, "/", t.leaf),
-                                       Cat(t.zone, "/", t.spine), t.zone};
-    keys[0] = Cat("#", i);  // nodes are their own domain even if two share a name
-    for (int level = 0; level < 4; ++level) {
-      auto [it, inserted] =
-          interned[level].emplace(keys[level], static_cast<int32_t>(interned[level].size()));
-      domains_[i][level] = it->second;
-    }
-  }
-  for (int level = 0; level < 4; ++level) {
-    domain_count_[level] = static_cast<int32_t>(interned[level].size());
+  for (NodeIndex n = 0; n < node_count(); ++n) {
+    (void)topology_.AddNode(Cat("#", n), nodes_[n].topology);  // unique by construction
   }
   for (NodeIndex n = 0; n < node_count(); ++n) {
     free_whole_[n] = CountFreeWholeGpus(n);

@@ -16,7 +16,6 @@
 #ifndef GPUCLOUD_SCHED_CLUSTER_STATE_H_
 #define GPUCLOUD_SCHED_CLUSTER_STATE_H_
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -29,6 +28,7 @@
 #include "core/job.h"
 #include "core/mig.h"
 #include "core/node.h"
+#include "core/topology.h"
 
 namespace gpucloud::sched {
 
@@ -103,10 +103,9 @@ class ClusterState {
   const std::set<NodeIndex>& NodesWithFreeWholeGpus(int32_t free) const;
   int32_t MaxGpusPerNode() const { return static_cast<int32_t>(by_free_.size()) - 1; }
 
-  // Topology domains as dense ids, interned once: level 0 is the node itself, 1 its leaf
-  // switch, 2 its spine, 3 its zone (a spine or leaf is named within its parent).
-  int32_t DomainOf(NodeIndex n, int level) const { return domains_[n][level]; }
-  int32_t DomainCount(int level) const { return domain_count_[level]; }
+  // The nodes' network tree (node ids equal NodeIndex). Node names need not be unique here:
+  // each node is registered under its index.
+  const ClusterTopology& topology() const { return topology_; }
   MilliCpu FreeCpu(NodeIndex n) const;
   MiB FreeMemory(NodeIndex n) const;
 
@@ -147,8 +146,7 @@ class ClusterState {
   const GpuCatalog& catalog_;
   std::vector<NodeUse> use_;
   std::map<std::string, Allocation> allocations_;
-  std::vector<std::array<int32_t, 4>> domains_;  // per node: DomainOf for levels 0..3
-  std::array<int32_t, 4> domain_count_{};
+  ClusterTopology topology_;
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
   std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
 };

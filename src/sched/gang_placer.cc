@@ -155,12 +155,17 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
     if (g.mode == GpuMode::kWhole) needed += int64_t{g.count} * t.replicas;
   }
 
-  for (int level = first_level; level < 4; ++level) {
+  // Tightest first: node, leaf switch, spine, zone.
+  static constexpr TopologyLevel kLevels[] = {TopologyLevel::kNode, TopologyLevel::kLeaf,
+                                              TopologyLevel::kSpine, TopologyLevel::kZone};
+  const ClusterTopology& topology = state.topology();
+  for (int level_index = first_level; level_index < 4; ++level_index) {
+    const TopologyLevel level = kLevels[level_index];
     // Group the eligible nodes by domain, in first-seen order (deterministic).
-    std::vector<int32_t> group_of(state.DomainCount(level), -1);
+    std::vector<int32_t> group_of(topology.DomainCount(level), -1);
     std::vector<std::vector<NodeIndex>> groups;
     for (NodeIndex n : eligible) {
-      int32_t& g = group_of[state.DomainOf(n, level)];
+      int32_t& g = group_of[topology.DomainOf(n, level)];
       if (g < 0) {
         g = static_cast<int32_t>(groups.size());
         groups.emplace_back();

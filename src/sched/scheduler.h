@@ -1,6 +1,7 @@
 // One scheduling cycle: a pure function of (cluster state, pending jobs, now) to decisions.
 //
-// Pending jobs are taken in queue-sort order (QueueSortLess: priority, then FIFO, SJF or LAS). Each job either
+// Pending jobs are taken in queue-sort order (QueueSortLess: priority, then FIFO, SJF or LAS). Each
+// job either
 //   binds    — the gang placer found room; the allocation is committed into the state at once,
 //              so later jobs of the same cycle see it;
 //   rejects  — it could never run on this cluster (reason says why; it must not wait forever);
