@@ -1,6 +1,7 @@
 #include "sched/cluster_state.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/text.h"
 
@@ -38,10 +39,19 @@ int ChooseMigStart(const GpuType& type, const std::vector<MigPlacement>& layout,
   return best;
 }
 
+uint64_t NextNodesId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 }  // namespace
 
 ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
-    : nodes_(std::move(nodes)), catalog_(catalog), use_(nodes_.size()), free_whole_(nodes_.size()) {
+    : nodes_(std::move(nodes)),
+      catalog_(catalog),
+      use_(nodes_.size()),
+      nodes_id_(NextNodesId()),
+      free_whole_(nodes_.size()) {
   size_t max_gpus = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     use_[i].gpus.resize(nodes_[i].gpus.size());

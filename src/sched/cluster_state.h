@@ -106,6 +106,10 @@ class ClusterState {
   // The nodes' network tree (node ids equal NodeIndex). Node names need not be unique here:
   // each node is registered under its index.
   const ClusterTopology& topology() const { return topology_; }
+
+  // Distinct for every ClusterState built (copies share it: they hold the same nodes). Lets
+  // callers cache facts that depend only on the nodes, such as which ones a filter accepts.
+  uint64_t nodes_id() const { return nodes_id_; }
   MilliCpu FreeCpu(NodeIndex n) const;
   MiB FreeMemory(NodeIndex n) const;
 
@@ -147,6 +151,7 @@ class ClusterState {
   std::vector<NodeUse> use_;
   std::map<std::string, Allocation> allocations_;
   ClusterTopology topology_;
+  uint64_t nodes_id_;
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
   std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
 };

@@ -31,9 +31,15 @@ int64_t FreeGpusIn(const ClusterState& state, const std::vector<NodeIndex>& doma
 
 }  // namespace
 
-std::vector<NodeIndex> GangPlacer::EligibleNodes(const ClusterState& state, const JobRequest& job,
-                                                 std::map<std::string, int>* rejections) const {
-  std::vector<NodeIndex> out;
+const GangPlacer::Eligibility& GangPlacer::EligibleNodes(const ClusterState& state,
+                                                         const JobRequest& job) const {
+  if (!eligible_cache_.contains(state.nodes_id()) && eligible_cache_.size() >= 2) {
+    eligible_cache_.clear();
+  }
+  std::unordered_map<std::string, Eligibility>& by_signature = eligible_cache_[state.nodes_id()];
+  auto [it, inserted] = by_signature.try_emplace(FilterSignature(job));
+  if (!inserted) return it->second;
+  Eligibility& e = it->second;
   for (NodeIndex n = 0; n < state.node_count(); ++n) {
     std::optional<std::string> why;
     for (const std::unique_ptr<FilterPlugin>& f : filters_) {
@@ -41,12 +47,12 @@ std::vector<NodeIndex> GangPlacer::EligibleNodes(const ClusterState& state, cons
       if (why) break;
     }
     if (why) {
-      if (rejections != nullptr) ++(*rejections)[*why];
+      ++e.rejections[*why];
     } else {
-      out.push_back(n);
+      e.nodes.push_back(n);
     }
   }
-  return out;
+  return e;
 }
 
 std::vector<ReplicaPlacement> GangPlacer::Trial(ClusterState& state, const JobRequest& job,
@@ -140,9 +146,11 @@ PlacementResult GangPlacer::PlaceNowLinearForTest(ClusterState& state,
 
 PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobRequest& job,
                                                int first_level, bool pruned) const {
-  std::map<std::string, int> rejections;
-  std::vector<NodeIndex> eligible = EligibleNodes(state, job, &rejections);
-  if (eligible.empty()) return {std::nullopt, SummarizeRejections(state.node_count(), rejections)};
+  const Eligibility& eligibility = EligibleNodes(state, job);
+  const std::vector<NodeIndex>& eligible = eligibility.nodes;
+  if (eligible.empty()) {
+    return {std::nullopt, SummarizeRejections(state.node_count(), eligibility.rejections)};
+  }
   const int32_t total = job.TotalReplicas();
   // Whole GPUs the job needs in one domain; 0 (no pruning) when it asks for MIG or shares.
   int64_t needed = 0;
@@ -224,9 +232,9 @@ std::optional<std::string> GangPlacer::WhyNeverFits(const std::vector<Node>& nod
 
 std::optional<std::string> GangPlacer::WhyNeverFits(ClusterState& state,
                                                     const JobRequest& job) const {
-  std::map<std::string, int> rejections;
-  std::vector<NodeIndex> eligible = EligibleNodes(state, job, &rejections);
-  if (eligible.empty()) return SummarizeRejections(state.node_count(), rejections);
+  const Eligibility& eligibility = EligibleNodes(state, job);
+  const std::vector<NodeIndex>& eligible = eligibility.nodes;
+  if (eligible.empty()) return SummarizeRejections(state.node_count(), eligibility.rejections);
   for (const TaskRequest& task : job.tasks) {
     bool fits_somewhere = false;
     int32_t largest = 0;

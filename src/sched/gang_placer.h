@@ -12,7 +12,7 @@
 //      gang size (minAvailable); fewer is a failure and nothing is held.
 // The ClusterState is used as scratch space and is left exactly as it was found.
 // Deterministic: nodes and domains are visited in index order and ties keep that order.
-// Not thread-safe (it borrows the ClusterState).
+// Not thread-safe (it borrows the ClusterState and caches filter results).
 #ifndef GPUCLOUD_SCHED_GANG_PLACER_H_
 #define GPUCLOUD_SCHED_GANG_PLACER_H_
 
@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sched/cluster_state.h"
@@ -56,9 +57,13 @@ class GangPlacer {
   static ClusterState EmptyCluster(const std::vector<Node>& nodes, const GpuCatalog& catalog);
 
  private:
-  // Nodes that pass every filter; `rejections` collects "reason -> count" for the others.
-  std::vector<NodeIndex> EligibleNodes(const ClusterState& state, const JobRequest& job,
-                                       std::map<std::string, int>* rejections) const;
+  // Nodes that pass every filter, and "reason -> count" for the others. Cached per node set
+  // and filter signature (filters look only at static facts of nodes).
+  struct Eligibility {
+    std::vector<NodeIndex> nodes;
+    std::map<std::string, int> rejections;
+  };
+  const Eligibility& EligibleNodes(const ClusterState& state, const JobRequest& job) const;
   // Level 0 through the free-GPU index, for jobs of whole GPUs (or none): walks nodes by free
   // GPUs upwards from what the job needs, filtering lazily; the first node that holds the whole
   // job is the best fit. nullopt when no single node can hold it now.
@@ -75,6 +80,9 @@ class GangPlacer {
                                       const std::vector<NodeIndex>& domain) const;
 
   const std::vector<std::unique_ptr<FilterPlugin>>& filters_;
+  // nodes_id -> filter signature -> eligibility. At most two node sets are kept (the cluster
+  // and its empty twin used for feasibility); entries are dropped when a third appears.
+  mutable std::map<uint64_t, std::unordered_map<std::string, Eligibility>> eligible_cache_;
 };
 
 }  // namespace gpucloud::sched

@@ -39,6 +39,18 @@ JobRequest MakeJobRequest(const Job& job) {
   return r;
 }
 
+std::string FilterSignature(const JobRequest& job) {
+  bool needs_gpu = false;
+  for (const TaskRequest& t : job.tasks) needs_gpu |= t.per_replica.gpu.mode != GpuMode::kNone;
+  std::string out = Cat(needs_gpu ? "gpu" : "cpu", "|c", job.min_cuda_version,
+                        "|types:", Join(job.AcceptedGpuTypes(), "+"));
+  for (const auto& [k, v] : job.node_selector) out += Cat("|s", k, "=", v);
+  for (const Toleration& t : job.tolerations) {
+    out += Cat("|t", t.key, t.exists ? "?" : "=", t.value, ":", t.effect);
+  }
+  return out;
+}
+
 std::string ShapeKey(const JobRequest& job) {
   std::string out = Cat("g", job.gang_size, "c", job.min_cuda_version);
   for (const TaskRequest& t : job.tasks) {

@@ -33,6 +33,11 @@ struct JobRequest {
 
 JobRequest MakeJobRequest(const Job& job);
 
+// What filter plugins may look at: node selector, tolerations, CUDA version, accepted GPU types
+// and whether the job needs a GPU. Jobs with equal signatures pass the same filters on the same
+// nodes, so which nodes they may use is computed once per signature.
+std::string FilterSignature(const JobRequest& job);
+
 // Everything about a job that placement depends on, except its key: two jobs with the same shape
 // fit or fail alike on the same cluster state.
 std::string ShapeKey(const JobRequest& job);

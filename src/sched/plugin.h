@@ -16,7 +16,8 @@ namespace gpucloud::sched {
 
 // Filter stage: may this job use this node at all, whatever is free on it? Rejections are
 // static facts about the node (labels, taints, versions, health, GPU types), so they also
-// answer "could this job ever run here".
+// answer "could this job ever run here". A filter may look only at the job's fields that
+// FilterSignature covers (its answers are cached per signature) and at the node.
 class FilterPlugin {
  public:
   virtual ~FilterPlugin() = default;
