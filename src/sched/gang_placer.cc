@@ -214,6 +214,41 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
               " now, the gang needs ", job.gang_size, " together")};
 }
 
+std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestStart(const ClusterState& state,
+                                                                   const JobRequest& job,
+                                                                   int64_t now_ms) const {
+  // Running jobs with a known end, soonest first (ties by key: deterministic).
+  std::vector<const Allocation*> ending;
+  for (const auto& [key, a] : state.allocations()) {
+    if (a.expected_end_ms > 0) ending.push_back(&a);
+  }
+  std::stable_sort(ending.begin(), ending.end(), [](const Allocation* a, const Allocation* b) {
+    return a->expected_end_ms < b->expected_end_ms;
+  });
+  // Fits after the first k endings? (k = 0: now.)
+  auto fits_after = [&](size_t k) -> std::optional<Allocation> {
+    ClusterState later = state;
+    for (size_t i = 0; i < k; ++i) (void)later.Release(ending[i]->job);
+    return PlaceNow(later, job).allocation;
+  };
+  if (std::optional<Allocation> now = fits_after(0)) return StartEstimate{now_ms, std::move(*now)};
+  if (ending.empty() || !fits_after(ending.size())) return std::nullopt;
+  size_t lo = 0;              // does not fit after lo endings
+  size_t hi = ending.size();  // fits after hi endings
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (fits_after(mid)) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  // Jobs that end at the same moment end together.
+  while (hi < ending.size() && ending[hi]->expected_end_ms == ending[hi - 1]->expected_end_ms) ++hi;
+  std::optional<Allocation> placed = fits_after(hi);
+  return StartEstimate{std::max(now_ms, ending[hi - 1]->expected_end_ms), std::move(*placed)};
+}
+
 ClusterState GangPlacer::EmptyCluster(const std::vector<Node>& nodes, const GpuCatalog& catalog) {
   std::vector<Node> empty = nodes;
   for (Node& n : empty) {

@@ -46,6 +46,18 @@ class GangPlacer {
   // that tests compare PlaceNow with.
   PlacementResult PlaceNowLinearForTest(ClusterState& state, const JobRequest& job) const;
 
+  // When `job` could start if running jobs end when expected: the earliest expected end time
+  // after which it fits (or `now_ms` if it fits now), with the placement it would get then.
+  // nullopt when it does not fit even after every job with a known end has ended. Found by
+  // binary search over the end times (placement is assumed to get no harder as jobs end).
+  // Leaves `state` unchanged.
+  struct StartEstimate {
+    int64_t start_ms = 0;
+    Allocation allocation;
+  };
+  std::optional<StartEstimate> EarliestStart(const ClusterState& state, const JobRequest& job,
+                                             int64_t now_ms) const;
+
   // Whether `job` could ever run on these nodes, were they empty, uncordoned and healthy.
   // nullopt if it could; otherwise the reason, e.g. "task trainer needs 16 GPUs of H100-80GB on
   // one node; the largest such node has 8".

@@ -105,6 +105,34 @@ TEST_F(GangPlacerTest, GangStaysUnderOneLeafSwitch) {
   EXPECT_EQ(NodesOf(s, "ns/four"), std::vector<NodeIndex>{0});
 }
 
+TEST_F(GangPlacerTest, EarliestStartFollowsExpectedEnds) {
+  ClusterState s({MakeNode("a", 8), MakeNode("b", 8)}, Cat());
+  auto fill = [&](const std::string& job, NodeIndex n, int first, int gpus, int64_t end) {
+    ReplicaPlacement p{.task = "w", .node = n};
+    for (int g = first; g < first + gpus; ++g) p.gpus.push_back({.gpu = g});
+    Allocation a{job, {p}};
+    a.expected_end_ms = end;
+    ASSERT_TRUE(s.Commit(a).ok());
+  };
+  fill("ns/a-early", 0, 0, 4, 10'000);
+  fill("ns/a-late", 0, 4, 4, 50'000);
+  fill("ns/b", 1, 0, 6, 20'000);
+  // 2 GPUs fit now (node b); 8 GPUs once node a or b is empty: b empties at 20 s.
+  EXPECT_EQ(placer_.EarliestStart(s, Gang("ns/two", 1, 2), 1'000)->start_ms, 1'000);
+  std::optional<GangPlacer::StartEstimate> eight =
+      placer_.EarliestStart(s, Gang("ns/eight", 1, 8), 1'000);
+  ASSERT_TRUE(eight.has_value());
+  EXPECT_EQ(eight->start_ms, 20'000);
+  EXPECT_EQ(eight->allocation.replicas[0].node, 1);
+  // Both nodes whole: after the last end, 50 s.
+  EXPECT_EQ(placer_.EarliestStart(s, Gang("ns/sixteen", 2, 8), 1'000)->start_ms, 50'000);
+  // A job without a known end blocks forever.
+  ASSERT_TRUE(s.Release("ns/a-late").ok());
+  fill("ns/a-forever", 0, 4, 4, 0);
+  EXPECT_FALSE(placer_.EarliestStart(s, Gang("ns/sixteen", 2, 8), 1'000).has_value());
+  EXPECT_EQ(s.allocations().size(), 3u);  // unchanged
+}
+
 TEST_F(GangPlacerTest, SmallerGangThanReplicasTakesWhatFits) {
   ClusterState s({MakeNode("a", 4)}, Cat());
   PlacementResult r = placer_.PlaceNow(s, Gang("ns/elastic", 3, 2, /*gang=*/2));

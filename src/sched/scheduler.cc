@@ -5,6 +5,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/text.h"
+
 namespace gpucloud::sched {
 
 namespace {
@@ -47,12 +49,11 @@ bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
                                           const std::vector<PendingJob>& pending,
                                           int64_t now_ms) const {
-  (void)now_ms;  // used by backfill and aging, which come next
   std::vector<const PendingJob*> order;
   order.reserve(pending.size());
   for (const PendingJob& p : pending) order.push_back(&p);
   std::sort(order.begin(), order.end(), [&](const PendingJob* a, const PendingJob* b) {
-    return QueueSortLess(ordering_, *a, *b);
+    return QueueSortLess(options_.ordering, *a, *b);
   });
 
   std::optional<ClusterState> empty;  // built on the first job that does not fit now
@@ -65,7 +66,8 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
     const JobRequest& job = p->request;
     std::string shape = ShapeKey(job);
     if (auto it = unfit_shapes.find(shape); it != unfit_shapes.end()) {
-      decisions.push_back({it->second.kind, job.key, std::nullopt, it->second.reason});
+      decisions.push_back({it->second.kind, job.key, std::nullopt, it->second.reason,
+                           it->second.expected_start_ms});
       continue;
     }
     PlacementResult r = placer_.PlaceNow(state, job);
@@ -81,7 +83,16 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
     if (std::optional<std::string> never = placer_.WhyNeverFits(*empty, job)) {
       decisions.push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
     } else {
-      decisions.push_back({DecisionKind::kWait, job.key, std::nullopt, std::move(r.reason)});
+      Decision wait{DecisionKind::kWait, job.key, std::nullopt, std::move(r.reason)};
+      if (options_.estimate_start_times) {
+        if (std::optional<GangPlacer::StartEstimate> e =
+                placer_.EarliestStart(state, job, now_ms)) {
+          wait.expected_start_ms = e->start_ms;
+          int64_t minutes = std::max<int64_t>(1, (e->start_ms - now_ms + 59'999) / 60'000);
+          wait.reason += Cat("; expected to start in about ", minutes, " min");
+        }
+      }
+      decisions.push_back(std::move(wait));
     }
     unfit_shapes.emplace(std::move(shape), decisions.back());
   }

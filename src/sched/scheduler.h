@@ -42,8 +42,16 @@ enum class DecisionKind { kBind, kWait, kReject };
 struct Decision {
   DecisionKind kind = DecisionKind::kWait;
   std::string job;
-  std::optional<Allocation> allocation;  // kBind only; already committed to the state
-  std::string reason;                    // kWait and kReject
+  std::optional<Allocation> allocation;      // kBind only; already committed to the state
+  std::string reason;                        // kWait and kReject
+  std::optional<int64_t> expected_start_ms;  // kWait, when start times are estimated and known
+};
+
+struct SchedulerOptions {
+  QueueOrdering ordering = QueueOrdering::kFifo;
+  // Tell waiting jobs when they could start ("expected to start in about 40 min"), from the
+  // running jobs' expected ends. Costs a few placement searches per waiting job shape.
+  bool estimate_start_times = false;
 };
 
 // The order jobs are considered in. Priority always comes first (higher first); then
@@ -57,8 +65,8 @@ bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob
 class Scheduler {
  public:
   Scheduler(std::vector<std::unique_ptr<FilterPlugin>> filters, const GpuCatalog& catalog,
-            QueueOrdering ordering = QueueOrdering::kFifo)
-      : filters_(std::move(filters)), catalog_(catalog), ordering_(ordering), placer_(filters_) {}
+            SchedulerOptions options = {})
+      : filters_(std::move(filters)), catalog_(catalog), options_(options), placer_(filters_) {}
 
   std::vector<Decision> Schedule(ClusterState& state, const std::vector<PendingJob>& pending,
                                  int64_t now_ms) const;
@@ -66,7 +74,7 @@ class Scheduler {
  private:
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   const GpuCatalog& catalog_;
-  QueueOrdering ordering_;
+  SchedulerOptions options_;
   GangPlacer placer_;
 };
 

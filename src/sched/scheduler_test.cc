@@ -93,6 +93,21 @@ TEST(Scheduler, OrderingPolicies) {
   EXPECT_TRUE(QueueSortLess(QueueOrdering::kSjf, urgent, short_big));
 }
 
+TEST(Scheduler, WaitingJobsAreToldWhenTheyCouldStart) {
+  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  Allocation running{"ns/running", {{.task = "w", .node = 0}}};
+  for (int g = 0; g < 8; ++g) running.replicas[0].gpus.push_back({.gpu = g});
+  running.expected_end_ms = 60'000 + 40 * 60'000;  // ends 40 min after now
+  ASSERT_TRUE(s.Commit(running).ok());
+  Scheduler scheduler(DefaultFilters(), GpuCatalog::Default(), {.estimate_start_times = true});
+  std::vector<Decision> d = scheduler.Schedule(s, {Job("ns/next", 1, 4)}, 60'000);
+  ASSERT_EQ(d[0].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[0].expected_start_ms, 60'000 + 40 * 60'000);
+  EXPECT_EQ(d[0].reason,
+            "waiting for capacity: 0 replicas fit now, the gang needs 1 together; expected to "
+            "start in about 40 min");
+}
+
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
   ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
   std::vector<Decision> d =
