@@ -106,14 +106,19 @@ void BM_ScheduleCycle(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * state.range(1));
 }
-// The same cycle on a full cluster: every job waits (and says why).
+// The same cycle on a full cluster: every job waits (and says why). With state.range(2) = 1 the
+// running jobs have expected ends, so each queue's head gets a reservation (a binary search
+// over 10,000 end times) and later jobs are checked against it.
 void BM_ScheduleCycleCongested(benchmark::State& state) {
   std::vector<Node> nodes = MakeCluster(static_cast<int>(state.range(0)));
   ClusterState cluster(nodes, GpuCatalog::Default());
+  Rng ends(3);
   for (NodeIndex n = 0; n < cluster.node_count(); ++n) {
     ReplicaPlacement p{.task = "w", .node = n};
     for (int g = 0; g < 8; ++g) p.gpus.push_back({.gpu = g});
-    (void)cluster.Commit(Allocation{"fill-" + std::to_string(n), {p}});
+    Allocation a{"fill-" + std::to_string(n), {p}};
+    if (state.range(2) == 1) a.expected_end_ms = ends.Range(60'000, 86'400'000);
+    (void)cluster.Commit(a);
   }
   Rng rng(7);
   std::vector<PendingJob> pending;
@@ -122,7 +127,10 @@ void BM_ScheduleCycleCongested(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(scheduler.Schedule(cluster, pending, 0));
   state.SetItemsProcessed(state.iterations() * state.range(1));
 }
-BENCHMARK(BM_ScheduleCycleCongested)->Args({10000, 1000})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ScheduleCycleCongested)
+    ->Args({10000, 1000, 0})
+    ->Args({10000, 1000, 1})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_ScheduleCycle)->Args({1000, 1000})->Args({10000, 1000})->Unit(benchmark::kMillisecond);
 

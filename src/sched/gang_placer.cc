@@ -214,39 +214,49 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
               " now, the gang needs ", job.gang_size, " together")};
 }
 
-std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestStart(const ClusterState& state,
+std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestStart(ClusterState& state,
                                                                    const JobRequest& job,
                                                                    int64_t now_ms) const {
-  // Running jobs with a known end, soonest first (ties by key: deterministic).
-  std::vector<const Allocation*> ending;
+  if (std::optional<Allocation> now = PlaceNow(state, job).allocation) {
+    return StartEstimate{now_ms, std::move(*now)};
+  }
+  return EarliestLaterStart(state, job, now_ms);
+}
+
+std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterState& state,
+                                                                        const JobRequest& job,
+                                                                        int64_t now_ms) const {
+  // Running jobs with a known end, soonest first (ties by key: deterministic), copied because
+  // they leave the state while the search looks past their end.
+  std::vector<Allocation> ending;
   for (const auto& [key, a] : state.allocations()) {
-    if (a.expected_end_ms > 0) ending.push_back(&a);
+    if (a.expected_end_ms > 0) ending.push_back(a);
   }
-  std::stable_sort(ending.begin(), ending.end(), [](const Allocation* a, const Allocation* b) {
-    return a->expected_end_ms < b->expected_end_ms;
+  if (ending.empty()) return std::nullopt;
+  std::stable_sort(ending.begin(), ending.end(), [](const Allocation& a, const Allocation& b) {
+    return a.expected_end_ms < b.expected_end_ms;
   });
-  // Fits after the first k endings? (k = 0: now.)
+  size_t released = 0;  // ending[0, released) are out of the state
   auto fits_after = [&](size_t k) -> std::optional<Allocation> {
-    ClusterState later = state;
-    for (size_t i = 0; i < k; ++i) (void)later.Release(ending[i]->job);
-    return PlaceNow(later, job).allocation;
+    while (released < k) (void)state.Release(ending[released++].job);
+    while (released > k) (void)state.Commit(ending[--released]);
+    return PlaceNow(state, job).allocation;
   };
-  if (std::optional<Allocation> now = fits_after(0)) return StartEstimate{now_ms, std::move(*now)};
-  if (ending.empty() || !fits_after(ending.size())) return std::nullopt;
-  size_t lo = 0;              // does not fit after lo endings
-  size_t hi = ending.size();  // fits after hi endings
-  while (hi - lo > 1) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (fits_after(mid)) {
-      hi = mid;
-    } else {
-      lo = mid;
+  std::optional<StartEstimate> result;
+  if (fits_after(ending.size())) {
+    size_t lo = 0;              // does not fit after lo endings (the caller's premise for 0)
+    size_t hi = ending.size();  // fits after hi endings
+    while (hi - lo > 1) {
+      size_t mid = lo + (hi - lo) / 2;
+      (fits_after(mid) ? hi : lo) = mid;
     }
+    // Jobs that end at the same moment end together.
+    while (hi < ending.size() && ending[hi].expected_end_ms == ending[hi - 1].expected_end_ms) ++hi;
+    std::optional<Allocation> placed = fits_after(hi);
+    result = StartEstimate{std::max(now_ms, ending[hi - 1].expected_end_ms), std::move(*placed)};
   }
-  // Jobs that end at the same moment end together.
-  while (hi < ending.size() && ending[hi]->expected_end_ms == ending[hi - 1]->expected_end_ms) ++hi;
-  std::optional<Allocation> placed = fits_after(hi);
-  return StartEstimate{std::max(now_ms, ending[hi - 1]->expected_end_ms), std::move(*placed)};
+  while (released > 0) (void)state.Commit(ending[--released]);  // put everything back
+  return result;
 }
 
 ClusterState GangPlacer::EmptyCluster(const std::vector<Node>& nodes, const GpuCatalog& catalog) {

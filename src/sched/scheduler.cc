@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -46,6 +47,63 @@ bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob
                                                                       b.submit_ms, b.request.key);
 }
 
+namespace {
+
+std::string AboutMinutes(int64_t from_ms, int64_t to_ms) {
+  return Cat("about ", std::max<int64_t>(1, (to_ms - from_ms + 59'999) / 60'000), " min");
+}
+
+bool Touches(const Allocation& a, const std::set<NodeIndex>& nodes) {
+  for (const ReplicaPlacement& r : a.replicas) {
+    if (nodes.contains(r.node)) return true;
+  }
+  return false;
+}
+
+// Commits placeholders that hold every free whole GPU, CPU and memory of `nodes`; returns their
+// keys, to be released.
+std::vector<std::string> HoldNodes(ClusterState& state, const std::set<NodeIndex>& nodes) {
+  std::vector<std::string> keys;
+  for (NodeIndex n : nodes) {
+    ReplicaRequest all{.gpu = {.mode = GpuMode::kWhole, .count = state.FreeWholeGpus(n)}};
+    if (all.gpu.count == 0) all.gpu = {};
+    std::optional<std::vector<GpuAssignment>> gpus = state.FitReplica(n, all);
+    ReplicaPlacement p{.task = "hold",
+                       .node = n,
+                       .gpus = gpus.value_or(std::vector<GpuAssignment>{}),
+                       .cpu = state.FreeCpu(n),
+                       .memory = state.FreeMemory(n)};
+    std::string key = Cat("#hold#", n);
+    if (state.Commit(Allocation{key, {p}}).ok()) keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+}  // namespace
+
+PlacementResult Scheduler::PlaceRespectingReservations(
+    ClusterState& state, const PendingJob& p,
+    const std::map<std::string, Reservation>& reservations, int64_t now_ms) const {
+  PlacementResult r = placer_.PlaceNow(state, p.request);
+  if (!r.allocation || reservations.empty()) return r;
+  std::set<NodeIndex> blocked;
+  const Reservation* first = nullptr;
+  for (const auto& [queue, res] : reservations) {
+    bool ends_before =
+        p.runtime_estimate_s && now_ms + *p.runtime_estimate_s * 1000 <= res.start_ms;
+    if (ends_before) continue;
+    blocked.insert(res.nodes.begin(), res.nodes.end());
+    if (first == nullptr || res.start_ms < first->start_ms) first = &res;
+  }
+  if (blocked.empty() || !Touches(*r.allocation, blocked)) return r;
+  std::vector<std::string> holds = HoldNodes(state, blocked);
+  PlacementResult again = placer_.PlaceNow(state, p.request);
+  for (const std::string& key : holds) (void)state.Release(key);
+  if (again.allocation) return again;
+  return {std::nullopt, Cat("waiting: starting now would delay the reservation of ", first->job,
+                            " (expected to start in ", AboutMinutes(now_ms, first->start_ms), ")")};
+}
+
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
                                           const std::vector<PendingJob>& pending,
                                           int64_t now_ms) const {
@@ -57,20 +115,22 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   });
 
   std::optional<ClusterState> empty;  // built on the first job that does not fit now
-  // Within one cycle the cluster only fills up, so a job shape that did not fit will not fit
-  // later in the cycle either: remember its decision instead of searching again.
-  std::unordered_map<std::string, Decision> unfit_shapes;
+  // Within one cycle the cluster only fills up and reservations are only added, so a job that
+  // did not fit will not fit later in the cycle either: same queue, shape and estimate get the
+  // same decision without another search.
+  std::unordered_map<std::string, Decision> unfit;
+  std::map<std::string, Reservation> reservations;  // queue -> its head's reservation
   std::vector<Decision> decisions;
   decisions.reserve(order.size());
   for (const PendingJob* p : order) {
     const JobRequest& job = p->request;
-    std::string shape = ShapeKey(job);
-    if (auto it = unfit_shapes.find(shape); it != unfit_shapes.end()) {
+    std::string memo = Cat(p->queue, "\n", p->runtime_estimate_s.value_or(-1), "\n", ShapeKey(job));
+    if (auto it = unfit.find(memo); it != unfit.end()) {
       decisions.push_back({it->second.kind, job.key, std::nullopt, it->second.reason,
                            it->second.expected_start_ms});
       continue;
     }
-    PlacementResult r = placer_.PlaceNow(state, job);
+    PlacementResult r = PlaceRespectingReservations(state, *p, reservations, now_ms);
     if (r.allocation) {
       if (absl::Status st = state.Commit(*r.allocation); st.ok()) {
         decisions.push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
@@ -83,20 +143,32 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
     if (std::optional<std::string> never = placer_.WhyNeverFits(*empty, job)) {
       decisions.push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
     } else {
-      Decision wait{DecisionKind::kWait, job.key, std::nullopt, std::move(r.reason)};
-      if (options_.estimate_start_times) {
-        if (std::optional<GangPlacer::StartEstimate> e =
-                placer_.EarliestStart(state, job, now_ms)) {
-          wait.expected_start_ms = e->start_ms;
-          int64_t minutes = std::max<int64_t>(1, (e->start_ms - now_ms + 59'999) / 60'000);
-          wait.reason += Cat("; expected to start in about ", minutes, " min");
-        }
-      }
-      decisions.push_back(std::move(wait));
+      decisions.push_back(Wait(state, *p, now_ms, std::move(r.reason), &reservations));
     }
-    unfit_shapes.emplace(std::move(shape), decisions.back());
+    unfit.emplace(std::move(memo), decisions.back());
   }
   return decisions;
+}
+
+Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,
+                         std::string reason,
+                         std::map<std::string, Reservation>* reservations) const {
+  Decision wait{DecisionKind::kWait, p.request.key, std::nullopt, std::move(reason)};
+  bool head = options_.backfill && !reservations->contains(p.queue);
+  if (!head && !options_.estimate_start_times) return wait;
+  std::optional<GangPlacer::StartEstimate> e = placer_.EarliestLaterStart(state, p.request, now_ms);
+  if (!e) return wait;
+  wait.expected_start_ms = e->start_ms;
+  if (head && e->start_ms > now_ms) {
+    Reservation res{p.request.key, e->start_ms, {}};
+    for (const ReplicaPlacement& r : e->allocation.replicas) res.nodes.push_back(r.node);
+    reservations->emplace(p.queue, std::move(res));
+    wait.reason +=
+        Cat("; holds a reservation, expected to start in ", AboutMinutes(now_ms, e->start_ms));
+  } else {
+    wait.reason += Cat("; expected to start in ", AboutMinutes(now_ms, e->start_ms));
+  }
+  return wait;
 }
 
 }  // namespace gpucloud::sched

@@ -9,12 +9,16 @@
 // No I/O, no clock, no threads: `now` only orders and stamps. The server and the simulator
 // call the same code. Not thread-safe (mutates the given ClusterState).
 //
-// Not yet here (see issue 3): reservations and EASY backfill for the head of each queue, queue
-// quotas and fair share between queues, preemption and the score plugins' weights.
+// With backfill on, the first waiting job of each queue reserves the nodes it will get at its
+// earliest start, and later jobs may not delay that (see SchedulerOptions::backfill).
+//
+// Not yet here (see issue 3): queue quotas and fair share between queues, preemption and the
+// score plugins' weights.
 #ifndef GPUCLOUD_SCHED_SCHEDULER_H_
 #define GPUCLOUD_SCHED_SCHEDULER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +56,10 @@ struct SchedulerOptions {
   // Tell waiting jobs when they could start ("expected to start in about 40 min"), from the
   // running jobs' expected ends. Costs a few placement searches per waiting job shape.
   bool estimate_start_times = false;
+  // EASY backfill: the first waiting job of each queue holds a reservation at its earliest
+  // start (when running jobs' ends are known); a later job may start now only if it surely ends
+  // before that (by its runtime estimate) or stays off the reserved nodes.
+  bool backfill = true;
 };
 
 // The order jobs are considered in. Priority always comes first (higher first); then
@@ -72,6 +80,22 @@ class Scheduler {
                                  int64_t now_ms) const;
 
  private:
+  struct Reservation {
+    std::string job;
+    int64_t start_ms = 0;
+    std::vector<NodeIndex> nodes;
+  };
+  // PlaceNow, except that a job that may still run at a reservation's start keeps off the
+  // reserved nodes.
+  PlacementResult PlaceRespectingReservations(
+      ClusterState& state, const PendingJob& p,
+      const std::map<std::string, Reservation>& reservations, int64_t now_ms) const;
+
+  // The decision for a job that cannot start now but could some day; makes the queue's first
+  // such job the holder of its reservation (with backfill on).
+  Decision Wait(ClusterState& state, const PendingJob& p, int64_t now_ms, std::string reason,
+                std::map<std::string, Reservation>* reservations) const;
+
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   const GpuCatalog& catalog_;
   SchedulerOptions options_;

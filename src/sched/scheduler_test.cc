@@ -104,8 +104,59 @@ TEST(Scheduler, WaitingJobsAreToldWhenTheyCouldStart) {
   ASSERT_EQ(d[0].kind, DecisionKind::kWait);
   EXPECT_EQ(d[0].expected_start_ms, 60'000 + 40 * 60'000);
   EXPECT_EQ(d[0].reason,
-            "waiting for capacity: 0 replicas fit now, the gang needs 1 together; expected to "
-            "start in about 40 min");
+            "waiting for capacity: 0 replicas fit now, the gang needs 1 together; holds a "
+            "reservation, expected to start in about 40 min");
+}
+
+// EASY backfill. Node a: 4 of 8 GPUs busy until 60 min. Node b: full, end unknown. Node c: 4 of
+// 8 busy, end unknown. The head needs 8 GPUs: only node a can give them, at 60 min, so it
+// reserves a. A 2-GPU job that ends in 30 min may use a's free GPUs now; jobs without an
+// estimate must keep off a and take c; once c is full the next one waits, saying why.
+TEST(Scheduler, BackfillNeverDelaysTheReservation) {
+  ClusterState s({MakeNode("a", 8), MakeNode("b", 8), MakeNode("c", 8)}, GpuCatalog::Default());
+  auto busy = [&](const std::string& job, NodeIndex n, int gpus, int64_t end) {
+    Allocation a{job, {{.task = "w", .node = n}}};
+    for (int g = 0; g < gpus; ++g) a.replicas[0].gpus.push_back({.gpu = g});
+    a.expected_end_ms = end;
+    ASSERT_TRUE(s.Commit(a).ok());
+  };
+  busy("ns/run-a", 0, 4, 60 * 60'000);
+  busy("ns/run-b", 1, 8, 0);
+  busy("ns/run-c", 2, 4, 0);
+  PendingJob head = Job("ns/head", 1, 8, 0, 1);
+  PendingJob quick = Job("ns/quick", 1, 2, 0, 2);
+  quick.runtime_estimate_s = 30 * 60;
+  PendingJob open1 = Job("ns/open-1", 1, 2, 0, 3);
+  PendingJob open2 = Job("ns/open-2", 1, 2, 0, 4);
+  PendingJob open3 = Job("ns/open-3", 1, 2, 0, 5);
+  std::vector<Decision> d = MakeScheduler().Schedule(s, {head, quick, open1, open2, open3}, 0);
+  ASSERT_EQ(d.size(), 5u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[0].expected_start_ms, 60 * 60'000);
+  ASSERT_EQ(d[1].kind, DecisionKind::kBind) << d[1].reason;
+  EXPECT_EQ(d[1].allocation->replicas[0].node, 0);  // ends in time: backfilled on node a
+  ASSERT_EQ(d[2].kind, DecisionKind::kBind) << d[2].reason;
+  EXPECT_EQ(d[2].allocation->replicas[0].node, 2);  // best fit would be a; kept off it
+  ASSERT_EQ(d[3].kind, DecisionKind::kBind) << d[3].reason;
+  EXPECT_EQ(d[3].allocation->replicas[0].node, 2);
+  EXPECT_EQ(d[4].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[4].reason,
+            "waiting: starting now would delay the reservation of ns/head (expected to start in "
+            "about 60 min)");
+  EXPECT_EQ(s.FreeWholeGpus(0), 2);  // a's last two GPUs stay free for the head
+  EXPECT_TRUE(s.CheckInvariants().ok());
+  EXPECT_EQ(s.allocations().size(), 6u);  // no hold left behind
+
+  // Without backfill the open jobs would have taken node a's GPUs.
+  ClusterState s2({MakeNode("a", 8)}, GpuCatalog::Default());
+  Allocation run{"ns/run", {{.task = "w", .node = 0}}};
+  for (int g = 0; g < 6; ++g) run.replicas[0].gpus.push_back({.gpu = g});
+  run.expected_end_ms = 60 * 60'000;
+  ASSERT_TRUE(s2.Commit(run).ok());
+  Scheduler greedy(DefaultFilters(), GpuCatalog::Default(), {.backfill = false});
+  std::vector<Decision> g = greedy.Schedule(s2, {head, open1}, 0);
+  EXPECT_EQ(g[1].kind, DecisionKind::kBind);
+  EXPECT_EQ(g[1].allocation->replicas[0].node, 0);
 }
 
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
