@@ -131,6 +131,9 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
       continue;
     }
     PlacementResult r = PlaceRespectingReservations(state, *p, reservations, now_ms);
+    if (r.allocation && p->runtime_estimate_s) {
+      r.allocation->expected_end_ms = now_ms + *p->runtime_estimate_s * 1000;
+    }
     if (r.allocation) {
       if (absl::Status st = state.Commit(*r.allocation); st.ok()) {
         decisions.push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});

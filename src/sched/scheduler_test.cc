@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/clock.h"
 #include "manifest/manifest.h"
 #include "sched/registry.h"
 
@@ -157,6 +158,55 @@ TEST(Scheduler, BackfillNeverDelaysTheReservation) {
   std::vector<Decision> g = greedy.Schedule(s2, {head, open1}, 0);
   EXPECT_EQ(g[1].kind, DecisionKind::kBind);
   EXPECT_EQ(g[1].allocation->replicas[0].node, 0);
+}
+
+// Property: with backfill, jobs placed after a queue's head never push its start past the
+// reservation it was given.
+TEST(SchedulerProperty, BackfillNeverDelaysAReservation) {
+  int reservations = 0;
+  for (uint64_t seed = 1; seed <= 150; ++seed) {
+    Rng rng(seed);
+    std::vector<Node> nodes;
+    for (int i = 0; i < static_cast<int>(rng.Range(2, 6)); ++i) {
+      nodes.push_back(MakeNode("n" + std::to_string(i), 8));
+    }
+    ClusterState s(nodes, GpuCatalog::Default());
+    const int64_t now = 1'000'000;
+    for (NodeIndex n = 0; n < s.node_count(); ++n) {
+      int busy = static_cast<int>(rng.Range(0, 8));
+      if (busy == 0) continue;
+      Allocation a{"ns/run-" + std::to_string(n), {{.task = "w", .node = n}}};
+      for (int g = 0; g < busy; ++g) a.replicas[0].gpus.push_back({.gpu = g});
+      a.expected_end_ms = rng.OneIn(4) ? 0 : now + rng.Range(1, 600) * 60'000;
+      ASSERT_TRUE(s.Commit(a).ok());
+    }
+    std::vector<PendingJob> jobs;
+    for (int j = 0; j < 12; ++j) {
+      int replicas = static_cast<int>(rng.Range(1, 2));
+      PendingJob p =
+          Job("ns/j" + std::to_string(j), replicas, static_cast<int>(rng.Range(1, 8)), 0, j);
+      if (rng.OneIn(2)) p.runtime_estimate_s = rng.Range(1, 600) * 60;
+      jobs.push_back(p);
+    }
+    std::vector<Decision> d = MakeScheduler().Schedule(s, jobs, now);
+    ASSERT_TRUE(s.CheckInvariants().ok());
+    std::vector<std::unique_ptr<FilterPlugin>> filters = DefaultFilters();
+    GangPlacer placer(filters);
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (d[i].kind != DecisionKind::kWait ||
+          d[i].reason.find("holds a reservation") == std::string::npos) {
+        continue;
+      }
+      ++reservations;
+      const PendingJob& head = *std::find_if(
+          jobs.begin(), jobs.end(), [&](const PendingJob& p) { return p.request.key == d[i].job; });
+      std::optional<GangPlacer::StartEstimate> after = placer.EarliestStart(s, head.request, now);
+      ASSERT_TRUE(after.has_value()) << "seed " << seed << ": " << head.request.key;
+      EXPECT_LE(after->start_ms, *d[i].expected_start_ms) << "seed " << seed;
+    }
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(reservations, 20);  // the scenarios do exercise reservations
 }
 
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
