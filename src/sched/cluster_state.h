@@ -66,6 +66,7 @@ struct ReplicaPlacement {
 struct Allocation {
   std::string job;  // a unique key, e.g. "namespace/name"
   std::vector<ReplicaPlacement> replicas;
+  std::string queue;  // the queue whose quota the allocation counts against; may be empty
   // When the job is expected to end (from the user's estimate or the simulator), in ms; 0 when
   // unknown. Used to answer "when could a waiting job start".
   int64_t expected_end_ms = 0;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/text.h"
+#include "sched/queue_quota.h"
 
 namespace gpucloud::sched {
 
@@ -120,6 +121,7 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   // same decision without another search.
   std::unordered_map<std::string, Decision> unfit;
   std::map<std::string, Reservation> reservations;  // queue -> its head's reservation
+  QueueQuota quota(options_.queues, state, catalog_);
   std::vector<Decision> decisions;
   decisions.reserve(order.size());
   for (const PendingJob* p : order) {
@@ -134,8 +136,15 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
     if (r.allocation && p->runtime_estimate_s) {
       r.allocation->expected_end_ms = now_ms + *p->runtime_estimate_s * 1000;
     }
+    if (r.allocation) r.allocation->queue = p->queue;
     if (r.allocation) {
+      if (std::optional<std::string> over = quota.CheckMax(p->queue, *r.allocation)) {
+        decisions.push_back({DecisionKind::kWait, job.key, std::nullopt, std::move(*over)});
+        unfit.emplace(std::move(memo), decisions.back());
+        continue;
+      }
       if (absl::Status st = state.Commit(*r.allocation); st.ok()) {
+        quota.Add(p->queue, *r.allocation);
         decisions.push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
         continue;
       } else {

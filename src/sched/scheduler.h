@@ -12,8 +12,9 @@
 // With backfill on, the first waiting job of each queue reserves the nodes it will get at its
 // earliest start, and later jobs may not delay that (see SchedulerOptions::backfill).
 //
-// Not yet here (see issue 3): queue quotas and fair share between queues, preemption and the
-// score plugins' weights.
+// Queue maxima are enforced (SchedulerOptions::queues). Not yet here (see issue 3): guaranteed
+// quotas with lending and reclaiming, fair share between queues, preemption and the score
+// plugins' weights.
 #ifndef GPUCLOUD_SCHED_SCHEDULER_H_
 #define GPUCLOUD_SCHED_SCHEDULER_H_
 
@@ -60,6 +61,9 @@ struct SchedulerOptions {
   // start (when running jobs' ends are known); a later job may start now only if it surely ends
   // before that (by its runtime estimate) or stays off the reserved nodes.
   bool backfill = true;
+  // Queue specs by name. A job whose placement would take its queue past a maximum
+  // (QueueSpec::quota[].max) waits. Queues not listed have no maximum.
+  std::map<std::string, QueueSpec> queues;
 };
 
 // The order jobs are considered in. Priority always comes first (higher first); then

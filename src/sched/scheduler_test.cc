@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "manifest/manifest.h"
+#include "sched/queue_quota.h"
 #include "sched/registry.h"
 
 namespace gpucloud::sched {
@@ -207,6 +208,39 @@ TEST(SchedulerProperty, BackfillNeverDelaysAReservation) {
     if (HasFailure()) break;
   }
   EXPECT_GT(reservations, 20);  // the scenarios do exercise reservations
+}
+
+TEST(Scheduler, QueueMaximaAreNeverExceeded) {
+  ClusterState s({MakeNode("h", 8), MakeNode("a", 8, "A100-80GB")}, GpuCatalog::Default());
+  QueueSpec team;
+  team.quota = {{.gpu_type = "H100-80GB", .max = WholeGpus(6)},
+                {.gpu_type = std::string(kAnyGpuType), .max = WholeGpus(10)}};
+  Scheduler scheduler(DefaultFilters(), GpuCatalog::Default(), {.queues = {{"team", team}}});
+  auto job = [](std::string key, int gpus, std::string type, int64_t submit) {
+    PendingJob p = Job(std::move(key), 1, gpus, 0, submit);
+    p.request.tasks[0].per_replica.gpu.types = {std::move(type)};
+    p.queue = "team";
+    return p;
+  };
+  std::vector<Decision> d =
+      scheduler.Schedule(s,
+                         {job("ns/h4", 4, "H100-80GB", 1), job("ns/h4b", 4, "H100-80GB", 2),
+                          job("ns/a4", 4, "A100-80GB", 3), job("ns/a4b", 4, "A100-80GB", 4),
+                          job("ns/h2", 2, "H100-80GB", 5)},
+                         0);
+  EXPECT_EQ(d[0].kind, DecisionKind::kBind);
+  EXPECT_EQ(d[1].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[1].reason,
+            "queue team is at its maximum of 6 H100-80GB GPUs (4 in use, the job needs 4)");
+  EXPECT_EQ(d[2].kind, DecisionKind::kBind);
+  EXPECT_EQ(d[3].kind, DecisionKind::kWait);
+  EXPECT_EQ(d[3].reason, "queue team is at its maximum of 10 GPUs (8 in use, the job needs 4)");
+  EXPECT_EQ(d[4].kind, DecisionKind::kBind);  // 6 H100, 10 in all: exactly at both maxima
+  // Next cycle: usage is read back from the state's allocations.
+  std::vector<Decision> next = scheduler.Schedule(s, {job("ns/h1", 1, "H100-80GB", 6)}, 0);
+  EXPECT_EQ(next[0].kind, DecisionKind::kWait);
+  EXPECT_EQ(next[0].reason,
+            "queue team is at its maximum of 6 H100-80GB GPUs (6 in use, the job needs 1)");
 }
 
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
