@@ -100,7 +100,9 @@ PlacementResult Scheduler::PlaceRespectingReservations(
   std::vector<std::string> holds = HoldNodes(state, blocked);
   PlacementResult again = placer_.PlaceNow(state, p.request);
   for (const std::string& key : holds) (void)state.Release(key);
-  if (again.allocation) return again;
+  // The holds cover free whole GPUs, CPU and memory; a job that still lands on a reserved node
+  // (on a shared or MIG GPU) is refused too, so reserved nodes are really left alone.
+  if (again.allocation && !Touches(*again.allocation, blocked)) return again;
   return {std::nullopt, Cat("waiting: starting now would delay the reservation of ", first->job,
                             " (expected to start in ", AboutMinutes(now_ms, first->start_ms), ")")};
 }
