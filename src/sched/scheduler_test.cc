@@ -161,6 +161,27 @@ TEST(Scheduler, BackfillNeverDelaysTheReservation) {
   EXPECT_EQ(g[1].allocation->replicas[0].node, 0);
 }
 
+TEST(Scheduler, BackfillKeepsSharesOffReservedNodes) {
+  ClusterState s({MakeNode("a", 8), MakeNode("b", 8)}, GpuCatalog::Default());
+  Allocation run_a{"ns/run-a", {{.task = "w", .node = 0}}};
+  run_a.replicas[0].gpus.push_back(
+      {.gpu = 0, .mode = GpuMode::kShared, .fraction = MilliGpu(500), .memory = GiB(40)});
+  for (int g = 1; g < 8; ++g) run_a.replicas[0].gpus.push_back({.gpu = g});
+  run_a.expected_end_ms = 60 * 60'000;
+  ASSERT_TRUE(s.Commit(run_a).ok());
+  Allocation run_b{"ns/run-b", {{.task = "w", .node = 1}}};
+  for (int g = 0; g < 8; ++g) run_b.replicas[0].gpus.push_back({.gpu = g});
+  ASSERT_TRUE(s.Commit(run_b).ok());
+  PendingJob head = Job("ns/head", 1, 8, 0, 1);
+  PendingJob share = Job("ns/share", 1, 1, 0, 2);
+  share.request.tasks[0].per_replica.gpu = {.mode = GpuMode::kShared, .fraction = MilliGpu(250)};
+  std::vector<Decision> d = MakeScheduler().Schedule(s, {head, share}, 0);
+  EXPECT_EQ(d[1].kind, DecisionKind::kWait) << d[1].reason;
+  share.runtime_estimate_s = 600;  // ends long before the head starts: may use the share now
+  d = MakeScheduler().Schedule(s, {head, share}, 0);
+  EXPECT_EQ(d[1].kind, DecisionKind::kBind) << d[1].reason;
+}
+
 // Property: with backfill, jobs placed after a queue's head never push its start past the
 // reservation it was given.
 TEST(SchedulerProperty, BackfillNeverDelaysAReservation) {
