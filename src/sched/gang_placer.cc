@@ -103,18 +103,13 @@ bool GangPlacer::PassesFilters(const JobRequest& job, const Node& node) const {
 }
 
 std::optional<Allocation> GangPlacer::PlaceOnOneNodeIndexed(ClusterState& state,
-                                                            const JobRequest& job) const {
-  int32_t needed = 0;
-  for (const TaskRequest& t : job.tasks) {
-    const GpuRequest& g = t.per_replica.gpu;
-    if (g.mode != GpuMode::kWhole && g.mode != GpuMode::kNone) return std::nullopt;
-    if (g.mode == GpuMode::kWhole) needed += g.count * t.replicas;
-  }
+                                                            const JobRequest& job,
+                                                            int64_t needed) const {
   const int32_t total = job.TotalReplicas();
-  for (int32_t free = needed; free <= state.MaxGpusPerNode(); ++free) {
+  for (int64_t free = needed; free <= state.MaxGpusPerNode(); ++free) {
     // Trial commits and releases, which moves the node out of and back into this bucket, so
     // walk it by value (upper_bound) rather than by a held iterator.
-    const std::set<NodeIndex>& bucket = state.NodesWithFreeWholeGpus(free);
+    const std::set<NodeIndex>& bucket = state.NodesWithFreeWholeGpus(static_cast<int32_t>(free));
     for (auto it = bucket.begin(); it != bucket.end();) {
       NodeIndex n = *it;
       if (PassesFilters(job, state.node(n))) {
@@ -129,13 +124,11 @@ std::optional<Allocation> GangPlacer::PlaceOnOneNodeIndexed(ClusterState& state,
 }
 
 PlacementResult GangPlacer::PlaceNow(ClusterState& state, const JobRequest& job) const {
-  bool indexed = true;
-  for (const TaskRequest& t : job.tasks) {
-    GpuMode m = t.per_replica.gpu.mode;
-    indexed = indexed && (m == GpuMode::kWhole || m == GpuMode::kNone);
+  std::optional<int64_t> needed = job.WholeGpusNeeded();
+  if (!needed) return PlaceAcrossDomains(state, job, 0, /*pruned=*/true);
+  if (std::optional<Allocation> a = PlaceOnOneNodeIndexed(state, job, *needed)) {
+    return {std::move(a), ""};
   }
-  if (!indexed) return PlaceAcrossDomains(state, job, 0, /*pruned=*/true);
-  if (std::optional<Allocation> a = PlaceOnOneNodeIndexed(state, job)) return {std::move(a), ""};
   return PlaceAcrossDomains(state, job, 1, /*pruned=*/true);
 }
 
@@ -153,15 +146,7 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
   }
   const int32_t total = job.TotalReplicas();
   // Whole GPUs the job needs in one domain; 0 (no pruning) when it asks for MIG or shares.
-  int64_t needed = 0;
-  for (const TaskRequest& t : job.tasks) {
-    const GpuRequest& g = t.per_replica.gpu;
-    if (g.mode == GpuMode::kMig || g.mode == GpuMode::kShared) {
-      needed = 0;
-      break;
-    }
-    if (g.mode == GpuMode::kWhole) needed += int64_t{g.count} * t.replicas;
-  }
+  const int64_t needed = job.WholeGpusNeeded().value_or(0);
 
   // Tightest first: node, leaf switch, spine, zone.
   static constexpr TopologyLevel kLevels[] = {TopologyLevel::kNode, TopologyLevel::kLeaf,

@@ -83,7 +83,9 @@ class GangPlacer {
   // Level 0 through the free-GPU index, for jobs of whole GPUs (or none): walks nodes by free
   // GPUs upwards from what the job needs, filtering lazily; the first node that holds the whole
   // job is the best fit. nullopt when no single node can hold it now.
-  std::optional<Allocation> PlaceOnOneNodeIndexed(ClusterState& state, const JobRequest& job) const;
+  // `needed` is job.WholeGpusNeeded().
+  std::optional<Allocation> PlaceOnOneNodeIndexed(ClusterState& state, const JobRequest& job,
+                                                  int64_t needed) const;
   // Levels `first_level`.. (0 node, 1 leaf, 2 spine, 3 zone) by scanning domains, then spread.
   // `pruned` skips domains with too few free GPUs and tries the rest best fit first, stopping
   // at the first that holds the job; unpruned tries every domain (the reference).

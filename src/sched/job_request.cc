@@ -12,6 +12,16 @@ int32_t JobRequest::TotalReplicas() const {
   return total;
 }
 
+std::optional<int64_t> JobRequest::WholeGpusNeeded() const {
+  int64_t needed = 0;
+  for (const TaskRequest& t : tasks) {
+    const GpuRequest& g = t.per_replica.gpu;
+    if (g.mode == GpuMode::kMig || g.mode == GpuMode::kShared) return std::nullopt;
+    if (g.mode == GpuMode::kWhole) needed += int64_t{g.count} * t.replicas;
+  }
+  return needed;
+}
+
 std::vector<std::string> JobRequest::AcceptedGpuTypes() const {
   std::vector<std::string> out;
   for (const TaskRequest& t : tasks) {

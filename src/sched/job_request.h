@@ -4,6 +4,7 @@
 #define GPUCLOUD_SCHED_JOB_REQUEST_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct JobRequest {
   int min_cuda_version = 0;
 
   int32_t TotalReplicas() const;
+  // Whole GPUs all replicas need together, or nullopt when some task asks for MIG instances or
+  // a share (whose room is not counted in whole GPUs).
+  std::optional<int64_t> WholeGpusNeeded() const;
   // Every GPU type some task accepts (empty: some task accepts any type, or none needs a GPU).
   std::vector<std::string> AcceptedGpuTypes() const;
 };
