@@ -8,9 +8,8 @@ namespace gpucloud::sched {
 QueueQuota::QueueQuota(const std::map<std::string, QueueSpec>& queues, const ClusterState& state,
                        const GpuCatalog& catalog)
     : queues_(queues), state_(state), catalog_(catalog) {
-  for (const auto& [key, a] : state.allocations()) {
-    if (!a.queue.empty()) Add(a.queue, a);
-  }
+  if (queues_.empty()) return;  // nothing to enforce: do not walk every running job each cycle
+  for (const auto& [key, a] : state.allocations()) Add(a.queue, a);
 }
 
 std::map<std::string, MilliGpu> QueueQuota::Usage(const Allocation& a) const {
@@ -58,6 +57,7 @@ std::optional<std::string> QueueQuota::CheckMax(const std::string& queue,
 }
 
 void QueueQuota::Add(const std::string& queue, const Allocation& a) {
+  if (!queues_.contains(queue)) return;  // only queues with a spec are ever checked
   for (const auto& [type, amount] : Usage(a)) used_[queue][type] += amount;
 }
 

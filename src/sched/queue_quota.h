@@ -25,6 +25,7 @@ class QueueQuota {
   // at its maximum of 16 H100-80GB GPUs (12 in use, the job needs 8)". Queues without a spec
   // have no maximum.
   std::optional<std::string> CheckMax(const std::string& queue, const Allocation& a) const;
+  // Counts `a` against `queue` (a no-op for queues without a spec).
   void Add(const std::string& queue, const Allocation& a);
 
   // GPUs `a` takes, per GPU type, plus the total under "*".
