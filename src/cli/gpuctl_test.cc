@@ -110,6 +110,22 @@ TEST(Gpuctl, ConvertedOutputValidatesAgain) {
   }
 }
 
+TEST(Gpuctl, SameObjectInTwoFilesIsKeptOnceAndConflictsAreErrors) {
+  std::string path = testing::TempDir() + "/queue-q.yaml";
+  std::ofstream(path) << "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n";
+  CliRun same = Gpuctl({"convert", "-f", path, "-f", "-"},
+                       "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n");
+  EXPECT_EQ(same.code, kExitOk) << same.err;
+  EXPECT_EQ(same.out.find("---"), std::string::npos);  // printed once
+  CliRun conflict = Gpuctl({"validate", "-f", path, "-f", "-"},
+                           "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\n"
+                           "spec: {weight: 2}\n");
+  EXPECT_EQ(conflict.code, kExitInvalid);
+  EXPECT_EQ(conflict.err,
+            "<stdin>: metadata.name: duplicate Queue q with different content (also in " + path +
+                ")\n1 error\n");
+}
+
 TEST(Gpuctl, ConvertPrintsNothingWhenAnyFileIsInvalid) {
   CliRun r = Gpuctl({"convert", "-f", Src("examples/seed-000-pod.yaml"), "-f",
                      Src("testdata/manifests/seed-000-verbatim.yaml")});

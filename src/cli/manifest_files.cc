@@ -87,9 +87,7 @@ LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istre
       for (manifest::Manifest& m : r.manifests) {
         // The same object in two files is kept once; two different objects of one name are an
         // error, as within one file.
-        std::string key =
-            Cat(manifest::KindOf(m.object), " ", manifest::MetaOf(m.object).namespace_, "/",
-                manifest::MetaOf(m.object).name);
+        std::string key = manifest::ObjectKey(m.object);
         auto [it, inserted] = seen.emplace(key, out.manifests.size());
         result.objects.push_back(it->second);
         if (!inserted) {

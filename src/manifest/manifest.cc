@@ -104,11 +104,6 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
   return Decoded{};
 }
 
-std::string ObjectKey(const Object& o) {
-  const ObjectMeta& m = MetaOf(o);
-  return Cat(KindOf(o), " ", m.namespace_.empty() ? "" : m.namespace_ + "/", m.name);
-}
-
 // Decodes one object at `root` (a document, or an item of a List) and appends it to `out`.
 // `seen` maps each object's key ("Job ns/name") to its index in `out`.
 void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Manifest>* out,
@@ -155,6 +150,11 @@ std::string_view KindOf(const Object& object) {
       break;
   }
   return "RuntimeClass";
+}
+
+std::string ObjectKey(const Object& object) {
+  const ObjectMeta& m = MetaOf(object);
+  return Cat(KindOf(object), " ", m.namespace_.empty() ? "" : m.namespace_ + "/", m.name);
 }
 
 const ObjectMeta& MetaOf(const Object& object) {

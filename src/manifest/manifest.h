@@ -60,6 +60,8 @@ std::vector<Diagnostic> ResolveRuntimeClasses(std::vector<Manifest>& manifests);
 // Kind name of an object in the gpucloud/v1 API: "Job", "Queue", "NodePool", "RuntimeClass".
 std::string_view KindOf(const Object& object);
 const ObjectMeta& MetaOf(const Object& object);
+// "Job team-a/train", "Queue team-a": what names an object uniquely.
+std::string ObjectKey(const Object& object);
 
 // The normalized gpucloud/v1 form of an object, as YAML (one document, no leading "---") or as
 // pretty-printed JSON. Parsing either back yields an equal object.
