@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/gpu_catalog.h"
@@ -53,6 +54,24 @@ bool CheckGpuRequest(Context& ctx, const Field& at, GpuRequest* gpu);
 void InferGpuTypesFromSelector(const GpuCatalog& catalog,
                                const std::map<std::string, std::string>& node_selector,
                                GpuRequest* gpu);
+
+// Reads a quantity written as a number or a string and parses it with `parse` (a function of
+// std::string_view returning absl::StatusOr<T>). A parse error is reported as `hint` followed by
+// the text, or as the parser's own message when `hint` is empty.
+template <typename Parse>
+auto DecodeParsed(Context& ctx, const Field& f, Parse parse, std::string_view hint = {})
+    -> std::optional<typename decltype(parse(std::string_view()))::value_type> {
+  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
+  if (!text) return std::nullopt;
+  auto value = parse(*text);
+  if (!value.ok()) {
+    ctx.sink.Error(
+        f.mark, f.path,
+        hint.empty() ? std::string(value.status().message()) : std::string(hint) + *text);
+    return std::nullopt;
+  }
+  return *std::move(value);
+}
 
 // A decimal fraction of a GPU in (0, 1], exactly, in milli-GPUs.
 std::optional<MilliGpu> DecodeGpuFraction(Context& ctx, const Field& f);

@@ -27,13 +27,9 @@ std::optional<std::string> ReadOneGpuType(Context& ctx, const Field& f, bool all
 }
 
 std::optional<MilliGpu> ReadGpuQuantity(Context& ctx, const Field& f) {
-  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
-  if (!text) return std::nullopt;
-  absl::StatusOr<int64_t> milli = ParseMilli(*text);
-  if (!milli.ok()) {
-    ctx.sink.Error(f.mark, f.path, Cat("must be a number of GPUs such as 8 or 2.5, got ", *text));
-    return std::nullopt;
-  }
+  std::optional<int64_t> milli =
+      DecodeParsed(ctx, f, ParseMilli, "must be a number of GPUs such as 8 or 2.5, got ");
+  if (!milli) return std::nullopt;
   return MilliGpu(*milli);
 }
 
@@ -145,19 +141,9 @@ std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc) {
     if (c) spec.billing = *c;
   }
   if (std::optional<Field> p = s.Take("pricePerGpuHour")) {
-    std::optional<std::string> text = ReadQuantityText(ctx.sink, *p);
-    if (text) {
-      absl::StatusOr<MicroUsd> price = ParsePrice(*text);
-      if (!price.ok()) {
-        ctx.sink.Error(p->mark, p->path,
-                       Cat("must be a price in US dollars such as 2.50, got ", *text));
-        ok = false;
-      } else {
-        spec.price_per_gpu_hour = *price;
-      }
-    } else {
-      ok = false;
-    }
+    spec.price_per_gpu_hour =
+        DecodeParsed(ctx, *p, ParsePrice, "must be a price in US dollars such as 2.50, got ");
+    ok = spec.price_per_gpu_hour.has_value() && ok;
   }
   ok = s.String("provider", &spec.provider) && ok;
   ok = s.StringMap("labels", &spec.labels, /*labels=*/true) && ok;

@@ -218,36 +218,15 @@ std::optional<MilliGpu> DecodeGpuFraction(Context& ctx, const Field& f) {
 }
 
 std::optional<MilliCpu> DecodeCpu(Context& ctx, const Field& f) {
-  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
-  if (!text) return std::nullopt;
-  absl::StatusOr<MilliCpu> cpu = ParseCpu(*text);
-  if (!cpu.ok()) {
-    ctx.sink.Error(f.mark, f.path, Cat("must be a CPU quantity such as 4 or 500m, got ", *text));
-    return std::nullopt;
-  }
-  return *cpu;
+  return DecodeParsed(ctx, f, ParseCpu, "must be a CPU quantity such as 4 or 500m, got ");
 }
 
 std::optional<MiB> DecodeMemory(Context& ctx, const Field& f) {
-  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
-  if (!text) return std::nullopt;
-  absl::StatusOr<MiB> mem = ParseMemory(*text);
-  if (!mem.ok()) {
-    ctx.sink.Error(f.mark, f.path, std::string(mem.status().message()));
-    return std::nullopt;
-  }
-  return *mem;
+  return DecodeParsed(ctx, f, ParseMemory);
 }
 
 std::optional<int64_t> DecodeDuration(Context& ctx, const Field& f) {
-  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
-  if (!text) return std::nullopt;
-  absl::StatusOr<int64_t> s = ParseDurationSeconds(*text);
-  if (!s.ok()) {
-    ctx.sink.Error(f.mark, f.path, std::string(s.status().message()));
-    return std::nullopt;
-  }
-  return *s;
+  return DecodeParsed(ctx, f, ParseDurationSeconds);
 }
 
 std::optional<std::vector<Field>> RequireTasks(Context& ctx, MapReader& spec) {

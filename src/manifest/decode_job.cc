@@ -235,18 +235,9 @@ bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
     ok = DecodeTolerations(ctx, *t, &spec->tolerations) && ok;
   }
   if (std::optional<Field> c = s.Take("minCudaVersion")) {
-    std::optional<std::string> text = ReadQuantityText(ctx.sink, *c);
-    if (text) {
-      absl::StatusOr<int> v = ParseCudaVersion(*text);
-      if (!v.ok()) {
-        ctx.sink.Error(c->mark, c->path, std::string(v.status().message()));
-        ok = false;
-      } else {
-        spec->min_cuda_version = *v;
-      }
-    } else {
-      ok = false;
-    }
+    std::optional<int> v = DecodeParsed(ctx, *c, ParseCudaVersion);
+    ok = v.has_value() && ok;
+    if (v) spec->min_cuda_version = *v;
   }
   ok = s.String("runtimeClass", &spec->runtime_class) && ok;
   if (std::optional<Field> c = s.Take("checkpoint")) {
