@@ -31,6 +31,10 @@ std::vector<std::string> SplitAny(std::string_view s, std::string_view separator
   return out;
 }
 
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  return Cat(n, " ", n == 1 ? one : many);
+}
+
 std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ std::string Join(const std::vector<std::string>& parts, std::string_view separat
 // Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and code
 // points above U+10FFFF count as invalid), or std::string_view::npos.
 size_t FirstInvalidUtf8(std::string_view s);
+
+// "1 GPU", "4 GPUs".
+std::string Plural(int64_t n, std::string_view one, std::string_view many);
 
 // Concatenates the printed forms of its arguments: Cat("got ", 3) == "got 3".
 template <typename... Args>

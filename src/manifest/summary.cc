@@ -6,10 +6,6 @@
 namespace gpucloud::manifest {
 namespace {
 
-std::string Plural(int64_t n, std::string_view one, std::string_view many) {
-  return Cat(n, " ", n == 1 ? one : many);
-}
-
 std::string TypesText(const GpuRequest& g) {
   if (g.types.empty()) return "any type";
   return Join(g.types, " or ");

@@ -8,10 +8,6 @@
 namespace gpucloud::sched {
 namespace {
 
-std::string Plural(int64_t n, std::string_view one, std::string_view many) {
-  return Cat(n, " ", n == 1 ? one : many);
-}
-
 // "0/5 nodes are available: 3 have no H100-80GB GPU, 2 are cordoned" in kube-scheduler's style.
 std::string SummarizeRejections(int total, const std::map<std::string, int>& rejections) {
   std::vector<std::pair<int, std::string>> sorted;
