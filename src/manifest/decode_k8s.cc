@@ -27,10 +27,8 @@ struct ContainerResources {
 bool ReadResourceList(Context& ctx, const Field& f, std::map<std::string, Field>* out) {
   MapReader m(ctx.sink, f);
   if (!m.valid()) return false;
-  std::vector<std::string> keys;
-  for (auto it = f.value.begin(); it != f.value.end(); ++it) keys.push_back(it->first.Scalar());
   bool ok = true;
-  for (const std::string& key : keys) {
+  for (const std::string& key : m.Keys()) {
     std::optional<Field> v = m.Take(key);
     if (!v) {
       ctx.sink.Error(m.mark(), ChildPath(f.path, key), "must be a quantity, got null");

@@ -235,9 +235,7 @@ std::optional<std::map<std::string, std::string>> ReadStringMap(Sink& sink, cons
   std::map<std::string, std::string> out;
   bool ok = true;
   // Every key is known in a free-form map; read them in document order.
-  std::vector<std::string> keys;
-  for (auto it = f.value.begin(); it != f.value.end(); ++it) keys.push_back(it->first.Scalar());
-  for (const std::string& key : keys) {
+  for (const std::string& key : map.Keys()) {
     std::optional<Field> v = map.Take(key);
     std::string path = ChildPath(f.path, key);
     if (!v) {  // a null value
@@ -321,6 +319,13 @@ MapReader::Entry* MapReader::Find(std::string_view key) {
     if (e.key == key) return &e;
   }
   return nullptr;
+}
+
+std::vector<std::string> MapReader::Keys() const {
+  std::vector<std::string> keys;
+  keys.reserve(entries_.size());
+  for (const Entry& e : entries_) keys.push_back(e.key);
+  return keys;
 }
 
 bool MapReader::Has(std::string_view key) const {

@@ -122,6 +122,8 @@ class MapReader {
   Sink& sink() { return sink_; }
 
   bool Has(std::string_view key) const;
+  // Every key, in document order (for free-form maps such as labels).
+  std::vector<std::string> Keys() const;
   // The value of `key`, marking it known; nullopt when absent.
   std::optional<Field> Take(std::string_view key);
   // Like Take, but an absent key is an error "is required".
