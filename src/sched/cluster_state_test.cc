@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/clock.h"
+#include "sched/test_util.h"
 
 namespace gpucloud::sched {
 namespace {
@@ -11,21 +12,12 @@ const GpuCatalog& Cat() { return GpuCatalog::Default(); }
 
 Node MakeNode(std::string name, const std::string& type, int gpus, bool mig = false,
               int gpus_per_island = 0) {
-  Node n;
-  n.name = std::move(name);
-  n.cpu = Cores(64);
-  n.memory = GiB(512);
-  for (int i = 0; i < gpus; ++i) {
-    Gpu g;
-    g.uuid = n.name + "-gpu" + std::to_string(i);
-    g.index = i;
-    g.type = type;
-    g.memory = Cat().Find(type)->memory;
-    g.mig_enabled = mig;
-    g.nvlink_island = gpus_per_island > 0 ? i / gpus_per_island : -1;
-    n.gpus.push_back(g);
-  }
-  return n;
+  return testing_util::MakeTestNode(std::move(name), gpus,
+                                    {.type = type,
+                                     .mig = mig,
+                                     .gpus_per_island = gpus_per_island,
+                                     .cpu = Cores(64),
+                                     .memory = GiB(512)});
 }
 
 ReplicaRequest Whole(int count) { return {.gpu = {.mode = GpuMode::kWhole, .count = count}}; }

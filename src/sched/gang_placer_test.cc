@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "sched/registry.h"
+#include "sched/test_util.h"
 
 namespace gpucloud::sched {
 namespace {
@@ -12,28 +13,11 @@ const GpuCatalog& Cat() { return GpuCatalog::Default(); }
 
 Node MakeNode(std::string name, int gpus, TopologyPath path = {"z", "s", "l"},
               const std::string& type = "H100-80GB") {
-  Node n;
-  n.name = std::move(name);
-  n.cpu = Cores(128);
-  n.memory = GiB(1024);
-  n.topology = std::move(path);
-  n.cuda_version = 12040;
-  for (int i = 0; i < gpus; ++i) {
-    n.gpus.push_back(Gpu{.uuid = n.name + "-" + std::to_string(i),
-                         .index = i,
-                         .type = type,
-                         .memory = Cat().Find(type)->memory});
-  }
-  return n;
+  return testing_util::MakeTestNode(std::move(name), gpus, {.type = type, .path = std::move(path)});
 }
 
 JobRequest Gang(std::string key, int replicas, int gpus_each, int gang = 0) {
-  JobRequest j;
-  j.key = std::move(key);
-  j.tasks.push_back(
-      {"w", replicas, ReplicaRequest{.gpu = {.mode = GpuMode::kWhole, .count = gpus_each}}});
-  j.gang_size = gang > 0 ? gang : replicas;
-  return j;
+  return testing_util::WholeGpuJob(std::move(key), replicas, gpus_each, gang);
 }
 
 class GangPlacerTest : public testing::Test {

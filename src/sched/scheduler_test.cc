@@ -10,31 +10,18 @@
 #include "manifest/manifest.h"
 #include "sched/queue_quota.h"
 #include "sched/registry.h"
+#include "sched/test_util.h"
 
 namespace gpucloud::sched {
 namespace {
 
 Node MakeNode(std::string name, int gpus, std::string type = "H100-80GB") {
-  Node n;
-  n.name = std::move(name);
-  n.cpu = Cores(128);
-  n.memory = GiB(1024);
-  n.cuda_version = 12040;
-  for (int i = 0; i < gpus; ++i) {
-    n.gpus.push_back(Gpu{.uuid = n.name + std::to_string(i),
-                         .index = i,
-                         .type = type,
-                         .memory = GpuCatalog::Default().Find(type)->memory});
-  }
-  return n;
+  return testing_util::MakeTestNode(std::move(name), gpus, {.type = std::move(type)});
 }
 
 PendingJob Job(std::string key, int replicas, int gpus, int32_t priority = 0, int64_t submit = 0) {
   PendingJob p;
-  p.request.key = std::move(key);
-  p.request.tasks.push_back(
-      {"w", replicas, ReplicaRequest{.gpu = {.mode = GpuMode::kWhole, .count = gpus}}});
-  p.request.gang_size = replicas;
+  p.request = testing_util::WholeGpuJob(std::move(key), replicas, gpus);
   p.priority = priority;
   p.submit_ms = submit;
   return p;
