@@ -354,6 +354,15 @@ int32_t ClusterState::CountFreeWholeGpus(NodeIndex n) const {
   return free;
 }
 
+MilliGpu ClusterState::FreeShare(NodeIndex n, int32_t g) const {
+  const Gpu& gpu = nodes_[n].gpus[g];
+  const GpuUse& u = use_[n].gpus[g];
+  if (!gpu.healthy || gpu.mig_enabled) return MilliGpu(0);
+  if (u.mode == GpuMode::kNone) return WholeGpus(1);
+  if (u.mode == GpuMode::kShared) return WholeGpus(1) - u.shared_fraction;
+  return MilliGpu(0);
+}
+
 MilliCpu ClusterState::FreeCpu(NodeIndex n) const { return nodes_[n].cpu - use_[n].cpu; }
 MiB ClusterState::FreeMemory(NodeIndex n) const { return nodes_[n].memory - use_[n].memory; }
 

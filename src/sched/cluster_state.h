@@ -70,6 +70,15 @@ struct Allocation {
   // When the job is expected to end (from the user's estimate or the simulator), in ms; 0 when
   // unknown. Used to answer "when could a waiting job start".
   int64_t expected_end_ms = 0;
+  // For preemption: the job's priority, whether it may be preempted by any non-preemptible job
+  // (spot), when it started and when it last wrote a complete checkpoint (0 = never; work since
+  // then is what preempting it loses).
+  int32_t priority = 0;
+  bool preemptible = false;
+  int64_t start_ms = 0;
+  int64_t last_checkpoint_ms = 0;
+  // Preempted and within its grace period: still holds its GPUs, is not chosen again.
+  bool terminating = false;
   bool operator==(const Allocation&) const = default;
 };
 
@@ -114,6 +123,10 @@ class ClusterState {
   // Distinct for every ClusterState built (copies share it: they hold the same nodes). Lets
   // callers cache facts that depend only on the nodes, such as which ones a filter accepts.
   uint64_t nodes_id() const { return nodes_id_; }
+  // How much of GPU `g` of node `n` a whole-GPU or shared request could still use: 1 GPU when it
+  // is free, what the shares leave when it is shared, 0 when it is taken whole, MIG-enabled or
+  // unhealthy. For the Fragmentation score.
+  MilliGpu FreeShare(NodeIndex n, int32_t g) const;
   MilliCpu FreeCpu(NodeIndex n) const;
   MiB FreeMemory(NodeIndex n) const;
 

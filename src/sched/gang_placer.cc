@@ -102,7 +102,11 @@ std::optional<Allocation> GangPlacer::PlaceOnOneNodeIndexed(ClusterState& state,
                                                             const JobRequest& job,
                                                             int64_t needed) const {
   const int32_t total = job.TotalReplicas();
+  // With score plugins: up to this many fitting nodes per free-GPU count are scored.
+  constexpr int kCandidatesPerBucket = 2;
+  std::vector<Candidate> candidates;
   for (int64_t free = needed; free <= state.MaxGpusPerNode(); ++free) {
+    int found = 0;
     // Trial commits and releases, which moves the node out of and back into this bucket, so
     // walk it by value (upper_bound) rather than by a held iterator.
     const std::set<NodeIndex>& bucket = state.NodesWithFreeWholeGpus(static_cast<int32_t>(free));
@@ -110,13 +114,58 @@ std::optional<Allocation> GangPlacer::PlaceOnOneNodeIndexed(ClusterState& state,
       NodeIndex n = *it;
       if (PassesFilters(job, state.node(n))) {
         std::vector<ReplicaPlacement> placed = Trial(state, job, {n});
-        if (static_cast<int32_t>(placed.size()) == total)
-          return Allocation{job.key, std::move(placed)};
+        if (static_cast<int32_t>(placed.size()) == total) {
+          if (!Scoring()) return Allocation{job.key, std::move(placed)};
+          candidates.push_back({n, std::move(placed)});
+          if (++found == kCandidatesPerBucket) break;
+        }
       }
       it = bucket.upper_bound(n);
     }
   }
-  return std::nullopt;
+  if (candidates.empty()) return std::nullopt;
+  size_t best = BestByScore(state, job, candidates);
+  return Allocation{job.key, std::move(candidates[best].placed)};
+}
+
+size_t GangPlacer::BestByScore(const ClusterState& state, const JobRequest& job,
+                               const std::vector<Candidate>& candidates) const {
+  if (candidates.size() <= 1) return 0;
+  std::vector<double> total(candidates.size(), 0.0);
+  std::vector<double> raw(candidates.size());
+  std::vector<NodeView> before(candidates.size()), after(candidates.size());
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    NodeIndex n = candidates[c].node;
+    NodeView& v = before[c];
+    v.node = &state.node(n);
+    for (int32_t g = 0; g < static_cast<int32_t>(v.node->gpus.size()); ++g) {
+      const Gpu& gpu = v.node->gpus[g];
+      if (gpu.healthy && !gpu.mig_enabled) ++v.usable;
+      v.free.push_back(state.FreeShare(n, g));
+    }
+    after[c] = v;
+    for (const ReplicaPlacement& r : candidates[c].placed) {
+      for (const GpuAssignment& a : r.gpus) {
+        if (a.mode == GpuMode::kWhole) after[c].free[a.gpu] = MilliGpu(0);
+        if (a.mode == GpuMode::kShared) after[c].free[a.gpu] -= a.fraction;
+      }
+    }
+  }
+  for (const WeightedScore& s : *scores_) {
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      raw[c] = s.plugin->Score(job, before[c], after[c]);
+    }
+    auto [lo, hi] = std::minmax_element(raw.begin(), raw.end());
+    double min = *lo, span = *hi - *lo;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      total[c] += s.weight * (span > 0 ? 100.0 * (raw[c] - min) / span : 100.0);
+    }
+  }
+  size_t best = 0;
+  for (size_t c = 1; c < candidates.size(); ++c) {
+    if (total[c] > total[best] + 1e-9) best = c;
+  }
+  return best;
 }
 
 PlacementResult GangPlacer::PlaceNow(ClusterState& state, const JobRequest& job) const {
@@ -174,6 +223,22 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
     }
     std::optional<std::vector<ReplicaPlacement>> best;
     int64_t best_left = 0;
+    if (level == TopologyLevel::kNode && pruned && Scoring()) {
+      // Score the first few nodes that hold the job, in best-fit order.
+      constexpr size_t kMaxScored = 8;
+      std::vector<Candidate> candidates;
+      for (size_t g : order) {
+        std::vector<ReplicaPlacement> placed = Trial(state, job, groups[g]);
+        if (static_cast<int32_t>(placed.size()) < total) continue;
+        candidates.push_back({groups[g][0], std::move(placed)});
+        if (candidates.size() == kMaxScored) break;
+      }
+      if (!candidates.empty()) {
+        size_t pick = BestByScore(state, job, candidates);
+        return {Allocation{job.key, std::move(candidates[pick].placed)}, ""};
+      }
+      continue;
+    }
     for (size_t g : order) {
       std::vector<ReplicaPlacement> placed = Trial(state, job, groups[g]);
       if (static_cast<int32_t>(placed.size()) < total) continue;

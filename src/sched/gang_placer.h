@@ -36,9 +36,13 @@ struct PlacementResult {
 
 class GangPlacer {
  public:
-  // Borrows `filters`, which must outlive the placer.
-  explicit GangPlacer(const std::vector<std::unique_ptr<FilterPlugin>>& filters)
-      : filters_(filters) {}
+  // Borrows `filters` and `scores`, which must outlive the placer. Without score plugins the
+  // first node in best-fit order wins; with them, a few candidates per free-GPU count (and, for
+  // MIG and shared requests, the first few nodes in best-fit order) are scored and the highest
+  // weighted sum wins. Multi-node gangs are placed by topology and best fit only.
+  explicit GangPlacer(const std::vector<std::unique_ptr<FilterPlugin>>& filters,
+                      const std::vector<WeightedScore>* scores = nullptr)
+      : filters_(filters), scores_(scores) {}
 
   // Where `job` can run now in `state`. Leaves `state` unchanged.
   PlacementResult PlaceNow(ClusterState& state, const JobRequest& job) const;
@@ -97,7 +101,17 @@ class GangPlacer {
   std::vector<ReplicaPlacement> Trial(ClusterState& state, const JobRequest& job,
                                       const std::vector<NodeIndex>& domain) const;
 
+  struct Candidate {
+    NodeIndex node = 0;
+    std::vector<ReplicaPlacement> placed;
+  };
+  bool Scoring() const { return scores_ != nullptr && !scores_->empty(); }
+  // The index of the candidate with the highest weighted, normalized score (the first on ties).
+  size_t BestByScore(const ClusterState& state, const JobRequest& job,
+                     const std::vector<Candidate>& candidates) const;
+
   const std::vector<std::unique_ptr<FilterPlugin>>& filters_;
+  const std::vector<WeightedScore>* scores_;
   // nodes_id -> filter signature -> eligibility. At most two node sets are kept (the cluster
   // and its empty twin used for feasibility); entries are dropped when a third appears.
   mutable std::map<uint64_t, std::unordered_map<std::string, Eligibility>> eligible_cache_;

@@ -5,9 +5,11 @@
 #ifndef GPUCLOUD_SCHED_PLUGIN_H_
 #define GPUCLOUD_SCHED_PLUGIN_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/node.h"
 #include "sched/job_request.h"
@@ -25,6 +27,30 @@ class FilterPlugin {
   // nullopt when the node is acceptable; otherwise why not, e.g. "node label accelerator is
   // nvidia-h100, the job needs nvidia-a100".
   virtual std::optional<std::string> Filter(const JobRequest& job, const Node& node) const = 0;
+};
+
+// What a score plugin sees of a node: per GPU, how much a whole-GPU or shared request could still
+// use (ClusterState::FreeShare), before or after the candidate placement.
+struct NodeView {
+  const Node* node = nullptr;
+  std::vector<MilliGpu> free;  // one entry per GPU of the node; 0 for MIG-enabled or broken
+  int32_t usable = 0;          // GPUs that are healthy and not MIG-enabled
+};
+
+// Score stage: how good is this node for this job, among nodes where it fits? 0..100, higher is
+// better. The placer normalizes each plugin's scores over the candidates of one decision (so a
+// plugin only has to order nodes) and sums them times their weights; ties keep best-fit order.
+class ScorePlugin {
+ public:
+  virtual ~ScorePlugin() = default;
+  virtual std::string_view Name() const = 0;
+  virtual double Score(const JobRequest& job, const NodeView& before,
+                       const NodeView& after) const = 0;
+};
+
+struct WeightedScore {
+  std::unique_ptr<ScorePlugin> plugin;
+  int32_t weight = 1;
 };
 
 }  // namespace gpucloud::sched

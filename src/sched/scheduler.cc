@@ -6,8 +6,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/parse.h"
 #include "core/text.h"
-#include "sched/queue_quota.h"
+#include "sched/registry.h"
 
 namespace gpucloud::sched {
 
@@ -107,61 +108,278 @@ PlacementResult Scheduler::PlaceRespectingReservations(
                             " (expected to start in ", AboutMinutes(now_ms, first->start_ms), ")")};
 }
 
-std::vector<Decision> Scheduler::Schedule(ClusterState& state,
-                                          const std::vector<PendingJob>& pending,
-                                          int64_t now_ms) const {
-  std::vector<const PendingJob*> order;
-  order.reserve(pending.size());
-  for (const PendingJob& p : pending) order.push_back(&p);
-  std::sort(order.begin(), order.end(), [&](const PendingJob* a, const PendingJob* b) {
-    return QueueSortLess(options_.ordering, *a, *b);
-  });
-
+struct Scheduler::CycleState {
+  QueueQuota quota;
   std::optional<ClusterState> empty;  // built on the first job that does not fit now
   // Within one cycle the cluster only fills up and reservations are only added, so a job that
   // did not fit will not fit later in the cycle either: same queue, shape and estimate get the
   // same decision without another search.
   std::unordered_map<std::string, Decision> unfit;
-  std::map<std::string, Reservation> reservations;  // queue -> its head's reservation
-  QueueQuota quota(options_.queues, state, catalog_);
+  std::map<std::string, Reservation> reservations;  // queue (or #preempt#job) -> reservation
+  std::set<std::string> victims;                    // preempted in this cycle
+  std::vector<Allocation> nominated;                // where this cycle's preemptors will run
+};
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
+    const SchedulerConfig& config, std::map<std::string, QueueSpec> queues,
+    const GpuCatalog& catalog) {
+  absl::StatusOr<std::vector<std::unique_ptr<FilterPlugin>>> filters = MakeFilters(config.filters);
+  if (!filters.ok()) return filters.status();
+  absl::StatusOr<std::vector<WeightedScore>> scores = MakeScorePlugins(config.scores);
+  if (!scores.ok()) return scores.status();
+  SchedulerOptions o;
+  o.ordering = config.ordering;
+  o.backfill = config.backfill;
+  o.estimate_start_times = config.estimate_start_times;
+  o.queues = std::move(queues);
+  o.fair_share = config.fair_share;
+  o.fair_share_window_hours = static_cast<double>(config.fair_share_window_s) / 3600;
+  o.preemption = config.preemption;
+  o.preemption_grace_ms = config.preemption_grace_s * 1000;
+  return std::make_unique<Scheduler>(std::move(*filters), catalog, std::move(o),
+                                     std::move(*scores));
+}
+
+std::vector<Decision> Scheduler::Schedule(ClusterState& state,
+                                          const std::vector<PendingJob>& pending,
+                                          int64_t now_ms) const {
+  CycleState cycle{QueueQuota(options_.queues, state, catalog_, &options_.history,
+                              options_.fair_share_window_hours)};
   std::vector<Decision> decisions;
-  decisions.reserve(order.size());
-  for (const PendingJob* p : order) {
-    const JobRequest& job = p->request;
-    std::string memo = Cat(p->queue, "\n", p->runtime_estimate_s.value_or(-1), "\n", ShapeKey(job));
-    if (auto it = unfit.find(memo); it != unfit.end()) {
-      decisions.push_back({it->second.kind, job.key, std::nullopt, it->second.reason,
-                           it->second.expected_start_ms});
-      continue;
+  decisions.reserve(pending.size());
+
+  if (!options_.fair_share) {
+    std::vector<const PendingJob*> order;
+    order.reserve(pending.size());
+    for (const PendingJob& p : pending) order.push_back(&p);
+    std::sort(order.begin(), order.end(), [&](const PendingJob* a, const PendingJob* b) {
+      return QueueSortLess(options_.ordering, *a, *b);
+    });
+    for (const PendingJob* p : order) Decide(state, *p, now_ms, cycle, &decisions);
+    return decisions;
+  }
+
+  // Fair share: per queue, jobs in the queue's own order; then, job by job, the queue below its
+  // guarantee, else the one with the smallest weighted dominant share, places its next job.
+  std::map<std::string, std::vector<const PendingJob*>> by_queue;
+  for (const PendingJob& p : pending) by_queue[p.queue].push_back(&p);
+  struct Lane {
+    const std::string* name;
+    std::vector<const PendingJob*> jobs;
+    size_t next = 0;
+  };
+  std::vector<Lane> lanes;
+  for (auto& [name, jobs] : by_queue) {
+    QueueOrdering ordering = options_.ordering;
+    if (auto spec = options_.queues.find(name); spec != options_.queues.end()) {
+      ordering = spec->second.ordering;
     }
-    PlacementResult r = PlaceRespectingReservations(state, *p, reservations, now_ms);
-    if (r.allocation && p->runtime_estimate_s) {
-      r.allocation->expected_end_ms = now_ms + *p->runtime_estimate_s * 1000;
+    std::sort(jobs.begin(), jobs.end(), [&](const PendingJob* a, const PendingJob* b) {
+      return QueueSortLess(ordering, *a, *b);
+    });
+    lanes.push_back({&name, std::move(jobs)});
+  }
+  std::vector<std::tuple<int, double>> keys(lanes.size());
+  auto key_of = [&](const Lane& lane) {
+    return std::tuple<int, double>(cycle.quota.BelowGuarantee(*lane.name) ? 0 : 1,
+                                   cycle.quota.DominantShare(*lane.name));
+  };
+  for (size_t i = 0; i < lanes.size(); ++i) keys[i] = key_of(lanes[i]);
+  for (size_t left = pending.size(); left > 0; --left) {
+    size_t pick = lanes.size();
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      if (lanes[i].next == lanes[i].jobs.size()) continue;
+      if (pick == lanes.size() || keys[i] < keys[pick]) pick = i;  // ties: queue name order
     }
-    if (r.allocation) r.allocation->queue = p->queue;
-    if (r.allocation) {
-      if (std::optional<std::string> over = quota.CheckMax(p->queue, *r.allocation)) {
-        decisions.push_back({DecisionKind::kWait, job.key, std::nullopt, std::move(*over)});
-        unfit.emplace(std::move(memo), decisions.back());
-        continue;
-      }
-      if (absl::Status st = state.Commit(*r.allocation); st.ok()) {
-        quota.Add(p->queue, *r.allocation);
-        decisions.push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
-        continue;
-      } else {
-        r.reason = std::string(st.message());  // cannot happen: the placer checked it
-      }
+    Lane& lane = lanes[pick];
+    size_t before = decisions.size();
+    Decide(state, *lane.jobs[lane.next++], now_ms, cycle, &decisions);
+    // A bind or a preemption changes shares; refresh only then (cheap either way).
+    bool changed = decisions.size() > before + 1 || decisions.back().kind == DecisionKind::kBind;
+    if (changed) {
+      for (size_t i = 0; i < lanes.size(); ++i) keys[i] = key_of(lanes[i]);
     }
-    if (!empty) empty.emplace(GangPlacer::EmptyCluster(state.nodes(), catalog_));
-    if (std::optional<std::string> never = placer_.WhyNeverFits(*empty, job)) {
-      decisions.push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
-    } else {
-      decisions.push_back(Wait(state, *p, now_ms, std::move(r.reason), &reservations));
-    }
-    unfit.emplace(std::move(memo), decisions.back());
   }
   return decisions;
+}
+
+void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
+                       CycleState& cycle, std::vector<Decision>* decisions) const {
+  const JobRequest& job = p.request;
+  std::string memo = Cat(p.queue, "\n", p.runtime_estimate_s.value_or(-1), "\n", p.priority,
+                         "\n", p.preemptible, "\n", ShapeKey(job));
+  if (auto it = cycle.unfit.find(memo); it != cycle.unfit.end()) {
+    decisions->push_back({it->second.kind, job.key, std::nullopt, it->second.reason,
+                          it->second.expected_start_ms});
+    return;
+  }
+  PlacementResult r = PlaceRespectingReservations(state, p, cycle.reservations, now_ms);
+  if (r.allocation) {
+    Allocation& a = *r.allocation;
+    if (p.runtime_estimate_s) a.expected_end_ms = now_ms + *p.runtime_estimate_s * 1000;
+    a.queue = p.queue;
+    a.priority = p.priority;
+    a.preemptible = p.preemptible;
+    a.start_ms = now_ms;
+    std::optional<std::string> refused = cycle.quota.CheckMax(p.queue, a);
+    if (!refused) refused = cycle.quota.CheckBorrow(p.queue, a);
+    if (refused) {
+      decisions->push_back({DecisionKind::kWait, job.key, std::nullopt,
+                            Cat("waiting: ", std::move(*refused))});
+      cycle.unfit.emplace(std::move(memo), decisions->back());
+      return;
+    }
+    if (absl::Status st = state.Commit(a); st.ok()) {
+      cycle.quota.Add(p.queue, a);
+      decisions->push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
+      return;
+    } else {
+      r.reason = std::string(st.message());  // cannot happen: the placer checked it
+    }
+  }
+  if (!cycle.empty) cycle.empty.emplace(GangPlacer::EmptyCluster(state.nodes(), catalog_));
+  if (std::optional<std::string> never = placer_.WhyNeverFits(*cycle.empty, job)) {
+    decisions->push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
+    cycle.unfit.emplace(std::move(memo), decisions->back());
+    return;
+  }
+  if (options_.preemption) {
+    if (std::optional<Decision> wait = Preempt(state, p, now_ms, cycle, decisions)) {
+      decisions->push_back(std::move(*wait));
+      return;  // not memoized: the next such job may find other victims
+    }
+  }
+  decisions->push_back(Wait(state, p, now_ms, std::move(r.reason), &cycle.reservations));
+  cycle.unfit.emplace(std::move(memo), decisions->back());
+}
+
+std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob& p,
+                                           int64_t now_ms, CycleState& cycle,
+                                           std::vector<Decision>* decisions) const {
+  QueueQuota& quota = cycle.quota;
+  const int64_t requested = RequestedMilliGpus(p.request);
+  struct Candidate {
+    const Allocation* a;
+    int64_t cost;  // milli-GPU x ms of work since the last checkpoint; -1: already terminating
+    std::string why;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& [key, a] : state.allocations()) {
+    if (key.starts_with("#") || cycle.victims.contains(key)) continue;
+    std::string why;
+    if (a.terminating) {
+      why = "already stopping";
+    } else if (a.queue == p.queue && a.priority < p.priority) {
+      why = Cat("priority ", a.priority, " < ", p.priority);
+    } else if (a.preemptible && !p.preemptible && a.priority <= p.priority) {
+      why = "a spot job";
+    } else if (a.queue != p.queue) {
+      for (const auto& [type, amount] : quota.Usage(a)) {
+        MilliGpu room = quota.Guaranteed(p.queue, type) - quota.Used(p.queue, type);
+        if (room.raw() >= requested && quota.Borrowing(a.queue, type)) {
+          why = Cat("queue ", p.queue, " reclaims its guarantee of ",
+                    FormatMilli(quota.Guaranteed(p.queue, type).raw()), " ",
+                    type == kAnyGpuType ? std::string("GPUs") : Cat(type, " GPUs"),
+                    " lent to queue ", a.queue);
+          break;
+        }
+      }
+    }
+    if (why.empty()) continue;
+    int64_t gpus = 0;
+    for (const auto& [type, amount] : quota.Usage(a)) {
+      if (type == kAnyGpuType) gpus = amount.raw();
+    }
+    int64_t since = std::max(a.start_ms, a.last_checkpoint_ms);
+    int64_t cost = a.terminating ? -1 : gpus * std::max<int64_t>(0, now_ms - since);
+    candidates.push_back({&a, cost, std::move(why)});
+  }
+  if (candidates.empty()) return std::nullopt;
+  // Cheapest first; then lower priority, then the younger job, then key (deterministic).
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+    return std::make_tuple(x.cost, x.a->priority, -x.a->start_ms, x.a->job) <
+           std::make_tuple(y.cost, y.a->priority, -y.a->start_ms, y.a->job);
+  });
+  // Copies: the search releases and re-commits them.
+  std::vector<Allocation> running;
+  for (const Candidate& c : candidates) running.push_back(*c.a);
+
+  // Look at the future this cycle has already decided: earlier victims gone, earlier
+  // preemptors in their places.
+  std::vector<Allocation> earlier_victims;
+  for (const std::string& v : cycle.victims) {
+    if (auto it = state.allocations().find(v); it != state.allocations().end()) {
+      earlier_victims.push_back(it->second);
+    }
+  }
+  for (const Allocation& v : earlier_victims) (void)state.Release(v.job);
+  std::vector<std::string> nominated;
+  for (const Allocation& n : cycle.nominated) {
+    if (state.Commit(n).ok()) nominated.push_back(n.job);
+  }
+
+  std::vector<bool> out(running.size(), false);
+  auto set_out = [&](size_t i, bool o) {
+    if (out[i] == o) return;
+    out[i] = o;
+    (void)(o ? state.Release(running[i].job) : state.Commit(running[i]));
+  };
+  auto fits = [&]() { return placer_.PlaceNow(state, p.request).allocation; };
+  auto prefix = [&](size_t k) {
+    for (size_t i = 0; i < running.size(); ++i) set_out(i, i < k);
+  };
+  std::optional<Allocation> placed;
+  prefix(running.size());
+  if (fits()) {
+    size_t lo = 0, hi = running.size();  // fits with the first hi out; not with none
+    while (hi - lo > 1) {
+      size_t mid = lo + (hi - lo) / 2;
+      prefix(mid);
+      (fits() ? hi : lo) = mid;
+    }
+    prefix(hi);
+    // Reprieve, most expensive first, every victim the job can do without.
+    constexpr size_t kMaxReprieve = 64;
+    for (size_t i = hi; i-- > 0 && hi - i <= kMaxReprieve;) {
+      set_out(i, false);
+      if (!fits()) set_out(i, true);
+    }
+    placed = fits();
+  }
+  const std::vector<bool> chosen = out;
+  for (size_t i = 0; i < running.size(); ++i) set_out(i, false);
+  for (auto it = nominated.rbegin(); it != nominated.rend(); ++it) (void)state.Release(*it);
+  for (const Allocation& v : earlier_victims) (void)state.Commit(v);
+  if (!placed) return std::nullopt;
+
+  std::vector<std::string> stopping;
+  for (size_t i = 0; i < running.size(); ++i) {
+    if (!chosen[i]) continue;
+    const Allocation& v = running[i];
+    stopping.push_back(v.job);
+    cycle.victims.insert(v.job);
+    quota.Remove(v.queue, v);
+    if (v.terminating) continue;
+    decisions->push_back({.kind = DecisionKind::kPreempt,
+                          .job = v.job,
+                          .reason = Cat("preempted by ", p.request.key, " (", candidates[i].why,
+                                        "); checkpoint and stop within ",
+                                        options_.preemption_grace_ms / 1000, " s"),
+                          .preemptor = p.request.key,
+                          .grace_ms = options_.preemption_grace_ms});
+  }
+  placed->queue = p.queue;
+  quota.Add(p.queue, *placed);
+  int64_t start = now_ms + options_.preemption_grace_ms;
+  Reservation res{p.request.key, start, {}};
+  for (const ReplicaPlacement& r : placed->replicas) res.nodes.push_back(r.node);
+  cycle.reservations.emplace(Cat("#preempt#", p.request.key), std::move(res));
+  cycle.nominated.push_back(std::move(*placed));
+  return Decision{.kind = DecisionKind::kWait,
+                  .job = p.request.key,
+                  .reason = Cat("waiting for ", Plural(stopping.size(), "preempted job", "preempted jobs"),
+                                " to stop: ", Join(stopping, ", ")),
+                  .expected_start_ms = start};
 }
 
 Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,

@@ -1,20 +1,20 @@
 // One scheduling cycle: a pure function of (cluster state, pending jobs, now) to decisions.
 //
-// Pending jobs are taken in queue-sort order (QueueSortLess: priority, then FIFO, SJF or LAS). Each
-// job either
+// Stages, after kube-scheduler: queue sort (fair share between queues, then priority and the
+// queue's ordering inside one), filter and score (GangPlacer with the configured plugins),
+// reserve (ClusterState::Commit of the whole gang or nothing), and post-filter (preemption).
+// Each pending job either
 //   binds    — the gang placer found room; the allocation is committed into the state at once,
 //              so later jobs of the same cycle see it;
 //   rejects  — it could never run on this cluster (reason says why; it must not wait forever);
-//   waits    — it could run, just not now (reason says what it waits for).
-// No I/O, no clock, no threads: `now` only orders and stamps. The server and the simulator
-// call the same code. Not thread-safe (mutates the given ClusterState).
+//   waits    — it could run, just not now (reason says what it waits for);
+// and a job that waits may cause preemptions: kPreempt decisions for running jobs, each with a
+// grace period to checkpoint. No I/O, no clock, no threads: `now` only orders and stamps. The
+// server and the simulator call the same code. Not thread-safe (mutates the given ClusterState).
 //
 // With backfill on, the first waiting job of each queue reserves the nodes it will get at its
-// earliest start, and later jobs may not delay that (see SchedulerOptions::backfill).
-//
-// Queue maxima are enforced (SchedulerOptions::queues). Not yet here (see issue 3): guaranteed
-// quotas with lending and reclaiming, fair share between queues, preemption and the score
-// plugins' weights.
+// earliest start, and later jobs may not delay that (see SchedulerOptions::backfill). Queue
+// maxima, guarantees and borrowing are enforced (SchedulerOptions::queues, QueueQuota).
 #ifndef GPUCLOUD_SCHED_SCHEDULER_H_
 #define GPUCLOUD_SCHED_SCHEDULER_H_
 
@@ -25,11 +25,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/queue.h"
+#include "core/sched_config.h"
 #include "sched/cluster_state.h"
 #include "sched/gang_placer.h"
 #include "sched/job_request.h"
 #include "sched/plugin.h"
+#include "sched/queue_quota.h"
 
 namespace gpucloud::sched {
 
@@ -40,16 +43,23 @@ struct PendingJob {
   int64_t submit_ms = 0;
   std::optional<int64_t> runtime_estimate_s;  // the user's estimate (SJF)
   int64_t attained_gpu_ms = 0;                // GPU time received in earlier attempts (LAS)
+  bool preemptible = false;                   // spot: any non-preemptible job may preempt it
 };
 
-enum class DecisionKind { kBind, kWait, kReject };
+// kPreempt: a running job (Decision::job) must checkpoint and stop within grace_ms, so that
+// Decision::preemptor can start. It stays in the state until the caller releases it; pass it
+// back with Allocation::terminating set meanwhile, so it is not chosen again.
+enum class DecisionKind { kBind, kWait, kReject, kPreempt };
 
 struct Decision {
   DecisionKind kind = DecisionKind::kWait;
   std::string job;
   std::optional<Allocation> allocation;      // kBind only; already committed to the state
-  std::string reason;                        // kWait and kReject
+  std::string reason;                        // kWait, kReject and kPreempt
   std::optional<int64_t> expected_start_ms;  // kWait, when start times are estimated and known
+  std::string preemptor;                     // kPreempt: the job it makes room for
+  int64_t grace_ms = 0;                      // kPreempt
+  bool operator==(const Decision&) const = default;
 };
 
 struct SchedulerOptions {
@@ -61,9 +71,21 @@ struct SchedulerOptions {
   // start (when running jobs' ends are known); a later job may start now only if it surely ends
   // before that (by its runtime estimate) or stays off the reserved nodes.
   bool backfill = true;
-  // Queue specs by name. A job whose placement would take its queue past a maximum
-  // (QueueSpec::quota[].max) waits. Queues not listed have no maximum.
+  // Queue specs by name: maxima, guarantees, lending, weights and ordering (a listed queue's
+  // spec.ordering overrides `ordering`). Queues not listed have weight 1 and no quota.
   std::map<std::string, QueueSpec> queues;
+  // Weighted dominant-resource fair share between queues: the queue below its guarantee, then
+  // the one with the smallest dominant share, places its next job. Off: one global order.
+  bool fair_share = true;
+  // GPU-hours per queue and type used in the last fair_share_window_hours (from the caller).
+  QueueHistory history;
+  double fair_share_window_hours = 168;
+  // Post-filter: a job that cannot start may preempt (1) lower-priority jobs of its queue,
+  // (2) preemptible (spot) jobs of priority <= its own when it is not preemptible itself, and
+  // (3) when its queue is below its guarantee, jobs of queues that borrow the GPU types they
+  // hold. The victims are the set that loses the fewest GPU-hours since their last checkpoint.
+  bool preemption = true;
+  int64_t preemption_grace_ms = 30'000;
 };
 
 // The order jobs are considered in. Priority always comes first (higher first); then
@@ -77,8 +99,22 @@ bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob
 class Scheduler {
  public:
   Scheduler(std::vector<std::unique_ptr<FilterPlugin>> filters, const GpuCatalog& catalog,
-            SchedulerOptions options = {})
-      : filters_(std::move(filters)), catalog_(catalog), options_(options), placer_(filters_) {}
+            SchedulerOptions options = {}, std::vector<WeightedScore> scores = {})
+      : filters_(std::move(filters)),
+        scores_(std::move(scores)),
+        catalog_(catalog),
+        options_(std::move(options)),
+        placer_(filters_, &scores_) {}
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // The scheduler a SchedulerConfig describes (plugins by name, weights, policies), with the
+  // given queue specs; InvalidArgument or NotFound naming a bad plugin.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> FromConfig(
+      const SchedulerConfig& config, std::map<std::string, QueueSpec> queues,
+      const GpuCatalog& catalog);
+
+  const SchedulerOptions& options() const { return options_; }
 
   std::vector<Decision> Schedule(ClusterState& state, const std::vector<PendingJob>& pending,
                                  int64_t now_ms) const;
@@ -100,7 +136,18 @@ class Scheduler {
   Decision Wait(ClusterState& state, const PendingJob& p, int64_t now_ms, std::string reason,
                 std::map<std::string, Reservation>* reservations) const;
 
+  // Post-filter: the cheapest set of running jobs whose end lets `p` start, among those it may
+  // preempt. Appends kPreempt decisions and returns p's wait decision (with a reservation of
+  // the nodes it will get), or nullopt when no such set exists.
+  struct CycleState;
+  std::optional<Decision> Preempt(ClusterState& state, const PendingJob& p, int64_t now_ms,
+                                  CycleState& cycle, std::vector<Decision>* decisions) const;
+  // Bind, wait or reject one job.
+  void Decide(ClusterState& state, const PendingJob& p, int64_t now_ms, CycleState& cycle,
+              std::vector<Decision>* decisions) const;
+
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
+  std::vector<WeightedScore> scores_;
   const GpuCatalog& catalog_;
   SchedulerOptions options_;
   GangPlacer placer_;

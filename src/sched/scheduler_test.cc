@@ -239,16 +239,17 @@ TEST(Scheduler, QueueMaximaAreNeverExceeded) {
   EXPECT_EQ(d[0].kind, DecisionKind::kBind);
   EXPECT_EQ(d[1].kind, DecisionKind::kWait);
   EXPECT_EQ(d[1].reason,
-            "queue team is at its maximum of 6 H100-80GB GPUs (4 in use, the job needs 4)");
+            "waiting: queue team is at its maximum of 6 H100-80GB GPUs (4 in use, the job needs 4)");
   EXPECT_EQ(d[2].kind, DecisionKind::kBind);
   EXPECT_EQ(d[3].kind, DecisionKind::kWait);
-  EXPECT_EQ(d[3].reason, "queue team is at its maximum of 10 GPUs (8 in use, the job needs 4)");
+  EXPECT_EQ(d[3].reason,
+            "waiting: queue team is at its maximum of 10 GPUs (8 in use, the job needs 4)");
   EXPECT_EQ(d[4].kind, DecisionKind::kBind);  // 6 H100, 10 in all: exactly at both maxima
   // Next cycle: usage is read back from the state's allocations.
   std::vector<Decision> next = scheduler.Schedule(s, {job("ns/h1", 1, "H100-80GB", 6)}, 0);
   EXPECT_EQ(next[0].kind, DecisionKind::kWait);
   EXPECT_EQ(next[0].reason,
-            "queue team is at its maximum of 6 H100-80GB GPUs (6 in use, the job needs 1)");
+            "waiting: queue team is at its maximum of 6 H100-80GB GPUs (6 in use, the job needs 1)");
 }
 
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {

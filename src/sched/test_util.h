@@ -8,6 +8,7 @@
 #include "core/gpu_catalog.h"
 #include "core/node.h"
 #include "sched/job_request.h"
+#include "sched/scheduler.h"
 
 namespace gpucloud::sched::testing_util {
 
@@ -47,6 +48,18 @@ inline JobRequest WholeGpuJob(std::string key, int replicas, int gpus_each, int 
       {"w", replicas, ReplicaRequest{.gpu = {.mode = GpuMode::kWhole, .count = gpus_each}}});
   j.gang_size = gang > 0 ? gang : replicas;
   return j;
+}
+
+// A pending WholeGpuJob in `queue`.
+inline PendingJob PendingWholeGpuJob(std::string key, int replicas, int gpus_each,
+                                     std::string queue = "", int32_t priority = 0,
+                                     int64_t submit_ms = 0) {
+  PendingJob p;
+  p.request = WholeGpuJob(std::move(key), replicas, gpus_each);
+  p.queue = std::move(queue);
+  p.priority = priority;
+  p.submit_ms = submit_ms;
+  return p;
 }
 
 }  // namespace gpucloud::sched::testing_util

@@ -1,0 +1,55 @@
+// SchedulerConfig: the scheduler's profile, as an operator writes it in a SchedulerConfiguration
+// file (see docs/scheduler.md): which filter and score plugins run and with what weights, queue
+// ordering, backfill, fair share and preemption. The server and the simulator read the same file,
+// so a policy tried in the simulator is the policy production runs. Value type;
+// thread-compatible.
+#ifndef GPUCLOUD_CORE_SCHED_CONFIG_H_
+#define GPUCLOUD_CORE_SCHED_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/quantity.h"
+#include "core/queue.h"
+
+namespace gpucloud {
+
+// One class of request in the workload the Fragmentation score plugin protects: `gpus` per
+// replica (a fraction such as 0.5 for shared GPUs) and its relative frequency.
+struct WorkloadShare {
+  MilliGpu gpus;
+  double weight = 0;
+  bool operator==(const WorkloadShare&) const = default;
+};
+
+struct ScorePluginConfig {
+  std::string name;
+  int32_t weight = 1;
+  // Fragmentation only: the expected mix of requests; empty = the Philly trace's job sizes.
+  std::vector<WorkloadShare> workload;
+  bool operator==(const ScorePluginConfig&) const = default;
+};
+
+struct SchedulerConfig {
+  std::string name = "default";
+  // Within a queue: priority first, then this (a queue's own spec.ordering overrides it).
+  QueueOrdering ordering = QueueOrdering::kFifo;
+  bool backfill = true;
+  bool estimate_start_times = false;
+  // Weighted dominant-resource fair share between queues; off = one global order.
+  bool fair_share = true;
+  // GPU-hours attained over this window count towards a queue's share (with its current use).
+  int64_t fair_share_window_s = 7 * 24 * 3600;
+  bool preemption = true;
+  // Time a preempted job gets to checkpoint before it is stopped.
+  int64_t preemption_grace_s = 30;
+  std::vector<std::string> filters;  // empty = every built-in filter
+  // Empty = no scoring: the first node in best-fit order wins.
+  std::vector<ScorePluginConfig> scores = {{"BinPack", 1, {}}, {"Fragmentation", 1, {}}};
+  bool operator==(const SchedulerConfig&) const = default;
+};
+
+}  // namespace gpucloud
+
+#endif  // GPUCLOUD_CORE_SCHED_CONFIG_H_
