@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/object_meta.h"
 #include "core/quantity.h"
 #include "core/queue.h"
 
@@ -32,7 +33,6 @@ struct ScorePluginConfig {
 };
 
 struct SchedulerConfig {
-  std::string name = "default";
   // Within a queue: priority first, then this (a queue's own spec.ordering overrides it).
   QueueOrdering ordering = QueueOrdering::kFifo;
   bool backfill = true;
@@ -48,6 +48,13 @@ struct SchedulerConfig {
   // Empty = no scoring: the first node in best-fit order wins.
   std::vector<ScorePluginConfig> scores = {{"BinPack", 1, {}}, {"Fragmentation", 1, {}}};
   bool operator==(const SchedulerConfig&) const = default;
+};
+
+// The manifest kind gpucloud/v1 SchedulerConfiguration (cluster-scoped).
+struct SchedulerConfiguration {
+  ObjectMeta metadata;
+  SchedulerConfig spec;
+  bool operator==(const SchedulerConfiguration&) const = default;
 };
 
 }  // namespace gpucloud

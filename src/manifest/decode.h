@@ -16,6 +16,7 @@
 #include "core/node_pool.h"
 #include "core/queue.h"
 #include "core/runtime_class.h"
+#include "core/sched_config.h"
 #include "manifest/yaml_reader.h"
 
 namespace gpucloud::manifest::internal {
@@ -91,6 +92,7 @@ bool CheckTaskName(Context& ctx, const Field& f, const std::string& name,
 std::optional<Job> DecodeJob(Context& ctx, MapReader& doc);
 std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc);
 std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc);
+std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx, MapReader& doc);
 std::optional<RuntimeClass> DecodeRuntimeClass(Context& ctx, MapReader& doc);
 std::optional<Job> DecodePod(Context& ctx, MapReader& doc);
 std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc);

@@ -3,6 +3,7 @@
 // string that would otherwise read back as a number, boolean or null.
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/parse.h"
@@ -155,6 +156,36 @@ Json NodePoolSpecJson(const NodePoolSpec& s) {
   return out;
 }
 
+Json SchedulerConfigJson(const SchedulerConfig& s) {
+  Json out = Json::object();
+  out["ordering"] = QueueOrderingName(s.ordering);
+  out["backfill"] = s.backfill;
+  out["estimateStartTimes"] = s.estimate_start_times;
+  out["fairShare"] = Json{{"enabled", s.fair_share}, {"window", FormatDuration(s.fair_share_window_s)}};
+  out["preemption"] =
+      Json{{"enabled", s.preemption}, {"gracePeriod", FormatDuration(s.preemption_grace_s)}};
+  Json plugins = Json::object();
+  if (!s.filters.empty()) plugins["filter"] = s.filters;
+  Json scores = Json::array();
+  for (const ScorePluginConfig& c : s.scores) {
+    Json j = Json::object();
+    j["name"] = c.name;
+    j["weight"] = c.weight;
+    if (!c.workload.empty()) {
+      Json w = Json::array();
+      for (const WorkloadShare& share : c.workload) {
+        w.push_back(Json{{"gpus", FormatMilli(share.gpus.raw())},
+                         {"weight", FormatMilli(std::llround(share.weight * kMilliPerUnit))}});
+      }
+      j["workload"] = std::move(w);
+    }
+    scores.push_back(std::move(j));
+  }
+  plugins["score"] = std::move(scores);
+  out["plugins"] = std::move(plugins);
+  return out;
+}
+
 Json ToJsonTree(const Object& object) {
   Json out = Json::object();
   out["apiVersion"] = kApiVersion;
@@ -163,6 +194,9 @@ Json ToJsonTree(const Object& object) {
   if (const Job* j = std::get_if<Job>(&object)) out["spec"] = JobSpecJson(j->spec);
   if (const Queue* q = std::get_if<Queue>(&object)) out["spec"] = QueueSpecJson(q->spec);
   if (const NodePool* p = std::get_if<NodePool>(&object)) out["spec"] = NodePoolSpecJson(p->spec);
+  if (const auto* c = std::get_if<SchedulerConfiguration>(&object)) {
+    out["spec"] = SchedulerConfigJson(c->spec);
+  }
   if (const RuntimeClass* rc = std::get_if<RuntimeClass>(&object)) {
     out["handler"] = rc->spec.handler;
     if (!rc->spec.node_selector.empty() || !rc->spec.tolerations.empty()) {

@@ -27,6 +27,36 @@ std::string Errors(const std::string& yaml) {
 }
 
 const Case kCases[] = {
+    {"sched_config_bad_fields", R"(apiVersion: gpucloud/v1
+kind: SchedulerConfiguration
+metadata:
+  name: p
+spec:
+  ordering: random
+  fairShare: {enabled: yes, window: 0s}
+  preemption: {gracePeriod: soon}
+  plugins:
+    filter: [GpuType, node-health]
+    score:
+    - name: BinPack
+      weight: 101
+    - name: Fragmentation
+      workload:
+      - {gpus: 0, weight: 1}
+      - {gpus: 1}
+    scroe: []
+)",
+     "job.yaml:6:13: spec.ordering: must be fifo, sjf or las, got \"random\"\n"
+     "job.yaml:7:24: spec.fairShare.enabled: must be true or false, got string \"yes\"\n"
+     "job.yaml:7:37: spec.fairShare.window: must be longer than 0s\n"
+     "job.yaml:8:29: spec.preemption.gracePeriod: not a valid duration: \"soon\" (use e.g. "
+     "90s, 10m, 1h30m, 2d)\n"
+     "job.yaml:10:23: spec.plugins.filter[1]: must be a plugin name such as BinPack (letters "
+     "and digits, starting with a capital), got \"node-health\"\n"
+     "job.yaml:13:15: spec.plugins.score[0].weight: must be <= 100, got 101\n"
+     "job.yaml:16:16: spec.plugins.score[1].workload[0].gpus: must be more than 0\n"
+     "job.yaml:17:9: spec.plugins.score[1].workload[1].weight: is required\n"
+     "job.yaml:18:5: spec.plugins.scroe: unknown field\n"},
     {"replicas_zero", R"(apiVersion: gpucloud/v1
 kind: Job
 metadata:
@@ -173,7 +203,7 @@ kind: Deployment
 metadata: {name: train}
 )",
      "job.yaml:2:7: kind: unknown kind \"Deployment\" for apiVersion gpucloud/v1 (known: Job, "
-     "Queue, NodePool, RuntimeClass)\n"},
+     "Queue, NodePool, RuntimeClass, SchedulerConfiguration)\n"},
     {"unsupported_api_version", R"(apiVersion: apps/v1
 kind: Deployment
 )",

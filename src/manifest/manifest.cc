@@ -84,7 +84,10 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
     if (kind == "Queue") return lift(internal::DecodeQueue(ctx, m));
     if (kind == "NodePool") return lift(internal::DecodeNodePool(ctx, m));
     if (kind == "RuntimeClass") return lift(internal::DecodeRuntimeClass(ctx, m));
-    return unknown_kind("Job, Queue, NodePool, RuntimeClass");
+    if (kind == "SchedulerConfiguration") {
+      return lift(internal::DecodeSchedulerConfiguration(ctx, m));
+    }
+    return unknown_kind("Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration");
   }
   if (api_version == "v1") {
     if (kind == "Pod") return lift(internal::DecodePod(ctx, m));
@@ -146,10 +149,12 @@ std::string_view KindOf(const Object& object) {
       return "Queue";
     case 2:
       return "NodePool";
+    case 3:
+      return "RuntimeClass";
     default:
       break;
   }
-  return "RuntimeClass";
+  return "SchedulerConfiguration";
 }
 
 std::string ObjectKey(const Object& object) {

@@ -1,7 +1,7 @@
 // Manifests: the YAML and JSON documents users already write, read into gpucloud's specs and
 // printed back in the normalized gpucloud/v1 form.
 //
-// Kinds read: gpucloud/v1 Job, Queue, NodePool and RuntimeClass; Kubernetes v1 Pod and
+// Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass and SchedulerConfiguration; Kubernetes v1 Pod and
 // node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job. Kubernetes and Volcano
 // objects are converted to gpucloud Jobs (GPU resources from `nvidia.com/gpu`,
 // `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from `nodeSelector`
@@ -21,6 +21,7 @@
 #include "core/node_pool.h"
 #include "core/queue.h"
 #include "core/runtime_class.h"
+#include "core/sched_config.h"
 #include "manifest/diagnostic.h"
 
 namespace gpucloud::manifest {
@@ -29,7 +30,7 @@ inline constexpr std::string_view kApiVersion = "gpucloud/v1";
 // Largest manifest file accepted.
 inline constexpr size_t kMaxManifestBytes = 8 << 20;
 
-using Object = std::variant<Job, Queue, NodePool, RuntimeClass>;
+using Object = std::variant<Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration>;
 
 // One object read from one document.
 struct Manifest {
@@ -57,7 +58,8 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
 // an error. Jobs naming a class not present are left as they are (the server resolves them).
 std::vector<Diagnostic> ResolveRuntimeClasses(std::vector<Manifest>& manifests);
 
-// Kind name of an object in the gpucloud/v1 API: "Job", "Queue", "NodePool", "RuntimeClass".
+// Kind name of an object in the gpucloud/v1 API: "Job", "Queue", "NodePool", "RuntimeClass",
+// "SchedulerConfiguration".
 std::string_view KindOf(const Object& object);
 const ObjectMeta& MetaOf(const Object& object);
 // "Job team-a/train", "Queue team-a": what names an object uniquely.

@@ -32,7 +32,11 @@ void ExpectRoundTrip(const Object& o, bool json) {
 
 TEST(RoundTrip, EveryExample) {
   for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(GPUCLOUD_SOURCE_DIR) + "/examples")) {
+       std::filesystem::recursive_directory_iterator(std::string(GPUCLOUD_SOURCE_DIR) +
+                                                     "/examples")) {
+    if (!entry.is_regular_file()) continue;
+    std::string ext = entry.path().extension().string();
+    if (ext != ".yaml" && ext != ".yml" && ext != ".json") continue;
     std::ifstream f(entry.path());
     std::stringstream ss;
     ss << f.rdbuf();
@@ -57,6 +61,8 @@ class SpecGenerator {
         return RandomQueue();
       case 1:
         return RandomPool();
+      case 2:
+        return RandomSchedulerConfiguration();
       default:
         return RandomJob();
     }
@@ -65,6 +71,32 @@ class SpecGenerator {
  private:
   std::string Name(std::string_view prefix) {
     return std::string(prefix) + std::to_string(rng_.Uniform(1000));
+  }
+
+  Object RandomSchedulerConfiguration() {
+    SchedulerConfiguration c;
+    c.metadata.name = Name("profile");
+    c.metadata.namespace_.clear();
+    SchedulerConfig& s = c.spec;
+    s.ordering = static_cast<QueueOrdering>(rng_.Uniform(3));
+    s.backfill = rng_.OneIn(2);
+    s.estimate_start_times = rng_.OneIn(2);
+    s.fair_share = rng_.OneIn(2);
+    s.fair_share_window_s = 60 * (1 + static_cast<int64_t>(rng_.Uniform(100000)));
+    s.preemption = rng_.OneIn(2);
+    s.preemption_grace_s = static_cast<int64_t>(rng_.Uniform(600));
+    if (rng_.OneIn(3)) s.filters = {"NodeHealth", "GpuType"};
+    s.scores.clear();
+    if (rng_.OneIn(2)) s.scores.push_back({"BinPack", static_cast<int32_t>(rng_.Uniform(10)), {}});
+    if (rng_.OneIn(2)) {
+      ScorePluginConfig f{"Fragmentation", 1 + static_cast<int32_t>(rng_.Uniform(5)), {}};
+      for (uint64_t i = rng_.Uniform(4); i > 0; --i) {
+        f.workload.push_back({MilliGpu(1 + static_cast<int64_t>(rng_.Uniform(16000))),
+                              static_cast<double>(1 + rng_.Uniform(100000)) / 1000});
+      }
+      s.scores.push_back(std::move(f));
+    }
+    return c;
   }
 
   // Strings that need quoting in YAML, and some that do not.

@@ -96,12 +96,30 @@ std::string RuntimeClassSummary(const RuntimeClass& rc) {
   return out;
 }
 
+std::string SchedulerConfigSummary(const SchedulerConfiguration& c) {
+  const SchedulerConfig& s = c.spec;
+  std::vector<std::string> scores;
+  for (const ScorePluginConfig& p : s.scores) scores.push_back(Cat(p.name, " x", p.weight));
+  return Cat("SchedulerConfiguration ", c.metadata.name, ": ", QueueOrderingName(s.ordering),
+             s.backfill ? ", backfill" : ", no backfill",
+             s.fair_share ? Cat(", fair share over ", FormatDuration(s.fair_share_window_s))
+                          : std::string(", no fair share"),
+             s.preemption ? Cat(", preemption with ", FormatDuration(s.preemption_grace_s),
+                                " grace")
+                          : std::string(", no preemption"),
+             "; filters ", s.filters.empty() ? std::string("default") : Join(s.filters, ","),
+             "; scores ", scores.empty() ? std::string("none (best fit)") : Join(scores, ", "));
+}
+
 }  // namespace
 
 std::string Summarize(const Object& object) {
   if (const Job* j = std::get_if<Job>(&object)) return JobSummary(*j);
   if (const Queue* q = std::get_if<Queue>(&object)) return QueueSummary(*q);
   if (const NodePool* p = std::get_if<NodePool>(&object)) return PoolSummary(*p);
+  if (const auto* c = std::get_if<SchedulerConfiguration>(&object)) {
+    return SchedulerConfigSummary(*c);
+  }
   return RuntimeClassSummary(std::get<RuntimeClass>(object));
 }
 

@@ -305,3 +305,26 @@ TEST(Scheduler, SeedVolcanoJobRunsOnFourGpus) {
 
 }  // namespace
 }  // namespace gpucloud::sched
+
+namespace gpucloud::sched {
+namespace {
+
+TEST(SchedulerConfigFiles, EveryExampleProfileBuildsAScheduler) {
+  int profiles = 0;
+  for (const char* name : {"fgd.yaml", "best-fit.yaml"}) {
+    std::ifstream f(std::string(GPUCLOUD_SOURCE_DIR) + "/examples/scheduler/" + name);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    manifest::ParseResult r = manifest::ParseManifests(ss.str(), name);
+    ASSERT_TRUE(r.ok()) << name;
+    const auto& c = std::get<SchedulerConfiguration>(r.manifests.at(0).object);
+    absl::StatusOr<std::unique_ptr<Scheduler>> s =
+        Scheduler::FromConfig(c.spec, {}, GpuCatalog::Default());
+    ASSERT_TRUE(s.ok()) << s.status();
+    ++profiles;
+  }
+  EXPECT_EQ(profiles, 2);
+}
+
+}  // namespace
+}  // namespace gpucloud::sched
