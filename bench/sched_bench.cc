@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/clock.h"
+#include "core/sched_config.h"
 #include "sched/registry.h"
 #include "sched/scheduler.h"
 
@@ -65,10 +66,14 @@ PendingJob MakeJob(int id, int gpus) {
 // One placement (place, commit, release) of a job of state.range(1) GPUs on a cluster of
 // state.range(0) nodes of which every other one is half used by 1-GPU jobs (so 1-GPU jobs find
 // a best-fit hole at once and 8-GPU replicas need an empty node).
+// With state.range(2) = 1 the default score plugins (BinPack and Fragmentation) rank a few
+// candidates per free-GPU count instead of taking the first best fit.
 void BM_PlaceJob(benchmark::State& state) {
   ClusterState cluster(MakeCluster(static_cast<int>(state.range(0))), GpuCatalog::Default());
   std::vector<std::unique_ptr<FilterPlugin>> filters = DefaultFilters();
-  GangPlacer placer(filters);
+  std::vector<WeightedScore> scores;
+  if (state.range(2) == 1) scores = *MakeScorePlugins(SchedulerConfig{}.scores);
+  GangPlacer placer(filters, &scores);
   Rng rng(1);
   for (NodeIndex n = 0; n < cluster.node_count(); n += 2) {
     for (int g = 0; g < 4; ++g) {
@@ -88,7 +93,9 @@ void BM_PlaceJob(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_PlaceJob)->ArgsProduct({{1000, 10000}, {1, 8, 64}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PlaceJob)
+    ->ArgsProduct({{1000, 10000, 50000}, {1, 8, 64}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 // One scheduling cycle over state.range(1) pending Philly-sized jobs on an empty cluster of
 // state.range(0) nodes.
@@ -97,12 +104,13 @@ void BM_ScheduleCycle(benchmark::State& state) {
   Rng rng(7);
   std::vector<PendingJob> pending;
   for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, PhillyGpus(rng)));
-  Scheduler scheduler(DefaultFilters(), GpuCatalog::Default());
+  std::unique_ptr<Scheduler> scheduler =
+      *Scheduler::FromConfig(SchedulerConfig{}, {}, GpuCatalog::Default());  // the defaults
   for (auto _ : state) {
     state.PauseTiming();
     ClusterState cluster(nodes, GpuCatalog::Default());
     state.ResumeTiming();
-    benchmark::DoNotOptimize(scheduler.Schedule(cluster, pending, 0));
+    benchmark::DoNotOptimize(scheduler->Schedule(cluster, pending, 0));
   }
   state.SetItemsProcessed(state.iterations() * state.range(1));
 }
@@ -132,7 +140,40 @@ BENCHMARK(BM_ScheduleCycleCongested)
     ->Args({10000, 1000, 1})
     ->Unit(benchmark::kMillisecond);
 
-BENCHMARK(BM_ScheduleCycle)->Args({1000, 1000})->Args({10000, 1000})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ScheduleCycle)
+    ->Args({1000, 1000})
+    ->Args({10000, 1000})
+    ->Args({50000, 1000})
+    ->Args({10000, 10000})
+    ->Args({10000, 100000})
+    ->Args({10000, 1000000})
+    ->Unit(benchmark::kMillisecond);
+
+// Preemption: a full cluster of low-priority jobs (one per node, 8 GPUs, different ages and
+// checkpoints) and one high-priority job of state.range(1) GPUs: one cycle chooses its victims.
+void BM_PreemptionCycle(benchmark::State& state) {
+  std::vector<Node> nodes = MakeCluster(static_cast<int>(state.range(0)));
+  ClusterState cluster(nodes, GpuCatalog::Default());
+  Rng rng(5);
+  for (NodeIndex n = 0; n < cluster.node_count(); ++n) {
+    ReplicaPlacement p{.task = "w", .node = n};
+    for (int g = 0; g < 8; ++g) p.gpus.push_back({.gpu = g});
+    Allocation a{"low-" + std::to_string(n), {p}};
+    a.start_ms = rng.Range(0, 3'600'000);
+    a.last_checkpoint_ms = a.start_ms + rng.Range(0, 600'000);
+    (void)cluster.Commit(a);
+  }
+  PendingJob high = MakeJob(0, static_cast<int>(state.range(1)));
+  high.priority = 10;
+  std::unique_ptr<Scheduler> scheduler =
+      *Scheduler::FromConfig(SchedulerConfig{}, {}, GpuCatalog::Default());
+  for (auto _ : state) {
+    std::vector<Decision> d = scheduler->Schedule(cluster, {high}, 4'000'000);
+    if (d.size() < 2) state.SkipWithError("no preemption");
+    benchmark::DoNotOptimize(d);
+  }
+}
+BENCHMARK(BM_PreemptionCycle)->ArgsProduct({{1000, 10000}, {8, 64}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpucloud::sched

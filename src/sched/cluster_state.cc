@@ -53,9 +53,19 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
       nodes_id_(NextNodesId()),
       free_whole_(nodes_.size()) {
   size_t max_gpus = 0;
+  MilliGpu* last_count = nullptr;  // most nodes have one type: skip the map lookup for runs
+  const std::string* last_type = nullptr;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     use_[i].gpus.resize(nodes_[i].gpus.size());
     max_gpus = std::max(max_gpus, nodes_[i].gpus.size());
+    for (const Gpu& g : nodes_[i].gpus) {
+      if (!g.healthy) continue;
+      if (last_type == nullptr || *last_type != g.type) {
+        last_type = &g.type;
+        last_count = &healthy_by_type_[g.type];
+      }
+      *last_count += WholeGpus(1);
+    }
   }
   by_free_.resize(max_gpus + 1);
   for (NodeIndex n = 0; n < node_count(); ++n) {

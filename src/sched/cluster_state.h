@@ -123,6 +123,8 @@ class ClusterState {
   // Distinct for every ClusterState built (copies share it: they hold the same nodes). Lets
   // callers cache facts that depend only on the nodes, such as which ones a filter accepts.
   uint64_t nodes_id() const { return nodes_id_; }
+  // Healthy GPUs (MIG-enabled or not) per GPU type: the capacity queues' shares are taken of.
+  const std::map<std::string, MilliGpu>& HealthyGpusByType() const { return healthy_by_type_; }
   // How much of GPU `g` of node `n` a whole-GPU or shared request could still use: 1 GPU when it
   // is free, what the shares leave when it is shared, 0 when it is taken whole, MIG-enabled or
   // unhealthy. For the Fragmentation score.
@@ -171,6 +173,7 @@ class ClusterState {
   uint64_t nodes_id_;
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
   std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
+  std::map<std::string, MilliGpu> healthy_by_type_;
 };
 
 }  // namespace gpucloud::sched

@@ -51,6 +51,34 @@ const GangPlacer::Eligibility& GangPlacer::EligibleNodes(const ClusterState& sta
   return e;
 }
 
+const std::vector<std::vector<NodeIndex>>& GangPlacer::GroupsByDomain(const ClusterState& state,
+                                                                      const Eligibility& e,
+                                                                      int level_index) const {
+  static constexpr TopologyLevel kLevels[] = {TopologyLevel::kNode, TopologyLevel::kLeaf,
+                                              TopologyLevel::kSpine, TopologyLevel::kZone};
+  if (e.groups.empty()) e.groups.resize(4);
+  std::vector<std::vector<NodeIndex>>& groups = e.groups[level_index];
+  if (!groups.empty() || e.nodes.empty()) return groups;
+  const TopologyLevel level = kLevels[level_index];
+  const ClusterTopology& topology = state.topology();
+  std::vector<int32_t> group_of(topology.DomainCount(level), -1);
+  for (NodeIndex n : e.nodes) {
+    int32_t& g = group_of[topology.DomainOf(n, level)];
+    if (g < 0) {
+      g = static_cast<int32_t>(groups.size());
+      groups.emplace_back();
+    }
+    groups[g].push_back(n);
+  }
+  return groups;
+}
+
+std::vector<bool> GangPlacer::EligibleMask(const ClusterState& state, const JobRequest& job) const {
+  std::vector<bool> mask(state.node_count(), false);
+  for (NodeIndex n : EligibleNodes(state, job).nodes) mask[n] = true;
+  return mask;
+}
+
 std::vector<ReplicaPlacement> GangPlacer::Trial(ClusterState& state, const JobRequest& job,
                                                 const std::vector<NodeIndex>& domain) const {
   std::vector<ReplicaPlacement> placed;
@@ -196,20 +224,10 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
   // Tightest first: node, leaf switch, spine, zone.
   static constexpr TopologyLevel kLevels[] = {TopologyLevel::kNode, TopologyLevel::kLeaf,
                                               TopologyLevel::kSpine, TopologyLevel::kZone};
-  const ClusterTopology& topology = state.topology();
   for (int level_index = first_level; level_index < 4; ++level_index) {
     const TopologyLevel level = kLevels[level_index];
-    // Group the eligible nodes by domain, in first-seen order (deterministic).
-    std::vector<int32_t> group_of(topology.DomainCount(level), -1);
-    std::vector<std::vector<NodeIndex>> groups;
-    for (NodeIndex n : eligible) {
-      int32_t& g = group_of[topology.DomainOf(n, level)];
-      if (g < 0) {
-        g = static_cast<int32_t>(groups.size());
-        groups.emplace_back();
-      }
-      groups[g].push_back(n);
-    }
+    const std::vector<std::vector<NodeIndex>>& groups =
+        GroupsByDomain(state, eligibility, level_index);
     std::vector<int64_t> free(groups.size());
     for (size_t g = 0; g < groups.size(); ++g) free[g] = FreeGpusIn(state, groups[g]);
     std::vector<size_t> order;

@@ -73,6 +73,8 @@ class GangPlacer {
                                           const JobRequest& job) const;
   // The same, on a state built by EmptyCluster (reusable across jobs; left unchanged).
   std::optional<std::string> WhyNeverFits(ClusterState& empty, const JobRequest& job) const;
+  // Whether node `n` passes every filter for `job` (cached like placement's own checks).
+  std::vector<bool> EligibleMask(const ClusterState& state, const JobRequest& job) const;
   // `nodes` with nothing allocated, no cordons and every GPU healthy.
   static ClusterState EmptyCluster(const std::vector<Node>& nodes, const GpuCatalog& catalog);
 
@@ -82,7 +84,13 @@ class GangPlacer {
   struct Eligibility {
     std::vector<NodeIndex> nodes;
     std::map<std::string, int> rejections;
+    // Per topology level (0 node, 1 leaf, 2 spine, 3 zone): `nodes` grouped by domain, in first-seen
+    // order; filled on first use (topology is static, like the filters' answers).
+    mutable std::vector<std::vector<std::vector<NodeIndex>>> groups;
   };
+  const std::vector<std::vector<NodeIndex>>& GroupsByDomain(const ClusterState& state,
+                                                            const Eligibility& e,
+                                                            int level_index) const;
   const Eligibility& EligibleNodes(const ClusterState& state, const JobRequest& job) const;
   // Level 0 through the free-GPU index, for jobs of whole GPUs (or none): walks nodes by free
   // GPUs upwards from what the job needs, filtering lazily; the first node that holds the whole

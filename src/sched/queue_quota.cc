@@ -29,13 +29,8 @@ QueueQuota::QueueQuota(const std::map<std::string, QueueSpec>& queues, const Clu
       catalog_(catalog),
       history_(history),
       window_hours_(window_hours > 0 ? window_hours : 1) {
-  for (const Node& n : state.nodes()) {
-    for (const Gpu& g : n.gpus) {
-      if (!g.healthy) continue;
-      capacity_[g.type] += WholeGpus(1);
-      capacity_[kAll] += WholeGpus(1);
-    }
-  }
+  capacity_ = state.HealthyGpusByType();
+  for (const auto& [type, count] : state.HealthyGpusByType()) capacity_[kAll] += count;
   for (const auto& [key, a] : state.allocations()) {
     if (key.starts_with("#")) continue;  // the scheduler's own placeholders
     Add(a.queue, a);

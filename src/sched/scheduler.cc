@@ -110,7 +110,6 @@ PlacementResult Scheduler::PlaceRespectingReservations(
 
 struct Scheduler::CycleState {
   QueueQuota quota;
-  std::optional<ClusterState> empty;  // built on the first job that does not fit now
   // Within one cycle the cluster only fills up and reservations are only added, so a job that
   // did not fit will not fit later in the cycle either: same queue, shape and estimate get the
   // same decision without another search.
@@ -203,6 +202,19 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   return decisions;
 }
 
+ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
+  // Same node set as last time (by identity, or else by value): reuse it.
+  if (empty_ && (empty_source_id_ != state.nodes_id() && empty_source_ != state.nodes())) {
+    empty_.reset();
+  }
+  if (!empty_) {
+    empty_source_ = state.nodes();
+    empty_.emplace(GangPlacer::EmptyCluster(state.nodes(), catalog_));
+  }
+  empty_source_id_ = state.nodes_id();
+  return *empty_;
+}
+
 void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
                        CycleState& cycle, std::vector<Decision>* decisions) const {
   const JobRequest& job = p.request;
@@ -237,8 +249,7 @@ void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
       r.reason = std::string(st.message());  // cannot happen: the placer checked it
     }
   }
-  if (!cycle.empty) cycle.empty.emplace(GangPlacer::EmptyCluster(state.nodes(), catalog_));
-  if (std::optional<std::string> never = placer_.WhyNeverFits(*cycle.empty, job)) {
+  if (std::optional<std::string> never = placer_.WhyNeverFits(EmptyTwin(state), job)) {
     decisions->push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
     cycle.unfit.emplace(std::move(memo), decisions->back());
     return;
@@ -264,8 +275,16 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     std::string why;
   };
   std::vector<Candidate> candidates;
+  // Only jobs on nodes the preemptor may use can make room for it.
+  const std::vector<bool> eligible = placer_.EligibleMask(state, p.request);
+  auto on_eligible_node = [&](const Allocation& a) {
+    for (const ReplicaPlacement& r : a.replicas) {
+      if (eligible[r.node]) return true;
+    }
+    return false;
+  };
   for (const auto& [key, a] : state.allocations()) {
-    if (key.starts_with("#") || cycle.victims.contains(key)) continue;
+    if (key.starts_with("#") || cycle.victims.contains(key) || !on_eligible_node(a)) continue;
     std::string why;
     if (a.terminating) {
       why = "already stopping";
@@ -297,8 +316,8 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
   if (candidates.empty()) return std::nullopt;
   // Cheapest first; then lower priority, then the younger job, then key (deterministic).
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
-    return std::make_tuple(x.cost, x.a->priority, -x.a->start_ms, x.a->job) <
-           std::make_tuple(y.cost, y.a->priority, -y.a->start_ms, y.a->job);
+    return std::forward_as_tuple(x.cost, x.a->priority, -x.a->start_ms, x.a->job) <
+           std::forward_as_tuple(y.cost, y.a->priority, -y.a->start_ms, y.a->job);
   });
   // Copies: the search releases and re-commits them.
   std::vector<Allocation> running;
@@ -325,13 +344,26 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     (void)(o ? state.Release(running[i].job) : state.Commit(running[i]));
   };
   auto fits = [&]() { return placer_.PlaceNow(state, p.request).allocation; };
+  size_t current = 0;  // running[0, current) are out
   auto prefix = [&](size_t k) {
-    for (size_t i = 0; i < running.size(); ++i) set_out(i, i < k);
+    while (current < k) set_out(current++, true);
+    while (current > k) set_out(--current, false);
   };
+  // Galloping search for the shortest prefix of the cheapest-first list that makes room (a few
+  // victims cost a few commits, not one per running job), then binary search inside the last
+  // step.
   std::optional<Allocation> placed;
-  prefix(running.size());
-  if (fits()) {
-    size_t lo = 0, hi = running.size();  // fits with the first hi out; not with none
+  size_t lo = 0, hi = 0;  // does not fit with lo out; fits with hi out
+  for (size_t k = 1;; k = std::min(running.size(), 2 * k)) {
+    prefix(k);
+    if (fits()) {
+      hi = k;
+      break;
+    }
+    lo = k;
+    if (k == running.size()) break;
+  }
+  if (hi > 0) {
     while (hi - lo > 1) {
       size_t mid = lo + (hi - lo) / 2;
       prefix(mid);

@@ -151,6 +151,14 @@ class Scheduler {
   const GpuCatalog& catalog_;
   SchedulerOptions options_;
   GangPlacer placer_;
+
+  // `state`'s nodes, empty, uncordoned and healthy: where "could it ever run" is asked. Built
+  // when a job first does not fit and kept while the nodes stay the same (cycles of a server or
+  // simulator usually share them), since building it costs a copy of every node.
+  ClusterState& EmptyTwin(const ClusterState& state) const;
+  mutable std::optional<ClusterState> empty_;
+  mutable std::vector<Node> empty_source_;
+  mutable uint64_t empty_source_id_ = 0;
 };
 
 }  // namespace gpucloud::sched
