@@ -344,13 +344,44 @@ absl::Status ClusterState::Commit(const Allocation& allocation) {
     UpdateIndex(allocation.replicas[i].node);
   }
   allocations_.emplace(allocation.job, allocation);
+  CountQueueUsage(allocation, +1);
   return absl::OkStatus();
+}
+
+std::map<std::string, MilliGpu> ClusterState::UsageByType(const Allocation& a) const {
+  std::map<std::string, MilliGpu> out;
+  for (const ReplicaPlacement& r : a.replicas) {
+    for (const GpuAssignment& g : r.gpus) {
+      const Gpu& gpu = nodes_[r.node].gpus[g.gpu];
+      MilliGpu amount = WholeGpus(1);
+      if (g.mode == GpuMode::kShared) amount = g.fraction;
+      if (g.mode == GpuMode::kMig) {
+        const GpuType* type = TypeOf(gpu);
+        const MigProfile* p = type ? type->FindMigProfile(g.mig.profile) : nullptr;
+        int64_t slices = p ? p->compute_slices : kMigComputeSlices;
+        amount = MilliGpu((slices * kMilliPerUnit + kMigComputeSlices - 1) / kMigComputeSlices);
+      }
+      out[gpu.type] += amount;
+      out[std::string(kAnyGpuType)] += amount;
+    }
+  }
+  return out;
+}
+
+void ClusterState::CountQueueUsage(const Allocation& a, int sign) {
+  // Placeholders and trial commits of the placer ("#hold#3", "ns/j#trial#0") are not jobs.
+  if (a.job.find('#') != std::string::npos) return;
+  std::map<std::string, MilliGpu>& q = queue_usage_[a.queue];
+  for (const auto& [type, amount] : UsageByType(a)) {
+    q[type] += sign > 0 ? amount : MilliGpu(0) - amount;
+  }
 }
 
 absl::Status ClusterState::Release(const std::string& job) {
   auto it = allocations_.find(job);
   if (it == allocations_.end()) return absl::NotFoundError(Cat("job ", job, " holds nothing"));
   for (const ReplicaPlacement& r : it->second.replicas) Remove(r);
+  CountQueueUsage(it->second, -1);
   allocations_.erase(it);
   return absl::OkStatus();
 }
@@ -405,6 +436,20 @@ absl::Status ClusterState::CheckInvariants() const {
     same = same && free_whole_[n] == CountFreeWholeGpus(static_cast<NodeIndex>(n)) &&
            by_free_[free_whole_[n]].contains(static_cast<NodeIndex>(n));
     if (!same) return absl::InternalError(Cat("bookkeeping of node ", nodes_[n].name, " drifted"));
+  }
+  std::map<std::string, std::map<std::string, MilliGpu>> by_queue;
+  for (const auto& [job, a] : allocations_) {
+    if (job.find('#') != std::string::npos) continue;
+    for (const auto& [type, amount] : UsageByType(a)) by_queue[a.queue][type] += amount;
+  }
+  for (const auto& [queue, types] : queue_usage_) {
+    for (const auto& [type, amount] : types) {
+      MilliGpu want;
+      if (auto q = by_queue.find(queue); q != by_queue.end()) {
+        if (auto t = q->second.find(type); t != q->second.end()) want = t->second;
+      }
+      if (want != amount) return absl::InternalError(Cat("usage of queue ", queue, " drifted"));
+    }
   }
   return absl::OkStatus();
 }

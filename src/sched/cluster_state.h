@@ -28,6 +28,7 @@
 #include "core/job.h"
 #include "core/mig.h"
 #include "core/node.h"
+#include "core/queue.h"
 #include "core/topology.h"
 
 namespace gpucloud::sched {
@@ -123,6 +124,15 @@ class ClusterState {
   // Distinct for every ClusterState built (copies share it: they hold the same nodes). Lets
   // callers cache facts that depend only on the nodes, such as which ones a filter accepts.
   uint64_t nodes_id() const { return nodes_id_; }
+  // GPUs an allocation takes per GPU type, plus all types under "*": a MIG instance counts as
+  // its share of the GPU's compute (3g = 3/7, rounded up to a milli-GPU), a share as its
+  // fraction.
+  std::map<std::string, MilliGpu> UsageByType(const Allocation& a) const;
+  // Queue -> GPU type (and "*") -> GPUs held by the committed jobs (keys without '#'), kept up
+  // to date by Commit and Release, so a scheduling cycle need not walk every running job.
+  const std::map<std::string, std::map<std::string, MilliGpu>>& QueueUsage() const {
+    return queue_usage_;
+  }
   // Healthy GPUs (MIG-enabled or not) per GPU type: the capacity queues' shares are taken of.
   const std::map<std::string, MilliGpu>& HealthyGpusByType() const { return healthy_by_type_; }
   // How much of GPU `g` of node `n` a whole-GPU or shared request could still use: 1 GPU when it
@@ -174,6 +184,8 @@ class ClusterState {
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
   std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
   std::map<std::string, MilliGpu> healthy_by_type_;
+  std::map<std::string, std::map<std::string, MilliGpu>> queue_usage_;
+  void CountQueueUsage(const Allocation& a, int sign);
 };
 
 }  // namespace gpucloud::sched

@@ -102,7 +102,7 @@ TEST(QueueQuota, BorrowingStopsAtUnusedGuaranteesThatAreNotLent) {
   a.quota = {{.gpu_type = "H100-80GB", .guaranteed = WholeGpus(6)}};
   b.quota = {{.gpu_type = "H100-80GB", .guaranteed = WholeGpus(4)}};
   std::map<std::string, QueueSpec> queues = {{"a", a}, {"b", b}};
-  QueueQuota q(queues, s, GpuCatalog::Default());
+  QueueQuota q(queues, s);
   EXPECT_TRUE(q.Borrowing("b", "H100-80GB"));
   EXPECT_FALSE(q.Borrowing("a", "H100-80GB"));
   EXPECT_TRUE(q.BelowGuarantee("a"));
@@ -116,7 +116,7 @@ TEST(QueueQuota, BorrowingStopsAtUnusedGuaranteesThatAreNotLent) {
   EXPECT_EQ(q.CheckBorrow("a", Running("ns/a6", 1, 0, 6, "a")), std::nullopt);
   // A queue that may not borrow stops at its guarantee.
   queues["b"].may_borrow = false;
-  QueueQuota strict(queues, s, GpuCatalog::Default());
+  QueueQuota strict(queues, s);
   EXPECT_EQ(strict.CheckBorrow("b", Running("ns/b1", 1, 0, 1, "b")),
             "queue b may not borrow beyond its guarantee of 4 H100-80GB GPUs (8 in use, the job "
             "needs 1)");
@@ -128,10 +128,10 @@ TEST(QueueQuota, DominantShareIsTheLargestShareOverWeight) {
   ASSERT_TRUE(s.Commit(Running("ns/h", 0, 0, 2, "q")).ok());  // 2 of 8 H100
   ASSERT_TRUE(s.Commit(Running("ns/a", 1, 0, 2, "q")).ok());  // 2 of 4 A100: dominant
   std::map<std::string, QueueSpec> queues;
-  QueueQuota q(queues, s, GpuCatalog::Default());
+  QueueQuota q(queues, s);
   EXPECT_DOUBLE_EQ(q.DominantShare("q"), 0.5);
   queues["q"].weight = 2;
-  QueueQuota weighted(queues, s, GpuCatalog::Default());
+  QueueQuota weighted(queues, s);
   EXPECT_DOUBLE_EQ(weighted.DominantShare("q"), 0.25);
   EXPECT_DOUBLE_EQ(weighted.DominantShare("empty"), 0.0);
 }

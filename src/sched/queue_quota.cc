@@ -22,18 +22,16 @@ std::string GpusOf(const std::string& type) {
 }  // namespace
 
 QueueQuota::QueueQuota(const std::map<std::string, QueueSpec>& queues, const ClusterState& state,
-                       const GpuCatalog& catalog, const QueueHistory* history,
-                       double window_hours)
+                       const QueueHistory* history, double window_hours)
     : queues_(queues),
       state_(state),
-      catalog_(catalog),
       history_(history),
       window_hours_(window_hours > 0 ? window_hours : 1) {
   capacity_ = state.HealthyGpusByType();
   for (const auto& [type, count] : state.HealthyGpusByType()) capacity_[kAll] += count;
-  for (const auto& [key, a] : state.allocations()) {
-    if (key.starts_with("#")) continue;  // the scheduler's own placeholders
-    Add(a.queue, a);
+  used_ = state.QueueUsage();
+  for (const auto& [queue, by_type] : used_) {
+    for (const auto& [type, amount] : by_type) total_used_[type] += amount;
   }
 }
 
@@ -43,23 +41,7 @@ const QueueSpec* QueueQuota::Spec(const std::string& queue) const {
 }
 
 std::map<std::string, MilliGpu> QueueQuota::Usage(const Allocation& a) const {
-  std::map<std::string, MilliGpu> out;
-  for (const ReplicaPlacement& r : a.replicas) {
-    for (const GpuAssignment& g : r.gpus) {
-      const Gpu& gpu = state_.node(r.node).gpus[g.gpu];
-      MilliGpu amount = WholeGpus(1);
-      if (g.mode == GpuMode::kShared) amount = g.fraction;
-      if (g.mode == GpuMode::kMig) {
-        const GpuType* type = catalog_.Find(gpu.type);
-        const MigProfile* p = type ? type->FindMigProfile(g.mig.profile) : nullptr;
-        int64_t slices = p ? p->compute_slices : kMigComputeSlices;
-        amount = MilliGpu((slices * kMilliPerUnit + kMigComputeSlices - 1) / kMigComputeSlices);
-      }
-      out[gpu.type] += amount;
-      out[kAll] += amount;
-    }
-  }
-  return out;
+  return state_.UsageByType(a);
 }
 
 MilliGpu QueueQuota::Used(const std::string& queue, const std::string& type) const {

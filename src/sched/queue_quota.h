@@ -32,8 +32,7 @@ using QueueHistory = std::map<std::string, std::map<std::string, double>>;
 class QueueQuota {
  public:
   QueueQuota(const std::map<std::string, QueueSpec>& queues, const ClusterState& state,
-             const GpuCatalog& catalog, const QueueHistory* history = nullptr,
-             double window_hours = 168);
+             const QueueHistory* history = nullptr, double window_hours = 168);
 
   // nullopt when `a` keeps `queue` within its maxima; otherwise why not, e.g. "queue team-a is
   // at its maximum of 16 H100-80GB GPUs (12 in use, the job needs 8)". Queues without a spec
@@ -63,7 +62,6 @@ class QueueQuota {
 
   const std::map<std::string, QueueSpec>& queues_;
   const ClusterState& state_;
-  const GpuCatalog& catalog_;
   const QueueHistory* history_;
   double window_hours_;
   std::map<std::string, MilliGpu> capacity_;                     // type -> healthy GPUs

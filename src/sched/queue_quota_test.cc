@@ -18,7 +18,7 @@ Node MigNode() {
 TEST(QueueQuota, MigAndSharesCountTheirPartOfAGpu) {
   ClusterState s({MigNode()}, GpuCatalog::Default());
   std::map<std::string, QueueSpec> queues;
-  QueueQuota q(queues, s, GpuCatalog::Default());
+  QueueQuota q(queues, s);
   Allocation a{
       "ns/x",
       {{.task = "w",
@@ -40,7 +40,7 @@ TEST(QueueQuota, ReadsUsageFromCommittedAllocations) {
   QueueSpec spec;
   spec.quota = {{.gpu_type = "A100-80GB", .max = MilliGpu(1500)}};
   std::map<std::string, QueueSpec> queues = {{"q", spec}};
-  QueueQuota q(queues, s, GpuCatalog::Default());
+  QueueQuota q(queues, s);
   Allocation more{"ns/more",
                   {{.task = "w",
                     .node = 0,

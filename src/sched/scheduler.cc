@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
                                           const std::vector<PendingJob>& pending,
                                           int64_t now_ms) const {
-  CycleState cycle{QueueQuota(options_.queues, state, catalog_, &options_.history,
+  CycleState cycle{QueueQuota(options_.queues, state, &options_.history,
                               options_.fair_share_window_hours)};
   std::vector<Decision> decisions;
   decisions.reserve(pending.size());
