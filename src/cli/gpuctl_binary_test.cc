@@ -1,29 +1,15 @@
 // The real gpuctl binary, run as a user runs it: exit codes, standard output and standard error
 // through a shell (CTest label `integration`).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <memory>
 #include <string>
+
+#include "testing/shell.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-Result Shell(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe.release());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = gpucloud::testing_util::ShellResult;
+using gpucloud::testing_util::Shell;
 
 const std::string kGpuctl = GPUCTL_BINARY;
 const std::string kSrc = GPUCLOUD_SOURCE_DIR;

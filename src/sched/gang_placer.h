@@ -32,6 +32,7 @@ namespace gpucloud::sched {
 struct PlacementResult {
   std::optional<Allocation> allocation;  // set when the job fits now; not yet committed
   std::string reason;                    // why it does not fit, when it does not
+  bool reservation = false;  // it would fit, but only on nodes reserved for another job
 };
 
 class GangPlacer {

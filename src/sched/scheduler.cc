@@ -104,8 +104,10 @@ PlacementResult Scheduler::PlaceRespectingReservations(
   // The holds cover free whole GPUs, CPU and memory; a job that still lands on a reserved node
   // (on a shared or MIG GPU) is refused too, so reserved nodes are really left alone.
   if (again.allocation && !Touches(*again.allocation, blocked)) return again;
-  return {std::nullopt, Cat("waiting: starting now would delay the reservation of ", first->job,
-                            " (expected to start in ", AboutMinutes(now_ms, first->start_ms), ")")};
+  return {std::nullopt,
+          Cat("waiting: starting now would delay the reservation of ", first->job,
+              " (expected to start in ", AboutMinutes(now_ms, first->start_ms), ")"),
+          /*reservation=*/true};
 }
 
 struct Scheduler::CycleState {
@@ -218,9 +220,14 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
 void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
                        CycleState& cycle, std::vector<Decision>* decisions) const {
   const JobRequest& job = p.request;
-  std::string memo = Cat(p.queue, "\n", p.runtime_estimate_s.value_or(-1), "\n", p.priority,
-                         "\n", p.preemptible, "\n", ShapeKey(job));
-  if (auto it = cycle.unfit.find(memo); it != cycle.unfit.end()) {
+  if (p.shape_key.empty()) p.shape_key = ShapeKey(job);
+  // Jobs alike in everything placement and preemption look at get the same answer. The runtime
+  // estimate matters only where a reservation is in the way, so only those answers carry it.
+  std::string memo = Cat(p.queue, "\n", p.priority, "\n", p.preemptible, "\n", p.shape_key);
+  std::string memo_with_estimate = Cat(memo, "\n", p.runtime_estimate_s.value_or(-1));
+  auto it = cycle.unfit.find(memo);
+  if (it == cycle.unfit.end()) it = cycle.unfit.find(memo_with_estimate);
+  if (it != cycle.unfit.end()) {
     decisions->push_back({it->second.kind, job.key, std::nullopt, it->second.reason,
                           it->second.expected_start_ms});
     return;
@@ -260,8 +267,19 @@ void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
       return;  // not memoized: the next such job may find other victims
     }
   }
-  decisions->push_back(Wait(state, p, now_ms, std::move(r.reason), &cycle.reservations));
-  cycle.unfit.emplace(std::move(memo), decisions->back());
+  bool by_reservation = r.reservation;
+  Decision wait = Wait(state, p, now_ms, r.reason, &cycle.reservations);
+  decisions->push_back(wait);
+  // What later jobs alike reuse: the reason without this job's own reservation (they are not
+  // the queue's head; a head is the first to wait, and this one came first).
+  Decision memo_decision{DecisionKind::kWait, "", std::nullopt, std::move(r.reason),
+                         options_.estimate_start_times ? wait.expected_start_ms : std::nullopt};
+  if (options_.estimate_start_times && wait.expected_start_ms) {
+    memo_decision.reason +=
+        Cat("; expected to start in ", AboutMinutes(now_ms, *wait.expected_start_ms));
+  }
+  cycle.unfit.emplace(by_reservation ? std::move(memo_with_estimate) : std::move(memo),
+                      std::move(memo_decision));
 }
 
 std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob& p,

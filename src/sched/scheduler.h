@@ -44,6 +44,10 @@ struct PendingJob {
   std::optional<int64_t> runtime_estimate_s;  // the user's estimate (SJF)
   int64_t attained_gpu_ms = 0;                // GPU time received in earlier attempts (LAS)
   bool preemptible = false;                   // spot: any non-preemptible job may preempt it
+  // ShapeKey(request), computed on first use. Callers that keep PendingJobs across cycles (the
+  // server, the simulator) thereby compute it once per job instead of once per cycle; a caller
+  // that changes `request` must clear it.
+  mutable std::string shape_key;
 };
 
 // kPreempt: a running job (Decision::job) must checkpoint and stop within grace_ms, so that

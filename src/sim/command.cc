@@ -1,0 +1,267 @@
+#include "sim/command.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/parse.h"
+#include "core/text.h"
+#include "manifest/manifest.h"
+#include "sim/cluster.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace gpucloud::sim {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInvalid = 1;
+constexpr int kExitUsage = 2;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(Cat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool IsFile(const std::string& s) {
+  return s.ends_with(".yaml") || s.ends_with(".yml") || s.ends_with(".json") ||
+         s.find('/') != std::string::npos;
+}
+
+absl::StatusOr<std::vector<manifest::Manifest>> ReadManifests(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  manifest::ParseResult r = manifest::ParseManifests(*text, path);
+  if (!r.ok()) {
+    std::string all;
+    for (const manifest::Diagnostic& d : r.errors) all += (all.empty() ? "" : "\n") + d.ToString();
+    return absl::InvalidArgumentError(all);
+  }
+  return std::move(r.manifests);
+}
+
+struct Policy {
+  std::string name;
+  SchedulerConfig config;
+  std::map<std::string, QueueSpec> queues;
+};
+
+// A built-in name, or a file with one SchedulerConfiguration (and any Queues).
+absl::StatusOr<Policy> LoadPolicy(const std::string& arg) {
+  Policy p;
+  if (!IsFile(arg)) {
+    absl::StatusOr<SchedulerConfig> c = BuiltinPolicy(arg);
+    if (!c.ok()) return c.status();
+    p.name = arg;
+    p.config = *c;
+    return p;
+  }
+  absl::StatusOr<std::vector<manifest::Manifest>> ms = ReadManifests(arg);
+  if (!ms.ok()) return ms.status();
+  int configs = 0;
+  for (const manifest::Manifest& m : *ms) {
+    if (const auto* c = std::get_if<SchedulerConfiguration>(&m.object)) {
+      p.name = c->metadata.name;
+      p.config = c->spec;
+      ++configs;
+    } else if (const auto* q = std::get_if<Queue>(&m.object)) {
+      p.queues[q->metadata.name] = q->spec;
+    } else {
+      return absl::InvalidArgumentError(Cat(arg, ": document ", m.document, " is a ",
+                                            manifest::KindOf(m.object),
+                                            "; a policy file holds a SchedulerConfiguration and "
+                                            "Queues"));
+    }
+  }
+  if (configs != 1) {
+    return absl::InvalidArgumentError(
+        Cat(arg, ": needs exactly one SchedulerConfiguration, found ", configs));
+  }
+  return p;
+}
+
+absl::StatusOr<SimCluster> LoadCluster(const std::string& arg) {
+  if (!IsFile(arg)) return ClusterFromPreset(arg);
+  absl::StatusOr<std::vector<manifest::Manifest>> ms = ReadManifests(arg);
+  if (!ms.ok()) return ms.status();
+  std::vector<NodePool> pools;
+  for (const manifest::Manifest& m : *ms) {
+    const NodePool* pool = std::get_if<NodePool>(&m.object);
+    if (pool == nullptr) {
+      return absl::InvalidArgumentError(Cat(arg, ": document ", m.document, " is a ",
+                                            manifest::KindOf(m.object),
+                                            "; a cluster file holds NodePools"));
+    }
+    pools.push_back(*pool);
+  }
+  if (pools.empty()) return absl::InvalidArgumentError(Cat(arg, ": no NodePool in the file"));
+  return ClusterFromPools(std::filesystem::path(arg).stem().string(), std::move(pools));
+}
+
+absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return absl::InternalError(Cat(path.string(), ": cannot write"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SchedulerConfig> BuiltinPolicy(std::string_view name) {
+  SchedulerConfig c;
+  if (name == "default") return c;
+  if (name == "fifo" || name == "sjf" || name == "las") {
+    c.ordering = *ParseQueueOrdering(name);
+    return c;
+  }
+  if (name == "best-fit") {
+    c.scores.clear();
+    c.fair_share = false;
+    c.preemption = false;
+    return c;
+  }
+  if (name == "fgd") {
+    c.scores = {{"BinPack", 1, {}}, {"Fragmentation", 2, {}}};
+    return c;
+  }
+  return absl::NotFoundError(
+      Cat("unknown policy \"", name, "\" (built in: ", kPolicyNames, "; or a .yaml file)"));
+}
+
+int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"gpucloud sim: replay a GPU cluster trace through the production scheduler"};
+  std::string trace_file, format = "auto", tasks_file, cluster_arg, queues_file, out_dir;
+  std::vector<std::string> policies, compare;
+  std::string until, repair = "1h", checkpoint = "30m";
+  uint64_t seed = 1;
+  double mtbf_hours = 0;
+  bool no_oracle = false;
+  app.add_option("--trace", trace_file, "trace file (CSV)")->required();
+  app.add_option("--format", format, "auto, tiresias, philly, helios, pai or csv");
+  app.add_option("--tasks", tasks_file, "PAI task table (format pai)");
+  app.add_option("--cluster", cluster_arg, "preset (tiresias, pollux, philly, pai) or NodePool YAML")
+      ->required();
+  app.add_option("--policy", policies, "policy name or SchedulerConfiguration YAML (repeatable)");
+  app.add_option("--compare", compare, "several policies side by side");
+  app.add_option("--queues", queues_file, "YAML with Queue objects (guarantees, weights)");
+  app.add_option("--until", until, "stop the simulated clock at this time (e.g. 7d)");
+  app.add_option("--seed", seed, "seed for random failures");
+  app.add_option("--mtbf-hours", mtbf_hours, "mean time between failures per node, hours (0: none)");
+  app.add_option("--repair", repair, "time to repair a failed node");
+  app.add_option("--checkpoint-interval", checkpoint, "how often jobs checkpoint");
+  app.add_flag("--no-oracle-estimates", no_oracle,
+               "do not give jobs their real duration as runtime estimate");
+  app.add_option("--out", out_dir, "output directory")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e, out, err);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  policies.insert(policies.end(), compare.begin(), compare.end());
+  if (policies.empty()) policies.push_back("default");
+
+  auto fail = [&](const absl::Status& s) {
+    err << "gpucloud sim: " << s.message() << "\n";
+    return kExitInvalid;
+  };
+  SimOptions base;
+  base.seed = seed;
+  base.mtbf_hours = mtbf_hours;
+  base.oracle_estimates = !no_oracle;
+  struct Duration {
+    const char* flag;
+    const std::string& text;
+    int64_t* into;
+  };
+  int64_t until_s = -1;
+  for (Duration d : {Duration{"--repair", repair, &base.repair_s},
+                     Duration{"--checkpoint-interval", checkpoint, &base.checkpoint_interval_s},
+                     Duration{"--until", until, &until_s}}) {
+    if (d.text.empty()) continue;
+    absl::StatusOr<int64_t> v = ParseDurationSeconds(d.text);
+    if (!v.ok()) return fail(absl::InvalidArgumentError(Cat(d.flag, ": ", v.status().message())));
+    *d.into = *v;
+  }
+  if (until_s >= 0) base.until_s = until_s;
+  if (mtbf_hours < 0) return fail(absl::InvalidArgumentError("--mtbf-hours: must be >= 0"));
+
+  absl::StatusOr<std::string> trace_text = ReadFile(trace_file);
+  if (!trace_text.ok()) return fail(trace_text.status());
+  std::string tasks_text;
+  if (!tasks_file.empty()) {
+    absl::StatusOr<std::string> t = ReadFile(tasks_file);
+    if (!t.ok()) return fail(t.status());
+    tasks_text = std::move(*t);
+  }
+  absl::StatusOr<Trace> trace = ReadTrace(*trace_text, format, tasks_text);
+  if (!trace.ok()) return fail(absl::InvalidArgumentError(Cat(trace_file, ": ", trace.status().message())));
+  if (!trace->skipped.empty()) {
+    err << "gpucloud sim: " << trace_file << ": skipped " << trace->skipped.size() << " of "
+        << trace->rows << " rows (first: line " << trace->skipped[0].line << ": "
+        << trace->skipped[0].reason << "); all are listed in report.json\n";
+  }
+  absl::StatusOr<SimCluster> cluster = LoadCluster(cluster_arg);
+  if (!cluster.ok()) return fail(cluster.status());
+  std::map<std::string, QueueSpec> queues;
+  if (!queues_file.empty()) {
+    absl::StatusOr<std::vector<manifest::Manifest>> ms = ReadManifests(queues_file);
+    if (!ms.ok()) return fail(ms.status());
+    for (const manifest::Manifest& m : *ms) {
+      const Queue* q = std::get_if<Queue>(&m.object);
+      if (q == nullptr) {
+        return fail(absl::InvalidArgumentError(
+            Cat(queues_file, ": document ", m.document, " is not a Queue")));
+      }
+      queues[q->metadata.name] = q->spec;
+    }
+  }
+
+  ReportInput report;
+  report.trace_file = std::filesystem::path(trace_file).filename().string();
+  report.trace = &*trace;
+  report.cluster = &*cluster;
+  for (const std::string& arg : policies) {
+    absl::StatusOr<Policy> policy = LoadPolicy(arg);
+    if (!policy.ok()) return fail(policy.status());
+    SimOptions o = base;
+    o.policy_name = policy->name;
+    o.policy = policy->config;
+    o.queues = queues;
+    for (const auto& [name, spec] : policy->queues) o.queues[name] = spec;
+    auto started = std::chrono::steady_clock::now();
+    o.progress = [&](int64_t done, int64_t total, int64_t sim_s) {
+      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      err << fmt::format("sim[{}]: {}/{} jobs done, {:.1f} days simulated, {:.1f} s, {:.0f} jobs/s\n",
+                         o.policy_name, done, total, sim_s / 86400.0, wall,
+                         wall > 0 ? done / wall : 0.0);
+    };
+    absl::StatusOr<SimResult> r = Simulate(*trace, *cluster, o);
+    if (!r.ok()) return fail(r.status());
+    report.runs.push_back(std::move(*r));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return fail(absl::InternalError(Cat(out_dir, ": ", ec.message())));
+  std::filesystem::path dir(out_dir);
+  for (const auto& [name, text] :
+       {std::pair<const char*, std::string>{"report.json", ReportJson(report)},
+        {"report.html", ReportHtml(report)},
+        {"jobs.csv", JobsCsv(report)}}) {
+    if (absl::Status s = WriteFile(dir / name, text); !s.ok()) return fail(s);
+  }
+  out << SummaryTable(report);
+  out << "report: " << (dir / "report.html").string() << ", " << (dir / "report.json").string()
+      << "\n";
+  return kExitOk;
+}
+
+}  // namespace gpucloud::sim

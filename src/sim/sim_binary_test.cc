@@ -1,0 +1,76 @@
+// The real `gpucloud sim` binary, run as a user runs it (CTest label `integration`): the
+// reports it writes, byte-identical reruns, and clear errors with exit code 1 (2 for usage).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "testing/shell.h"
+
+namespace {
+
+using gpucloud::testing_util::Shell;
+
+const std::string kGpucloud = GPUCLOUD_BINARY;
+const std::string kSrc = GPUCLOUD_SOURCE_DIR;
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class SimBinary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpucloud-sim-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    trace_ = (dir_ / "trace.csv").string();
+    std::ofstream(trace_) << "id,submit,duration,gpus,queue\n"
+                             "a,0,100,2,x\nb,10,50,2,y\nc,20,10,2,x\nbad,30,ten,1,x\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  std::string trace_;
+};
+
+TEST_F(SimBinary, ComparesPoliciesAndWritesReports) {
+  std::string cmd = kGpucloud + " sim --trace " + trace_ + " --cluster " + kSrc +
+                    "/examples/sim/cluster-16gpu.yaml --compare fifo sjf " + kSrc +
+                    "/examples/scheduler/fgd.yaml --out ";
+  auto r = Shell(cmd + (dir_ / "one").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipped 1 of 4 rows (first: line 5: duration \"ten\""),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("fgd "), std::string::npos) << r.output;
+  for (const char* f : {"report.json", "report.html", "jobs.csv"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir_ / "one" / f)) << f;
+  }
+  ASSERT_EQ(Shell(cmd + (dir_ / "two").string()).code, 0);
+  EXPECT_EQ(Slurp(dir_ / "one" / "report.json"), Slurp(dir_ / "two" / "report.json"));
+  EXPECT_EQ(Slurp(dir_ / "one" / "report.html"), Slurp(dir_ / "two" / "report.html"));
+}
+
+TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
+  std::string base = kGpucloud + " sim --out " + (dir_ / "o").string();
+  auto r = Shell(base + " --trace /nonexistent.csv --cluster tiresias");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("/nonexistent.csv: cannot open"), std::string::npos) << r.output;
+  r = Shell(base + " --trace " + trace_ + " --cluster tiresias --policy fastest");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("unknown policy \"fastest\""), std::string::npos) << r.output;
+  r = Shell(base + " --trace " + trace_ + " --cluster huge");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("unknown cluster preset \"huge\""), std::string::npos) << r.output;
+  r = Shell(base + " --trace " + trace_ + " --cluster tiresias --until soon");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--until: "), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "o"));  // nothing written
+  EXPECT_EQ(Shell(kGpucloud + " sim --trace " + trace_).code, 2);  // usage
+}
+
+}  // namespace

@@ -1,0 +1,485 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "core/clock.h"
+#include "core/text.h"
+#include "sched/cluster_state.h"
+#include "sched/plugins/scores.h"
+#include "sched/scheduler.h"
+
+namespace gpucloud::sim {
+namespace {
+
+using sched::Allocation;
+using sched::ClusterState;
+using sched::Decision;
+using sched::DecisionKind;
+using sched::NodeIndex;
+using sched::PendingJob;
+
+enum class EventKind { kArrival, kCompletion, kStop, kFailure, kRepair };
+
+struct Event {
+  int64_t t = 0;
+  int64_t seq = 0;
+  EventKind kind = EventKind::kArrival;
+  int32_t job = -1;
+  int32_t attempt = 0;
+  NodeIndex node = -1;
+};
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return std::tie(a.t, a.seq) > std::tie(b.t, b.seq);
+  }
+};
+
+struct JobRun {
+  JobOutcome out;
+  PendingJob request;
+  double remaining_s = 0;  // work left at full speed
+  int32_t attempt = 0;
+  bool running = false;
+  bool terminating = false;
+  int64_t start_s = 0;
+  double slowdown = 1;
+  Allocation allocation;
+};
+
+// The largest replica size <= max_per_node that divides `gpus`.
+int32_t ReplicaSize(int64_t gpus, int32_t max_per_node) {
+  for (int32_t d = std::min<int64_t>(gpus, max_per_node); d > 1; --d) {
+    if (gpus % d == 0) return d;
+  }
+  return 1;
+}
+
+PendingJob MakeRequest(const TraceJob& job, int32_t index, int32_t max_per_node,
+                       bool oracle_estimates) {
+  PendingJob p;
+  p.request.key = Cat("j/", index);
+  int32_t replicas = 0;
+  for (const TraceTask& t : job.tasks) {
+    sched::TaskRequest task;
+    task.name = t.name;
+    task.replicas = t.replicas;
+    GpuRequest& gpu = task.per_replica.gpu;
+    gpu.types = job.gpu_types;
+    if (t.gpus_per_replica.raw() < kMilliPerUnit) {
+      gpu.mode = GpuMode::kShared;
+      gpu.fraction = t.gpus_per_replica;
+    } else {
+      int64_t whole = t.gpus_per_replica.raw() / kMilliPerUnit;
+      int32_t per = ReplicaSize(whole, max_per_node);
+      gpu.mode = GpuMode::kWhole;
+      gpu.count = per;
+      task.replicas = static_cast<int32_t>(t.replicas * (whole / per));
+    }
+    replicas += task.replicas;
+    p.request.tasks.push_back(std::move(task));
+  }
+  p.request.gang_size = replicas;
+  p.queue = job.queue;
+  p.priority = job.priority;
+  p.submit_ms = job.submit_s * 1000;
+  p.runtime_estimate_s = job.estimate_s;
+  if (!p.runtime_estimate_s && oracle_estimates) p.runtime_estimate_s = job.duration_s;
+  return p;
+}
+
+int32_t IndexOfKey(const std::string& key) {
+  int32_t i = -1;
+  (void)std::from_chars(key.data() + 2, key.data() + key.size(), i);
+  return i;
+}
+
+class Simulation {
+ public:
+  Simulation(const Trace& trace, const SimCluster& cluster, const SimOptions& o,
+             const GpuCatalog& catalog, std::unique_ptr<sched::Scheduler> scheduler)
+      : trace_(trace),
+        cluster_(cluster),
+        o_(o),
+        catalog_(catalog),
+        scheduler_(std::move(scheduler)),
+        state_(cluster.nodes, catalog),
+        rng_(o.seed),
+        workload_(sched::PhillyWorkload()) {
+    int32_t max_per_node = 1;
+    for (const Node& n : cluster.nodes) {
+      max_per_node = std::max<int32_t>(max_per_node, static_cast<int32_t>(n.gpus.size()));
+    }
+    jobs_.resize(trace.jobs.size());
+    for (size_t i = 0; i < trace.jobs.size(); ++i) {
+      const TraceJob& t = trace.jobs[i];
+      JobRun& j = jobs_[i];
+      j.out.id = t.id;
+      j.out.queue = t.queue;
+      j.out.gpus = t.TotalGpus();
+      j.out.submit_s = t.submit_s;
+      j.out.duration_s = t.duration_s;
+      j.remaining_s = static_cast<double>(t.duration_s);
+      j.request = MakeRequest(t, static_cast<int32_t>(i), max_per_node, o.oracle_estimates);
+      Push({.t = t.submit_s, .kind = EventKind::kArrival, .job = static_cast<int32_t>(i)});
+    }
+    if (o.mtbf_hours > 0) {
+      for (NodeIndex n = 0; n < state_.node_count(); ++n) {
+        Push({.t = NextFailure(0), .kind = EventKind::kFailure, .node = n});
+      }
+    }
+    result_.policy_name = o.policy_name;
+    result_.total_gpus = cluster.TotalGpus();
+  }
+
+  SimResult Run() {
+    int64_t now = 0;
+    while (!events_.empty()) {
+      now = events_.top().t;
+      if (o_.until_s && now > *o_.until_s) {
+        now = *o_.until_s;
+        break;
+      }
+      bool changed = false;
+      while (!events_.empty() && events_.top().t == now) {
+        Event e = events_.top();
+        events_.pop();
+        changed = Handle(e, now) || changed;
+      }
+      bool bound = false;
+      if (!pending_.empty() && changed) bound = Cycle(now);
+      // Nothing left that could change anything: waiting jobs stay pending.
+      if (!bound && live_events_ == 0 && running_ == 0 && down_nodes_ == 0) {
+        RecordAllocated(now);
+        break;
+      }
+      RecordAllocated(now);
+      if (now >= next_fragmentation_) {
+        result_.fragmentation.push_back({now, Fragmentation()});
+        next_fragmentation_ = now + o_.fragmentation_sample_s;
+      }
+      if (!events_.empty() && OnlyFailuresLeft()) break;
+    }
+    Finish(now);
+    return std::move(result_);
+  }
+
+ private:
+  void Push(Event e) {
+    e.seq = seq_++;
+    if (e.kind != EventKind::kFailure && e.kind != EventKind::kRepair) {
+      ++live_events_;
+    }
+    events_.push(e);
+  }
+  // Failures and repairs recur forever; once nothing else is left, the replay is over.
+  bool OnlyFailuresLeft() const { return live_events_ == 0 && pending_.empty() && running_ == 0; }
+
+  int64_t NextFailure(int64_t from) {
+    double u = (static_cast<double>(rng_.Uniform(1'000'000)) + 0.5) / 1'000'000;
+    return from + std::max<int64_t>(1, std::llround(-std::log(u) * o_.mtbf_hours * 3600));
+  }
+
+  bool Handle(const Event& e, int64_t now) {
+    if (e.kind != EventKind::kFailure && e.kind != EventKind::kRepair) {
+      --live_events_;
+    }
+    switch (e.kind) {
+      case EventKind::kArrival:
+        Enqueue(e.job);
+        return true;
+      case EventKind::kCompletion: {
+        JobRun& j = jobs_[e.job];
+        if (!j.running || j.attempt != e.attempt) return false;
+        Stop(e.job, now);
+        j.out.state = JobState::kFinished;
+        j.out.end_s = now;
+        j.remaining_s = 0;
+        ++finished_;
+        if (o_.progress && o_.progress_every > 0 && finished_ % o_.progress_every == 0) {
+          o_.progress(finished_, static_cast<int64_t>(jobs_.size()), now);
+        }
+        return true;
+      }
+      case EventKind::kStop: {
+        JobRun& j = jobs_[e.job];
+        if (!j.running || j.attempt != e.attempt) return false;
+        // Checkpointed during the grace period: all work so far is kept.
+        j.remaining_s = std::max(0.0, j.remaining_s - (now - j.start_s) / j.slowdown);
+        Stop(e.job, now);
+        Enqueue(e.job);
+        return true;
+      }
+      case EventKind::kFailure:
+        Fail(e.node, now);
+        return true;
+      case EventKind::kRepair:
+        (void)state_.Release(Cat("#down#", e.node));
+        --down_nodes_;
+        Push({.t = NextFailure(now), .kind = EventKind::kFailure, .node = e.node});
+        return true;
+    }
+    return false;
+  }
+
+  void Enqueue(int32_t i) {
+    JobRun& j = jobs_[i];
+    j.request.runtime_estimate_s.reset();
+    if (trace_.jobs[i].estimate_s || o_.oracle_estimates) {
+      j.request.runtime_estimate_s = std::max<int64_t>(1, std::llround(j.remaining_s));
+    }
+    pending_.push_back(i);
+    pending_requests_.push_back(j.request);
+  }
+
+  // Ends job i's current attempt (completion, preemption or failure) and pays for it.
+  void Stop(int32_t i, int64_t now) {
+    JobRun& j = jobs_[i];
+    for (const sched::ReplicaPlacement& r : j.allocation.replicas) {
+      double gpus = 0;
+      for (const sched::GpuAssignment& g : r.gpus) {
+        gpus += g.mode == GpuMode::kShared ? g.fraction.raw() / 1000.0 : 1.0;
+      }
+      int pool = cluster_.pool_of_node[r.node];
+      double dollars = gpus * static_cast<double>(now - j.start_s) / 3600.0 *
+                       static_cast<double>(cluster_.price_of_pool[pool].raw()) / 1e6;
+      result_.cost_usd[std::string(BillingClassName(cluster_.pools[pool].spec.billing))] +=
+          dollars;
+    }
+    j.request.attained_gpu_ms +=
+        static_cast<int64_t>(j.out.gpus.raw()) * (now - j.start_s);  // milli-GPU x s = GPU x ms
+    (void)state_.Release(j.request.request.key);
+    j.running = false;
+    j.terminating = false;
+    ++j.attempt;
+    --running_;
+  }
+
+  void Fail(NodeIndex n, int64_t now) {
+    ++result_.failures;
+    std::vector<int32_t> hit;
+    for (const auto& [key, a] : state_.allocations()) {
+      if (key.starts_with("#")) continue;
+      for (const sched::ReplicaPlacement& r : a.replicas) {
+        if (r.node == n) {
+          hit.push_back(IndexOfKey(key));
+          break;
+        }
+      }
+    }
+    for (int32_t i : hit) {
+      JobRun& j = jobs_[i];
+      // Work since the last periodic checkpoint of this attempt is lost.
+      int64_t ran = now - j.start_s;
+      int64_t kept = o_.checkpoint_interval_s > 0
+                         ? ran / o_.checkpoint_interval_s * o_.checkpoint_interval_s
+                         : 0;
+      double lost_s = static_cast<double>(ran - kept);
+      j.out.gpu_seconds_lost += lost_s * j.out.gpus.raw() / 1000.0;
+      result_.gpu_hours_lost += lost_s * j.out.gpus.raw() / 1000.0 / 3600.0;
+      j.remaining_s = std::max(0.0, j.remaining_s - kept / j.slowdown);
+      ++j.out.restarts;
+      ++result_.restarts;
+      Stop(i, now);
+      Enqueue(i);
+    }
+    // Hold the node's GPUs until it is repaired.
+    sched::ReplicaPlacement hold{.task = "down", .node = n};
+    const Node& node = state_.node(n);
+    for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
+      if (!node.gpus[g].mig_enabled && node.gpus[g].healthy) hold.gpus.push_back({.gpu = g});
+    }
+    (void)state_.Commit(Allocation{Cat("#down#", n), {hold}});
+    ++down_nodes_;
+    Push({.t = now + o_.repair_s, .kind = EventKind::kRepair, .node = n});
+  }
+
+  double Slowdown(const Allocation& a) const {
+    std::set<NodeIndex> nodes;
+    for (const sched::ReplicaPlacement& r : a.replicas) nodes.insert(r.node);
+    if (nodes.size() <= 1) return 1.0;
+    const ClusterTopology& topo = state_.topology();
+    auto same = [&](TopologyLevel level) {
+      int32_t d = topo.DomainOf(*nodes.begin(), level);
+      for (NodeIndex n : nodes) {
+        if (topo.DomainOf(n, level) != d) return false;
+      }
+      return true;
+    };
+    if (same(TopologyLevel::kLeaf)) return o_.placement.same_leaf;
+    if (same(TopologyLevel::kSpine)) return o_.placement.same_spine;
+    return o_.placement.cross_spine;
+  }
+
+  // Runs the scheduler; true when some job was bound.
+  bool Cycle(int64_t now) {
+    ++result_.cycles;
+    std::vector<Decision> decisions = scheduler_->Schedule(state_, pending_requests_, now * 1000);
+    std::set<int32_t> leaving;
+    for (Decision& d : decisions) {
+      int32_t i = IndexOfKey(d.job);
+      JobRun& j = jobs_[i];
+      switch (d.kind) {
+        case DecisionKind::kBind: {
+          j.allocation = std::move(*d.allocation);
+          j.running = true;
+          j.out.reason.clear();
+          j.start_s = now;
+          if (!j.out.first_start_s) j.out.first_start_s = now;
+          j.slowdown = Slowdown(j.allocation);
+          int64_t run = std::max<int64_t>(1, std::llround(std::ceil(j.remaining_s * j.slowdown - 1e-6)));
+          Push({.t = now + run, .kind = EventKind::kCompletion, .job = i, .attempt = j.attempt});
+          ++running_;
+          leaving.insert(i);
+          break;
+        }
+        case DecisionKind::kReject:
+          j.out.state = JobState::kRejected;
+          j.out.reason = d.reason;
+          leaving.insert(i);
+          break;
+        case DecisionKind::kPreempt: {
+          if (!j.running || j.terminating) break;
+          j.terminating = true;
+          ++j.out.preemptions;
+          ++result_.preemptions;
+          Allocation a = state_.allocations().at(d.job);
+          (void)state_.Release(d.job);
+          a.terminating = true;
+          (void)state_.Commit(a);
+          Push({.t = now + std::max<int64_t>(0, d.grace_ms / 1000),
+                .kind = EventKind::kStop,
+                .job = i,
+                .attempt = j.attempt});
+          break;
+        }
+        case DecisionKind::kWait:
+          j.out.reason = std::move(d.reason);
+          break;
+      }
+    }
+    bool bound = false;
+    if (!leaving.empty()) {
+      size_t out = 0;
+      for (size_t k = 0; k < pending_.size(); ++k) {
+        if (leaving.contains(pending_[k])) {
+          bound = bound || jobs_[pending_[k]].running;
+          continue;
+        }
+        pending_[out] = pending_[k];
+        if (out != k) pending_requests_[out] = std::move(pending_requests_[k]);
+        ++out;
+      }
+      pending_.resize(out);
+      pending_requests_.resize(out);
+    }
+    return bound;
+  }
+
+  void RecordAllocated(int64_t now) {
+    double gpus = 0;
+    for (const auto& [queue, types] : state_.QueueUsage()) {
+      if (auto it = types.find(std::string(kAnyGpuType)); it != types.end()) {
+        gpus += it->second.raw() / 1000.0;
+      }
+    }
+    if (result_.allocated.empty() || result_.allocated.back().second != gpus) {
+      if (!result_.allocated.empty() && result_.allocated.back().first == now) {
+        result_.allocated.back().second = gpus;
+      } else {
+        result_.allocated.push_back({now, gpus});
+      }
+    }
+  }
+
+  double Fragmentation() const {
+    double frag = 0, free = 0;
+    sched::NodeView v;
+    for (NodeIndex n = 0; n < state_.node_count(); ++n) {
+      const Node& node = state_.node(n);
+      v.node = &node;
+      v.free.clear();
+      v.usable = 0;
+      for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
+        MilliGpu f = state_.FreeShare(n, g);
+        v.free.push_back(f);
+        free += f.raw() / 1000.0;
+        if (node.gpus[g].healthy && !node.gpus[g].mig_enabled) ++v.usable;
+      }
+      frag += sched::ExpectedFragmentation(v, workload_);
+    }
+    return free > 0 ? frag / free : 0;
+  }
+
+  void Finish(int64_t now) {
+    result_.end_s = now;
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      JobRun& j = jobs_[i];
+      if (j.running) {
+        Stop(static_cast<int32_t>(i), now);  // pays for the time so far
+        j.out.state = JobState::kRunning;
+      }
+      if (j.out.state == JobState::kPending && j.out.submit_s > now) {
+        j.out.state = JobState::kNotSubmitted;
+      }
+      result_.jobs.push_back(std::move(j.out));
+    }
+    if (o_.progress) o_.progress(finished_, static_cast<int64_t>(jobs_.size()), now);
+  }
+
+  const Trace& trace_;
+  const SimCluster& cluster_;
+  const SimOptions& o_;
+  const GpuCatalog& catalog_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  ClusterState state_;
+  Rng rng_;
+  std::vector<WorkloadShare> workload_;
+  std::vector<JobRun> jobs_;
+  std::vector<int32_t> pending_;  // job indexes, arrival order
+  std::vector<PendingJob> pending_requests_;  // parallel to pending_
+  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  int64_t seq_ = 0;
+  int64_t live_events_ = 0;  // arrivals, completions and stops still to come
+  int64_t running_ = 0;
+  int64_t down_nodes_ = 0;
+  int64_t finished_ = 0;
+  int64_t next_fragmentation_ = 0;
+  SimResult result_;
+};
+
+}  // namespace
+
+std::string_view JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kFinished:
+      return "finished";
+    case JobState::kRejected:
+      return "rejected";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kNotSubmitted:
+      return "not-submitted";
+    case JobState::kPending:
+      break;
+  }
+  return "pending";
+}
+
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster,
+                                   const SimOptions& options, const GpuCatalog& catalog) {
+  absl::StatusOr<std::unique_ptr<sched::Scheduler>> scheduler =
+      sched::Scheduler::FromConfig(options.policy, options.queues, catalog);
+  if (!scheduler.ok()) {
+    return absl::InvalidArgumentError(
+        Cat("policy ", options.policy_name, ": ", scheduler.status().message()));
+  }
+  Simulation sim(trace, cluster, options, catalog, std::move(*scheduler));
+  return sim.Run();
+}
+
+}  // namespace gpucloud::sim

@@ -1,0 +1,102 @@
+// The discrete-event simulator: replays a trace on a simulated cluster through the production
+// scheduler (sched::Scheduler), on a virtual clock. Deterministic: the same inputs and seed give
+// the same result. No I/O, no wall clock (progress is reported through a callback).
+//
+// Events: arrivals, completions, preempted jobs stopping after their grace period and, when an
+// MTBF is set, node failures and repairs. The scheduler runs once per distinct event time. (The
+// server also runs it periodically; in the simulator a periodic cycle with nothing changed
+// since the last one would decide exactly the same, so there is none.) A multi-node job runs slower the wider it is
+// spread (PlacementModel). Jobs checkpoint every checkpoint interval; a failure loses the work
+// since the last checkpoint, a preemption none (the grace period is for checkpointing).
+// Not thread-safe; one Simulator per run.
+#ifndef GPUCLOUD_SIM_SIMULATOR_H_
+#define GPUCLOUD_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/gpu_catalog.h"
+#include "core/queue.h"
+#include "core/sched_config.h"
+#include "sim/cluster.h"
+#include "sim/trace.h"
+
+namespace gpucloud::sim {
+
+// Slowdown of a job spread over several nodes, by the widest topology level it spans
+// (defaults after the Tiresias and Gandiva measurements of communication-bound models).
+struct PlacementModel {
+  double same_leaf = 1.1;   // several nodes under one leaf switch
+  double same_spine = 1.3;  // several leaf switches under one spine
+  double cross_spine = 1.5;
+};
+
+struct SimOptions {
+  std::string policy_name = "default";
+  SchedulerConfig policy;
+  std::map<std::string, QueueSpec> queues;  // by trace queue name; others get weight 1
+  std::optional<int64_t> until_s;           // stop the clock here
+  uint64_t seed = 1;
+  PlacementModel placement;
+  int64_t checkpoint_interval_s = 1800;
+  double mtbf_hours = 0;  // per node; 0 = no failures
+  int64_t repair_s = 3600;
+  // Give jobs without an estimate in the trace their real duration as estimate (a perfect
+  // user), so SJF and backfill have something to work with.
+  bool oracle_estimates = true;
+  int64_t fragmentation_sample_s = 3600;
+  // Called every `progress_every` completed jobs and at the end.
+  std::function<void(int64_t done, int64_t total, int64_t sim_time_s)> progress;
+  int64_t progress_every = 10000;
+};
+
+// kNotSubmitted: the clock stopped (--until) before the job's submit time.
+enum class JobState { kFinished, kRejected, kPending, kRunning, kNotSubmitted };
+// "finished", "rejected", "pending", "running", "not-submitted"
+std::string_view JobStateName(JobState s);
+
+struct JobOutcome {
+  std::string id;
+  std::string queue;
+  MilliGpu gpus;
+  int64_t submit_s = 0;
+  int64_t duration_s = 0;  // ideal run time
+  std::optional<int64_t> first_start_s;
+  std::optional<int64_t> end_s;
+  JobState state = JobState::kPending;
+  int32_t restarts = 0;     // after failures
+  int32_t preemptions = 0;  // times preempted
+  double gpu_seconds_lost = 0;
+  std::string reason;  // rejected: why
+};
+
+struct SimResult {
+  std::string policy_name;
+  std::vector<JobOutcome> jobs;  // in trace order
+  // Allocated GPUs over time: (time, GPUs) at every change.
+  std::vector<std::pair<int64_t, double>> allocated;
+  // Fraction of free GPUs that are fragmented (FGD's measure for the Philly mix), sampled.
+  std::vector<std::pair<int64_t, double>> fragmentation;
+  int64_t end_s = 0;  // when the clock stopped
+  int64_t total_gpus = 0;
+  int64_t cycles = 0;
+  int64_t preemptions = 0;
+  int64_t failures = 0;
+  int64_t restarts = 0;
+  double gpu_hours_lost = 0;
+  std::map<std::string, double> cost_usd;  // billing class -> dollars
+};
+
+// Runs the whole replay. InvalidArgument when the policy names an unknown plugin.
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster,
+                                   const SimOptions& options,
+                                   const GpuCatalog& catalog = GpuCatalog::Default());
+
+}  // namespace gpucloud::sim
+
+#endif  // GPUCLOUD_SIM_SIMULATOR_H_

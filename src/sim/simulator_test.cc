@@ -1,0 +1,145 @@
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/report.h"
+
+namespace gpucloud::sim {
+namespace {
+
+SimCluster Nodes(int nodes, int gpus) {
+  NodePool p;
+  p.metadata.name = "p";
+  p.spec.gpu_type = "V100-16GB";
+  p.spec.gpus_per_node = gpus;
+  p.spec.max_nodes = nodes;
+  return ClusterFromPools("test", {p});
+}
+
+Trace Csv(const std::string& text) {
+  absl::StatusOr<Trace> t = ReadTrace(text, "csv");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+SimResult Replay(const Trace& t, const SimCluster& c, SimOptions o = {}) {
+  absl::StatusOr<SimResult> r = Simulate(t, c, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+std::map<std::string, int64_t> Jct(const SimResult& r) {
+  std::map<std::string, int64_t> out;
+  for (const JobOutcome& j : r.jobs) {
+    if (j.end_s) out[j.id] = *j.end_s - j.submit_s;
+  }
+  return out;
+}
+
+// One node of 2 GPUs; three 2-GPU jobs: a (0, 100 s), b (10, 50 s), c (20, 10 s).
+// FIFO: a 0-100, b 100-150, c 150-160: JCTs 100, 140, 140.
+// SJF (on the exact durations): at 100 c goes first: c 100-110, b 110-160: 100, 150, 90.
+const char* kThree = "id,submit,duration,gpus\na,0,100,2\nb,10,50,2\nc,20,10,2\n";
+
+TEST(Simulator, HandComputedFifoAndSjf) {
+  SimCluster c = Nodes(1, 2);
+  SimOptions fifo;
+  SimResult r = Replay(Csv(kThree), c, fifo);
+  EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"a", 100}, {"b", 140}, {"c", 140}}));
+  SimOptions sjf;
+  sjf.policy.ordering = QueueOrdering::kSjf;
+  r = Replay(Csv(kThree), c, sjf);
+  EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"a", 100}, {"b", 150}, {"c", 90}}));
+  EXPECT_EQ(r.end_s, 160);
+  // Utilization: 2 of 2 GPUs for 160 s, from 0.
+  ASSERT_FALSE(r.allocated.empty());
+  EXPECT_EQ(r.allocated.front(), (std::pair<int64_t, double>{0, 2.0}));
+  EXPECT_EQ(r.allocated.back(), (std::pair<int64_t, double>{160, 0.0}));
+}
+
+TEST(Simulator, SpreadJobsRunSlower) {
+  // Two nodes of 2 GPUs under one leaf; a 4-GPU job runs as 2 x 2 at 1.1x: 110 s.
+  SimResult r = Replay(Csv("id,submit,duration,gpus\nwide,0,100,4\n"), Nodes(2, 2));
+  EXPECT_EQ(Jct(r).at("wide"), 110);
+  // A 2-GPU job on one node runs at full speed.
+  r = Replay(Csv("id,submit,duration,gpus\nnarrow,0,100,2\n"), Nodes(2, 2));
+  EXPECT_EQ(Jct(r).at("narrow"), 100);
+}
+
+TEST(Simulator, InfeasibleJobsAreRejectedAndEveryJobIsAccounted) {
+  SimResult r = Replay(Csv("id,submit,duration,gpus\nbig,0,10,16\nok,5,10,1\nlate,1000,10,1\n"),
+                    Nodes(1, 8), SimOptions{.until_s = 100});
+  ASSERT_EQ(r.jobs.size(), 3u);
+  EXPECT_EQ(r.jobs[0].state, JobState::kRejected);
+  // 16 GPUs run as two 8-GPU replicas; the cluster has one 8-GPU node.
+  EXPECT_EQ(r.jobs[0].reason, "the gang needs 2 replicas together; the eligible nodes hold at most 1");
+  EXPECT_EQ(r.jobs[1].state, JobState::kFinished);
+  EXPECT_EQ(r.jobs[2].state, JobState::kNotSubmitted);
+}
+
+TEST(Simulator, PreemptedJobsResumeWithTheirWork) {
+  // low (priority 0) takes the node for 1000 s; high (priority 5, same queue) arrives at 100:
+  // low is preempted, stops at 130 (30 s grace) having done 130 s of work; high runs 130-230;
+  // low resumes at 230 with 870 s left and ends at 1100.
+  SimResult r = Replay(Csv("id,submit,duration,gpus,priority\nlow,0,1000,2,0\nhigh,100,100,2,5\n"),
+                    Nodes(1, 2));
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"low", 1100}, {"high", 130}}));
+  EXPECT_EQ(r.jobs[0].preemptions, 1);
+}
+
+TEST(Simulator, FailuresRestartFromCheckpointsAndAreDeterministic) {
+  std::string text = "id,submit,duration,gpus\n";
+  for (int i = 0; i < 40; ++i) text += "j" + std::to_string(i) + "," + std::to_string(i * 60) + ",7200,1\n";
+  Trace t = Csv(text);
+  SimOptions o;
+  o.mtbf_hours = 2;
+  o.repair_s = 600;
+  o.checkpoint_interval_s = 900;
+  o.seed = 7;
+  SimResult a = Replay(t, Nodes(4, 4), o);
+  EXPECT_GT(a.failures, 0);
+  EXPECT_GT(a.restarts, 0);
+  EXPECT_GT(a.gpu_hours_lost, 0);
+  // Lost work is less than one checkpoint interval per restart.
+  EXPECT_LE(a.gpu_hours_lost, a.restarts * 900 / 3600.0 + 1e-9);
+  for (const JobOutcome& j : a.jobs) EXPECT_EQ(j.state, JobState::kFinished) << j.id;
+  SimResult b = Replay(t, Nodes(4, 4), o);
+  ReportInput ra{"t.csv", &t, nullptr, {}}, rb = ra;
+  SimCluster cluster = Nodes(4, 4);
+  ra.cluster = rb.cluster = &cluster;
+  ra.runs.push_back(a);
+  rb.runs.push_back(b);
+  EXPECT_EQ(ReportJson(ra), ReportJson(rb));  // same seed: the same bytes
+  o.seed = 8;
+  SimResult c = Replay(t, Nodes(4, 4), o);
+  ReportInput rc = ra;
+  rc.runs = {c};
+  EXPECT_NE(ReportJson(ra), ReportJson(rc));
+}
+
+TEST(Report, PercentilesByNearestRank) {
+  EXPECT_EQ(Percentile({}, 50), 0);
+  EXPECT_EQ(Percentile({5, 1, 3, 2, 4}, 50), 3);
+  EXPECT_EQ(Percentile({5, 1, 3, 2, 4}, 95), 5);
+  EXPECT_EQ(Percentile({5, 1, 3, 2, 4}, 0), 1);
+}
+
+TEST(Report, JsonHasTheFiguresTheIssueAsksFor) {
+  Trace t = Csv(kThree);
+  SimCluster c = Nodes(1, 2);
+  ReportInput in{"three.csv", &t, &c, {Replay(t, c)}};
+  std::string json = ReportJson(in);
+  for (const char* key : {"\"jct_s\"", "\"queueing_delay_s\"", "\"by_size_gpus\"", "\"by_queue\"",
+                          "\"makespan_s\": 160", "\"utilization\"", "\"fragmentation\"",
+                          "\"preemptions\"", "\"restarts\"", "\"cost_usd\"", "\"lower_bounds\"",
+                          "\"mean_jct_s\": 53.333", "\"finished\": 3"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+  std::string html = ReportHtml(in);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("CC-BY-4.0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucloud::sim
