@@ -1,0 +1,22 @@
+// The GPU metrics exporter's text: dcgm-exporter's metric and label names in the Prometheus
+// text exposition format (version 0.0.4), so existing Grafana dashboards (id 12239) work
+// unchanged. Stateless; thread-safe.
+#ifndef GPUCLOUD_AGENT_EXPORTER_H_
+#define GPUCLOUD_AGENT_EXPORTER_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/gpu_backend.h"
+
+namespace gpucloud::agent {
+
+// One HELP and TYPE line per metric, then one sample per GPU that reports it, labelled gpu,
+// UUID, pci_bus_id, device, modelName, Hostname and DCGM_FI_DRIVER_VERSION (in that order).
+std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
+                            std::string_view hostname);
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_EXPORTER_H_

@@ -1,0 +1,63 @@
+// GpuBackend: what the node agent knows of a machine's GPUs — discovery (for node registration)
+// and health samples (for the exporter and health checks). Two implementations: NVML, loaded
+// with dlopen at run time (nvml_backend.h; no build-time dependency on NVIDIA packages), and a
+// simulated one for tests and for machines without GPUs (simulated_backend.h).
+// Implementations are not thread-safe; the agent owns one and calls it from one thread.
+#ifndef GPUCLOUD_AGENT_GPU_BACKEND_H_
+#define GPUCLOUD_AGENT_GPU_BACKEND_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/quantity.h"
+
+namespace gpucloud::agent {
+
+struct GpuDevice {
+  int index = 0;
+  std::string uuid;         // "GPU-..."
+  std::string name;         // as the driver reports it, e.g. "NVIDIA H200"
+  std::string pci_bus_id;   // "00000000:19:00.0"
+  MiB memory;
+  bool mig_enabled = false;
+  std::string catalog_type;  // GpuCatalog::FromHardware's answer, e.g. "H200-141GB"
+};
+
+struct NodeGpus {
+  std::string backend;         // "nvml" or "simulated"
+  std::string driver_version;  // "580.159.04"
+  int cuda_driver_version = 0;  // 12040 = 12.4
+  std::vector<GpuDevice> gpus;
+};
+
+// One reading of one GPU. Fields a GPU or driver does not support are unset.
+struct GpuSample {
+  int index = 0;
+  std::optional<int> gpu_util_percent;
+  std::optional<int> mem_copy_util_percent;
+  std::optional<MiB> fb_used;
+  std::optional<MiB> fb_free;
+  std::optional<int> temperature_c;
+  std::optional<double> power_w;
+  std::optional<uint64_t> energy_mj;  // since the driver loaded
+  std::optional<int> sm_clock_mhz;
+  std::optional<int> mem_clock_mhz;
+  std::optional<uint64_t> ecc_corrected;    // volatile
+  std::optional<uint64_t> ecc_uncorrected;  // volatile
+};
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  virtual std::string_view Name() const = 0;
+  virtual absl::StatusOr<NodeGpus> Discover() = 0;
+  virtual absl::StatusOr<std::vector<GpuSample>> Sample() = 0;
+};
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_GPU_BACKEND_H_

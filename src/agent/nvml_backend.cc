@@ -1,0 +1,232 @@
+#include "agent/nvml_backend.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+
+#include "core/text.h"
+
+namespace gpucloud::agent {
+namespace {
+
+// The NVML types used here (from NVIDIA's nvml.h, as go-nvml declares them).
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kNotSupported = 3;
+constexpr nvmlReturn_t kDriverNotLoaded = 9;
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+struct nvmlUtilization_t {
+  unsigned int gpu, memory;
+};
+struct nvmlPciInfo_t {  // nvmlPciInfo_t of nvmlDeviceGetPciInfo_v3
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+
+template <typename F>
+F Symbol(void* lib, const char* versioned, const char* plain = nullptr) {
+  void* f = dlsym(lib, versioned);
+  if (f == nullptr && plain != nullptr) f = dlsym(lib, plain);
+  return reinterpret_cast<F>(f);
+}
+
+class NvmlBackend final : public GpuBackend {
+ public:
+  NvmlBackend(void* lib, const GpuCatalog& catalog) : lib_(lib), catalog_(catalog) {}
+  ~NvmlBackend() override {
+    if (initialized_ && shutdown_) shutdown_();
+    dlclose(lib_);
+  }
+
+  absl::Status Load() {
+    struct Required {
+      const char* versioned;
+      const char* plain;
+      void** into;
+    };
+    Required required[] = {
+        {"nvmlInit_v2", "nvmlInit", reinterpret_cast<void**>(&init_)},
+        {"nvmlShutdown", nullptr, reinterpret_cast<void**>(&shutdown_)},
+        {"nvmlErrorString", nullptr, reinterpret_cast<void**>(&error_string_)},
+        {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount", reinterpret_cast<void**>(&get_count_)},
+        {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex",
+         reinterpret_cast<void**>(&get_handle_)},
+        {"nvmlDeviceGetName", nullptr, reinterpret_cast<void**>(&get_name_)},
+        {"nvmlDeviceGetUUID", nullptr, reinterpret_cast<void**>(&get_uuid_)},
+        {"nvmlDeviceGetMemoryInfo", nullptr, reinterpret_cast<void**>(&get_memory_)},
+        {"nvmlSystemGetDriverVersion", nullptr, reinterpret_cast<void**>(&driver_version_)},
+    };
+    for (const Required& r : required) {
+      *r.into = dlsym(lib_, r.versioned);
+      if (*r.into == nullptr && r.plain != nullptr) *r.into = dlsym(lib_, r.plain);
+      if (*r.into == nullptr) {
+        return absl::FailedPreconditionError(
+            Cat("NVML library lacks the required symbol ", r.versioned));
+      }
+    }
+    // Optional: left null when the driver is too old or the function absent.
+    cuda_version_ = Symbol<decltype(cuda_version_)>(lib_, "nvmlSystemGetCudaDriverVersion_v2",
+                                                    "nvmlSystemGetCudaDriverVersion");
+    get_pci_ = Symbol<decltype(get_pci_)>(lib_, "nvmlDeviceGetPciInfo_v3");
+    get_mig_mode_ = Symbol<decltype(get_mig_mode_)>(lib_, "nvmlDeviceGetMigMode");
+    get_util_ = Symbol<decltype(get_util_)>(lib_, "nvmlDeviceGetUtilizationRates");
+    get_temp_ = Symbol<decltype(get_temp_)>(lib_, "nvmlDeviceGetTemperature");
+    get_power_ = Symbol<decltype(get_power_)>(lib_, "nvmlDeviceGetPowerUsage");
+    get_energy_ = Symbol<decltype(get_energy_)>(lib_, "nvmlDeviceGetTotalEnergyConsumption");
+    get_clock_ = Symbol<decltype(get_clock_)>(lib_, "nvmlDeviceGetClockInfo");
+    get_ecc_ = Symbol<decltype(get_ecc_)>(lib_, "nvmlDeviceGetTotalEccErrors");
+    nvmlReturn_t rc = init_();
+    if (rc == kDriverNotLoaded) {
+      return absl::UnavailableError("NVML: the NVIDIA driver is not loaded");
+    }
+    if (rc != kSuccess) return Error("nvmlInit_v2", rc);
+    initialized_ = true;
+    return absl::OkStatus();
+  }
+
+  std::string_view Name() const override { return "nvml"; }
+
+  absl::StatusOr<NodeGpus> Discover() override {
+    NodeGpus out;
+    out.backend = "nvml";
+    char buf[96] = {};
+    if (nvmlReturn_t rc = driver_version_(buf, sizeof buf); rc != kSuccess) {
+      return Error("nvmlSystemGetDriverVersion", rc);
+    }
+    out.driver_version = buf;
+    if (cuda_version_ != nullptr) {
+      int v = 0;
+      if (cuda_version_(&v) == kSuccess) out.cuda_driver_version = v;
+    }
+    absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices();
+    if (!devices.ok()) return devices.status();
+    for (size_t i = 0; i < devices->size(); ++i) {
+      nvmlDevice_t d = (*devices)[i];
+      GpuDevice g;
+      g.index = static_cast<int>(i);
+      char name[96] = {}, uuid[96] = {};
+      if (nvmlReturn_t rc = get_name_(d, name, sizeof name); rc != kSuccess) {
+        return Error("nvmlDeviceGetName", rc);
+      }
+      if (nvmlReturn_t rc = get_uuid_(d, uuid, sizeof uuid); rc != kSuccess) {
+        return Error("nvmlDeviceGetUUID", rc);
+      }
+      g.name = name;
+      g.uuid = uuid;
+      nvmlMemory_t mem{};
+      if (nvmlReturn_t rc = get_memory_(d, &mem); rc != kSuccess) {
+        return Error("nvmlDeviceGetMemoryInfo", rc);
+      }
+      g.memory = MiB(static_cast<int64_t>(mem.total >> 20));
+      if (get_pci_ != nullptr) {
+        nvmlPciInfo_t pci{};
+        if (get_pci_(d, &pci) == kSuccess) g.pci_bus_id = pci.bus_id;
+      }
+      if (get_mig_mode_ != nullptr) {
+        unsigned int current = 0, pending = 0;
+        if (get_mig_mode_(d, &current, &pending) == kSuccess) g.mig_enabled = current == 1;
+      }
+      g.catalog_type = catalog_.FromHardware(g.name, g.memory).name;
+      out.gpus.push_back(std::move(g));
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<GpuSample>> Sample() override {
+    absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices();
+    if (!devices.ok()) return devices.status();
+    std::vector<GpuSample> out;
+    for (size_t i = 0; i < devices->size(); ++i) {
+      nvmlDevice_t d = (*devices)[i];
+      GpuSample s;
+      s.index = static_cast<int>(i);
+      nvmlMemory_t mem{};
+      if (get_memory_(d, &mem) == kSuccess) {
+        s.fb_used = MiB(static_cast<int64_t>(mem.used >> 20));
+        s.fb_free = MiB(static_cast<int64_t>(mem.free >> 20));
+      }
+      nvmlUtilization_t util{};
+      if (get_util_ != nullptr && get_util_(d, &util) == kSuccess) {
+        s.gpu_util_percent = static_cast<int>(util.gpu);
+        s.mem_copy_util_percent = static_cast<int>(util.memory);
+      }
+      unsigned int v = 0;
+      if (get_temp_ != nullptr && get_temp_(d, 0, &v) == kSuccess) s.temperature_c = static_cast<int>(v);
+      if (get_power_ != nullptr && get_power_(d, &v) == kSuccess) s.power_w = v / 1000.0;
+      unsigned long long energy = 0;
+      if (get_energy_ != nullptr && get_energy_(d, &energy) == kSuccess) s.energy_mj = energy;
+      if (get_clock_ != nullptr && get_clock_(d, 1, &v) == kSuccess) s.sm_clock_mhz = static_cast<int>(v);
+      if (get_clock_ != nullptr && get_clock_(d, 2, &v) == kSuccess) s.mem_clock_mhz = static_cast<int>(v);
+      unsigned long long ecc = 0;
+      if (get_ecc_ != nullptr && get_ecc_(d, 0, 0, &ecc) == kSuccess) s.ecc_corrected = ecc;
+      if (get_ecc_ != nullptr && get_ecc_(d, 1, 0, &ecc) == kSuccess) s.ecc_uncorrected = ecc;
+      out.push_back(s);
+    }
+    return out;
+  }
+
+ private:
+  absl::Status Error(const char* call, nvmlReturn_t rc) const {
+    const char* text = error_string_ ? error_string_(rc) : nullptr;
+    return absl::InternalError(Cat(call, " failed: ", text ? text : "unknown error", " (", rc, ")"));
+  }
+
+  absl::StatusOr<std::vector<nvmlDevice_t>> Devices() const {
+    unsigned int count = 0;
+    if (nvmlReturn_t rc = get_count_(&count); rc != kSuccess) {
+      return Error("nvmlDeviceGetCount_v2", rc);
+    }
+    if (count > 1024) return absl::InternalError(Cat("NVML reports ", count, " GPUs"));
+    std::vector<nvmlDevice_t> out;
+    for (unsigned int i = 0; i < count; ++i) {
+      nvmlDevice_t d = nullptr;
+      if (nvmlReturn_t rc = get_handle_(i, &d); rc != kSuccess) {
+        return Error("nvmlDeviceGetHandleByIndex_v2", rc);
+      }
+      out.push_back(d);
+    }
+    return out;
+  }
+
+  void* lib_;
+  const GpuCatalog& catalog_;
+  bool initialized_ = false;
+  nvmlReturn_t (*init_)() = nullptr;
+  nvmlReturn_t (*shutdown_)() = nullptr;
+  const char* (*error_string_)(nvmlReturn_t) = nullptr;
+  nvmlReturn_t (*get_count_)(unsigned int*) = nullptr;
+  nvmlReturn_t (*get_handle_)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*get_name_)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*get_uuid_)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*get_memory_)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  nvmlReturn_t (*driver_version_)(char*, unsigned int) = nullptr;
+  nvmlReturn_t (*cuda_version_)(int*) = nullptr;
+  nvmlReturn_t (*get_pci_)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*get_mig_mode_)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*get_util_)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*get_temp_)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*get_power_)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*get_energy_)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> OpenNvml(const std::string& library,
+                                                     const GpuCatalog& catalog) {
+  void* lib = dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    return absl::UnavailableError(Cat("cannot load ", library, ": ", why ? why : "not found"));
+  }
+  auto backend = std::make_unique<NvmlBackend>(lib, catalog);
+  if (absl::Status s = backend->Load(); !s.ok()) return s;
+  return backend;
+}
+
+}  // namespace gpucloud::agent

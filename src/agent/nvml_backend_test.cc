@@ -1,0 +1,107 @@
+#include "agent/nvml_backend.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "agent/exporter.h"
+#include "agent/simulated_backend.h"
+
+namespace gpucloud::agent {
+namespace {
+
+class FakeNvml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("FAKE_NVML_INIT_RC");
+    unsetenv("FAKE_NVML_COUNT_RC");
+    unsetenv("FAKE_NVML_GPUS");
+  }
+};
+
+TEST_F(FakeNvml, DiscoversDevicesThroughDlopen) {
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<NodeGpus> node = (*b)->Discover();
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->backend, "nvml");
+  EXPECT_EQ(node->driver_version, "550.54.15");
+  EXPECT_EQ(node->cuda_driver_version, 12040);
+  ASSERT_EQ(node->gpus.size(), 2u);
+  EXPECT_EQ(node->gpus[1].uuid, "GPU-fake-1");
+  EXPECT_EQ(node->gpus[1].pci_bus_id, "00000000:1A:00.0");
+  EXPECT_EQ(node->gpus[0].memory, MiB(81559));
+  EXPECT_EQ(node->gpus[0].catalog_type, "H100-80GB");
+  EXPECT_FALSE(node->gpus[0].mig_enabled);
+}
+
+TEST_F(FakeNvml, SamplesLeaveUnsupportedReadingsUnset) {
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::vector<GpuSample>> s = (*b)->Sample();
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].gpu_util_percent, 87);
+  EXPECT_EQ((*s)[0].temperature_c, 64);
+  EXPECT_DOUBLE_EQ(*(*s)[0].power_w, 412.5);
+  EXPECT_EQ((*s)[0].energy_mj, 123456789u);
+  EXPECT_EQ((*s)[0].fb_used, MiB(1024));
+  EXPECT_EQ((*s)[0].ecc_corrected, 5u);
+  EXPECT_FALSE((*s)[0].sm_clock_mhz.has_value());  // the fake says NOT_SUPPORTED
+}
+
+TEST_F(FakeNvml, ErrorsAreNamed) {
+  EXPECT_EQ(OpenNvml(FAKE_NVML_NO_UUID).status().message(),
+            "NVML library lacks the required symbol nvmlDeviceGetUUID");
+  EXPECT_TRUE(absl::IsUnavailable(OpenNvml("/nonexistent/libnvidia-ml.so.1").status()));
+  setenv("FAKE_NVML_INIT_RC", "9", 1);
+  absl::Status s = OpenNvml(FAKE_NVML).status();
+  EXPECT_TRUE(absl::IsUnavailable(s));
+  EXPECT_EQ(s.message(), "NVML: the NVIDIA driver is not loaded");
+  setenv("FAKE_NVML_INIT_RC", "999", 1);
+  EXPECT_EQ(OpenNvml(FAKE_NVML).status().message(), "nvmlInit_v2 failed: Unknown Error (999)");
+  unsetenv("FAKE_NVML_INIT_RC");
+  setenv("FAKE_NVML_COUNT_RC", "15", 1);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->Discover().status().message(),
+            "nvmlDeviceGetCount_v2 failed: fake error (15)");
+}
+
+TEST(Simulated, SpecsAndErrors) {
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = MakeSimulatedBackend("2xh100,1xT4");
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<NodeGpus> node = (*b)->Discover();
+  ASSERT_EQ(node->gpus.size(), 3u);
+  EXPECT_EQ(node->gpus[0].catalog_type, "H100-80GB");
+  EXPECT_EQ(node->gpus[2].catalog_type, "T4");
+  EXPECT_EQ(node->gpus[2].uuid, "GPU-simulated-2");
+  EXPECT_EQ(MakeSimulatedBackend("8xB300").status().message().substr(0, 40),
+            "--simulate: \"8xB300\": unknown GPU type (");
+  EXPECT_EQ(MakeSimulatedBackend("lots").status().message(),
+            "--simulate: \"lots\" is not COUNTxTYPE such as 8xH100 (1 to 64 GPUs)");
+}
+
+TEST(Exporter, DcgmNamesAndLabelsInPrometheusTextFormat) {
+  NodeGpus node{"nvml", "550.54.15", 12040, {{0, "GPU-a", "NVIDIA \"H100\"", "00000000:19:00.0",
+                                               MiB(81559), false, "H100-80GB"}}};
+  GpuSample s;
+  s.index = 0;
+  s.gpu_util_percent = 87;
+  s.energy_mj = 1000;
+  std::string text = DcgmMetricsText(node, {s}, "host-1");
+  EXPECT_EQ(text,
+            "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy consumption since boot (in "
+            "mJ).\n"
+            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\",UUID=\"GPU-a\",pci_bus_id=\"00000000:"
+            "19:00.0\",device=\"nvidia0\",modelName=\"NVIDIA \\\"H100\\\"\",Hostname=\"host-1\","
+            "DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 1000\n"
+            "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+            "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+            "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\",pci_bus_id=\"00000000:19:00.0\","
+            "device=\"nvidia0\",modelName=\"NVIDIA \\\"H100\\\"\",Hostname=\"host-1\","
+            "DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 87\n");
+}
+
+}  // namespace
+}  // namespace gpucloud::agent

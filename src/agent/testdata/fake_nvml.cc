@@ -1,0 +1,112 @@
+// A fake libnvidia-ml.so.1 for tests of the dlopen path: two (FAKE_NVML_GPUS) H100s with fixed
+// readings. FAKE_NVML_INIT_RC sets nvmlInit_v2's return code, FAKE_NVML_COUNT_RC
+// nvmlDeviceGetCount_v2's. Built a second time without nvmlDeviceGetUUID
+// (FAKE_NVML_OMIT_UUID) to test a library that lacks a required symbol.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+struct Device {
+  int index;
+};
+Device kDevices[8] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+int Count() {
+  int n = EnvInt("FAKE_NVML_GPUS", 2);
+  return n < 0 ? 0 : (n > 8 ? 8 : n);
+}
+
+}  // namespace
+
+extern "C" {
+
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+struct nvmlUtilization_t {
+  unsigned int gpu, memory;
+};
+struct nvmlPciInfo_t {
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+
+int nvmlInit_v2() { return EnvInt("FAKE_NVML_INIT_RC", 0); }
+int nvmlShutdown() { return 0; }
+const char* nvmlErrorString(int rc) { return rc == 999 ? "Unknown Error" : "fake error"; }
+int nvmlSystemGetDriverVersion(char* buf, unsigned int len) {
+  std::snprintf(buf, len, "%s", "550.54.15");
+  return 0;
+}
+int nvmlSystemGetCudaDriverVersion_v2(int* v) {
+  *v = 12040;
+  return 0;
+}
+int nvmlDeviceGetCount_v2(unsigned int* n) {
+  *n = static_cast<unsigned int>(Count());
+  return EnvInt("FAKE_NVML_COUNT_RC", 0);
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void** d) {
+  if (static_cast<int>(i) >= Count()) return 2;
+  *d = &kDevices[i];
+  return 0;
+}
+int nvmlDeviceGetName(void*, char* buf, unsigned int len) {
+  std::snprintf(buf, len, "%s", "NVIDIA H100 80GB HBM3");
+  return 0;
+}
+#ifndef FAKE_NVML_OMIT_UUID
+int nvmlDeviceGetUUID(void* d, char* buf, unsigned int len) {
+  std::snprintf(buf, len, "GPU-fake-%d", static_cast<Device*>(d)->index);
+  return 0;
+}
+#endif
+int nvmlDeviceGetMemoryInfo(void*, nvmlMemory_t* m) {
+  m->total = 81559ull << 20;
+  m->used = 1024ull << 20;
+  m->free = m->total - m->used;
+  return 0;
+}
+int nvmlDeviceGetPciInfo_v3(void* d, nvmlPciInfo_t* p) {
+  std::memset(p, 0, sizeof *p);
+  std::snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02X:00.0",
+                0x19 + static_cast<Device*>(d)->index);
+  return 0;
+}
+int nvmlDeviceGetMigMode(void*, unsigned int* current, unsigned int* pending) {
+  *current = 0;
+  *pending = 0;
+  return 0;
+}
+int nvmlDeviceGetUtilizationRates(void*, nvmlUtilization_t* u) {
+  u->gpu = 87;
+  u->memory = 41;
+  return 0;
+}
+int nvmlDeviceGetTemperature(void*, int, unsigned int* t) {
+  *t = 64;
+  return 0;
+}
+int nvmlDeviceGetPowerUsage(void*, unsigned int* mw) {
+  *mw = 412500;
+  return 0;
+}
+int nvmlDeviceGetTotalEnergyConsumption(void*, unsigned long long* mj) {
+  *mj = 123456789ull;
+  return 0;
+}
+int nvmlDeviceGetClockInfo(void*, int, unsigned int*) { return 3; }  // not supported
+int nvmlDeviceGetTotalEccErrors(void*, int type, int, unsigned long long* n) {
+  *n = type == 0 ? 5 : 0;
+  return 0;
+}
+
+}  // extern "C"
