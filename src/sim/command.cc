@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -142,7 +143,7 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::vector<std::string> policies, compare;
   std::string until, repair = "1h", checkpoint = "30m";
   uint64_t seed = 1;
-  double mtbf_hours = 0;
+  std::string mtbf = "0", slowdown;
   bool no_oracle = false;
   app.add_option("--trace", trace_file, "trace file (CSV)")->required();
   app.add_option("--format", format, "auto, tiresias, philly, helios, pai or csv");
@@ -154,7 +155,12 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--queues", queues_file, "YAML with Queue objects (guarantees, weights)");
   app.add_option("--until", until, "stop the simulated clock at this time (e.g. 7d)");
   app.add_option("--seed", seed, "seed for random failures");
-  app.add_option("--mtbf-hours", mtbf_hours, "mean time between failures per node, hours (0: none)");
+  app.add_option("--mtbf-hours", mtbf,
+                 "mean time between failures per node in hours (0: none), or per GPU type: "
+                 "H100-80GB=500,V100-16GB=2000 (other types: none)");
+  app.add_option("--slowdown", slowdown,
+                 "slowdown of multi-node jobs under one leaf, one spine, across spines "
+                 "(default 1.1,1.3,1.5)");
   app.add_option("--repair", repair, "time to repair a failed node");
   app.add_option("--checkpoint-interval", checkpoint, "how often jobs checkpoint");
   app.add_flag("--no-oracle-estimates", no_oracle,
@@ -175,7 +181,43 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   };
   SimOptions base;
   base.seed = seed;
-  base.mtbf_hours = mtbf_hours;
+  auto number = [](std::string_view text) -> std::optional<double> {
+    std::string t(text);
+    char* end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || end != t.c_str() + t.size() || !(v >= 0) || v > 1e9) return std::nullopt;
+    return v;
+  };
+  if (mtbf.find('=') == std::string::npos) {
+    std::optional<double> v = number(mtbf);
+    if (!v) return fail(absl::InvalidArgumentError(Cat("--mtbf-hours: \"", mtbf, "\" is not hours")));
+    base.mtbf_hours = *v;
+  } else {
+    for (const std::string& part : SplitAny(mtbf, ",")) {
+      size_t eq = part.find('=');
+      std::vector<const GpuType*> types =
+          GpuCatalog::Default().Resolve(part.substr(0, std::min(eq, part.size())));
+      std::optional<double> v = eq == std::string::npos ? std::nullopt : number(part.substr(eq + 1));
+      if (types.empty() || !v) {
+        return fail(absl::InvalidArgumentError(
+            Cat("--mtbf-hours: \"", part, "\" is not GPU-TYPE=HOURS (e.g. H100-80GB=500)")));
+      }
+      for (const GpuType* t : types) base.mtbf_hours_by_type[t->name] = *v;
+    }
+  }
+  if (!slowdown.empty()) {
+    std::vector<std::string> parts = SplitAny(slowdown, ",");
+    std::vector<double> v;
+    for (const std::string& p : parts) {
+      std::optional<double> x = number(p);
+      if (x && *x >= 1) v.push_back(*x);
+    }
+    if (v.size() != 3 || parts.size() != 3) {
+      return fail(absl::InvalidArgumentError(
+          Cat("--slowdown: \"", slowdown, "\" is not three factors >= 1 such as 1.1,1.3,1.5")));
+    }
+    base.placement = {v[0], v[1], v[2]};
+  }
   base.oracle_estimates = !no_oracle;
   struct Duration {
     const char* flag;
@@ -192,7 +234,6 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     *d.into = *v;
   }
   if (until_s >= 0) base.until_s = until_s;
-  if (mtbf_hours < 0) return fail(absl::InvalidArgumentError("--mtbf-hours: must be >= 0"));
 
   absl::StatusOr<std::string> trace_text = ReadFile(trace_file);
   if (!trace_text.ok()) return fail(trace_text.status());

@@ -5,7 +5,7 @@
 //   gpucloud sim --trace FILE [--format auto|tiresias|philly|helios|pai|csv] [--tasks FILE]
 //                --cluster PRESET|FILE.yaml --policy NAME|FILE.yaml [--policy ...]
 //                [--compare A B ...] [--queues FILE.yaml] [--until DURATION] [--seed N]
-//                [--mtbf-hours H] [--repair DURATION]
+//                [--mtbf-hours H|TYPE=H,...] [--repair DURATION] [--slowdown L,S,X]
 //                [--checkpoint-interval DURATION] [--no-oracle-estimates] --out DIR
 //
 // Writes DIR/report.json, DIR/report.html and DIR/jobs.csv and prints a summary table.

@@ -69,6 +69,14 @@ TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
   r = Shell(base + " --trace " + trace_ + " --cluster tiresias --until soon");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--until: "), std::string::npos) << r.output;
+  r = Shell(base + " --trace " + trace_ + " --cluster tiresias --mtbf-hours tpu=3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--mtbf-hours: \"tpu=3\" is not GPU-TYPE=HOURS"), std::string::npos)
+      << r.output;
+  r = Shell(base + " --trace " + trace_ + " --cluster tiresias --slowdown 1,2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--slowdown: \"1,2\" is not three factors"), std::string::npos)
+      << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "o"));  // nothing written
   EXPECT_EQ(Shell(kGpucloud + " sim --trace " + trace_).code, 2);  // usage
 }

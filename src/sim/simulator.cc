@@ -127,10 +127,17 @@ class Simulation {
       j.request = MakeRequest(t, static_cast<int32_t>(i), max_per_node, o.oracle_estimates);
       Push({.t = t.submit_s, .kind = EventKind::kArrival, .job = static_cast<int32_t>(i)});
     }
-    if (o.mtbf_hours > 0) {
-      for (NodeIndex n = 0; n < state_.node_count(); ++n) {
-        Push({.t = NextFailure(0), .kind = EventKind::kFailure, .node = n});
+    for (NodeIndex n = 0; n < state_.node_count(); ++n) {
+      double mtbf = o.mtbf_hours;
+      const Node& node = state_.node(n);
+      if (!node.gpus.empty()) {
+        if (auto it = o.mtbf_hours_by_type.find(node.gpus[0].type);
+            it != o.mtbf_hours_by_type.end()) {
+          mtbf = it->second;
+        }
       }
+      mtbf_of_node_.push_back(mtbf);
+      if (mtbf > 0) Push({.t = NextFailure(0, n), .kind = EventKind::kFailure, .node = n});
     }
     result_.policy_name = o.policy_name;
     result_.total_gpus = cluster.TotalGpus();
@@ -179,9 +186,9 @@ class Simulation {
   // Failures and repairs recur forever; once nothing else is left, the replay is over.
   bool OnlyFailuresLeft() const { return live_events_ == 0 && pending_.empty() && running_ == 0; }
 
-  int64_t NextFailure(int64_t from) {
+  int64_t NextFailure(int64_t from, NodeIndex n) {
     double u = (static_cast<double>(rng_.Uniform(1'000'000)) + 0.5) / 1'000'000;
-    return from + std::max<int64_t>(1, std::llround(-std::log(u) * o_.mtbf_hours * 3600));
+    return from + std::max<int64_t>(1, std::llround(-std::log(u) * mtbf_of_node_[n] * 3600));
   }
 
   bool Handle(const Event& e, int64_t now) {
@@ -220,7 +227,7 @@ class Simulation {
       case EventKind::kRepair:
         (void)state_.Release(Cat("#down#", e.node));
         --down_nodes_;
-        Push({.t = NextFailure(now), .kind = EventKind::kFailure, .node = e.node});
+        Push({.t = NextFailure(now, e.node), .kind = EventKind::kFailure, .node = e.node});
         return true;
     }
     return false;
@@ -440,6 +447,7 @@ class Simulation {
   Rng rng_;
   std::vector<WorkloadShare> workload_;
   std::vector<JobRun> jobs_;
+  std::vector<double> mtbf_of_node_;  // hours; 0 = never fails
   std::vector<int32_t> pending_;  // job indexes, arrival order
   std::vector<PendingJob> pending_requests_;  // parallel to pending_
   std::priority_queue<Event, std::vector<Event>, Later> events_;

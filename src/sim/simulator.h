@@ -45,6 +45,8 @@ struct SimOptions {
   PlacementModel placement;
   int64_t checkpoint_interval_s = 1800;
   double mtbf_hours = 0;  // per node; 0 = no failures
+  // Per GPU type (a node's first GPU decides), overriding mtbf_hours for those nodes.
+  std::map<std::string, double> mtbf_hours_by_type;
   int64_t repair_s = 3600;
   // Give jobs without an estimate in the trace their real duration as estimate (a perfect
   // user), so SJF and backfill have something to work with.

@@ -118,6 +118,15 @@ TEST(Simulator, FailuresRestartFromCheckpointsAndAreDeterministic) {
   EXPECT_NE(ReportJson(ra), ReportJson(rc));
 }
 
+TEST(Simulator, MtbfPerGpuType) {
+  Trace t = Csv("id,submit,duration,gpus\na,0,36000,1\n");
+  SimOptions o;
+  o.mtbf_hours_by_type = {{"T4", 1.0}};  // the cluster has V100s only: nothing fails
+  EXPECT_EQ(Replay(t, Nodes(4, 4), o).failures, 0);
+  o.mtbf_hours_by_type = {{"V100-16GB", 1.0}};
+  EXPECT_GT(Replay(t, Nodes(4, 4), o).failures, 0);
+}
+
 TEST(Report, PercentilesByNearestRank) {
   EXPECT_EQ(Percentile({}, 50), 0);
   EXPECT_EQ(Percentile({5, 1, 3, 2, 4}, 50), 3);
