@@ -1,0 +1,83 @@
+// Store: the control plane's durable object store, in etcd's model so that an etcd backend can
+// replace the SQLite one without touching callers. Keys are strings ("/jobs/team-a/train"),
+// values opaque bytes (JSON documents). One global revision counts every change; each object
+// records the revision that created it, the one that last changed it and how often it changed.
+// Writes are transactions of puts and deletes with per-key preconditions (compare-and-swap on
+// mod_revision); a transaction applies entirely or not at all and gets one revision. The change
+// log keeps every put and delete since the last compaction, so a watcher resumes from any
+// revision it has seen (or learns it was compacted away and must list again).
+//
+// A write returns only after it is on disk: a 2xx answer built on it means the data is durable.
+// Implementations are thread-safe.
+#ifndef GPUCLOUD_STORE_STORE_H_
+#define GPUCLOUD_STORE_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gpucloud::store {
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+  int64_t version = 0;  // 1 on create, +1 on every update
+  bool operator==(const KeyValue&) const = default;
+};
+
+// One write of a transaction. `expect_mod_revision`: nullopt = no condition; 0 = the key must
+// not exist (create); R > 0 = the key must exist at mod_revision R (update or delete by CAS).
+struct Op {
+  enum class Kind { kPut, kDelete };
+  Kind kind = Kind::kPut;
+  std::string key;
+  std::string value;  // kPut
+  std::optional<int64_t> expect_mod_revision;
+};
+
+struct Event {
+  enum class Kind { kPut, kDelete };
+  Kind kind = Kind::kPut;
+  int64_t revision = 0;
+  KeyValue kv;  // for kDelete: the key, the deleting revision, and the last value
+  bool operator==(const Event&) const = default;
+};
+
+struct ListResult {
+  std::vector<KeyValue> items;  // by key
+  int64_t revision = 0;         // the store's revision the list was read at
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // NotFound when absent.
+  virtual absl::StatusOr<KeyValue> Get(const std::string& key) = 0;
+  // Every key starting with `prefix`, in key order, and the revision read at.
+  virtual absl::StatusOr<ListResult> List(const std::string& prefix) = 0;
+  // Applies every op or none. Returns the new revision. A failed precondition changes nothing:
+  // AlreadyExists (create of an existing key), NotFound (update or delete of an absent key),
+  // Aborted (the key is at another mod_revision: a conflict, HTTP 409); the message names the
+  // key. InvalidArgument for an empty transaction or a key given twice.
+  virtual absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) = 0;
+  // Changes to keys under `prefix` with revision > `after`, oldest first, at most `limit`.
+  // OutOfRange when `after` is older than the last compaction (HTTP 410: list again).
+  virtual absl::StatusOr<std::vector<Event>> Changes(const std::string& prefix, int64_t after,
+                                                     int limit) = 0;
+  // Drops change-log entries at or below `revision` (objects are kept).
+  virtual absl::Status Compact(int64_t revision) = 0;
+  virtual int64_t Revision() = 0;
+  // Blocks until the revision exceeds `after` or `timeout` passes; true if it did. For watch.
+  virtual bool WaitForChange(int64_t after, absl::Duration timeout) = 0;
+};
+
+}  // namespace gpucloud::store
+
+#endif  // GPUCLOUD_STORE_STORE_H_
