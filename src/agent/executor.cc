@@ -1,0 +1,209 @@
+#include "agent/executor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/text.h"
+
+namespace gpucloud::agent {
+namespace {
+
+int PidFd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+}  // namespace
+
+std::string TaskExit::Describe() const {
+  if (oom_killed) return "killed by the OOM killer (memory limit)";
+  if (signal != 0) {
+    return Cat(stopped ? "stopped by " : "killed by ", "signal ", signal, " (", strsignal(signal),
+               ")");
+  }
+  return Cat("exit code ", exit_code);
+}
+
+void RotateLog(const std::string& path, int64_t max_bytes, int keep) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec || static_cast<int64_t>(size) <= max_bytes || keep < 1) return;
+  for (int i = keep; i > 1; --i) {
+    std::filesystem::rename(Cat(path, ".", i - 1), Cat(path, ".", i), ec);
+  }
+  std::filesystem::copy_file(path, path + ".1", std::filesystem::copy_options::overwrite_existing,
+                             ec);
+  if (truncate(path.c_str(), 0) != 0) return;
+}
+
+Executor::Executor() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+Executor::~Executor() {
+  for (auto& [id, t] : tasks_) {
+    if (!t.exit) {
+      kill(-t.pid, SIGKILL);
+      Reap(t, absl::InfiniteDuration());
+    }
+    if (t.pidfd >= 0) close(t.pidfd);
+  }
+}
+
+absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
+  if (spec.argv.empty()) return absl::InvalidArgumentError(Cat("task ", spec.id, ": no command"));
+  if (tasks_.contains(spec.id)) {
+    return absl::InvalidArgumentError(Cat("task ", spec.id, " is already known"));
+  }
+  Task t;
+  t.spec = spec;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(spec.log_path).parent_path(), ec);
+  int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) {
+    return absl::InternalError(Cat("cannot open log ", spec.log_path, ": ", std::strerror(errno)));
+  }
+  if (spec.cpu || spec.memory) {
+    absl::StatusOr<std::unique_ptr<TaskCgroup>> g = TaskCgroup::Create(spec.id, spec.cpu, spec.memory);
+    if (g.ok()) {
+      t.cgroup = std::move(*g);
+    } else if (warning != nullptr) {
+      *warning = Cat("task ", spec.id, " runs without CPU and memory limits: ", g.status().message());
+    }
+  }
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  bool has_path = false;
+  for (const auto& [k, v] : spec.env) {
+    env_strings.push_back(k + "=" + v);
+    has_path = has_path || k == "PATH";
+  }
+  if (!has_path) env_strings.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  std::vector<char*> envp, argv;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::string workdir =
+      spec.workdir.empty() ? std::filesystem::path(spec.log_path).parent_path().string() : spec.workdir;
+  int go[2], failed[2];  // parent -> child: attached, go; child -> parent: exec's errno
+  if (pipe2(go, O_CLOEXEC) != 0 || pipe2(failed, O_CLOEXEC) != 0) {
+    close(log);
+    return absl::InternalError(Cat("pipe: ", std::strerror(errno)));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(log);
+    return absl::InternalError(Cat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    char byte;
+    if (read(go[0], &byte, 1) != 1) _exit(126);
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (chdir(workdir.c_str()) != 0) {
+      int e = errno;
+      (void)!write(failed[1], &e, sizeof e);
+      _exit(127);
+    }
+    execvpe(argv[0], argv.data(), envp.data());
+    int e = errno;
+    (void)!write(failed[1], &e, sizeof e);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so the group exists before either side goes on
+  close(log);
+  close(go[0]);
+  close(failed[1]);
+  if (t.cgroup) {
+    if (absl::Status s = t.cgroup->Attach(pid); !s.ok() && warning != nullptr) {
+      *warning = Cat("task ", spec.id, " runs without CPU and memory limits: ", s.message());
+    }
+    t.oom_before = t.cgroup->OomKills();
+  }
+  (void)!write(go[1], "g", 1);
+  close(go[1]);
+  int e = 0;
+  ssize_t n = read(failed[0], &e, sizeof e);
+  close(failed[0]);
+  if (n == sizeof e) {
+    waitpid(pid, nullptr, 0);
+    return absl::NotFoundError(Cat("cannot run ", spec.argv[0], ": ", std::strerror(e)));
+  }
+  t.pid = pid;
+  t.pidfd = PidFd(pid);
+  tasks_.emplace(spec.id, std::move(t));
+  return absl::OkStatus();
+}
+
+pid_t Executor::Pid(const std::string& id) const {
+  auto it = tasks_.find(id);
+  return it == tasks_.end() ? 0 : it->second.pid;
+}
+
+void Executor::Reap(Task& t, absl::Duration timeout) {
+  if (t.exit) return;
+  if (timeout > absl::ZeroDuration() && t.pidfd >= 0) {
+    pollfd p{t.pidfd, POLLIN, 0};
+    int ms = timeout == absl::InfiniteDuration()
+                 ? -1
+                 : static_cast<int>(absl::ToInt64Milliseconds(timeout));
+    (void)poll(&p, 1, ms);
+  }
+  int status = 0;
+  int flags = timeout == absl::InfiniteDuration() ? 0 : WNOHANG;
+  pid_t r = waitpid(t.pid, &status, flags);
+  if (r != t.pid) return;
+  TaskExit e;
+  if (WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  e.stopped = t.stopping;
+  if (t.cgroup && t.cgroup->OomKills() > t.oom_before) e.oom_killed = true;
+  // The task is its group: leave no stray children. As child subreaper the agent inherits the
+  // ones the leader left behind, so it can reap them too.
+  kill(-t.pid, SIGKILL);
+  while (waitpid(-t.pid, nullptr, 0) > 0) {
+  }
+  t.exit = e;
+}
+
+std::optional<TaskExit> Executor::Poll(const std::string& id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return std::nullopt;
+  Task& t = it->second;
+  RotateLog(t.spec.log_path, t.spec.log_max_bytes, t.spec.log_keep);
+  Reap(t, absl::ZeroDuration());
+  return t.exit;
+}
+
+TaskExit Executor::Wait(const std::string& id) {
+  Task& t = tasks_.at(id);
+  Reap(t, absl::InfiniteDuration());
+  return *t.exit;
+}
+
+absl::StatusOr<TaskExit> Executor::Stop(const std::string& id, absl::Duration grace) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return absl::NotFoundError(Cat("no task ", id));
+  Task& t = it->second;
+  if (t.exit) return *t.exit;
+  t.stopping = true;
+  kill(-t.pid, SIGTERM);
+  Reap(t, grace);
+  if (!t.exit) {
+    kill(-t.pid, SIGKILL);
+    Reap(t, absl::InfiniteDuration());
+  }
+  return *t.exit;
+}
+
+}  // namespace gpucloud::agent

@@ -1,0 +1,90 @@
+// The executor: runs each task as its own process group, with the environment from
+// BuildTaskEnv, stdout and stderr appended to a log file that is rotated (copy and truncate)
+// when it grows past a limit, and CPU and memory limits through cgroups where they can be set.
+// Stop is SIGTERM to the whole group, a grace period, then SIGKILL; when a task's leader ends,
+// whatever is left of its group is killed and reaped. An ended task reports its
+// exit code or signal, and whether the kernel's OOM killer ended it.
+// Not thread-safe: the agent's task loop owns it.
+#ifndef GPUCLOUD_AGENT_EXECUTOR_H_
+#define GPUCLOUD_AGENT_EXECUTOR_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/cgroup.h"
+#include "core/quantity.h"
+
+namespace gpucloud::agent {
+
+struct TaskSpecToRun {
+  std::string id;  // unique per task attempt, e.g. "team-a.train.worker-0.3"
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // the whole environment (plus PATH if absent)
+  std::string workdir;                      // "" = the log directory
+  std::string log_path;
+  int64_t log_max_bytes = 64 << 20;
+  int log_keep = 3;  // rotated files kept: log.1 .. log.N
+  std::optional<MilliCpu> cpu;
+  std::optional<MiB> memory;
+};
+
+struct TaskExit {
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it
+  bool oom_killed = false;
+  bool stopped = false;  // ended by Stop
+  std::string Describe() const;  // "exit code 0", "killed by the OOM killer", ...
+};
+
+class Executor {
+ public:
+  // Makes this process a child subreaper (prctl), so that processes a task's leader leaves
+  // behind come to it and can be reaped.
+  Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+  ~Executor();  // kills what still runs
+
+  // Starts the task. InvalidArgument for an empty argv or a duplicate id; NotFound when the
+  // program cannot be executed (with the reason); Internal for fork or file errors. A warning
+  // (cgroups unusable here) goes to `warning` when given.
+  absl::Status Start(const TaskSpecToRun& spec, std::string* warning = nullptr);
+  pid_t Pid(const std::string& id) const;
+  // The exit of a task that has ended (reaped once, then remembered), or nullopt while it runs.
+  // Also rotates its log when due.
+  std::optional<TaskExit> Poll(const std::string& id);
+  // Blocks until the task ends.
+  TaskExit Wait(const std::string& id);
+  // SIGTERM to the task's process group; SIGKILL after `grace` if it still runs. Returns its
+  // exit. NotFound for an unknown id.
+  absl::StatusOr<TaskExit> Stop(const std::string& id, absl::Duration grace);
+
+ private:
+  struct Task {
+    TaskSpecToRun spec;
+    pid_t pid = 0;
+    int pidfd = -1;
+    std::unique_ptr<TaskCgroup> cgroup;
+    int64_t oom_before = 0;
+    bool stopping = false;
+    std::optional<TaskExit> exit;
+  };
+  // Reaps the task if it ended (blocking up to `timeout`); fills Task::exit.
+  void Reap(Task& t, absl::Duration timeout);
+  std::map<std::string, Task> tasks_;
+};
+
+// Rotates `path` when it is larger than `max_bytes`: path.N-1 -> path.N, ..., path -> path.1
+// (copied), then `path` is truncated (its writer appends, so it goes on at the start).
+void RotateLog(const std::string& path, int64_t max_bytes, int keep);
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_EXECUTOR_H_

@@ -1,0 +1,224 @@
+// The executor with real processes (CTest label `integration`): environment, logs, exit codes,
+// process groups, stop with a grace period, and cgroup memory limits where this machine allows.
+#include "agent/executor.h"
+
+#include "agent/task_env.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gpucloud::agent {
+namespace {
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpucloud-exec-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  TaskSpecToRun Shell(std::string id, std::string script) {
+    TaskSpecToRun t;
+    t.id = std::move(id);
+    t.argv = {"/bin/sh", "-c", std::move(script)};
+    t.log_path = (dir_ / (t.id + ".log")).string();
+    return t;
+  }
+  // A FIFO the task writes a line to once it is ready; ReadLine blocks until it does (an event,
+  // not a sleep).
+  std::string Fifo(const std::string& name) {
+    std::string path = (dir_ / name).string();
+    EXPECT_EQ(mkfifo(path.c_str(), 0600), 0);
+    return path;
+  }
+  static std::string ReadLine(const std::string& fifo) {
+    std::ifstream f(fifo);
+    std::string line;
+    std::getline(f, line);
+    return line;
+  }
+  static std::string Slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ExecutorTest, RunsWithItsEnvironmentAndLogsOutput) {
+  Executor ex;
+  TaskSpecToRun t = Shell("t1", "echo rank=$RANK world=$WORLD_SIZE; echo oops >&2; exit 3");
+  t.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  ASSERT_TRUE(ex.Start(t).ok());
+  TaskExit e = ex.Wait("t1");
+  EXPECT_EQ(e.exit_code, 3);
+  EXPECT_EQ(e.signal, 0);
+  EXPECT_EQ(e.Describe(), "exit code 3");
+  EXPECT_EQ(Slurp(t.log_path), "rank=1 world=2\noops\n");
+  EXPECT_EQ(ex.Poll("t1")->exit_code, 3);  // remembered
+}
+
+TEST_F(ExecutorTest, BadProgramsAreReportedAtStart) {
+  Executor ex;
+  TaskSpecToRun t = Shell("bad", "");
+  t.argv = {"/nonexistent/trainer"};
+  absl::Status s = ex.Start(t);
+  EXPECT_TRUE(absl::IsNotFound(s));
+  EXPECT_EQ(s.message(), "cannot run /nonexistent/trainer: No such file or directory");
+  EXPECT_TRUE(absl::IsInvalidArgument(ex.Start(TaskSpecToRun{.id = "empty"})));
+  ASSERT_TRUE(ex.Start(Shell("dup", "true")).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ex.Start(Shell("dup", "true"))));
+}
+
+TEST_F(ExecutorTest, StopSignalsTheWholeGroupThenKills) {
+  Executor ex;
+  // The task and a child of it trap SIGTERM, write it down and go on: only SIGKILL ends them.
+  std::string marker = (dir_ / "term").string();
+  std::string parent_ready = Fifo("parent"), child_ready = Fifo("child");
+  ASSERT_TRUE(ex.Start(Shell("stubborn", "trap 'echo term >> " + marker +
+                                              "' TERM; sh -c 'trap \"echo child >> " + marker +
+                                              "\" TERM; echo $$ > " + child_ready +
+                                              "; while :; do sleep 0.05; done' & echo ready > " +
+                                              parent_ready + "; while :; do sleep 0.05; done"))
+                  .ok());
+  EXPECT_EQ(ReadLine(parent_ready), "ready");
+  pid_t child = std::stoi(ReadLine(child_ready));
+  pid_t pid = ex.Pid("stubborn");
+  EXPECT_FALSE(ex.Poll("stubborn").has_value());  // running
+  absl::StatusOr<TaskExit> e = ex.Stop("stubborn", absl::Milliseconds(500));
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->stopped);
+  EXPECT_EQ(e->signal, SIGKILL);
+  std::string got = Slurp(marker);
+  EXPECT_NE(got.find("term"), std::string::npos) << got;
+  EXPECT_NE(got.find("child"), std::string::npos) << got;  // the group got SIGTERM
+  // Nothing of the group is left: the leader and its child are reaped.
+  EXPECT_NE(kill(pid, 0), 0);
+  EXPECT_NE(kill(child, 0), 0);
+}
+
+TEST_F(ExecutorTest, StopWithinGraceLetsATaskCheckpointAndExit) {
+  Executor ex;
+  std::string ckpt = (dir_ / "ckpt").string();
+  std::string ready = Fifo("ready");
+  ASSERT_TRUE(ex.Start(Shell("polite", "trap 'echo saved > " + ckpt + "; exit 0' TERM; echo ready > " +
+                                           ready + "; while :; do sleep 0.05; done"))
+                  .ok());
+  EXPECT_EQ(ReadLine(ready), "ready");
+  absl::StatusOr<TaskExit> e = ex.Stop("polite", absl::Seconds(30));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->exit_code, 0);
+  EXPECT_EQ(e->signal, 0);
+  EXPECT_EQ(Slurp(ckpt), "saved\n");
+}
+
+TEST_F(ExecutorTest, LogsAreRotated) {
+  std::string path = (dir_ / "r.log").string();
+  { std::ofstream(path) << std::string(2000, 'a'); }
+  RotateLog(path, 1000, 2);
+  EXPECT_EQ(std::filesystem::file_size(path), 0u);
+  EXPECT_EQ(std::filesystem::file_size(path + ".1"), 2000u);
+  { std::ofstream(path) << std::string(1500, 'b'); }
+  RotateLog(path, 1000, 2);
+  EXPECT_EQ(std::filesystem::file_size(path + ".1"), 1500u);
+  EXPECT_EQ(std::filesystem::file_size(path + ".2"), 2000u);
+  RotateLog(path, 1000, 2);  // small: left alone
+  EXPECT_EQ(std::filesystem::file_size(path + ".1"), 1500u);
+}
+
+TEST_F(ExecutorTest, MemoryLimitEndsInAReportedOomKill) {
+  Executor ex;
+  // tail keeps the last lines, here one newline-free 256 MiB line, in memory; the limit is 64 MiB.
+  TaskSpecToRun t = Shell("hog", "head -c 268435456 /dev/zero | tail > /dev/null");
+  t.memory = MiB(64);
+  t.cpu = MilliCpu(1000);
+  std::string warning;
+  ASSERT_TRUE(ex.Start(t, &warning).ok());
+  TaskExit e = ex.Wait("hog");
+  if (!warning.empty()) GTEST_SKIP() << warning;  // no writable cgroups here
+  EXPECT_TRUE(e.oom_killed) << e.Describe();
+  EXPECT_EQ(e.Describe(), "killed by the OOM killer (memory limit)");
+}
+
+}  // namespace
+}  // namespace gpucloud::agent
+
+namespace gpucloud::agent {
+namespace {
+
+// The example trainer (examples/trainer/train.py) under the executor: two ranks, one fails and
+// is restarted from its checkpoint; both final losses equal a failure-free run's.
+class TrainerTest : public ExecutorTest {
+ protected:
+  TaskSpecToRun Trainer(const std::string& id, int rank, const std::string& ckpt,
+                        std::vector<std::string> extra = {}, int restart = 0) {
+    TaskEnvInput in;
+    in.job = "demo";
+    in.task = "worker";
+    in.world_size = 2;
+    in.rank = rank;
+    in.local_rank = rank;
+    in.local_world_size = 2;
+    in.checkpoint_dir = ckpt;
+    in.restart_count = restart;
+    TaskSpecToRun t;
+    t.id = id;
+    t.argv = {"python3", std::string(GPUCLOUD_SOURCE_DIR) + "/examples/trainer/train.py",
+              "--steps", "120"};
+    t.argv.insert(t.argv.end(), extra.begin(), extra.end());
+    t.env = BuildTaskEnv(in);
+    t.env["PATH"] = std::getenv("PATH");
+    t.log_path = (dir_ / (id + ".log")).string();
+    return t;
+  }
+  std::string FinalLoss(const std::string& log) {
+    std::string text = Slurp(log);
+    size_t at = text.find("final loss ");
+    return at == std::string::npos ? "none: " + text : text.substr(at + 11, 8);
+  }
+};
+
+TEST_F(TrainerTest, RestartFromCheckpointGivesTheSameResult) {
+  Executor ex;
+  std::string clean = (dir_ / "clean").string(), faulty = (dir_ / "faulty").string();
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(ex.Start(Trainer("clean" + std::to_string(r), r, clean)).ok());
+  ASSERT_TRUE(ex.Start(Trainer("f0", 0, faulty)).ok());
+  ASSERT_TRUE(ex.Start(Trainer("f1", 1, faulty, {"--fail-at-step", "50"})).ok());
+  for (const char* id : {"clean0", "clean1", "f0"}) EXPECT_EQ(ex.Wait(id).exit_code, 0) << id;
+  EXPECT_EQ(ex.Wait("f1").exit_code, 1);
+  ASSERT_TRUE(ex.Start(Trainer("f1-again", 1, faulty, {}, /*restart=*/1)).ok());
+  EXPECT_EQ(ex.Wait("f1-again").exit_code, 0);
+  EXPECT_NE(Slurp((dir_ / "f1-again.log").string()).find("starting at step 40 (restart 1)"),
+            std::string::npos)
+      << Slurp((dir_ / "f1-again.log").string());
+  EXPECT_EQ(FinalLoss((dir_ / "f0.log").string()), FinalLoss((dir_ / "clean0.log").string()));
+  EXPECT_EQ(FinalLoss((dir_ / "f1-again.log").string()), FinalLoss((dir_ / "clean1.log").string()));
+  EXPECT_NE(FinalLoss((dir_ / "clean0.log").string()), FinalLoss((dir_ / "clean1.log").string()));
+}
+
+TEST_F(TrainerTest, ASecondAttemptFindsTheLockTaken) {
+  std::string ckpt = (dir_ / "ckpt").string();
+  std::filesystem::create_directories(ckpt);
+  int fd = open((ckpt + "/rank0.lock").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);  // what a running first attempt holds
+  Executor ex;
+  ASSERT_TRUE(ex.Start(Trainer("second", 0, ckpt)).ok());
+  EXPECT_EQ(ex.Wait("second").exit_code, 75);
+  close(fd);
+}
+
+}  // namespace
+}  // namespace gpucloud::agent

@@ -1,0 +1,54 @@
+#include "agent/task_env.h"
+
+#include "core/text.h"
+
+namespace gpucloud::agent {
+
+std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in) {
+  std::map<std::string, std::string> env = in.user_env;
+  auto set = [&](const char* k, std::string v) { env[k] = std::move(v); };
+  std::string gpus = in.gpu_uuids.empty() ? std::string() : Join(in.gpu_uuids, ",");
+  // No GPU: hide them all ("void" is what NVIDIA's container runtime understands).
+  set("CUDA_VISIBLE_DEVICES", gpus);
+  set("NVIDIA_VISIBLE_DEVICES", gpus.empty() ? std::string("void") : gpus);
+  if (in.mps_thread_percentage) {
+    set("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(*in.mps_thread_percentage));
+  } else {
+    env.erase("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  }
+  set("MASTER_ADDR", in.master_addr.empty() ? std::string("127.0.0.1") : in.master_addr);
+  set("MASTER_PORT", std::to_string(in.master_port));
+  set("WORLD_SIZE", std::to_string(in.world_size));
+  set("RANK", std::to_string(in.rank));
+  set("LOCAL_RANK", std::to_string(in.local_rank));
+  set("LOCAL_WORLD_SIZE", std::to_string(in.local_world_size));
+  set("NODE_RANK", std::to_string(in.node_rank));
+  set("GROUP_RANK", std::to_string(in.node_rank));  // torchrun's name for it
+  // Open MPI's names for the same facts, for mpirun-free launches.
+  set("OMPI_COMM_WORLD_SIZE", std::to_string(in.world_size));
+  set("OMPI_COMM_WORLD_RANK", std::to_string(in.rank));
+  set("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(in.local_rank));
+  if (!in.hostfile_path.empty()) set("GPUCLOUD_HOSTFILE", in.hostfile_path);
+  // NCCL: within one NVLink island, peer-to-peer over NVLink; across nodes let NCCL choose,
+  // but say so in its log.
+  if (in.nodes <= 1 && in.gpus_share_nvlink && in.gpu_uuids.size() > 1) {
+    set("NCCL_P2P_LEVEL", "NVL");
+  }
+  if (!env.contains("NCCL_DEBUG")) set("NCCL_DEBUG", "WARN");
+  set("GPUCLOUD_NAMESPACE", in.namespace_);
+  set("GPUCLOUD_JOB", in.job);
+  set("GPUCLOUD_JOB_UID", in.job_uid);
+  set("GPUCLOUD_TASK", in.task);
+  set("GPUCLOUD_ATTEMPT", std::to_string(in.attempt));
+  set("GPUCLOUD_CHECKPOINT_DIR", in.checkpoint_dir);
+  set("GPUCLOUD_RESTART_COUNT", std::to_string(in.restart_count));
+  return env;
+}
+
+std::string Hostfile(const std::vector<std::pair<std::string, int>>& hosts_and_slots) {
+  std::string out;
+  for (const auto& [host, slots] : hosts_and_slots) out += Cat(host, " slots=", slots, "\n");
+  return out;
+}
+
+}  // namespace gpucloud::agent
