@@ -72,8 +72,22 @@ bool DecodeMetadata(Context& ctx, MapReader& doc, ObjectMeta* meta, bool namespa
   }
   ok = m.StringMap("labels", &meta->labels, /*labels=*/true) && ok;
   ok = m.StringMap("annotations", &meta->annotations, /*labels=*/false) && ok;
-  // Fields the store owns are accepted (a `get -o yaml` output can be applied again) but ignored.
-  for (const char* k : {"uid", "resourceVersion", "creationTimestamp", "generation"}) m.Ignore(k);
+  // Fields the store owns are accepted (a `get -o yaml` output can be applied again) but ignored,
+  // except resourceVersion: applying an object with it is a compare-and-swap.
+  if (std::optional<Field> rv = m.Take("resourceVersion")) {
+    std::optional<std::string> text = ReadQuantityText(ctx.sink, *rv);
+    std::optional<int64_t> v;
+    if (text && !text->empty() && text->size() <= 18 &&
+        text->find_first_not_of("0123456789") == std::string::npos) {
+      v = std::stoll(*text);
+    }
+    if (text && !v) {
+      ctx.sink.Error(rv->mark, rv->path, Cat("must be a revision number, got \"", *text, "\""));
+    }
+    ok = v.has_value() && ok;
+    if (v) meta->resource_version = *v;
+  }
+  for (const char* k : {"uid", "creationTimestamp", "generation"}) m.Ignore(k);
   m.Finish();
   return ok;
 }

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "core/parse.h"
@@ -27,6 +28,17 @@ Json Metadata(const ObjectMeta& m) {
   if (!m.namespace_.empty()) out["namespace"] = m.namespace_;
   if (!m.labels.empty()) out["labels"] = StringMap(m.labels);
   if (!m.annotations.empty()) out["annotations"] = StringMap(m.annotations);
+  // Set by the store (API answers); absent in manifests.
+  if (!m.uid.empty()) out["uid"] = m.uid;
+  if (m.resource_version > 0) out["resourceVersion"] = std::to_string(m.resource_version);
+  if (m.creation_unix_seconds > 0) {
+    std::time_t t = static_cast<std::time_t>(m.creation_unix_seconds);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    out["creationTimestamp"] = buf;
+  }
   return out;
 }
 

@@ -1,0 +1,372 @@
+#include "server/rest.h"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "core/text.h"
+#include "manifest/manifest.h"
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::string_view kPrefix = "/apis/gpucloud/v1/";
+
+struct Resource {
+  std::string_view plural;
+  std::string_view kind;
+  bool namespaced;
+};
+constexpr Resource kResources[] = {
+    {"jobs", "Job", true}, {"queues", "Queue", false}, {"nodepools", "NodePool", false}};
+
+Response Status(int code, std::string_view reason, std::string message) {
+  Json j = Json::object();
+  j["apiVersion"] = "v1";
+  j["kind"] = "Status";
+  j["status"] = code < 400 ? "Success" : "Failure";
+  j["message"] = std::move(message);
+  j["reason"] = reason;
+  j["code"] = code;
+  return {code, j.dump() + "\n"};
+}
+
+Response FromStatus(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:
+      return Status(404, "NotFound", std::string(s.message()));
+    case absl::StatusCode::kAlreadyExists:
+      return Status(409, "AlreadyExists", std::string(s.message()));
+    case absl::StatusCode::kAborted:
+      return Status(409, "Conflict",
+                    Cat(s.message(), "; read the object again and retry with its "
+                                     "resourceVersion"));
+    case absl::StatusCode::kOutOfRange:
+      return Status(410, "Expired", std::string(s.message()));
+    case absl::StatusCode::kInvalidArgument:
+      return Status(400, "BadRequest", std::string(s.message()));
+    default:
+      return Status(500, "InternalError", std::string(s.message()));
+  }
+}
+
+// The stored document with the store's revision as metadata.resourceVersion.
+Json WithRevision(const store::KeyValue& kv) {
+  Json j = Json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("metadata")) {
+    j["metadata"]["resourceVersion"] = std::to_string(kv.mod_revision);
+  }
+  return j;
+}
+
+// A label selector: "k=v,k!=v,k,!k" (equality, inequality, existence, absence).
+struct Selector {
+  struct Term {
+    std::string key, value;
+    enum { kEq, kNe, kExists, kAbsent } op;
+  };
+  std::vector<Term> terms;
+  bool Matches(const Json& object) const {
+    Json labels = Json::object();
+    if (object.contains("metadata") && object["metadata"].contains("labels")) {
+      labels = object["metadata"]["labels"];
+    }
+    for (const Term& t : terms) {
+      bool has = labels.contains(t.key);
+      std::string v = has && labels[t.key].is_string() ? labels[t.key].get<std::string>() : "";
+      bool ok = t.op == Term::kEq       ? has && v == t.value
+                : t.op == Term::kNe     ? !has || v != t.value
+                : t.op == Term::kExists ? has
+                                        : !has;
+      if (!ok) return false;
+    }
+    return true;
+  }
+};
+
+absl::StatusOr<Selector> ParseSelector(const std::string& text) {
+  Selector s;
+  for (const std::string& raw : SplitAny(text, ",")) {
+    std::string part(raw);
+    if (part.empty()) continue;
+    Selector::Term t;
+    size_t ne = part.find("!="), eq = part.find('=');
+    if (ne != std::string::npos) {
+      t = {part.substr(0, ne), part.substr(ne + 2), Selector::Term::kNe};
+    } else if (eq != std::string::npos) {
+      size_t skip = part.compare(eq, 2, "==") == 0 ? 2 : 1;
+      t = {part.substr(0, eq), part.substr(eq + skip), Selector::Term::kEq};
+    } else if (part[0] == '!') {
+      t = {part.substr(1), "", Selector::Term::kAbsent};
+    } else {
+      t = {part, "", Selector::Term::kExists};
+    }
+    if (t.key.empty()) return absl::InvalidArgumentError(Cat("labelSelector: bad term \"", part, "\""));
+    s.terms.push_back(std::move(t));
+  }
+  return s;
+}
+
+}  // namespace
+
+struct RestApi::Route {
+  const Resource* resource = nullptr;
+  std::string namespace_;
+  std::string name;
+  std::string Prefix() const {
+    return resource->namespaced ? Cat("/", resource->plural, "/", namespace_, "/")
+                                : Cat("/", resource->plural, "/");
+  }
+  std::string Key() const { return Prefix() + name; }
+};
+
+RestApi::RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed)
+    : store_(store), clock_(clock), rng_(uid_seed) {}
+
+std::string RestApi::NewUid() {
+  absl::MutexLock lock(&mu_);
+  uint64_t a = rng_.Next(), b = rng_.Next();
+  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff,
+                     a & 0xfff, ((b >> 48) & 0x3fff) | 0x8000, b & 0xffffffffffff);
+}
+
+Response RestApi::Handle(const Request& r) {
+  if (r.body.size() > kMaxBodyBytes) {
+    return Status(413, "RequestEntityTooLarge",
+                  Cat("the body has ", r.body.size(), " bytes; the limit is ", kMaxBodyBytes));
+  }
+  if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
+  std::vector<std::string> parts = SplitAny(r.path.substr(kPrefix.size()), "/");
+  std::erase(parts, "");
+  Route route;
+  size_t i = 0;
+  if (parts.size() >= 2 && parts[0] == "namespaces") {
+    route.namespace_ = parts[1];
+    if (!ValidateDnsLabel(route.namespace_).ok()) {
+      return Status(400, "BadRequest", Cat("namespace \"", route.namespace_, "\" is not a DNS label"));
+    }
+    i = 2;
+  }
+  if (i >= parts.size() || parts.size() > i + 2) {
+    return Status(404, "NotFound", Cat("no such path ", r.path));
+  }
+  for (const Resource& res : kResources) {
+    if (res.plural == parts[i]) route.resource = &res;
+  }
+  if (route.resource == nullptr || route.resource->namespaced != !route.namespace_.empty()) {
+    return Status(404, "NotFound", Cat("no such resource ", r.path));
+  }
+  if (parts.size() == i + 2) {
+    route.name = parts[i + 1];
+    if (!ValidateDnsLabel(route.name).ok()) {
+      return Status(400, "BadRequest", Cat("name \"", route.name, "\" is not a DNS label"));
+    }
+  }
+  // Tenancy: a tenant sees its own namespace only; cluster-wide objects are read by all and
+  // written by admins.
+  bool write = r.method != "GET";
+  if (!r.who.admin) {
+    if (route.resource->namespaced && route.namespace_ != r.who.namespace_) {
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not access namespace ",
+                                          route.namespace_));
+    }
+    if (!route.resource->namespaced && write) {
+      return Status(403, "Forbidden",
+                    Cat("user ", r.who.user, " may not change ", route.resource->plural));
+    }
+  }
+  bool item = !route.name.empty();
+  if (r.method == "GET" && item) return Read(r, route);
+  if (r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true") {
+    return Watch(r, route);
+  }
+  if (r.method == "GET") return List(r, route);
+  if (r.method == "POST" && !item) return Create(r, route);
+  if (r.method == "PUT" && item) return Apply(r, route);
+  if (r.method == "DELETE" && item) return Delete(r, route);
+  return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+}
+
+namespace {
+
+// The one object of the request body, checked against the route. On error, the response.
+struct Parsed {
+  std::optional<manifest::Object> object;
+  std::optional<Response> error;
+};
+
+Parsed ParseBody(const Request& r, std::string_view kind, const std::string& namespace_,
+                 const std::string& name) {
+  manifest::ParseResult p = manifest::ParseManifests(r.body, "body");
+  if (!p.ok()) {
+    std::vector<std::string> lines;
+    for (const manifest::Diagnostic& d : p.errors) lines.push_back(d.ToString());
+    return {std::nullopt, Status(422, "Invalid", Join(lines, "\n"))};
+  }
+  if (p.manifests.size() != 1) {
+    return {std::nullopt, Status(422, "Invalid", Cat("the body holds ", p.manifests.size(),
+                                                     " objects; send exactly one"))};
+  }
+  manifest::Object o = std::move(p.manifests[0].object);
+  if (manifest::KindOf(o) != kind) {
+    return {std::nullopt, Status(422, "Invalid", Cat("kind: is ", manifest::KindOf(o),
+                                                     ", but this path holds ", kind, "s"))};
+  }
+  ObjectMeta& meta = std::visit([](auto& x) -> ObjectMeta& { return x.metadata; }, o);
+  if (!namespace_.empty()) {
+    // An omitted namespace reads as "default": the path's namespace applies then.
+    if (meta.namespace_ == kDefaultNamespace) meta.namespace_ = namespace_;
+    if (meta.namespace_ != namespace_) {
+      return {std::nullopt, Status(400, "BadRequest", Cat("metadata.namespace: is ", meta.namespace_,
+                                                          ", but the path says ", namespace_))};
+    }
+  }
+  if (!name.empty() && meta.name != name) {
+    return {std::nullopt, Status(400, "BadRequest",
+                                 Cat("metadata.name: is ", meta.name, ", but the path says ", name))};
+  }
+  return {std::move(o), std::nullopt};
+}
+
+ObjectMeta& MetaOfMutable(manifest::Object& o) {
+  return std::visit([](auto& x) -> ObjectMeta& { return x.metadata; }, o);
+}
+
+}  // namespace
+
+Response RestApi::Create(const Request& r, const Route& route) {
+  Parsed p = ParseBody(r, route.resource->kind, route.namespace_, "");
+  if (p.error) return *p.error;
+  ObjectMeta& meta = MetaOfMutable(*p.object);
+  Route item = route;
+  item.name = meta.name;
+  meta.uid = NewUid();
+  meta.creation_unix_seconds = clock_.NowMillis() / 1000;
+  meta.resource_version = 0;
+  absl::StatusOr<int64_t> rev =
+      store_.Txn({{store::Op::Kind::kPut, item.Key(), manifest::ToJson(*p.object), 0}});
+  if (!rev.ok()) return FromStatus(rev.status());
+  meta.resource_version = *rev;
+  return {201, manifest::ToJson(*p.object) + "\n"};
+}
+
+Response RestApi::Apply(const Request& r, const Route& route) {
+  Parsed p = ParseBody(r, route.resource->kind, route.namespace_, route.name);
+  if (p.error) return *p.error;
+  ObjectMeta& meta = MetaOfMutable(*p.object);
+  const int64_t precondition = meta.resource_version;
+  absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
+  if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
+  if (!current.ok()) {
+    if (precondition > 0) {
+      return Status(409, "Conflict", Cat(route.Key(), " does not exist (any more), but the body "
+                                         "has resourceVersion ", precondition));
+    }
+    return Create(r, Route{route.resource, route.namespace_, ""});
+  }
+  if (precondition > 0 && precondition != current->mod_revision) {
+    return FromStatus(absl::AbortedError(Cat(route.Key(), " was changed: it is at revision ",
+                                             current->mod_revision, ", not ", precondition)));
+  }
+  // Keep what the store owns; write only when something changed (apply is idempotent).
+  manifest::ParseResult stored = manifest::ParseManifests(current->value, route.Key());
+  if (!stored.ok() || stored.manifests.size() != 1) {
+    return Status(500, "InternalError", Cat(route.Key(), ": the stored object does not parse"));
+  }
+  Json old = Json::parse(current->value, nullptr, false);
+  meta.uid = old["metadata"].value("uid", "");
+  meta.resource_version = 0;
+  manifest::Object& before = stored.manifests[0].object;
+  MetaOfMutable(before).resource_version = 0;
+  MetaOfMutable(before).uid = meta.uid;
+  if (before == *p.object) {
+    Json j = WithRevision(*current);
+    return {200, j.dump(2) + "\n"};
+  }
+  std::string ts = old["metadata"].value("creationTimestamp", "");
+  std::string value = manifest::ToJson(*p.object);
+  if (!ts.empty()) {
+    Json j = Json::parse(value);
+    j["metadata"]["creationTimestamp"] = ts;
+    value = j.dump(2);
+  }
+  absl::StatusOr<int64_t> rev =
+      store_.Txn({{store::Op::Kind::kPut, route.Key(), value, current->mod_revision}});
+  if (!rev.ok()) return FromStatus(rev.status());
+  return {200, WithRevision({route.Key(), value, 0, *rev, 0}).dump(2) + "\n"};
+}
+
+Response RestApi::Read(const Request&, const Route& route) {
+  absl::StatusOr<store::KeyValue> kv = store_.Get(route.Key());
+  if (!kv.ok()) {
+    if (absl::IsNotFound(kv.status())) {
+      return Status(404, "NotFound", Cat(route.resource->kind, " ",
+                                         route.namespace_.empty() ? "" : route.namespace_ + "/",
+                                         route.name, " not found"));
+    }
+    return FromStatus(kv.status());
+  }
+  return {200, WithRevision(*kv).dump(2) + "\n"};
+}
+
+Response RestApi::List(const Request& r, const Route& route) {
+  absl::StatusOr<Selector> sel =
+      ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
+  if (!sel.ok()) return FromStatus(sel.status());
+  absl::StatusOr<store::ListResult> list = store_.List(route.Prefix());
+  if (!list.ok()) return FromStatus(list.status());
+  Json out = Json::object();
+  out["apiVersion"] = "gpucloud/v1";
+  out["kind"] = Cat(route.resource->kind, "List");
+  out["metadata"] = Json{{"resourceVersion", std::to_string(list->revision)}};
+  out["items"] = Json::array();
+  for (const store::KeyValue& kv : list->items) {
+    Json j = WithRevision(kv);
+    if (sel->Matches(j)) out["items"].push_back(std::move(j));
+  }
+  return {200, out.dump(2) + "\n"};
+}
+
+Response RestApi::Watch(const Request& r, const Route& route) {
+  absl::StatusOr<Selector> sel =
+      ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
+  if (!sel.ok()) return FromStatus(sel.status());
+  int64_t after = 0;
+  if (r.query.contains("resourceVersion")) {
+    const std::string& v = r.query.at("resourceVersion");
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+      return Status(400, "BadRequest", Cat("resourceVersion: \"", v, "\" is not a revision"));
+    }
+    after = std::stoll(v);
+  }
+  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(route.Prefix(), after, 1000);
+  if (!events.ok()) return FromStatus(events.status());
+  std::string out;
+  for (const store::Event& e : *events) {
+    Json object = WithRevision(e.kv);
+    if (!sel->Matches(object)) continue;
+    const char* type = e.kind == store::Event::Kind::kDelete ? "DELETED"
+                       : e.kv.version == 1                   ? "ADDED"
+                                                             : "MODIFIED";
+    out += Json{{"type", type}, {"object", std::move(object)}}.dump() + "\n";
+  }
+  return {200, out, "application/x-ndjson"};
+}
+
+Response RestApi::Delete(const Request& r, const Route& route) {
+  std::optional<int64_t> expect;
+  if (r.query.contains("resourceVersion")) {
+    const std::string& v = r.query.at("resourceVersion");
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+      return Status(400, "BadRequest", Cat("resourceVersion: \"", v, "\" is not a revision"));
+    }
+    expect = std::stoll(v);
+  }
+  absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", expect}});
+  if (!rev.ok()) return FromStatus(rev.status());
+  return Status(200, "Deleted", Cat(route.resource->kind, " ", route.Key(), " deleted at revision ", *rev));
+}
+
+}  // namespace gpucloud::server
