@@ -341,7 +341,7 @@ Response RestApi::Watch(const Request& r, const Route& route) {
     }
     after = std::stoll(v);
   }
-  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(route.Prefix(), after, 1000);
+  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(route.Prefix(), after, 1 << 30);
   if (!events.ok()) return FromStatus(events.status());
   std::string out;
   for (const store::Event& e : *events) {

@@ -1,0 +1,210 @@
+#include "server/credentials.h"
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509v3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "core/text.h"
+
+namespace gpucloud::server {
+namespace {
+
+template <typename T, void (*F)(T*)>
+struct Deleter {
+  void operator()(T* p) const { F(p); }
+};
+using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
+using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
+
+absl::Status OpenSslError(const std::string& what) {
+  return absl::InternalError(Cat("OpenSSL: ", what));
+}
+
+absl::Status WriteSecret(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f || chmod(path.c_str(), 0600) != 0) return absl::InternalError(Cat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+std::string Pem(EVP_PKEY* key) {
+  BIO* b = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(b, &data);
+  std::string out(data, n);
+  BIO_free(b);
+  return out;
+}
+
+std::string Pem(X509* cert) {
+  BIO* b = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(b, cert);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(b, &data);
+  std::string out(data, n);
+  BIO_free(b);
+  return out;
+}
+
+absl::StatusOr<Key> ReadKey(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return absl::InternalError(Cat("cannot read ", path));
+  Key k(PEM_read_PrivateKey(f, nullptr, nullptr, nullptr));
+  fclose(f);
+  if (!k) return OpenSslError(Cat("bad key in ", path));
+  return k;
+}
+
+absl::StatusOr<Cert> ReadCert(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return absl::InternalError(Cat("cannot read ", path));
+  Cert c(PEM_read_X509(f, nullptr, nullptr, nullptr));
+  fclose(f);
+  if (!c) return OpenSslError(Cat("bad certificate in ", path));
+  return c;
+}
+
+bool AddExt(X509* cert, X509* issuer, int nid, const char* value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+  if (!ext) return false;
+  bool ok = X509_add_ext(cert, ext, -1) == 1;
+  X509_EXTENSION_free(ext);
+  return ok;
+}
+
+// A certificate for `key` named `cn`, signed by `issuer_key` (self-signed when issuer is null).
+absl::StatusOr<Cert> MakeCert(EVP_PKEY* key, const std::string& cn, X509* issuer,
+                              EVP_PKEY* issuer_key, bool ca, const std::string& san) {
+  Cert c(X509_new());
+  unsigned char serial[16];
+  RAND_bytes(serial, sizeof serial);
+  serial[0] &= 0x7f;
+  BIGNUM* bn = BN_bin2bn(serial, sizeof serial, nullptr);
+  BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(c.get()));
+  BN_free(bn);
+  X509_set_version(c.get(), 2);
+  X509_gmtime_adj(X509_getm_notBefore(c.get()), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(c.get()), ca ? 10L * 365 * 86400 : 2L * 365 * 86400);
+  X509_set_pubkey(c.get(), key);
+  X509_NAME* name = X509_get_subject_name(c.get());
+  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("gpucloud"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  X509* iss = issuer ? issuer : c.get();
+  X509_set_issuer_name(c.get(), X509_get_subject_name(iss));
+  bool ok = AddExt(c.get(), iss, NID_basic_constraints, ca ? "critical,CA:TRUE" : "CA:FALSE") &&
+            AddExt(c.get(), iss, NID_key_usage,
+                   ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature") &&
+            AddExt(c.get(), iss, NID_subject_key_identifier, "hash");
+  if (!ca) {
+    ok = ok && AddExt(c.get(), iss, NID_ext_key_usage, "serverAuth") &&
+         AddExt(c.get(), iss, NID_subject_alt_name, san.c_str());
+  }
+  if (!ok || X509_sign(c.get(), issuer_key ? issuer_key : key, EVP_sha256()) == 0) {
+    return OpenSslError(Cat("cannot make the certificate for ", cn));
+  }
+  return c;
+}
+
+std::string RandomHex(int bytes) {
+  std::string raw(bytes, '\0');
+  RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), bytes);
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+}  // namespace
+
+std::string Sha256Hex(const std::string& text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), md, &n, EVP_sha256(), nullptr);
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) out += fmt::format("{:02x}", md[i]);
+  return out;
+}
+
+absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
+  Credentials out{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key", ""};
+  if (!std::filesystem::exists(out.ca_cert_path)) {
+    Key ca_key(EVP_EC_gen("P-256"));
+    if (!ca_key) return OpenSslError("cannot make a key");
+    absl::StatusOr<Cert> ca = MakeCert(ca_key.get(), "gpucloud CA", nullptr, nullptr, true, "");
+    if (!ca.ok()) return ca.status();
+    if (absl::Status s = WriteSecret(dir + "/ca.key", Pem(ca_key.get())); !s.ok()) return s;
+    if (absl::Status s = WriteSecret(out.ca_cert_path, Pem(ca->get())); !s.ok()) return s;
+    chmod(out.ca_cert_path.c_str(), 0644);
+    std::filesystem::remove(out.cert_path, ec);  // a new CA needs a new server certificate
+  }
+  if (!std::filesystem::exists(out.cert_path) || !std::filesystem::exists(out.key_path)) {
+    absl::StatusOr<Key> ca_key = ReadKey(dir + "/ca.key");
+    if (!ca_key.ok()) return ca_key.status();
+    absl::StatusOr<Cert> ca = ReadCert(out.ca_cert_path);
+    if (!ca.ok()) return ca.status();
+    Key key(EVP_EC_gen("P-256"));
+    if (!key) return OpenSslError("cannot make a key");
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::string san = Cat("DNS:localhost,IP:127.0.0.1,IP:::1,DNS:", host);
+    absl::StatusOr<Cert> cert = MakeCert(key.get(), host, ca->get(), ca_key->get(), false, san);
+    if (!cert.ok()) return cert.status();
+    if (absl::Status s = WriteSecret(out.key_path, Pem(key.get())); !s.ok()) return s;
+    if (absl::Status s = WriteSecret(out.cert_path, Pem(cert->get())); !s.ok()) return s;
+  }
+  std::string tokens = dir + "/tokens";
+  if (!std::filesystem::exists(tokens)) {
+    out.admin_token = RandomHex(32);
+    if (absl::Status s = WriteSecret(tokens, Cat(Sha256Hex(out.admin_token), " admin - admin\n"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
+  std::ifstream f(dir + "/tokens");
+  if (!f) return absl::InternalError(Cat("cannot read ", dir, "/tokens"));
+  TokenBook book;
+  std::string line;
+  int n = 0;
+  while (std::getline(f, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string hash, user, ns, role;
+    if (!(in >> hash >> user >> ns >> role) || hash.size() != 64) {
+      return absl::DataLossError(
+          Cat(dir, "/tokens:", n, ": expected \"SHA256 USER NAMESPACE admin|tenant\""));
+    }
+    book.by_hash_[hash] = Identity{user, ns == "-" ? "" : ns, role == "admin"};
+  }
+  return book;
+}
+
+std::optional<Identity> TokenBook::Find(const std::string& token) const {
+  if (token.empty()) return std::nullopt;
+  auto it = by_hash_.find(Sha256Hex(token));
+  if (it == by_hash_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace gpucloud::server

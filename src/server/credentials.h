@@ -1,0 +1,43 @@
+// The server's credentials: on first start a private CA, a server certificate it signs (for
+// localhost, 127.0.0.1 and the host name) and an admin token. Keys are ECDSA P-256 (OpenSSL).
+// Tokens are kept only as SHA-256 hashes (DIR/tokens, mode 0600); the admin token itself is
+// returned once, for the operator (and written to DIR/admin.config for gpuctl, mode 0600, like
+// a kubeconfig). Functions are thread-safe; TokenBook is immutable after loading.
+#ifndef GPUCLOUD_SERVER_CREDENTIALS_H_
+#define GPUCLOUD_SERVER_CREDENTIALS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/rest.h"
+
+namespace gpucloud::server {
+
+struct Credentials {
+  std::string ca_cert_path;
+  std::string cert_path;
+  std::string key_path;
+  std::string admin_token;  // only on the first start; empty afterwards
+};
+
+// Creates what is missing under `dir`; keeps what exists. Internal on OpenSSL or file errors.
+absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir);
+
+std::string Sha256Hex(const std::string& text);
+
+// Bearer tokens by hash.
+class TokenBook {
+ public:
+  static absl::StatusOr<TokenBook> Load(const std::string& dir);
+  // The identity of `token`, or nullopt when it is not valid.
+  std::optional<Identity> Find(const std::string& token) const;
+
+ private:
+  std::map<std::string, Identity> by_hash_;
+};
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_CREDENTIALS_H_

@@ -1,0 +1,245 @@
+#include "server/https_server.h"
+
+#include <openssl/ssl.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "absl/time/time.h"
+#include "core/text.h"
+
+namespace gpucloud::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i] == '+' ? ' ' : s[i];
+    }
+  }
+  return out;
+}
+
+void SplitTarget(std::string_view target, Request* r) {
+  size_t q = target.find('?');
+  r->path = PercentDecode(target.substr(0, q));
+  if (q == std::string_view::npos) return;
+  for (const std::string& pair : SplitAny(target.substr(q + 1), "&")) {
+    size_t eq = pair.find('=');
+    r->query[PercentDecode(pair.substr(0, eq))] =
+        eq == std::string::npos ? "" : PercentDecode(pair.substr(eq + 1));
+  }
+}
+
+}  // namespace
+
+struct HttpsServer::Impl {
+  RestApi& api;
+  const TokenBook& tokens;
+  store::Store& store;
+  Options options;
+  asio::io_context io;
+  asio::ssl::context tls{asio::ssl::context::tls_server};
+  tcp::acceptor acceptor{io};
+  std::thread accept_thread;
+  std::mutex mu;
+  std::list<std::thread> connections;
+  std::list<std::shared_ptr<tcp::socket>> sockets;
+  std::atomic<bool> stopping{false};
+
+  Impl(RestApi& a, const TokenBook& t, store::Store& s, Options o)
+      : api(a), tokens(t), store(s), options(std::move(o)) {}
+
+  void Serve(std::shared_ptr<tcp::socket> socket) {
+    beast::ssl_stream<tcp::socket&> stream(*socket, tls);
+    beast::error_code ec;
+    stream.handshake(asio::ssl::stream_base::server, ec);
+    if (ec) return;
+    beast::flat_buffer buffer;
+    while (!stopping) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(kMaxBodyBytes + 1);
+      http::read(stream, buffer, parser, ec);
+      if (ec == http::error::body_limit) {
+        Write(stream, parser.get(), Response{413, "{\"kind\":\"Status\",\"code\":413,\"message\":"
+                                                  "\"the body is over the limit\"}\n"});
+        return;
+      }
+      if (ec) return;
+      const http::request<http::string_body>& req = parser.get();
+      Request r;
+      r.method = std::string(req.method_string());
+      SplitTarget(std::string_view(req.target().data(), req.target().size()), &r);
+      r.body = req.body();
+      std::string auth(req[http::field::authorization]);
+      std::optional<Identity> who =
+          auth.starts_with("Bearer ") ? tokens.Find(auth.substr(7)) : std::nullopt;
+      if (!who) {
+        Write(stream, req,
+              Response{401, "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
+                            "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
+                            "bearer token is required\"}\n"});
+        if (!req.keep_alive()) return;
+        continue;
+      }
+      r.who = *who;
+      if (r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true") {
+        StreamWatch(stream, req, r);
+        return;
+      }
+      if (!Write(stream, req, api.Handle(r)) || !req.keep_alive()) return;
+    }
+  }
+
+  template <typename Stream>
+  bool Write(Stream& stream, const http::request<http::string_body>& req, const Response& resp) {
+    http::response<http::string_body> res{static_cast<http::status>(resp.status), req.version()};
+    res.set(http::field::server, "gpucloud");
+    res.set(http::field::content_type, resp.content_type);
+    res.keep_alive(req.keep_alive());
+    res.body() = resp.body;
+    res.prepare_payload();
+    beast::error_code ec;
+    http::write(stream, res, ec);
+    return !ec;
+  }
+
+  template <typename Stream>
+  void StreamWatch(Stream& stream, const http::request<http::string_body>& req, Request r) {
+    int64_t last = 0;
+    if (r.query.contains("resourceVersion")) {
+      const std::string& v = r.query.at("resourceVersion");
+      if (!v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos) {
+        last = std::stoll(v);
+      }
+    }
+    int64_t timeout_s = 300;
+    if (r.query.contains("timeoutSeconds")) {
+      const std::string& v = r.query.at("timeoutSeconds");
+      if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos) {
+        timeout_s = std::stoll(v);
+      }
+    }
+    int64_t revision = store.Revision();  // every change up to here is in the first batch
+    Response batch = api.Handle(r);        // validates everything; errors are answered plainly
+    if (batch.status != 200) {
+      Write(stream, req, batch);
+      return;
+    }
+    http::response<http::empty_body> head{http::status::ok, req.version()};
+    head.set(http::field::server, "gpucloud");
+    head.set(http::field::content_type, "application/x-ndjson");
+    head.chunked(true);
+    http::response_serializer<http::empty_body> sr{head};
+    beast::error_code ec;
+    http::write_header(stream, sr, ec);
+    if (ec) return;
+    absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+    for (;;) {
+      int64_t seen = last;
+      for (const std::string& line : SplitAny(batch.body, "\n")) {
+        if (line.empty()) continue;
+        size_t at = line.rfind("\"resourceVersion\":\"");
+        if (at != std::string::npos) {
+          seen = std::max<int64_t>(seen, std::atoll(line.c_str() + at + 19));
+        }
+      }
+      if (!batch.body.empty()) {
+        asio::write(stream, http::make_chunk(asio::buffer(batch.body)), ec);
+        if (ec) return;
+      }
+      // The batch holds every change under the prefix up to `revision` (read before it).
+      last = std::max(seen, revision);
+      if (stopping || absl::Now() >= deadline) break;
+      store.WaitForChange(last, std::min(absl::Seconds(1), deadline - absl::Now()));
+      revision = store.Revision();
+      r.query["resourceVersion"] = std::to_string(last);
+      batch = api.Handle(r);
+      if (batch.status != 200) break;
+    }
+    asio::write(stream, http::make_chunk_last(), ec);
+  }
+};
+
+
+HttpsServer::HttpsServer(RestApi& api, const TokenBook& tokens, store::Store& store,
+                         Options options)
+    : impl_(std::make_unique<Impl>(api, tokens, store, std::move(options))) {}
+
+HttpsServer::~HttpsServer() { Stop(); }
+
+absl::Status HttpsServer::Start() {
+  Impl& m = *impl_;
+  SSL_CTX_set_min_proto_version(m.tls.native_handle(), TLS1_3_VERSION);
+  beast::error_code ec;
+  m.tls.use_certificate_chain_file(m.options.cert_path, ec);
+  if (!ec) m.tls.use_private_key_file(m.options.key_path, asio::ssl::context::pem, ec);
+  if (ec) return absl::InternalError(Cat("TLS: ", ec.message()));
+  tcp::endpoint ep(asio::ip::make_address(m.options.address, ec), m.options.port);
+  if (ec) return absl::InvalidArgumentError(Cat("--listen: bad address ", m.options.address));
+  m.acceptor.open(ep.protocol(), ec);
+  if (!ec) m.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep, ec);
+  if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        Cat("cannot listen on ", m.options.address, ":", m.options.port, ": ", ec.message()));
+  }
+  m.accept_thread = std::thread([&m] {
+    while (!m.stopping) {
+      auto socket = std::make_shared<tcp::socket>(m.io);
+      beast::error_code aec;
+      m.acceptor.accept(*socket, aec);
+      if (aec || m.stopping) break;
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.sockets.push_back(socket);
+      m.connections.emplace_back([&m, socket] { m.Serve(socket); });
+    }
+  });
+  return absl::OkStatus();
+}
+
+uint16_t HttpsServer::port() const {
+  beast::error_code ec;
+  return impl_->acceptor.local_endpoint(ec).port();
+}
+
+void HttpsServer::Stop() {
+  Impl& m = *impl_;
+  if (m.stopping.exchange(true)) return;
+  beast::error_code ec;
+  if (m.accept_thread.joinable()) {  // wake the blocking accept with a connection of our own
+    tcp::socket wake(m.io);
+    wake.connect(tcp::endpoint(asio::ip::make_address(m.options.address, ec), port()), ec);
+  }
+  m.acceptor.close(ec);
+  if (m.accept_thread.joinable()) m.accept_thread.join();
+  std::lock_guard<std::mutex> lock(m.mu);
+  for (auto& s : m.sockets) s->shutdown(tcp::socket::shutdown_both, ec);
+  for (auto& t : m.connections) t.join();
+}
+
+}  // namespace gpucloud::server
