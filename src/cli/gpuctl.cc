@@ -4,6 +4,9 @@
 #include <istream>
 #include <ostream>
 
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
 #include "cli/manifest_files.h"
 #include "core/gpu_catalog.h"
 #include "core/parse.h"
@@ -92,6 +95,137 @@ int Catalog(std::ostream& out) {
   return kExitOk;
 }
 
+// The message of a Kubernetes Status answer, or the body.
+std::string StatusMessage(const api::HttpResponse& r) {
+  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+    return j["message"].get<std::string>();
+  }
+  return r.body;
+}
+
+absl::StatusOr<api::Client> Connect(const std::string& config_flag) {
+  absl::StatusOr<api::ClientConfig> c = api::LoadClientConfig(api::DefaultConfigPath(config_flag));
+  if (!c.ok()) return c.status();
+  return api::Client(*c);
+}
+
+int Apply(const std::vector<std::string>& files, const std::string& config, std::istream& in,
+          std::ostream& out, std::ostream& err) {
+  LoadedManifests loaded = LoadManifests(files, in);
+  PrintDiagnostics(loaded, err);
+  if (!loaded.errors.empty()) return kExitInvalid;
+  absl::StatusOr<api::Client> client = Connect(config);
+  if (!client.ok()) {
+    err << "gpuctl: " << client.status().message() << "\n";
+    return kExitInvalid;
+  }
+  int code = kExitOk;
+  for (const manifest::Manifest& m : loaded.manifests) {
+    std::string path = api::ObjectPath(m.object);
+    std::string what = Cat(ToLower(manifest::KindOf(m.object)), " ",
+                           manifest::MetaOf(m.object).namespace_.empty()
+                               ? ""
+                               : manifest::MetaOf(m.object).namespace_ + "/",
+                           manifest::MetaOf(m.object).name);
+    if (path.empty()) {
+      err << "gpuctl: " << what << ": the server does not take this kind yet\n";
+      code = kExitInvalid;
+      continue;
+    }
+    absl::StatusOr<api::HttpResponse> r = client->Call("PUT", path, manifest::ToYaml(m.object));
+    if (!r.ok()) {
+      err << "gpuctl: " << r.status().message() << "\n";
+      return kExitInvalid;
+    }
+    if (r->status == 201) {
+      out << what << " created\n";
+    } else if (r->status == 200) {
+      out << what << " configured\n";
+    } else {
+      err << "gpuctl: " << what << ": " << StatusMessage(*r) << "\n";
+      code = kExitInvalid;
+    }
+  }
+  return code;
+}
+
+int Get(const std::vector<std::string>& args, const std::string& ns, const std::string& format,
+        const std::string& config, std::ostream& out, std::ostream& err) {
+  std::string path = api::CollectionPath(args[0], ns);
+  if (path.empty()) {
+    err << "gpuctl: unknown resource \"" << args[0] << "\" (known: jobs, queues, nodepools)\n";
+    return kExitUsage;
+  }
+  if (args.size() > 1) path += "/" + args[1];
+  absl::StatusOr<api::Client> client = Connect(config);
+  if (!client.ok()) {
+    err << "gpuctl: " << client.status().message() << "\n";
+    return kExitInvalid;
+  }
+  absl::StatusOr<api::HttpResponse> r = client->Call("GET", path);
+  if (!r.ok()) {
+    err << "gpuctl: " << r.status().message() << "\n";
+    return kExitInvalid;
+  }
+  if (r->status != 200) {
+    err << "gpuctl: " << StatusMessage(*r) << "\n";
+    return kExitInvalid;
+  }
+  if (format == "json") {
+    out << r->body;
+    return kExitOk;
+  }
+  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  std::vector<nlohmann::json> items;
+  if (j.contains("items")) {
+    for (const auto& item : j["items"]) items.push_back(item);
+  } else {
+    items.push_back(j);
+  }
+  if (format == "yaml") {
+    for (const nlohmann::json& item : items) {
+      manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
+      if (p.ok() && p.manifests.size() == 1) out << "---\n" << manifest::ToYaml(p.manifests[0].object);
+    }
+    return kExitOk;
+  }
+  out << fmt::format("{:<24} {:>8}  {}\n", "NAME", "REVISION", "SUMMARY");
+  for (const nlohmann::json& item : items) {
+    manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
+    std::string summary = p.ok() && p.manifests.size() == 1 ? manifest::Summarize(p.manifests[0].object)
+                                                             : std::string("?");
+    out << fmt::format("{:<24} {:>8}  {}\n", item["metadata"].value("name", "?"),
+                       item["metadata"].value("resourceVersion", "?"), summary);
+  }
+  return kExitOk;
+}
+
+int Delete(const std::vector<std::string>& args, const std::string& ns, const std::string& config,
+           std::ostream& out, std::ostream& err) {
+  std::string path = api::CollectionPath(args[0], ns);
+  if (path.empty() || args.size() != 2) {
+    err << "gpuctl: delete RESOURCE NAME (resources: jobs, queues, nodepools)\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<api::Client> client = Connect(config);
+  if (!client.ok()) {
+    err << "gpuctl: " << client.status().message() << "\n";
+    return kExitInvalid;
+  }
+  absl::StatusOr<api::HttpResponse> r = client->Call("DELETE", path + "/" + args[1]);
+  if (!r.ok()) {
+    err << "gpuctl: " << r.status().message() << "\n";
+    return kExitInvalid;
+  }
+  if (r->status != 200) {
+    err << "gpuctl: " << StatusMessage(*r) << "\n";
+    return kExitInvalid;
+  }
+  out << args[0] << " " << args[1] << " deleted\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream& out,
@@ -118,6 +252,21 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   CLI::App* catalog = app.add_subcommand(
       "catalog", "List the GPU types, their MIG profiles, relative speed and default price");
 
+  std::string config, ns = std::string(kDefaultNamespace), get_format = "table";
+  app.add_option("--config", config, "client config (default $GPUCLOUD_CONFIG, ~/.gpucloud/config)");
+  std::vector<std::string> apply_files, get_args, delete_args;
+  CLI::App* apply = app.add_subcommand("apply", "Create or update objects on the server");
+  apply->add_option("-f,--filename", apply_files, "Manifest file, directory, or - for stdin")
+      ->required();
+  CLI::App* get = app.add_subcommand("get", "List or show objects: get jobs|queues|nodepools [NAME]");
+  get->add_option("args", get_args, "RESOURCE [NAME]")->required()->expected(1, 2);
+  get->add_option("-n,--namespace", ns, "Namespace (jobs)");
+  get->add_option("-o,--output", get_format, "table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
+  CLI::App* del = app.add_subcommand("delete", "Delete an object: delete RESOURCE NAME");
+  del->add_option("args", delete_args, "RESOURCE NAME")->required()->expected(2);
+  del->add_option("-n,--namespace", ns, "Namespace (jobs)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -127,6 +276,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   if (validate->parsed()) return Validate(validate_files, in, out, err);
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
   if (catalog->parsed()) return Catalog(out);
+  if (apply->parsed()) return Apply(apply_files, config, in, out, err);
+  if (get->parsed()) return Get(get_args, ns, get_format, config, out, err);
+  if (del->parsed()) return Delete(delete_args, ns, config, out, err);
   return kExitUsage;
 }
 

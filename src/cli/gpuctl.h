@@ -1,9 +1,13 @@
-// gpuctl, the user's command-line tool. This build has the offline commands:
+// gpuctl, the user's command-line tool. Offline commands:
 //   gpuctl validate -f FILE...   check manifests; print what each object asks for
 //   gpuctl convert  -f FILE...   print the normalized gpucloud/v1 form (-o yaml|json)
 //   gpuctl catalog               list the GPU types, MIG profiles, speeds and prices
+// and commands against the server (config: --config, $GPUCLOUD_CONFIG or ~/.gpucloud/config):
+//   gpuctl apply -f FILE...                         create or update objects
+//   gpuctl get jobs|queues|nodepools [NAME] [-n NS] [-o table|json|yaml]
+//   gpuctl delete RESOURCE NAME [-n NS]
 // FILE may be a file, a directory (its *.yaml, *.yml and *.json files) or "-" for stdin.
-// Exit codes: 0 valid, 1 invalid input, 2 usage error.
+// Exit codes: 0 valid / done, 1 invalid input or an error from the server, 2 usage error.
 // RunGpuctl is the whole program behind main(); it is reentrant (no global state).
 #ifndef GPUCLOUD_CLI_GPUCTL_H_
 #define GPUCLOUD_CLI_GPUCTL_H_

@@ -1,0 +1,100 @@
+// gpuctl against a real server (CTest label `integration`): apply, get and delete through HTTPS
+// with the server's CA and token from a client config.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/gpuctl.h"
+#include "server/credentials.h"
+#include "server/https_server.h"
+#include "server/rest.h"
+#include "store/sqlite_store.h"
+
+namespace gpucloud::cli {
+namespace {
+
+class GpuctlServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpuctl-server-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    creds_ = *server::EnsureCredentials(dir_.string());
+    tokens_ = *server::TokenBook::Load(dir_.string());
+    store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
+    api_ = std::make_unique<server::RestApi>(*store_, clock_, 3);
+    server_ = std::make_unique<server::HttpsServer>(
+        *api_, tokens_, *store_,
+        server::HttpsServer::Options{.cert_path = creds_.cert_path, .key_path = creds_.key_path});
+    ASSERT_TRUE(server_->Start().ok());
+    config_ = (dir_ / "config").string();
+    std::ofstream(config_) << "server: https://127.0.0.1:" << server_->port()
+                           << "\ncertificate-authority: " << creds_.ca_cert_path
+                           << "\ntoken: " << creds_.admin_token << "\n";
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  struct Run {
+    int code;
+    std::string out, err;
+  };
+  Run Gpuctl(std::vector<std::string> args, const std::string& stdin_text = "") {
+    std::vector<const char*> argv = {"gpuctl", "--config", config_.c_str()};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    std::istringstream in(stdin_text);
+    std::ostringstream out, err;
+    int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
+    return {code, out.str(), err.str()};
+  }
+  std::filesystem::path dir_;
+  server::Credentials creds_;
+  server::TokenBook tokens_;
+  FakeClock clock_{1'700'000'000'000};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<server::RestApi> api_;
+  std::unique_ptr<server::HttpsServer> server_;
+  std::string config_;
+};
+
+TEST_F(GpuctlServerTest, ApplyGetDelete) {
+  Run a = Gpuctl({"apply", "-f", std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, "job default/pytorch-job created\n");
+  EXPECT_EQ(Gpuctl({"apply", "-f", std::string(GPUCLOUD_SOURCE_DIR) +
+                                     "/examples/seed-003-volcano-pytorch.yaml"})
+                .out,
+            "job default/pytorch-job configured\n");
+  Run g = Gpuctl({"get", "jobs"});
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find("pytorch-job"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("4 x worker (1 GPU, any type)"), std::string::npos) << g.out;
+  Run y = Gpuctl({"get", "jobs", "pytorch-job", "-o", "yaml"});
+  EXPECT_NE(y.out.find("kind: Job"), std::string::npos) << y.out;
+  EXPECT_EQ(Gpuctl({"delete", "jobs", "pytorch-job"}).out, "jobs pytorch-job deleted\n");
+  Run gone = Gpuctl({"get", "jobs", "pytorch-job"});
+  EXPECT_EQ(gone.code, 1);
+  EXPECT_EQ(gone.err, "gpuctl: Job default/pytorch-job not found\n");
+}
+
+TEST_F(GpuctlServerTest, ClearErrors) {
+  EXPECT_EQ(Gpuctl({"get", "widgets"}).code, 2);
+  std::ofstream(config_) << "server: http://x\ncertificate-authority: a\ntoken: t\n";
+  Run bad = Gpuctl({"get", "jobs"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("server: must start with https://"), std::string::npos) << bad.err;
+  std::ofstream(config_) << "server: https://127.0.0.1:" << server_->port()
+                         << "\ncertificate-authority: " << creds_.ca_cert_path
+                         << "\ntoken: wrong\n";
+  Run denied = Gpuctl({"get", "jobs"});
+  EXPECT_EQ(denied.code, 1);
+  EXPECT_EQ(denied.err, "gpuctl: a valid bearer token is required\n");
+}
+
+}  // namespace
+}  // namespace gpucloud::cli
