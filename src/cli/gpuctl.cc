@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <istream>
+#include <random>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -226,6 +227,65 @@ int Delete(const std::vector<std::string>& args, const std::string& ns, const st
   return kExitOk;
 }
 
+struct RunOptions {
+  std::string name, ns = std::string(kDefaultNamespace), queue, type, image;
+  int gpus = 1, replicas = 1;
+  bool dry_run = false;
+  std::vector<std::string> command;
+};
+
+// `gpuctl run`: a Job from flags, validated like any manifest, then applied.
+int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, std::ostream& err) {
+  if (o.command.empty()) {
+    err << "gpuctl run: give the command after --, e.g. gpuctl run --gpus 4 -- python train.py\n";
+    return kExitUsage;
+  }
+  std::string name = o.name;
+  if (name.empty()) {
+    std::random_device rd;
+    name = fmt::format("run-{:06x}", rd() & 0xffffff);
+  }
+  nlohmann::ordered_json task = {{"name", "main"}, {"replicas", o.replicas}, {"command", o.command}};
+  if (!o.image.empty()) task["image"] = o.image;
+  nlohmann::ordered_json gpu = {{"count", o.gpus}};
+  if (!o.type.empty()) gpu["type"] = o.type;
+  if (o.gpus > 0) task["resources"] = {{"gpu", gpu}};
+  nlohmann::ordered_json spec = {{"tasks", nlohmann::ordered_json::array({task})}};
+  if (!o.queue.empty()) spec["queue"] = o.queue;
+  nlohmann::ordered_json job = {{"apiVersion", "gpucloud/v1"},
+                                {"kind", "Job"},
+                                {"metadata", {{"name", name}, {"namespace", o.ns}}},
+                                {"spec", spec}};
+  manifest::ParseResult parsed = manifest::ParseManifests(job.dump(), "gpuctl run");
+  if (!parsed.ok()) {
+    // Name the flags rather than JSON positions the user never wrote.
+    for (const manifest::Diagnostic& d : parsed.errors) err << "gpuctl run: " << d.message << "\n";
+    return kExitInvalid;
+  }
+  const manifest::Object& object = parsed.manifests[0].object;
+  if (o.dry_run) {
+    out << manifest::ToYaml(object);
+    return kExitOk;
+  }
+  absl::StatusOr<api::Client> client = Connect(config);
+  if (!client.ok()) {
+    err << "gpuctl: " << client.status().message() << "\n";
+    return kExitInvalid;
+  }
+  absl::StatusOr<api::HttpResponse> r =
+      client->Call("POST", api::ObjectPath(object, /*collection=*/true), manifest::ToYaml(object));
+  if (!r.ok()) {
+    err << "gpuctl: " << r.status().message() << "\n";
+    return kExitInvalid;
+  }
+  if (r->status != 201) {
+    err << "gpuctl: " << StatusMessage(*r) << "\n";
+    return kExitInvalid;
+  }
+  out << "job " << o.ns << "/" << name << " created: " << manifest::Summarize(object) << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream& out,
@@ -263,6 +323,18 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   get->add_option("-n,--namespace", ns, "Namespace (jobs)");
   get->add_option("-o,--output", get_format, "table, json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
+  RunOptions run_opts;
+  CLI::App* run = app.add_subcommand("run", "Submit a job from one line: run --gpus 4 -- CMD ARGS");
+  run->add_option("--gpus", run_opts.gpus, "GPUs per replica (0: none)")->check(CLI::Range(0, 64));
+  run->add_option("--type", run_opts.type, "GPU type, e.g. h100 or A100-80GB");
+  run->add_option("--replicas", run_opts.replicas, "replicas, started together")
+      ->check(CLI::Range(1, 1024));
+  run->add_option("--name", run_opts.name, "job name (default: run-XXXXXX)");
+  run->add_option("-n,--namespace", run_opts.ns, "namespace");
+  run->add_option("--queue", run_opts.queue, "queue");
+  run->add_option("--image", run_opts.image, "container image");
+  run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
+  run->add_option("command", run_opts.command, "the command, after --");
   CLI::App* del = app.add_subcommand("delete", "Delete an object: delete RESOURCE NAME");
   del->add_option("args", delete_args, "RESOURCE NAME")->required()->expected(2);
   del->add_option("-n,--namespace", ns, "Namespace (jobs)");
@@ -279,6 +351,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   if (apply->parsed()) return Apply(apply_files, config, in, out, err);
   if (get->parsed()) return Get(get_args, ns, get_format, config, out, err);
   if (del->parsed()) return Delete(delete_args, ns, config, out, err);
+  if (run->parsed()) return RunJob(run_opts, config, out, err);
   return kExitUsage;
 }
 

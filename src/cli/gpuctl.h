@@ -6,6 +6,8 @@
 //   gpuctl apply -f FILE...                         create or update objects
 //   gpuctl get jobs|queues|nodepools [NAME] [-n NS] [-o table|json|yaml]
 //   gpuctl delete RESOURCE NAME [-n NS]
+//   gpuctl run [--gpus N] [--type T] [--replicas R] [--name N] [-n NS] [--queue Q] [--image I]
+//              [--dry-run] -- COMMAND ARGS...          submit a job from one line
 // FILE may be a file, a directory (its *.yaml, *.yml and *.json files) or "-" for stdin.
 // Exit codes: 0 valid / done, 1 invalid input or an error from the server, 2 usage error.
 // RunGpuctl is the whole program behind main(); it is reentrant (no global state).

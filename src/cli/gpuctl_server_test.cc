@@ -82,6 +82,23 @@ TEST_F(GpuctlServerTest, ApplyGetDelete) {
   EXPECT_EQ(gone.err, "gpuctl: Job default/pytorch-job not found\n");
 }
 
+TEST_F(GpuctlServerTest, RunSubmitsAJobFromOneLine) {
+  Run r = Gpuctl({"run", "--gpus", "4", "--type", "h100", "--name", "quick", "--", "python",
+                  "train.py", "--lr", "0.1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "job default/quick created: Job default/quick: 1 x main (4 GPUs, H100-80GB); gang of "
+            "1; 4 GPUs in all; queue default, on-demand\n");
+  Run y = Gpuctl({"get", "jobs", "quick", "-o", "yaml"});
+  EXPECT_NE(y.out.find("        - python\n        - train.py\n        - --lr\n        - \"0.1\"\n"),
+            std::string::npos)
+      << y.out;
+  Run bad = Gpuctl({"run", "--type", "tpu", "--", "python"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("unknown GPU type \"tpu\""), std::string::npos) << bad.err;
+  EXPECT_EQ(Gpuctl({"run", "--gpus", "1"}).code, 2);  // no command
+}
+
 TEST_F(GpuctlServerTest, ClearErrors) {
   EXPECT_EQ(Gpuctl({"get", "widgets"}).code, 2);
   std::ofstream(config_) << "server: http://x\ncertificate-authority: a\ntoken: t\n";
