@@ -3,6 +3,7 @@
 #include "agent/executor.h"
 
 #include "agent/task_env.h"
+#include "testing/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,13 +22,7 @@ namespace {
 class ExecutorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpucloud-exec-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   TaskSpecToRun Shell(std::string id, std::string script) {
     TaskSpecToRun t;
     t.id = std::move(id);
@@ -54,7 +49,8 @@ class ExecutorTest : public ::testing::Test {
     ss << f.rdbuf();
     return ss.str();
   }
-  std::filesystem::path dir_;
+  testing_util::TempDir tmp_{"gpucloud-exec"};
+  const std::filesystem::path& dir_ = tmp_.path();
 };
 
 TEST_F(ExecutorTest, RunsWithItsEnvironmentAndLogsOutput) {

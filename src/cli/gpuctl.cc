@@ -105,10 +105,32 @@ std::string StatusMessage(const api::HttpResponse& r) {
   return r.body;
 }
 
-absl::StatusOr<api::Client> Connect(const std::string& config_flag) {
+// A client from the config; on failure says why on `err` and returns nullopt.
+std::optional<api::Client> Connect(const std::string& config_flag, std::ostream& err) {
   absl::StatusOr<api::ClientConfig> c = api::LoadClientConfig(api::DefaultConfigPath(config_flag));
-  if (!c.ok()) return c.status();
+  if (!c.ok()) {
+    err << "gpuctl: " << c.status().message() << "\n";
+    return std::nullopt;
+  }
   return api::Client(*c);
+}
+
+// The answer when the request went through with a 2xx status; otherwise says why on `err`
+// (prefixed with `what` when given) and returns nullopt.
+std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
+                                      const std::string& path, const std::string& body,
+                                      std::ostream& err, const std::string& what = "") {
+  absl::StatusOr<api::HttpResponse> r = client.Call(method, path, body);
+  std::string prefix = what.empty() ? "gpuctl: " : Cat("gpuctl: ", what, ": ");
+  if (!r.ok()) {
+    err << prefix << r.status().message() << "\n";
+    return std::nullopt;
+  }
+  if (r->status < 200 || r->status > 299) {
+    err << prefix << StatusMessage(*r) << "\n";
+    return std::nullopt;
+  }
+  return *r;
 }
 
 int Apply(const std::vector<std::string>& files, const std::string& config, std::istream& in,
@@ -116,11 +138,8 @@ int Apply(const std::vector<std::string>& files, const std::string& config, std:
   LoadedManifests loaded = LoadManifests(files, in);
   PrintDiagnostics(loaded, err);
   if (!loaded.errors.empty()) return kExitInvalid;
-  absl::StatusOr<api::Client> client = Connect(config);
-  if (!client.ok()) {
-    err << "gpuctl: " << client.status().message() << "\n";
-    return kExitInvalid;
-  }
+  std::optional<api::Client> client = Connect(config, err);
+  if (!client) return kExitInvalid;
   int code = kExitOk;
   for (const manifest::Manifest& m : loaded.manifests) {
     std::string path = api::ObjectPath(m.object);
@@ -134,19 +153,13 @@ int Apply(const std::vector<std::string>& files, const std::string& config, std:
       code = kExitInvalid;
       continue;
     }
-    absl::StatusOr<api::HttpResponse> r = client->Call("PUT", path, manifest::ToYaml(m.object));
-    if (!r.ok()) {
-      err << "gpuctl: " << r.status().message() << "\n";
-      return kExitInvalid;
-    }
-    if (r->status == 201) {
-      out << what << " created\n";
-    } else if (r->status == 200) {
-      out << what << " configured\n";
-    } else {
-      err << "gpuctl: " << what << ": " << StatusMessage(*r) << "\n";
+    std::optional<api::HttpResponse> r =
+        Send(*client, "PUT", path, manifest::ToYaml(m.object), err, what);
+    if (!r) {
       code = kExitInvalid;
+      continue;
     }
+    out << what << (r->status == 201 ? " created\n" : " configured\n");
   }
   return code;
 }
@@ -159,20 +172,10 @@ int Get(const std::vector<std::string>& args, const std::string& ns, const std::
     return kExitUsage;
   }
   if (args.size() > 1) path += "/" + args[1];
-  absl::StatusOr<api::Client> client = Connect(config);
-  if (!client.ok()) {
-    err << "gpuctl: " << client.status().message() << "\n";
-    return kExitInvalid;
-  }
-  absl::StatusOr<api::HttpResponse> r = client->Call("GET", path);
-  if (!r.ok()) {
-    err << "gpuctl: " << r.status().message() << "\n";
-    return kExitInvalid;
-  }
-  if (r->status != 200) {
-    err << "gpuctl: " << StatusMessage(*r) << "\n";
-    return kExitInvalid;
-  }
+  std::optional<api::Client> client = Connect(config, err);
+  if (!client) return kExitInvalid;
+  std::optional<api::HttpResponse> r = Send(*client, "GET", path, "", err);
+  if (!r) return kExitInvalid;
   if (format == "json") {
     out << r->body;
     return kExitOk;
@@ -209,20 +212,8 @@ int Delete(const std::vector<std::string>& args, const std::string& ns, const st
     err << "gpuctl: delete RESOURCE NAME (resources: jobs, queues, nodepools)\n";
     return kExitUsage;
   }
-  absl::StatusOr<api::Client> client = Connect(config);
-  if (!client.ok()) {
-    err << "gpuctl: " << client.status().message() << "\n";
-    return kExitInvalid;
-  }
-  absl::StatusOr<api::HttpResponse> r = client->Call("DELETE", path + "/" + args[1]);
-  if (!r.ok()) {
-    err << "gpuctl: " << r.status().message() << "\n";
-    return kExitInvalid;
-  }
-  if (r->status != 200) {
-    err << "gpuctl: " << StatusMessage(*r) << "\n";
-    return kExitInvalid;
-  }
+  std::optional<api::Client> client = Connect(config, err);
+  if (!client || !Send(*client, "DELETE", path + "/" + args[1], "", err)) return kExitInvalid;
   out << args[0] << " " << args[1] << " deleted\n";
   return kExitOk;
 }
@@ -267,19 +258,9 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
     out << manifest::ToYaml(object);
     return kExitOk;
   }
-  absl::StatusOr<api::Client> client = Connect(config);
-  if (!client.ok()) {
-    err << "gpuctl: " << client.status().message() << "\n";
-    return kExitInvalid;
-  }
-  absl::StatusOr<api::HttpResponse> r =
-      client->Call("POST", api::ObjectPath(object, /*collection=*/true), manifest::ToYaml(object));
-  if (!r.ok()) {
-    err << "gpuctl: " << r.status().message() << "\n";
-    return kExitInvalid;
-  }
-  if (r->status != 201) {
-    err << "gpuctl: " << StatusMessage(*r) << "\n";
+  std::optional<api::Client> client = Connect(config, err);
+  if (!client || !Send(*client, "POST", api::ObjectPath(object, /*collection=*/true),
+                       manifest::ToYaml(object), err)) {
     return kExitInvalid;
   }
   out << "job " << o.ns << "/" << name << " created: " << manifest::Summarize(object) << "\n";

@@ -12,6 +12,7 @@
 #include "server/https_server.h"
 #include "server/rest.h"
 #include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
 
 namespace gpucloud::cli {
 namespace {
@@ -19,10 +20,6 @@ namespace {
 class GpuctlServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuctl-server-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
     creds_ = *server::EnsureCredentials(dir_.string());
     tokens_ = *server::TokenBook::Load(dir_.string());
     store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
@@ -36,10 +33,7 @@ class GpuctlServerTest : public ::testing::Test {
                            << "\ncertificate-authority: " << creds_.ca_cert_path
                            << "\ntoken: " << creds_.admin_token << "\n";
   }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
   struct Run {
     int code;
     std::string out, err;
@@ -52,7 +46,8 @@ class GpuctlServerTest : public ::testing::Test {
     int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
     return {code, out.str(), err.str()};
   }
-  std::filesystem::path dir_;
+  testing_util::TempDir tmp_{"gpuctl-server"};
+  const std::filesystem::path& dir_ = tmp_.path();
   server::Credentials creds_;
   server::TokenBook tokens_;
   FakeClock clock_{1'700'000'000'000};

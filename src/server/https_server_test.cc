@@ -12,6 +12,7 @@
 
 #include "server/test_client.h"
 #include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
 
 namespace gpucloud::server {
 namespace {
@@ -25,10 +26,6 @@ const char* kJob =
 class HttpsServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpucloud-https-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
     absl::StatusOr<Credentials> c = EnsureCredentials(dir_.string());
     ASSERT_TRUE(c.ok()) << c.status();
     creds_ = *c;
@@ -41,10 +38,7 @@ class HttpsServerTest : public ::testing::Test {
         HttpsServer::Options{.cert_path = creds_.cert_path, .key_path = creds_.key_path});
     ASSERT_TRUE(server_->Start().ok());
   }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
 
   http::response<http::string_body> Call(http::verb verb, const std::string& target,
                                          const std::string& token, const std::string& body = "",
@@ -53,7 +47,8 @@ class HttpsServerTest : public ::testing::Test {
                                    body, max_tls);
   }
 
-  std::filesystem::path dir_;
+  testing_util::TempDir tmp_{"gpucloud-https"};
+  const std::filesystem::path& dir_ = tmp_.path();
   Credentials creds_;
   TokenBook tokens_;
   FakeClock clock_{1'700'000'000'000};

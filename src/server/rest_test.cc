@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
 
 namespace gpucloud::server {
 namespace {
@@ -41,15 +42,9 @@ std::vector<std::string> SplitLines(const std::string& text) {
 class RestTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpucloud-rest-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     store_ = std::move(*store::OpenSqliteStore((dir_ / "s.db").string()));
     api_ = std::make_unique<RestApi>(*store_, clock_, 7);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   Response Call(std::string method, std::string path, std::string body = "",
                 std::map<std::string, std::string> query = {}, Identity who = {"root", "", true}) {
     return api_->Handle({std::move(method), std::move(path), std::move(query), std::move(body), who});
@@ -57,7 +52,8 @@ class RestTest : public ::testing::Test {
   static Json Body(const Response& r) { return Json::parse(r.body); }
   static constexpr char kJobs[] = "/apis/gpucloud/v1/namespaces/team-a/jobs";
 
-  std::filesystem::path dir_;
+  testing_util::TempDir tmp_{"gpucloud-rest"};
+  const std::filesystem::path& dir_ = tmp_.path();
   FakeClock clock_{1'700'000'000'000};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<RestApi> api_;

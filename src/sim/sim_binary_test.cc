@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "testing/shell.h"
+#include "testing/temp_dir.h"
 
 namespace {
 
@@ -25,15 +26,12 @@ std::string Slurp(const std::filesystem::path& p) {
 class SimBinary : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpucloud-sim-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
     trace_ = (dir_ / "trace.csv").string();
     std::ofstream(trace_) << "id,submit,duration,gpus,queue\n"
                              "a,0,100,2,x\nb,10,50,2,y\nc,20,10,2,x\nbad,30,ten,1,x\n";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
+  gpucloud::testing_util::TempDir tmp_{"gpucloud-sim-test"};
+  const std::filesystem::path& dir_ = tmp_.path();
   std::string trace_;
 };
 

@@ -1,4 +1,5 @@
 #include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,14 +17,8 @@ namespace {
 class SqliteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpucloud-store-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     path_ = (dir_ / "store.db").string();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::unique_ptr<Store> Open() {
     absl::StatusOr<std::unique_ptr<Store>> s = OpenSqliteStore(path_);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -32,7 +27,8 @@ class SqliteStoreTest : public ::testing::Test {
   static Op Put(std::string key, std::string value, std::optional<int64_t> expect = {}) {
     return Op{Op::Kind::kPut, std::move(key), std::move(value), expect};
   }
-  std::filesystem::path dir_;
+  testing_util::TempDir tmp_{"gpucloud-store"};
+  const std::filesystem::path& dir_ = tmp_.path();
   std::string path_;
 };
 
