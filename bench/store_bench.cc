@@ -14,14 +14,15 @@ namespace gpucloud::store {
 namespace {
 
 std::unique_ptr<Store> g_store;
+std::filesystem::path g_path;
 std::atomic<int64_t> g_next{0};
 
 void BM_DurableCreates(benchmark::State& state) {
   if (state.thread_index() == 0) {
-    std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                 ("gpucloud-store-bench-" + std::to_string(::getpid()) + ".db");
-    std::filesystem::remove(path);
-    g_store = std::move(*OpenSqliteStore(path.string()));
+    g_path = std::filesystem::temp_directory_path() /
+             ("gpucloud-store-bench-" + std::to_string(::getpid()) + ".db");
+    std::filesystem::remove(g_path);
+    g_store = std::move(*OpenSqliteStore(g_path.string()));
   }
   std::string value(600, 'x');  // about the size of a Job's JSON
   for (auto _ : state) {
@@ -30,7 +31,12 @@ void BM_DurableCreates(benchmark::State& state) {
     if (!r.ok()) state.SkipWithError(std::string(r.status().message()).c_str());
   }
   state.SetItemsProcessed(state.iterations());
-  if (state.thread_index() == 0) g_store.reset();
+  if (state.thread_index() == 0) {
+    g_store.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::filesystem::remove(g_path.string() + suffix);
+    }
+  }
 }
 BENCHMARK(BM_DurableCreates)->Threads(1)->Threads(8)->Threads(32)->UseRealTime();
 
