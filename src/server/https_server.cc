@@ -14,6 +14,7 @@
 
 #include "absl/time/time.h"
 #include "core/text.h"
+#include "server/metrics.h"
 
 namespace gpucloud::server {
 namespace {
@@ -69,6 +70,7 @@ struct HttpsServer::Impl {
   std::list<std::thread> connections;
   std::list<std::shared_ptr<tcp::socket>> sockets;
   std::atomic<bool> stopping{false};
+  ApiMetrics metrics;
 
   Impl(RestApi& a, const TokenBook& t, store::Store& s, Options o)
       : api(a), tokens(t), store(s), options(std::move(o)) {}
@@ -90,10 +92,15 @@ struct HttpsServer::Impl {
       }
       if (ec) return;
       const http::request<http::string_body>& req = parser.get();
+      absl::Time started = absl::Now();
       Request r;
       r.method = std::string(req.method_string());
       SplitTarget(std::string_view(req.target().data(), req.target().size()), &r);
       r.body = req.body();
+      if (r.path == "/healthz") {  // for load balancers and probes: no token needed
+        if (!Write(stream, req, Response{200, "ok\n", "text/plain"}) || !req.keep_alive()) return;
+        continue;
+      }
       std::string auth(req[http::field::authorization]);
       std::optional<Identity> who =
           auth.starts_with("Bearer ") ? tokens.Find(auth.substr(7)) : std::nullopt;
@@ -102,6 +109,8 @@ struct HttpsServer::Impl {
               Response{401, "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
                             "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
                             "bearer token is required\"}\n"});
+        metrics.Observe(r.method, ResourceOfPath(r.path), 401,
+                        absl::ToDoubleSeconds(absl::Now() - started));
         if (!req.keep_alive()) return;
         continue;
       }
@@ -110,7 +119,13 @@ struct HttpsServer::Impl {
         StreamWatch(stream, req, r);
         return;
       }
-      if (!Write(stream, req, api.Handle(r)) || !req.keep_alive()) return;
+      Response resp = r.path == "/metrics" && r.method == "GET"
+                          ? Response{200, metrics.Render(store.Revision()),
+                                     "text/plain; version=0.0.4"}
+                          : api.Handle(r);
+      metrics.Observe(r.method, ResourceOfPath(r.path), resp.status,
+                      absl::ToDoubleSeconds(absl::Now() - started));
+      if (!Write(stream, req, resp) || !req.keep_alive()) return;
     }
   }
 

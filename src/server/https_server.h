@@ -2,7 +2,9 @@
 // authenticates the bearer token, hands each request to RestApi and writes its answer; a watch
 // (GET ...?watch=true&resourceVersion=R[&timeoutSeconds=S]) is streamed as newline-delimited
 // JSON events with chunked transfer until the timeout (default 300 s) or the client leaves.
-// One thread per connection (keep-alive supported); Start returns once it listens.
+// GET /metrics (with a token) serves the API's Prometheus metrics (ApiMetrics); GET /healthz
+// (without) answers "ok". One thread per connection (keep-alive supported); Start returns once
+// it listens.
 // Thread-safe; Stop (or the destructor) closes the listener and waits for the connections.
 #ifndef GPUCLOUD_SERVER_HTTPS_SERVER_H_
 #define GPUCLOUD_SERVER_HTTPS_SERVER_H_

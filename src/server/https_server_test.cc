@@ -100,6 +100,30 @@ TEST_F(HttpsServerTest, WatchStreamsChangesMadeWhileItWaits) {
   EXPECT_EQ(std::count(got.begin(), got.end(), '\n'), 1) << got;  // once, not repeated
 }
 
+TEST_F(HttpsServerTest, MetricsAndHealth) {
+  EXPECT_EQ(Call(http::verb::get, "/healthz", "").body(), "ok\n");
+  ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, kJob).result_int(), 201);
+  EXPECT_EQ(Call(http::verb::get, kJobs, "").result_int(), 401);
+  EXPECT_EQ(Call(http::verb::get, "/metrics", "").result_int(), 401);
+  auto m = Call(http::verb::get, "/metrics", creds_.admin_token);
+  ASSERT_EQ(m.result_int(), 200);
+  const std::string& text = m.body();
+  EXPECT_NE(text.find("gpucloud_api_requests_total{method=\"POST\",resource=\"jobs\",code=\"201\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpucloud_api_requests_total{method=\"GET\",resource=\"jobs\",code=\"401\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpucloud_api_request_duration_seconds_count{method=\"POST\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("gpucloud_store_revision 1\n"), std::string::npos);
+  // Every sample line is NAME{LABELS} VALUE or NAME VALUE, after its HELP and TYPE.
+  for (const std::string& line : {std::string("# TYPE gpucloud_api_requests_total counter"),
+                                  std::string("# TYPE gpucloud_api_request_duration_seconds histogram")}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+}
+
 TEST_F(HttpsServerTest, CredentialsAreKeptAcrossRestarts) {
   absl::StatusOr<Credentials> again = EnsureCredentials(dir_.string());
   ASSERT_TRUE(again.ok());
