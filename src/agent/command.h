@@ -1,6 +1,7 @@
 // `gpucloud agent`: the node agent's command. This build has the offline subcommands
 //   gpucloud agent discover [--simulate SPEC] [--nvml-library PATH]   the node's GPUs, as JSON
 //   gpucloud agent metrics  [--simulate SPEC] [--nvml-library PATH]   one dcgm-exporter scrape
+//   gpucloud agent serve    [--listen HOST:PORT] [...]    /metrics over HTTP until SIGTERM
 // Without --simulate it loads NVML; a machine without the driver is reported in one line on
 // standard error and has no GPUs. Exit codes: 0 done, 1 GPU backend error, 2 usage error.
 // Reentrant.
