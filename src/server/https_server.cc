@@ -8,7 +8,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <list>
+#include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -67,8 +68,12 @@ struct HttpsServer::Impl {
   tcp::acceptor acceptor{io};
   std::thread accept_thread;
   std::mutex mu;
-  std::list<std::thread> connections;
-  std::list<std::shared_ptr<tcp::socket>> sockets;
+  // Open connections, each served by a detached thread that removes itself when done (so a
+  // long-running server does not keep finished threads around); Stop waits for the set to
+  // empty.
+  std::condition_variable drained;
+  std::map<uint64_t, std::shared_ptr<tcp::socket>> open;
+  uint64_t next_id = 0;
   std::atomic<bool> stopping{false};
   ApiMetrics metrics;
 
@@ -230,8 +235,14 @@ absl::Status HttpsServer::Start() {
       m.acceptor.accept(*socket, aec);
       if (aec || m.stopping) break;
       std::lock_guard<std::mutex> lock(m.mu);
-      m.sockets.push_back(socket);
-      m.connections.emplace_back([&m, socket] { m.Serve(socket); });
+      uint64_t id = m.next_id++;
+      m.open[id] = socket;
+      std::thread([&m, socket, id] {
+        m.Serve(socket);
+        std::lock_guard<std::mutex> done(m.mu);
+        m.open.erase(id);
+        m.drained.notify_all();
+      }).detach();
     }
   });
   return absl::OkStatus();
@@ -252,9 +263,9 @@ void HttpsServer::Stop() {
   }
   m.acceptor.close(ec);
   if (m.accept_thread.joinable()) m.accept_thread.join();
-  std::lock_guard<std::mutex> lock(m.mu);
-  for (auto& s : m.sockets) s->shutdown(tcp::socket::shutdown_both, ec);
-  for (auto& t : m.connections) t.join();
+  std::unique_lock<std::mutex> lock(m.mu);
+  for (auto& [id, s] : m.open) s->shutdown(tcp::socket::shutdown_both, ec);
+  m.drained.wait(lock, [&m] { return m.open.empty(); });
 }
 
 }  // namespace gpucloud::server
