@@ -9,6 +9,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 
 #include "core/text.h"
 
@@ -64,28 +66,75 @@ absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path) {
   return c;
 }
 
+// One TLS 1.3 connection to the configured server, verified against its CA.
+struct Connection {
+  asio::io_context io;
+  asio::ssl::context ctx{asio::ssl::context::tls_client};
+  std::optional<beast::ssl_stream<beast::tcp_stream>> stream;
+
+  absl::Status Open(const ClientConfig& c) {
+    beast::error_code ec;
+    ctx.load_verify_file(c.ca_path, ec);
+    if (ec) return absl::InvalidArgumentError(Cat(c.ca_path, ": ", ec.message()));
+    ctx.set_verify_mode(asio::ssl::verify_peer);
+    SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_3_VERSION);
+    stream.emplace(io, ctx);
+    std::string sni = c.host == "127.0.0.1" ? "localhost" : c.host;
+    SSL_set_tlsext_host_name(stream->native_handle(), sni.c_str());
+    stream->set_verify_callback(asio::ssl::host_name_verification(sni));
+    asio::ip::tcp::resolver resolver(io);
+    auto endpoints = resolver.resolve(c.host, std::to_string(c.port), ec);
+    if (!ec) beast::get_lowest_layer(*stream).connect(endpoints, ec);
+    if (ec) return absl::UnavailableError(Cat("cannot reach ", c.host, ":", c.port, ": ", ec.message()));
+    stream->handshake(asio::ssl::stream_base::client, ec);
+    if (ec) return absl::UnavailableError(Cat("TLS with ", c.host, ": ", ec.message()));
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<HttpResponse> Client::Stream(
+    const std::string& target, const std::function<void(const std::string&)>& on_line) const {
+  Connection conn;
+  if (absl::Status s = conn.Open(config_); !s.ok()) return s;
+  auto& stream = *conn.stream;
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, config_.host);
+  req.set(http::field::authorization, "Bearer " + config_.token);
+  beast::error_code ec;
+  http::write(stream, req, ec);
+  if (ec) return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  http::read_header(stream, buf, parser, ec);
+  if (ec) return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
+  if (parser.get().result_int() != 200) {
+    http::read(stream, buf, parser, ec);
+    return HttpResponse{static_cast<int>(parser.get().result_int()), parser.get().body()};
+  }
+  std::string pending;
+  auto on_chunk = [&](std::uint64_t, beast::string_view data, beast::error_code&) -> std::size_t {
+    pending.append(data.data(), data.size());
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      on_line(pending.substr(0, nl));
+      pending.erase(0, nl + 1);
+    }
+    return data.size();
+  };
+  parser.on_chunk_body(on_chunk);
+  while (!parser.is_done()) {
+    http::read_some(stream, buf, parser, ec);
+    if (ec) break;
+  }
+  return HttpResponse{200, ""};
+}
+
 absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::string& target,
                                           const std::string& body) const {
-  asio::io_context io;
-  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  Connection conn;
+  if (absl::Status s = conn.Open(config_); !s.ok()) return s;
+  auto& stream = *conn.stream;
   beast::error_code ec;
-  ctx.load_verify_file(config_.ca_path, ec);
-  if (ec) return absl::InvalidArgumentError(Cat(config_.ca_path, ": ", ec.message()));
-  ctx.set_verify_mode(asio::ssl::verify_peer);
-  SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_3_VERSION);
-  beast::ssl_stream<beast::tcp_stream> stream(io, ctx);
-  std::string sni = config_.host == "127.0.0.1" ? "localhost" : config_.host;
-  SSL_set_tlsext_host_name(stream.native_handle(), sni.c_str());
-  stream.set_verify_callback(asio::ssl::host_name_verification(sni));
-  asio::ip::tcp::resolver resolver(io);
-  auto endpoints = resolver.resolve(config_.host, std::to_string(config_.port), ec);
-  if (!ec) beast::get_lowest_layer(stream).connect(endpoints, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        Cat("cannot reach ", config_.host, ":", config_.port, ": ", ec.message()));
-  }
-  stream.handshake(asio::ssl::stream_base::client, ec);
-  if (ec) return absl::UnavailableError(Cat("TLS with ", config_.host, ": ", ec.message()));
   http::request<http::string_body> req{http::string_to_verb(std::string(method)), target, 11};
   req.set(http::field::host, config_.host);
   req.set(http::field::authorization, "Bearer " + config_.token);

@@ -8,6 +8,7 @@
 #ifndef GPUCLOUD_API_CLIENT_H_
 #define GPUCLOUD_API_CLIENT_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,11 @@ class Client {
   // signed by the configured CA.
   absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& target,
                                     const std::string& body = "") const;
+  // GET `target` (a watch) and hand each newline-delimited line of the streamed answer to
+  // `on_line` as it arrives, until the server ends the stream. A non-200 answer comes back as
+  // its HttpResponse (with the whole body); a 200 stream as status 200 with an empty body.
+  absl::StatusOr<HttpResponse> Stream(const std::string& target,
+                                      const std::function<void(const std::string&)>& on_line) const;
 
  private:
   ClientConfig config_;

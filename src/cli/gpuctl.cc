@@ -165,7 +165,7 @@ int Apply(const std::vector<std::string>& files, const std::string& config, std:
 }
 
 int Get(const std::vector<std::string>& args, const std::string& ns, const std::string& format,
-        const std::string& config, std::ostream& out, std::ostream& err) {
+        int watch_seconds, const std::string& config, std::ostream& out, std::ostream& err) {
   std::string path = api::CollectionPath(args[0], ns);
   if (path.empty()) {
     err << "gpuctl: unknown resource \"" << args[0] << "\" (known: jobs, queues, nodepools)\n";
@@ -201,6 +201,24 @@ int Get(const std::vector<std::string>& args, const std::string& ns, const std::
                                                              : std::string("?");
     out << fmt::format("{:<24} {:>8}  {}\n", item["metadata"].value("name", "?"),
                        item["metadata"].value("resourceVersion", "?"), summary);
+  }
+  if (watch_seconds < 0) return kExitOk;
+  // Then every change after the list, as it happens.
+  out.flush();
+  std::string rv = j["metadata"].value("resourceVersion", "0");
+  std::string target = Cat(path, "?watch=true&resourceVersion=", rv);
+  if (watch_seconds > 0) target += Cat("&timeoutSeconds=", watch_seconds);
+  absl::StatusOr<api::HttpResponse> w = client->Stream(target, [&](const std::string& line) {
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object() || !e.contains("object")) return;
+    const nlohmann::json& meta = e["object"]["metadata"];
+    out << fmt::format("{:<24} {:>8}  {}\n", meta.value("name", "?"),
+                       meta.value("resourceVersion", "?"), e.value("type", "?"));
+    out.flush();
+  });
+  if (!w.ok() || w->status != 200) {
+    err << "gpuctl: " << (w.ok() ? StatusMessage(*w) : std::string(w.status().message())) << "\n";
+    return kExitInvalid;
   }
   return kExitOk;
 }
@@ -304,6 +322,11 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   get->add_option("-n,--namespace", ns, "Namespace (jobs)");
   get->add_option("-o,--output", get_format, "table, json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
+  bool get_watch = false;
+  int watch_timeout = 0;
+  get->add_flag("-w,--watch", get_watch, "after the list, print every change as it happens");
+  get->add_option("--watch-timeout", watch_timeout, "stop watching after this many seconds")
+      ->check(CLI::Range(1, 86400));
   RunOptions run_opts;
   CLI::App* run = app.add_subcommand("run", "Submit a job from one line: run --gpus 4 -- CMD ARGS");
   run->add_option("--gpus", run_opts.gpus, "GPUs per replica (0: none)")->check(CLI::Range(0, 64));
@@ -330,7 +353,13 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
   if (catalog->parsed()) return Catalog(out);
   if (apply->parsed()) return Apply(apply_files, config, in, out, err);
-  if (get->parsed()) return Get(get_args, ns, get_format, config, out, err);
+  if (get->parsed()) {
+    if (get_watch && (get_args.size() > 1 || get_format != "table")) {
+      err << "gpuctl get -w: watches a whole collection, as a table\n";
+      return kExitUsage;
+    }
+    return Get(get_args, ns, get_format, get_watch ? watch_timeout : -1, config, out, err);
+  }
   if (del->parsed()) return Delete(delete_args, ns, config, out, err);
   if (run->parsed()) return RunJob(run_opts, config, out, err);
   return kExitUsage;

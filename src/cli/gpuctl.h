@@ -4,7 +4,7 @@
 //   gpuctl catalog               list the GPU types, MIG profiles, speeds and prices
 // and commands against the server (config: --config, $GPUCLOUD_CONFIG or ~/.gpucloud/config):
 //   gpuctl apply -f FILE...                         create or update objects
-//   gpuctl get jobs|queues|nodepools [NAME] [-n NS] [-o table|json|yaml]
+//   gpuctl get jobs|queues|nodepools [NAME] [-n NS] [-o table|json|yaml] [-w [--watch-timeout S]]
 //   gpuctl delete RESOURCE NAME [-n NS]
 //   gpuctl run [--gpus N] [--type T] [--replicas R] [--name N] [-n NS] [--queue Q] [--image I]
 //              [--dry-run] -- COMMAND ARGS...          submit a job from one line

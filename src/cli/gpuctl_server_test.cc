@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "cli/gpuctl.h"
 #include "server/credentials.h"
@@ -92,6 +93,25 @@ TEST_F(GpuctlServerTest, RunSubmitsAJobFromOneLine) {
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("unknown GPU type \"tpu\""), std::string::npos) << bad.err;
   EXPECT_EQ(Gpuctl({"run", "--gpus", "1"}).code, 2);  // no command
+}
+
+TEST_F(GpuctlServerTest, GetWatchPrintsChangesAsTheyHappen) {
+  ASSERT_EQ(Gpuctl({"run", "--name", "first", "--", "true"}).code, 0);
+  Run watched;
+  std::thread watcher([&] { watched = Gpuctl({"get", "jobs", "-w", "--watch-timeout", "2"}); });
+  // The watch starts from the list's revision, so whether "second" is created before the list
+  // (a table row) or after it (an ADDED event), it is reported exactly once; so is "first".
+  ASSERT_EQ(Gpuctl({"run", "--name", "second", "--", "true"}).code, 0);
+  watcher.join();
+  EXPECT_EQ(watched.code, 0) << watched.err;
+  auto lines_starting = [&](const std::string& word) {
+    int n = 0;
+    for (size_t at = 0; (at = watched.out.find("\n" + word + " ", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_EQ(lines_starting("first"), 1) << watched.out;
+  EXPECT_EQ(lines_starting("second"), 1) << watched.out;
+  EXPECT_EQ(Gpuctl({"get", "jobs", "first", "-w"}).code, 2);
 }
 
 TEST_F(GpuctlServerTest, ClearErrors) {
