@@ -301,17 +301,22 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     }
     return false;
   };
+  // Reclaiming needs room under the preemptor's queue's guarantee; without it, no job's usage
+  // need be looked at for that reason.
+  const bool may_reclaim = quota.BelowGuarantee(p.queue);
   for (const auto& [key, a] : state.allocations()) {
     if (key.starts_with("#") || cycle.victims.contains(key) || !on_eligible_node(a)) continue;
     std::string why;
+    std::map<std::string, MilliGpu> usage;  // filled when needed
     if (a.terminating) {
       why = "already stopping";
     } else if (a.queue == p.queue && a.priority < p.priority) {
       why = Cat("priority ", a.priority, " < ", p.priority);
     } else if (a.preemptible && !p.preemptible && a.priority <= p.priority) {
       why = "a spot job";
-    } else if (a.queue != p.queue) {
-      for (const auto& [type, amount] : quota.Usage(a)) {
+    } else if (may_reclaim && a.queue != p.queue) {
+      usage = quota.Usage(a);
+      for (const auto& [type, amount] : usage) {
         MilliGpu room = quota.Guaranteed(p.queue, type) - quota.Used(p.queue, type);
         if (room.raw() >= requested && quota.Borrowing(a.queue, type)) {
           why = Cat("queue ", p.queue, " reclaims its guarantee of ",
@@ -323,10 +328,8 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
       }
     }
     if (why.empty()) continue;
-    int64_t gpus = 0;
-    for (const auto& [type, amount] : quota.Usage(a)) {
-      if (type == kAnyGpuType) gpus = amount.raw();
-    }
+    if (usage.empty()) usage = quota.Usage(a);
+    const int64_t gpus = usage[std::string(kAnyGpuType)].raw();
     int64_t since = std::max(a.start_ms, a.last_checkpoint_ms);
     int64_t cost = a.terminating ? -1 : gpus * std::max<int64_t>(0, now_ms - since);
     candidates.push_back({&a, cost, std::move(why)});
