@@ -163,15 +163,8 @@ size_t GangPlacer::BestByScore(const ClusterState& state, const JobRequest& job,
   std::vector<double> raw(candidates.size());
   std::vector<NodeView> before(candidates.size()), after(candidates.size());
   for (size_t c = 0; c < candidates.size(); ++c) {
-    NodeIndex n = candidates[c].node;
-    NodeView& v = before[c];
-    v.node = &state.node(n);
-    for (int32_t g = 0; g < static_cast<int32_t>(v.node->gpus.size()); ++g) {
-      const Gpu& gpu = v.node->gpus[g];
-      if (gpu.healthy && !gpu.mig_enabled) ++v.usable;
-      v.free.push_back(state.FreeShare(n, g));
-    }
-    after[c] = v;
+    before[c] = ViewOfNode(state, candidates[c].node);
+    after[c] = before[c];
     for (const ReplicaPlacement& r : candidates[c].placed) {
       for (const GpuAssignment& a : r.gpus) {
         if (a.mode == GpuMode::kWhole) after[c].free[a.gpu] = MilliGpu(0);

@@ -37,6 +37,18 @@ struct NodeView {
   int32_t usable = 0;          // GPUs that are healthy and not MIG-enabled
 };
 
+// Node `n` as it is now in `state`.
+inline NodeView ViewOfNode(const ClusterState& state, NodeIndex n) {
+  NodeView v;
+  v.node = &state.node(n);
+  for (int32_t g = 0; g < static_cast<int32_t>(v.node->gpus.size()); ++g) {
+    const Gpu& gpu = v.node->gpus[g];
+    if (gpu.healthy && !gpu.mig_enabled) ++v.usable;
+    v.free.push_back(state.FreeShare(n, g));
+  }
+  return v;
+}
+
 // Score stage: how good is this node for this job, among nodes where it fits? 0..100, higher is
 // better. The placer normalizes each plugin's scores over the candidates of one decision (so a
 // plugin only has to order nodes) and sums them times their weights; ties keep best-fit order.

@@ -405,18 +405,9 @@ class Simulation {
 
   double Fragmentation() const {
     double frag = 0, free = 0;
-    sched::NodeView v;
     for (NodeIndex n = 0; n < state_.node_count(); ++n) {
-      const Node& node = state_.node(n);
-      v.node = &node;
-      v.free.clear();
-      v.usable = 0;
-      for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
-        MilliGpu f = state_.FreeShare(n, g);
-        v.free.push_back(f);
-        free += f.raw() / 1000.0;
-        if (node.gpus[g].healthy && !node.gpus[g].mig_enabled) ++v.usable;
-      }
+      sched::NodeView v = sched::ViewOfNode(state_, n);
+      for (MilliGpu f : v.free) free += f.raw() / 1000.0;
       frag += sched::ExpectedFragmentation(v, workload_);
     }
     return free > 0 ? frag / free : 0;
