@@ -36,42 +36,40 @@ absl::Status WriteSecret(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// PEM text of what `write` puts into a memory BIO.
+template <typename Write>
+std::string ToPem(Write write) {
+  BIO* b = BIO_new(BIO_s_mem());
+  write(b);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(b, &data);
+  std::string out(data, n);
+  BIO_free(b);
+  return out;
+}
+
 std::string Pem(EVP_PKEY* key) {
-  BIO* b = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(b, &data);
-  std::string out(data, n);
-  BIO_free(b);
-  return out;
+  return ToPem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
 }
-
 std::string Pem(X509* cert) {
-  BIO* b = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(b, cert);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(b, &data);
-  std::string out(data, n);
-  BIO_free(b);
-  return out;
+  return ToPem([&](BIO* b) { PEM_write_bio_X509(b, cert); });
 }
 
+// A key or certificate read from a PEM file.
+template <typename Ptr, typename Read>
+absl::StatusOr<Ptr> FromPem(const std::string& path, Read read, const char* what) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return absl::InternalError(Cat("cannot read ", path));
+  Ptr p(read(f, nullptr, nullptr, nullptr));
+  fclose(f);
+  if (!p) return OpenSslError(Cat("bad ", what, " in ", path));
+  return p;
+}
 absl::StatusOr<Key> ReadKey(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "r");
-  if (!f) return absl::InternalError(Cat("cannot read ", path));
-  Key k(PEM_read_PrivateKey(f, nullptr, nullptr, nullptr));
-  fclose(f);
-  if (!k) return OpenSslError(Cat("bad key in ", path));
-  return k;
+  return FromPem<Key>(path, PEM_read_PrivateKey, "key");
 }
-
 absl::StatusOr<Cert> ReadCert(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "r");
-  if (!f) return absl::InternalError(Cat("cannot read ", path));
-  Cert c(PEM_read_X509(f, nullptr, nullptr, nullptr));
-  fclose(f);
-  if (!c) return OpenSslError(Cat("bad certificate in ", path));
-  return c;
+  return FromPem<Cert>(path, PEM_read_X509, "certificate");
 }
 
 bool AddExt(X509* cert, X509* issuer, int nid, const char* value) {
