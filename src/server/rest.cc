@@ -191,6 +191,10 @@ Response RestApi::Handle(const Request& r) {
 
 namespace {
 
+ObjectMeta& MetaOfMutable(manifest::Object& o) {
+  return std::visit([](auto& x) -> ObjectMeta& { return x.metadata; }, o);
+}
+
 // The one object of the request body, checked against the route. On error, the response.
 struct Parsed {
   std::optional<manifest::Object> object;
@@ -214,7 +218,7 @@ Parsed ParseBody(const Request& r, std::string_view kind, const std::string& nam
     return {std::nullopt, Status(422, "Invalid", Cat("kind: is ", manifest::KindOf(o),
                                                      ", but this path holds ", kind, "s"))};
   }
-  ObjectMeta& meta = std::visit([](auto& x) -> ObjectMeta& { return x.metadata; }, o);
+  ObjectMeta& meta = MetaOfMutable(o);
   if (!namespace_.empty()) {
     // An omitted namespace reads as "default": the path's namespace applies then.
     if (meta.namespace_ == kDefaultNamespace) meta.namespace_ = namespace_;
@@ -228,10 +232,6 @@ Parsed ParseBody(const Request& r, std::string_view kind, const std::string& nam
                                  Cat("metadata.name: is ", meta.name, ", but the path says ", name))};
   }
   return {std::move(o), std::nullopt};
-}
-
-ObjectMeta& MetaOfMutable(manifest::Object& o) {
-  return std::visit([](auto& x) -> ObjectMeta& { return x.metadata; }, o);
 }
 
 }  // namespace
