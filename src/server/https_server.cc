@@ -67,13 +67,16 @@ struct HttpsServer::Impl {
   asio::ssl::context tls{asio::ssl::context::tls_server};
   tcp::acceptor acceptor{io};
   std::thread accept_thread;
-  std::mutex mu;
   // Open connections, each served by a detached thread that removes itself when done (so a
   // long-running server does not keep finished threads around); Stop waits for the set to
-  // empty.
-  std::condition_variable drained;
-  std::map<uint64_t, std::shared_ptr<tcp::socket>> open;
-  uint64_t next_id = 0;
+  // empty. Shared with those threads, so that the last one's unlock never outlives it.
+  struct Connections {
+    std::mutex mu;
+    std::condition_variable drained;
+    std::map<uint64_t, std::shared_ptr<tcp::socket>> open;
+    uint64_t next_id = 0;
+  };
+  std::shared_ptr<Connections> conns = std::make_shared<Connections>();
   std::atomic<bool> stopping{false};
   ApiMetrics metrics;
 
@@ -234,14 +237,15 @@ absl::Status HttpsServer::Start() {
       beast::error_code aec;
       m.acceptor.accept(*socket, aec);
       if (aec || m.stopping) break;
-      std::lock_guard<std::mutex> lock(m.mu);
-      uint64_t id = m.next_id++;
-      m.open[id] = socket;
-      std::thread([&m, socket, id] {
-        m.Serve(socket);
-        std::lock_guard<std::mutex> done(m.mu);
-        m.open.erase(id);
-        m.drained.notify_all();
+      std::shared_ptr<Impl::Connections> conns = m.conns;
+      std::lock_guard<std::mutex> lock(conns->mu);
+      uint64_t id = conns->next_id++;
+      conns->open[id] = socket;
+      std::thread([&m, conns, socket, id] {
+        m.Serve(socket);  // Stop waits for this before `m` goes away
+        std::lock_guard<std::mutex> done(conns->mu);
+        conns->open.erase(id);
+        conns->drained.notify_all();
       }).detach();
     }
   });
@@ -263,9 +267,10 @@ void HttpsServer::Stop() {
   }
   m.acceptor.close(ec);
   if (m.accept_thread.joinable()) m.accept_thread.join();
-  std::unique_lock<std::mutex> lock(m.mu);
-  for (auto& [id, s] : m.open) s->shutdown(tcp::socket::shutdown_both, ec);
-  m.drained.wait(lock, [&m] { return m.open.empty(); });
+  Impl::Connections& c = *m.conns;
+  std::unique_lock<std::mutex> lock(c.mu);
+  for (auto& [id, s] : c.open) s->shutdown(tcp::socket::shutdown_both, ec);
+  c.drained.wait(lock, [&c] { return c.open.empty(); });
 }
 
 }  // namespace gpucloud::server
