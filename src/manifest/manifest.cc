@@ -121,6 +121,9 @@ void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Man
   std::optional<std::string> kind = kind_field ? ReadString(sink, *kind_field) : std::nullopt;
   if (!api || !kind) return;
   Decoded decoded = DecodeDocument(ctx, m, *api, *api_field, *kind, *kind_field);
+  // A stored object's status is the server's; reading it back (gpuctl get -o yaml, then apply)
+  // must not fail on it, and it never changes a spec.
+  if (decoded.recognized && *api == kApiVersion) m.Ignore("status");
   if (decoded.recognized) m.Finish();
   if (!decoded.object || sink.error_count() > errors_before) return;
   std::string key = ObjectKey(*decoded.object);

@@ -1,44 +1,90 @@
 #include "server/command.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
-#include <random>
+#include <sstream>
 
-#include "core/clock.h"
 #include "core/text.h"
-#include "server/credentials.h"
-#include "server/https_server.h"
-#include "server/rest.h"
-#include "store/sqlite_store.h"
+#include "manifest/manifest.h"
+#include "server/control_plane.h"
 
 namespace gpucloud::server {
 
-int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"gpucloud server: the control plane"};
-  std::string data_dir = ".gpucloud", listen = "127.0.0.1:8443";
-  app.add_option("--data-dir", data_dir, "where the store, certificates and tokens live");
-  app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e, out, err) == 0 ? 0 : 2;
-  }
+absl::StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& flag,
+                                                             const std::string& listen) {
   size_t colon = listen.rfind(':');
   int port = -1;
   if (colon != std::string::npos) {
     try {
-      port = std::stoi(listen.substr(colon + 1));
+      size_t used = 0;
+      port = std::stoi(listen.substr(colon + 1), &used);
+      if (used != listen.size() - colon - 1) port = -1;
     } catch (...) {
       port = -1;
     }
   }
   if (colon == std::string::npos || port < 0 || port > 65535) {
-    err << "gpucloud server: --listen: \"" << listen << "\" is not HOST:PORT\n";
+    return absl::InvalidArgumentError(Cat(flag, ": \"", listen, "\" is not HOST:PORT"));
+  }
+  return std::pair{listen.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
+absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(Cat(path, ": cannot read"));
+  std::stringstream text;
+  text << f.rdbuf();
+  manifest::ParseResult p = manifest::ParseManifests(text.str(), path);
+  if (!p.ok()) {
+    std::vector<std::string> lines;
+    for (const manifest::Diagnostic& d : p.errors) lines.push_back(d.ToString());
+    return absl::InvalidArgumentError(Join(lines, "\n"));
+  }
+  if (p.manifests.size() != 1 || !std::holds_alternative<SchedulerConfiguration>(p.manifests[0].object)) {
+    return absl::InvalidArgumentError(Cat(path, ": needs exactly one SchedulerConfiguration"));
+  }
+  return std::get<SchedulerConfiguration>(p.manifests[0].object).spec;
+}
+
+int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"gpucloud server: the control plane"};
+  std::string listen = "127.0.0.1:8443", scheduler_config;
+  ControlPlaneOptions o;
+  double heartbeat_timeout_s = 3, grace_s = 30;
+  app.add_option("--data-dir", o.data_dir, "where the store, certificates, tokens and logs live");
+  app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
+  app.add_option("--scheduler-config", scheduler_config, "a SchedulerConfiguration YAML file");
+  app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
+                 "seconds without a heartbeat before a node is NotReady")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--grace", grace_s, "seconds a stopped task gets between SIGTERM and SIGKILL")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint-root", o.checkpoint_root,
+                 "default checkpoint directory root (a shared file system on several nodes)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  absl::StatusOr<std::pair<std::string, uint16_t>> addr = ParseListen("--listen", listen);
+  if (!addr.ok()) {
+    err << "gpucloud server: " << addr.status().message() << "\n";
     return 2;
+  }
+  o.address = addr->first;
+  o.port = addr->second;
+  o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
+  o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
+  if (!scheduler_config.empty()) {
+    absl::StatusOr<SchedulerConfig> c = LoadSchedulerConfig(scheduler_config);
+    if (!c.ok()) {
+      err << "gpucloud server: --scheduler-config: " << c.status().message() << "\n";
+      return 2;
+    }
+    o.scheduler = *c;
   }
   // A client that goes away must not kill the server (TLS writes to a closed socket, or output
   // to a closed pipe): such writes fail with EPIPE instead.
@@ -50,42 +96,22 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  auto fail = [&](const absl::Status& s) {
+  ControlPlane cp(o);
+  if (absl::Status s = cp.Start(); !s.ok()) {
     err << "gpucloud server: " << s.message() << "\n";
     return 1;
-  };
-  absl::StatusOr<Credentials> creds = EnsureCredentials(data_dir);
-  if (!creds.ok()) return fail(creds.status());
-  absl::StatusOr<TokenBook> tokens = TokenBook::Load(data_dir);
-  if (!tokens.ok()) return fail(tokens.status());
-  absl::StatusOr<std::unique_ptr<store::Store>> store = store::OpenSqliteStore(data_dir + "/store.db");
-  if (!store.ok()) return fail(store.status());
-  SystemClock clock;
-  RestApi api(**store, clock, std::random_device{}());
-  HttpsServer server(api, *tokens, **store,
-                     {.address = listen.substr(0, colon),
-                      .port = static_cast<uint16_t>(port),
-                      .cert_path = creds->cert_path,
-                      .key_path = creds->key_path});
-  if (absl::Status s = server.Start(); !s.ok()) return fail(s);
-  std::string url = Cat("https://", listen.substr(0, colon), ":", server.port());
-  if (!creds->admin_token.empty()) {
-    std::string config = data_dir + "/admin.config";
-    {
-      std::ofstream f(config, std::ios::trunc);
-      f << "server: " << url << "\ncertificate-authority: " << creds->ca_cert_path
-        << "\ntoken: " << creds->admin_token << "\n";
-    }
-    chmod(config.c_str(), 0600);
-    out << "first start: admin token written to " << config
-        << " (copy it to ~/.gpucloud/config for gpuctl)\n";
   }
-  out << "gpucloud server: serving " << url << " (CA " << creds->ca_cert_path << ", store "
-      << data_dir << "/store.db, revision " << (*store)->Revision() << ")" << std::endl;
+  if (cp.first_start()) {
+    out << "first start: admin token written to " << cp.admin_config_path()
+        << " (copy it to ~/.gpucloud/config for gpuctl); agents join with the token in "
+        << o.data_dir << "/bootstrap.token\n";
+  }
+  out << "gpucloud server: serving " << cp.url() << " (CA " << cp.ca_path() << ", store "
+      << o.data_dir << "/store.db, revision " << cp.revision() << ")" << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
   out << "gpucloud server: stopping on signal " << sig << std::endl;
-  server.Stop();
+  cp.Stop();
   return 0;
 }
 

@@ -175,6 +175,17 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir) {
       return s;
     }
   }
+  // The agents' bootstrap token: kept in the clear for the operator to hand to agents (like
+  // kubeadm's join token), and as a hash in the token book.
+  out.bootstrap_token_path = dir + "/bootstrap.token";
+  if (!std::filesystem::exists(out.bootstrap_token_path)) {
+    std::string token = RandomHex(32);
+    std::ifstream in(tokens);
+    std::string book((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    book += Cat(Sha256Hex(token), " system:node - node\n");
+    if (absl::Status s = WriteSecret(tokens, book); !s.ok()) return s;
+    if (absl::Status s = WriteSecret(out.bootstrap_token_path, token + "\n"); !s.ok()) return s;
+  }
   return out;
 }
 
@@ -191,9 +202,12 @@ absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
     std::string hash, user, ns, role;
     if (!(in >> hash >> user >> ns >> role) || hash.size() != 64) {
       return absl::DataLossError(
-          Cat(dir, "/tokens:", n, ": expected \"SHA256 USER NAMESPACE admin|tenant\""));
+          Cat(dir, "/tokens:", n, ": expected \"SHA256 USER NAMESPACE admin|tenant|node\""));
     }
-    book.by_hash_[hash] = Identity{user, ns == "-" ? "" : ns, role == "admin"};
+    if (role != "admin" && role != "tenant" && role != "node") {
+      return absl::DataLossError(Cat(dir, "/tokens:", n, ": role \"", role, "\" is not admin, tenant or node"));
+    }
+    book.by_hash_[hash] = Identity{user, ns == "-" ? "" : ns, role == "admin", role == "node"};
   }
   return book;
 }

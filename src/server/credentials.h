@@ -2,7 +2,8 @@
 // localhost, 127.0.0.1 and the host name) and an admin token. Keys are ECDSA P-256 (OpenSSL).
 // Tokens are kept only as SHA-256 hashes (DIR/tokens, mode 0600); the admin token itself is
 // returned once, for the operator (and written to DIR/admin.config for gpuctl, mode 0600, like
-// a kubeconfig). Functions are thread-safe; TokenBook is immutable after loading.
+// a kubeconfig). A bootstrap token for agents (role node) is kept in DIR/bootstrap.token.
+// Functions are thread-safe; TokenBook is immutable after loading.
 #ifndef GPUCLOUD_SERVER_CREDENTIALS_H_
 #define GPUCLOUD_SERVER_CREDENTIALS_H_
 
@@ -20,6 +21,7 @@ struct Credentials {
   std::string cert_path;
   std::string key_path;
   std::string admin_token;  // only on the first start; empty afterwards
+  std::string bootstrap_token_path;  // DIR/bootstrap.token: the agents' join token (mode 0600)
 };
 
 // Creates what is missing under `dir`; keeps what exists. Internal on OpenSSL or file errors.

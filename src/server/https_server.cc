@@ -127,8 +127,15 @@ struct HttpsServer::Impl {
         StreamWatch(stream, req, r);
         return;
       }
+      if (r.method == "GET" && r.path.ends_with("/logs") && r.query.contains("follow") &&
+          r.query.at("follow") == "true") {
+        StreamLogs(stream, req, r);
+        return;
+      }
       Response resp = r.path == "/metrics" && r.method == "GET"
-                          ? Response{200, metrics.Render(store.Revision()),
+                          ? Response{200,
+                                     metrics.Render(store.Revision()) +
+                                         (options.extra_metrics ? options.extra_metrics() : ""),
                                      "text/plain; version=0.0.4"}
                           : api.Handle(r);
       metrics.Observe(r.method, ResourceOfPath(r.path), resp.status,
@@ -142,12 +149,55 @@ struct HttpsServer::Impl {
     http::response<http::string_body> res{static_cast<http::status>(resp.status), req.version()};
     res.set(http::field::server, "gpucloud");
     res.set(http::field::content_type, resp.content_type);
+    for (const auto& [k, v] : resp.headers) res.set(k, v);
     res.keep_alive(req.keep_alive());
     res.body() = resp.body;
     res.prepare_payload();
     beast::error_code ec;
     http::write(stream, res, ec);
     return !ec;
+  }
+
+  // A followed log: what is there, then what arrives, until the job ends or the client leaves.
+  template <typename Stream>
+  void StreamLogs(Stream& stream, const http::request<http::string_body>& req, Request r) {
+    r.query.erase("follow");
+    int64_t offset = 0;
+    if (r.query.contains("offset")) offset = std::atoll(r.query.at("offset").c_str());
+    Response chunk = api.Handle(r);
+    if (chunk.status != 200) {
+      Write(stream, req, chunk);
+      return;
+    }
+    // Later reads are of the same attempt, even when a new one starts meanwhile.
+    if (auto a = chunk.headers.find("X-Gpucloud-Attempt"); a != chunk.headers.end()) {
+      r.query["attempt"] = a->second;
+    }
+    http::response<http::empty_body> head{http::status::ok, req.version()};
+    head.set(http::field::server, "gpucloud");
+    head.set(http::field::content_type, "text/plain");
+    for (const auto& [k, v] : chunk.headers) head.set(k, v);
+    head.chunked(true);
+    http::response_serializer<http::empty_body> sr{head};
+    beast::error_code ec;
+    http::write_header(stream, sr, ec);
+    if (ec) return;
+    for (;;) {
+      if (!chunk.body.empty()) {
+        asio::write(stream, http::make_chunk(asio::buffer(chunk.body)), ec);
+        if (ec) return;
+        offset += static_cast<int64_t>(chunk.body.size());
+        r.query["offset"] = std::to_string(offset);
+        chunk = api.Handle(r);
+        if (chunk.status != 200) break;
+        continue;  // drain what is there before waiting
+      }
+      if (!chunk.more || stopping) break;
+      if (options.logs != nullptr) options.logs->WaitForMore(absl::Milliseconds(500));
+      chunk = api.Handle(r);
+      if (chunk.status != 200) break;
+    }
+    asio::write(stream, http::make_chunk_last(), ec);
   }
 
   template <typename Stream>

@@ -10,11 +10,13 @@
 #define GPUCLOUD_SERVER_HTTPS_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "server/credentials.h"
+#include "server/log_store.h"
 #include "server/rest.h"
 #include "store/store.h"
 
@@ -27,6 +29,10 @@ class HttpsServer {
     uint16_t port = 0;  // 0: any free port
     std::string cert_path;
     std::string key_path;
+    // Appended to /metrics (the cluster's gauges from the controller).
+    std::function<std::string()> extra_metrics;
+    // For followed logs (GET .../logs?follow=true): waits for appends. Optional.
+    LogStore* logs = nullptr;
   };
   // Borrows everything; all must outlive the server.
   HttpsServer(RestApi& api, const TokenBook& tokens, store::Store& store, Options options);

@@ -6,21 +6,17 @@
 
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/rest_util.h"
 
 namespace gpucloud::server {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 constexpr std::string_view kPrefix = "/apis/gpucloud/v1/";
 
-struct Resource {
-  std::string_view plural;
-  std::string_view kind;
-  bool namespaced;
-};
 constexpr Resource kResources[] = {
     {"jobs", "Job", true}, {"queues", "Queue", false}, {"nodepools", "NodePool", false}};
+
+}  // namespace
 
 Response Status(int code, std::string_view reason, std::string message) {
   Json j = Json::object();
@@ -60,6 +56,8 @@ Json WithRevision(const store::KeyValue& kv) {
   }
   return j;
 }
+
+namespace {
 
 // A label selector: "k=v,k!=v,k,!k" (equality, inequality, existence, absence).
 struct Selector {
@@ -111,16 +109,6 @@ absl::StatusOr<Selector> ParseSelector(const std::string& text) {
 
 }  // namespace
 
-struct RestApi::Route {
-  const Resource* resource = nullptr;
-  std::string namespace_;
-  std::string name;
-  std::string Prefix() const {
-    return resource->namespaced ? Cat("/", resource->plural, "/", namespace_, "/")
-                                : Cat("/", resource->plural, "/");
-  }
-  std::string Key() const { return Prefix() + name; }
-};
 
 RestApi::RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed)
     : store_(store), clock_(clock), rng_(uid_seed) {}
@@ -140,6 +128,11 @@ Response RestApi::Handle(const Request& r) {
   if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
   std::vector<std::string> parts = SplitAny(r.path.substr(kPrefix.size()), "/");
   std::erase(parts, "");
+  if (!parts.empty() && parts[0] == "nodes") return HandleNodes(r, parts);
+  const bool log_upload = r.method == "POST" && parts.size() == 5 && parts[4] == "logs";
+  if (r.who.node && !log_upload) {
+    return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
+  }
   Route route;
   size_t i = 0;
   if (parts.size() >= 2 && parts[0] == "namespaces") {
@@ -149,7 +142,7 @@ Response RestApi::Handle(const Request& r) {
     }
     i = 2;
   }
-  if (i >= parts.size() || parts.size() > i + 2) {
+  if (i >= parts.size() || parts.size() > i + 3) {
     return Status(404, "NotFound", Cat("no such path ", r.path));
   }
   for (const Resource& res : kResources) {
@@ -167,7 +160,7 @@ Response RestApi::Handle(const Request& r) {
   // Tenancy: a tenant sees its own namespace only; cluster-wide objects are read by all and
   // written by admins.
   bool write = r.method != "GET";
-  if (!r.who.admin) {
+  if (!r.who.admin && !r.who.node) {
     if (route.resource->namespaced && route.namespace_ != r.who.namespace_) {
       return Status(403, "Forbidden", Cat("user ", r.who.user, " may not access namespace ",
                                           route.namespace_));
@@ -177,10 +170,16 @@ Response RestApi::Handle(const Request& r) {
                     Cat("user ", r.who.user, " may not change ", route.resource->plural));
     }
   }
+  if (parts.size() == i + 3) {
+    if (route.resource->plural != "jobs") {
+      return Status(404, "NotFound", Cat("no such path ", r.path));
+    }
+    return HandleJobSub(r, route, parts[i + 2]);
+  }
   bool item = !route.name.empty();
   if (r.method == "GET" && item) return Read(r, route);
   if (r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true") {
-    return Watch(r, route);
+    return Watch(r, route.Prefix());
   }
   if (r.method == "GET") return List(r, route);
   if (r.method == "POST" && !item) return Create(r, route);
@@ -245,11 +244,16 @@ Response RestApi::Create(const Request& r, const Route& route) {
   meta.uid = NewUid();
   meta.creation_unix_seconds = clock_.NowMillis() / 1000;
   meta.resource_version = 0;
+  Json doc = Json::parse(manifest::ToJson(*p.object));
+  if (route.resource->plural == "jobs") {
+    doc["status"] = Json{{"phase", "Pending"}, {"submittedMs", clock_.NowMillis()}};
+  }
   absl::StatusOr<int64_t> rev =
-      store_.Txn({{store::Op::Kind::kPut, item.Key(), manifest::ToJson(*p.object), 0}});
+      store_.Txn({{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0}});
   if (!rev.ok()) return FromStatus(rev.status());
-  meta.resource_version = *rev;
-  return {201, manifest::ToJson(*p.object) + "\n"};
+  if (kick_) kick_();
+  doc["metadata"]["resourceVersion"] = std::to_string(*rev);
+  return {201, doc.dump(2) + "\n"};
 }
 
 Response RestApi::Apply(const Request& r, const Route& route) {
@@ -285,11 +289,26 @@ Response RestApi::Apply(const Request& r, const Route& route) {
     Json j = WithRevision(*current);
     return {200, j.dump(2) + "\n"};
   }
+  // The status is the server's: it is kept, and a job's spec is fixed while its tasks run.
+  if (old.contains("status")) {
+    const Json& st = old["status"];
+    std::string phase = st.is_object() ? st.value("phase", "Pending") : "Pending";
+    bool settled = phase == "Pending" || phase == "Succeeded" || phase == "Failed" ||
+                   phase == "Cancelled";
+    const Job* was = std::get_if<Job>(&before);
+    const Job* now = std::get_if<Job>(&*p.object);
+    if (!settled && was != nullptr && now != nullptr && was->spec != now->spec) {
+      return Status(422, "Invalid",
+                    Cat("spec: ", route.Key(), " is ", phase,
+                        "; its spec cannot change while its tasks run (cancel it first)"));
+    }
+  }
   std::string ts = old["metadata"].value("creationTimestamp", "");
   std::string value = manifest::ToJson(*p.object);
-  if (!ts.empty()) {
+  {
     Json j = Json::parse(value);
-    j["metadata"]["creationTimestamp"] = ts;
+    if (!ts.empty()) j["metadata"]["creationTimestamp"] = ts;
+    if (old.contains("status")) j["status"] = old["status"];
     value = j.dump(2);
   }
   absl::StatusOr<int64_t> rev =
@@ -329,7 +348,7 @@ Response RestApi::List(const Request& r, const Route& route) {
   return {200, out.dump(2) + "\n"};
 }
 
-Response RestApi::Watch(const Request& r, const Route& route) {
+Response RestApi::Watch(const Request& r, const std::string& prefix) {
   absl::StatusOr<Selector> sel =
       ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
   if (!sel.ok()) return FromStatus(sel.status());
@@ -341,7 +360,7 @@ Response RestApi::Watch(const Request& r, const Route& route) {
     }
     after = std::stoll(v);
   }
-  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(route.Prefix(), after, 1 << 30);
+  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(prefix, after, 1 << 30);
   if (!events.ok()) return FromStatus(events.status());
   std::string out;
   for (const store::Event& e : *events) {
@@ -364,6 +383,7 @@ Response RestApi::Delete(const Request& r, const Route& route) {
     }
     expect = std::stoll(v);
   }
+  if (route.resource->plural == "jobs") return Cancel(r, route, /*and_delete=*/true);
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", expect}});
   if (!rev.ok()) return FromStatus(rev.status());
   return Status(200, "Deleted", Cat(route.resource->kind, " ", route.Key(), " deleted at revision ", *rev));

@@ -3,6 +3,16 @@
 //   /apis/gpucloud/v1/namespaces/{ns}/jobs[/{name}]      Jobs (namespaced)
 //   /apis/gpucloud/v1/queues[/{name}]                     Queues (cluster-wide)
 //   /apis/gpucloud/v1/nodepools[/{name}]                  NodePools (cluster-wide)
+//   /apis/gpucloud/v1/nodes[/{name}]                      Nodes, registered by their agents
+// and sub-resources (rest_cluster.cc):
+//   POST .../jobs/{name}/cancel          stop the job's tasks (grace period), keep the job
+//   GET  .../jobs/{name}/events          what happened to the job and why
+//   GET  .../jobs/{name}/logs?rank=R&attempt=A&offset=O[&follow=true]   a task's output
+//   POST .../jobs/{name}/logs?rank=R&attempt=A&offset=O                 (agents) ship output
+//   POST nodes/{name}/heartbeat          (agents) task reports and GPU health, once a second
+//   GET  nodes/{name}/assignments[?watch=true&resourceVersion=R]        (agents) what to run
+//   POST nodes/{name}/cordon|uncordon|drain                             (admins)
+// DELETE of a job whose tasks run cancels it first (202) and removes it once they stopped.
 // POST on a collection creates (409 if it exists); PUT on an item applies (creates or updates;
 // with metadata.resourceVersion it is a compare-and-swap, 409 when stale; applying what is
 // already stored writes nothing); GET reads an item or lists a collection (labelSelector=k=v,
@@ -18,8 +28,10 @@
 #define GPUCLOUD_SERVER_REST_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "core/clock.h"
@@ -27,10 +39,14 @@
 
 namespace gpucloud::server {
 
+class LogStore;
+class NodeTable;
+
 struct Identity {
   std::string user;
   std::string namespace_;  // the tenant's namespace; ignored for admins
   bool admin = false;
+  bool node = false;  // an agent (bootstrap token): nodes, heartbeats, assignments, log upload
 };
 
 struct Request {
@@ -45,6 +61,8 @@ struct Response {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  bool more = false;  // a followed log: more may come (the job has not ended)
+  std::map<std::string, std::string> headers;  // extra response headers
 };
 
 inline constexpr size_t kMaxBodyBytes = 1 << 20;
@@ -54,6 +72,9 @@ class RestApi {
   // Borrows `store` and `clock`. `uid_seed` seeds object uids (tests fix it).
   RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed);
   Response Handle(const Request& request);
+  // The cluster half: heartbeats go to `nodes`, logs to `logs`, and `kick` wakes the controller
+  // when something it must act on arrived. Without it, those paths answer 404.
+  void AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick);
 
  private:
   struct Route;
@@ -61,14 +82,25 @@ class RestApi {
   Response Apply(const Request& r, const Route& route);
   Response Read(const Request& r, const Route& route);
   Response List(const Request& r, const Route& route);
-  Response Watch(const Request& r, const Route& route);
+  Response Watch(const Request& r, const std::string& prefix);
   Response Delete(const Request& r, const Route& route);
+  // rest_cluster.cc
+  Response HandleNodes(const Request& r, const std::vector<std::string>& parts);
+  Response RegisterNode(const Request& r, const std::string& name);
+  Response Heartbeat(const Request& r, const std::string& name);
+  Response SetNodeFlags(const Request& r, const std::string& name, const std::string& verb);
+  Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
+  Response Cancel(const Request& r, const Route& route, bool and_delete);
+  Response Logs(const Request& r, const Route& route);
   std::string NewUid();
 
   store::Store& store_;
   const Clock& clock_;
   absl::Mutex mu_;
   Rng rng_;
+  NodeTable* nodes_ = nullptr;
+  LogStore* logs_ = nullptr;
+  std::function<void()> kick_;
 };
 
 }  // namespace gpucloud::server

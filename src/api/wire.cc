@@ -1,0 +1,374 @@
+#include "api/wire.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/text.h"
+
+namespace gpucloud::api {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Reads typed fields of JSON objects; the first bad one is remembered with its path.
+class Reader {
+ public:
+  std::optional<std::string> error;
+
+  const Json* Field(const Json& obj, const char* key, const std::string& path, bool required) {
+    if (!obj.is_object()) {
+      Fail(path, "is not an object");
+      return nullptr;
+    }
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) {
+      if (required) Fail(Cat(path, path.empty() ? "" : ".", key), "is required");
+      return nullptr;
+    }
+    return &*it;
+  }
+  void Str(const Json& obj, const char* key, const std::string& path, std::string* out,
+           bool required = false) {
+    const Json* v = Field(obj, key, path, required);
+    if (v == nullptr) return;
+    if (!v->is_string()) return Fail(Sub(path, key), "must be a string");
+    *out = v->get<std::string>();
+  }
+  template <typename T>
+  void Int(const Json& obj, const char* key, const std::string& path, T* out,
+           bool required = false) {
+    const Json* v = Field(obj, key, path, required);
+    if (v == nullptr) return;
+    if (!v->is_number_integer()) return Fail(Sub(path, key), "must be an integer");
+    *out = static_cast<T>(v->get<int64_t>());
+  }
+  void Bool(const Json& obj, const char* key, const std::string& path, bool* out) {
+    const Json* v = Field(obj, key, path, false);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return Fail(Sub(path, key), "must be true or false");
+    *out = v->get<bool>();
+  }
+  void StrMap(const Json& obj, const char* key, const std::string& path,
+              std::map<std::string, std::string>* out) {
+    const Json* v = Field(obj, key, path, false);
+    if (v == nullptr) return;
+    if (!v->is_object()) return Fail(Sub(path, key), "must be a map of strings");
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (!it.value().is_string()) return Fail(Cat(Sub(path, key), ".", it.key()), "must be a string");
+      (*out)[it.key()] = it.value().get<std::string>();
+    }
+  }
+  void StrList(const Json& obj, const char* key, const std::string& path,
+               std::vector<std::string>* out) {
+    const Json* v = Field(obj, key, path, false);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(Sub(path, key), "must be a list of strings");
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) return Fail(Cat(Sub(path, key), "[", i, "]"), "must be a string");
+      out->push_back((*v)[i].get<std::string>());
+    }
+  }
+  const Json* List(const Json& obj, const char* key, const std::string& path) {
+    const Json* v = Field(obj, key, path, false);
+    if (v != nullptr && !v->is_array()) {
+      Fail(Sub(path, key), "must be a list");
+      return nullptr;
+    }
+    return v;
+  }
+  void Fail(const std::string& path, const std::string& what) {
+    if (!error) error = Cat(path, ": ", what);
+  }
+  static std::string Sub(const std::string& path, const char* key) {
+    return path.empty() ? std::string(key) : Cat(path, ".", key);
+  }
+  absl::Status Done() const {
+    return error ? absl::InvalidArgumentError(*error) : absl::OkStatus();
+  }
+};
+
+absl::StatusOr<Json> ParseObject(const std::string& text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("the body is not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("the body is not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+std::string NodePath(const std::string& node) { return Cat("/apis/gpucloud/v1/nodes/", node); }
+std::string AssignmentsPath(const std::string& node) {
+  return Cat(NodePath(node), "/assignments");
+}
+
+std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
+  Json gpus = Json::array();
+  for (const Gpu& g : n.gpus) {
+    Json j{{"index", g.index},       {"uuid", g.uuid},         {"type", g.type},
+           {"memoryMiB", g.memory.raw()}, {"pciBusId", g.pci_bus_id},
+           {"migEnabled", g.mig_enabled},   {"nvlinkIsland", g.nvlink_island},
+           {"healthy", g.healthy}};
+    gpus.push_back(std::move(j));
+  }
+  Json labels = Json::object();
+  for (const auto& [k, v] : n.labels) labels[k] = v;
+  Json j{{"apiVersion", "gpucloud/v1"},
+         {"kind", "Node"},
+         {"metadata", {{"name", n.name}, {"labels", labels}}},
+         {"spec", {{"pool", n.pool}, {"unschedulable", unschedulable}}},
+         {"status",
+          {{"address", n.address},
+           {"hostname", n.hostname},
+           {"cpuMilli", n.cpu_milli},
+           {"memoryMiB", n.memory_mib},
+           {"backend", n.backend},
+           {"driverVersion", n.driver_version},
+           {"cudaVersion", n.cuda_version},
+           {"gpus", gpus}}}};
+  return j.dump(2);
+}
+
+absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
+  absl::StatusOr<Json> parsed = ParseObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  Reader r;
+  NodeInfo n;
+  if (const Json* meta = r.Field(j, "metadata", "", true)) {
+    r.Str(*meta, "name", "metadata", &n.name, true);
+    r.StrMap(*meta, "labels", "metadata", &n.labels);
+  }
+  if (const Json* spec = r.Field(j, "spec", "", false)) r.Str(*spec, "pool", "spec", &n.pool);
+  if (const Json* st = r.Field(j, "status", "", true)) {
+    r.Str(*st, "address", "status", &n.address);
+    r.Str(*st, "hostname", "status", &n.hostname);
+    r.Int(*st, "cpuMilli", "status", &n.cpu_milli);
+    r.Int(*st, "memoryMiB", "status", &n.memory_mib);
+    r.Str(*st, "backend", "status", &n.backend);
+    r.Str(*st, "driverVersion", "status", &n.driver_version);
+    r.Int(*st, "cudaVersion", "status", &n.cuda_version);
+    if (const Json* gpus = r.List(*st, "gpus", "status")) {
+      for (size_t i = 0; i < gpus->size() && !r.error; ++i) {
+        std::string path = Cat("status.gpus[", i, "]");
+        const Json& g = (*gpus)[i];
+        Gpu gpu;
+        int64_t mem = 0;
+        r.Int(g, "index", path, &gpu.index, true);
+        r.Str(g, "uuid", path, &gpu.uuid, true);
+        r.Str(g, "type", path, &gpu.type, true);
+        r.Int(g, "memoryMiB", path, &mem);
+        r.Str(g, "pciBusId", path, &gpu.pci_bus_id);
+        r.Bool(g, "migEnabled", path, &gpu.mig_enabled);
+        r.Int(g, "nvlinkIsland", path, &gpu.nvlink_island);
+        r.Bool(g, "healthy", path, &gpu.healthy);
+        gpu.memory = MiB(mem);
+        n.gpus.push_back(std::move(gpu));
+      }
+    }
+  }
+  if (absl::Status s = r.Done(); !s.ok()) return s;
+  if (n.cpu_milli < 0) return absl::InvalidArgumentError("status.cpuMilli: must not be negative");
+  if (n.memory_mib < 0) return absl::InvalidArgumentError("status.memoryMiB: must not be negative");
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    if (n.gpus[i].index != static_cast<int>(i)) {
+      return absl::InvalidArgumentError(
+          Cat("status.gpus[", i, "].index: is ", n.gpus[i].index, "; GPUs are listed by index from 0"));
+    }
+  }
+  return n;
+}
+
+Node ToSchedulerNode(const NodeInfo& info) {
+  Node n;
+  n.name = info.name;
+  n.gpus = info.gpus;
+  n.cpu = MilliCpu(info.cpu_milli);
+  n.memory = MiB(info.memory_mib);
+  n.labels = info.labels;
+  n.pool = info.pool;
+  n.driver_version = info.driver_version;
+  n.cuda_version = info.cuda_version;
+  return n;
+}
+
+std::string AssignmentToJson(const Assignment& a) {
+  Json gpus = Json::array();
+  for (const AssignedGpu& g : a.gpus) {
+    Json j{{"index", g.index}, {"uuid", g.uuid}, {"mode", g.mode}};
+    if (g.mode == "mig") {
+      j["migProfile"] = g.mig_profile;
+      j["migStart"] = g.mig_start;
+    }
+    if (g.mode == "shared") {
+      j["fractionMilli"] = g.fraction_milli;
+      j["mps"] = g.mps;
+    }
+    gpus.push_back(std::move(j));
+  }
+  Json hosts = Json::array();
+  for (const auto& [h, slots] : a.hosts) hosts.push_back(Json{{"address", h}, {"slots", slots}});
+  Json env = Json::object();
+  for (const auto& [k, v] : a.env) env[k] = v;
+  Json j{{"apiVersion", "gpucloud/v1"},
+         {"kind", "Assignment"},
+         {"metadata", {{"name", a.name}, {"namespace", a.namespace_}}},
+         {"job", a.job},
+         {"jobUid", a.job_uid},
+         {"attempt", a.attempt},
+         {"task", a.task},
+         {"replica", a.replica},
+         {"rank", a.rank},
+         {"worldSize", a.world_size},
+         {"nodeRank", a.node_rank},
+         {"nodes", a.nodes},
+         {"localRank", a.local_rank},
+         {"localWorldSize", a.local_world_size},
+         {"masterAddr", a.master_addr},
+         {"masterPort", a.master_port},
+         {"hosts", hosts},
+         {"gpus", gpus},
+         {"command", a.command},
+         {"env", env},
+         {"workingDir", a.working_dir},
+         {"checkpointDir", a.checkpoint_dir},
+         {"restartCount", a.restart_count},
+         {"cpuMilli", a.cpu_milli},
+         {"memoryMiB", a.memory_mib},
+         {"graceSeconds", a.grace_seconds}};
+  return j.dump();
+}
+
+absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
+  absl::StatusOr<Json> parsed = ParseObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  Reader r;
+  Assignment a;
+  if (const Json* meta = r.Field(j, "metadata", "", true)) {
+    r.Str(*meta, "name", "metadata", &a.name, true);
+    r.Str(*meta, "namespace", "metadata", &a.namespace_, true);
+    std::string rv;
+    r.Str(*meta, "resourceVersion", "metadata", &rv);
+    if (!rv.empty()) a.resource_version = std::atoll(rv.c_str());
+  }
+  r.Str(j, "job", "", &a.job, true);
+  r.Str(j, "jobUid", "", &a.job_uid, true);
+  r.Int(j, "attempt", "", &a.attempt, true);
+  r.Str(j, "task", "", &a.task);
+  r.Int(j, "replica", "", &a.replica);
+  r.Int(j, "rank", "", &a.rank, true);
+  r.Int(j, "worldSize", "", &a.world_size, true);
+  r.Int(j, "nodeRank", "", &a.node_rank);
+  r.Int(j, "nodes", "", &a.nodes);
+  r.Int(j, "localRank", "", &a.local_rank);
+  r.Int(j, "localWorldSize", "", &a.local_world_size);
+  r.Str(j, "masterAddr", "", &a.master_addr);
+  r.Int(j, "masterPort", "", &a.master_port);
+  if (const Json* hosts = r.List(j, "hosts", "")) {
+    for (size_t i = 0; i < hosts->size() && !r.error; ++i) {
+      std::string addr;
+      int slots = 0;
+      r.Str((*hosts)[i], "address", Cat("hosts[", i, "]"), &addr, true);
+      r.Int((*hosts)[i], "slots", Cat("hosts[", i, "]"), &slots, true);
+      a.hosts.emplace_back(addr, slots);
+    }
+  }
+  if (const Json* gpus = r.List(j, "gpus", "")) {
+    for (size_t i = 0; i < gpus->size() && !r.error; ++i) {
+      std::string path = Cat("gpus[", i, "]");
+      AssignedGpu g;
+      r.Int((*gpus)[i], "index", path, &g.index, true);
+      r.Str((*gpus)[i], "uuid", path, &g.uuid, true);
+      r.Str((*gpus)[i], "mode", path, &g.mode, true);
+      r.Str((*gpus)[i], "migProfile", path, &g.mig_profile);
+      r.Int((*gpus)[i], "migStart", path, &g.mig_start);
+      r.Int((*gpus)[i], "fractionMilli", path, &g.fraction_milli);
+      r.Bool((*gpus)[i], "mps", path, &g.mps);
+      a.gpus.push_back(std::move(g));
+    }
+  }
+  r.StrList(j, "command", "", &a.command);
+  r.StrMap(j, "env", "", &a.env);
+  r.Str(j, "workingDir", "", &a.working_dir);
+  r.Str(j, "checkpointDir", "", &a.checkpoint_dir);
+  r.Int(j, "restartCount", "", &a.restart_count);
+  r.Int(j, "cpuMilli", "", &a.cpu_milli);
+  r.Int(j, "memoryMiB", "", &a.memory_mib);
+  r.Int(j, "graceSeconds", "", &a.grace_seconds);
+  if (absl::Status s = r.Done(); !s.ok()) return s;
+  if (a.command.empty()) return absl::InvalidArgumentError("command: must not be empty");
+  return a;
+}
+
+std::string_view TaskStateName(TaskState s) {
+  switch (s) {
+    case TaskState::kStarting: return "Starting";
+    case TaskState::kRunning: return "Running";
+    case TaskState::kSucceeded: return "Succeeded";
+    case TaskState::kFailed: return "Failed";
+    case TaskState::kStopped: return "Stopped";
+    case TaskState::kLost: return "Lost";
+  }
+  return "Unknown";
+}
+
+std::string HeartbeatToJson(const Heartbeat& h) {
+  Json tasks = Json::array();
+  for (const TaskReport& t : h.tasks) {
+    Json j{{"name", t.name},          {"jobUid", t.job_uid}, {"attempt", t.attempt},
+           {"state", TaskStateName(t.state)}, {"exitCode", t.exit_code}, {"signal", t.signal},
+           {"oomKilled", t.oom_killed}, {"message", t.message}};
+    tasks.push_back(std::move(j));
+  }
+  Json gpus = Json::array();
+  for (const GpuHealth& g : h.gpus) {
+    gpus.push_back(Json{{"index", g.index}, {"healthy", g.healthy}, {"reason", g.reason}});
+  }
+  return Json{{"tasks", tasks}, {"gpus", gpus}}.dump();
+}
+
+absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
+  absl::StatusOr<Json> parsed = ParseObject(text);
+  if (!parsed.ok()) return parsed.status();
+  Reader r;
+  Heartbeat h;
+  if (const Json* tasks = r.List(*parsed, "tasks", "")) {
+    for (size_t i = 0; i < tasks->size() && !r.error; ++i) {
+      std::string path = Cat("tasks[", i, "]");
+      const Json& t = (*tasks)[i];
+      TaskReport rep;
+      std::string state;
+      r.Str(t, "name", path, &rep.name, true);
+      r.Str(t, "jobUid", path, &rep.job_uid, true);
+      r.Int(t, "attempt", path, &rep.attempt, true);
+      r.Str(t, "state", path, &state, true);
+      r.Int(t, "exitCode", path, &rep.exit_code);
+      r.Int(t, "signal", path, &rep.signal);
+      r.Bool(t, "oomKilled", path, &rep.oom_killed);
+      r.Str(t, "message", path, &rep.message);
+      bool known = false;
+      for (TaskState s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
+                          TaskState::kFailed, TaskState::kStopped, TaskState::kLost}) {
+        if (TaskStateName(s) == state) {
+          rep.state = s;
+          known = true;
+        }
+      }
+      if (!r.error && !known) r.Fail(path + ".state", Cat("unknown state \"", state, "\""));
+      h.tasks.push_back(std::move(rep));
+    }
+  }
+  if (const Json* gpus = r.List(*parsed, "gpus", "")) {
+    for (size_t i = 0; i < gpus->size() && !r.error; ++i) {
+      std::string path = Cat("gpus[", i, "]");
+      GpuHealth g;
+      r.Int((*gpus)[i], "index", path, &g.index, true);
+      r.Bool((*gpus)[i], "healthy", path, &g.healthy);
+      r.Str((*gpus)[i], "reason", path, &g.reason);
+      h.gpus.push_back(std::move(g));
+    }
+  }
+  if (absl::Status s = r.Done(); !s.ok()) return s;
+  return h;
+}
+
+}  // namespace gpucloud::api

@@ -1,0 +1,130 @@
+// Wire types between the agent and the control plane, with their JSON codecs:
+//   NodeInfo    — what an agent registers (PUT /apis/gpucloud/v1/nodes/{name}): machine, GPUs;
+//   Assignment  — one task replica the server wants run on a node, fenced by (job uid, attempt);
+//                 agents list and watch them at /apis/gpucloud/v1/nodes/{name}/assignments;
+//   TaskReport  — a task's state as the agent sees it, sent with every heartbeat;
+//   Heartbeat   — POST /apis/gpucloud/v1/nodes/{name}/heartbeat, once a second.
+// Decoders check every field they read and name the bad one (InvalidArgument). Value types;
+// thread-compatible.
+#ifndef GPUCLOUD_API_WIRE_H_
+#define GPUCLOUD_API_WIRE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/node.h"
+
+namespace gpucloud::api {
+
+// --- node registration ---------------------------------------------------------------------
+
+struct NodeInfo {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::string pool;
+  std::string address;  // where other nodes reach this one (MASTER_ADDR of its rank-0 tasks)
+  std::string hostname;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::string backend;  // "nvml" or "simulated"
+  std::string driver_version;
+  int cuda_version = 0;
+  std::vector<Gpu> gpus;  // Gpu::healthy is the agent's view at registration
+};
+
+// The Node object the server stores: {apiVersion, kind: Node, metadata, spec{pool,
+// unschedulable}, status{...}}. `unschedulable` is the operator's cordon.
+std::string NodeToJson(const NodeInfo& info, bool unschedulable);
+// Reads a registration body or a stored Node. InvalidArgument naming the field.
+absl::StatusOr<NodeInfo> NodeFromJson(const std::string& json);
+// The scheduler's view of a NodeInfo (cpu, memory, GPUs, labels, pool).
+Node ToSchedulerNode(const NodeInfo& info);
+
+// --- assignments ---------------------------------------------------------------------------
+
+struct AssignedGpu {
+  int index = 0;       // NVML index on the node
+  std::string uuid;    // GPU-... (or MIG-... once MIG instances are created)
+  std::string mode;    // "whole", "mig", "shared"
+  std::string mig_profile;
+  int mig_start = 0;
+  int64_t fraction_milli = 0;  // shared only
+  bool mps = false;            // shared only
+};
+
+struct Assignment {
+  std::string name;  // "{namespace}.{job}.{rank}": unique per node and job
+  std::string namespace_;
+  std::string job;
+  std::string job_uid;
+  int attempt = 0;  // fencing: a task of an older attempt is killed
+  std::string task;
+  int replica = 0;
+  int rank = 0;
+  int world_size = 1;
+  int node_rank = 0;
+  int nodes = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr;
+  int master_port = 29500;
+  std::vector<std::pair<std::string, int>> hosts;  // hostfile: address, slots (rank order)
+  std::vector<AssignedGpu> gpus;
+  std::vector<std::string> command;  // command then args
+  std::map<std::string, std::string> env;
+  std::string working_dir;
+  std::string checkpoint_dir;
+  int restart_count = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t grace_seconds = 30;
+  int64_t resource_version = 0;  // filled by the decoder from metadata
+};
+
+std::string AssignmentToJson(const Assignment& a);
+absl::StatusOr<Assignment> AssignmentFromJson(const std::string& json);
+
+// --- heartbeats ----------------------------------------------------------------------------
+
+enum class TaskState { kStarting, kRunning, kSucceeded, kFailed, kStopped, kLost };
+std::string_view TaskStateName(TaskState s);
+inline bool IsTerminal(TaskState s) { return s != TaskState::kStarting && s != TaskState::kRunning; }
+
+struct TaskReport {
+  std::string name;  // the assignment's name
+  std::string job_uid;
+  int attempt = 0;
+  TaskState state = TaskState::kStarting;
+  int exit_code = -1;
+  int signal = 0;
+  bool oom_killed = false;
+  std::string message;  // "exit code 3", "killed by the OOM killer", why it could not start
+  bool operator==(const TaskReport&) const = default;
+};
+
+struct GpuHealth {
+  int index = 0;
+  bool healthy = true;
+  std::string reason;  // why not
+  bool operator==(const GpuHealth&) const = default;
+};
+
+struct Heartbeat {
+  std::vector<TaskReport> tasks;
+  std::vector<GpuHealth> gpus;
+};
+
+std::string HeartbeatToJson(const Heartbeat& h);
+absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& json);
+
+// The path of a node and its sub-resources.
+std::string NodePath(const std::string& node);
+std::string AssignmentsPath(const std::string& node);
+
+}  // namespace gpucloud::api
+
+#endif  // GPUCLOUD_API_WIRE_H_

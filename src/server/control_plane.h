@@ -1,0 +1,49 @@
+// ControlPlane: everything `gpucloud server` runs, wired together — credentials, the SQLite
+// store, the REST API, the controller loop (nodes, jobs, scheduler), the log store and the HTTPS
+// server. `gpucloud server` and `gpucloud up` both start one. Start returns once it listens.
+// Thread-safe to Stop from any thread; not copyable.
+#ifndef GPUCLOUD_SERVER_CONTROL_PLANE_H_
+#define GPUCLOUD_SERVER_CONTROL_PLANE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/sched_config.h"
+
+namespace gpucloud::server {
+
+struct ControlPlaneOptions {
+  std::string data_dir = ".gpucloud";
+  std::string address = "127.0.0.1";
+  uint16_t port = 8443;  // 0: any free port
+  SchedulerConfig scheduler;
+  int64_t heartbeat_timeout_ms = 3000;
+  int64_t stop_grace_ms = 30'000;
+  // Where jobs' checkpoints go by default; "" = DATA_DIR/checkpoints.
+  std::string checkpoint_root;
+};
+
+class ControlPlane {
+ public:
+  explicit ControlPlane(ControlPlaneOptions options);
+  ~ControlPlane();
+  absl::Status Start();
+  void Stop();
+
+  std::string url() const;                  // https://ADDRESS:PORT
+  std::string ca_path() const;              // DATA_DIR/ca.crt
+  std::string admin_config_path() const;    // DATA_DIR/admin.config (gpuctl's config)
+  std::string bootstrap_token() const;      // the agents' join token
+  bool first_start() const;                 // credentials were created by this Start
+  int64_t revision() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_CONTROL_PLANE_H_

@@ -1,0 +1,674 @@
+#include "server/controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <set>
+
+#include "api/wire.h"
+#include "core/text.h"
+#include "manifest/manifest.h"
+#include "sched/cluster_state.h"
+#include "sched/job_request.h"
+#include "sched/scheduler.h"
+#include "server/events.h"
+#include "server/job_status.h"
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+
+// What a pass derives once per change of a job document.
+struct JobEntry {
+  std::optional<Job> job;  // nullopt when the stored spec does not parse (never, unless edited)
+  JobStatus status;
+};
+
+struct NodeEntry {
+  std::optional<api::NodeInfo> info;
+};
+
+std::string NameOf(const Json& doc) {
+  auto m = doc.find("metadata");
+  if (m == doc.end() || !m->is_object()) return "";
+  return m->value("name", "");
+}
+
+std::string NamespaceOf(const Json& doc) {
+  auto m = doc.find("metadata");
+  if (m == doc.end() || !m->is_object()) return "";
+  return m->value("namespace", "");
+}
+
+std::string UidOf(const Json& doc) {
+  auto m = doc.find("metadata");
+  if (m == doc.end() || !m->is_object()) return "";
+  return m->value("uid", "");
+}
+
+const JobEntry& JobOf(CachedObject& o) {
+  if (!o.derived) {
+    auto e = std::make_shared<JobEntry>();
+    manifest::ParseResult p = manifest::ParseManifests(o.doc.dump(), "store");
+    if (p.ok() && p.manifests.size() == 1) {
+      if (const Job* j = std::get_if<Job>(&p.manifests[0].object)) e->job = *j;
+    }
+    e->status = JobStatusFromJson(o.doc);
+    o.derived = e;
+  }
+  return *static_cast<const JobEntry*>(o.derived.get());
+}
+
+const NodeEntry& NodeOf(CachedObject& o) {
+  if (!o.derived) {
+    auto e = std::make_shared<NodeEntry>();
+    absl::StatusOr<api::NodeInfo> n = api::NodeFromJson(o.doc.dump());
+    if (n.ok()) e->info = std::move(*n);
+    o.derived = e;
+  }
+  return *static_cast<const NodeEntry*>(o.derived.get());
+}
+
+bool SpecFlag(const Json& doc, const char* key) {
+  auto s = doc.find("spec");
+  return s != doc.end() && s->is_object() && s->value(key, false);
+}
+
+std::string AssignmentKey(const std::string& node, const std::string& name) {
+  return Cat("/assignments/", node, "/", name);
+}
+
+}  // namespace
+
+struct Controller::Pass {
+  int64_t now_ms = 0;
+  std::map<std::string, NodeReport> reports;
+  // Ready nodes, by name, with the agents' GPU health applied; cordoned ones included.
+  std::map<std::string, api::NodeInfo> ready;
+  std::set<std::string> cordoned, draining;
+  ClusterMetrics metrics;
+  std::vector<double> bind_latencies;  // seconds, of first attempts bound in this pass
+};
+
+Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock,
+                       const GpuCatalog& catalog, ControllerOptions options)
+    : store_(store),
+      node_table_(nodes),
+      clock_(clock),
+      catalog_(catalog),
+      options_(std::move(options)),
+      started_ms_(clock.NowMillis()) {}
+
+Controller::~Controller() { Stop(); }
+
+void Controller::Start() {
+  stopping_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Controller::Stop() {
+  stopping_ = true;
+  Kick();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Controller::Kick() {
+  absl::MutexLock lock(&mu_);
+  kicked_ = true;
+}
+
+ClusterMetrics Controller::Metrics() const {
+  absl::MutexLock lock(&mu_);
+  return metrics_;
+}
+
+void Controller::Loop() {
+  int64_t seen = -1;
+  while (!stopping_) {
+    if (absl::Status s = RunOnce(); !s.ok()) {
+      std::cerr << "gpucloud server: controller: " << s.message() << std::endl;
+    }
+    seen = store_.Revision();
+    // Wait for a change, a kick, or the tick (for heartbeat timeouts and back-offs).
+    absl::Time deadline = absl::Now() + absl::Milliseconds(options_.tick_ms);
+    while (!stopping_ && absl::Now() < deadline) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto kicked = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return kicked_; };
+        if (mu_.AwaitWithTimeout(absl::Condition(&kicked), absl::ZeroDuration())) {
+          kicked_ = false;
+          break;
+        }
+      }
+      if (store_.WaitForChange(seen, absl::Milliseconds(50))) break;
+      absl::MutexLock lock(&mu_);
+      auto kicked = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return kicked_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&kicked), absl::ZeroDuration())) {
+        kicked_ = false;
+        break;
+      }
+    }
+  }
+}
+
+absl::Status Controller::RunOnce() {
+  absl::Time t0 = absl::Now();
+  Pass pass;
+  pass.now_ms = clock_.NowMillis();
+  for (ObjectCache* c : {&nodes_, &jobs_, &queues_}) {
+    if (absl::StatusOr<bool> s = c->Sync(store_); !s.ok()) return s.status();
+  }
+  pass.reports = node_table_.Snapshot();
+  if (absl::Status s = SyncNodes(pass); !s.ok()) return s;
+  StepJobs(pass);
+  if (absl::Status s = Schedule(pass); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  pass.metrics.passes = metrics_.passes + 1;
+  pass.metrics.last_pass_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  pass.metrics.bind_latency_bounds = metrics_.bind_latency_bounds;
+  pass.metrics.bind_latency_counts = metrics_.bind_latency_counts;
+  pass.metrics.bind_latency_sum = metrics_.bind_latency_sum;
+  pass.metrics.bind_latency_count = metrics_.bind_latency_count;
+  if (pass.metrics.bind_latency_bounds.empty()) {
+    pass.metrics.bind_latency_bounds.assign(std::begin(kBindBounds), std::end(kBindBounds));
+    pass.metrics.bind_latency_counts.assign(std::size(kBindBounds) + 1, 0);
+  }
+  for (double v : pass.bind_latencies) {
+    for (size_t i = 0; i < pass.metrics.bind_latency_bounds.size(); ++i) {
+      if (v <= pass.metrics.bind_latency_bounds[i]) ++pass.metrics.bind_latency_counts[i];
+    }
+    ++pass.metrics.bind_latency_counts.back();
+    pass.metrics.bind_latency_sum += v;
+    ++pass.metrics.bind_latency_count;
+  }
+  metrics_ = std::move(pass.metrics);
+  return absl::OkStatus();
+}
+
+// --- nodes -----------------------------------------------------------------------------------
+
+absl::Status Controller::SyncNodes(Pass& pass) {
+  for (auto& [key, obj] : nodes_.mutable_objects()) {
+    const NodeEntry& entry = NodeOf(obj);
+    if (!entry.info) continue;
+    const std::string& name = entry.info->name;
+    auto rep = pass.reports.find(name);
+    int64_t last = rep != pass.reports.end() ? rep->second.last_heartbeat_ms : started_ms_;
+    bool ready = pass.now_ms - last <= options_.heartbeat_timeout_ms;
+    const Json& st = obj.doc["status"];
+    bool stored_ready = st.is_object() && st.value("ready", false);
+    if (ready != stored_ready) {
+      Json doc = obj.doc;
+      doc["status"]["ready"] = ready;
+      doc["status"]["readyReason"] = ready ? "HeartbeatsArrive" : "HeartbeatsMissed";
+      doc["status"]["readyMessage"] =
+          ready ? "the agent is heartbeating"
+                : Cat("no heartbeat for ", (pass.now_ms - last) / 1000.0, " s (limit ",
+                      options_.heartbeat_timeout_ms / 1000.0, " s)");
+      doc["status"]["readySinceMs"] = pass.now_ms;
+      absl::StatusOr<int64_t> rev =
+          store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision}});
+      if (!rev.ok() && !absl::IsAborted(rev.status())) return rev.status();
+      if (rev.ok()) {
+        std::cerr << "gpucloud server: node " << name << " is "
+                  << (ready ? "Ready" : "NotReady") << std::endl;
+      }
+    }
+    if (!ready) {
+      ++pass.metrics.nodes_not_ready;
+      continue;
+    }
+    ++pass.metrics.nodes_ready;
+    api::NodeInfo info = *entry.info;
+    if (rep != pass.reports.end()) {
+      for (const api::GpuHealth& h : rep->second.heartbeat.gpus) {
+        if (h.index >= 0 && h.index < static_cast<int>(info.gpus.size())) {
+          info.gpus[h.index].healthy = info.gpus[h.index].healthy && h.healthy;
+        }
+      }
+    }
+    if (SpecFlag(obj.doc, "unschedulable")) pass.cordoned.insert(name);
+    if (SpecFlag(obj.doc, "draining")) pass.draining.insert(name);
+    pass.ready[name] = std::move(info);
+  }
+  return absl::OkStatus();
+}
+
+// --- jobs ------------------------------------------------------------------------------------
+
+namespace {
+
+// The report of one replica's task for the job's current attempt, if its node sent one.
+const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports,
+                                const PlacedReplica& r, const std::string& uid, int attempt) {
+  auto it = reports.find(r.node);
+  if (it == reports.end()) return nullptr;
+  for (const api::TaskReport& t : it->second.heartbeat.tasks) {
+    if (t.name == r.name && t.job_uid == uid && t.attempt == attempt) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void Controller::StepJobs(Pass& pass) {
+  const int64_t now = pass.now_ms;
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    const JobEntry& entry = JobOf(obj);
+    const JobStatus& old = entry.status;
+    JobStatus s = old;
+    std::string ns = NamespaceOf(obj.doc), name = NameOf(obj.doc), uid = UidOf(obj.doc);
+    std::vector<store::Op> ops;
+    std::vector<JobEvent> events;
+    auto event = [&](std::string type, std::string reason, std::string message) {
+      events.push_back({std::move(type), std::move(reason), std::move(message)});
+    };
+    auto delete_assignments = [&]() {
+      for (const PlacedReplica& r : s.placement) {
+        ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
+      }
+    };
+    const RestartPolicy policy = entry.job ? entry.job->spec.restart : RestartPolicy{};
+    // Stops the job's tasks; its GPUs stay reserved until they have stopped.
+    auto stop = [&](std::string phase, std::string next, std::string reason, std::string message,
+                    int64_t grace_ms) {
+      delete_assignments();
+      s.phase = std::move(phase);
+      s.next = std::move(next);
+      s.reason = reason;
+      s.message = message;
+      s.stop_deadline_ms = now + grace_ms + 5000;
+      event(reason == "Succeeded" ? "Normal" : "Warning", std::move(reason), std::move(message));
+    };
+
+    if (s.Terminal()) {
+      if (!s.delete_requested) continue;
+    } else if (s.Active()) {
+      std::vector<std::string> lost, drained, failed;
+      int succeeded = 0, running = 0;
+      for (const PlacedReplica& r : s.placement) {
+        if (!pass.ready.contains(r.node)) {
+          lost.push_back(r.node);
+          continue;
+        }
+        if (pass.draining.contains(r.node)) drained.push_back(r.node);
+        const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
+        if (t == nullptr) continue;
+        s.tasks[r.name] = t->message.empty() ? std::string(api::TaskStateName(t->state))
+                                             : Cat(api::TaskStateName(t->state), ": ", t->message);
+        if (t->state == api::TaskState::kRunning) ++running;
+        if (t->state == api::TaskState::kSucceeded) ++succeeded;
+        if (t->state == api::TaskState::kFailed || t->state == api::TaskState::kLost ||
+            t->state == api::TaskState::kStopped) {
+          failed.push_back(Cat("rank ", r.rank, " on ", r.node, ": ", api::TaskStateName(t->state),
+                               t->message.empty() ? "" : " (" + t->message + ")"));
+        }
+      }
+      if (s.cancel_requested) {
+        stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user", options_.stop_grace_ms);
+      } else if (!lost.empty()) {
+        ++s.interruptions;
+        stop("Restarting", "Pending", "NodeLost",
+             Cat("node ", lost[0], " stopped heartbeating; restarting from the last checkpoint"),
+             options_.stop_grace_ms);
+      } else if (!failed.empty()) {
+        if (s.restarts < policy.max_restarts) {
+          int64_t backoff_s = policy.backoff_seconds << std::min(s.restarts, 10);
+          ++s.restarts;
+          s.not_before_ms = now + backoff_s * 1000;
+          stop("Restarting", "Pending", "TaskFailed",
+               Cat(failed[0], "; restart ", s.restarts, " of ", policy.max_restarts, " in ",
+                   backoff_s, " s, from the last checkpoint"),
+               options_.stop_grace_ms);
+        } else {
+          stop("Stopping", "Failed", "TaskFailed",
+               Cat(failed[0], "; no restarts left (", policy.max_restarts, ")"),
+               options_.stop_grace_ms);
+        }
+      } else if (succeeded == static_cast<int>(s.placement.size()) && succeeded > 0) {
+        delete_assignments();
+        s.phase = "Succeeded";
+        s.reason = "Succeeded";
+        s.message = Cat("all ", succeeded, " tasks exited with code 0");
+        s.finished_ms = now;
+        event("Normal", "Succeeded", s.message);
+      } else if (!drained.empty()) {
+        ++s.interruptions;
+        stop("Preempting", "Pending", "Drained",
+             Cat("node ", drained[0], " is being drained; restarting elsewhere from the last checkpoint"),
+             options_.stop_grace_ms);
+      } else if (s.phase == "Scheduled" && running > 0) {
+        s.phase = "Running";
+        s.reason = "Started";
+        s.message = Cat(running, " of ", s.placement.size(), " tasks running");
+        if (s.started_ms == 0) s.started_ms = now;
+        event("Normal", "Started", s.message);
+      }
+    } else if (s.phase == "Pending" && s.cancel_requested) {
+      s.phase = "Cancelled";
+      s.reason = "Cancelled";
+      s.message = "cancelled by the user before it started";
+      s.finished_ms = now;
+      event("Normal", "Cancelled", s.message);
+    }
+    if (s.Stopping()) {
+      bool any_running = false;
+      for (const PlacedReplica& r : s.placement) {
+        if (!pass.ready.contains(r.node)) continue;
+        const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
+        if (t != nullptr && !api::IsTerminal(t->state)) any_running = true;
+      }
+      if (!any_running || now >= s.stop_deadline_ms) {
+        s.phase = s.next;
+        s.next.clear();
+        s.placement.clear();
+        s.stop_deadline_ms = 0;
+        if (s.Terminal()) s.finished_ms = now;
+      }
+    }
+    if (s.Terminal() && s.delete_requested) {
+      ops.push_back({store::Op::Kind::kDelete, key, "", obj.mod_revision});
+      for (const std::string& k : EventKeysOf(store_, ns, name)) {
+        ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
+      }
+      if (absl::StatusOr<int64_t> rev = store_.Txn(ops); !rev.ok() && !absl::IsAborted(rev.status()) &&
+                                                     !absl::IsNotFound(rev.status())) {
+        std::cerr << "gpucloud server: controller: deleting " << key << ": " << rev.status().message()
+                  << std::endl;
+      }
+      continue;
+    }
+    if (s == old) continue;
+    Json doc = obj.doc;
+    JobStatusToJson(s, doc);
+    ops.push_back({store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision});
+    for (const JobEvent& e : events) ops.push_back(MakeEventOp(ns, name, uid, e, now, ++event_seq_));
+    absl::StatusOr<int64_t> rev = store_.Txn(ops);
+    if (!rev.ok() && !absl::IsAborted(rev.status())) {
+      std::cerr << "gpucloud server: controller: " << key << ": " << rev.status().message()
+                << std::endl;
+    }
+    if (rev.ok()) {
+      // Keep the cache's view current for the scheduling stage of this pass.
+      obj.doc = std::move(doc);
+      obj.mod_revision = *rev;
+      auto e = std::make_shared<JobEntry>(entry);
+      e->status = s;
+      obj.derived = e;
+    }
+  }
+}
+
+// --- scheduling ------------------------------------------------------------------------------
+
+absl::Status Controller::Schedule(Pass& pass) {
+  const int64_t now = pass.now_ms;
+  // The scheduler, rebuilt when the queues change.
+  if (!scheduler_ || scheduler_queues_revision_ != queues_.revision()) {
+    std::map<std::string, QueueSpec> queues;
+    for (const auto& [key, obj] : queues_.objects()) {
+      manifest::ParseResult p = manifest::ParseManifests(obj.doc.dump(), key);
+      if (!p.ok() || p.manifests.size() != 1) continue;
+      if (const Queue* q = std::get_if<Queue>(&p.manifests[0].object)) {
+        queues[q->metadata.name] = q->spec;
+      }
+    }
+    absl::StatusOr<std::unique_ptr<sched::Scheduler>> s =
+        sched::Scheduler::FromConfig(options_.scheduler, std::move(queues), catalog_);
+    if (!s.ok()) return s.status();
+    scheduler_ = std::move(*s);
+    scheduler_queues_revision_ = queues_.revision();
+  }
+
+  std::vector<Node> nodes;
+  std::map<std::string, sched::NodeIndex> index;
+  for (const auto& [name, info] : pass.ready) {
+    index[name] = static_cast<sched::NodeIndex>(nodes.size());
+    Node n = api::ToSchedulerNode(info);
+    n.cordoned = pass.cordoned.contains(name);
+    nodes.push_back(std::move(n));
+    for (const Gpu& g : info.gpus) {
+      if (g.healthy) ++pass.metrics.gpus_total_by_type[g.type];
+    }
+  }
+  sched::ClusterState state(std::move(nodes), catalog_);
+
+  std::vector<sched::PendingJob> pending;
+  std::map<std::string, CachedObject*> by_job_key;  // "ns/name" -> cache entry
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    const JobEntry& entry = JobOf(obj);
+    const JobStatus& s = entry.status;
+    ++pass.metrics.jobs_by_phase[s.phase];
+    if (!entry.job) continue;
+    const Job& job = *entry.job;
+    std::string job_key = Cat(job.metadata.namespace_, "/", job.metadata.name);
+    by_job_key[job_key] = &obj;
+    if (s.Active() || s.Stopping()) {
+      sched::Allocation a;
+      a.job = job_key;
+      a.queue = job.spec.queue;
+      a.priority = job.spec.priority;
+      a.preemptible = job.spec.billing == BillingClass::kSpot;
+      a.start_ms = s.started_ms ? s.started_ms : s.scheduled_ms;
+      a.terminating = s.Stopping();
+      for (const PlacedReplica& r : s.placement) {
+        auto it = index.find(r.node);
+        if (it == index.end()) continue;  // a lost node: nothing to reserve there
+        sched::ReplicaPlacement p = r.placement;
+        p.node = it->second;
+        a.replicas.push_back(std::move(p));
+      }
+      if (!a.replicas.empty()) {
+        if (absl::Status c = state.Commit(a); !c.ok()) {
+          std::cerr << "gpucloud server: controller: " << job_key << " holds what is not free: "
+                    << c.message() << std::endl;
+        }
+      }
+      continue;
+    }
+    if (s.phase != "Pending" || s.cancel_requested || s.delete_requested) continue;
+    ++pass.metrics.pending_by_queue[job.spec.queue];
+    if (s.not_before_ms > now) continue;
+    sched::PendingJob p;
+    p.request = sched::MakeJobRequest(job);
+    p.request.key = job_key;
+    p.queue = job.spec.queue;
+    p.priority = job.spec.priority;
+    p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
+    p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
+    p.preemptible = job.spec.billing == BillingClass::kSpot;
+    pending.push_back(std::move(p));
+  }
+  for (const auto& [job, a] : state.allocations()) {
+    for (const sched::ReplicaPlacement& r : a.replicas) {
+      const Node& n = state.node(r.node);
+      for (const sched::GpuAssignment& g : r.gpus) {
+        const std::string& type = n.gpus[g.gpu].type;
+        pass.metrics.gpus_allocated_by_type[type] +=
+            g.mode == GpuMode::kShared ? g.fraction.raw() / 1000.0
+            : g.mode == GpuMode::kWhole ? 1.0
+                                        : 0.0;
+      }
+    }
+  }
+  if (pending.empty()) return absl::OkStatus();
+
+  std::vector<sched::Decision> decisions = scheduler_->Schedule(state, pending, now);
+  for (const sched::Decision& d : decisions) {
+    auto it = by_job_key.find(d.job);
+    if (it == by_job_key.end()) continue;
+    CachedObject& obj = *it->second;
+    const JobEntry& entry = JobOf(obj);
+    const Job& job = *entry.job;
+    JobStatus s = entry.status;
+    const std::string& ns = job.metadata.namespace_;
+    const std::string& name = job.metadata.name;
+    std::vector<store::Op> ops;
+    std::vector<JobEvent> events;
+    if (d.kind == sched::DecisionKind::kBind) {
+      s.phase = "Scheduled";
+      s.next.clear();
+      ++s.attempt;
+      s.scheduled_ms = now;
+      s.tasks.clear();
+      s.checkpoint_dir = !job.spec.checkpoint.dir.empty()
+                             ? job.spec.checkpoint.dir
+                             : Cat(options_.checkpoint_root, "/", ns, "/", name);
+      // Ranks in the order of the spec's tasks and their replicas.
+      std::vector<sched::ReplicaPlacement> replicas = d.allocation->replicas;
+      std::map<std::string, size_t> task_order;
+      for (size_t i = 0; i < job.spec.tasks.size(); ++i) task_order[job.spec.tasks[i].name] = i;
+      std::stable_sort(replicas.begin(), replicas.end(), [&](const auto& a, const auto& b) {
+        return std::pair(task_order[a.task], a.replica) < std::pair(task_order[b.task], b.replica);
+      });
+      // Node ranks by each node's lowest rank; local ranks within a node.
+      std::vector<std::string> node_order;
+      std::map<std::string, int> local_count;
+      for (const sched::ReplicaPlacement& r : replicas) {
+        const std::string& node = state.node(r.node).name;
+        if (!local_count.contains(node)) node_order.push_back(node);
+        ++local_count[node];
+      }
+      std::vector<std::pair<std::string, int>> hosts;
+      for (const std::string& node : node_order) {
+        const api::NodeInfo& info = pass.ready.at(node);
+        hosts.emplace_back(info.address.empty() ? info.hostname : info.address, local_count[node]);
+      }
+      int master_port = 20000 + static_cast<int>(std::hash<std::string>{}(Cat(UidOf(obj.doc), s.attempt)) % 20000);
+      std::map<std::string, int> local_next;
+      s.placement.clear();
+      std::vector<std::string> where;
+      for (size_t rank = 0; rank < replicas.size(); ++rank) {
+        const sched::ReplicaPlacement& r = replicas[rank];
+        const std::string& node = state.node(r.node).name;
+        const api::NodeInfo& info = pass.ready.at(node);
+        const TaskSpec* spec = &job.spec.tasks[task_order[r.task]];
+        PlacedReplica pr{Cat(ns, ".", name, ".", rank), node, static_cast<int>(rank), r};
+        pr.placement.node = 0;
+        api::Assignment a;
+        a.name = pr.name;
+        a.namespace_ = ns;
+        a.job = name;
+        a.job_uid = UidOf(obj.doc);
+        a.attempt = s.attempt;
+        a.task = r.task;
+        a.replica = r.replica;
+        a.rank = static_cast<int>(rank);
+        a.world_size = static_cast<int>(replicas.size());
+        a.node_rank = static_cast<int>(std::find(node_order.begin(), node_order.end(), node) - node_order.begin());
+        a.nodes = static_cast<int>(node_order.size());
+        a.local_rank = local_next[node]++;
+        a.local_world_size = local_count[node];
+        a.master_addr = hosts[0].first;
+        a.master_port = master_port;
+        a.hosts = hosts;
+        std::vector<std::string> gpu_names;
+        for (const sched::GpuAssignment& g : r.gpus) {
+          api::AssignedGpu ag;
+          ag.index = g.gpu;
+          ag.uuid = info.gpus[g.gpu].uuid;
+          ag.mode = g.mode == GpuMode::kMig ? "mig" : g.mode == GpuMode::kShared ? "shared" : "whole";
+          ag.mig_profile = g.mig.profile;
+          ag.mig_start = g.mig.start;
+          ag.fraction_milli = g.fraction.raw();
+          ag.mps = g.sharing == GpuSharing::kMps;
+          a.gpus.push_back(std::move(ag));
+          gpu_names.push_back(std::to_string(g.gpu));
+        }
+        a.command = spec->command;
+        a.command.insert(a.command.end(), spec->args.begin(), spec->args.end());
+        for (const EnvVar& e : spec->env) a.env[e.name] = e.value;
+        a.working_dir = spec->working_dir;
+        a.checkpoint_dir = s.checkpoint_dir;
+        a.restart_count = s.attempt - 1;
+        a.cpu_milli = r.cpu.raw();
+        a.memory_mib = r.memory.raw();
+        a.grace_seconds = options_.stop_grace_ms / 1000;
+        ops.push_back({store::Op::Kind::kPut, AssignmentKey(node, a.name), api::AssignmentToJson(a),
+                       std::nullopt});
+        where.push_back(gpu_names.empty() ? node : Cat(node, " (GPU ", Join(gpu_names, ","), ")"));
+        s.placement.push_back(std::move(pr));
+      }
+      s.reason = "Scheduled";
+      s.message = Cat("attempt ", s.attempt, " on ", Join(where, ", "));
+      events.push_back({"Normal", "Scheduled", s.message});
+      if (s.attempt == 1) {
+        pass.bind_latencies.push_back(std::max<int64_t>(0, now - s.submitted_ms) / 1000.0);
+      }
+    } else if (d.kind == sched::DecisionKind::kPreempt) {
+      if (!s.Active()) continue;
+      for (const PlacedReplica& r : s.placement) {
+        ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
+      }
+      ++s.interruptions;
+      s.phase = "Preempting";
+      s.next = "Pending";
+      s.reason = "Preempted";
+      s.message = Cat("preempted for ", d.preemptor, ": ", d.reason);
+      s.stop_deadline_ms = now + d.grace_ms + 5000;
+      events.push_back({"Warning", "Preempted", s.message});
+    } else {
+      std::string reason = d.kind == sched::DecisionKind::kReject ? "Unschedulable" : "Waiting";
+      if (s.reason == reason && s.message == d.reason) continue;
+      s.reason = reason;
+      s.message = d.reason;
+      events.push_back({d.kind == sched::DecisionKind::kReject ? "Warning" : "Normal", reason, d.reason});
+    }
+    Json doc = obj.doc;
+    JobStatusToJson(s, doc);
+    ops.insert(ops.begin(), {store::Op::Kind::kPut, Cat("/jobs/", ns, "/", name), doc.dump(2), obj.mod_revision});
+    for (const JobEvent& e : events) {
+      ops.push_back(MakeEventOp(ns, name, UidOf(obj.doc), e, now, ++event_seq_));
+    }
+    absl::StatusOr<int64_t> rev = store_.Txn(ops);
+    if (!rev.ok() && !absl::IsAborted(rev.status())) {
+      std::cerr << "gpucloud server: controller: binding " << d.job << ": " << rev.status().message()
+                << std::endl;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --- metrics ---------------------------------------------------------------------------------
+
+std::string RenderClusterMetrics(const ClusterMetrics& m) {
+  std::string out;
+  out += "# HELP gpucloud_jobs Jobs by phase.\n# TYPE gpucloud_jobs gauge\n";
+  for (const char* phase : {"Pending", "Scheduled", "Running", "Preempting", "Restarting",
+                            "Cancelling", "Stopping", "Succeeded", "Failed", "Cancelled"}) {
+    auto it = m.jobs_by_phase.find(phase);
+    out += Cat("gpucloud_jobs{phase=\"", phase, "\"} ", it == m.jobs_by_phase.end() ? 0 : it->second, "\n");
+  }
+  out += "# HELP gpucloud_pending_jobs Pending jobs per queue.\n# TYPE gpucloud_pending_jobs gauge\n";
+  for (const auto& [q, n] : m.pending_by_queue) out += Cat("gpucloud_pending_jobs{queue=\"", q, "\"} ", n, "\n");
+  out += "# HELP gpucloud_gpus GPUs on Ready nodes by type and state.\n# TYPE gpucloud_gpus gauge\n";
+  for (const auto& [type, total] : m.gpus_total_by_type) {
+    auto a = m.gpus_allocated_by_type.find(type);
+    double allocated = a == m.gpus_allocated_by_type.end() ? 0 : a->second;
+    out += Cat("gpucloud_gpus{type=\"", type, "\",state=\"allocated\"} ", allocated, "\n");
+    out += Cat("gpucloud_gpus{type=\"", type, "\",state=\"free\"} ", total - allocated, "\n");
+  }
+  out += "# HELP gpucloud_nodes Nodes by readiness.\n# TYPE gpucloud_nodes gauge\n";
+  out += Cat("gpucloud_nodes{ready=\"true\"} ", m.nodes_ready, "\n");
+  out += Cat("gpucloud_nodes{ready=\"false\"} ", m.nodes_not_ready, "\n");
+  out += "# HELP gpucloud_controller_pass_seconds Duration of the last controller pass.\n"
+         "# TYPE gpucloud_controller_pass_seconds gauge\n";
+  out += Cat("gpucloud_controller_pass_seconds ", m.last_pass_seconds, "\n");
+  out += "# HELP gpucloud_scheduling_latency_seconds Submission to binding of first attempts.\n"
+         "# TYPE gpucloud_scheduling_latency_seconds histogram\n";
+  for (size_t i = 0; i < m.bind_latency_bounds.size(); ++i) {
+    out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"", m.bind_latency_bounds[i], "\"} ",
+               m.bind_latency_counts[i], "\n");
+  }
+  out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"+Inf\"} ",
+             m.bind_latency_counts.empty() ? 0 : m.bind_latency_counts.back(), "\n");
+  out += Cat("gpucloud_scheduling_latency_seconds_sum ", m.bind_latency_sum, "\n");
+  out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
+  return out;
+}
+
+}  // namespace gpucloud::server

@@ -1,0 +1,120 @@
+// Controller: the control plane's loop — node controller, job controller and scheduler loop in
+// one thread, so that one writer moves jobs through their phases (fewer conflicts, and every
+// decision sees the previous one). Each pass:
+//   1. catches up with the store (ObjectCache: nodes, jobs, queues);
+//   2. nodes: Ready while heartbeats arrive (NodeTable), NotReady after `heartbeat_timeout_ms`
+//      without one; transitions are written to the Node's status;
+//   3. jobs: the job controller moves each job along from its tasks' reports — Scheduled ->
+//      Running -> Succeeded; a failed task restarts the job from its checkpoint with back-off
+//      (restartPolicy) or fails it; a lost or drained node, a preemption or a cancel stops the
+//      job's tasks (assignments deleted; the agents stop them with a grace period) and keeps
+//      its GPUs reserved until they have stopped;
+//   4. the scheduler (libsched, the same as `gpucloud sim`) places pending jobs; a gang's
+//      bindings — the job's status and every assignment — are written in one transaction;
+//      a waiting job gets its reason in its status and an Event.
+// Writes are compare-and-swap on what the pass read, so a concurrent API write wins and the
+// next pass sees it. Passes run at every store change or Kick, and at least every tick.
+// Thread-safe: Start/Stop/Kick/Metrics from any thread; RunOnce from one at a time (tests call
+// it directly, with a FakeClock, instead of Start).
+#ifndef GPUCLOUD_SERVER_CONTROLLER_H_
+#define GPUCLOUD_SERVER_CONTROLLER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "core/clock.h"
+#include "core/gpu_catalog.h"
+#include "core/sched_config.h"
+#include "server/node_table.h"
+#include "server/object_cache.h"
+#include "store/store.h"
+
+namespace gpucloud::sched {
+class Scheduler;
+}
+
+namespace gpucloud::server {
+
+struct ControllerOptions {
+  SchedulerConfig scheduler;
+  // Where jobs' checkpoints go when their spec names none: {root}/{namespace}/{job}. A shared
+  // file system on a multi-node cluster.
+  std::string checkpoint_root = ".gpucloud/checkpoints";
+  int64_t heartbeat_timeout_ms = 3000;  // 3 missed heartbeats of 1 s
+  int64_t tick_ms = 1000;
+  int64_t stop_grace_ms = 30'000;  // SIGTERM to SIGKILL on the agents
+};
+
+// What /metrics shows of the cluster, as of the last pass.
+struct ClusterMetrics {
+  std::map<std::string, int64_t> jobs_by_phase;
+  std::map<std::string, int64_t> pending_by_queue;
+  std::map<std::string, int64_t> gpus_total_by_type;      // on Ready nodes, healthy
+  std::map<std::string, double> gpus_allocated_by_type;   // whole GPUs (shares as fractions)
+  int64_t nodes_ready = 0;
+  int64_t nodes_not_ready = 0;
+  int64_t passes = 0;
+  double last_pass_seconds = 0;
+  // Submission (creation) to binding, first attempts only: histogram buckets in seconds.
+  std::vector<double> bind_latency_bounds;
+  std::vector<int64_t> bind_latency_counts;  // cumulative per bound, then +Inf
+  double bind_latency_sum = 0;
+  int64_t bind_latency_count = 0;
+};
+
+// Renders ClusterMetrics in Prometheus text format (gpucloud_* names).
+std::string RenderClusterMetrics(const ClusterMetrics& m);
+
+class Controller {
+ public:
+  // Borrows everything; all must outlive the controller.
+  Controller(store::Store& store, NodeTable& nodes, const Clock& clock, const GpuCatalog& catalog,
+             ControllerOptions options);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  void Start();
+  void Stop();
+  void Kick();
+  absl::Status RunOnce();
+  ClusterMetrics Metrics() const;
+
+ private:
+  struct Pass;
+  void Loop();
+  absl::Status SyncNodes(Pass& pass);
+  void StepJobs(Pass& pass);
+  absl::Status Schedule(Pass& pass);
+
+  store::Store& store_;
+  NodeTable& node_table_;
+  const Clock& clock_;
+  const GpuCatalog& catalog_;
+  ControllerOptions options_;
+  const int64_t started_ms_;
+
+  ObjectCache nodes_{"/nodes/"};
+  ObjectCache jobs_{"/jobs/"};
+  ObjectCache queues_{"/queues/"};
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  int64_t scheduler_queues_revision_ = -1;
+  uint64_t event_seq_ = 0;
+
+  mutable absl::Mutex mu_;
+  ClusterMetrics metrics_ ABSL_GUARDED_BY(mu_);
+  bool kicked_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_CONTROLLER_H_

@@ -1,0 +1,149 @@
+#include "server/job_status.h"
+
+#include <nlohmann/json.hpp>
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string_view ModeName(GpuMode m) {
+  switch (m) {
+    case GpuMode::kWhole: return "whole";
+    case GpuMode::kMig: return "mig";
+    case GpuMode::kShared: return "shared";
+    case GpuMode::kNone: break;
+  }
+  return "none";
+}
+
+GpuMode ParseMode(const std::string& s) {
+  if (s == "whole") return GpuMode::kWhole;
+  if (s == "mig") return GpuMode::kMig;
+  if (s == "shared") return GpuMode::kShared;
+  return GpuMode::kNone;
+}
+
+template <typename T>
+T Get(const Json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const Json::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+JobStatus JobStatusFromJson(const Json& doc) {
+  JobStatus s;
+  auto it = doc.find("status");
+  if (it == doc.end() || !it->is_object()) return s;
+  const Json& j = *it;
+  s.phase = Get<std::string>(j, "phase", "Pending");
+  s.next = Get<std::string>(j, "next", "");
+  s.attempt = Get<int>(j, "attempt", 0);
+  s.restarts = Get<int>(j, "restarts", 0);
+  s.interruptions = Get<int>(j, "interruptions", 0);
+  s.reason = Get<std::string>(j, "reason", "");
+  s.message = Get<std::string>(j, "message", "");
+  s.submitted_ms = Get<int64_t>(j, "submittedMs", 0);
+  s.not_before_ms = Get<int64_t>(j, "notBeforeMs", 0);
+  s.scheduled_ms = Get<int64_t>(j, "scheduledMs", 0);
+  s.started_ms = Get<int64_t>(j, "startedMs", 0);
+  s.finished_ms = Get<int64_t>(j, "finishedMs", 0);
+  s.stop_deadline_ms = Get<int64_t>(j, "stopDeadlineMs", 0);
+  s.cancel_requested = Get<bool>(j, "cancelRequested", false);
+  s.delete_requested = Get<bool>(j, "deleteRequested", false);
+  s.checkpoint_dir = Get<std::string>(j, "checkpointDir", "");
+  if (auto p = j.find("placement"); p != j.end() && p->is_array()) {
+    for (const Json& r : *p) {
+      PlacedReplica pr;
+      pr.name = Get<std::string>(r, "name", "");
+      pr.node = Get<std::string>(r, "node", "");
+      pr.rank = Get<int>(r, "rank", 0);
+      pr.placement.task = Get<std::string>(r, "task", "");
+      pr.placement.replica = Get<int>(r, "replica", 0);
+      pr.placement.cpu = MilliCpu(Get<int64_t>(r, "cpuMilli", 0));
+      pr.placement.memory = MiB(Get<int64_t>(r, "memoryMiB", 0));
+      if (auto g = r.find("gpus"); g != r.end() && g->is_array()) {
+        for (const Json& x : *g) {
+          sched::GpuAssignment a;
+          a.gpu = Get<int>(x, "index", 0);
+          a.mode = ParseMode(Get<std::string>(x, "mode", "whole"));
+          a.mig.profile = Get<std::string>(x, "migProfile", "");
+          a.mig.start = Get<int>(x, "migStart", 0);
+          a.fraction = MilliGpu(Get<int64_t>(x, "fractionMilli", 0));
+          a.memory = MiB(Get<int64_t>(x, "memoryMiB", 0));
+          a.sharing = Get<bool>(x, "mps", false) ? GpuSharing::kMps : GpuSharing::kTimeSlicing;
+          pr.placement.gpus.push_back(std::move(a));
+        }
+      }
+      s.placement.push_back(std::move(pr));
+    }
+  }
+  if (auto t = j.find("tasks"); t != j.end() && t->is_object()) {
+    for (auto x = t->begin(); x != t->end(); ++x) {
+      if (x.value().is_string()) s.tasks[x.key()] = x.value().get<std::string>();
+    }
+  }
+  return s;
+}
+
+void JobStatusToJson(const JobStatus& s, Json& doc) {
+  Json j = Json::object();
+  j["phase"] = s.phase;
+  if (!s.next.empty()) j["next"] = s.next;
+  j["attempt"] = s.attempt;
+  j["restarts"] = s.restarts;
+  j["interruptions"] = s.interruptions;
+  if (!s.reason.empty()) j["reason"] = s.reason;
+  if (!s.message.empty()) j["message"] = s.message;
+  if (s.submitted_ms) j["submittedMs"] = s.submitted_ms;
+  if (s.not_before_ms) j["notBeforeMs"] = s.not_before_ms;
+  if (s.scheduled_ms) j["scheduledMs"] = s.scheduled_ms;
+  if (s.started_ms) j["startedMs"] = s.started_ms;
+  if (s.finished_ms) j["finishedMs"] = s.finished_ms;
+  if (s.stop_deadline_ms) j["stopDeadlineMs"] = s.stop_deadline_ms;
+  if (s.cancel_requested) j["cancelRequested"] = true;
+  if (s.delete_requested) j["deleteRequested"] = true;
+  if (!s.checkpoint_dir.empty()) j["checkpointDir"] = s.checkpoint_dir;
+  if (!s.placement.empty()) {
+    Json p = Json::array();
+    for (const PlacedReplica& r : s.placement) {
+      Json gpus = Json::array();
+      for (const sched::GpuAssignment& a : r.placement.gpus) {
+        Json g{{"index", a.gpu}, {"mode", ModeName(a.mode)}};
+        if (a.mode == GpuMode::kMig) {
+          g["migProfile"] = a.mig.profile;
+          g["migStart"] = a.mig.start;
+        }
+        if (a.mode == GpuMode::kShared) {
+          g["fractionMilli"] = a.fraction.raw();
+          g["memoryMiB"] = a.memory.raw();
+          g["mps"] = a.sharing == GpuSharing::kMps;
+        }
+        gpus.push_back(std::move(g));
+      }
+      p.push_back(Json{{"name", r.name},
+                       {"node", r.node},
+                       {"rank", r.rank},
+                       {"task", r.placement.task},
+                       {"replica", r.placement.replica},
+                       {"cpuMilli", r.placement.cpu.raw()},
+                       {"memoryMiB", r.placement.memory.raw()},
+                       {"gpus", std::move(gpus)}});
+    }
+    j["placement"] = std::move(p);
+  }
+  if (!s.tasks.empty()) {
+    Json t = Json::object();
+    for (const auto& [k, v] : s.tasks) t[k] = v;
+    j["tasks"] = std::move(t);
+  }
+  doc["status"] = std::move(j);
+}
+
+}  // namespace gpucloud::server

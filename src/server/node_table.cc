@@ -1,0 +1,33 @@
+#include "server/node_table.h"
+
+namespace gpucloud::server {
+
+bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_t now_ms) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = nodes_.try_emplace(node);
+  NodeReport& r = it->second;
+  bool changed = inserted || r.heartbeat.tasks != heartbeat.tasks ||
+                 r.heartbeat.gpus != heartbeat.gpus;
+  r.last_heartbeat_ms = now_ms;
+  r.heartbeat = std::move(heartbeat);
+  return changed;
+}
+
+std::optional<NodeReport> NodeTable::Get(const std::string& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, NodeReport> NodeTable::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_;
+}
+
+void NodeTable::Forget(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  nodes_.erase(node);
+}
+
+}  // namespace gpucloud::server

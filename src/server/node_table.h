@@ -1,0 +1,42 @@
+// NodeTable: what the agents' heartbeats said, kept in memory (a heartbeat a second from
+// thousands of nodes is not worth a disk write each). Heartbeats are level-triggered: every one
+// carries the whole truth of its node (its tasks' states, its GPUs' health), so a server that
+// restarts with an empty table learns it again within a second, and nothing is lost by not
+// storing it. The controller reads it to mark nodes Ready or NotReady and to move jobs along.
+// Thread-safe.
+#ifndef GPUCLOUD_SERVER_NODE_TABLE_H_
+#define GPUCLOUD_SERVER_NODE_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "api/wire.h"
+
+namespace gpucloud::server {
+
+struct NodeReport {
+  int64_t last_heartbeat_ms = 0;
+  api::Heartbeat heartbeat;
+};
+
+class NodeTable {
+ public:
+  // Records a heartbeat; returns true when it says something new (a task changed state, a GPU
+  // changed health), so the caller can wake the controller at once rather than on its tick.
+  bool Record(const std::string& node, api::Heartbeat heartbeat, int64_t now_ms);
+  std::optional<NodeReport> Get(const std::string& node) const;
+  std::map<std::string, NodeReport> Snapshot() const;
+  void Forget(const std::string& node);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, NodeReport> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_NODE_TABLE_H_

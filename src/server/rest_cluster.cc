@@ -1,0 +1,289 @@
+// The cluster half of the REST API: nodes and their agents' traffic (registration, heartbeats,
+// assignments), cordon/uncordon/drain, and the job sub-resources (cancel, events, logs).
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "api/wire.h"
+#include "core/text.h"
+#include "server/events.h"
+#include "server/log_store.h"
+#include "server/node_table.h"
+#include "server/rest.h"
+#include "server/rest_util.h"
+
+namespace gpucloud::server {
+namespace {
+
+constexpr Resource kNodes{"nodes", "Node", false};
+
+std::optional<int64_t> QueryInt(const Request& r, const char* key) {
+  auto it = r.query.find(key);
+  if (it == r.query.end()) return std::nullopt;
+  const std::string& v = it->second;
+  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoll(v);
+}
+
+bool Terminal(const std::string& phase) {
+  return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
+}
+
+std::string PhaseOf(const Json& doc) {
+  auto st = doc.find("status");
+  if (st == doc.end() || !st->is_object()) return "Pending";
+  return st->value("phase", "Pending");
+}
+
+}  // namespace
+
+void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick) {
+  nodes_ = nodes;
+  logs_ = logs;
+  kick_ = std::move(kick);
+}
+
+Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& parts) {
+  if (parts.size() > 3) return Status(404, "NotFound", Cat("no such path ", r.path));
+  Route route{&kNodes, "", parts.size() >= 2 ? parts[1] : ""};
+  if (!route.name.empty() && !ValidateDnsLabel(route.name).ok()) {
+    return Status(400, "BadRequest", Cat("name \"", route.name, "\" is not a DNS label"));
+  }
+  const bool agent_or_admin = r.who.admin || r.who.node;
+  if (parts.size() == 1) {
+    if (r.method != "GET") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (r.query.contains("watch") && r.query.at("watch") == "true") return Watch(r, route.Prefix());
+    return List(r, route);
+  }
+  if (parts.size() == 2) {
+    if (r.method == "GET") return Read(r, route);
+    if (r.method == "PUT") {
+      if (!agent_or_admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not register nodes"));
+      return RegisterNode(r, route.name);
+    }
+    if (r.method == "DELETE") {
+      if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not delete nodes"));
+      absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", std::nullopt}});
+      if (!rev.ok()) return FromStatus(rev.status());
+      if (nodes_ != nullptr) nodes_->Forget(route.name);
+      if (kick_) kick_();
+      return Status(200, "Deleted", Cat("Node ", route.name, " deleted at revision ", *rev));
+    }
+    return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+  }
+  const std::string& sub = parts[2];
+  if (sub == "heartbeat" && r.method == "POST") {
+    if (!agent_or_admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    return Heartbeat(r, route.name);
+  }
+  if (sub == "assignments" && r.method == "GET") {
+    if (!agent_or_admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    std::string prefix = Cat("/assignments/", route.name, "/");
+    if (r.query.contains("watch") && r.query.at("watch") == "true") return Watch(r, prefix);
+    absl::StatusOr<store::ListResult> list = store_.List(prefix);
+    if (!list.ok()) return FromStatus(list.status());
+    Json out{{"apiVersion", "gpucloud/v1"},
+             {"kind", "AssignmentList"},
+             {"metadata", {{"resourceVersion", std::to_string(list->revision)}}},
+             {"items", Json::array()}};
+    for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
+    return {200, out.dump() + "\n"};
+  }
+  if ((sub == "cordon" || sub == "uncordon" || sub == "drain") && r.method == "POST") {
+    if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not ", sub, " nodes"));
+    return SetNodeFlags(r, route.name, sub);
+  }
+  return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
+}
+
+Response RestApi::RegisterNode(const Request& r, const std::string& name) {
+  absl::StatusOr<api::NodeInfo> info = api::NodeFromJson(r.body);
+  if (!info.ok()) return Status(422, "Invalid", std::string(info.status().message()));
+  if (info->name != name) {
+    return Status(400, "BadRequest", Cat("metadata.name: is ", info->name, ", but the path says ", name));
+  }
+  std::string key = Cat("/nodes/", name);
+  for (int tries = 0; tries < 5; ++tries) {
+    absl::StatusOr<store::KeyValue> current = store_.Get(key);
+    if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
+    Json old = current.ok() ? Json::parse(current->value, nullptr, false) : Json::object();
+    bool unschedulable = false, draining = false;
+    if (old.contains("spec") && old["spec"].is_object()) {
+      unschedulable = old["spec"].value("unschedulable", false);
+      draining = old["spec"].value("draining", false);
+    }
+    Json doc = Json::parse(api::NodeToJson(*info, unschedulable));
+    if (draining) doc["spec"]["draining"] = true;
+    std::string uid = old.contains("metadata") ? old["metadata"].value("uid", "") : "";
+    doc["metadata"]["uid"] = uid.empty() ? NewUid() : uid;
+    std::string created = old.contains("metadata") ? old["metadata"].value("creationTimestamp", "") : "";
+    doc["metadata"]["creationTimestamp"] =
+        created.empty() ? absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(clock_.NowMillis()),
+                                           absl::UTCTimeZone())
+                        : created;
+    doc["status"]["ready"] = true;
+    doc["status"]["readyReason"] = "Registered";
+    doc["status"]["readyMessage"] = "the agent registered";
+    doc["status"]["readySinceMs"] = clock_.NowMillis();
+    absl::StatusOr<int64_t> rev = store_.Txn(
+        {{store::Op::Kind::kPut, key, doc.dump(2),
+          current.ok() ? std::optional<int64_t>(current->mod_revision) : std::optional<int64_t>(0)}});
+    if (absl::IsAborted(rev.status()) || absl::IsAlreadyExists(rev.status()) ||
+        absl::IsNotFound(rev.status())) {
+      continue;  // the controller wrote meanwhile: read again
+    }
+    if (!rev.ok()) return FromStatus(rev.status());
+    if (nodes_ != nullptr) nodes_->Record(name, {}, clock_.NowMillis());
+    if (kick_) kick_();
+    doc["metadata"]["resourceVersion"] = std::to_string(*rev);
+    return {current.ok() ? 200 : 201, doc.dump(2) + "\n"};
+  }
+  return Status(409, "Conflict", Cat(key, " keeps changing; retry"));
+}
+
+Response RestApi::Heartbeat(const Request& r, const std::string& name) {
+  if (nodes_ == nullptr) return Status(404, "NotFound", "this server takes no heartbeats");
+  absl::StatusOr<api::Heartbeat> hb = api::HeartbeatFromJson(r.body);
+  if (!hb.ok()) return Status(422, "Invalid", std::string(hb.status().message()));
+  if (!nodes_->Get(name)) {
+    return Status(404, "NotFound", Cat("node ", name, " is not registered (register it first)"));
+  }
+  if (nodes_->Record(name, std::move(*hb), clock_.NowMillis()) && kick_) kick_();
+  return {200, "{\"ok\":true}\n"};
+}
+
+Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const std::string& verb) {
+  std::string key = Cat("/nodes/", name);
+  for (int tries = 0; tries < 5; ++tries) {
+    absl::StatusOr<store::KeyValue> current = store_.Get(key);
+    if (!current.ok()) {
+      if (absl::IsNotFound(current.status())) return Status(404, "NotFound", Cat("Node ", name, " not found"));
+      return FromStatus(current.status());
+    }
+    Json doc = Json::parse(current->value, nullptr, false);
+    doc["spec"]["unschedulable"] = verb != "uncordon";
+    if (verb == "drain") {
+      doc["spec"]["draining"] = true;
+    } else {
+      doc["spec"].erase("draining");
+    }
+    absl::StatusOr<int64_t> rev =
+        store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), current->mod_revision}});
+    if (absl::IsAborted(rev.status())) continue;
+    if (!rev.ok()) return FromStatus(rev.status());
+    if (kick_) kick_();
+    (void)r;
+    return {200, WithRevision({key, doc.dump(2), 0, *rev, 0}).dump(2) + "\n"};
+  }
+  return Status(409, "Conflict", Cat(key, " keeps changing; retry"));
+}
+
+Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::string& sub) {
+  if (sub == "cancel" && r.method == "POST") return Cancel(r, route, /*and_delete=*/false);
+  if (sub == "logs" && (r.method == "GET" || r.method == "POST")) return Logs(r, route);
+  if (sub == "events" && r.method == "GET") {
+    absl::StatusOr<store::ListResult> list = store_.List(EventPrefix(route.namespace_, route.name));
+    if (!list.ok()) return FromStatus(list.status());
+    Json out{{"apiVersion", "gpucloud/v1"},
+             {"kind", "EventList"},
+             {"metadata", {{"resourceVersion", std::to_string(list->revision)}}},
+             {"items", Json::array()}};
+    for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
+    return {200, out.dump(2) + "\n"};
+  }
+  return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
+}
+
+Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) {
+  std::optional<int64_t> expect = QueryInt(r, "resourceVersion");
+  if (expect && *expect < 0) {
+    return Status(400, "BadRequest", Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+  }
+  for (int tries = 0; tries < 5; ++tries) {
+    absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
+    if (!current.ok()) {
+      if (absl::IsNotFound(current.status())) {
+        return Status(404, "NotFound", Cat("Job ", route.namespace_, "/", route.name, " not found"));
+      }
+      return FromStatus(current.status());
+    }
+    if (expect && *expect != current->mod_revision) {
+      return FromStatus(absl::AbortedError(Cat(route.Key(), " was changed: it is at revision ",
+                                               current->mod_revision, ", not ", *expect)));
+    }
+    Json doc = Json::parse(current->value, nullptr, false);
+    std::string phase = PhaseOf(doc);
+    bool holds_nothing = Terminal(phase) || (phase == "Pending" && !(doc.contains("status") &&
+                                                                     doc["status"].contains("placement")));
+    if (and_delete && holds_nothing) {
+      std::vector<store::Op> ops{{store::Op::Kind::kDelete, route.Key(), "", current->mod_revision}};
+      for (const std::string& k : EventKeysOf(store_, route.namespace_, route.name)) {
+        ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
+      }
+      absl::StatusOr<int64_t> rev = store_.Txn(ops);
+      if (absl::IsAborted(rev.status())) continue;
+      if (!rev.ok()) return FromStatus(rev.status());
+      if (logs_ != nullptr) logs_->RemoveJob(route.namespace_, route.name);
+      if (kick_) kick_();
+      return Status(200, "Deleted", Cat("Job ", route.Key(), " deleted at revision ", *rev));
+    }
+    if (!and_delete && Terminal(phase)) {
+      return Status(409, "Conflict", Cat("Job ", route.namespace_, "/", route.name, " has already ended (", phase, ")"));
+    }
+    doc["status"]["cancelRequested"] = true;
+    if (and_delete) doc["status"]["deleteRequested"] = true;
+    absl::StatusOr<int64_t> rev =
+        store_.Txn({{store::Op::Kind::kPut, route.Key(), doc.dump(2), current->mod_revision}});
+    if (absl::IsAborted(rev.status())) continue;
+    if (!rev.ok()) return FromStatus(rev.status());
+    if (kick_) kick_();
+    return Status(202, and_delete ? "Deleting" : "Cancelling",
+                  Cat("Job ", route.namespace_, "/", route.name, " is ", phase,
+                      and_delete ? "; its tasks are being stopped, then it is deleted"
+                                 : "; its tasks are being stopped"));
+  }
+  return Status(409, "Conflict", Cat(route.Key(), " keeps changing; retry"));
+}
+
+Response RestApi::Logs(const Request& r, const Route& route) {
+  if (logs_ == nullptr) return Status(404, "NotFound", "this server keeps no logs");
+  std::optional<int64_t> rank = QueryInt(r, "rank"), attempt = QueryInt(r, "attempt"),
+                         offset = QueryInt(r, "offset"), limit = QueryInt(r, "limitBytes");
+  for (auto [name, v] : {std::pair{"rank", rank}, {"attempt", attempt}, {"offset", offset},
+                         {"limitBytes", limit}}) {
+    if (v && *v < 0) return Status(400, "BadRequest", Cat(name, ": \"", r.query.at(name), "\" is not a number"));
+  }
+  absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
+  if (!current.ok()) {
+    if (absl::IsNotFound(current.status())) {
+      return Status(404, "NotFound", Cat("Job ", route.namespace_, "/", route.name, " not found"));
+    }
+    return FromStatus(current.status());
+  }
+  Json doc = Json::parse(current->value, nullptr, false);
+  int current_attempt = doc.contains("status") ? doc["status"].value("attempt", 0) : 0;
+  LogKey key{route.namespace_, route.name, static_cast<int>(attempt.value_or(current_attempt)),
+             static_cast<int>(rank.value_or(0))};
+  if (r.method == "POST") {
+    if (!r.who.admin && !r.who.node) {
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not write logs"));
+    }
+    if (!rank || !attempt || !offset) {
+      return Status(400, "BadRequest", "rank, attempt and offset are required to append to a log");
+    }
+    absl::StatusOr<int64_t> size = logs_->Append(key, *offset, r.body);
+    if (absl::IsInvalidArgument(size.status())) {
+      return {409, Cat("{\"size\":", logs_->Size(key), "}\n")};
+    }
+    if (!size.ok()) return FromStatus(size.status());
+    return {200, Cat("{\"size\":", *size, "}\n")};
+  }
+  Response out{200, logs_->Read(key, offset.value_or(0), limit.value_or(1 << 20)), "text/plain"};
+  out.more = !Terminal(PhaseOf(doc)) && key.attempt == current_attempt;
+  out.headers["X-Gpucloud-Attempt"] = std::to_string(key.attempt);
+  return out;
+}
+
+}  // namespace gpucloud::server

@@ -1,0 +1,47 @@
+// Helpers the REST API's files share: Kubernetes Status answers and stored documents with their
+// revision. Thread-safe (pure functions).
+#ifndef GPUCLOUD_SERVER_REST_UTIL_H_
+#define GPUCLOUD_SERVER_REST_UTIL_H_
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "core/text.h"
+#include "server/rest.h"
+#include "store/store.h"
+
+namespace gpucloud::server {
+
+using Json = nlohmann::ordered_json;
+
+struct Resource {
+  std::string_view plural;
+  std::string_view kind;
+  bool namespaced;
+};
+
+struct RestApi::Route {
+  const Resource* resource = nullptr;
+  std::string namespace_;
+  std::string name;
+  std::string Prefix() const {
+    return resource->namespaced ? Cat("/", resource->plural, "/", namespace_, "/")
+                                : Cat("/", resource->plural, "/");
+  }
+  std::string Key() const { return Prefix() + name; }
+};
+
+
+// A Kubernetes Status object as the answer.
+Response Status(int code, std::string_view reason, std::string message);
+// The answer for a store or validation error (404, 409, 410, 400, 500).
+Response FromStatus(const absl::Status& s);
+// The stored document with the store's revision as metadata.resourceVersion.
+Json WithRevision(const store::KeyValue& kv);
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_REST_UTIL_H_
