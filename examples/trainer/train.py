@@ -86,7 +86,8 @@ def main():
     ap.add_argument("--dim", type=int, default=8)
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--fail-at-step", type=int, default=-1, help="exit 1 at this step (tests)")
+    ap.add_argument("--fail-at-step", type=int, default=-1,
+                    help="exit 1 at this step of the first attempt (a transient fault, for tests)")
     args = ap.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -111,7 +112,7 @@ def main():
             save(ckpt_dir, rank, step, w)
             print(f"rank {rank}: stopped at step {step}, checkpoint written", flush=True)
             return 0
-        if step == args.fail_at_step:
+        if step == args.fail_at_step and restarts == "0":
             print(f"rank {rank}: failing at step {step} as asked", flush=True)
             return 1
         loss, grad = loss_and_grad(w, rows)

@@ -3,13 +3,18 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
 
 #include "agent/exporter.h"
 #include "agent/metrics_server.h"
+#include "agent/node_agent.h"
+#include "api/client.h"
+#include "core/text.h"
 #include "agent/nvml_backend.h"
 #include "agent/simulated_backend.h"
 
@@ -34,6 +39,51 @@ nlohmann::ordered_json ToJson(const NodeGpus& node) {
   return out;
 }
 
+// A machine without an NVIDIA driver: a node with CPUs and memory, no GPUs.
+class NoGpuBackend : public GpuBackend {
+ public:
+  std::string_view Name() const override { return "none"; }
+  absl::StatusOr<NodeGpus> Discover() override { return NodeGpus{"none", "", 0, {}}; }
+  absl::StatusOr<std::vector<GpuSample>> Sample() override { return std::vector<GpuSample>{}; }
+};
+
+// `gpucloud agent run`: joins the control plane and runs what it assigns.
+int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptions options,
+            const std::string& metrics_listen, std::ostream& out, std::ostream& err) {
+  std::unique_ptr<MetricsServer> metrics;
+  if (!metrics_listen.empty()) {
+    size_t colon = metrics_listen.rfind(':');
+    int port = colon == std::string::npos ? -1 : std::atoi(metrics_listen.c_str() + colon + 1);
+    if (port < 0 || port > 65535) {
+      err << "gpucloud agent: --metrics-listen: \"" << metrics_listen << "\" is not HOST:PORT\n";
+      return 2;
+    }
+    // The exporter reads the GPUs through its own backend instance (backends are not shared
+    // between threads).
+    metrics = std::make_unique<MetricsServer>(backend, metrics_listen.substr(0, colon),
+                                              static_cast<uint16_t>(port), options.node_name);
+  }
+  NodeAgent agent(server, backend, options);
+  std::thread waiter([&agent] {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    agent.Stop();
+  });
+  out << "gpucloud agent: joining " << server.host << ":" << server.port << std::endl;
+  absl::Status s = agent.Run();
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  if (!s.ok()) {
+    err << "gpucloud agent: " << s.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -45,7 +95,22 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   CLI::App* serve = app.add_subcommand("serve", "serve /metrics over HTTP until stopped");
   std::string listen = "0.0.0.0:9400";
   serve->add_option("--listen", listen, "address and port (dcgm-exporter's default 9400)");
-  for (CLI::App* sub : {discover, metrics, serve}) {
+  CLI::App* run = app.add_subcommand("run", "join the control plane and run what it assigns");
+  std::string config_path, server_url, ca, token_file;
+  NodeAgentOptions options;
+  std::vector<std::string> labels;
+  run->add_option("--config", config_path, "client config (server, certificate-authority, token)");
+  run->add_option("--server", server_url, "the control plane's URL (instead of --config)");
+  run->add_option("--ca", ca, "the control plane's CA certificate (with --server)");
+  run->add_option("--token-file", token_file, "file holding the bootstrap token (with --server)");
+  run->add_option("--node-name", options.node_name, "this node's name (default: the host name)");
+  run->add_option("--address", options.address, "address other nodes reach this one at");
+  run->add_option("--pool", options.pool, "node pool");
+  run->add_option("--label", labels, "node label KEY=VALUE (repeatable)");
+  run->add_option("--state-dir", options.state_dir, "task records, logs and hostfiles");
+  run->add_option("--cpu-milli", options.cpu_milli, "CPU to offer, in milli-CPUs (default: all)");
+  run->add_option("--memory-mib", options.memory_mib, "memory to offer, in MiB (default: all)");
+  for (CLI::App* sub : {discover, metrics, serve, run}) {
     sub->add_option("--simulate", simulate, "simulated GPUs, e.g. 8xH100 or 4xA100-80GB,2xT4");
     sub->add_option("--nvml-library", library, "NVML library to load");
   }
@@ -54,7 +119,7 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
   }
-  if (serve->parsed()) {
+  if (serve->parsed() || run->parsed()) {
     // Block the stop signals before the server thread starts; wait for them below.
     sigset_t stop;
     sigemptyset(&stop);
@@ -62,8 +127,59 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   }
+  if (run->parsed() && options.node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    options.node_name = ToLower(host);
+  }
   absl::StatusOr<std::unique_ptr<GpuBackend>> backend =
-      simulate.empty() ? OpenNvml(library) : MakeSimulatedBackend(simulate);
+      simulate.empty() ? OpenNvml(library)
+                       : MakeSimulatedBackend(simulate, GpuCatalog::Default(),
+                                              run->parsed() ? options.node_name : "");
+  if (run->parsed()) {
+    api::ClientConfig server;
+    if (!server_url.empty()) {
+      std::ifstream f(token_file);
+      std::string token;
+      std::getline(f, token);
+      if (token.empty()) {
+        err << "gpucloud agent: --token-file: cannot read a token from \"" << token_file << "\"\n";
+        return 2;
+      }
+      std::string tmp = Cat("server: ", server_url, "\ncertificate-authority: ", ca, "\ntoken: ", token, "\n");
+      absl::StatusOr<api::ClientConfig> c = api::ParseClientConfig(tmp, "--server");
+      if (!c.ok()) {
+        err << "gpucloud agent: " << c.status().message() << "\n";
+        return 2;
+      }
+      server = *c;
+    } else {
+      absl::StatusOr<api::ClientConfig> c = api::LoadClientConfig(api::DefaultConfigPath(config_path));
+      if (!c.ok()) {
+        err << "gpucloud agent: " << c.status().message() << "\n";
+        return 2;
+      }
+      server = *c;
+    }
+    for (const std::string& l : labels) {
+      size_t eq = l.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        err << "gpucloud agent: --label: \"" << l << "\" is not KEY=VALUE\n";
+        return 2;
+      }
+      options.labels[l.substr(0, eq)] = l.substr(eq + 1);
+    }
+    if (!backend.ok()) {
+      if (!simulate.empty() || !absl::IsUnavailable(backend.status())) {
+        err << "gpucloud agent: " << backend.status().message() << "\n";
+        return 1;
+      }
+      err << "gpucloud agent: no NVIDIA driver (" << backend.status().message()
+          << "); this node has no GPUs\n";
+      backend = std::unique_ptr<GpuBackend>(std::make_unique<NoGpuBackend>());
+    }
+    return RunNode(**backend, server, options, "", out, err);
+  }
   NodeGpus node;
   std::vector<GpuSample> samples;
   if (!backend.ok()) {

@@ -206,4 +206,38 @@ absl::StatusOr<TaskExit> Executor::Stop(const std::string& id, absl::Duration gr
   return *t.exit;
 }
 
+absl::Status Executor::Terminate(const std::string& id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return absl::NotFoundError(Cat("no task ", id));
+  Task& t = it->second;
+  if (t.exit) return absl::OkStatus();
+  t.stopping = true;
+  kill(-t.pid, SIGTERM);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Kill(const std::string& id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return absl::NotFoundError(Cat("no task ", id));
+  Task& t = it->second;
+  if (t.exit) return absl::OkStatus();
+  t.stopping = true;
+  kill(-t.pid, SIGKILL);
+  return absl::OkStatus();
+}
+
+void Executor::Detach() {
+  for (auto& [id, t] : tasks_) {
+    if (t.pidfd >= 0) close(t.pidfd);
+  }
+  tasks_.clear();
+}
+
+void Executor::Forget(const std::string& id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || !it->second.exit) return;
+  if (it->second.pidfd >= 0) close(it->second.pidfd);
+  tasks_.erase(it);
+}
+
 }  // namespace gpucloud::agent

@@ -65,6 +65,16 @@ class Executor {
   // SIGTERM to the task's process group; SIGKILL after `grace` if it still runs. Returns its
   // exit. NotFound for an unknown id.
   absl::StatusOr<TaskExit> Stop(const std::string& id, absl::Duration grace);
+  // The non-blocking halves of Stop, for a loop that cannot wait out a grace period: SIGTERM
+  // to the group now (Terminate), SIGKILL later (Kill); Poll reports the exit. NotFound for an
+  // unknown id.
+  absl::Status Terminate(const std::string& id);
+  absl::Status Kill(const std::string& id);
+  // Drops an ended task (its id may be used again).
+  void Forget(const std::string& id);
+  // Lets every task run on without this executor (the agent stops, the next one re-adopts
+  // them): nothing is killed on destruction.
+  void Detach();
 
  private:
   struct Task {

@@ -42,7 +42,8 @@ class SimulatedBackend final : public GpuBackend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_view spec,
-                                                                 const GpuCatalog& catalog) {
+                                                                 const GpuCatalog& catalog,
+                                                                 const std::string& node_name) {
   NodeGpus node;
   node.backend = "simulated";
   node.driver_version = "simulated";
@@ -66,7 +67,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
     for (int i = 0; i < count; ++i) {
       GpuDevice g;
       g.index = static_cast<int>(node.gpus.size());
-      g.uuid = Cat("GPU-simulated-", g.index);
+      g.uuid = node_name.empty() ? Cat("GPU-simulated-", g.index) : Cat("GPU-sim-", node_name, "-", g.index);
       g.name = Cat("Simulated ", type->name);
       g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
       g.memory = type->memory;

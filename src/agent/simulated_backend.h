@@ -7,15 +7,19 @@
 #include <memory>
 #include <string_view>
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "agent/gpu_backend.h"
 #include "core/gpu_catalog.h"
 
 namespace gpucloud::agent {
 
-// InvalidArgument naming the bad part of `spec` ("3xB300: unknown GPU type").
+// InvalidArgument naming the bad part of `spec` ("3xB300: unknown GPU type"). With `node`, the
+// GPUs' UUIDs name it ("GPU-sim-node-a-0"), so that simulated nodes of one cluster differ.
 absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(
-    std::string_view spec, const GpuCatalog& catalog = GpuCatalog::Default());
+    std::string_view spec, const GpuCatalog& catalog = GpuCatalog::Default(),
+    const std::string& node = "");
 
 }  // namespace gpucloud::agent
 

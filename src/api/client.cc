@@ -1,5 +1,6 @@
 #include "api/client.h"
 
+#include <fstream>
 #include <openssl/ssl.h>
 #include <yaml-cpp/yaml.h>
 
@@ -31,12 +32,19 @@ std::string DefaultConfigPath(const std::string& flag) {
 }
 
 absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path) {
-  YAML::Node doc;
-  try {
-    doc = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
+  std::ifstream f(path);
+  if (!f) {
     return absl::InvalidArgumentError(Cat(path, ": cannot read the client config (set one up "
                                                 "from the server's admin.config)"));
+  }
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return ParseClientConfig(text, path);
+}
+
+absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const std::string& path) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(Cat(path, ": invalid YAML: ", e.msg));
   }
@@ -92,8 +100,13 @@ struct Connection {
   }
 };
 
+Client::Client(ClientConfig config) : config_(std::move(config)) {}
+Client::~Client() = default;
+Client::Client(const Client& other) : config_(other.config_) {}
+
 absl::StatusOr<HttpResponse> Client::Stream(
-    const std::string& target, const std::function<void(const std::string&)>& on_line) const {
+    const std::string& target, const std::function<void(const std::string&)>& on_line,
+    int idle_seconds, const std::atomic<bool>* cancel) const {
   Connection conn;
   if (absl::Status s = conn.Open(config_); !s.ok()) return s;
   auto& stream = *conn.stream;
@@ -123,30 +136,57 @@ absl::StatusOr<HttpResponse> Client::Stream(
   };
   parser.on_chunk_body(on_chunk);
   while (!parser.is_done()) {
+    if (idle_seconds > 0) {
+      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(idle_seconds));
+    }
     http::read_some(stream, buf, parser, ec);
+    if (ec == beast::error::timeout) {
+      return absl::UnavailableError(Cat("watch on ", config_.host, ": silent for ", idle_seconds, " s"));
+    }
     if (ec) break;
+    if (cancel != nullptr && cancel->load()) break;
   }
   return HttpResponse{200, ""};
 }
 
 absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::string& target,
                                           const std::string& body) const {
-  Connection conn;
-  if (absl::Status s = conn.Open(config_); !s.ok()) return s;
-  auto& stream = *conn.stream;
-  beast::error_code ec;
   http::request<http::string_body> req{http::string_to_verb(std::string(method)), target, 11};
   req.set(http::field::host, config_.host);
   req.set(http::field::authorization, "Bearer " + config_.token);
   req.set(http::field::content_type, "application/yaml");
+  req.keep_alive(true);
   req.body() = body;
   req.prepare_payload();
-  http::write(stream, req, ec);
-  beast::flat_buffer buf;
-  http::response<http::string_body> res;
-  if (!ec) http::read(stream, buf, res, ec);
-  if (ec) return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
-  return HttpResponse{static_cast<int>(res.result_int()), res.body()};
+  // A kept-alive connection may have been closed by the server meanwhile: then the request
+  // never arrived (nothing was read back), and it is sent once more on a new connection.
+  for (int round = 0; round < 2; ++round) {
+    bool reused = conn_ != nullptr;
+    if (!conn_) {
+      auto c = std::make_unique<Connection>();
+      if (absl::Status s = c->Open(config_); !s.ok()) return s;
+      conn_ = std::move(c);
+    }
+    auto& stream = *conn_->stream;
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
+    beast::error_code ec;
+    http::write(stream, req, ec);
+    beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    if (!ec) http::read(stream, buf, parser, ec);
+    if (ec) {
+      bool nothing_back = !parser.got_some();
+      conn_.reset();
+      if (reused && nothing_back) continue;
+      return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
+    }
+    beast::get_lowest_layer(stream).expires_never();
+    HttpResponse out{static_cast<int>(parser.get().result_int()), parser.get().body()};
+    if (!parser.get().keep_alive()) conn_.reset();
+    return out;
+  }
+  return absl::UnavailableError(Cat("request to ", config_.host, ": the connection keeps closing"));
 }
 
 std::string CollectionPath(std::string_view resource, const std::string& namespace_) {
@@ -154,6 +194,7 @@ std::string CollectionPath(std::string_view resource, const std::string& namespa
     return Cat("/apis/gpucloud/v1/namespaces/", namespace_, "/jobs");
   }
   if (resource == "queues" || resource == "queue") return "/apis/gpucloud/v1/queues";
+  if (resource == "nodes" || resource == "node") return "/apis/gpucloud/v1/nodes";
   if (resource == "nodepools" || resource == "nodepool") return "/apis/gpucloud/v1/nodepools";
   return "";
 }

@@ -8,7 +8,9 @@
 #ifndef GPUCLOUD_API_CLIENT_H_
 #define GPUCLOUD_API_CLIENT_H_
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -26,6 +28,8 @@ struct ClientConfig {
 
 // Reads a config file; InvalidArgument naming the file and the missing or bad field.
 absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path);
+// The same from text; `path` names the source in errors.
+absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const std::string& path);
 // --config if given, else $GPUCLOUD_CONFIG, else ~/.gpucloud/config.
 std::string DefaultConfigPath(const std::string& flag);
 
@@ -34,21 +38,33 @@ struct HttpResponse {
   std::string body;
 };
 
+struct Connection;
+
 class Client {
  public:
-  explicit Client(ClientConfig config) : config_(std::move(config)) {}
-  // One request; Unavailable when the server cannot be reached or its certificate is not
-  // signed by the configured CA.
+  explicit Client(ClientConfig config);
+  ~Client();
+  Client(const Client& other);
+  Client& operator=(const Client&) = delete;
+  const ClientConfig& config() const { return config_; }
+  // One request (on a kept-alive connection); Unavailable when the server cannot be reached,
+  // does not answer within 30 s, or its certificate is not signed by the configured CA.
   absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& target,
                                     const std::string& body = "") const;
   // GET `target` (a watch) and hand each newline-delimited line of the streamed answer to
   // `on_line` as it arrives, until the server ends the stream. A non-200 answer comes back as
   // its HttpResponse (with the whole body); a 200 stream as status 200 with an empty body.
+  // With `idle_seconds` > 0, a stream silent for that long ends as Unavailable (a partition;
+  // ask for bookmarks so that a healthy one is never silent). With `cancel`, the stream ends
+  // after the first line that arrives once it is set.
   absl::StatusOr<HttpResponse> Stream(const std::string& target,
-                                      const std::function<void(const std::string&)>& on_line) const;
+                                      const std::function<void(const std::string&)>& on_line,
+                                      int idle_seconds = 0,
+                                      const std::atomic<bool>* cancel = nullptr) const;
 
  private:
   ClientConfig config_;
+  mutable std::unique_ptr<Connection> conn_;  // kept alive between Calls
 };
 
 // "/apis/gpucloud/v1/namespaces/{ns}/jobs/{name}" and the like for an object; `collection`

@@ -1,14 +1,18 @@
 #include "cli/gpuctl.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <istream>
 #include <random>
+#include <sstream>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "cli/cluster_commands.h"
 #include "cli/manifest_files.h"
+#include "cli/remote.h"
 #include "core/gpu_catalog.h"
 #include "core/parse.h"
 #include "core/text.h"
@@ -96,43 +100,6 @@ int Catalog(std::ostream& out) {
   return kExitOk;
 }
 
-// The message of a Kubernetes Status answer, or the body.
-std::string StatusMessage(const api::HttpResponse& r) {
-  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    return j["message"].get<std::string>();
-  }
-  return r.body;
-}
-
-// A client from the config; on failure says why on `err` and returns nullopt.
-std::optional<api::Client> Connect(const std::string& config_flag, std::ostream& err) {
-  absl::StatusOr<api::ClientConfig> c = api::LoadClientConfig(api::DefaultConfigPath(config_flag));
-  if (!c.ok()) {
-    err << "gpuctl: " << c.status().message() << "\n";
-    return std::nullopt;
-  }
-  return api::Client(*c);
-}
-
-// The answer when the request went through with a 2xx status; otherwise says why on `err`
-// (prefixed with `what` when given) and returns nullopt.
-std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
-                                      const std::string& path, const std::string& body,
-                                      std::ostream& err, const std::string& what = "") {
-  absl::StatusOr<api::HttpResponse> r = client.Call(method, path, body);
-  std::string prefix = what.empty() ? "gpuctl: " : Cat("gpuctl: ", what, ": ");
-  if (!r.ok()) {
-    err << prefix << r.status().message() << "\n";
-    return std::nullopt;
-  }
-  if (r->status < 200 || r->status > 299) {
-    err << prefix << StatusMessage(*r) << "\n";
-    return std::nullopt;
-  }
-  return *r;
-}
-
 int Apply(const std::vector<std::string>& files, const std::string& config, std::istream& in,
           std::ostream& out, std::ostream& err) {
   LoadedManifests loaded = LoadManifests(files, in);
@@ -164,13 +131,17 @@ int Apply(const std::vector<std::string>& files, const std::string& config, std:
   return code;
 }
 
-int Get(const std::vector<std::string>& args, const std::string& ns, const std::string& format,
-        int watch_seconds, const std::string& config, std::ostream& out, std::ostream& err) {
+int Get(const std::vector<std::string>& args, const std::string& ns, bool all_namespaces,
+        const std::string& format, int watch_seconds, const std::string& config, std::ostream& out,
+        std::ostream& err) {
   std::string path = api::CollectionPath(args[0], ns);
   if (path.empty()) {
-    err << "gpuctl: unknown resource \"" << args[0] << "\" (known: jobs, queues, nodepools)\n";
+    err << "gpuctl: unknown resource \"" << args[0] << "\" (known: jobs, nodes, queues, nodepools)\n";
     return kExitUsage;
   }
+  const bool jobs = args[0] == "jobs" || args[0] == "job";
+  const bool nodes = args[0] == "nodes" || args[0] == "node";
+  if (all_namespaces && jobs && args.size() == 1) path = "/apis/gpucloud/v1/jobs";
   if (args.size() > 1) path += "/" + args[1];
   std::optional<api::Client> client = Connect(config, err);
   if (!client) return kExitInvalid;
@@ -187,6 +158,10 @@ int Get(const std::vector<std::string>& args, const std::string& ns, const std::
   } else {
     items.push_back(j);
   }
+  if (format == "yaml" && nodes) {
+    out << "---\n" << nlohmann::json(items.size() == 1 && args.size() > 1 ? items[0] : nlohmann::json(items)).dump(2) << "\n";
+    return kExitOk;
+  }
   if (format == "yaml") {
     for (const nlohmann::json& item : items) {
       manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
@@ -194,8 +169,15 @@ int Get(const std::vector<std::string>& args, const std::string& ns, const std::
     }
     return kExitOk;
   }
-  out << fmt::format("{:<24} {:>8}  {}\n", "NAME", "REVISION", "SUMMARY");
+  if (jobs) {
+    PrintJobsTable(items, all_namespaces, out);
+  } else if (nodes) {
+    PrintNodesTable(items, out);
+  } else {
+    out << fmt::format("{:<24} {:>8}  {}\n", "NAME", "REVISION", "SUMMARY");
+  }
   for (const nlohmann::json& item : items) {
+    if (jobs || nodes) break;
     manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
     std::string summary = p.ok() && p.manifests.size() == 1 ? manifest::Summarize(p.manifests[0].object)
                                                              : std::string("?");
@@ -211,6 +193,15 @@ int Get(const std::vector<std::string>& args, const std::string& ns, const std::
   absl::StatusOr<api::HttpResponse> w = client->Stream(target, [&](const std::string& line) {
     nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
     if (!e.is_object() || !e.contains("object")) return;
+    if (jobs || nodes) {
+      std::ostringstream row;
+      if (jobs) PrintJobsTable({e["object"]}, false, row);
+      if (nodes) PrintNodesTable({e["object"]}, row);
+      std::string text = row.str();
+      out << text.substr(text.find('\n') + 1);  // without the header
+      out.flush();
+      return;
+    }
     const nlohmann::json& meta = e["object"]["metadata"];
     out << fmt::format("{:<24} {:>8}  {}\n", meta.value("name", "?"),
                        meta.value("resourceVersion", "?"), e.value("type", "?"));
@@ -227,17 +218,23 @@ int Delete(const std::vector<std::string>& args, const std::string& ns, const st
            std::ostream& out, std::ostream& err) {
   std::string path = api::CollectionPath(args[0], ns);
   if (path.empty() || args.size() != 2) {
-    err << "gpuctl: delete RESOURCE NAME (resources: jobs, queues, nodepools)\n";
+    err << "gpuctl: delete RESOURCE NAME (resources: jobs, nodes, queues, nodepools)\n";
     return kExitUsage;
   }
   std::optional<api::Client> client = Connect(config, err);
-  if (!client || !Send(*client, "DELETE", path + "/" + args[1], "", err)) return kExitInvalid;
-  out << args[0] << " " << args[1] << " deleted\n";
+  if (!client) return kExitInvalid;
+  std::optional<api::HttpResponse> r = Send(*client, "DELETE", path + "/" + args[1], "", err);
+  if (!r) return kExitInvalid;
+  if (r->status == 202) {
+    out << StatusMessage(*r) << "\n";  // a running job: cancelled first
+  } else {
+    out << args[0] << " " << args[1] << " deleted\n";
+  }
   return kExitOk;
 }
 
 struct RunOptions {
-  std::string name, ns = std::string(kDefaultNamespace), queue, type, image;
+  std::string name, ns = std::string(kDefaultNamespace), queue, type, image, workdir;
   int gpus = 1, replicas = 1;
   bool dry_run = false;
   std::vector<std::string> command;
@@ -256,6 +253,9 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
   }
   nlohmann::ordered_json task = {{"name", "main"}, {"replicas", o.replicas}, {"command", o.command}};
   if (!o.image.empty()) task["image"] = o.image;
+  // Where the command runs: by default where gpuctl runs, so that `gpuctl run -- python
+  // train.py` finds train.py (on a cluster, a path on the shared file system).
+  task["workingDir"] = !o.workdir.empty() ? o.workdir : std::filesystem::current_path().string();
   nlohmann::ordered_json gpu = {{"count", o.gpus}};
   if (!o.type.empty()) gpu["type"] = o.type;
   if (o.gpus > 0) task["resources"] = {{"gpu", gpu}};
@@ -337,11 +337,46 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   run->add_option("-n,--namespace", run_opts.ns, "namespace");
   run->add_option("--queue", run_opts.queue, "queue");
   run->add_option("--image", run_opts.image, "container image");
+  run->add_option("--workdir", run_opts.workdir, "working directory of the task (default: this one)");
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
   run->add_option("command", run_opts.command, "the command, after --");
   CLI::App* del = app.add_subcommand("delete", "Delete an object: delete RESOURCE NAME");
   del->add_option("args", delete_args, "RESOURCE NAME")->required()->expected(2);
   del->add_option("-n,--namespace", ns, "Namespace (jobs)");
+
+  bool all_namespaces = false;
+  get->add_flag("-A,--all-namespaces", all_namespaces, "jobs of every namespace (admins)");
+  std::vector<std::string> describe_args;
+  CLI::App* describe = app.add_subcommand("describe", "Show one job or node in full: describe job|node NAME");
+  describe->add_option("args", describe_args, "RESOURCE NAME")->required()->expected(2);
+  describe->add_option("-n,--namespace", ns, "Namespace (jobs)");
+  std::string logs_job;
+  int logs_rank = 0, logs_attempt = 0;
+  bool logs_follow = false;
+  CLI::App* logs = app.add_subcommand("logs", "Print a job's output: logs JOB [--rank R] [-f]");
+  logs->add_option("job", logs_job, "JOB")->required();
+  logs->add_option("-n,--namespace", ns, "Namespace");
+  logs->add_option("--rank", logs_rank, "which task replica (default 0)")->check(CLI::NonNegativeNumber);
+  logs->add_option("--attempt", logs_attempt, "which attempt (default: the current one)")
+      ->check(CLI::PositiveNumber);
+  logs->add_flag("-f,--follow", logs_follow, "keep printing until the job ends");
+  std::string events_job, cancel_job, node_name;
+  CLI::App* events = app.add_subcommand("events", "What happened to a job and why: events JOB");
+  events->add_option("job", events_job, "JOB")->required();
+  events->add_option("-n,--namespace", ns, "Namespace");
+  CLI::App* cancel = app.add_subcommand("cancel", "Stop a job's tasks and keep the job: cancel JOB");
+  cancel->add_option("job", cancel_job, "JOB")->required();
+  cancel->add_option("-n,--namespace", ns, "Namespace");
+  std::vector<CLI::App*> node_verbs;
+  for (const char* verb : {"cordon", "uncordon", "drain"}) {
+    CLI::App* v = app.add_subcommand(
+        verb, std::string(verb) == "cordon"     ? "Stop placing jobs on a node"
+              : std::string(verb) == "uncordon" ? "Place jobs on a node again"
+                                                : "Cordon a node and move its jobs elsewhere (from checkpoints)");
+    v->add_option("node", node_name, "NODE")->required();
+    node_verbs.push_back(v);
+  }
+  CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
 
   try {
     app.parse(argc, argv);
@@ -349,6 +384,25 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     int code = app.exit(e, out, err);
     return code == 0 ? kExitOk : kExitUsage;
   }
+  auto with_client = [&](auto&& f) {
+    std::optional<api::Client> client = Connect(config, err);
+    if (!client) return kExitInvalid;
+    return f(*client);
+  };
+  if (describe->parsed()) {
+    return with_client([&](api::Client& c) { return Describe(c, describe_args[0], describe_args[1], ns, out, err); });
+  }
+  if (logs->parsed()) {
+    return with_client([&](api::Client& c) { return Logs(c, logs_job, ns, logs_rank, logs_attempt, logs_follow, out, err); });
+  }
+  if (events->parsed()) return with_client([&](api::Client& c) { return Events(c, events_job, ns, out, err); });
+  if (cancel->parsed()) return with_client([&](api::Client& c) { return Cancel(c, cancel_job, ns, out, err); });
+  for (CLI::App* v : node_verbs) {
+    if (v->parsed()) {
+      return with_client([&](api::Client& c) { return NodeVerb(c, v->get_name(), node_name, out, err); });
+    }
+  }
+  if (top->parsed()) return with_client([&](api::Client& c) { return Top(c, out, err); });
   if (validate->parsed()) return Validate(validate_files, in, out, err);
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
   if (catalog->parsed()) return Catalog(out);
@@ -358,7 +412,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       err << "gpuctl get -w: watches a whole collection, as a table\n";
       return kExitUsage;
     }
-    return Get(get_args, ns, get_format, get_watch ? watch_timeout : -1, config, out, err);
+    return Get(get_args, ns, all_namespaces, get_format, get_watch ? watch_timeout : -1, config, out, err);
   }
   if (del->parsed()) return Delete(delete_args, ns, config, out, err);
   if (run->parsed()) return RunJob(run_opts, config, out, err);

@@ -216,6 +216,8 @@ struct HttpsServer::Impl {
         timeout_s = std::stoll(v);
       }
     }
+    const bool bookmarks =
+        r.query.contains("allowWatchBookmarks") && r.query.at("allowWatchBookmarks") == "true";
     int64_t revision = store.Revision();  // every change up to here is in the first batch
     Response batch = api.Handle(r);        // validates everything; errors are answered plainly
     if (batch.status != 200) {
@@ -231,6 +233,7 @@ struct HttpsServer::Impl {
     http::write_header(stream, sr, ec);
     if (ec) return;
     absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+    absl::Time last_write = absl::InfinitePast();
     for (;;) {
       int64_t seen = last;
       for (const std::string& line : SplitAny(batch.body, "\n")) {
@@ -240,9 +243,16 @@ struct HttpsServer::Impl {
           seen = std::max<int64_t>(seen, std::atoll(line.c_str() + at + 19));
         }
       }
+      if (batch.body.empty() && bookmarks && absl::Now() - last_write >= absl::Seconds(1)) {
+        // Nothing happened: say so (Kubernetes' BOOKMARK), so that the client knows the stream
+        // is alive and where it stands.
+        batch.body = Cat("{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"",
+                         std::max(seen, revision), "\"}}}\n");
+      }
       if (!batch.body.empty()) {
         asio::write(stream, http::make_chunk(asio::buffer(batch.body)), ec);
         if (ec) return;
+        last_write = absl::Now();
       }
       // The batch holds every change under the prefix up to `revision` (read before it).
       last = std::max(seen, revision);

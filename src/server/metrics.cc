@@ -51,12 +51,17 @@ std::string ApiMetrics::Render(int64_t store_revision) const {
 }
 
 std::string ResourceOfPath(const std::string& path) {
-  for (const char* r : {"jobs", "queues", "nodepools"}) {
+  for (const char* r : {"jobs", "queues", "nodepools", "nodes"}) {
     std::string seg = Cat("/", r);
     size_t at = path.find(seg);
     if (at != std::string::npos &&
         (at + seg.size() == path.size() || path[at + seg.size()] == '/' ||
          path[at + seg.size()] == '?')) {
+      // Sub-resources by name (bounded: no object names in labels).
+      for (const char* sub : {"heartbeat", "assignments", "logs", "events", "cancel", "cordon",
+                              "uncordon", "drain"}) {
+        if (path.ends_with(Cat("/", sub))) return Cat(r, "/", sub);
+      }
       return r;
     }
   }

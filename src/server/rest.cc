@@ -148,10 +148,25 @@ Response RestApi::Handle(const Request& r) {
   for (const Resource& res : kResources) {
     if (res.plural == parts[i]) route.resource = &res;
   }
+  // Every namespace's jobs at once: for admins (gpuctl get jobs -A, gpuctl top).
+  if (route.resource != nullptr && route.resource->namespaced && route.namespace_.empty() &&
+      parts.size() == i + 1 && r.method == "GET") {
+    if (!r.who.admin) {
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not list every namespace"));
+    }
+    absl::StatusOr<store::ListResult> list = store_.List(Cat("/", route.resource->plural, "/"));
+    if (!list.ok()) return FromStatus(list.status());
+    Json out{{"apiVersion", "gpucloud/v1"},
+             {"kind", Cat(route.resource->kind, "List")},
+             {"metadata", {{"resourceVersion", std::to_string(list->revision)}}},
+             {"items", Json::array()}};
+    for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
+    return {200, out.dump(2) + "\n"};
+  }
   if (route.resource == nullptr || route.resource->namespaced != !route.namespace_.empty()) {
     return Status(404, "NotFound", Cat("no such resource ", r.path));
   }
-  if (parts.size() == i + 2) {
+  if (parts.size() >= i + 2) {
     route.name = parts[i + 1];
     if (!ValidateDnsLabel(route.name).ok()) {
       return Status(400, "BadRequest", Cat("name \"", route.name, "\" is not a DNS label"));

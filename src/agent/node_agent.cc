@@ -1,0 +1,602 @@
+#include "agent/node_agent.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "agent/executor.h"
+#include "agent/task_env.h"
+#include "api/wire.h"
+#include "core/text.h"
+
+namespace gpucloud::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+std::optional<uint64_t> ProcStartTime(pid_t pid) {
+  std::ifstream f(Cat("/proc/", pid, "/stat"));
+  std::string text;
+  if (!std::getline(f, text)) return std::nullopt;
+  size_t close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream in(text.substr(close + 2));
+  std::string field;
+  // Fields after the name start at 3 (state); starttime is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(in >> field)) return std::nullopt;
+  }
+  return std::stoull(field);
+}
+
+bool Alive(pid_t pid, uint64_t start_time) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::optional<uint64_t> t = ProcStartTime(pid);
+  if (!t || *t != start_time) return false;
+  std::ifstream f(Cat("/proc/", pid, "/stat"));
+  std::string text;
+  std::getline(f, text);
+  size_t close = text.rfind(')');
+  return close == std::string::npos || text.size() < close + 3 || text[close + 2] != 'Z';
+}
+
+std::string HostName() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+Json ReportToJson(const api::TaskReport& r) {
+  return Json{{"state", api::TaskStateName(r.state)}, {"exitCode", r.exit_code},
+              {"signal", r.signal},                   {"oomKilled", r.oom_killed},
+              {"message", r.message}};
+}
+
+}  // namespace
+
+struct NodeAgent::Impl {
+  struct Local {
+    api::Assignment a;
+    std::string exec_id;
+    api::TaskReport report;
+    bool in_executor = false;
+    pid_t adopted_pid = 0;
+    uint64_t adopted_start = 0;
+    bool stopping = false;
+    absl::Time kill_at = absl::InfiniteFuture();
+    std::optional<absl::Time> ended_at;
+    std::string log_path;
+    int64_t log_read_pos = 0;
+    int64_t log_shipped = 0;
+    bool log_gone = false;  // the server no longer takes this log
+  };
+
+  api::Client client;
+  api::Client watch_client;
+  GpuBackend& backend;
+  NodeAgentOptions o;
+  Executor exec;
+  std::atomic<bool> stop{false};
+
+  std::mutex mu;
+  std::condition_variable wake;
+  std::map<std::string, api::Assignment> desired;  // guarded by mu
+  bool desired_known = false;                      // guarded by mu: listed at least once
+  bool dirty = false;                              // guarded by mu
+
+  std::map<std::string, Local> tasks;  // the main loop's
+  std::thread watcher;
+  std::string cwd;
+
+  Impl(api::ClientConfig server, GpuBackend& b, NodeAgentOptions opts)
+      : client(server), watch_client(server), backend(b), o(std::move(opts)) {
+    if (o.node_name.empty()) o.node_name = ToLower(HostName());
+    if (o.address.empty()) o.address = HostName();
+    cwd = fs::current_path().string();
+  }
+
+  void Log(const std::string& line) {
+    std::cerr << "gpucloud agent " << o.node_name << ": " << line << std::endl;
+  }
+
+  // Sleeps up to `d`; returns false when stopping.
+  bool Sleep(absl::Duration d) {
+    std::unique_lock lock(mu);
+    wake.wait_for(lock, absl::ToChronoMilliseconds(d), [this] { return stop.load(); });
+    return !stop;
+  }
+
+  // --- registration --------------------------------------------------------------------------
+
+  absl::StatusOr<std::string> RegistrationBody() {
+    absl::StatusOr<NodeGpus> found = backend.Discover();
+    if (!found.ok()) return found.status();
+    api::NodeInfo n;
+    n.name = o.node_name;
+    n.labels = o.labels;
+    n.pool = o.pool;
+    n.address = o.address;
+    n.hostname = HostName();
+    n.cpu_milli = o.cpu_milli ? o.cpu_milli : sysconf(_SC_NPROCESSORS_ONLN) * 1000L;
+    n.memory_mib = o.memory_mib ? o.memory_mib
+                                : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                      sysconf(_SC_PAGE_SIZE) / (1 << 20);
+    n.backend = found->backend;
+    n.driver_version = found->driver_version;
+    n.cuda_version = found->cuda_driver_version;
+    for (const GpuDevice& d : found->gpus) {
+      Gpu g;
+      g.uuid = d.uuid;
+      g.index = d.index;
+      g.type = d.catalog_type.empty() ? Cat("generic-", d.name) : d.catalog_type;
+      g.memory = d.memory;
+      g.pci_bus_id = d.pci_bus_id;
+      g.mig_enabled = d.mig_enabled;
+      n.gpus.push_back(std::move(g));
+    }
+    return api::NodeToJson(n, false);
+  }
+
+  bool Register() {
+    absl::Duration backoff = absl::Milliseconds(200);
+    while (!stop) {
+      absl::StatusOr<std::string> body = RegistrationBody();
+      if (!body.ok()) {
+        Log(Cat("discovery failed: ", body.status().message()));
+      } else {
+        absl::StatusOr<api::HttpResponse> r = client.Call("PUT", api::NodePath(o.node_name), *body);
+        if (r.ok() && (r->status == 200 || r->status == 201)) {
+          Log(Cat("registered with ", client.config().host, ":", client.config().port));
+          return true;
+        }
+        Log(Cat("registration failed: ", r.ok() ? Cat("HTTP ", r->status, " ", r->body)
+                                                : std::string(r.status().message())));
+      }
+      if (!Sleep(backoff)) return false;
+      backoff = std::min(backoff * 2, absl::Seconds(8));
+    }
+    return false;
+  }
+
+  // --- assignments (watcher thread) ----------------------------------------------------------
+
+  void Watch() {
+    absl::Duration backoff = absl::Milliseconds(200);
+    while (!stop) {
+      absl::StatusOr<api::HttpResponse> list = watch_client.Call("GET", api::AssignmentsPath(o.node_name));
+      int64_t rev = 0;
+      if (list.ok() && list->status == 200) {
+        Json j = Json::parse(list->body, nullptr, false);
+        std::map<std::string, api::Assignment> items;
+        if (j.is_object() && j.contains("items")) {
+          for (const Json& item : j["items"]) {
+            absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(item.dump());
+            if (a.ok()) {
+              items[a->name] = std::move(*a);
+            } else {
+              Log(Cat("ignoring a bad assignment: ", a.status().message()));
+            }
+          }
+          rev = std::atoll(j["metadata"].value("resourceVersion", "0").c_str());
+        }
+        {
+          std::lock_guard lock(mu);
+          desired = std::move(items);
+          desired_known = true;
+          dirty = true;
+        }
+        wake.notify_all();
+        backoff = absl::Milliseconds(200);
+      } else {
+        if (!Sleep(backoff)) return;
+        backoff = std::min(backoff * 2, absl::Seconds(8));
+        continue;
+      }
+      // Watch from the list's revision until the stream fails; then list again.
+      while (!stop) {
+        bool expired = false;
+        auto on_line = [&](const std::string& line) {
+          Json e = Json::parse(line, nullptr, false);
+          if (!e.is_object() || !e.contains("object")) return;
+          const Json& obj = e["object"];
+          std::string type = e.value("type", "");
+          if (type == "BOOKMARK") {
+            if (obj.contains("metadata")) {
+              rev = std::max<int64_t>(rev, std::atoll(obj["metadata"].value("resourceVersion", "0").c_str()));
+            }
+            return;
+          }
+          std::string name, rv;
+          if (obj.contains("metadata")) {
+            name = obj["metadata"].value("name", "");
+            rv = obj["metadata"].value("resourceVersion", "0");
+          }
+          rev = std::max<int64_t>(rev, std::atoll(rv.c_str()));
+          std::lock_guard lock(mu);
+          if (type == "DELETED") {
+            desired.erase(name);
+          } else {
+            absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(obj.dump());
+            if (a.ok()) desired[a->name] = std::move(*a);
+          }
+          dirty = true;
+          wake.notify_all();
+        };
+        absl::StatusOr<api::HttpResponse> r = watch_client.Stream(
+            Cat(api::AssignmentsPath(o.node_name),
+                "?watch=true&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=", rev),
+            on_line, 15, &stop);
+        if (r.ok() && r->status == 200) continue;  // the server ended it after its timeout
+        expired = r.ok() && r->status == 410;
+        if (!expired) Sleep(backoff);
+        break;
+      }
+    }
+  }
+
+  // --- tasks (main loop) ---------------------------------------------------------------------
+
+  std::string RecordPath(const std::string& exec_id) const {
+    return Cat(o.state_dir, "/tasks/", exec_id, ".json");
+  }
+
+  void SaveRecord(const Local& t) {
+    Json j{{"assignment", Json::parse(api::AssignmentToJson(t.a))},
+           {"pid", t.in_executor ? exec.Pid(t.exec_id) : t.adopted_pid},
+           {"startTime", 0},
+           {"report", ReportToJson(t.report)},
+           {"logPath", t.log_path},
+           {"logShipped", t.log_shipped},
+           {"logReadPos", t.log_read_pos}};
+    pid_t pid = j["pid"].get<pid_t>();
+    if (pid > 0) j["startTime"] = ProcStartTime(pid).value_or(0);
+    std::error_code ec;
+    fs::create_directories(Cat(o.state_dir, "/tasks"), ec);
+    std::string path = RecordPath(t.exec_id), tmp = path + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << j.dump();
+    }
+    fs::rename(tmp, path, ec);
+  }
+
+  // Tasks a previous agent left: re-adopted when still running, else reported lost (or as they
+  // ended, when that was recorded).
+  void LoadRecords() {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(Cat(o.state_dir, "/tasks"), ec)) {
+      if (e.path().extension() != ".json") continue;
+      std::ifstream f(e.path());
+      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      Json j = Json::parse(text, nullptr, false);
+      if (!j.is_object() || !j.contains("assignment")) continue;
+      absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(j["assignment"].dump());
+      if (!a.ok()) continue;
+      Local t;
+      t.a = *a;
+      t.exec_id = e.path().stem().string();
+      t.report = {a->name, a->job_uid, a->attempt, api::TaskState::kLost, -1, 0, false, ""};
+      t.log_path = j.value("logPath", "");
+      t.log_shipped = j.value("logShipped", 0);
+      t.log_read_pos = j.value("logReadPos", 0);
+      const Json& rep = j["report"];
+      std::string state = rep.is_object() ? rep.value("state", "") : "";
+      pid_t pid = j.value("pid", 0);
+      uint64_t start = j.value("startTime", uint64_t{0});
+      if (state != "Running" && state != "Starting" && !state.empty()) {
+        for (api::TaskState s : {api::TaskState::kSucceeded, api::TaskState::kFailed,
+                                 api::TaskState::kStopped, api::TaskState::kLost}) {
+          if (api::TaskStateName(s) == state) t.report.state = s;
+        }
+        t.report.exit_code = rep.value("exitCode", -1);
+        t.report.signal = rep.value("signal", 0);
+        t.report.message = rep.value("message", "");
+        t.ended_at = absl::Now();
+      } else if (Alive(pid, start)) {
+        t.adopted_pid = pid;
+        t.adopted_start = start;
+        t.report.state = api::TaskState::kRunning;
+        Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
+      } else {
+        t.report.message = "it ended while the agent was away; its exit status is unknown";
+        t.ended_at = absl::Now();
+        Log(Cat("task ", t.a.name, " was lost while the agent was away"));
+      }
+      tasks[a->name] = std::move(t);
+      SaveRecord(tasks[a->name]);
+    }
+  }
+
+  void StartTask(const api::Assignment& a) {
+    Local t;
+    t.a = a;
+    t.exec_id = Cat(a.name, ".", a.attempt);
+    t.report = {a.name, a.job_uid, a.attempt, api::TaskState::kStarting, -1, 0, false, ""};
+    t.log_path = Cat(o.state_dir, "/logs/", a.namespace_, "/", a.job, "/attempt-", a.attempt,
+                     "/rank-", a.rank, ".log");
+    exec.Forget(t.exec_id);
+    auto fail = [&](std::string why) {
+      t.report.state = api::TaskState::kFailed;
+      t.report.message = std::move(why);
+      t.ended_at = absl::Now();
+      Log(Cat("task ", a.name, " could not start: ", t.report.message));
+    };
+    if (a.command.empty()) {
+      fail("the task has no command (gpucloud runs processes: give the task a command)");
+    } else {
+      std::error_code ec;
+      if (!a.checkpoint_dir.empty()) fs::create_directories(a.checkpoint_dir, ec);
+      std::string run_dir = Cat(o.state_dir, "/run/", t.exec_id);
+      fs::create_directories(run_dir, ec);
+      std::string hostfile = run_dir + "/hostfile";
+      {
+        std::ofstream f(hostfile, std::ios::trunc);
+        f << Hostfile(a.hosts);
+      }
+      TaskEnvInput in;
+      in.namespace_ = a.namespace_;
+      in.job = a.job;
+      in.job_uid = a.job_uid;
+      in.task = a.task;
+      in.attempt = a.attempt;
+      for (const api::AssignedGpu& g : a.gpus) {
+        in.gpu_uuids.push_back(g.uuid);
+        if (g.mode == "shared" && g.mps) in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
+      }
+      in.master_addr = a.master_addr;
+      in.master_port = a.master_port;
+      in.world_size = a.world_size;
+      in.rank = a.rank;
+      in.local_rank = a.local_rank;
+      in.local_world_size = a.local_world_size;
+      in.node_rank = a.node_rank;
+      in.nodes = a.nodes;
+      in.hostfile_path = hostfile;
+      in.checkpoint_dir = a.checkpoint_dir;
+      in.restart_count = a.restart_count;
+      for (const char* k : {"PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH",
+                            "CUDA_HOME"}) {
+        if (const char* v = getenv(k); v != nullptr && !a.env.contains(k)) in.user_env[k] = v;
+      }
+      for (const auto& [k, v] : a.env) in.user_env[k] = v;
+      TaskSpecToRun spec;
+      spec.id = t.exec_id;
+      spec.argv = a.command;
+      spec.env = BuildTaskEnv(in);
+      spec.workdir = !a.working_dir.empty() ? a.working_dir : !o.workdir.empty() ? o.workdir : cwd;
+      spec.log_path = t.log_path;
+      if (a.cpu_milli > 0) spec.cpu = MilliCpu(a.cpu_milli);
+      if (a.memory_mib > 0) spec.memory = MiB(a.memory_mib);
+      std::string warning;
+      absl::Status s = exec.Start(spec, &warning);
+      if (!warning.empty()) Log(warning);
+      if (!s.ok()) {
+        fail(std::string(s.message()));
+      } else {
+        t.in_executor = true;
+        t.report.state = api::TaskState::kRunning;
+        Log(Cat("started ", a.name, " (attempt ", a.attempt, ", rank ", a.rank, "/", a.world_size,
+                ", pid ", exec.Pid(t.exec_id), ")"));
+      }
+    }
+    tasks[a.name] = std::move(t);
+    SaveRecord(tasks[a.name]);
+  }
+
+  void StopTask(Local& t, bool hard) {
+    if (t.ended_at) return;
+    if (!t.stopping) {
+      t.stopping = true;
+      t.kill_at = absl::Now() + absl::Seconds(t.a.grace_seconds);
+      Log(Cat("stopping ", t.a.name, " (attempt ", t.a.attempt, ")"));
+    }
+    int sig = hard ? SIGKILL : SIGTERM;
+    if (t.in_executor) {
+      (void)(hard ? exec.Kill(t.exec_id) : exec.Terminate(t.exec_id));
+    } else if (t.adopted_pid > 0) {
+      kill(-t.adopted_pid, sig);
+    }
+  }
+
+  // Returns true when a task changed state.
+  bool Reconcile() {
+    std::map<std::string, api::Assignment> want;
+    bool known;
+    {
+      std::lock_guard lock(mu);
+      want = desired;
+      known = desired_known;
+      dirty = false;
+    }
+    bool changed = false;
+    if (!known) return false;
+    for (const auto& [name, a] : want) {
+      auto it = tasks.find(name);
+      if (it != tasks.end()) {
+        Local& t = it->second;
+        if (t.a.job_uid == a.job_uid && t.a.attempt == a.attempt) continue;
+        if (!t.ended_at) {
+          StopTask(t, false);  // the old attempt goes first
+          continue;
+        }
+        std::error_code ec;
+        fs::remove(RecordPath(t.exec_id), ec);
+        tasks.erase(it);
+      }
+      StartTask(a);
+      changed = true;
+    }
+    absl::Time now = absl::Now();
+    for (auto it = tasks.begin(); it != tasks.end();) {
+      Local& t = it->second;
+      auto w = want.find(it->first);
+      bool wanted = w != want.end() && w->second.job_uid == t.a.job_uid && w->second.attempt == t.a.attempt;
+      if (!wanted && !t.ended_at && !t.stopping) StopTask(t, false);
+      if (t.stopping && !t.ended_at && now >= t.kill_at) StopTask(t, true);
+      // Ended and no longer assigned: reported for a while more, then forgotten.
+      if (!wanted && t.ended_at && now - *t.ended_at > absl::Minutes(5)) {
+        std::error_code ec;
+        fs::remove(RecordPath(t.exec_id), ec);
+        fs::remove_all(Cat(o.state_dir, "/run/", t.exec_id), ec);
+        exec.Forget(t.exec_id);
+        it = tasks.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    return changed;
+  }
+
+  bool PollTasks() {
+    bool changed = false;
+    for (auto& [name, t] : tasks) {
+      if (t.ended_at) continue;
+      if (t.in_executor) {
+        std::optional<TaskExit> e = exec.Poll(t.exec_id);
+        if (!e) continue;
+        t.report.exit_code = e->exit_code;
+        t.report.signal = e->signal;
+        t.report.oom_killed = e->oom_killed;
+        t.report.message = e->Describe();
+        t.report.state = t.stopping ? api::TaskState::kStopped
+                         : e->exit_code == 0 && e->signal == 0 ? api::TaskState::kSucceeded
+                                                               : api::TaskState::kFailed;
+      } else if (t.adopted_pid > 0) {
+        if (Alive(t.adopted_pid, t.adopted_start)) continue;
+        t.report.state = t.stopping ? api::TaskState::kStopped : api::TaskState::kLost;
+        t.report.message = "it ended after the agent restarted; its exit status is unknown";
+      } else {
+        continue;
+      }
+      t.ended_at = absl::Now();
+      changed = true;
+      Log(Cat("task ", name, " (attempt ", t.a.attempt, ") ended: ", api::TaskStateName(t.report.state),
+              t.report.message.empty() ? "" : ", " + t.report.message));
+      SaveRecord(t);
+    }
+    return changed;
+  }
+
+  void ShipLogs() {
+    for (auto& [name, t] : tasks) {
+      if (t.log_gone || t.log_path.empty()) continue;
+      struct stat st;
+      if (stat(t.log_path.c_str(), &st) != 0) continue;
+      if (st.st_size < t.log_read_pos) t.log_read_pos = 0;  // rotated: copied away, truncated
+      while (st.st_size > t.log_read_pos && !stop) {
+        std::ifstream f(t.log_path, std::ios::binary);
+        f.seekg(t.log_read_pos);
+        std::string data(std::min<int64_t>(st.st_size - t.log_read_pos, 256 << 10), '\0');
+        f.read(data.data(), static_cast<std::streamsize>(data.size()));
+        data.resize(f.gcount());
+        if (data.empty()) break;
+        absl::StatusOr<api::HttpResponse> r = client.Call(
+            "POST",
+            Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job, "/logs?rank=",
+                t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log_shipped),
+            data);
+        if (!r.ok()) return;  // the server is away; try again later
+        if (r->status == 200) {
+          t.log_read_pos += static_cast<int64_t>(data.size());
+          t.log_shipped += static_cast<int64_t>(data.size());
+        } else if (r->status == 409) {
+          // The server has another length (it lost some, or has it already): follow it.
+          Json j = Json::parse(r->body, nullptr, false);
+          int64_t size = j.is_object() ? j.value("size", int64_t{0}) : 0;
+          t.log_read_pos = std::max<int64_t>(0, t.log_read_pos + (size - t.log_shipped));
+          t.log_shipped = size;
+        } else {
+          t.log_gone = true;  // the job is gone (404) or the log is refused
+          break;
+        }
+      }
+    }
+  }
+
+  void Heartbeat() {
+    api::Heartbeat h;
+    for (const auto& [name, t] : tasks) h.tasks.push_back(t.report);
+    if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
+      for (const GpuSample& s : *samples) {
+        api::GpuHealth g{s.index, true, ""};
+        if (s.ecc_uncorrected.value_or(0) > 0) {
+          g.healthy = false;
+          g.reason = Cat(*s.ecc_uncorrected, " uncorrectable ECC errors");
+        }
+        h.gpus.push_back(std::move(g));
+      }
+    }
+    absl::StatusOr<api::HttpResponse> r =
+        client.Call("POST", api::NodePath(o.node_name) + "/heartbeat", api::HeartbeatToJson(h));
+    if (r.ok() && r->status == 404) {
+      Log("the server does not know this node: registering again");
+      Register();
+    }
+  }
+
+  absl::Status Run() {
+    if (absl::StatusOr<NodeGpus> d = backend.Discover(); !d.ok()) return d.status();
+    std::error_code ec;
+    fs::create_directories(o.state_dir, ec);
+    if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
+    LoadRecords();
+    if (!Register()) return absl::OkStatus();
+    watcher = std::thread([this] { Watch(); });
+    absl::Time last_heartbeat = absl::InfinitePast();
+    while (!stop) {
+      {
+        std::unique_lock lock(mu);
+        wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return dirty || stop.load(); });
+      }
+      if (stop) break;
+      bool changed = Reconcile();
+      changed = PollTasks() || changed;
+      if (changed || absl::Now() - last_heartbeat >= o.heartbeat) {
+        ShipLogs();
+        Heartbeat();
+        last_heartbeat = absl::Now();
+      }
+    }
+    if (watcher.joinable()) watcher.join();
+    if (o.kill_tasks_on_stop) {
+      for (auto& [name, t] : tasks) StopTask(t, false);
+      absl::Time deadline = absl::Now() + absl::Seconds(5);
+      for (auto& [name, t] : tasks) {
+        while (!t.ended_at && t.in_executor && absl::Now() < deadline) {
+          if (exec.Poll(t.exec_id)) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+      std::error_code ec2;
+      fs::remove_all(Cat(o.state_dir, "/tasks"), ec2);
+    } else {
+      exec.Detach();
+    }
+    return absl::OkStatus();
+  }
+};
+
+NodeAgent::NodeAgent(api::ClientConfig server, GpuBackend& backend, NodeAgentOptions options)
+    : impl_(std::make_unique<Impl>(std::move(server), backend, std::move(options))) {}
+
+NodeAgent::~NodeAgent() { Stop(); }
+
+absl::Status NodeAgent::Run() { return impl_->Run(); }
+
+void NodeAgent::Stop() {
+  impl_->stop = true;
+  impl_->wake.notify_all();
+}
+
+}  // namespace gpucloud::agent

@@ -1,0 +1,64 @@
+// NodeAgent: the agent's sync loop with the control plane (design.md, "Agent ⇄ server").
+//   - registers its node (GPUs from the backend, CPUs, memory, address, labels, pool), again
+//     whenever the server says it does not know it (a server that lost its memory);
+//   - watches its assignments (list, then watch from the list's revision; reconnects with
+//     back-off, lists again when the revision was compacted);
+//   - reconciles: starts every assigned task it has not run yet for that (job uid, attempt);
+//     stops (SIGTERM, the assignment's grace period, SIGKILL) every task whose assignment is gone
+//     or names another attempt — fencing, so that a job never runs twice at once;
+//   - heartbeats every second (and at once when a task changes state) with every task's state
+//     and the GPUs' health; ended tasks are reported until the server stops assigning them;
+//   - ships each task's log to the server as it grows;
+//   - remembers its tasks in STATE_DIR/tasks, so an agent that restarts re-adopts those still
+//     running (same pid and start time) and reports the others lost — none is orphaned silently.
+// Run blocks until `stop` becomes true. Thread-safe: Run from one thread; Stop from any.
+#ifndef GPUCLOUD_AGENT_NODE_AGENT_H_
+#define GPUCLOUD_AGENT_NODE_AGENT_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/gpu_backend.h"
+#include "api/client.h"
+
+namespace gpucloud::agent {
+
+struct NodeAgentOptions {
+  std::string node_name;  // default: the host name
+  std::string address;    // how other nodes reach this one; default: the host name
+  std::string pool;
+  std::map<std::string, std::string> labels;
+  std::string state_dir = ".gpucloud-agent";  // logs, hostfiles, task records
+  std::string workdir;  // a task's working directory when its spec names none; "" = the agent's
+  absl::Duration heartbeat = absl::Seconds(1);
+  int64_t cpu_milli = 0;   // 0: the machine's
+  int64_t memory_mib = 0;  // 0: the machine's
+  // Kill the tasks when the agent stops (gpucloud up); otherwise they keep running for the
+  // next agent to re-adopt.
+  bool kill_tasks_on_stop = false;
+};
+
+class NodeAgent {
+ public:
+  // Borrows `backend`.
+  NodeAgent(api::ClientConfig server, GpuBackend& backend, NodeAgentOptions options);
+  ~NodeAgent();
+  NodeAgent(const NodeAgent&) = delete;
+  NodeAgent& operator=(const NodeAgent&) = delete;
+
+  // Runs until Stop. Returns an error only when it cannot start (discovery failed).
+  absl::Status Run();
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_NODE_AGENT_H_

@@ -1,0 +1,269 @@
+#include "cli/cluster_commands.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <ostream>
+#include <set>
+
+#include "cli/gpuctl.h"
+#include "cli/remote.h"
+#include "core/text.h"
+
+namespace gpucloud::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string JobsPath(const std::string& ns) { return Cat("/apis/gpucloud/v1/namespaces/", ns, "/jobs"); }
+
+const Json& Field(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string Str(const Json& j, const char* key, const std::string& fallback = "") {
+  const Json& v = Field(j, key);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+
+int64_t Int(const Json& j, const char* key) {
+  const Json& v = Field(j, key);
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+
+std::string NodeState(const Json& node) {
+  const Json& st = Field(node, "status");
+  const Json& spec = Field(node, "spec");
+  std::string s = Field(st, "ready").is_boolean() && Field(st, "ready").get<bool>() ? "Ready" : "NotReady";
+  if (Field(spec, "draining").is_boolean() && Field(spec, "draining").get<bool>()) {
+    s += ",Draining";
+  } else if (Field(spec, "unschedulable").is_boolean() && Field(spec, "unschedulable").get<bool>()) {
+    s += ",SchedulingDisabled";
+  }
+  return s;
+}
+
+// "4xH100-80GB" and the like.
+std::string GpuSummary(const Json& node) {
+  std::map<std::string, int> by_type;
+  for (const Json& g : Field(Field(node, "status"), "gpus")) ++by_type[Str(g, "type", "?")];
+  std::vector<std::string> parts;
+  for (const auto& [t, n] : by_type) parts.push_back(Cat(n, "x", t));
+  return parts.empty() ? "-" : Join(parts, ",");
+}
+
+// GPUs held per node by jobs that hold some (from the jobs' placements).
+struct NodeUse {
+  std::map<std::string, std::set<int>> gpus;        // node -> GPU indexes held
+  std::map<std::string, std::vector<std::string>> jobs;  // node -> "ns/job"
+};
+
+NodeUse UseOf(const std::vector<Json>& jobs) {
+  NodeUse use;
+  for (const Json& job : jobs) {
+    const Json& st = Field(job, "status");
+    std::string phase = Str(st, "phase", "Pending");
+    if (phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled") continue;
+    std::string key = Cat(Str(Field(job, "metadata"), "namespace"), "/", Str(Field(job, "metadata"), "name"));
+    for (const Json& r : Field(st, "placement")) {
+      std::string node = Str(r, "node");
+      for (const Json& g : Field(r, "gpus")) use.gpus[node].insert(static_cast<int>(Int(g, "index")));
+      auto& list = use.jobs[node];
+      if (list.empty() || list.back() != key) list.push_back(key);
+    }
+  }
+  return use;
+}
+
+std::optional<Json> GetJson(const api::Client& client, const std::string& path, std::ostream& err,
+                            const std::string& what = "") {
+  std::optional<api::HttpResponse> r = Send(client, "GET", path, "", err, what);
+  if (!r) return std::nullopt;
+  Json j = Json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) {
+    err << "gpuctl: the server's answer is not JSON\n";
+    return std::nullopt;
+  }
+  return j;
+}
+
+std::vector<Json> Items(const Json& list) {
+  std::vector<Json> out;
+  for (const Json& i : Field(list, "items")) out.push_back(i);
+  return out;
+}
+
+std::string Ms(int64_t ms) {
+  if (ms <= 0) return "-";
+  return Cat(ms / 1000, ".", fmt::format("{:03d}", ms % 1000));
+}
+
+}  // namespace
+
+void PrintJobsTable(const std::vector<Json>& jobs, bool with_namespace, std::ostream& out) {
+  if (with_namespace) out << fmt::format("{:<16} ", "NAMESPACE");
+  out << fmt::format("{:<24} {:<11} {:>7}  {:<20} {}\n", "NAME", "PHASE", "ATTEMPT", "NODES", "MESSAGE");
+  for (const Json& j : jobs) {
+    const Json& st = Field(j, "status");
+    std::set<std::string> nodes;
+    for (const Json& r : Field(st, "placement")) nodes.insert(Str(r, "node"));
+    std::vector<std::string> node_list(nodes.begin(), nodes.end());
+    std::string message = Str(st, "message");
+    if (message.size() > 70) message = message.substr(0, 67) + "...";
+    if (with_namespace) out << fmt::format("{:<16} ", Str(Field(j, "metadata"), "namespace"));
+    out << fmt::format("{:<24} {:<11} {:>7}  {:<20} {}\n", Str(Field(j, "metadata"), "name"),
+                       Str(st, "phase", "Pending"), Int(st, "attempt"),
+                       node_list.empty() ? "-" : Join(node_list, ","), message);
+  }
+}
+
+void PrintNodesTable(const std::vector<Json>& nodes, std::ostream& out) {
+  out << fmt::format("{:<20} {:<28} {:<18} {:>6} {:>9}  {}\n", "NAME", "STATUS", "GPUS", "CPU",
+                     "MEMORY", "ADDRESS");
+  for (const Json& n : nodes) {
+    const Json& st = Field(n, "status");
+    out << fmt::format("{:<20} {:<28} {:<18} {:>6} {:>8}G  {}\n", Str(Field(n, "metadata"), "name"),
+                       NodeState(n), GpuSummary(n), Int(st, "cpuMilli") / 1000,
+                       Int(st, "memoryMiB") / 1024, Str(st, "address"));
+  }
+}
+
+int Describe(const api::Client& client, const std::string& resource, const std::string& name,
+             const std::string& ns, std::ostream& out, std::ostream& err) {
+  if (resource == "job" || resource == "jobs") {
+    std::optional<Json> job = GetJson(client, Cat(JobsPath(ns), "/", name), err);
+    if (!job) return kExitInvalid;
+    const Json& st = Field(*job, "status");
+    const Json& meta = Field(*job, "metadata");
+    out << "Name:          " << Str(meta, "name") << "\n"
+        << "Namespace:     " << Str(meta, "namespace") << "\n"
+        << "UID:           " << Str(meta, "uid") << "\n"
+        << "Created:       " << Str(meta, "creationTimestamp") << "\n"
+        << "Queue:         " << Str(Field(*job, "spec"), "queue", "default") << "\n"
+        << "Phase:         " << Str(st, "phase", "Pending") << "\n"
+        << "Reason:        " << Str(st, "reason", "-") << "\n"
+        << "Message:       " << Str(st, "message", "-") << "\n"
+        << "Attempt:       " << Int(st, "attempt") << " (restarts after failures " << Int(st, "restarts")
+        << ", after interruptions " << Int(st, "interruptions") << ")\n"
+        << "Checkpoints:   " << Str(st, "checkpointDir", "-") << "\n"
+        << "Submitted:     " << Ms(Int(st, "submittedMs")) << "  Scheduled: " << Ms(Int(st, "scheduledMs"))
+        << "  Started: " << Ms(Int(st, "startedMs")) << "  Finished: " << Ms(Int(st, "finishedMs"))
+        << "  (unix seconds)\n";
+    if (!Field(st, "placement").empty()) {
+      out << "Tasks:\n";
+      out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", "RANK", "TASK", "NODE", "GPUS", "STATE");
+      for (const Json& r : Field(st, "placement")) {
+        std::vector<std::string> gpus;
+        for (const Json& g : Field(r, "gpus")) gpus.push_back(std::to_string(Int(g, "index")));
+        out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", Int(r, "rank"), Str(r, "task"),
+                           Str(r, "node"), gpus.empty() ? "-" : Join(gpus, ","),
+                           Str(Field(st, "tasks"), Str(r, "name").c_str(), "-"));
+      }
+    }
+    out << "Events:\n";
+    return Events(client, name, ns, out, err);
+  }
+  if (resource == "node" || resource == "nodes") {
+    std::optional<Json> node = GetJson(client, Cat("/apis/gpucloud/v1/nodes/", name), err);
+    if (!node) return kExitInvalid;
+    const Json& st = Field(*node, "status");
+    out << "Name:          " << Str(Field(*node, "metadata"), "name") << "\n"
+        << "Status:        " << NodeState(*node) << " (" << Str(st, "readyReason") << ": "
+        << Str(st, "readyMessage") << ")\n"
+        << "Address:       " << Str(st, "address") << "  Hostname: " << Str(st, "hostname") << "\n"
+        << "Pool:          " << Str(Field(*node, "spec"), "pool", "-") << "\n"
+        << "Driver:        " << Str(st, "driverVersion", "-") << "  CUDA: " << Int(st, "cudaVersion")
+        << "  Backend: " << Str(st, "backend") << "\n"
+        << "Capacity:      " << Int(st, "cpuMilli") / 1000 << " CPUs, " << Int(st, "memoryMiB") / 1024
+        << " GiB, " << GpuSummary(*node) << "\n";
+    std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
+    NodeUse use = jobs ? UseOf(Items(*jobs)) : NodeUse{};
+    out << "GPUs:\n";
+    out << fmt::format("  {:<5} {:<14} {:<44} {:<8} {}\n", "INDEX", "TYPE", "UUID", "HEALTHY", "USED");
+    for (const Json& g : Field(st, "gpus")) {
+      bool used = use.gpus[name].contains(static_cast<int>(Int(g, "index")));
+      out << fmt::format("  {:<5} {:<14} {:<44} {:<8} {}\n", Int(g, "index"), Str(g, "type"), Str(g, "uuid"),
+                         Field(g, "healthy").is_boolean() && !Field(g, "healthy").get<bool>() ? "no" : "yes",
+                         used ? "yes" : "-");
+    }
+    out << "Jobs:          " << (use.jobs[name].empty() ? "-" : Join(use.jobs[name], ", ")) << "\n";
+    return kExitOk;
+  }
+  err << "gpuctl describe: RESOURCE is job or node\n";
+  return kExitUsage;
+}
+
+int Logs(const api::Client& client, const std::string& job, const std::string& ns, int rank,
+         int attempt, bool follow, std::ostream& out, std::ostream& err) {
+  std::string path = Cat(JobsPath(ns), "/", job, "/logs?rank=", rank);
+  if (attempt > 0) path += Cat("&attempt=", attempt);
+  if (!follow) {
+    std::optional<api::HttpResponse> r = Send(client, "GET", path, "", err);
+    if (!r) return kExitInvalid;
+    out << r->body;
+    return kExitOk;
+  }
+  absl::StatusOr<api::HttpResponse> r = client.Stream(path + "&follow=true", [&](const std::string& line) {
+    out << line << "\n";
+    out.flush();
+  });
+  if (!r.ok() || r->status != 200) {
+    err << "gpuctl: " << (r.ok() ? StatusMessage(*r) : std::string(r.status().message())) << "\n";
+    return kExitInvalid;
+  }
+  return kExitOk;
+}
+
+int Events(const api::Client& client, const std::string& job, const std::string& ns,
+           std::ostream& out, std::ostream& err) {
+  std::optional<Json> list = GetJson(client, Cat(JobsPath(ns), "/", job, "/events"), err);
+  if (!list) return kExitInvalid;
+  out << fmt::format("  {:<24} {:<8} {:<14} {}\n", "TIME", "TYPE", "REASON", "MESSAGE");
+  for (const Json& e : Field(*list, "items")) {
+    out << fmt::format("  {:<24} {:<8} {:<14} {}\n", Str(e, "timestamp"), Str(e, "type"),
+                       Str(e, "reason"), Str(e, "message"));
+  }
+  return kExitOk;
+}
+
+int Cancel(const api::Client& client, const std::string& job, const std::string& ns,
+           std::ostream& out, std::ostream& err) {
+  std::optional<api::HttpResponse> r = Send(client, "POST", Cat(JobsPath(ns), "/", job, "/cancel"), "", err);
+  if (!r) return kExitInvalid;
+  out << StatusMessage(*r) << "\n";
+  return kExitOk;
+}
+
+int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
+             std::ostream& out, std::ostream& err) {
+  if (!Send(client, "POST", Cat("/apis/gpucloud/v1/nodes/", node, "/", verb), "", err)) return kExitInvalid;
+  out << "node " << node << (verb == "cordon" ? " cordoned" : verb == "uncordon" ? " uncordoned" : " draining")
+      << "\n";
+  return kExitOk;
+}
+
+int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
+  std::optional<Json> nodes = GetJson(client, "/apis/gpucloud/v1/nodes", err);
+  if (!nodes) return kExitInvalid;
+  std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
+  if (!jobs) return kExitInvalid;
+  NodeUse use = UseOf(Items(*jobs));
+  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", "NODE", "STATUS", "GPUS", "USED", "FREE", "JOBS");
+  int total = 0, used_total = 0;
+  for (const Json& n : Items(*nodes)) {
+    std::string name = Str(Field(n, "metadata"), "name");
+    int gpus = static_cast<int>(Field(Field(n, "status"), "gpus").size());
+    int used = static_cast<int>(use.gpus[name].size());
+    total += gpus;
+    used_total += used;
+    out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", name, NodeState(n), gpus, used,
+                       gpus - used, use.jobs[name].empty() ? "-" : Join(use.jobs[name], ","));
+  }
+  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}\n", "TOTAL", "", total, used_total, total - used_total);
+  return kExitOk;
+}
+
+}  // namespace gpucloud::cli

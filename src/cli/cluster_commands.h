@@ -1,0 +1,39 @@
+// gpuctl's commands about running work and the machines it runs on:
+//   describe job|node NAME        everything about one object, with its events
+//   logs JOB [--rank R] [--attempt A] [-f]
+//   events JOB
+//   cancel JOB                    stop its tasks (grace period), keep the job
+//   cordon|uncordon|drain NODE    (admins)
+//   top                           GPUs per node: allocated, free, by which jobs
+// and the tables of `get jobs` and `get nodes`. Functions are reentrant.
+#ifndef GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
+#define GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+
+namespace gpucloud::cli {
+
+void PrintJobsTable(const std::vector<nlohmann::json>& jobs, bool with_namespace, std::ostream& out);
+void PrintNodesTable(const std::vector<nlohmann::json>& nodes, std::ostream& out);
+
+int Describe(const api::Client& client, const std::string& resource, const std::string& name,
+             const std::string& ns, std::ostream& out, std::ostream& err);
+int Logs(const api::Client& client, const std::string& job, const std::string& ns, int rank,
+         int attempt, bool follow, std::ostream& out, std::ostream& err);
+int Events(const api::Client& client, const std::string& job, const std::string& ns,
+           std::ostream& out, std::ostream& err);
+int Cancel(const api::Client& client, const std::string& job, const std::string& ns,
+           std::ostream& out, std::ostream& err);
+int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
+             std::ostream& out, std::ostream& err);
+int Top(const api::Client& client, std::ostream& out, std::ostream& err);
+
+}  // namespace gpucloud::cli
+
+#endif  // GPUCLOUD_CLI_CLUSTER_COMMANDS_H_

@@ -1,0 +1,47 @@
+#include "cli/remote.h"
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "core/text.h"
+
+namespace gpucloud::cli {
+
+// The message of a Kubernetes Status answer, or the body.
+std::string StatusMessage(const api::HttpResponse& r) {
+  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+    return j["message"].get<std::string>();
+  }
+  return r.body;
+}
+
+// A client from the config; on failure says why on `err` and returns nullopt.
+std::optional<api::Client> Connect(const std::string& config_flag, std::ostream& err) {
+  absl::StatusOr<api::ClientConfig> c = api::LoadClientConfig(api::DefaultConfigPath(config_flag));
+  if (!c.ok()) {
+    err << "gpuctl: " << c.status().message() << "\n";
+    return std::nullopt;
+  }
+  return api::Client(*c);
+}
+
+// The answer when the request went through with a 2xx status; otherwise says why on `err`
+// (prefixed with `what` when given) and returns nullopt.
+std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
+                                      const std::string& path, const std::string& body,
+                                      std::ostream& err, const std::string& what) {
+  absl::StatusOr<api::HttpResponse> r = client.Call(method, path, body);
+  std::string prefix = what.empty() ? "gpuctl: " : Cat("gpuctl: ", what, ": ");
+  if (!r.ok()) {
+    err << prefix << r.status().message() << "\n";
+    return std::nullopt;
+  }
+  if (r->status < 200 || r->status > 299) {
+    err << prefix << StatusMessage(*r) << "\n";
+    return std::nullopt;
+  }
+  return *r;
+}
+
+}  // namespace gpucloud::cli

@@ -1,0 +1,112 @@
+#include "up/command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <thread>
+
+#include "agent/node_agent.h"
+#include "agent/nvml_backend.h"
+#include "agent/simulated_backend.h"
+#include "api/client.h"
+#include "core/gpu_catalog.h"
+#include "core/text.h"
+#include "server/command.h"
+#include "server/control_plane.h"
+
+namespace gpucloud::up {
+
+int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"gpucloud up: a control plane and an agent for this machine, in one command"};
+  server::ControlPlaneOptions o;
+  std::string listen = "127.0.0.1:8443", simulate, node_name;
+  app.add_option("--data-dir", o.data_dir, "store, certificates, tokens, logs, checkpoints");
+  app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
+  app.add_option("--simulate", simulate,
+                 "simulated GPUs, e.g. 4xH100 (default: the real ones; 4xH100 without a driver)");
+  app.add_option("--node-name", node_name, "the local node's name (default: the host name)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  absl::StatusOr<std::pair<std::string, uint16_t>> addr = server::ParseListen("--listen", listen);
+  if (!addr.ok()) {
+    err << "gpucloud up: " << addr.status().message() << "\n";
+    return 2;
+  }
+  o.address = addr->first;
+  o.port = addr->second;
+  if (node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    node_name = ToLower(host);
+  }
+  absl::StatusOr<std::unique_ptr<agent::GpuBackend>> backend =
+      simulate.empty() ? agent::OpenNvml(agent::kNvmlLibrary)
+                       : agent::MakeSimulatedBackend(simulate, GpuCatalog::Default(), node_name);
+  if (!backend.ok() && simulate.empty() && absl::IsUnavailable(backend.status())) {
+    out << "gpucloud up: no NVIDIA driver here (" << backend.status().message()
+        << "); simulating 4xH100\n";
+    backend = agent::MakeSimulatedBackend("4xH100", GpuCatalog::Default(), node_name);
+  }
+  if (!backend.ok()) {
+    err << "gpucloud up: " << backend.status().message() << "\n";
+    return 1;
+  }
+
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  server::ControlPlane cp(o);
+  if (absl::Status s = cp.Start(); !s.ok()) {
+    err << "gpucloud up: " << s.message() << "\n";
+    return 1;
+  }
+  api::ClientConfig client{o.address, 0, cp.ca_path(), cp.bootstrap_token()};
+  {
+    absl::StatusOr<api::ClientConfig> c = api::ParseClientConfig(
+        Cat("server: ", cp.url(), "\ncertificate-authority: ", cp.ca_path(), "\ntoken: ",
+            cp.bootstrap_token(), "\n"),
+        "gpucloud up");
+    if (!c.ok()) {
+      err << "gpucloud up: " << c.status().message() << "\n";
+      return 1;
+    }
+    client = *c;
+  }
+  agent::NodeAgentOptions ao;
+  ao.node_name = node_name;
+  ao.address = "127.0.0.1";
+  ao.state_dir = o.data_dir + "/agent";
+  ao.kill_tasks_on_stop = true;
+  agent::NodeAgent node(client, **backend, ao);
+  absl::Status agent_status;
+  std::thread agent_thread([&] { agent_status = node.Run(); });
+
+  out << "gpucloud up: control plane at " << cp.url() << ", node " << node_name << " ("
+      << (*backend)->Name() << " GPUs)\n"
+      << "  use it:  export GPUCLOUD_CONFIG=" << cp.admin_config_path() << "\n"
+      << "           gpuctl run --gpus 1 -- python3 examples/trainer/train.py\n"
+      << "           gpuctl get jobs; gpuctl logs JOB; gpuctl top\n"
+      << "  stop it: Ctrl-C" << std::endl;
+  int sig = 0;
+  sigwait(&stop, &sig);
+  out << "gpucloud up: stopping on signal " << sig << std::endl;
+  node.Stop();
+  agent_thread.join();
+  cp.Stop();
+  if (!agent_status.ok()) {
+    err << "gpucloud up: agent: " << agent_status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace gpucloud::up
