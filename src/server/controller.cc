@@ -483,21 +483,28 @@ absl::Status Controller::Schedule(Pass& pass) {
     p.preemptible = job.spec.billing == BillingClass::kSpot;
     pending.push_back(std::move(p));
   }
+  // What is allocated once this pass's bindings are in (Schedule commits them to `state`).
+  auto count_allocated = [&] {
   for (const auto& [job, a] : state.allocations()) {
-    for (const sched::ReplicaPlacement& r : a.replicas) {
-      const Node& n = state.node(r.node);
-      for (const sched::GpuAssignment& g : r.gpus) {
-        const std::string& type = n.gpus[g.gpu].type;
-        pass.metrics.gpus_allocated_by_type[type] +=
-            g.mode == GpuMode::kShared ? g.fraction.raw() / 1000.0
-            : g.mode == GpuMode::kWhole ? 1.0
-                                        : 0.0;
+      for (const sched::ReplicaPlacement& r : a.replicas) {
+        const Node& n = state.node(r.node);
+        for (const sched::GpuAssignment& g : r.gpus) {
+          const std::string& type = n.gpus[g.gpu].type;
+          pass.metrics.gpus_allocated_by_type[type] +=
+              g.mode == GpuMode::kShared ? g.fraction.raw() / 1000.0
+              : g.mode == GpuMode::kWhole ? 1.0
+                                          : 0.0;
+        }
       }
     }
+  };
+  if (pending.empty()) {
+    count_allocated();
+    return absl::OkStatus();
   }
-  if (pending.empty()) return absl::OkStatus();
 
   std::vector<sched::Decision> decisions = scheduler_->Schedule(state, pending, now);
+  count_allocated();
   for (const sched::Decision& d : decisions) {
     auto it = by_job_key.find(d.job);
     if (it == by_job_key.end()) continue;

@@ -1,0 +1,338 @@
+// The controller loop on a real SQLite store, driven pass by pass with a fake clock: the REST
+// API registers nodes and takes jobs, the NodeTable stands for the agents' heartbeats.
+#include "server/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/wire.h"
+#include "core/text.h"
+#include "server/job_status.h"
+#include "server/log_store.h"
+#include "server/rest.h"
+#include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string GangJob(const std::string& name, int replicas, int gpus, int max_restarts = 3,
+                    const std::string& extra = "") {
+  return Cat("apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: ", name,
+             "}\nspec:\n  tasks:\n  - name: worker\n    replicas: ", replicas,
+             "\n    command: [python3, train.py]\n    resources: {gpu: {count: ", gpus,
+             "}}\n  restartPolicy: {maxRestarts: ", max_restarts, ", backoff: 10s}\n", extra);
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenSqliteStore((dir_.path() / "s.db").string()));
+    api_ = std::make_unique<RestApi>(*store_, clock_, 7);
+    logs_ = std::make_unique<LogStore>((dir_.path() / "logs").string());
+    api_->AttachCluster(&nodes_, logs_.get(), nullptr);
+    ControllerOptions o;
+    o.checkpoint_root = "/ckpt";
+    o.stop_grace_ms = 10'000;
+    controller_ = std::make_unique<Controller>(*store_, nodes_, clock_, GpuCatalog::Default(), o);
+  }
+
+  Response Call(std::string method, std::string path, std::string body = "") {
+    return api_->Handle({std::move(method), std::move(path), {}, std::move(body), {"root", "", true}});
+  }
+
+  void Register(const std::string& node, int gpus) {
+    api::NodeInfo n;
+    n.name = node;
+    n.address = "10.0.0." + std::to_string(node.back() - 'a' + 1);
+    n.cpu_milli = 64'000;
+    n.memory_mib = 512 << 10;
+    for (int i = 0; i < gpus; ++i) {
+      Gpu g;
+      g.index = i;
+      g.uuid = Cat("GPU-", node, "-", i);
+      g.type = "H100-80GB";
+      g.memory = MiB(80 << 10);
+      n.gpus.push_back(g);
+    }
+    Response r = Call("PUT", api::NodePath(node), api::NodeToJson(n, false));
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+
+  void Submit(const std::string& yaml) {
+    Response r = Call("POST", "/apis/gpucloud/v1/namespaces/default/jobs", yaml);
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+
+  // What every agent says now: the given task states, by assignment name.
+  void Heartbeat(const std::string& node, std::vector<api::TaskReport> tasks = {}) {
+    nodes_.Record(node, {std::move(tasks), {}}, clock_.NowMillis());
+  }
+
+  api::TaskReport Report(const std::string& job, int rank, api::TaskState state, int exit_code = -1) {
+    Json doc = Json::parse(store_->Get("/jobs/default/" + job)->value);
+    JobStatus s = JobStatusFromJson(doc);
+    return {Cat("default.", job, ".", rank), doc["metadata"]["uid"], s.attempt, state, exit_code, 0,
+            false, exit_code > 0 ? Cat("exit code ", exit_code) : ""};
+  }
+
+  void Pass() { ASSERT_TRUE(controller_->RunOnce().ok()); }
+
+  JobStatus Status(const std::string& job) {
+    return JobStatusFromJson(Json::parse(store_->Get("/jobs/default/" + job)->value));
+  }
+  int64_t JobRevision(const std::string& job) { return store_->Get("/jobs/default/" + job)->mod_revision; }
+
+  std::vector<store::KeyValue> Assignments(const std::string& node) {
+    return store_->List(Cat("/assignments/", node, "/"))->items;
+  }
+
+  std::vector<std::string> EventReasons(const std::string& job) {
+    std::vector<std::string> out;
+    absl::StatusOr<store::ListResult> list = store_->List(Cat("/events/default/", job, "."));
+    for (const store::KeyValue& kv : list->items) {
+      out.push_back(Json::parse(kv.value)["reason"]);
+    }
+    return out;
+  }
+
+  testing_util::TempDir dir_;
+  FakeClock clock_{1'000'000};
+  NodeTable nodes_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<RestApi> api_;
+  std::unique_ptr<LogStore> logs_;
+  std::unique_ptr<Controller> controller_;
+};
+
+TEST_F(ControllerTest, AGangIsBoundInOneTransactionWithConsistentRanks) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Submit(GangJob("gang", 2, 4));
+  Pass();
+  JobStatus s = Status("gang");
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.attempt, 1);
+  EXPECT_EQ(s.checkpoint_dir, "/ckpt/default/gang");
+  ASSERT_EQ(s.placement.size(), 2u);
+  std::vector<store::KeyValue> a = Assignments("node-a"), b = Assignments("node-b");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  // The job's status and both assignments: one revision, one transaction.
+  EXPECT_EQ(a[0].mod_revision, JobRevision("gang"));
+  EXPECT_EQ(b[0].mod_revision, JobRevision("gang"));
+  api::Assignment r0 = *api::AssignmentFromJson(a[0].value), r1 = *api::AssignmentFromJson(b[0].value);
+  if (r0.rank == 1) std::swap(r0, r1);
+  EXPECT_EQ(r0.rank, 0);
+  EXPECT_EQ(r1.rank, 1);
+  for (const api::Assignment& x : {r0, r1}) {
+    EXPECT_EQ(x.world_size, 2);
+    EXPECT_EQ(x.nodes, 2);
+    EXPECT_EQ(x.local_rank, 0);
+    EXPECT_EQ(x.local_world_size, 1);
+    EXPECT_EQ(x.master_addr, r0.node_rank == 0 ? "10.0.0.1" : "10.0.0.2");
+    EXPECT_EQ(x.master_port, r0.master_port);
+    EXPECT_EQ(x.gpus.size(), 4u);
+    EXPECT_EQ(x.attempt, 1);
+    EXPECT_EQ(x.command, (std::vector<std::string>{"python3", "train.py"}));
+    ASSERT_EQ(x.hosts.size(), 2u);
+    EXPECT_EQ(x.hosts[0].second, 1);
+  }
+  EXPECT_EQ(r0.node_rank, 0);
+  EXPECT_EQ(r1.node_rank, 1);
+  EXPECT_EQ(r0.hosts, r1.hosts);
+  EXPECT_EQ(EventReasons("gang"), std::vector<std::string>{"Scheduled"});
+}
+
+TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 2, 1));
+  Pass();
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning), Report("job", 1, api::TaskState::kStarting)});
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Running");
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kSucceeded, 0), Report("job", 1, api::TaskState::kRunning)});
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Running");  // one of two is done
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kSucceeded, 0), Report("job", 1, api::TaskState::kSucceeded, 0)});
+  Pass();
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.finished_ms, clock_.NowMillis());
+  EXPECT_TRUE(Assignments("node-a").empty());
+  EXPECT_EQ(EventReasons("job"), (std::vector<std::string>{"Scheduled", "Started", "Succeeded"}));
+  Pass();  // nothing more happens
+  EXPECT_EQ(EventReasons("job").size(), 3u);
+}
+
+TEST_F(ControllerTest, AFailedTaskRestartsAfterBackOffThenTheJobFails) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 2, 1, /*max_restarts=*/1));
+  Pass();
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kFailed, 3), Report("job", 1, api::TaskState::kRunning)});
+  Pass();
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Restarting");  // rank 1 still runs: its GPUs stay reserved
+  EXPECT_EQ(s.restarts, 1);
+  EXPECT_TRUE(Assignments("node-a").empty());  // so the agent stops rank 1
+  EXPECT_NE(s.message.find("exit code 3"), std::string::npos) << s.message;
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kFailed, 3), Report("job", 1, api::TaskState::kStopped, 0)});
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Pending");
+  EXPECT_EQ(s.not_before_ms, clock_.NowMillis() + 10'000);
+  clock_.Advance(9'000);
+  Heartbeat("node-a");
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Pending");  // still backing off
+  clock_.Advance(1'000);
+  Heartbeat("node-a");
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.attempt, 2);
+  ASSERT_EQ(Assignments("node-a").size(), 2u);
+  EXPECT_EQ(api::AssignmentFromJson(Assignments("node-a")[0].value)->restart_count, 1);
+  // A report of the old attempt changes nothing (fencing by attempt).
+  Heartbeat("node-a", {{"default.job.0", Json::parse(store_->Get("/jobs/default/job")->value)["metadata"]["uid"], 1,
+                        api::TaskState::kFailed, 3, 0, false, ""}});
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Scheduled");
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kFailed, 3), Report("job", 1, api::TaskState::kFailed, 3)});
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Failed");
+  EXPECT_NE(s.message.find("no restarts left"), std::string::npos) << s.message;
+}
+
+TEST_F(ControllerTest, ALostNodeRestartsItsJobsElsewhereWithoutUsingRestarts) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Submit(GangJob("job", 1, 4));
+  Pass();
+  std::string first = Status("job").placement[0].node;
+  std::string other = first == "node-a" ? "node-b" : "node-a";
+  Heartbeat(first, {Report("job", 0, api::TaskState::kRunning)});
+  Heartbeat(other);
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Running");
+  clock_.Advance(2'000);
+  Heartbeat(other);
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Running");  // 2 s without a heartbeat is not yet lost
+  clock_.Advance(1'500);
+  Heartbeat(other);
+  Pass();
+  JobStatus s = Status("job");
+  Json node = Json::parse(store_->Get("/nodes/" + first)->value);
+  EXPECT_FALSE(node["status"]["ready"].get<bool>());
+  EXPECT_EQ(node["status"]["readyReason"], "HeartbeatsMissed");
+  // Stopped at once (nothing to wait for on a lost node) and placed on the other node.
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.attempt, 2);
+  EXPECT_EQ(s.restarts, 0);
+  EXPECT_EQ(s.interruptions, 1);
+  ASSERT_EQ(s.placement.size(), 1u);
+  EXPECT_EQ(s.placement[0].node, other);
+  std::vector<std::string> reasons = EventReasons("job");
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Scheduled", "Started", "NodeLost", "Scheduled"}));
+}
+
+TEST_F(ControllerTest, AJobThatCannotFitSaysWhyOnce) {
+  Register("node-a", 4);
+  Submit(GangJob("big", 1, 8));
+  Pass();
+  Pass();
+  JobStatus s = Status("big");
+  EXPECT_EQ(s.phase, "Pending");
+  EXPECT_EQ(s.reason, "Unschedulable");
+  EXPECT_FALSE(s.message.empty());
+  EXPECT_EQ(EventReasons("big"), std::vector<std::string>{"Unschedulable"});
+}
+
+TEST_F(ControllerTest, CancelStopsTheTasksWithGraceAndDeleteRemovesTheJobAfterwards) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 1));
+  Pass();
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  Response r = Call("DELETE", "/apis/gpucloud/v1/namespaces/default/jobs/job");
+  EXPECT_EQ(r.status, 202) << r.body;
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Cancelling");
+  EXPECT_TRUE(Assignments("node-a").empty());
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Cancelling");  // the task still runs (its grace period)
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kStopped, 0)});
+  Pass();
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("/jobs/default/job").status()));
+  EXPECT_TRUE(store_->List("/events/default/job.")->items.empty());
+}
+
+TEST_F(ControllerTest, AStopDeadlineEndsAStopThatNeverCompletes) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 1));
+  Pass();
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/namespaces/default/jobs/job/cancel").status, 202);
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Cancelling");
+  clock_.Advance(15'001);  // grace (10 s) + 5 s
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Cancelled");
+}
+
+TEST_F(ControllerTest, CordonKeepsNewJobsOffAndDrainMovesRunningOnes) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 4));
+  Pass();
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodes/node-a/cordon").status, 200);
+  Register("node-b", 4);
+  Submit(GangJob("second", 1, 1));
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
+  Heartbeat("node-b");
+  Pass();
+  EXPECT_EQ(Status("second").placement.at(0).node, "node-b");
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodes/node-a/drain").status, 200);
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Preempting");
+  EXPECT_EQ(Status("job").reason, "Drained");
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kStopped, 0)});
+  Pass();
+  // node-b has 3 GPUs free after `second`: the 4-GPU job waits, not back on node-a.
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Pending");
+  EXPECT_EQ(s.interruptions, 1);
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodes/node-a/uncordon").status, 200);
+  Heartbeat("node-a");
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Scheduled");
+  EXPECT_EQ(Status("job").placement.at(0).node, "node-a");
+}
+
+TEST_F(ControllerTest, MetricsCountJobsGpusAndBindLatency) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 2));
+  clock_.Advance(7);
+  Heartbeat("node-a");
+  Pass();
+  ClusterMetrics m = controller_->Metrics();
+  EXPECT_EQ(m.gpus_total_by_type["H100-80GB"], 4);
+  EXPECT_DOUBLE_EQ(m.gpus_allocated_by_type["H100-80GB"], 2.0);
+  EXPECT_EQ(m.bind_latency_count, 1);
+  EXPECT_DOUBLE_EQ(m.bind_latency_sum, 0.007);
+  std::string text = RenderClusterMetrics(m);
+  EXPECT_NE(text.find("gpucloud_gpus{type=\"H100-80GB\",state=\"free\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpucloud_scheduling_latency_seconds_bucket{le=\"0.01\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpucloud_nodes{ready=\"true\"} 1"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace gpucloud::server

@@ -1,0 +1,231 @@
+// A real cluster on this machine (CTest label `integration`): the `gpucloud server` process,
+// `gpucloud agent run` processes with simulated GPUs, and `gpuctl` as a user runs it. Jobs run
+// real processes; what they print comes back through the server's logs.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/text.h"
+#include "testing/shell.h"
+#include "testing/temp_dir.h"
+
+extern char** environ;
+
+namespace gpucloud {
+namespace {
+
+using testing_util::Shell;
+using Json = nlohmann::json;
+
+// A child process with its output in a file; killed (SIGKILL) when dropped.
+class Process {
+ public:
+  Process(std::vector<std::string> args, const std::string& log, const std::string& cwd = "") {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~Process() { Stop(SIGKILL); }
+  void Stop(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_ = 0;
+};
+
+// Polls `ok` until it holds or `seconds` pass (the cluster moves on its own; the test watches).
+bool Eventually(const std::function<bool()>& ok, int seconds = 30) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return ok();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = (dir_.path() / "server").string();
+    server_ = std::make_unique<Process>(
+        std::vector<std::string>{GPUCLOUD_BINARY, "server", "--data-dir", data_, "--listen",
+                                 "127.0.0.1:0", "--grace", "3", "--heartbeat-timeout", "2"},
+        (dir_.path() / "server.log").string());
+    ASSERT_TRUE(Eventually([&] { return Slurp(Log("server")).find("serving https://") != std::string::npos; }))
+        << Slurp(Log("server"));
+    std::string text = Slurp(Log("server"));
+    size_t at = text.find("serving https://");
+    url_ = text.substr(at + 8, text.find(' ', at + 8) - at - 8);
+    setenv("GPUCLOUD_CONFIG", (data_ + "/admin.config").c_str(), 1);
+  }
+
+  std::string Log(const std::string& name) { return (dir_.path() / (name + ".log")).string(); }
+
+  std::unique_ptr<Process> Agent(const std::string& node, const std::string& address) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GPUCLOUD_BINARY, "agent", "run", "--server", url_, "--ca",
+                                 data_ + "/ca.crt", "--token-file", data_ + "/bootstrap.token",
+                                 "--simulate", "4xH100", "--node-name", node, "--address", address,
+                                 "--state-dir", (dir_.path() / node).string()},
+        Log(node), GPUCLOUD_SOURCE_DIR);
+  }
+
+  testing_util::ShellResult Gpuctl(const std::string& args) {
+    return Shell(Cat(GPUCTL_BINARY, " ", args));
+  }
+
+  Json Job(const std::string& name) {
+    testing_util::ShellResult r = Gpuctl("get jobs " + name + " -o json");
+    Json j = Json::parse(r.output, nullptr, false);
+    return j.is_discarded() ? Json::object() : j;
+  }
+  std::string Phase(const std::string& name) {
+    Json j = Job(name);
+    return j.contains("status") ? j["status"].value("phase", "?") : "?";
+  }
+  bool NodesReady(int n) {
+    testing_util::ShellResult r = Gpuctl("get nodes");
+    size_t count = 0, at = 0;
+    while ((at = r.output.find(" Ready", at)) != std::string::npos) ++count, ++at;
+    return static_cast<int>(count) == n;
+  }
+  std::string Describe(const std::string& job) {
+    return Gpuctl("describe job " + job).output + "\n--- server\n" + Slurp(Log("server"));
+  }
+
+  testing_util::TempDir dir_;
+  std::string data_, url_;
+  std::unique_ptr<Process> server_;
+};
+
+TEST_F(ClusterTest, AGangOfTwoNodesTimesFourGpusGetsConsistentRanks) {
+  auto a = Agent("node-a", "127.0.0.1");
+  auto b = Agent("node-b", "127.0.0.2");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(2); })) << Gpuctl("get nodes").output;
+  testing_util::ShellResult run = Gpuctl(
+      "run --name gang --gpus 4 --replicas 2 --type h100 -- sh -c "
+      "'echo RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER=$MASTER_ADDR:$MASTER_PORT "
+      "NODE_RANK=$NODE_RANK LOCAL_RANK=$LOCAL_RANK GPUS=$CUDA_VISIBLE_DEVICES; cat $GPUCLOUD_HOSTFILE'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  ASSERT_TRUE(Eventually([&] { return Phase("gang") == "Succeeded"; })) << Describe("gang");
+  Json job = Job("gang");
+  std::string port = "";
+  std::map<std::string, std::string> by_node;  // node -> its rank's output
+  for (const Json& p : job["status"]["placement"]) {
+    int rank = p["rank"];
+    std::string out = Gpuctl(Cat("logs gang --rank ", rank)).output;
+    by_node[p["node"]] = out;
+    EXPECT_NE(out.find(Cat("RANK=", rank, " WORLD_SIZE=2 ")), std::string::npos) << out;
+    EXPECT_NE(out.find(Cat("NODE_RANK=", rank, " LOCAL_RANK=0")), std::string::npos) << out;
+    EXPECT_NE(out.find(Cat("GPUS=GPU-sim-", p["node"].get<std::string>(), "-")), std::string::npos) << out;
+  }
+  ASSERT_EQ(by_node.size(), 2u);
+  // Both see the same master: rank 0's node address, and the same port and hostfile.
+  std::string rank0_node = job["status"]["placement"][0]["node"];
+  std::string master = rank0_node == "node-a" ? "127.0.0.1" : "127.0.0.2";
+  std::string other = rank0_node == "node-a" ? "127.0.0.2" : "127.0.0.1";
+  std::string first = by_node["node-a"], second = by_node["node-b"];
+  size_t at = first.find("MASTER=");
+  ASSERT_NE(at, std::string::npos);
+  std::string master_field = first.substr(at, first.find(' ', at) - at);
+  EXPECT_TRUE(master_field.starts_with("MASTER=" + master + ":")) << master_field;
+  EXPECT_NE(second.find(master_field + " "), std::string::npos) << second;
+  std::string hostfile = Cat(master, " slots=1\n", other, " slots=1\n");
+  EXPECT_NE(first.find(hostfile), std::string::npos) << first;
+  EXPECT_NE(second.find(hostfile), std::string::npos) << second;
+}
+
+TEST_F(ClusterTest, TheTrainerRestartsFromItsCheckpointAndFinishes) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  testing_util::ShellResult r =
+      Gpuctl(Cat("apply -f ", GPUCLOUD_SOURCE_DIR, "/examples/trainer/job.yaml"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(Eventually([&] { return Phase("trainer") == "Succeeded"; }, 60)) << Describe("trainer");
+  Json job = Job("trainer");
+  EXPECT_EQ(job["status"]["attempt"], 2);
+  EXPECT_EQ(job["status"]["restarts"], 1);
+  std::string first = Gpuctl("logs trainer --rank 0 --attempt 1").output;
+  EXPECT_NE(first.find("failing at step 50"), std::string::npos) << first;
+  std::string second = Gpuctl("logs trainer --rank 0").output;
+  EXPECT_NE(second.find("starting at step 40 (restart 1)"), std::string::npos) << second;
+  EXPECT_NE(second.find("final loss"), std::string::npos) << second;
+  std::string events = Gpuctl("events trainer").output;
+  EXPECT_NE(events.find("TaskFailed"), std::string::npos) << events;
+}
+
+TEST_F(ClusterTest, AKilledTaskIsReportedAndFailsTheJob) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  // No restarts: the job fails with the signal named.
+  std::string yaml = (dir_.path() / "job.yaml").string();
+  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: victim}\nspec:\n"
+                         "  tasks:\n  - name: main\n    command: [sh, -c, 'echo $$ > "
+                      << dir_.path().string()
+                      << "/pid; exec sleep 30']\n    resources: {gpu: 1}\n  restartPolicy: {maxRestarts: 0}\n";
+  ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("victim") == "Running" && !Slurp((dir_.path() / "pid").string()).empty(); }))
+      << Describe("victim");
+  pid_t pid = std::stoi(Slurp((dir_.path() / "pid").string()));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("victim") == "Failed"; })) << Describe("victim");
+  std::string message = Job("victim")["status"]["message"];
+  EXPECT_NE(message.find("killed by signal 9"), std::string::npos) << message;
+}
+
+TEST_F(ClusterTest, ALostNodesJobMovesToAnotherNode) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  ASSERT_EQ(Gpuctl("run --name mover --gpus 4 -- sleep 30").code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("mover") == "Running"; })) << Describe("mover");
+  auto b = Agent("node-b", "127.0.0.2");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(2); }));
+  a->Stop(SIGKILL);  // the machine dies (its task lives on here, as on a partitioned node)
+  ASSERT_TRUE(Eventually([&] {
+    Json j = Job("mover");
+    return j.contains("status") && j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
+  })) << Describe("mover");
+  Json job = Job("mover");
+  EXPECT_EQ(job["status"]["placement"][0]["node"], "node-b");
+  EXPECT_EQ(job["status"]["interruptions"], 1);
+  EXPECT_EQ(job["status"]["restarts"], 0);
+  EXPECT_NE(Gpuctl("get nodes").output.find("node-a               NotReady"), std::string::npos)
+      << Gpuctl("get nodes").output;
+  // node-a comes back: its agent learns the task is not wanted any more and kills it (fencing).
+  std::string marker = (dir_.path() / "node-a").string();
+  auto again = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("stopping default.mover.0 (attempt 1)") != std::string::npos; }))
+      << Slurp(Log("node-a"));
+  ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("ended: Stopped") != std::string::npos; }))
+      << Slurp(Log("node-a"));
+  EXPECT_EQ(Phase("mover"), "Running");
+}
+
+}  // namespace
+}  // namespace gpucloud
