@@ -1,5 +1,8 @@
 #include "api/client.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <fstream>
 #include <openssl/ssl.h>
 #include <yaml-cpp/yaml.h>
@@ -104,6 +107,19 @@ Client::Client(ClientConfig config) : config_(std::move(config)) {}
 Client::~Client() = default;
 Client::Client(const Client& other) : config_(other.config_) {}
 
+namespace {
+
+// Waits until the connection has something to read, for at most `seconds`; false when it stays
+// silent (a partitioned or hung peer). Asio's blocking reads would wait forever.
+template <typename Stream>
+bool Readable(Stream& stream, const beast::flat_buffer& buffered, int seconds) {
+  if (buffered.size() > 0 || SSL_pending(stream.native_handle()) > 0) return true;
+  pollfd p{beast::get_lowest_layer(stream).socket().native_handle(), POLLIN, 0};
+  return poll(&p, 1, seconds * 1000) > 0;
+}
+
+}  // namespace
+
 absl::StatusOr<HttpResponse> Client::Stream(
     const std::string& target, const std::function<void(const std::string&)>& on_line,
     int idle_seconds, const std::atomic<bool>* cancel) const {
@@ -136,13 +152,10 @@ absl::StatusOr<HttpResponse> Client::Stream(
   };
   parser.on_chunk_body(on_chunk);
   while (!parser.is_done()) {
-    if (idle_seconds > 0) {
-      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(idle_seconds));
-    }
-    http::read_some(stream, buf, parser, ec);
-    if (ec == beast::error::timeout) {
+    if (idle_seconds > 0 && !Readable(stream, buf, idle_seconds)) {
       return absl::UnavailableError(Cat("watch on ", config_.host, ": silent for ", idle_seconds, " s"));
     }
+    http::read_some(stream, buf, parser, ec);
     if (ec) break;
     if (cancel != nullptr && cancel->load()) break;
   }
@@ -168,12 +181,12 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
       conn_ = std::move(c);
     }
     auto& stream = *conn_->stream;
-    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     beast::error_code ec;
     http::write(stream, req, ec);
     beast::flat_buffer buf;
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 << 20);
+    if (!ec && !Readable(stream, buf, 30)) ec = asio::error::timed_out;
     if (!ec) http::read(stream, buf, parser, ec);
     if (ec) {
       bool nothing_back = !parser.got_some();
@@ -181,7 +194,6 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
       if (reused && nothing_back) continue;
       return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
     }
-    beast::get_lowest_layer(stream).expires_never();
     HttpResponse out{static_cast<int>(parser.get().result_int()), parser.get().body()};
     if (!parser.get().keep_alive()) conn_.reset();
     return out;
