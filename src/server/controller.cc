@@ -29,7 +29,10 @@ struct JobEntry {
 };
 
 struct NodeEntry {
-  std::optional<api::NodeInfo> info;
+  std::shared_ptr<const api::NodeInfo> info;  // null when the stored document does not parse
+  bool unschedulable = false;
+  bool draining = false;
+  bool stored_ready = false;
 };
 
 std::string NameOf(const Json& doc) {
@@ -63,20 +66,25 @@ const JobEntry& JobOf(CachedObject& o) {
   return *static_cast<const JobEntry*>(o.derived.get());
 }
 
+bool SpecFlag(const Json& doc, const char* key) {
+  auto s = doc.find("spec");
+  return s != doc.end() && s->is_object() && s->value(key, false);
+}
+
 const NodeEntry& NodeOf(CachedObject& o) {
   if (!o.derived) {
     auto e = std::make_shared<NodeEntry>();
     absl::StatusOr<api::NodeInfo> n = api::NodeFromJson(o.doc.dump());
-    if (n.ok()) e->info = std::move(*n);
+    if (n.ok()) e->info = std::make_shared<const api::NodeInfo>(std::move(*n));
+    e->unschedulable = SpecFlag(o.doc, "unschedulable");
+    e->draining = SpecFlag(o.doc, "draining");
+    const Json& st = o.doc["status"];
+    e->stored_ready = st.is_object() && st.value("ready", false);
     o.derived = e;
   }
   return *static_cast<const NodeEntry*>(o.derived.get());
 }
 
-bool SpecFlag(const Json& doc, const char* key) {
-  auto s = doc.find("spec");
-  return s != doc.end() && s->is_object() && s->value(key, false);
-}
 
 std::string AssignmentKey(const std::string& node, const std::string& name) {
   return Cat("/assignments/", node, "/", name);
@@ -88,7 +96,8 @@ struct Controller::Pass {
   int64_t now_ms = 0;
   std::map<std::string, NodeReport> reports;
   // Ready nodes, by name, with the agents' GPU health applied; cordoned ones included.
-  std::map<std::string, api::NodeInfo> ready;
+  std::map<std::string, std::shared_ptr<const api::NodeInfo>> ready;
+  std::string nodes_fingerprint;  // what the scheduler's node list was built from
   std::set<std::string> cordoned, draining;
   ClusterMetrics metrics;
   std::vector<double> bind_latencies;  // seconds, of first attempts bound in this pass
@@ -199,9 +208,7 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     auto rep = pass.reports.find(name);
     int64_t last = rep != pass.reports.end() ? rep->second.last_heartbeat_ms : started_ms_;
     bool ready = pass.now_ms - last <= options_.heartbeat_timeout_ms;
-    const Json& st = obj.doc["status"];
-    bool stored_ready = st.is_object() && st.value("ready", false);
-    if (ready != stored_ready) {
+    if (ready != entry.stored_ready) {
       Json doc = obj.doc;
       doc["status"]["ready"] = ready;
       doc["status"]["readyReason"] = ready ? "HeartbeatsArrive" : "HeartbeatsMissed";
@@ -223,16 +230,23 @@ absl::Status Controller::SyncNodes(Pass& pass) {
       continue;
     }
     ++pass.metrics.nodes_ready;
-    api::NodeInfo info = *entry.info;
-    if (rep != pass.reports.end()) {
-      for (const api::GpuHealth& h : rep->second.heartbeat.gpus) {
-        if (h.index >= 0 && h.index < static_cast<int>(info.gpus.size())) {
-          info.gpus[h.index].healthy = info.gpus[h.index].healthy && h.healthy;
+    std::shared_ptr<const api::NodeInfo> info = entry.info;
+    uint64_t generation = 0;
+    if (rep != pass.reports.end() && rep->second.heartbeat != nullptr) {
+      generation = rep->second.generation;
+      // The agent's view of its GPUs' health: a copy only when it takes one away.
+      for (const api::GpuHealth& h : rep->second.heartbeat->gpus) {
+        if (!h.healthy && h.index >= 0 && h.index < static_cast<int>(info->gpus.size()) &&
+            info->gpus[h.index].healthy) {
+          auto copy = std::make_shared<api::NodeInfo>(*info);
+          copy->gpus[h.index].healthy = false;
+          info = std::move(copy);
         }
       }
     }
-    if (SpecFlag(obj.doc, "unschedulable")) pass.cordoned.insert(name);
-    if (SpecFlag(obj.doc, "draining")) pass.draining.insert(name);
+    if (entry.unschedulable) pass.cordoned.insert(name);
+    if (entry.draining) pass.draining.insert(name);
+    pass.nodes_fingerprint += Cat(name, "@", obj.mod_revision, "/", generation, ";");
     pass.ready[name] = std::move(info);
   }
   return absl::OkStatus();
@@ -246,8 +260,8 @@ namespace {
 const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports,
                                 const PlacedReplica& r, const std::string& uid, int attempt) {
   auto it = reports.find(r.node);
-  if (it == reports.end()) return nullptr;
-  for (const api::TaskReport& t : it->second.heartbeat.tasks) {
+  if (it == reports.end() || it->second.heartbeat == nullptr) return nullptr;
+  for (const api::TaskReport& t : it->second.heartbeat->tasks) {
     if (t.name == r.name && t.job_uid == uid && t.attempt == attempt) return &t;
   }
   return nullptr;
@@ -424,18 +438,25 @@ absl::Status Controller::Schedule(Pass& pass) {
     scheduler_queues_revision_ = queues_.revision();
   }
 
-  std::vector<Node> nodes;
-  std::map<std::string, sched::NodeIndex> index;
-  for (const auto& [name, info] : pass.ready) {
-    index[name] = static_cast<sched::NodeIndex>(nodes.size());
-    Node n = api::ToSchedulerNode(info);
-    n.cordoned = pass.cordoned.contains(name);
-    nodes.push_back(std::move(n));
-    for (const Gpu& g : info.gpus) {
-      if (g.healthy) ++pass.metrics.gpus_total_by_type[g.type];
+  // The scheduler's nodes, rebuilt only when a node, its health or its cordon changed: the
+  // state's node identity then stays the same across passes, and so do the scheduler's caches.
+  if (!base_state_ || pass.nodes_fingerprint != base_fingerprint_) {
+    std::vector<Node> nodes;
+    base_index_.clear();
+    for (const auto& [name, info] : pass.ready) {
+      base_index_[name] = static_cast<sched::NodeIndex>(nodes.size());
+      Node n = api::ToSchedulerNode(*info);
+      n.cordoned = pass.cordoned.contains(name);
+      nodes.push_back(std::move(n));
     }
+    base_state_ = std::make_unique<sched::ClusterState>(std::move(nodes), catalog_);
+    base_fingerprint_ = std::move(pass.nodes_fingerprint);
   }
-  sched::ClusterState state(std::move(nodes), catalog_);
+  const std::map<std::string, sched::NodeIndex>& index = base_index_;
+  for (const auto& [type, n] : base_state_->HealthyGpusByType()) {
+    pass.metrics.gpus_total_by_type[type] = n.raw() / 1000;
+  }
+  sched::ClusterState state(*base_state_);
 
   std::vector<sched::PendingJob> pending;
   std::map<std::string, CachedObject*> by_job_key;  // "ns/name" -> cache entry
@@ -542,7 +563,7 @@ absl::Status Controller::Schedule(Pass& pass) {
       }
       std::vector<std::pair<std::string, int>> hosts;
       for (const std::string& node : node_order) {
-        const api::NodeInfo& info = pass.ready.at(node);
+        const api::NodeInfo& info = *pass.ready.at(node);
         hosts.emplace_back(info.address.empty() ? info.hostname : info.address, local_count[node]);
       }
       int master_port = 20000 + static_cast<int>(std::hash<std::string>{}(Cat(UidOf(obj.doc), s.attempt)) % 20000);
@@ -552,7 +573,7 @@ absl::Status Controller::Schedule(Pass& pass) {
       for (size_t rank = 0; rank < replicas.size(); ++rank) {
         const sched::ReplicaPlacement& r = replicas[rank];
         const std::string& node = state.node(r.node).name;
-        const api::NodeInfo& info = pass.ready.at(node);
+        const api::NodeInfo& info = *pass.ready.at(node);
         const TaskSpec* spec = &job.spec.tasks[task_order[r.task]];
         PlacedReplica pr{Cat(ns, ".", name, ".", rank), node, static_cast<int>(rank), r};
         pr.placement.node = 0;

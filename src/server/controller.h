@@ -37,6 +37,7 @@
 #include "store/store.h"
 
 namespace gpucloud::sched {
+class ClusterState;
 class Scheduler;
 }
 
@@ -105,6 +106,9 @@ class Controller {
   ObjectCache jobs_{"/jobs/"};
   ObjectCache queues_{"/queues/"};
   std::unique_ptr<sched::Scheduler> scheduler_;
+  std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
+  std::string base_fingerprint_;
+  std::map<std::string, int32_t> base_index_;  // node name -> index in base_state_
   int64_t scheduler_queues_revision_ = -1;
   uint64_t event_seq_ = 0;
 

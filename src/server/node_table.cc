@@ -6,10 +6,13 @@ bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = nodes_.try_emplace(node);
   NodeReport& r = it->second;
-  bool changed = inserted || r.heartbeat.tasks != heartbeat.tasks ||
-                 r.heartbeat.gpus != heartbeat.gpus;
+  bool changed = inserted || r.heartbeat == nullptr || r.heartbeat->tasks != heartbeat.tasks ||
+                 r.heartbeat->gpus != heartbeat.gpus;
   r.last_heartbeat_ms = now_ms;
-  r.heartbeat = std::move(heartbeat);
+  if (changed) {
+    r.heartbeat = std::make_shared<const api::Heartbeat>(std::move(heartbeat));
+    r.generation = ++generation_;
+  }
   return changed;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,7 +21,10 @@ namespace gpucloud::server {
 
 struct NodeReport {
   int64_t last_heartbeat_ms = 0;
-  api::Heartbeat heartbeat;
+  // Immutable once recorded: snapshots share it. Replaced (with a new generation) only when
+  // the heartbeat said something new.
+  std::shared_ptr<const api::Heartbeat> heartbeat;
+  uint64_t generation = 0;
 };
 
 class NodeTable {
@@ -35,6 +39,7 @@ class NodeTable {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, NodeReport> nodes_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpucloud::server
