@@ -209,6 +209,7 @@ int main(int argc, char** argv) {
   if (auto m = user.Call("GET", "/metrics"); m.ok()) {
     for (const std::string& line : gpucloud::SplitAny(m->body, "\n")) {
       if (line.starts_with("gpucloud_controller_pass_seconds ") ||
+          line.starts_with("gpucloud_controller_stage_seconds") ||
           line.starts_with("gpucloud_jobs{phase=\"Scheduled\"}") ||
           line.starts_with("gpucloud_jobs{phase=\"Pending\"}")) {
         std::printf("%s\n", line.c_str());

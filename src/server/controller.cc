@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "api/wire.h"
 #include "core/text.h"
@@ -26,6 +27,9 @@ constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.
 struct JobEntry {
   std::optional<Job> job;  // nullopt when the stored spec does not parse (never, unless edited)
   JobStatus status;
+  std::string ns, name, uid, key;  // key: "ns/name", the scheduler's job key
+  // The scheduler's view of a pending job, made once (its shape key is cached inside).
+  mutable std::optional<sched::PendingJob> request;
 };
 
 struct NodeEntry {
@@ -61,6 +65,10 @@ const JobEntry& JobOf(CachedObject& o) {
       if (const Job* j = std::get_if<Job>(&p.manifests[0].object)) e->job = *j;
     }
     e->status = JobStatusFromJson(o.doc);
+    e->ns = NamespaceOf(o.doc);
+    e->name = NameOf(o.doc);
+    e->uid = UidOf(o.doc);
+    e->key = Cat(e->ns, "/", e->name);
     o.derived = e;
   }
   return *static_cast<const JobEntry*>(o.derived.get());
@@ -168,13 +176,23 @@ absl::Status Controller::RunOnce() {
   absl::Time t0 = absl::Now();
   Pass pass;
   pass.now_ms = clock_.NowMillis();
+  absl::Time t = t0;
+  auto stage = [&](const char* name) {
+    absl::Time now = absl::Now();
+    pass.metrics.stage_seconds[name] = absl::ToDoubleSeconds(now - t);
+    t = now;
+  };
   for (ObjectCache* c : {&nodes_, &jobs_, &queues_}) {
     if (absl::StatusOr<bool> s = c->Sync(store_); !s.ok()) return s.status();
   }
+  stage("sync");
   pass.reports = node_table_.Snapshot();
   if (absl::Status s = SyncNodes(pass); !s.ok()) return s;
+  stage("nodes");
   StepJobs(pass);
+  stage("jobs");
   if (absl::Status s = Schedule(pass); !s.ok()) return s;
+  stage("schedule");
   absl::MutexLock lock(&mu_);
   pass.metrics.passes = metrics_.passes + 1;
   pass.metrics.last_pass_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -271,11 +289,41 @@ const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports
 
 void Controller::StepJobs(Pass& pass) {
   const int64_t now = pass.now_ms;
+  struct Write {
+    std::vector<store::Op> ops;
+    std::string key;
+    CachedObject* obj;
+    std::shared_ptr<JobEntry> entry;  // the new cache entry; null for a deletion
+    Json doc;
+  };
+  std::vector<Write> writes;
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& old = entry.status;
+    if (old.Terminal() && !old.delete_requested) continue;
+    if (old.phase == "Pending" && !old.cancel_requested) continue;  // the scheduler's
+    const std::string &ns = entry.ns, &name = entry.name, &uid = entry.uid;
+    if (old.Active() && !old.cancel_requested) {
+      // Most running jobs have nothing new: their nodes are fine and their tasks' reports are
+      // what the status already says. Skip those without copying anything.
+      bool news = false;
+      for (const PlacedReplica& r : old.placement) {
+        if (!pass.ready.contains(r.node) || pass.draining.contains(r.node)) {
+          news = true;
+          break;
+        }
+        const api::TaskReport* t = ReportOf(pass.reports, r, uid, old.attempt);
+        if (t == nullptr) continue;
+        auto known = old.tasks.find(r.name);
+        if (known == old.tasks.end() || !known->second.starts_with(api::TaskStateName(t->state)) ||
+            t->state != api::TaskState::kRunning) {
+          news = true;
+          break;
+        }
+      }
+      if (!news && !(old.phase == "Scheduled" && !old.tasks.empty())) continue;
+    }
     JobStatus s = old;
-    std::string ns = NamespaceOf(obj.doc), name = NameOf(obj.doc), uid = UidOf(obj.doc);
     std::vector<store::Op> ops;
     std::vector<JobEvent> events;
     auto event = [&](std::string type, std::string reason, std::string message) {
@@ -389,11 +437,7 @@ void Controller::StepJobs(Pass& pass) {
       for (const std::string& k : EventKeysOf(store_, ns, name)) {
         ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
       }
-      if (absl::StatusOr<int64_t> rev = store_.Txn(ops); !rev.ok() && !absl::IsAborted(rev.status()) &&
-                                                     !absl::IsNotFound(rev.status())) {
-        std::cerr << "gpucloud server: controller: deleting " << key << ": " << rev.status().message()
-                  << std::endl;
-      }
+      writes.push_back({std::move(ops), key, &obj, nullptr, Json()});
       continue;
     }
     if (s == old) continue;
@@ -401,20 +445,48 @@ void Controller::StepJobs(Pass& pass) {
     JobStatusToJson(s, doc);
     ops.push_back({store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision});
     for (const JobEvent& e : events) ops.push_back(MakeEventOp(ns, name, uid, e, now, ++event_seq_));
-    absl::StatusOr<int64_t> rev = store_.Txn(ops);
-    if (!rev.ok() && !absl::IsAborted(rev.status())) {
-      std::cerr << "gpucloud server: controller: " << key << ": " << rev.status().message()
-                << std::endl;
-    }
-    if (rev.ok()) {
-      // Keep the cache's view current for the scheduling stage of this pass.
-      obj.doc = std::move(doc);
-      obj.mod_revision = *rev;
-      auto e = std::make_shared<JobEntry>(entry);
-      e->status = s;
-      obj.derived = e;
-    }
+    auto next = std::make_shared<JobEntry>(entry);
+    next->status = s;
+    next->request.reset();
+    writes.push_back({std::move(ops), key, &obj, std::move(next), std::move(doc)});
   }
+  std::vector<std::vector<store::Op>> txns;
+  for (Write& w : writes) txns.push_back(std::move(w.ops));
+  std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);
+  for (size_t i = 0; i < writes.size(); ++i) {
+    Write& w = writes[i];
+    if (!results[i].ok()) {
+      if (!absl::IsAborted(results[i].status()) && !absl::IsNotFound(results[i].status())) {
+        std::cerr << "gpucloud server: controller: " << w.key << ": " << results[i].status().message()
+                  << std::endl;
+      }
+      continue;
+    }
+    if (w.entry == nullptr) continue;  // deleted
+    // Keep the cache's view current for the scheduling stage of this pass.
+    w.obj->doc = std::move(w.doc);
+    w.obj->mod_revision = *results[i];
+    w.obj->derived = std::move(w.entry);
+  }
+}
+
+std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(const std::vector<std::vector<store::Op>>& txns) {
+  // Concurrent writers share the store's group commit: one fsync for many transactions
+  // instead of one each.
+  std::vector<absl::StatusOr<int64_t>> results(txns.size(), absl::UnknownError("not run"));
+  if (txns.size() <= 1) {
+    for (size_t i = 0; i < txns.size(); ++i) results[i] = store_.Txn(txns[i]);
+    return results;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < txns.size();) results[i] = store_.Txn(txns[i]);
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min<size_t>(16, txns.size()); ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  return results;
 }
 
 // --- scheduling ------------------------------------------------------------------------------
@@ -456,19 +528,32 @@ absl::Status Controller::Schedule(Pass& pass) {
   for (const auto& [type, n] : base_state_->HealthyGpusByType()) {
     pass.metrics.gpus_total_by_type[type] = n.raw() / 1000;
   }
-  sched::ClusterState state(*base_state_);
+  // The allocations, kept across passes and changed only for jobs whose holdings changed.
+  if (!state_ || state_->nodes_id() != base_state_->nodes_id()) {
+    state_ = std::make_unique<sched::ClusterState>(*base_state_);
+    held_.clear();
+  }
+  sched::ClusterState& state = *state_;
+  ++pass_number_;
 
   std::vector<sched::PendingJob> pending;
-  std::map<std::string, CachedObject*> by_job_key;  // "ns/name" -> cache entry
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& s = entry.status;
     ++pass.metrics.jobs_by_phase[s.phase];
     if (!entry.job) continue;
     const Job& job = *entry.job;
-    std::string job_key = Cat(job.metadata.namespace_, "/", job.metadata.name);
-    by_job_key[job_key] = &obj;
+    const std::string& job_key = entry.key;
     if (s.Active() || s.Stopping()) {
+      Held signature{s.attempt, s.Stopping(), pass_number_};
+      auto held = held_.find(job_key);
+      if (held != held_.end() && held->second.attempt == signature.attempt &&
+          held->second.stopping == signature.stopping) {
+        held->second.pass = pass_number_;
+        continue;
+      }
+      if (held != held_.end()) (void)state.Release(job_key);
+      held_[job_key] = signature;
       sched::Allocation a;
       a.job = job_key;
       a.queue = job.spec.queue;
@@ -494,15 +579,27 @@ absl::Status Controller::Schedule(Pass& pass) {
     if (s.phase != "Pending" || s.cancel_requested || s.delete_requested) continue;
     ++pass.metrics.pending_by_queue[job.spec.queue];
     if (s.not_before_ms > now) continue;
-    sched::PendingJob p;
-    p.request = sched::MakeJobRequest(job);
-    p.request.key = job_key;
-    p.queue = job.spec.queue;
-    p.priority = job.spec.priority;
-    p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
-    p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
-    p.preemptible = job.spec.billing == BillingClass::kSpot;
-    pending.push_back(std::move(p));
+    if (!entry.request) {
+      sched::PendingJob p;
+      p.request = sched::MakeJobRequest(job);
+      p.request.key = job_key;
+      p.queue = job.spec.queue;
+      p.priority = job.spec.priority;
+      p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
+      p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
+      p.preemptible = job.spec.billing == BillingClass::kSpot;
+      entry.request = std::move(p);
+    }
+    pending.push_back(*entry.request);
+  }
+  // Jobs that held GPUs and hold none now (ended, stopped, deleted).
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.pass == pass_number_) {
+      ++it;
+      continue;
+    }
+    (void)state.Release(it->first);
+    it = held_.erase(it);
   }
   // What is allocated once this pass's bindings are in (Schedule commits them to `state`).
   auto count_allocated = [&] {
@@ -524,12 +621,21 @@ absl::Status Controller::Schedule(Pass& pass) {
     return absl::OkStatus();
   }
 
+  absl::Time t_place = absl::Now();
   std::vector<sched::Decision> decisions = scheduler_->Schedule(state, pending, now);
+  pass.metrics.stage_seconds["place"] = absl::ToDoubleSeconds(absl::Now() - t_place);
   count_allocated();
+  struct Written {
+    std::string job;
+    bool bind;
+    int attempt;
+  };
+  std::vector<std::vector<store::Op>> txns;
+  std::vector<Written> written;
   for (const sched::Decision& d : decisions) {
-    auto it = by_job_key.find(d.job);
-    if (it == by_job_key.end()) continue;
-    CachedObject& obj = *it->second;
+    auto it = jobs_.mutable_objects().find(Cat("/jobs/", d.job));  // d.job is "ns/name"
+    if (it == jobs_.mutable_objects().end()) continue;
+    CachedObject& obj = it->second;
     const JobEntry& entry = JobOf(obj);
     const Job& job = *entry.job;
     JobStatus s = entry.status;
@@ -652,10 +758,25 @@ absl::Status Controller::Schedule(Pass& pass) {
     for (const JobEvent& e : events) {
       ops.push_back(MakeEventOp(ns, name, UidOf(obj.doc), e, now, ++event_seq_));
     }
-    absl::StatusOr<int64_t> rev = store_.Txn(ops);
+    txns.push_back(std::move(ops));
+    written.push_back({d.job, d.kind == sched::DecisionKind::kBind, s.attempt});
+  }
+  absl::Time t_write = absl::Now();
+  std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);
+  pass.metrics.stage_seconds["write"] = absl::ToDoubleSeconds(absl::Now() - t_write);
+  for (size_t i = 0; i < written.size(); ++i) {
+    const absl::StatusOr<int64_t>& rev = results[i];
     if (!rev.ok() && !absl::IsAborted(rev.status())) {
-      std::cerr << "gpucloud server: controller: binding " << d.job << ": " << rev.status().message()
+      std::cerr << "gpucloud server: controller: " << written[i].job << ": " << rev.status().message()
                 << std::endl;
+    }
+    if (written[i].bind) {
+      // Schedule committed the binding to the state: keep it when the store has it too.
+      if (rev.ok()) {
+        held_[written[i].job] = {written[i].attempt, false, pass_number_};
+      } else {
+        (void)state.Release(written[i].job);
+      }
     }
   }
   return absl::OkStatus();
@@ -686,6 +807,11 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   out += "# HELP gpucloud_controller_pass_seconds Duration of the last controller pass.\n"
          "# TYPE gpucloud_controller_pass_seconds gauge\n";
   out += Cat("gpucloud_controller_pass_seconds ", m.last_pass_seconds, "\n");
+  out += "# HELP gpucloud_controller_stage_seconds Duration of each stage of the last pass.\n"
+         "# TYPE gpucloud_controller_stage_seconds gauge\n";
+  for (const auto& [stage, secs] : m.stage_seconds) {
+    out += Cat("gpucloud_controller_stage_seconds{stage=\"", stage, "\"} ", secs, "\n");
+  }
   out += "# HELP gpucloud_scheduling_latency_seconds Submission to binding of first attempts.\n"
          "# TYPE gpucloud_scheduling_latency_seconds histogram\n";
   for (size_t i = 0; i < m.bind_latency_bounds.size(); ++i) {

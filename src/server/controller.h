@@ -63,6 +63,7 @@ struct ClusterMetrics {
   int64_t nodes_not_ready = 0;
   int64_t passes = 0;
   double last_pass_seconds = 0;
+  std::map<std::string, double> stage_seconds;  // sync, nodes, jobs, schedule (place, write)
   // Submission (creation) to binding, first attempts only: histogram buckets in seconds.
   std::vector<double> bind_latency_bounds;
   std::vector<int64_t> bind_latency_counts;  // cumulative per bound, then +Inf
@@ -94,6 +95,8 @@ class Controller {
   absl::Status SyncNodes(Pass& pass);
   void StepJobs(Pass& pass);
   absl::Status Schedule(Pass& pass);
+  // Runs independent transactions concurrently; results in order.
+  std::vector<absl::StatusOr<int64_t>> TxnAll(const std::vector<std::vector<store::Op>>& txns);
 
   store::Store& store_;
   NodeTable& node_table_;
@@ -109,6 +112,16 @@ class Controller {
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;
   std::map<std::string, int32_t> base_index_;  // node name -> index in base_state_
+  // base_state_ plus every job's holdings, kept across passes; held_: job key -> the attempt
+  // and phase its allocation in state_ was made for.
+  std::unique_ptr<sched::ClusterState> state_;
+  struct Held {
+    int attempt = 0;
+    bool stopping = false;
+    uint64_t pass = 0;  // the last pass that saw the job hold it
+  };
+  std::map<std::string, Held> held_;
+  uint64_t pass_number_ = 0;
   int64_t scheduler_queues_revision_ = -1;
   uint64_t event_seq_ = 0;
 
