@@ -50,6 +50,7 @@ class NoGpuBackend : public GpuBackend {
 // `gpucloud agent run`: joins the control plane and runs what it assigns.
 int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptions options,
             const std::string& metrics_listen, std::ostream& out, std::ostream& err) {
+  NodeAgent agent(server, backend, options);
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_listen.empty()) {
     size_t colon = metrics_listen.rfind(':');
@@ -58,12 +59,16 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
       err << "gpucloud agent: --metrics-listen: \"" << metrics_listen << "\" is not HOST:PORT\n";
       return 2;
     }
-    // The exporter reads the GPUs through its own backend instance (backends are not shared
-    // between threads).
-    metrics = std::make_unique<MetricsServer>(backend, metrics_listen.substr(0, colon),
-                                              static_cast<uint16_t>(port), options.node_name);
+    // The agent samples the GPUs (with its heartbeats); the metrics server shows its view.
+    metrics = std::make_unique<MetricsServer>([&agent] { return agent.MetricsText(); },
+                                              metrics_listen.substr(0, colon), static_cast<uint16_t>(port));
+    if (absl::Status s = metrics->Start(); !s.ok()) {
+      err << "gpucloud agent: " << s.message() << "\n";
+      return 1;
+    }
+    out << "gpucloud agent: metrics at http://" << metrics_listen.substr(0, colon) << ":" << metrics->port()
+        << "/metrics" << std::endl;
   }
-  NodeAgent agent(server, backend, options);
   std::thread waiter([&agent] {
     sigset_t stop;
     sigemptyset(&stop);
@@ -110,6 +115,9 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   run->add_option("--state-dir", options.state_dir, "task records, logs and hostfiles");
   run->add_option("--cpu-milli", options.cpu_milli, "CPU to offer, in milli-CPUs (default: all)");
   run->add_option("--memory-mib", options.memory_mib, "memory to offer, in MiB (default: all)");
+  std::string metrics_listen;
+  run->add_option("--metrics-listen", metrics_listen,
+                  "serve /metrics (dcgm-exporter names, task labels) on HOST:PORT, e.g. 0.0.0.0:9400");
   for (CLI::App* sub : {discover, metrics, serve, run}) {
     sub->add_option("--simulate", simulate, "simulated GPUs, e.g. 8xH100 or 4xA100-80GB,2xT4");
     sub->add_option("--nvml-library", library, "NVML library to load");
@@ -178,7 +186,7 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
           << "); this node has no GPUs\n";
       backend = std::unique_ptr<GpuBackend>(std::make_unique<NoGpuBackend>());
     }
-    return RunNode(**backend, server, options, "", out, err);
+    return RunNode(**backend, server, options, metrics_listen, out, err);
   }
   NodeGpus node;
   std::vector<GpuSample> samples;

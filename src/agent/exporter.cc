@@ -32,7 +32,7 @@ struct Metric {
 }  // namespace
 
 std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
-                            std::string_view hostname) {
+                            std::string_view hostname, const std::map<int, GpuOwner>* owners) {
   const Metric kMetrics[] = {
       {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
        [](const GpuSample& s) -> std::optional<double> { return s.sm_clock_mhz; }},
@@ -80,11 +80,18 @@ std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& 
       std::optional<double> v = m.value(s);
       if (!v || s.index < 0 || s.index >= static_cast<int>(node.gpus.size())) continue;
       const GpuDevice& g = node.gpus[s.index];
+      std::string owner;
+      if (owners != nullptr) {
+        if (auto o = owners->find(g.index); o != owners->end()) {
+          owner = fmt::format(",namespace=\"{}\",job=\"{}\",task=\"{}\"", LabelValue(o->second.namespace_),
+                              LabelValue(o->second.job), LabelValue(o->second.task));
+        }
+      }
       lines += fmt::format(
           "{}{{gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",device=\"nvidia{}\",modelName=\"{}\","
-          "Hostname=\"{}\",DCGM_FI_DRIVER_VERSION=\"{}\"}} {}\n",
+          "Hostname=\"{}\",DCGM_FI_DRIVER_VERSION=\"{}\"{}}} {}\n",
           m.name, g.index, LabelValue(g.uuid), LabelValue(g.pci_bus_id), g.index,
-          LabelValue(g.name), LabelValue(hostname), LabelValue(node.driver_version), *v);
+          LabelValue(g.name), LabelValue(hostname), LabelValue(node.driver_version), owner, *v);
     }
     if (lines.empty()) continue;
     out += Cat("# HELP ", m.name, " ", m.help, "\n# TYPE ", m.name, " ", m.type, "\n", lines);

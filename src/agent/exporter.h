@@ -4,6 +4,7 @@
 #ifndef GPUCLOUD_AGENT_EXPORTER_H_
 #define GPUCLOUD_AGENT_EXPORTER_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,8 +15,16 @@ namespace gpucloud::agent {
 
 // One HELP and TYPE line per metric, then one sample per GPU that reports it, labelled gpu,
 // UUID, pci_bus_id, device, modelName, Hostname and DCGM_FI_DRIVER_VERSION (in that order).
+// With `owners`, a GPU a task uses also carries that task's labels namespace, job and task (as
+// dcgm-exporter adds namespace, pod and container on Kubernetes).
+struct GpuOwner {
+  std::string namespace_;
+  std::string job;
+  std::string task;  // "{task}-{replica}"
+};
 std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
-                            std::string_view hostname);
+                            std::string_view hostname,
+                            const std::map<int, GpuOwner>* owners = nullptr);
 
 }  // namespace gpucloud::agent
 

@@ -20,9 +20,10 @@ using tcp = asio::ip::tcp;
 }  // namespace
 
 struct MetricsServer::Impl {
-  Impl(GpuBackend& b, std::string a, uint16_t p, std::string h)
+  Impl(GpuBackend* b, std::string a, uint16_t p, std::string h)
       : backend(b), address(std::move(a)), port(p), hostname(std::move(h)) {}
-  GpuBackend& backend;
+  GpuBackend* backend;
+  std::function<std::string()> render;
   std::string address;
   uint16_t port;
   std::string hostname;
@@ -34,9 +35,10 @@ struct MetricsServer::Impl {
   std::pair<http::status, std::string> Answer(const std::string& target) {
     if (target == "/healthz") return {http::status::ok, "ok\n"};
     if (target != "/metrics") return {http::status::not_found, "not found\n"};
-    absl::StatusOr<NodeGpus> node = backend.Discover();
+    if (render) return {http::status::ok, render()};
+    absl::StatusOr<NodeGpus> node = backend->Discover();
     absl::StatusOr<std::vector<GpuSample>> samples =
-        node.ok() ? backend.Sample() : absl::StatusOr<std::vector<GpuSample>>(node.status());
+        node.ok() ? backend->Sample() : absl::StatusOr<std::vector<GpuSample>>(node.status());
     if (!samples.ok()) {
       return {http::status::service_unavailable, Cat(samples.status().message(), "\n")};
     }
@@ -62,7 +64,13 @@ struct MetricsServer::Impl {
 
 MetricsServer::MetricsServer(GpuBackend& backend, std::string address, uint16_t port,
                              std::string hostname)
-    : impl_(std::make_unique<Impl>(backend, std::move(address), port, std::move(hostname))) {}
+    : impl_(std::make_unique<Impl>(&backend, std::move(address), port, std::move(hostname))) {}
+
+MetricsServer::MetricsServer(std::function<std::string()> render, std::string address,
+                             uint16_t port)
+    : impl_(std::make_unique<Impl>(nullptr, std::move(address), port, "")) {
+  impl_->render = std::move(render);
+}
 
 MetricsServer::~MetricsServer() { Stop(); }
 

@@ -5,6 +5,7 @@
 #define GPUCLOUD_AGENT_METRICS_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,9 @@ class MetricsServer {
  public:
   // Borrows `backend` (used only from the server's thread once started).
   MetricsServer(GpuBackend& backend, std::string address, uint16_t port, std::string hostname);
+  // Serves what `render` returns (the node agent's view: its last sample, with the labels of
+  // the tasks on each GPU); `render` is called from the server's thread.
+  MetricsServer(std::function<std::string()> render, std::string address, uint16_t port);
   ~MetricsServer();
   absl::Status Start();
   uint16_t port() const;

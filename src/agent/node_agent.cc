@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agent/executor.h"
+#include "agent/exporter.h"
 #include "agent/task_env.h"
 #include "api/wire.h"
 #include "core/text.h"
@@ -98,6 +99,19 @@ struct NodeAgent::Impl {
   std::map<std::string, Local> tasks;  // the main loop's
   std::thread watcher;
   std::string cwd;
+  std::map<std::string, absl::Time> arrived;  // guarded by mu: "name/attempt" -> when it came
+
+  // What /metrics shows, from the main loop's samples.
+  mutable std::mutex metrics_mu;
+  NodeGpus discovered;                         // guarded by metrics_mu
+  std::vector<GpuSample> last_samples;         // guarded by metrics_mu
+  std::map<int, GpuOwner> owners;              // guarded by metrics_mu
+  struct Energy {
+    std::string ns, job, task;
+    int rank = 0, attempt = 0;
+    double joules = 0;
+  };
+  std::map<std::string, Energy> energy;  // guarded by metrics_mu; by exec id
 
   Impl(api::ClientConfig server, GpuBackend& b, NodeAgentOptions opts)
       : client(server), watch_client(server), backend(b), o(std::move(opts)) {
@@ -192,6 +206,7 @@ struct NodeAgent::Impl {
         }
         {
           std::lock_guard lock(mu);
+          for (const auto& [name, a] : items) arrived.try_emplace(Cat(name, "/", a.attempt), absl::Now());
           desired = std::move(items);
           desired_known = true;
           dirty = true;
@@ -228,7 +243,10 @@ struct NodeAgent::Impl {
             desired.erase(name);
           } else {
             absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(obj.dump());
-            if (a.ok()) desired[a->name] = std::move(*a);
+            if (a.ok()) {
+              arrived.try_emplace(Cat(a->name, "/", a->attempt), absl::Now());
+              desired[a->name] = std::move(*a);
+            }
           }
           dirty = true;
           wake.notify_all();
@@ -386,8 +404,18 @@ struct NodeAgent::Impl {
       } else {
         t.in_executor = true;
         t.report.state = api::TaskState::kRunning;
+        std::string after;
+        {
+          std::lock_guard lock(mu);
+          auto it = arrived.find(Cat(a.name, "/", a.attempt));
+          if (it != arrived.end()) {
+            after = Cat(", ", absl::ToDoubleMilliseconds(absl::Now() - it->second),
+                        " ms after its assignment arrived");
+            arrived.erase(it);
+          }
+        }
         Log(Cat("started ", a.name, " (attempt ", a.attempt, ", rank ", a.rank, "/", a.world_size,
-                ", pid ", exec.Pid(t.exec_id), ")"));
+                ", pid ", exec.Pid(t.exec_id), after, ")"));
       }
     }
     tasks[a.name] = std::move(t);
@@ -524,10 +552,60 @@ struct NodeAgent::Impl {
     }
   }
 
+  // Keeps the sample for /metrics; adds each running task's share of its GPUs' energy since
+  // the previous sample (whole GPUs fully, shared ones by their fraction; MIG instances are not
+  // metered separately by NVML and are left out).
+  void RecordSamples(const std::vector<GpuSample>& samples) {
+    std::lock_guard lock(metrics_mu);
+    std::map<int, uint64_t> before;
+    for (const GpuSample& s : last_samples) {
+      if (s.energy_mj) before[s.index] = *s.energy_mj;
+    }
+    owners.clear();
+    for (const auto& [name, t] : tasks) {
+      if (t.ended_at) continue;
+      Energy& e = energy[t.exec_id];
+      e.ns = t.a.namespace_;
+      e.job = t.a.job;
+      e.task = Cat(t.a.task, "-", t.a.replica);
+      e.rank = t.a.rank;
+      e.attempt = t.a.attempt;
+      for (const api::AssignedGpu& g : t.a.gpus) {
+        owners[g.index] = {t.a.namespace_, t.a.job, e.task};
+        double share = g.mode == "whole" ? 1.0 : g.mode == "shared" ? g.fraction_milli / 1000.0 : 0.0;
+        for (const GpuSample& s : samples) {
+          if (s.index != g.index || !s.energy_mj || !before.contains(g.index)) continue;
+          if (*s.energy_mj >= before[g.index]) e.joules += share * (*s.energy_mj - before[g.index]) / 1000.0;
+        }
+      }
+    }
+    // Forget the energy of tasks the agent forgot.
+    for (auto it = energy.begin(); it != energy.end();) {
+      bool known = false;
+      for (const auto& [name, t] : tasks) known = known || t.exec_id == it->first;
+      it = known ? std::next(it) : energy.erase(it);
+    }
+    last_samples = samples;
+  }
+
+  std::string MetricsText() const {
+    std::lock_guard lock(metrics_mu);
+    std::string out = DcgmMetricsText(discovered, last_samples, HostName(), &owners);
+    out += "# HELP gpucloud_task_energy_joules Energy of the GPUs a task used while it ran.\n"
+           "# TYPE gpucloud_task_energy_joules counter\n";
+    for (const auto& [id, e] : energy) {
+      out += Cat("gpucloud_task_energy_joules{namespace=\"", e.ns, "\",job=\"", e.job, "\",task=\"",
+                 e.task, "\",rank=\"", e.rank, "\",attempt=\"", e.attempt, "\",Hostname=\"", HostName(),
+                 "\"} ", e.joules, "\n");
+    }
+    return out;
+  }
+
   void Heartbeat() {
     api::Heartbeat h;
     for (const auto& [name, t] : tasks) h.tasks.push_back(t.report);
     if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
+      RecordSamples(*samples);
       for (const GpuSample& s : *samples) {
         api::GpuHealth g{s.index, true, ""};
         if (s.ecc_uncorrected.value_or(0) > 0) {
@@ -546,7 +624,12 @@ struct NodeAgent::Impl {
   }
 
   absl::Status Run() {
-    if (absl::StatusOr<NodeGpus> d = backend.Discover(); !d.ok()) return d.status();
+    absl::StatusOr<NodeGpus> d = backend.Discover();
+    if (!d.ok()) return d.status();
+    {
+      std::lock_guard lock(metrics_mu);
+      discovered = *d;
+    }
     std::error_code ec;
     fs::create_directories(o.state_dir, ec);
     if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
@@ -593,6 +676,8 @@ NodeAgent::NodeAgent(api::ClientConfig server, GpuBackend& backend, NodeAgentOpt
 NodeAgent::~NodeAgent() { Stop(); }
 
 absl::Status NodeAgent::Run() { return impl_->Run(); }
+
+std::string NodeAgent::MetricsText() const { return impl_->MetricsText(); }
 
 void NodeAgent::Stop() {
   impl_->stop = true;

@@ -9,6 +9,8 @@
 //   - heartbeats every second (and at once when a task changes state) with every task's state
 //     and the GPUs' health; ended tasks are reported until the server stops assigning them;
 //   - ships each task's log to the server as it grows;
+//   - samples its GPUs with every heartbeat, for health and for /metrics (MetricsText), where a
+//     task's GPUs carry its labels and its energy is summed;
 //   - remembers its tasks in STATE_DIR/tasks, so an agent that restarts re-adopts those still
 //     running (same pid and start time) and reports the others lost — none is orphaned silently.
 // Run blocks until `stop` becomes true. Thread-safe: Run from one thread; Stop from any.
@@ -53,6 +55,10 @@ class NodeAgent {
   // Runs until Stop. Returns an error only when it cannot start (discovery failed).
   absl::Status Run();
   void Stop();
+  // GPU metrics in dcgm-exporter's names from the last sample, the GPUs of running tasks
+  // labelled namespace, job and task, and each task's energy (gpucloud_task_energy_joules).
+  // Thread-safe (for the metrics server's thread).
+  std::string MetricsText() const;
 
  private:
   struct Impl;

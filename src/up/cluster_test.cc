@@ -87,13 +87,14 @@ class ClusterTest : public ::testing::Test {
 
   std::string Log(const std::string& name) { return (dir_.path() / (name + ".log")).string(); }
 
-  std::unique_ptr<Process> Agent(const std::string& node, const std::string& address) {
-    return std::make_unique<Process>(
-        std::vector<std::string>{GPUCLOUD_BINARY, "agent", "run", "--server", url_, "--ca",
-                                 data_ + "/ca.crt", "--token-file", data_ + "/bootstrap.token",
-                                 "--simulate", "4xH100", "--node-name", node, "--address", address,
-                                 "--state-dir", (dir_.path() / node).string()},
-        Log(node), GPUCLOUD_SOURCE_DIR);
+  std::unique_ptr<Process> Agent(const std::string& node, const std::string& address,
+                                 std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{GPUCLOUD_BINARY, "agent", "run", "--server", url_, "--ca",
+                                  data_ + "/ca.crt", "--token-file", data_ + "/bootstrap.token",
+                                  "--simulate", "4xH100", "--node-name", node, "--address", address,
+                                  "--state-dir", (dir_.path() / node).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(args, Log(node), GPUCLOUD_SOURCE_DIR);
   }
 
   testing_util::ShellResult Gpuctl(const std::string& args) {
@@ -225,6 +226,39 @@ TEST_F(ClusterTest, ALostNodesJobMovesToAnotherNode) {
   ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("ended: Stopped") != std::string::npos; }))
       << Slurp(Log("node-a"));
   EXPECT_EQ(Phase("mover"), "Running");
+}
+
+TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
+  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  std::string log = Slurp(Log("node-a"));
+  size_t at = log.find("metrics at http://");
+  ASSERT_NE(at, std::string::npos) << log;
+  std::string url = log.substr(at + 11, log.find('\n', at) - at - 11);
+  auto scrape = [&] {
+    return Shell(Cat("python3 -c \"import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('", url,
+                     "').read().decode())\"")).output;
+  };
+  ASSERT_EQ(Gpuctl("run --name lit --gpus 2 -- sleep 4").code, 0);
+  ASSERT_TRUE(Eventually([&] { return scrape().find("job=\"lit\"") != std::string::npos; })) << scrape();
+  std::string text = scrape();
+  // Two GPUs carry the task's labels, the others none.
+  size_t labelled = 0;
+  for (size_t p = 0; (p = text.find("DCGM_FI_DEV_GPU_TEMP{", p)) != std::string::npos; ++p) {
+    if (text.substr(p, text.find('\n', p) - p).find(",namespace=\"default\",job=\"lit\",task=\"main-0\"") !=
+        std::string::npos) {
+      ++labelled;
+    }
+  }
+  EXPECT_EQ(labelled, 2u) << text;
+  // Its energy grows while it runs (simulated GPUs draw 60 W).
+  ASSERT_TRUE(Eventually([&] {
+    std::string t = scrape();
+    size_t e = t.find("gpucloud_task_energy_joules{namespace=\"default\",job=\"lit\"");
+    if (e == std::string::npos) return false;
+    std::string line = t.substr(e, t.find('\n', e) - e);
+    return std::stod(line.substr(line.rfind(' ') + 1)) >= 120;  // 2 GPUs x 60 J, at least once
+  })) << scrape();
 }
 
 }  // namespace
