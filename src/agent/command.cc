@@ -62,6 +62,27 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
     // The agent samples the GPUs (with its heartbeats); the metrics server shows its view.
     metrics = std::make_unique<MetricsServer>([&agent] { return agent.MetricsText(); },
                                               metrics_listen.substr(0, colon), static_cast<uint16_t>(port));
+    // Fault injection on command (simulated GPUs): POST /inject?gpu=1&xid=79, &temperature=95,
+    // &ecc=1, &lost=1 or &reset=1.
+    metrics->SetHandler([&backend](const std::string& method, const std::string& target)
+                            -> std::pair<int, std::string> {
+      if (!target.starts_with("/inject?")) return {404, "not found\n"};
+      if (method != "POST") return {405, "use POST\n"};
+      std::map<std::string, std::string> q;
+      for (const std::string& kv : SplitAny(target.substr(8), "&")) {
+        size_t eq = kv.find('=');
+        if (eq != std::string::npos) q[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+      if (!q.contains("gpu")) return {400, "gpu: is required\n"};
+      int gpu = std::atoi(q["gpu"].c_str());
+      for (const char* fault : {"xid", "temperature", "ecc", "lost", "reset"}) {
+        if (!q.contains(fault)) continue;
+        absl::Status s = backend.Inject(fault, gpu, std::atoll(q[fault].c_str()));
+        if (!s.ok()) return {s.code() == absl::StatusCode::kUnimplemented ? 501 : 400, Cat(s.message(), "\n")};
+        return {200, Cat("injected ", fault, " on GPU ", gpu, "\n")};
+      }
+      return {400, "give one of xid, temperature, ecc, lost, reset\n"};
+    });
     if (absl::Status s = metrics->Start(); !s.ok()) {
       err << "gpucloud agent: " << s.message() << "\n";
       return 1;

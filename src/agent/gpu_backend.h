@@ -50,12 +50,29 @@ struct GpuSample {
   std::optional<uint64_t> ecc_uncorrected;  // volatile
 };
 
+struct XidEvent {
+  int gpu = 0;  // index
+  int xid = 0;
+};
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
   virtual std::string_view Name() const = 0;
   virtual absl::StatusOr<NodeGpus> Discover() = 0;
+  // One reading of every GPU that answers (a lost GPU is missing).
   virtual absl::StatusOr<std::vector<GpuSample>> Sample() = 0;
+  // Xid events since the last call. The simulated backend returns injected ones; the NVML
+  // backend does not read NVML's event set yet (none).
+  virtual std::vector<XidEvent> TakeXids() { return {}; }
+  // Fault injection, for tests and demos: `fault` is "xid" (value: the Xid), "temperature"
+  // (value: degrees C), "ecc" (value: uncorrectable errors to add), "lost" or "reset" (the GPU
+  // is reset: faults cleared, energy counter restarted). Unimplemented except when simulated.
+  // Thread-safe where implemented (it comes from another thread than sampling).
+  virtual absl::Status Inject(std::string_view fault, int gpu, int64_t value) {
+    (void)fault, (void)gpu, (void)value;
+    return absl::UnimplementedError("fault injection needs simulated GPUs (--simulate)");
+  }
 };
 
 }  // namespace gpucloud::agent

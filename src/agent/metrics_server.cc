@@ -24,6 +24,7 @@ struct MetricsServer::Impl {
       : backend(b), address(std::move(a)), port(p), hostname(std::move(h)) {}
   GpuBackend* backend;
   std::function<std::string()> render;
+  std::function<std::pair<int, std::string>(const std::string&, const std::string&)> handler;
   std::string address;
   uint16_t port;
   std::string hostname;
@@ -51,7 +52,13 @@ struct MetricsServer::Impl {
     http::request<http::string_body> req;
     http::read(socket, buffer, req, ec);
     if (ec) return;
-    auto [status, body] = Answer(std::string(req.target().data(), req.target().size()));
+    std::string target(req.target().data(), req.target().size());
+    auto [status, body] = Answer(target);
+    if (handler && status == http::status::not_found) {
+      auto [code, text] = handler(std::string(req.method_string()), target);
+      status = static_cast<http::status>(code);
+      body = std::move(text);
+    }
     http::response<http::string_body> res{status, req.version()};
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.keep_alive(false);
@@ -73,6 +80,11 @@ MetricsServer::MetricsServer(std::function<std::string()> render, std::string ad
 }
 
 MetricsServer::~MetricsServer() { Stop(); }
+
+void MetricsServer::SetHandler(
+    std::function<std::pair<int, std::string>(const std::string&, const std::string&)> handler) {
+  impl_->handler = std::move(handler);
+}
 
 absl::Status MetricsServer::Start() {
   Impl& m = *impl_;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "agent/gpu_backend.h"
@@ -22,6 +23,10 @@ class MetricsServer {
   // the tasks on each GPU); `render` is called from the server's thread.
   MetricsServer(std::function<std::string()> render, std::string address, uint16_t port);
   ~MetricsServer();
+  // Answers requests other than GET /metrics and /healthz (the agent's fault injection), as
+  // (HTTP status, body). Set before Start.
+  void SetHandler(std::function<std::pair<int, std::string>(const std::string& method,
+                                                            const std::string& target)> handler);
   absl::Status Start();
   uint16_t port() const;
   void Stop();

@@ -16,6 +16,7 @@
 
 #include "agent/executor.h"
 #include "agent/exporter.h"
+#include "agent/health.h"
 #include "agent/task_env.h"
 #include "api/wire.h"
 #include "core/text.h"
@@ -100,6 +101,9 @@ struct NodeAgent::Impl {
   std::thread watcher;
   std::string cwd;
   std::map<std::string, absl::Time> arrived;  // guarded by mu: "name/attempt" -> when it came
+  HealthMonitor health;  // the main loop's
+  int gpu_count = 0;
+  std::optional<int64_t> health_reset_seen;  // the server's reset generation, once heard
 
   // What /metrics shows, from the main loop's samples.
   mutable std::mutex metrics_mu;
@@ -606,14 +610,17 @@ struct NodeAgent::Impl {
     for (const auto& [name, t] : tasks) h.tasks.push_back(t.report);
     if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
       RecordSamples(*samples);
-      for (const GpuSample& s : *samples) {
-        api::GpuHealth g{s.index, true, ""};
-        if (s.ecc_uncorrected.value_or(0) > 0) {
-          g.healthy = false;
-          g.reason = Cat(*s.ecc_uncorrected, " uncorrectable ECC errors");
+      std::map<int, GpuCondition> before = health.conditions();
+      if (health.OnSamples(*samples, gpu_count)) {
+        for (const auto& [gpu, c] : health.conditions()) {
+          if (before[gpu] != c) Log(Cat("GPU ", gpu, c.healthy ? ": healthy again" : ": unhealthy: " + c.reason));
         }
-        h.gpus.push_back(std::move(g));
       }
+    }
+    for (int g = 0; g < gpu_count; ++g) {
+      auto c = health.conditions().find(g);
+      bool healthy = c == health.conditions().end() || c->second.healthy;
+      h.gpus.push_back({g, healthy, healthy ? "" : c->second.reason});
     }
     absl::StatusOr<api::HttpResponse> r =
         client.Call("POST", api::NodePath(o.node_name) + "/heartbeat", api::HeartbeatToJson(h));
@@ -621,6 +628,27 @@ struct NodeAgent::Impl {
       Log("the server does not know this node: registering again");
       Register();
     }
+    if (r.ok() && r->status == 200) {
+      // The operator's uncordon bumps the node's health-reset generation: GPUs marked
+      // unhealthy are trusted again.
+      Json j = Json::parse(r->body, nullptr, false);
+      int64_t gen = j.is_object() ? j.value("healthReset", int64_t{0}) : 0;
+      if (health_reset_seen && gen > *health_reset_seen && health.ResetAll()) {
+        Log("the operator reset this node's GPU health");
+      }
+      health_reset_seen = gen;
+    }
+  }
+
+  // Xid events since the last look; true when a GPU's health changed (report it at once).
+  bool PollXids() {
+    bool changed = false;
+    for (const XidEvent& e : backend.TakeXids()) {
+      bool c = health.OnXid(e.gpu, e.xid);
+      Log(Cat("GPU ", e.gpu, ": ", DescribeXid(e.xid), c ? "; marked unhealthy" : ""));
+      changed = changed || c;
+    }
+    return changed;
   }
 
   absl::Status Run() {
@@ -630,6 +658,7 @@ struct NodeAgent::Impl {
       std::lock_guard lock(metrics_mu);
       discovered = *d;
     }
+    gpu_count = static_cast<int>(d->gpus.size());
     std::error_code ec;
     fs::create_directories(o.state_dir, ec);
     if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
@@ -645,6 +674,7 @@ struct NodeAgent::Impl {
       if (stop) break;
       bool changed = Reconcile();
       changed = PollTasks() || changed;
+      changed = PollXids() || changed;
       if (changed || absl::Now() - last_heartbeat >= o.heartbeat) {
         ShipLogs();
         Heartbeat();

@@ -1,6 +1,10 @@
 #include "agent/simulated_backend.h"
 
+#include <algorithm>
 #include <charconv>
+#include <mutex>
+#include <optional>
+#include <utility>
 
 #include "core/text.h"
 
@@ -9,34 +13,72 @@ namespace {
 
 class SimulatedBackend final : public GpuBackend {
  public:
-  explicit SimulatedBackend(NodeGpus gpus) : gpus_(std::move(gpus)) {}
+  explicit SimulatedBackend(NodeGpus gpus) : gpus_(std::move(gpus)), faults_(gpus_.gpus.size()) {}
   std::string_view Name() const override { return "simulated"; }
   absl::StatusOr<NodeGpus> Discover() override { return gpus_; }
   absl::StatusOr<std::vector<GpuSample>> Sample() override {
+    std::lock_guard lock(mu_);
     ++samples_;
     std::vector<GpuSample> out;
     for (const GpuDevice& g : gpus_.gpus) {
+      const Faults& f = faults_[g.index];
+      if (f.lost) continue;
       GpuSample s;
       s.index = g.index;
       s.gpu_util_percent = 0;
       s.mem_copy_util_percent = 0;
       s.fb_used = MiB(0);
       s.fb_free = g.memory;
-      s.temperature_c = 35;
+      s.temperature_c = f.temperature_c.value_or(35);
       s.power_w = 60.0;
-      s.energy_mj = static_cast<uint64_t>(samples_) * 60'000;  // 60 W for 1 s per sample
+      s.energy_mj = static_cast<uint64_t>(samples_ - f.reset_at) * 60'000;  // 60 W, 1 s a sample
       s.sm_clock_mhz = 1980;
       s.mem_clock_mhz = 2619;
       s.ecc_corrected = 0;
-      s.ecc_uncorrected = 0;
+      s.ecc_uncorrected = f.ecc_uncorrected;
       out.push_back(s);
     }
     return out;
   }
+  std::vector<XidEvent> TakeXids() override {
+    std::lock_guard lock(mu_);
+    return std::exchange(xids_, {});
+  }
+  absl::Status Inject(std::string_view fault, int gpu, int64_t value) override {
+    std::lock_guard lock(mu_);
+    if (gpu < 0 || gpu >= static_cast<int>(faults_.size())) {
+      return absl::InvalidArgumentError(Cat("gpu: ", gpu, " is not a GPU index here (0 to ", faults_.size() - 1, ")"));
+    }
+    Faults& f = faults_[gpu];
+    if (fault == "xid") {
+      xids_.push_back({gpu, static_cast<int>(value)});
+    } else if (fault == "temperature") {
+      f.temperature_c = static_cast<int>(value);
+    } else if (fault == "ecc") {
+      f.ecc_uncorrected += static_cast<uint64_t>(std::max<int64_t>(value, 1));
+    } else if (fault == "lost") {
+      f.lost = true;
+    } else if (fault == "reset") {
+      f = Faults{};
+      f.reset_at = samples_;
+    } else {
+      return absl::InvalidArgumentError(Cat("fault: \"", fault, "\" is not xid, temperature, ecc, lost or reset"));
+    }
+    return absl::OkStatus();
+  }
 
  private:
+  struct Faults {
+    std::optional<int> temperature_c;
+    uint64_t ecc_uncorrected = 0;
+    bool lost = false;
+    int64_t reset_at = 0;  // the sample count when the GPU was last reset
+  };
   NodeGpus gpus_;
+  std::mutex mu_;
   int64_t samples_ = 0;
+  std::vector<Faults> faults_;
+  std::vector<XidEvent> xids_;
 };
 
 }  // namespace

@@ -285,6 +285,28 @@ const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports
   return nullptr;
 }
 
+// Why a replica's GPU is unhealthy (from its node's heartbeat), or "" when all of them are fine.
+std::string GpuProblem(const std::map<std::string, std::shared_ptr<const api::NodeInfo>>& ready,
+                       const std::map<std::string, NodeReport>& reports, const PlacedReplica& r) {
+  auto node = ready.find(r.node);
+  if (node == ready.end()) return "";
+  for (const sched::GpuAssignment& g : r.placement.gpus) {
+    if (g.gpu < 0 || g.gpu >= static_cast<int>(node->second->gpus.size()) ||
+        node->second->gpus[g.gpu].healthy) {
+      continue;
+    }
+    std::string why = "unhealthy";
+    auto rep = reports.find(r.node);
+    if (rep != reports.end() && rep->second.heartbeat != nullptr) {
+      for (const api::GpuHealth& h : rep->second.heartbeat->gpus) {
+        if (h.index == g.gpu && !h.reason.empty()) why = h.reason;
+      }
+    }
+    return Cat("GPU ", g.gpu, " on ", r.node, ": ", why);
+  }
+  return "";
+}
+
 }  // namespace
 
 void Controller::StepJobs(Pass& pass) {
@@ -308,7 +330,8 @@ void Controller::StepJobs(Pass& pass) {
       // what the status already says. Skip those without copying anything.
       bool news = false;
       for (const PlacedReplica& r : old.placement) {
-        if (!pass.ready.contains(r.node) || pass.draining.contains(r.node)) {
+        if (!pass.ready.contains(r.node) || pass.draining.contains(r.node) ||
+            !GpuProblem(pass.ready, pass.reports, r).empty()) {
           news = true;
           break;
         }
@@ -350,7 +373,7 @@ void Controller::StepJobs(Pass& pass) {
     if (s.Terminal()) {
       if (!s.delete_requested) continue;
     } else if (s.Active()) {
-      std::vector<std::string> lost, drained, failed;
+      std::vector<std::string> lost, drained, failed, broken;
       int succeeded = 0, running = 0;
       for (const PlacedReplica& r : s.placement) {
         if (!pass.ready.contains(r.node)) {
@@ -358,6 +381,7 @@ void Controller::StepJobs(Pass& pass) {
           continue;
         }
         if (pass.draining.contains(r.node)) drained.push_back(r.node);
+        if (std::string p = GpuProblem(pass.ready, pass.reports, r); !p.empty()) broken.push_back(p);
         const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
         if (t == nullptr) continue;
         s.tasks[r.name] = t->message.empty() ? std::string(api::TaskStateName(t->state))
@@ -376,6 +400,11 @@ void Controller::StepJobs(Pass& pass) {
         ++s.interruptions;
         stop("Restarting", "Pending", "NodeLost",
              Cat("node ", lost[0], " stopped heartbeating; restarting from the last checkpoint"),
+             options_.stop_grace_ms);
+      } else if (!broken.empty()) {
+        ++s.interruptions;
+        stop("Restarting", "Pending", "GpuFailed",
+             Cat(broken[0], "; restarting on healthy GPUs from the last checkpoint"),
              options_.stop_grace_ms);
       } else if (!failed.empty()) {
         if (s.restarts < policy.max_restarts) {
@@ -566,6 +595,11 @@ absl::Status Controller::Schedule(Pass& pass) {
         if (it == index.end()) continue;  // a lost node: nothing to reserve there
         sched::ReplicaPlacement p = r.placement;
         p.node = it->second;
+        // A GPU that turned unhealthy is out of the pool already: hold the rest.
+        const Node& node = state.node(p.node);
+        std::erase_if(p.gpus, [&](const sched::GpuAssignment& g) {
+          return g.gpu < 0 || g.gpu >= static_cast<int>(node.gpus.size()) || !node.gpus[g.gpu].healthy;
+        });
         a.replicas.push_back(std::move(p));
       }
       if (!a.replicas.empty()) {

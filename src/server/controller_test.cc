@@ -317,6 +317,33 @@ TEST_F(ControllerTest, CordonKeepsNewJobsOffAndDrainMovesRunningOnes) {
   EXPECT_EQ(Status("job").placement.at(0).node, "node-a");
 }
 
+TEST_F(ControllerTest, AnUnhealthyGpuRestartsItsJobOnHealthyGpus) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Submit(GangJob("job", 1, 4));
+  Pass();
+  std::string first = Status("job").placement.at(0).node;
+  std::string other = first == "node-a" ? "node-b" : "node-a";
+  Heartbeat(other);
+  nodes_.Record(first, {{Report("job", 0, api::TaskState::kRunning)},
+                        {{0, true, ""}, {1, false, "Xid 79 (GPU has fallen off the bus)"}, {2, true, ""}, {3, true, ""}}},
+                clock_.NowMillis());
+  Pass();
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Restarting");
+  EXPECT_EQ(s.reason, "GpuFailed");
+  EXPECT_NE(s.message.find("GPU 1 on " + first + ": Xid 79"), std::string::npos) << s.message;
+  nodes_.Record(first, {{Report("job", 0, api::TaskState::kStopped, 0)},
+                        {{0, true, ""}, {1, false, "Xid 79 (GPU has fallen off the bus)"}, {2, true, ""}, {3, true, ""}}},
+                clock_.NowMillis());
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Scheduled");  // 3 healthy GPUs left there: the other node
+  EXPECT_EQ(s.placement.at(0).node, other);
+  EXPECT_EQ(s.interruptions, 1);
+  EXPECT_EQ(s.restarts, 0);
+}
+
 TEST_F(ControllerTest, MetricsCountJobsGpusAndBindLatency) {
   Register("node-a", 4);
   Submit(GangJob("job", 1, 2));

@@ -28,6 +28,17 @@ std::map<std::string, NodeReport> NodeTable::Snapshot() const {
   return nodes_;
 }
 
+void NodeTable::SetHealthReset(const std::string& node, int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  health_reset_[node] = generation;
+}
+
+int64_t NodeTable::HealthReset(const std::string& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = health_reset_.find(node);
+  return it == health_reset_.end() ? 0 : it->second;
+}
+
 void NodeTable::Forget(const std::string& node) {
   absl::MutexLock lock(&mu_);
   nodes_.erase(node);

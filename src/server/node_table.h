@@ -35,11 +35,16 @@ class NodeTable {
   std::optional<NodeReport> Get(const std::string& node) const;
   std::map<std::string, NodeReport> Snapshot() const;
   void Forget(const std::string& node);
+  // The node's health-reset generation (spec.healthReset: the operator's uncordon bumps it),
+  // told to its agent with every heartbeat answer.
+  void SetHealthReset(const std::string& node, int64_t generation);
+  int64_t HealthReset(const std::string& node) const;
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, NodeReport> nodes_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> health_reset_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpucloud::server

@@ -110,12 +110,15 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
     if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
     Json old = current.ok() ? Json::parse(current->value, nullptr, false) : Json::object();
     bool unschedulable = false, draining = false;
+    int64_t health_reset = 0;
     if (old.contains("spec") && old["spec"].is_object()) {
       unschedulable = old["spec"].value("unschedulable", false);
       draining = old["spec"].value("draining", false);
+      health_reset = old["spec"].value("healthReset", int64_t{0});
     }
     Json doc = Json::parse(api::NodeToJson(*info, unschedulable));
     if (draining) doc["spec"]["draining"] = true;
+    if (health_reset > 0) doc["spec"]["healthReset"] = health_reset;
     std::string uid = old.contains("metadata") ? old["metadata"].value("uid", "") : "";
     doc["metadata"]["uid"] = uid.empty() ? NewUid() : uid;
     std::string created = old.contains("metadata") ? old["metadata"].value("creationTimestamp", "") : "";
@@ -135,7 +138,10 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
       continue;  // the controller wrote meanwhile: read again
     }
     if (!rev.ok()) return FromStatus(rev.status());
-    if (nodes_ != nullptr) nodes_->Record(name, {}, clock_.NowMillis());
+    if (nodes_ != nullptr) {
+      nodes_->Record(name, {}, clock_.NowMillis());
+      nodes_->SetHealthReset(name, health_reset);
+    }
     if (kick_) kick_();
     doc["metadata"]["resourceVersion"] = std::to_string(*rev);
     return {current.ok() ? 200 : 201, doc.dump(2) + "\n"};
@@ -151,7 +157,7 @@ Response RestApi::Heartbeat(const Request& r, const std::string& name) {
     return Status(404, "NotFound", Cat("node ", name, " is not registered (register it first)"));
   }
   if (nodes_->Record(name, std::move(*hb), clock_.NowMillis()) && kick_) kick_();
-  return {200, "{\"ok\":true}\n"};
+  return {200, Cat("{\"ok\":true,\"healthReset\":", nodes_->HealthReset(name), "}\n")};
 }
 
 Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const std::string& verb) {
@@ -164,6 +170,8 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
     }
     Json doc = Json::parse(current->value, nullptr, false);
     doc["spec"]["unschedulable"] = verb != "uncordon";
+    int64_t health_reset = doc["spec"].value("healthReset", int64_t{0});
+    if (verb == "uncordon") doc["spec"]["healthReset"] = ++health_reset;  // GPUs trusted again
     if (verb == "drain") {
       doc["spec"]["draining"] = true;
     } else {
@@ -173,6 +181,7 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
         store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), current->mod_revision}});
     if (absl::IsAborted(rev.status())) continue;
     if (!rev.ok()) return FromStatus(rev.status());
+    if (nodes_ != nullptr) nodes_->SetHealthReset(name, health_reset);
     if (kick_) kick_();
     (void)r;
     return {200, WithRevision({key, doc.dump(2), 0, *rev, 0}).dump(2) + "\n"};

@@ -261,5 +261,39 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
   })) << scrape();
 }
 
+TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) {
+  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  std::string log = Slurp(Log("node-a"));
+  size_t at = log.find("metrics at http://");
+  ASSERT_NE(at, std::string::npos) << log;
+  std::string base = log.substr(at + 11, log.find("/metrics", at) - at - 11);
+  ASSERT_EQ(Gpuctl("run --name hit --gpus 2 -- sleep 30").code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("hit") == "Running"; })) << Describe("hit");
+  int gpu = Job("hit")["status"]["placement"][0]["gpus"][0]["index"];
+  testing_util::ShellResult inject = Shell(Cat(
+      "python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('", base,
+      "/inject?gpu=", gpu, "&xid=79', method='POST')).read().decode())\""));
+  ASSERT_EQ(inject.code, 0) << inject.output;
+  ASSERT_TRUE(Eventually([&] {
+    Json j = Job("hit");
+    return j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
+  })) << Describe("hit");
+  Json job = Job("hit");
+  for (const Json& g : job["status"]["placement"][0]["gpus"]) EXPECT_NE(g["index"].get<int>(), gpu);
+  EXPECT_EQ(job["status"]["interruptions"], 1);
+  std::string events = Gpuctl("events hit").output;
+  EXPECT_NE(events.find("GpuFailed"), std::string::npos) << events;
+  EXPECT_NE(events.find(Cat("GPU ", gpu, " on node-a: Xid 79 (GPU has fallen off the bus)")), std::string::npos)
+      << events;
+  // The GPU stays out until the operator says otherwise.
+  ASSERT_EQ(Gpuctl("cancel hit").code, 0);
+  ASSERT_EQ(Gpuctl("run --name big --gpus 4 -- sleep 1").code, 0);
+  ASSERT_TRUE(Eventually([&] { return Job("big")["status"].value("reason", "") == "Waiting"; }))
+      << Describe("big");  // three healthy GPUs: it waits
+  ASSERT_EQ(Gpuctl("uncordon node-a").code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("big") == "Succeeded"; })) << Describe("big");
+}
+
 }  // namespace
 }  // namespace gpucloud
