@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <map>
 
 #include "core/text.h"
 
@@ -21,6 +22,16 @@ struct nvmlMemory_t {
 struct nvmlUtilization_t {
   unsigned int gpu, memory;
 };
+using nvmlEventSet_t = struct nvmlEventSet_st*;
+constexpr nvmlReturn_t kTimeout = 10;
+constexpr unsigned long long kEventSingleBitEcc = 0x1, kEventDoubleBitEcc = 0x2, kEventXidCritical = 0x8;
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the Xid, for XidCritical
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
 struct nvmlPciInfo_t {  // nvmlPciInfo_t of nvmlDeviceGetPciInfo_v3
   char bus_id_legacy[16];
   unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
@@ -38,6 +49,7 @@ class NvmlBackend final : public GpuBackend {
  public:
   NvmlBackend(void* lib, const GpuCatalog& catalog) : lib_(lib), catalog_(catalog) {}
   ~NvmlBackend() override {
+    if (events_ != nullptr && event_set_free_ != nullptr) event_set_free_(events_);
     if (initialized_ && shutdown_) shutdown_();
     dlclose(lib_);
   }
@@ -78,6 +90,11 @@ class NvmlBackend final : public GpuBackend {
     get_power_ = Symbol<decltype(get_power_)>(lib_, "nvmlDeviceGetPowerUsage");
     get_energy_ = Symbol<decltype(get_energy_)>(lib_, "nvmlDeviceGetTotalEnergyConsumption");
     get_clock_ = Symbol<decltype(get_clock_)>(lib_, "nvmlDeviceGetClockInfo");
+    event_set_create_ = Symbol<decltype(event_set_create_)>(lib_, "nvmlEventSetCreate");
+    supported_events_ = Symbol<decltype(supported_events_)>(lib_, "nvmlDeviceGetSupportedEventTypes");
+    register_events_ = Symbol<decltype(register_events_)>(lib_, "nvmlDeviceRegisterEvents");
+    event_wait_ = Symbol<decltype(event_wait_)>(lib_, "nvmlEventSetWait_v2", "nvmlEventSetWait");
+    event_set_free_ = Symbol<decltype(event_set_free_)>(lib_, "nvmlEventSetFree");
     get_ecc_ = Symbol<decltype(get_ecc_)>(lib_, "nvmlDeviceGetTotalEccErrors");
     nvmlReturn_t rc = init_();
     if (rc == kDriverNotLoaded) {
@@ -169,6 +186,44 @@ class NvmlBackend final : public GpuBackend {
     return out;
   }
 
+  // The Xid event loop of NVIDIA's device plugin, without its thread: each GPU is registered
+  // once for critical Xids and double-bit ECC errors, and every call drains what has arrived
+  // (a zero timeout). A driver without the event API reports none.
+  std::vector<XidEvent> TakeXids() override {
+    std::vector<XidEvent> out;
+    if (!event_set_create_ || !register_events_ || !event_wait_) return out;
+    if (!events_tried_) {
+      events_tried_ = true;
+      if (event_set_create_(&events_) != kSuccess) {
+        events_ = nullptr;
+        return out;
+      }
+      absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices();
+      if (!devices.ok()) return out;
+      for (size_t i = 0; i < devices->size(); ++i) {
+        unsigned long long supported = kEventXidCritical | kEventDoubleBitEcc;
+        if (supported_events_) supported_events_((*devices)[i], &supported);
+        unsigned long long wanted = supported & (kEventXidCritical | kEventDoubleBitEcc);
+        if (wanted != 0 && register_events_((*devices)[i], wanted, events_) == kSuccess) {
+          event_devices_[(*devices)[i]] = static_cast<int>(i);
+        }
+      }
+    }
+    if (events_ == nullptr) return out;
+    for (int n = 0; n < 1024; ++n) {
+      nvmlEventData_t data{};
+      nvmlReturn_t rc = event_wait_(events_, &data, 0);
+      if (rc != kSuccess) break;  // kTimeout: nothing more now
+      auto dev = event_devices_.find(data.device);
+      int gpu = dev == event_devices_.end() ? -1 : dev->second;
+      if (data.eventType & kEventXidCritical) out.push_back({gpu, static_cast<int>(data.eventData)});
+      if (data.eventType & kEventDoubleBitEcc) out.push_back({gpu, 48});
+    }
+    (void)kTimeout;
+    (void)kEventSingleBitEcc;
+    return out;
+  }
+
  private:
   absl::Status Error(const char* call, nvmlReturn_t rc) const {
     const char* text = error_string_ ? error_string_(rc) : nullptr;
@@ -213,6 +268,14 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*get_energy_)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
   nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+  nvmlReturn_t (*event_set_create_)(nvmlEventSet_t*) = nullptr;
+  nvmlReturn_t (*supported_events_)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*register_events_)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
+  nvmlReturn_t (*event_wait_)(nvmlEventSet_t, nvmlEventData_t*, unsigned int) = nullptr;
+  nvmlReturn_t (*event_set_free_)(nvmlEventSet_t) = nullptr;
+  nvmlEventSet_t events_ = nullptr;
+  bool events_tried_ = false;
+  std::map<nvmlDevice_t, int> event_devices_;
 };
 
 }  // namespace

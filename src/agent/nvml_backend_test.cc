@@ -34,6 +34,20 @@ TEST_F(FakeNvml, DiscoversDevicesThroughDlopen) {
   EXPECT_FALSE(node->gpus[0].mig_enabled);
 }
 
+TEST_F(FakeNvml, XidEventsArriveThroughTheEventSet) {
+  setenv("FAKE_NVML_XIDS", "1:79,0:48", 1);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<XidEvent> xids = (*b)->TakeXids();
+  unsetenv("FAKE_NVML_XIDS");
+  ASSERT_EQ(xids.size(), 2u);
+  EXPECT_EQ(xids[0].gpu, 1);
+  EXPECT_EQ(xids[0].xid, 79);
+  EXPECT_EQ(xids[1].gpu, 0);
+  EXPECT_EQ(xids[1].xid, 48);  // a double-bit ECC event counts as Xid 48
+  EXPECT_TRUE((*b)->TakeXids().empty());
+}
+
 TEST_F(FakeNvml, SamplesLeaveUnsupportedReadingsUnset) {
   absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
   ASSERT_TRUE(b.ok()) << b.status();

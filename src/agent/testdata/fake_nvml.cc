@@ -109,4 +109,47 @@ int nvmlDeviceGetTotalEccErrors(void*, int type, int, unsigned long long* n) {
   return 0;
 }
 
+// Events: FAKE_NVML_XIDS="GPU:XID,..." are delivered once, in order, to the event set.
+struct nvmlEventData_t {
+  void* device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+static int fake_event_set = 0;
+static int delivered = 0;
+int nvmlEventSetCreate(void** set) {
+  *set = &fake_event_set;
+  return 0;
+}
+int nvmlDeviceGetSupportedEventTypes(void*, unsigned long long* types) {
+  *types = 0x1 | 0x2 | 0x8;
+  return 0;
+}
+int nvmlDeviceRegisterEvents(void*, unsigned long long, void*) { return 0; }
+int nvmlEventSetFree(void*) { return 0; }
+int nvmlEventSetWait_v2(void*, nvmlEventData_t* data, unsigned int) {
+  const char* spec = getenv("FAKE_NVML_XIDS");
+  if (spec == nullptr) return 10;  // timeout
+  int index = 0;
+  for (const char* p = spec; *p != 0;) {
+    int gpu = atoi(p);
+    const char* colon = strchr(p, ':');
+    if (colon == nullptr) break;
+    int xid = atoi(colon + 1);
+    if (index++ == delivered) {
+      ++delivered;
+      data->device = &kDevices[gpu];
+      data->eventType = xid == 48 ? 0x2 : 0x8;
+      data->eventData = static_cast<unsigned long long>(xid);
+      return 0;
+    }
+    const char* comma = strchr(colon, ',');
+    if (comma == nullptr) break;
+    p = comma + 1;
+  }
+  return 10;
+}
+
 }  // extern "C"
