@@ -104,6 +104,13 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // The task starts with a clean signal state: the agent blocks SIGTERM and SIGINT (it waits
+    // for them with sigwait) and ignores SIGPIPE, and both would otherwise be inherited through
+    // exec — a task that cannot see SIGTERM cannot checkpoint before it is killed.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
     char byte;
     if (read(go[0], &byte, 1) != 1) _exit(126);
     dup2(log, STDOUT_FILENO);

@@ -120,6 +120,40 @@ TEST_F(ExecutorTest, StopWithinGraceLetsATaskCheckpointAndExit) {
   EXPECT_EQ(Slurp(ckpt), "saved\n");
 }
 
+TEST_F(ExecutorTest, TasksDoNotInheritTheAgentsBlockedOrIgnoredSignals) {
+  // The agent blocks SIGTERM (it sigwaits for it) and ignores SIGPIPE; its tasks must not.
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, &old);
+  auto old_pipe = signal(SIGPIPE, SIG_IGN);
+  Executor ex;
+  std::string ckpt = (dir_ / "ckpt").string(), ready = Fifo("ready2");
+  TaskSpecToRun t;
+  t.id = "polite2";
+  // Python changes no signal mask of its own (a shell would): it shows what it inherited.
+  t.argv = {"python3", "-c",
+            "import signal, sys, time\n"
+            "sys.stdout.write(''.join(l for l in open('/proc/self/status') if l.startswith(('SigBlk', 'SigIgn'))))\n"
+            "def term(*a):\n    open('" + ckpt + "', 'w').write('saved\\n'); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "open('" + ready + "', 'w').write('ready\\n')\n"
+            "while True: time.sleep(0.05)\n"};
+  t.log_path = (dir_ / "polite2.log").string();
+  absl::Status started = ex.Start(t);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  signal(SIGPIPE, old_pipe);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(ReadLine(ready), "ready");
+  absl::StatusOr<TaskExit> e = ex.Stop("polite2", absl::Seconds(3));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->signal, 0) << e->Describe();  // it saw SIGTERM and exited on its own
+  EXPECT_EQ(Slurp(ckpt), "saved\n");
+  std::string log = Slurp((dir_ / "polite2.log").string());
+  EXPECT_NE(log.find("SigBlk:\t0000000000000000"), std::string::npos) << log;
+  EXPECT_EQ(log.find("SigIgn:\t0000000000001000"), std::string::npos) << log;  // SIGPIPE (13)
+}
+
 TEST_F(ExecutorTest, LogsAreRotated) {
   std::string path = (dir_ / "r.log").string();
   { std::ofstream(path) << std::string(2000, 'a'); }

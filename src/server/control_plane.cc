@@ -42,7 +42,7 @@ ControlPlane::~ControlPlane() { Stop(); }
 absl::Status ControlPlane::Start() {
   Impl& m = *impl_;
   const std::string& dir = m.options.data_dir;
-  absl::StatusOr<Credentials> creds = EnsureCredentials(dir);
+  absl::StatusOr<Credentials> creds = EnsureCredentials(dir, {m.options.address});
   if (!creds.ok()) return creds.status();
   m.creds = *creds;
   m.first = !creds->admin_token.empty();

@@ -21,6 +21,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// sysexits.h's EX_TEMPFAIL: "temporary failure, the user is invited to retry".
+constexpr int kExitTempFail = 75;
+
 constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
 
 // What a pass derives once per change of a job document.
@@ -373,7 +376,7 @@ void Controller::StepJobs(Pass& pass) {
     if (s.Terminal()) {
       if (!s.delete_requested) continue;
     } else if (s.Active()) {
-      std::vector<std::string> lost, drained, failed, broken;
+      std::vector<std::string> lost, drained, failed, broken, retry;
       int succeeded = 0, running = 0;
       for (const PlacedReplica& r : s.placement) {
         if (!pass.ready.contains(r.node)) {
@@ -388,8 +391,10 @@ void Controller::StepJobs(Pass& pass) {
                                              : Cat(api::TaskStateName(t->state), ": ", t->message);
         if (t->state == api::TaskState::kRunning) ++running;
         if (t->state == api::TaskState::kSucceeded) ++succeeded;
-        if (t->state == api::TaskState::kFailed || t->state == api::TaskState::kLost ||
-            t->state == api::TaskState::kStopped) {
+        if (t->state == api::TaskState::kFailed && t->exit_code == kExitTempFail) {
+          retry.push_back(Cat("rank ", r.rank, " on ", r.node, ": exit code 75 (try again later)"));
+        } else if (t->state == api::TaskState::kFailed || t->state == api::TaskState::kLost ||
+                   t->state == api::TaskState::kStopped) {
           failed.push_back(Cat("rank ", r.rank, " on ", r.node, ": ", api::TaskStateName(t->state),
                                t->message.empty() ? "" : " (" + t->message + ")"));
         }
@@ -406,6 +411,12 @@ void Controller::StepJobs(Pass& pass) {
         stop("Restarting", "Pending", "GpuFailed",
              Cat(broken[0], "; restarting on healthy GPUs from the last checkpoint"),
              options_.stop_grace_ms);
+      } else if (!retry.empty() && failed.empty()) {
+        // EX_TEMPFAIL: the task could not start yet (e.g. the previous attempt on a partitioned
+        // node still holds the job's checkpoint lock). Retried soon, without using a restart.
+        ++s.interruptions;
+        s.not_before_ms = now + 1000;
+        stop("Restarting", "Pending", "Retrying", Cat(retry[0], "; retrying in 1 s"), options_.stop_grace_ms);
       } else if (!failed.empty()) {
         if (s.restarts < policy.max_restarts) {
           int64_t backoff_s = policy.backoff_seconds << std::min(s.restarts, 10);

@@ -8,7 +8,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <fstream>
+#include <set>
 #include <memory>
 #include <sstream>
 
@@ -137,7 +142,8 @@ std::string Sha256Hex(const std::string& text) {
   return out;
 }
 
-absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir) {
+absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
+                                             const std::vector<std::string>& extra_names) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
@@ -152,20 +158,52 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir) {
     chmod(out.ca_cert_path.c_str(), 0644);
     std::filesystem::remove(out.cert_path, ec);  // a new CA needs a new server certificate
   }
-  if (!std::filesystem::exists(out.cert_path) || !std::filesystem::exists(out.key_path)) {
+  // The names the certificate is for: localhost, the host name, every address of this host's
+  // interfaces (so agents may dial any of them) and the names the caller adds (--listen).
+  char hostname[256] = {};
+  gethostname(hostname, sizeof hostname - 1);
+  std::set<std::string> names = {"DNS:localhost", "IP:127.0.0.1", "IP:::1", Cat("DNS:", hostname)};
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+      names.insert(Cat("IP:", text));
+    }
+    freeifaddrs(ifs);
+  }
+  for (const std::string& n : extra_names) {
+    if (n.empty() || n == "0.0.0.0" || n == "::") continue;
+    in6_addr a6;
+    in_addr a4;
+    bool ip = inet_pton(AF_INET, n.c_str(), &a4) == 1 || inet_pton(AF_INET6, n.c_str(), &a6) == 1;
+    names.insert(Cat(ip ? "IP:" : "DNS:", n));
+  }
+  std::string san;
+  for (const std::string& n : names) san += (san.empty() ? "" : ",") + n;
+  std::string san_path = dir + "/server.san";
+  std::string old_san;
+  {
+    std::ifstream f(san_path);
+    std::getline(f, old_san);
+  }
+  // A certificate made for other names is made again (the CA stays, so agents keep trusting it).
+  bool names_moved = old_san != san && !old_san.empty();
+  if (names_moved || !std::filesystem::exists(out.cert_path) || !std::filesystem::exists(out.key_path)) {
     absl::StatusOr<Key> ca_key = ReadKey(dir + "/ca.key");
     if (!ca_key.ok()) return ca_key.status();
     absl::StatusOr<Cert> ca = ReadCert(out.ca_cert_path);
     if (!ca.ok()) return ca.status();
     Key key(EVP_EC_gen("P-256"));
     if (!key) return OpenSslError("cannot make a key");
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    std::string san = Cat("DNS:localhost,IP:127.0.0.1,IP:::1,DNS:", host);
-    absl::StatusOr<Cert> cert = MakeCert(key.get(), host, ca->get(), ca_key->get(), false, san);
+    absl::StatusOr<Cert> cert = MakeCert(key.get(), hostname, ca->get(), ca_key->get(), false, san);
     if (!cert.ok()) return cert.status();
     if (absl::Status s = WriteSecret(out.key_path, Pem(key.get())); !s.ok()) return s;
     if (absl::Status s = WriteSecret(out.cert_path, Pem(cert->get())); !s.ok()) return s;
+    std::ofstream(san_path, std::ios::trunc) << san << "\n";
+  } else if (old_san.empty()) {
+    std::ofstream(san_path, std::ios::trunc) << san << "\n";
   }
   std::string tokens = dir + "/tokens";
   if (!std::filesystem::exists(tokens)) {

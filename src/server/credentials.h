@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/rest.h"
@@ -24,8 +25,12 @@ struct Credentials {
   std::string bootstrap_token_path;  // DIR/bootstrap.token: the agents' join token (mode 0600)
 };
 
-// Creates what is missing under `dir`; keeps what exists. Internal on OpenSSL or file errors.
-absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir);
+// Creates what is missing under `dir`; keeps what exists. The server certificate names
+// localhost, the host name, every IPv4 address of this host and `extra_names` (host names or
+// addresses); it is made again, by the same CA, when those names change. Internal on OpenSSL or
+// file errors.
+absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
+                                              const std::vector<std::string>& extra_names = {});
 
 std::string Sha256Hex(const std::string& text);
 
