@@ -132,20 +132,21 @@ TEST_F(ExecutorTest, TasksDoNotInheritTheAgentsBlockedOrIgnoredSignals) {
   TaskSpecToRun t;
   t.id = "polite2";
   // Python changes no signal mask of its own (a shell would): it shows what it inherited.
-  t.argv = {"python3", "-c",
+  t.argv = {"python3", "-u", "-c",
             "import signal, sys, time\n"
             "sys.stdout.write(''.join(l for l in open('/proc/self/status') if l.startswith(('SigBlk', 'SigIgn'))))\n"
-            "def term(*a):\n    open('" + ckpt + "', 'w').write('saved\\n'); sys.exit(0)\n"
-            "signal.signal(signal.SIGTERM, term)\n"
-            "open('" + ready + "', 'w').write('ready\\n')\n"
-            "while True: time.sleep(0.05)\n"};
+            "stop = []\n"
+            "signal.signal(signal.SIGTERM, lambda *a: stop.append(1))\n"
+            "with open('" + ready + "', 'w') as f: f.write('ready\\n')\n"
+            "while not stop: time.sleep(0.05)\n"
+            "with open('" + ckpt + "', 'w') as f: f.write('saved\\n')\n"};
   t.log_path = (dir_ / "polite2.log").string();
   absl::Status started = ex.Start(t);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   signal(SIGPIPE, old_pipe);
   ASSERT_TRUE(started.ok());
   EXPECT_EQ(ReadLine(ready), "ready");
-  absl::StatusOr<TaskExit> e = ex.Stop("polite2", absl::Seconds(3));
+  absl::StatusOr<TaskExit> e = ex.Stop("polite2", absl::Seconds(10));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->signal, 0) << e->Describe();  // it saw SIGTERM and exited on its own
   EXPECT_EQ(Slurp(ckpt), "saved\n");
