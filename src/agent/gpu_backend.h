@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/mig.h"
 #include "core/quantity.h"
 
 namespace gpucloud::agent {
@@ -25,6 +26,8 @@ struct GpuDevice {
   MiB memory;
   bool mig_enabled = false;
   std::string catalog_type;  // GpuCatalog::FromHardware's answer, e.g. "H200-141GB"
+  int nvlink_island = -1;    // GPUs with the same id are NVLink-connected; -1 = unknown/none
+  std::vector<MigPlacement> mig_layout;  // the MIG instances configured (mig_enabled only)
 };
 
 struct NodeGpus {

@@ -161,6 +161,8 @@ struct NodeAgent::Impl {
       g.memory = d.memory;
       g.pci_bus_id = d.pci_bus_id;
       g.mig_enabled = d.mig_enabled;
+      g.mig_layout = d.mig_layout;
+      g.nvlink_island = d.nvlink_island;
       n.gpus.push_back(std::move(g));
     }
     return api::NodeToJson(n, false);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <fstream>
+
 #include "agent/exporter.h"
 #include "agent/simulated_backend.h"
 
@@ -93,6 +95,32 @@ TEST(Simulated, SpecsAndErrors) {
             "--simulate: \"8xB300\": unknown GPU type (");
   EXPECT_EQ(MakeSimulatedBackend("lots").status().message(),
             "--simulate: \"lots\" is not COUNTxTYPE such as 8xH100 (1 to 64 GPUs)");
+}
+
+TEST(Simulated, AYamlFileGivesTypesNvlinkIslandsAndMigLayouts) {
+  std::string dir = ::testing::TempDir();
+  std::string good = dir + "/sim-good.yaml", bad = dir + "/sim-bad.yaml", worse = dir + "/sim-worse.yaml";
+  std::ofstream(good) << "gpus:\n  - {type: H100, count: 2, nvlinkIsland: 0}\n"
+                         "  - {type: A100-80GB, mig: [3g.40gb@0, 2g.20gb@4, 1g.10gb@6]}\n";
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = MakeSimulatedBackend(good, GpuCatalog::Default(), "n1");
+  ASSERT_TRUE(b.ok()) << b.status();
+  NodeGpus node = *(*b)->Discover();
+  ASSERT_EQ(node.gpus.size(), 3u);
+  EXPECT_EQ(node.gpus[0].catalog_type, "H100-80GB");
+  EXPECT_EQ(node.gpus[1].nvlink_island, 0);
+  EXPECT_EQ(node.gpus[1].uuid, "GPU-sim-n1-1");
+  EXPECT_TRUE(node.gpus[2].mig_enabled);
+  ASSERT_EQ(node.gpus[2].mig_layout.size(), 3u);
+  EXPECT_EQ(node.gpus[2].mig_layout[1].profile, "2g.20gb");
+  EXPECT_EQ(node.gpus[2].mig_layout[1].start, 4);
+  std::ofstream(bad) << "gpus:\n  - {type: A100-80GB, mig: [3g.40gb@1]}\n";
+  absl::StatusOr<std::unique_ptr<GpuBackend>> e = MakeSimulatedBackend(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("gpus[0].mig: "), std::string::npos) << e.status();
+  std::ofstream(worse) << "gpus:\n  - {type: H100, cnt: 2}\n";
+  e = MakeSimulatedBackend(worse);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("gpus[0].cnt: unknown field"), std::string::npos) << e.status();
 }
 
 TEST(Exporter, DcgmNamesAndLabelsInPrometheusTextFormat) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+
+#include <yaml-cpp/yaml.h>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -90,6 +92,84 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
   node.backend = "simulated";
   node.driver_version = "simulated";
   node.cuda_driver_version = 12040;
+  auto uuid = [&](int index) {
+    return node_name.empty() ? Cat("GPU-simulated-", index) : Cat("GPU-sim-", node_name, "-", index);
+  };
+  std::string path(spec);
+  if (path.ends_with(".yaml") || path.ends_with(".yml")) {
+    // A file: per group of GPUs their type, count, NVLink island and MIG layout.
+    YAML::Node doc;
+    try {
+      doc = YAML::LoadFile(path);
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(Cat("--simulate: ", path, ": ", e.what()));
+    }
+    if (!doc.IsMap() || !doc["gpus"] || !doc["gpus"].IsSequence()) {
+      return absl::InvalidArgumentError(Cat("--simulate: ", path, ": gpus: a list is required"));
+    }
+    for (size_t i = 0; i < doc["gpus"].size(); ++i) {
+      const YAML::Node& group = doc["gpus"][i];
+      std::string where = Cat("--simulate: ", path, ": gpus[", i, "]");
+      for (auto it = group.begin(); group.IsMap() && it != group.end(); ++it) {
+        std::string key = it->first.Scalar();
+        if (key != "type" && key != "count" && key != "nvlinkIsland" && key != "mig") {
+          return absl::InvalidArgumentError(Cat(where, ".", key, ": unknown field"));
+        }
+      }
+      if (!group.IsMap() || !group["type"]) return absl::InvalidArgumentError(Cat(where, ".type: is required"));
+      std::vector<const GpuType*> types = catalog.Resolve(group["type"].Scalar());
+      if (types.empty()) {
+        return absl::InvalidArgumentError(Cat(where, ".type: unknown GPU type \"", group["type"].Scalar(),
+                                              "\" (known: ", catalog.KnownNames(), ")"));
+      }
+      const GpuType* type = types.back();
+      int count = 1, island = -1;
+      try {
+        if (group["count"]) count = group["count"].as<int>();
+        if (group["nvlinkIsland"]) island = group["nvlinkIsland"].as<int>();
+      } catch (const YAML::Exception&) {
+        return absl::InvalidArgumentError(Cat(where, ": count and nvlinkIsland are integers"));
+      }
+      if (count < 1 || count > 64) return absl::InvalidArgumentError(Cat(where, ".count: 1 to 64, got ", count));
+      std::vector<MigPlacement> layout;
+      if (group["mig"]) {
+        if (!group["mig"].IsSequence()) {
+          return absl::InvalidArgumentError(Cat(where, ".mig: a list of PROFILE@START, e.g. [3g.40gb@0, 3g.40gb@4]"));
+        }
+        for (size_t k = 0; k < group["mig"].size(); ++k) {
+          std::string m = group["mig"][k].Scalar();
+          size_t at = m.find('@');
+          int start = -1;
+          if (at != std::string::npos) {
+            auto [e, ec] = std::from_chars(m.data() + at + 1, m.data() + m.size(), start);
+            if (ec != std::errc() || e != m.data() + m.size()) start = -1;
+          }
+          if (start < 0) {
+            return absl::InvalidArgumentError(Cat(where, ".mig[", k, "]: \"", m, "\" is not PROFILE@START"));
+          }
+          layout.push_back({m.substr(0, at), start});
+        }
+        if (absl::Status st = ValidateMigLayout(*type, layout); !st.ok()) {
+          return absl::InvalidArgumentError(Cat(where, ".mig: ", st.message()));
+        }
+      }
+      for (int c = 0; c < count; ++c) {
+        GpuDevice g;
+        g.index = static_cast<int>(node.gpus.size());
+        g.uuid = uuid(g.index);
+        g.name = Cat("Simulated ", type->name);
+        g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
+        g.memory = type->memory;
+        g.catalog_type = type->name;
+        g.nvlink_island = island;
+        g.mig_enabled = !layout.empty();
+        g.mig_layout = layout;
+        node.gpus.push_back(std::move(g));
+      }
+    }
+    if (node.gpus.empty()) return absl::InvalidArgumentError(Cat("--simulate: ", path, ": no GPUs given"));
+    return std::make_unique<SimulatedBackend>(std::move(node));
+  }
   for (const std::string& part : SplitAny(spec, ",")) {
     size_t x = part.find('x');
     int count = 0;
@@ -109,7 +189,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
     for (int i = 0; i < count; ++i) {
       GpuDevice g;
       g.index = static_cast<int>(node.gpus.size());
-      g.uuid = node_name.empty() ? Cat("GPU-simulated-", g.index) : Cat("GPU-sim-", node_name, "-", g.index);
+      g.uuid = uuid(g.index);
       g.name = Cat("Simulated ", type->name);
       g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
       g.memory = type->memory;

@@ -15,6 +15,10 @@
 
 namespace gpucloud::agent {
 
+// `spec` is "8xH100" or "4xA100-80GB,2xT4", or a YAML file (*.yaml) giving groups of GPUs:
+//   gpus:
+//   - {type: H100, count: 8, nvlinkIsland: 0}
+//   - {type: A100-80GB, count: 2, mig: [3g.40gb@0, 3g.40gb@4]}   # MIG layout of each GPU
 // InvalidArgument naming the bad part of `spec` ("3xB300: unknown GPU type"). With `node`, the
 // GPUs' UUIDs name it ("GPU-sim-node-a-0"), so that simulated nodes of one cluster differ.
 absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(

@@ -107,6 +107,11 @@ std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
            {"memoryMiB", g.memory.raw()}, {"pciBusId", g.pci_bus_id},
            {"migEnabled", g.mig_enabled},   {"nvlinkIsland", g.nvlink_island},
            {"healthy", g.healthy}};
+    if (!g.mig_layout.empty()) {
+      Json layout = Json::array();
+      for (const MigPlacement& m : g.mig_layout) layout.push_back(Json{{"profile", m.profile}, {"start", m.start}});
+      j["migLayout"] = std::move(layout);
+    }
     gpus.push_back(std::move(j));
   }
   Json labels = Json::object();
@@ -160,6 +165,14 @@ absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
         r.Bool(g, "migEnabled", path, &gpu.mig_enabled);
         r.Int(g, "nvlinkIsland", path, &gpu.nvlink_island);
         r.Bool(g, "healthy", path, &gpu.healthy);
+        if (const Json* layout = r.List(g, "migLayout", path)) {
+          for (size_t k = 0; k < layout->size() && !r.error; ++k) {
+            MigPlacement m;
+            r.Str((*layout)[k], "profile", Cat(path, ".migLayout[", k, "]"), &m.profile, true);
+            r.Int((*layout)[k], "start", Cat(path, ".migLayout[", k, "]"), &m.start, true);
+            gpu.mig_layout.push_back(std::move(m));
+          }
+        }
         gpu.memory = MiB(mem);
         n.gpus.push_back(std::move(gpu));
       }

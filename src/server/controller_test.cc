@@ -344,6 +344,35 @@ TEST_F(ControllerTest, AnUnhealthyGpuRestartsItsJobOnHealthyGpus) {
   EXPECT_EQ(s.restarts, 0);
 }
 
+TEST_F(ControllerTest, AMigJobGetsAnInstanceTheAgentRegistered) {
+  api::NodeInfo n;
+  n.name = "mig-a";
+  n.address = "10.0.0.9";
+  n.cpu_milli = 64'000;
+  n.memory_mib = 512 << 10;
+  Gpu g;
+  g.index = 0;
+  g.uuid = "GPU-mig-0";
+  g.type = "A100-80GB";
+  g.memory = MiB(80 << 10);
+  g.mig_enabled = true;
+  g.mig_layout = {{"3g.40gb", 0}, {"1g.10gb", 6}};
+  n.gpus.push_back(g);
+  ASSERT_EQ(Call("PUT", api::NodePath("mig-a"), api::NodeToJson(n, false)).status, 201);
+  Submit("apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: infer}\nspec:\n  tasks:\n  - name: serve\n"
+         "    command: [python3, serve.py]\n    resources:\n      gpu: {mig: 1g.10gb}\n");
+  Pass();
+  JobStatus s = Status("infer");
+  ASSERT_EQ(s.phase, "Scheduled") << s.message;
+  ASSERT_EQ(s.placement.at(0).placement.gpus.size(), 1u);
+  EXPECT_EQ(s.placement[0].placement.gpus[0].mode, GpuMode::kMig);
+  EXPECT_EQ(s.placement[0].placement.gpus[0].mig.profile, "1g.10gb");
+  EXPECT_EQ(s.placement[0].placement.gpus[0].mig.start, 6);
+  api::Assignment a = *api::AssignmentFromJson(Assignments("mig-a").at(0).value);
+  EXPECT_EQ(a.gpus.at(0).mode, "mig");
+  EXPECT_EQ(a.gpus[0].mig_profile, "1g.10gb");
+}
+
 TEST_F(ControllerTest, MetricsCountJobsGpusAndBindLatency) {
   Register("node-a", 4);
   Submit(GangJob("job", 1, 2));

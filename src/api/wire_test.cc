@@ -1,0 +1,72 @@
+#include "api/wire.h"
+
+#include <gtest/gtest.h>
+
+namespace gpucloud::api {
+namespace {
+
+TEST(Wire, NodesRoundTripWithMigLayoutsAndIslands) {
+  NodeInfo n;
+  n.name = "node-a";
+  n.address = "10.0.0.1";
+  n.cpu_milli = 8000;
+  n.memory_mib = 65536;
+  Gpu g;
+  g.index = 0;
+  g.uuid = "GPU-0";
+  g.type = "A100-80GB";
+  g.memory = MiB(81920);
+  g.mig_enabled = true;
+  g.mig_layout = {{"3g.40gb", 0}, {"1g.10gb", 6}};
+  g.nvlink_island = 2;
+  n.gpus.push_back(g);
+  absl::StatusOr<NodeInfo> back = NodeFromJson(NodeToJson(n, false));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->gpus.size(), 1u);
+  EXPECT_EQ(back->gpus[0], g);
+  EXPECT_EQ(ToSchedulerNode(*back).gpus[0].mig_layout, g.mig_layout);
+}
+
+TEST(Wire, BadBodiesNameTheField) {
+  EXPECT_EQ(NodeFromJson("{\"metadata\": {\"name\": \"a\"}, \"status\": {\"gpus\": [{\"index\": \"x\"}]}}")
+                .status()
+                .message(),
+            "status.gpus[0].index: must be an integer");
+  EXPECT_EQ(NodeFromJson("[]").status().message(), "the body is not a JSON object");
+  EXPECT_EQ(HeartbeatFromJson("{\"tasks\": [{\"name\": \"a\", \"jobUid\": \"u\", \"attempt\": 1, \"state\": \"Dancing\"}]}")
+                .status()
+                .message(),
+            "tasks[0].state: unknown state \"Dancing\"");
+  EXPECT_EQ(AssignmentFromJson("{\"metadata\": {\"name\": \"a\", \"namespace\": \"n\"}, \"job\": \"j\"}").status().message(),
+            "jobUid: is required");
+}
+
+TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {
+  Assignment a;
+  a.name = "ns.job.1";
+  a.namespace_ = "ns";
+  a.job = "job";
+  a.job_uid = "u-1";
+  a.attempt = 3;
+  a.rank = 1;
+  a.world_size = 2;
+  a.hosts = {{"10.0.0.1", 1}, {"10.0.0.2", 1}};
+  a.gpus = {{0, "GPU-0", "shared", "", 0, 500, true}};
+  a.command = {"python3", "train.py"};
+  a.env = {{"A", "1"}};
+  absl::StatusOr<Assignment> back = AssignmentFromJson(AssignmentToJson(a));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->hosts, a.hosts);
+  EXPECT_EQ(back->gpus[0].fraction_milli, 500);
+  EXPECT_TRUE(back->gpus[0].mps);
+  EXPECT_EQ(back->command, a.command);
+  Heartbeat h{{{"ns.job.1", "u-1", 3, TaskState::kFailed, 3, 0, true, "killed by the OOM killer"}},
+              {{0, false, "Xid 79"}}};
+  absl::StatusOr<Heartbeat> hb = HeartbeatFromJson(HeartbeatToJson(h));
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->tasks, h.tasks);
+  EXPECT_EQ(hb->gpus, h.gpus);
+}
+
+}  // namespace
+}  // namespace gpucloud::api
