@@ -149,8 +149,8 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << "Attempt:       " << Int(st, "attempt") << " (restarts after failures " << Int(st, "restarts")
         << ", after interruptions " << Int(st, "interruptions") << ")\n"
         << "Checkpoints:   " << Str(st, "checkpointDir", "-") << "\n"
-        << "Submitted:     " << Ms(Int(st, "submittedMs")) << "  Scheduled: " << Ms(Int(st, "scheduledMs"))
-        << "  Started: " << Ms(Int(st, "startedMs")) << "  Finished: " << Ms(Int(st, "finishedMs"))
+        << "Submitted:     " << Ms(Int(st, "submittedMs")) << "  first started: " << Ms(Int(st, "startedMs"))
+        << "  this attempt scheduled: " << Ms(Int(st, "scheduledMs")) << "  finished: " << Ms(Int(st, "finishedMs"))
         << "  (unix seconds)\n";
     if (!Field(st, "placement").empty()) {
       out << "Tasks:\n";

@@ -172,11 +172,23 @@ TEST_F(ClusterTest, TheTrainerRestartsFromItsCheckpointAndFinishes) {
   Json job = Job("trainer");
   EXPECT_EQ(job["status"]["attempt"], 2);
   EXPECT_EQ(job["status"]["restarts"], 1);
-  std::string first = Gpuctl("logs trainer --rank 0 --attempt 1").output;
+  // The first rank to reach step 50 failed; the other was stopped (and checkpointed on SIGTERM).
+  std::string first = Gpuctl("logs trainer --rank 0 --attempt 1").output +
+                      Gpuctl("logs trainer --rank 1 --attempt 1").output;
   EXPECT_NE(first.find("failing at step 50"), std::string::npos) << first;
-  std::string second = Gpuctl("logs trainer --rank 0").output;
-  EXPECT_NE(second.find("starting at step 40 (restart 1)"), std::string::npos) << second;
-  EXPECT_NE(second.find("final loss"), std::string::npos) << second;
+  for (int rank = 0; rank < 2; ++rank) {
+    // Resumed from a checkpoint (step 40, or where SIGTERM stopped it), and ended exactly where
+    // a run without the failure ends.
+    std::string second = Gpuctl(Cat("logs trainer --rank ", rank)).output;
+    EXPECT_NE(second.find("(restart 1)"), std::string::npos) << second;
+    EXPECT_EQ(second.find("starting at step 0 "), std::string::npos) << second;
+    std::string clean = Shell(Cat("cd ", dir_.path().string(), " && mkdir -p clean", rank, " && RANK=", rank,
+                                  " WORLD_SIZE=2 GPUCLOUD_CHECKPOINT_DIR=clean", rank, " python3 ",
+                                  GPUCLOUD_SOURCE_DIR, "/examples/trainer/train.py --steps 200 | tail -1"))
+                            .output;
+    ASSERT_NE(clean.find("final loss"), std::string::npos) << clean;
+    EXPECT_NE(second.find(clean), std::string::npos) << second << "\nexpected: " << clean;
+  }
   std::string events = Gpuctl("events trainer").output;
   EXPECT_NE(events.find("TaskFailed"), std::string::npos) << events;
 }
