@@ -149,6 +149,9 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << "Attempt:       " << Int(st, "attempt") << " (restarts after failures " << Int(st, "restarts")
         << ", after interruptions " << Int(st, "interruptions") << ")\n"
         << "Checkpoints:   " << Str(st, "checkpointDir", "-") << "\n"
+        << "Recoveries:    " << Int(st, "recoveries")
+        << (Int(st, "recoveries") > 0 ? Cat(" (the last back to running in ", Int(st, "lastRecoveryMs") / 1000.0, " s)") : "")
+        << "\n"
         << "Submitted:     " << Ms(Int(st, "submittedMs")) << "  first started: " << Ms(Int(st, "startedMs"))
         << "  this attempt scheduled: " << Ms(Int(st, "scheduledMs")) << "  finished: " << Ms(Int(st, "finishedMs"))
         << "  (unix seconds)\n";
@@ -238,9 +241,15 @@ int Cancel(const api::Client& client, const std::string& job, const std::string&
 }
 
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
-             std::ostream& out, std::ostream& err) {
-  if (!Send(client, "POST", Cat("/apis/gpucloud/v1/nodes/", node, "/", verb), "", err)) return kExitInvalid;
-  out << "node " << node << (verb == "cordon" ? " cordoned" : verb == "uncordon" ? " uncordoned" : " draining")
+             std::ostream& out, std::ostream& err, int seconds) {
+  std::string path = Cat("/apis/gpucloud/v1/nodes/", node, "/", verb);
+  if (verb == "reclaim") path += Cat("?seconds=", seconds);
+  if (!Send(client, "POST", path, "", err)) return kExitInvalid;
+  out << "node " << node
+      << (verb == "cordon"     ? " cordoned"
+          : verb == "uncordon" ? " uncordoned"
+          : verb == "drain"    ? " draining"
+                               : Cat(" is reclaimed in ", seconds, " s: its jobs checkpoint and requeue"))
       << "\n";
   return kExitOk;
 }

@@ -4,6 +4,7 @@
 //   events JOB
 //   cancel JOB                    stop its tasks (grace period), keep the job
 //   cordon|uncordon|drain NODE    (admins)
+//   reclaim NODE --in S           a spot notice: the node's jobs checkpoint and requeue (admins)
 //   top                           GPUs per node: allocated, free, by which jobs
 // and the tables of `get jobs` and `get nodes`. Functions are reentrant.
 #ifndef GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
@@ -30,8 +31,9 @@ int Events(const api::Client& client, const std::string& job, const std::string&
            std::ostream& out, std::ostream& err);
 int Cancel(const api::Client& client, const std::string& job, const std::string& ns,
            std::ostream& out, std::ostream& err);
+// cordon, uncordon, drain, or reclaim (a spot notice: the node goes away in `seconds`).
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
-             std::ostream& out, std::ostream& err);
+             std::ostream& out, std::ostream& err, int seconds = 0);
 int Top(const api::Client& client, std::ostream& out, std::ostream& err);
 
 }  // namespace gpucloud::cli

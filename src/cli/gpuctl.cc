@@ -376,6 +376,12 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     v->add_option("node", node_name, "NODE")->required();
     node_verbs.push_back(v);
   }
+  int reclaim_in = 120;
+  CLI::App* reclaim = app.add_subcommand(
+      "reclaim", "A spot reclamation notice: the node goes away in --in seconds (default 120)");
+  reclaim->add_option("node", node_name, "NODE")->required();
+  reclaim->add_option("--in", reclaim_in, "seconds until the node is reclaimed")->check(CLI::Range(1, 86400));
+  node_verbs.push_back(reclaim);
   CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
 
   try {
@@ -399,7 +405,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   if (cancel->parsed()) return with_client([&](api::Client& c) { return Cancel(c, cancel_job, ns, out, err); });
   for (CLI::App* v : node_verbs) {
     if (v->parsed()) {
-      return with_client([&](api::Client& c) { return NodeVerb(c, v->get_name(), node_name, out, err); });
+      return with_client([&](api::Client& c) { return NodeVerb(c, v->get_name(), node_name, out, err, reclaim_in); });
     }
   }
   if (top->parsed()) return with_client([&](api::Client& c) { return Top(c, out, err); });

@@ -40,6 +40,7 @@ struct NodeEntry {
   bool unschedulable = false;
   bool draining = false;
   bool stored_ready = false;
+  int64_t reclaim_at_ms = 0;  // a spot reclamation notice: the node goes away then
 };
 
 std::string NameOf(const Json& doc) {
@@ -89,6 +90,9 @@ const NodeEntry& NodeOf(CachedObject& o) {
     if (n.ok()) e->info = std::make_shared<const api::NodeInfo>(std::move(*n));
     e->unschedulable = SpecFlag(o.doc, "unschedulable");
     e->draining = SpecFlag(o.doc, "draining");
+    if (auto spec = o.doc.find("spec"); spec != o.doc.end() && spec->is_object()) {
+      e->reclaim_at_ms = spec->value("reclaimAtMs", int64_t{0});
+    }
     const Json& st = o.doc["status"];
     e->stored_ready = st.is_object() && st.value("ready", false);
     o.derived = e;
@@ -110,8 +114,10 @@ struct Controller::Pass {
   std::map<std::string, std::shared_ptr<const api::NodeInfo>> ready;
   std::string nodes_fingerprint;  // what the scheduler's node list was built from
   std::set<std::string> cordoned, draining;
+  std::map<std::string, int64_t> reclaiming;  // node -> when it is reclaimed (ms)
   ClusterMetrics metrics;
   std::vector<double> bind_latencies;  // seconds, of first attempts bound in this pass
+  std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
 };
 
 Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock,
@@ -207,6 +213,13 @@ absl::Status Controller::RunOnce() {
     pass.metrics.bind_latency_bounds.assign(std::begin(kBindBounds), std::end(kBindBounds));
     pass.metrics.bind_latency_counts.assign(std::size(kBindBounds) + 1, 0);
   }
+  pass.metrics.recovery_count = metrics_.recovery_count + static_cast<int64_t>(pass.recovery_seconds.size());
+  pass.metrics.recovery_sum = metrics_.recovery_sum;
+  pass.metrics.recovery_max = metrics_.recovery_max;
+  for (double v : pass.recovery_seconds) {
+    pass.metrics.recovery_sum += v;
+    pass.metrics.recovery_max = std::max(pass.metrics.recovery_max, v);
+  }
   for (double v : pass.bind_latencies) {
     for (size_t i = 0; i < pass.metrics.bind_latency_bounds.size(); ++i) {
       if (v <= pass.metrics.bind_latency_bounds[i]) ++pass.metrics.bind_latency_counts[i];
@@ -267,6 +280,7 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     }
     if (entry.unschedulable) pass.cordoned.insert(name);
     if (entry.draining) pass.draining.insert(name);
+    if (entry.reclaim_at_ms > 0) pass.reclaiming[name] = entry.reclaim_at_ms;
     pass.nodes_fingerprint += Cat(name, "@", obj.mod_revision, "/", generation, ";");
     pass.ready[name] = std::move(info);
   }
@@ -334,6 +348,7 @@ void Controller::StepJobs(Pass& pass) {
       bool news = false;
       for (const PlacedReplica& r : old.placement) {
         if (!pass.ready.contains(r.node) || pass.draining.contains(r.node) ||
+            pass.reclaiming.contains(r.node) ||
             !GpuProblem(pass.ready, pass.reports, r).empty()) {
           news = true;
           break;
@@ -370,13 +385,16 @@ void Controller::StepJobs(Pass& pass) {
       s.reason = reason;
       s.message = message;
       s.stop_deadline_ms = now + grace_ms + 5000;
+      // A restart: its time to recovery is measured from here.
+      if (s.next == "Pending" && s.interrupted_ms == 0) s.interrupted_ms = now;
       event(reason == "Succeeded" ? "Normal" : "Warning", std::move(reason), std::move(message));
     };
 
     if (s.Terminal()) {
       if (!s.delete_requested) continue;
     } else if (s.Active()) {
-      std::vector<std::string> lost, drained, failed, broken, retry;
+      std::vector<std::string> lost, drained, failed, broken, retry, reclaimed;
+      int64_t reclaim_at = 0;
       int succeeded = 0, running = 0;
       for (const PlacedReplica& r : s.placement) {
         if (!pass.ready.contains(r.node)) {
@@ -384,6 +402,10 @@ void Controller::StepJobs(Pass& pass) {
           continue;
         }
         if (pass.draining.contains(r.node)) drained.push_back(r.node);
+        if (auto rc = pass.reclaiming.find(r.node); rc != pass.reclaiming.end()) {
+          reclaim_at = reclaim_at == 0 ? rc->second : std::min(reclaim_at, rc->second);
+          reclaimed.push_back(r.node);
+        }
         if (std::string p = GpuProblem(pass.ready, pass.reports, r); !p.empty()) broken.push_back(p);
         const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
         if (t == nullptr) continue;
@@ -438,6 +460,15 @@ void Controller::StepJobs(Pass& pass) {
         s.message = Cat("all ", succeeded, " tasks exited with code 0");
         s.finished_ms = now;
         event("Normal", "Succeeded", s.message);
+      } else if (!reclaimed.empty()) {
+        // Checkpoint and requeue before the node goes: the grace period, but no later than
+        // 5 s before the reclamation.
+        ++s.interruptions;
+        int64_t left = reclaim_at - now;
+        stop("Preempting", "Pending", "SpotReclaim",
+             Cat("node ", reclaimed[0], " is reclaimed in ", std::max<int64_t>(0, left / 1000),
+                 " s; checkpointing and requeueing"),
+             std::clamp<int64_t>(left - 10'000, 0, options_.stop_grace_ms));
       } else if (!drained.empty()) {
         ++s.interruptions;
         stop("Preempting", "Pending", "Drained",
@@ -448,6 +479,14 @@ void Controller::StepJobs(Pass& pass) {
         s.reason = "Started";
         s.message = Cat(running, " of ", s.placement.size(), " tasks running");
         if (s.started_ms == 0) s.started_ms = now;
+        if (s.interrupted_ms > 0) {
+          // Running again after a failure: the time to recovery.
+          s.last_recovery_ms = now - s.interrupted_ms;
+          s.interrupted_ms = 0;
+          ++s.recoveries;
+          s.message += Cat("; recovered in ", s.last_recovery_ms / 1000.0, " s");
+          pass.recovery_seconds.push_back(s.last_recovery_ms / 1000.0);
+        }
         event("Normal", "Started", s.message);
       }
     } else if (s.phase == "Pending" && s.cancel_requested) {
@@ -784,6 +823,7 @@ absl::Status Controller::Schedule(Pass& pass) {
         ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
       }
       ++s.interruptions;
+      if (s.interrupted_ms == 0) s.interrupted_ms = now;
       s.phase = "Preempting";
       s.next = "Pending";
       s.reason = "Preempted";
@@ -866,6 +906,11 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"+Inf\"} ",
              m.bind_latency_counts.empty() ? 0 : m.bind_latency_counts.back(), "\n");
   out += Cat("gpucloud_scheduling_latency_seconds_sum ", m.bind_latency_sum, "\n");
+  out += "# HELP gpucloud_job_recovery_seconds From a job's interruption (failure, lost node or GPU, "
+         "drain, preemption) to running again.\n# TYPE gpucloud_job_recovery_seconds summary\n";
+  out += Cat("gpucloud_job_recovery_seconds_sum ", m.recovery_sum, "\n");
+  out += Cat("gpucloud_job_recovery_seconds_count ", m.recovery_count, "\n");
+  out += Cat("gpucloud_job_recovery_seconds_max ", m.recovery_max, "\n");
   out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
   return out;
 }

@@ -69,6 +69,10 @@ struct ClusterMetrics {
   std::vector<int64_t> bind_latency_counts;  // cumulative per bound, then +Inf
   double bind_latency_sum = 0;
   int64_t bind_latency_count = 0;
+  // Interruption to running again, over the server's life.
+  int64_t recovery_count = 0;
+  double recovery_sum = 0;
+  double recovery_max = 0;
 };
 
 // Renders ClusterMetrics in Prometheus text format (gpucloud_* names).

@@ -373,6 +373,48 @@ TEST_F(ControllerTest, AMigJobGetsAnInstanceTheAgentRegistered) {
   EXPECT_EQ(a.gpus[0].mig_profile, "1g.10gb");
 }
 
+TEST_F(ControllerTest, ASpotNoticeRequeuesTheJobAndItsRecoveryIsMeasured) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Submit(GangJob("spot", 1, 4));
+  Pass();
+  std::string first = Status("spot").placement.at(0).node;
+  std::string other = first == "node-a" ? "node-b" : "node-a";
+  Heartbeat(first, {Report("spot", 0, api::TaskState::kRunning)});
+  Heartbeat(other);
+  Pass();
+  Response bad = Call("POST", Cat("/apis/gpucloud/v1/nodes/", first, "/reclaim"));
+  EXPECT_EQ(bad.status, 400) << bad.body;  // the notice period is required
+  ASSERT_EQ(api_->Handle({"POST", Cat("/apis/gpucloud/v1/nodes/", first, "/reclaim"), {{"seconds", "60"}}, "",
+                          {"root", "", true}})
+                .status,
+            200);
+  Pass();
+  JobStatus s = Status("spot");
+  EXPECT_EQ(s.phase, "Preempting");
+  EXPECT_EQ(s.reason, "SpotReclaim");
+  EXPECT_NE(s.message.find("reclaimed in 60 s"), std::string::npos) << s.message;
+  EXPECT_EQ(s.stop_deadline_ms, clock_.NowMillis() + 10'000 + 5'000);  // the grace, well before 60 s
+  clock_.Advance(1'000);
+  Heartbeat(first, {Report("spot", 0, api::TaskState::kStopped, 0)});
+  Heartbeat(other);
+  Pass();
+  s = Status("spot");
+  ASSERT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.placement.at(0).node, other);  // not back on the reclaimed node
+  clock_.Advance(1'500);
+  Heartbeat(other, {Report("spot", 0, api::TaskState::kRunning)});
+  Heartbeat(first);
+  Pass();
+  s = Status("spot");
+  EXPECT_EQ(s.phase, "Running");
+  EXPECT_EQ(s.recoveries, 1);
+  EXPECT_EQ(s.last_recovery_ms, 2'500);
+  EXPECT_EQ(s.interrupted_ms, 0);
+  EXPECT_EQ(controller_->Metrics().recovery_count, 1);
+  EXPECT_DOUBLE_EQ(controller_->Metrics().recovery_sum, 2.5);
+}
+
 TEST_F(ControllerTest, MetricsCountJobsGpusAndBindLatency) {
   Register("node-a", 4);
   Submit(GangJob("job", 1, 2));

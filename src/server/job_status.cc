@@ -55,6 +55,9 @@ JobStatus JobStatusFromJson(const Json& doc) {
   s.started_ms = Get<int64_t>(j, "startedMs", 0);
   s.finished_ms = Get<int64_t>(j, "finishedMs", 0);
   s.stop_deadline_ms = Get<int64_t>(j, "stopDeadlineMs", 0);
+  s.interrupted_ms = Get<int64_t>(j, "interruptedMs", 0);
+  s.last_recovery_ms = Get<int64_t>(j, "lastRecoveryMs", 0);
+  s.recoveries = Get<int>(j, "recoveries", 0);
   s.cancel_requested = Get<bool>(j, "cancelRequested", false);
   s.delete_requested = Get<bool>(j, "deleteRequested", false);
   s.checkpoint_dir = Get<std::string>(j, "checkpointDir", "");
@@ -107,6 +110,11 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
   if (s.started_ms) j["startedMs"] = s.started_ms;
   if (s.finished_ms) j["finishedMs"] = s.finished_ms;
   if (s.stop_deadline_ms) j["stopDeadlineMs"] = s.stop_deadline_ms;
+  if (s.interrupted_ms) j["interruptedMs"] = s.interrupted_ms;
+  if (s.recoveries) {
+    j["recoveries"] = s.recoveries;
+    j["lastRecoveryMs"] = s.last_recovery_ms;
+  }
   if (s.cancel_requested) j["cancelRequested"] = true;
   if (s.delete_requested) j["deleteRequested"] = true;
   if (!s.checkpoint_dir.empty()) j["checkpointDir"] = s.checkpoint_dir;

@@ -43,6 +43,9 @@ struct JobStatus {
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
   int64_t stop_deadline_ms = 0;
+  int64_t interrupted_ms = 0;     // when the current interruption began (0: none)
+  int64_t last_recovery_ms = 0;   // the last interruption's time to running again
+  int recoveries = 0;
   bool cancel_requested = false;
   bool delete_requested = false;
   std::string checkpoint_dir;

@@ -91,7 +91,7 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
     for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
     return {200, out.dump() + "\n"};
   }
-  if ((sub == "cordon" || sub == "uncordon" || sub == "drain") && r.method == "POST") {
+  if ((sub == "cordon" || sub == "uncordon" || sub == "drain" || sub == "reclaim") && r.method == "POST") {
     if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not ", sub, " nodes"));
     return SetNodeFlags(r, route.name, sub);
   }
@@ -169,6 +169,17 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
       return FromStatus(current.status());
     }
     Json doc = Json::parse(current->value, nullptr, false);
+    if (verb == "reclaim") {
+      // A spot reclamation notice (the clouds give two minutes): its jobs checkpoint and
+      // requeue before the node goes away.
+      std::optional<int64_t> seconds = QueryInt(r, "seconds");
+      if (!seconds || *seconds < 1 || *seconds > 86400) {
+        return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
+      }
+      doc["spec"]["reclaimAtMs"] = clock_.NowMillis() + *seconds * 1000;
+    } else {
+      doc["spec"].erase("reclaimAtMs");
+    }
     doc["spec"]["unschedulable"] = verb != "uncordon";
     int64_t health_reset = doc["spec"].value("healthReset", int64_t{0});
     if (verb == "uncordon") doc["spec"]["healthReset"] = ++health_reset;  // GPUs trusted again

@@ -11,9 +11,9 @@ per rank in its checkpoint directory, so a second attempt that overlapped the fi
 with code 75 instead of training alongside it.
 
 Scenarios: a node dies (kill -9 of everything in its namespace) mid-training; a node's link is
-cut and healed; the server is killed with SIGKILL in the middle of a burst of submissions and
-started again; a drain-class Xid is injected into a GPU a job uses; then randomized faults for a
-bounded time (CHAOS_SECONDS, default 45). For each fault it measures the time from the fault to
+cut and healed; a drain-class Xid is injected into a GPU a job uses; a spot reclamation notice;
+the server is killed with SIGKILL in the middle of a burst of submissions and started again;
+then randomized faults for a bounded time (CHAOS_SECONDS, default 45). For each fault it measures the time from the fault to
 the job running again (its last "Started" event) and prints p50 and p99.
 
 Needs root and `ip netns`; says why and exits 77 (skipped) otherwise.
@@ -286,11 +286,18 @@ def main():
             threading.Timer(10, lambda: c.gpuctl("uncordon", f"node-{victim}", check=False)).start()
             return f"Xid 79 on GPU {gpu} of node-{victim}"
 
+        def spot_notice(victim, placement):
+            c.gpuctl("reclaim", f"node-{victim}", "--in", "30")
+            threading.Timer(8, lambda: c.gpuctl("uncordon", f"node-{victim}", check=False)).start()
+            return f"spot notice for node-{victim} (reclaimed in 30 s)"
+
         run_job_through(c, "death", node_death, expected, recoveries)
         wait(lambda: c.ready_nodes() == 3, 30, "the dead node to come back")
         run_job_through(c, "cut", partition, expected, recoveries)
         wait(lambda: c.ready_nodes() == 3, 30, "the cut node to come back")
         run_job_through(c, "xid", xid, expected, recoveries)
+        wait(lambda: c.ready_nodes() == 3, 30, "three Ready nodes")
+        run_job_through(c, "spot", spot_notice, expected, recoveries)
         time.sleep(1)
 
         # The server dies in the middle of a burst of submissions, with a job running.
@@ -324,7 +331,7 @@ def main():
         n = 0
         while time.time() < deadline:
             wait(lambda: c.ready_nodes() == 3, 40, "three Ready nodes")
-            fault = rng.choice([node_death, partition, xid])
+            fault = rng.choice([node_death, partition, xid, spot_notice])
             n += 1
             run_job_through(c, f"random-{n}", fault, expected, recoveries)
         recoveries.sort()
