@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -90,6 +91,8 @@ class NvmlBackend final : public GpuBackend {
     get_power_ = Symbol<decltype(get_power_)>(lib_, "nvmlDeviceGetPowerUsage");
     get_energy_ = Symbol<decltype(get_energy_)>(lib_, "nvmlDeviceGetTotalEnergyConsumption");
     get_clock_ = Symbol<decltype(get_clock_)>(lib_, "nvmlDeviceGetClockInfo");
+    nvlink_state_ = Symbol<decltype(nvlink_state_)>(lib_, "nvmlDeviceGetNvLinkState");
+    nvlink_remote_pci_ = Symbol<decltype(nvlink_remote_pci_)>(lib_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     event_set_create_ = Symbol<decltype(event_set_create_)>(lib_, "nvmlEventSetCreate");
     supported_events_ = Symbol<decltype(supported_events_)>(lib_, "nvmlDeviceGetSupportedEventTypes");
     register_events_ = Symbol<decltype(register_events_)>(lib_, "nvmlDeviceRegisterEvents");
@@ -150,7 +153,46 @@ class NvmlBackend final : public GpuBackend {
       g.catalog_type = catalog_.FromHardware(g.name, g.memory).name;
       out.gpus.push_back(std::move(g));
     }
+    AssignNvlinkIslands(*devices, out.gpus);
     return out;
+  }
+
+  // NVLink islands: GPUs joined by active NVLinks, directly or through NVSwitches, share an
+  // island (numbered by its lowest GPU index); a GPU without active links has none (-1).
+  void AssignNvlinkIslands(const std::vector<nvmlDevice_t>& devices, std::vector<GpuDevice>& gpus) {
+    if (nvlink_state_ == nullptr || nvlink_remote_pci_ == nullptr) return;
+    const int n = static_cast<int>(devices.size());
+    const int kSwitch = n;  // one node standing for every NVSwitch
+    std::vector<int> parent(n + 1);
+    for (int i = 0; i <= n; ++i) parent[i] = i;
+    auto find = [&](int x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    std::vector<bool> linked(n, false);
+    for (int i = 0; i < n; ++i) {
+      for (unsigned int link = 0; link < 18; ++link) {  // NVML_NVLINK_MAX_LINKS
+        unsigned int active = 0;
+        if (nvlink_state_(devices[i], link, &active) != kSuccess) break;  // no such link
+        if (active == 0) continue;
+        nvmlPciInfo_t pci{};
+        if (nvlink_remote_pci_(devices[i], link, &pci) != kSuccess) continue;
+        int peer = kSwitch;
+        for (int j = 0; j < n; ++j) {
+          if (j != i && gpus[j].pci_bus_id == pci.bus_id) peer = j;
+        }
+        linked[i] = true;
+        parent[find(i)] = find(peer);
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      if (!linked[i]) continue;
+      int lowest = i;
+      for (int j = 0; j < n; ++j) {
+        if (linked[j] && find(j) == find(i)) lowest = std::min(lowest, j);
+      }
+      gpus[i].nvlink_island = lowest;
+    }
   }
 
   absl::StatusOr<std::vector<GpuSample>> Sample() override {
@@ -268,6 +310,8 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*get_energy_)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
   nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+  nvmlReturn_t (*nvlink_state_)(nvmlDevice_t, unsigned int, unsigned int*) = nullptr;
+  nvmlReturn_t (*nvlink_remote_pci_)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*event_set_create_)(nvmlEventSet_t*) = nullptr;
   nvmlReturn_t (*supported_events_)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*register_events_)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;

@@ -17,6 +17,7 @@ class FakeNvml : public ::testing::Test {
     unsetenv("FAKE_NVML_INIT_RC");
     unsetenv("FAKE_NVML_COUNT_RC");
     unsetenv("FAKE_NVML_GPUS");
+    unsetenv("FAKE_NVML_NVLINK");
   }
 };
 
@@ -34,6 +35,22 @@ TEST_F(FakeNvml, DiscoversDevicesThroughDlopen) {
   EXPECT_EQ(node->gpus[0].memory, MiB(81559));
   EXPECT_EQ(node->gpus[0].catalog_type, "H100-80GB");
   EXPECT_FALSE(node->gpus[0].mig_enabled);
+}
+
+TEST_F(FakeNvml, NvlinkIslandsFromActiveLinksAndSwitches) {
+  setenv("FAKE_NVML_GPUS", "5", 1);
+  setenv("FAKE_NVML_NVLINK", "0-1,2-S,3-S", 1);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<NodeGpus> node = (*b)->Discover();
+  unsetenv("FAKE_NVML_NVLINK");
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->gpus.size(), 5u);
+  EXPECT_EQ(node->gpus[0].nvlink_island, 0);
+  EXPECT_EQ(node->gpus[1].nvlink_island, 0);
+  EXPECT_EQ(node->gpus[2].nvlink_island, 2);  // through the NVSwitch, with GPU 3
+  EXPECT_EQ(node->gpus[3].nvlink_island, 2);
+  EXPECT_EQ(node->gpus[4].nvlink_island, -1);  // no links
 }
 
 TEST_F(FakeNvml, XidEventsArriveThroughTheEventSet) {

@@ -109,6 +109,43 @@ int nvmlDeviceGetTotalEccErrors(void*, int type, int, unsigned long long* n) {
   return 0;
 }
 
+// NVLink: FAKE_NVML_NVLINK="0-1,2-S" gives GPU 0 a link to GPU 1 (and back) and GPU 2 a link
+// to an NVSwitch; other links are inactive; 4 links per GPU.
+static int Peer(int gpu, unsigned int link) {  // -1 none, -2 switch, else the GPU
+  const char* spec = getenv("FAKE_NVML_NVLINK");
+  if (spec == nullptr) return -1;
+  unsigned int seen = 0;
+  for (const char* p = spec; *p != 0;) {
+    int a = atoi(p);
+    const char* dash = strchr(p, '-');
+    if (dash == nullptr) break;
+    int b = dash[1] == 'S' ? -2 : atoi(dash + 1);
+    if (a == gpu || b == gpu) {
+      if (seen++ == link) return a == gpu ? b : a;
+    }
+    const char* comma = strchr(dash, ',');
+    if (comma == nullptr) break;
+    p = comma + 1;
+  }
+  return -1;
+}
+int nvmlDeviceGetNvLinkState(void* d, unsigned int link, unsigned int* active) {
+  if (link >= 4) return 2;  // invalid argument: no such link
+  *active = Peer(static_cast<Device*>(d)->index, link) != -1;
+  return 0;
+}
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* d, unsigned int link, nvmlPciInfo_t* p) {
+  int peer = Peer(static_cast<Device*>(d)->index, link);
+  if (peer == -1) return 2;
+  std::memset(p, 0, sizeof *p);
+  if (peer == -2) {
+    std::snprintf(p->bus_id, sizeof p->bus_id, "00000000:C0:00.0");  // an NVSwitch
+  } else {
+    std::snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02X:00.0", 0x19 + peer);
+  }
+  return 0;
+}
+
 // Events: FAKE_NVML_XIDS="GPU:XID,..." are delivered once, in order, to the event set.
 struct nvmlEventData_t {
   void* device;
