@@ -24,8 +24,7 @@ struct nvmlUtilization_t {
   unsigned int gpu, memory;
 };
 using nvmlEventSet_t = struct nvmlEventSet_st*;
-constexpr nvmlReturn_t kTimeout = 10;
-constexpr unsigned long long kEventSingleBitEcc = 0x1, kEventDoubleBitEcc = 0x2, kEventXidCritical = 0x8;
+constexpr unsigned long long kEventDoubleBitEcc = 0x2, kEventXidCritical = 0x8;
 struct nvmlEventData_t {
   nvmlDevice_t device;
   unsigned long long eventType;
@@ -255,14 +254,12 @@ class NvmlBackend final : public GpuBackend {
     for (int n = 0; n < 1024; ++n) {
       nvmlEventData_t data{};
       nvmlReturn_t rc = event_wait_(events_, &data, 0);
-      if (rc != kSuccess) break;  // kTimeout: nothing more now
+      if (rc != kSuccess) break;  // NVML_ERROR_TIMEOUT (10): nothing more now
       auto dev = event_devices_.find(data.device);
       int gpu = dev == event_devices_.end() ? -1 : dev->second;
       if (data.eventType & kEventXidCritical) out.push_back({gpu, static_cast<int>(data.eventData)});
       if (data.eventType & kEventDoubleBitEcc) out.push_back({gpu, 48});
     }
-    (void)kTimeout;
-    (void)kEventSingleBitEcc;
     return out;
   }
 
