@@ -301,8 +301,11 @@ absl::Status HttpsServer::Start() {
       std::lock_guard<std::mutex> lock(conns->mu);
       uint64_t id = conns->next_id++;
       conns->open[id] = socket;
-      std::thread([&m, conns, socket, id] {
+      std::thread([&m, conns, socket, id]() mutable {
         m.Serve(socket);  // Stop waits for this before `m` goes away
+        // The socket must go before Stop can return (its io_context dies with `m`): drop this
+        // thread's reference now, and the set's under the lock, before saying it is done.
+        socket.reset();
         std::lock_guard<std::mutex> done(conns->mu);
         conns->open.erase(id);
         conns->drained.notify_all();
