@@ -176,12 +176,14 @@ TEST_F(ClusterTest, TheTrainerRestartsFromItsCheckpointAndFinishes) {
   std::string first = Gpuctl("logs trainer --rank 0 --attempt 1").output +
                       Gpuctl("logs trainer --rank 1 --attempt 1").output;
   EXPECT_NE(first.find("failing at step 50"), std::string::npos) << first;
+  int resumed = 0;
   for (int rank = 0; rank < 2; ++rank) {
-    // Resumed from a checkpoint (step 40, or where SIGTERM stopped it), and ended exactly where
-    // a run without the failure ends.
+    // The failed rank resumes from its checkpoint at step 40; the other from where SIGTERM
+    // stopped it (or from 0 when it had not started yet, on a slow machine). Both end exactly
+    // where a run without the failure ends.
     std::string second = Gpuctl(Cat("logs trainer --rank ", rank)).output;
     EXPECT_NE(second.find("(restart 1)"), std::string::npos) << second;
-    EXPECT_EQ(second.find("starting at step 0 "), std::string::npos) << second;
+    if (second.find("starting at step 0 ") == std::string::npos) ++resumed;
     std::string clean = Shell(Cat("cd ", dir_.path().string(), " && mkdir -p clean", rank, " && RANK=", rank,
                                   " WORLD_SIZE=2 GPUCLOUD_CHECKPOINT_DIR=clean", rank, " python3 ",
                                   GPUCLOUD_SOURCE_DIR, "/examples/trainer/train.py --steps 200 | tail -1"))
@@ -189,6 +191,7 @@ TEST_F(ClusterTest, TheTrainerRestartsFromItsCheckpointAndFinishes) {
     ASSERT_NE(clean.find("final loss"), std::string::npos) << clean;
     EXPECT_NE(second.find(clean), std::string::npos) << second << "\nexpected: " << clean;
   }
+  EXPECT_GE(resumed, 1);
   std::string events = Gpuctl("events trainer").output;
   EXPECT_NE(events.find("TaskFailed"), std::string::npos) << events;
 }
