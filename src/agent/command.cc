@@ -39,6 +39,21 @@ nlohmann::ordered_json ToJson(const NodeGpus& node) {
   return out;
 }
 
+// SIGINT and SIGTERM: blocked in every thread, awaited with sigwait.
+sigset_t StopSignals() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  return stop;
+}
+
+void WaitForStopSignal() {
+  sigset_t stop = StopSignals();
+  int sig = 0;
+  sigwait(&stop, &sig);
+}
+
 // A machine without an NVIDIA driver: a node with CPUs and memory, no GPUs.
 class NoGpuBackend : public GpuBackend {
  public:
@@ -91,12 +106,7 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
         << "/metrics" << std::endl;
   }
   std::thread waiter([&agent] {
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    int sig = 0;
-    sigwait(&stop, &sig);
+    WaitForStopSignal();
     agent.Stop();
   });
   out << "gpucloud agent: joining " << server.host << ":" << server.port << std::endl;
@@ -150,10 +160,7 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
   if (serve->parsed() || run->parsed()) {
     // Block the stop signals before the server thread starts; wait for them below.
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
+    sigset_t stop = StopSignals();
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   }
   if (run->parsed() && options.node_name.empty()) {
@@ -256,12 +263,7 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
     }
     out << "gpucloud agent: serving http://" << listen.substr(0, colon) << ":" << server.port()
         << "/metrics (" << node.gpus.size() << " GPUs, " << node.backend << ")" << std::endl;
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    int sig = 0;
-    sigwait(&stop, &sig);
+    WaitForStopSignal();
     server.Stop();
     return 0;
   }

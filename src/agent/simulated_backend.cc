@@ -92,8 +92,19 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
   node.backend = "simulated";
   node.driver_version = "simulated";
   node.cuda_driver_version = 12040;
-  auto uuid = [&](int index) {
-    return node_name.empty() ? Cat("GPU-simulated-", index) : Cat("GPU-sim-", node_name, "-", index);
+  // Appends one GPU of `type`.
+  auto add = [&](const GpuType& type, int island, const std::vector<MigPlacement>& layout) {
+    GpuDevice g;
+    g.index = static_cast<int>(node.gpus.size());
+    g.uuid = node_name.empty() ? Cat("GPU-simulated-", g.index) : Cat("GPU-sim-", node_name, "-", g.index);
+    g.name = Cat("Simulated ", type.name);
+    g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
+    g.memory = type.memory;
+    g.catalog_type = type.name;
+    g.nvlink_island = island;
+    g.mig_enabled = !layout.empty();
+    g.mig_layout = layout;
+    node.gpus.push_back(std::move(g));
   };
   std::string path(spec);
   if (path.ends_with(".yaml") || path.ends_with(".yml")) {
@@ -153,19 +164,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
           return absl::InvalidArgumentError(Cat(where, ".mig: ", st.message()));
         }
       }
-      for (int c = 0; c < count; ++c) {
-        GpuDevice g;
-        g.index = static_cast<int>(node.gpus.size());
-        g.uuid = uuid(g.index);
-        g.name = Cat("Simulated ", type->name);
-        g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
-        g.memory = type->memory;
-        g.catalog_type = type->name;
-        g.nvlink_island = island;
-        g.mig_enabled = !layout.empty();
-        g.mig_layout = layout;
-        node.gpus.push_back(std::move(g));
-      }
+      for (int c = 0; c < count; ++c) add(*type, island, layout);
     }
     if (node.gpus.empty()) return absl::InvalidArgumentError(Cat("--simulate: ", path, ": no GPUs given"));
     return std::make_unique<SimulatedBackend>(std::move(node));
@@ -186,16 +185,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
                                             catalog.KnownNames(), ")"));
     }
     const GpuType* type = types.back();  // a family names its largest model ("a100": 80GB)
-    for (int i = 0; i < count; ++i) {
-      GpuDevice g;
-      g.index = static_cast<int>(node.gpus.size());
-      g.uuid = uuid(g.index);
-      g.name = Cat("Simulated ", type->name);
-      g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
-      g.memory = type->memory;
-      g.catalog_type = type->name;
-      node.gpus.push_back(std::move(g));
-    }
+    for (int i = 0; i < count; ++i) add(*type, -1, {});
   }
   if (node.gpus.empty()) return absl::InvalidArgumentError("--simulate: no GPUs given");
   return std::make_unique<SimulatedBackend>(std::move(node));
