@@ -14,6 +14,7 @@
 #include "agent/metrics_server.h"
 #include "agent/node_agent.h"
 #include "api/client.h"
+#include "core/parse.h"
 #include "core/text.h"
 #include "agent/nvml_backend.h"
 #include "agent/simulated_backend.h"
@@ -68,15 +69,14 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
   NodeAgent agent(server, backend, options);
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_listen.empty()) {
-    size_t colon = metrics_listen.rfind(':');
-    int port = colon == std::string::npos ? -1 : std::atoi(metrics_listen.c_str() + colon + 1);
-    if (port < 0 || port > 65535) {
-      err << "gpucloud agent: --metrics-listen: \"" << metrics_listen << "\" is not HOST:PORT\n";
+    absl::StatusOr<HostPort> addr = ParseHostPort("--metrics-listen", metrics_listen);
+    if (!addr.ok()) {
+      err << "gpucloud agent: " << addr.status().message() << "\n";
       return 2;
     }
     // The agent samples the GPUs (with its heartbeats); the metrics server shows its view.
-    metrics = std::make_unique<MetricsServer>([&agent] { return agent.MetricsText(); },
-                                              metrics_listen.substr(0, colon), static_cast<uint16_t>(port));
+    metrics = std::make_unique<MetricsServer>([&agent] { return agent.MetricsText(); }, addr->host,
+                                              addr->port);
     // Fault injection on command (simulated GPUs): POST /inject?gpu=1&xid=79, &temperature=95,
     // &ecc=1, &lost=1 or &reset=1.
     metrics->SetHandler([&backend](const std::string& method, const std::string& target)
@@ -102,7 +102,7 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
       err << "gpucloud agent: " << s.message() << "\n";
       return 1;
     }
-    out << "gpucloud agent: metrics at http://" << metrics_listen.substr(0, colon) << ":" << metrics->port()
+    out << "gpucloud agent: metrics at http://" << addr->host << ":" << metrics->port()
         << "/metrics" << std::endl;
   }
   std::thread waiter([&agent] {
@@ -248,20 +248,19 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
       err << "gpucloud agent: nothing to serve without GPUs\n";
       return 1;
     }
-    size_t colon = listen.rfind(':');
-    int port = colon == std::string::npos ? -1 : std::atoi(listen.c_str() + colon + 1);
-    if (port < 0 || port > 65535) {
-      err << "gpucloud agent: --listen: \"" << listen << "\" is not HOST:PORT\n";
+    absl::StatusOr<HostPort> addr = ParseHostPort("--listen", listen);
+    if (!addr.ok()) {
+      err << "gpucloud agent: " << addr.status().message() << "\n";
       return 2;
     }
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    MetricsServer server(**backend, listen.substr(0, colon), static_cast<uint16_t>(port), host);
+    MetricsServer server(**backend, addr->host, addr->port, host);
     if (absl::Status s = server.Start(); !s.ok()) {
       err << "gpucloud agent: " << s.message() << "\n";
       return 1;
     }
-    out << "gpucloud agent: serving http://" << listen.substr(0, colon) << ":" << server.port()
+    out << "gpucloud agent: serving http://" << addr->host << ":" << server.port()
         << "/metrics (" << node.gpus.size() << " GPUs, " << node.backend << ")" << std::endl;
     WaitForStopSignal();
     server.Stop();

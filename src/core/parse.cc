@@ -217,4 +217,23 @@ std::string FormatCudaVersion(int version) {
   return Cat(version / 1000, ".", (version % 1000) / 10);
 }
 
+absl::StatusOr<HostPort> ParseHostPort(std::string_view flag, std::string_view text) {
+  size_t colon = text.rfind(':');
+  int port = -1;
+  if (colon != std::string_view::npos && colon + 1 < text.size() && text.size() - colon <= 6) {
+    port = 0;
+    for (char c : text.substr(colon + 1)) {
+      if (c < '0' || c > '9') {
+        port = -1;
+        break;
+      }
+      port = port * 10 + (c - '0');
+    }
+  }
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(Cat(flag, ": \"", text, "\" is not HOST:PORT"));
+  }
+  return HostPort{std::string(text.substr(0, colon)), static_cast<uint16_t>(port)};
+}
+
 }  // namespace gpucloud

@@ -36,6 +36,14 @@ absl::StatusOr<MicroUsd> ParsePrice(std::string_view text);
 absl::StatusOr<int> ParseCudaVersion(std::string_view text);
 
 // Inverse forms, used by printers. Each round-trips through the parser above.
+// A listen address "HOST:PORT" (port 0 to 65535; the host may be empty, an IPv4 address or a
+// name). InvalidArgument naming `flag`.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+absl::StatusOr<HostPort> ParseHostPort(std::string_view flag, std::string_view text);
+
 std::string FormatMilli(int64_t milli);       // 2000 -> "2", 250 -> "0.25"
 std::string FormatMemory(MiB mib);            // 16384 -> "16Gi", 1536 -> "1536Mi"
 std::string FormatDuration(int64_t seconds);  // 5400 -> "1h30m", 0 -> "0s"

@@ -1,5 +1,7 @@
 #include "core/parse.h"
 
+#include "core/text.h"
+
 #include <gtest/gtest.h>
 
 namespace gpucloud {
@@ -64,6 +66,20 @@ TEST(ParseCudaVersion, Forms) {
   EXPECT_FALSE(ParseCudaVersion("12").ok());
   EXPECT_FALSE(ParseCudaVersion("12.x").ok());
   EXPECT_FALSE(ParseCudaVersion(".4").ok());
+}
+
+TEST(ParseHostPort, Forms) {
+  absl::StatusOr<HostPort> a = ParseHostPort("--listen", "127.0.0.1:8443");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 8443);
+  EXPECT_EQ(ParseHostPort("--listen", "0.0.0.0:0")->port, 0);
+  EXPECT_EQ(ParseHostPort("--listen", ":9400")->host, "");
+  for (const char* bad : {"8443", "host:", "host:70000", "host:12ab", "host:-1", "host:1234567"}) {
+    absl::StatusOr<HostPort> b = ParseHostPort("--listen", bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.status().message(), Cat("--listen: \"", bad, "\" is not HOST:PORT"));
+  }
 }
 
 TEST(Format, RoundTripsThroughParsers) {

@@ -7,30 +7,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/parse.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "server/control_plane.h"
 
 namespace gpucloud::server {
-
-absl::StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& flag,
-                                                             const std::string& listen) {
-  size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos) {
-    try {
-      size_t used = 0;
-      port = std::stoi(listen.substr(colon + 1), &used);
-      if (used != listen.size() - colon - 1) port = -1;
-    } catch (...) {
-      port = -1;
-    }
-  }
-  if (colon == std::string::npos || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(Cat(flag, ": \"", listen, "\" is not HOST:PORT"));
-  }
-  return std::pair{listen.substr(0, colon), static_cast<uint16_t>(port)};
-}
 
 absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path) {
   std::ifstream f(path);
@@ -69,13 +51,13 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
   }
-  absl::StatusOr<std::pair<std::string, uint16_t>> addr = ParseListen("--listen", listen);
+  absl::StatusOr<HostPort> addr = ParseHostPort("--listen", listen);
   if (!addr.ok()) {
     err << "gpucloud server: " << addr.status().message() << "\n";
     return 2;
   }
-  o.address = addr->first;
-  o.port = addr->second;
+  o.address = addr->host;
+  o.port = addr->port;
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
   if (!scheduler_config.empty()) {

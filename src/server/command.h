@@ -19,9 +19,6 @@ namespace gpucloud::server {
 
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 
-// HOST:PORT -> (host, port); InvalidArgument naming `flag`.
-absl::StatusOr<std::pair<std::string, uint16_t>> ParseListen(const std::string& flag,
-                                                             const std::string& value);
 // A file holding one SchedulerConfiguration; InvalidArgument naming the file and document.
 absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path);
 

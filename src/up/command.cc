@@ -12,6 +12,7 @@
 #include "agent/simulated_backend.h"
 #include "api/client.h"
 #include "core/gpu_catalog.h"
+#include "core/parse.h"
 #include "core/text.h"
 #include "server/command.h"
 #include "server/control_plane.h"
@@ -32,13 +33,13 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
   }
-  absl::StatusOr<std::pair<std::string, uint16_t>> addr = server::ParseListen("--listen", listen);
+  absl::StatusOr<HostPort> addr = ParseHostPort("--listen", listen);
   if (!addr.ok()) {
     err << "gpucloud up: " << addr.status().message() << "\n";
     return 2;
   }
-  o.address = addr->first;
-  o.port = addr->second;
+  o.address = addr->host;
+  o.port = addr->port;
   if (node_name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
