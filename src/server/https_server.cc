@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "core/text.h"
 #include "server/metrics.h"
+#include "server/rest_util.h"
 
 namespace gpucloud::server {
 namespace {
@@ -162,8 +163,7 @@ struct HttpsServer::Impl {
   template <typename Stream>
   void StreamLogs(Stream& stream, const http::request<http::string_body>& req, Request r) {
     r.query.erase("follow");
-    int64_t offset = 0;
-    if (r.query.contains("offset")) offset = std::atoll(r.query.at("offset").c_str());
+    int64_t offset = std::max<int64_t>(0, QueryInt(r, "offset").value_or(0));
     Response chunk = api.Handle(r);
     if (chunk.status != 200) {
       Write(stream, req, chunk);
@@ -202,20 +202,10 @@ struct HttpsServer::Impl {
 
   template <typename Stream>
   void StreamWatch(Stream& stream, const http::request<http::string_body>& req, Request r) {
-    int64_t last = 0;
-    if (r.query.contains("resourceVersion")) {
-      const std::string& v = r.query.at("resourceVersion");
-      if (!v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos) {
-        last = std::stoll(v);
-      }
-    }
-    int64_t timeout_s = 300;
-    if (r.query.contains("timeoutSeconds")) {
-      const std::string& v = r.query.at("timeoutSeconds");
-      if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos) {
-        timeout_s = std::stoll(v);
-      }
-    }
+    // A bad resourceVersion is answered by api.Handle below; a bad timeout means the default.
+    int64_t last = std::max<int64_t>(0, QueryInt(r, "resourceVersion").value_or(0));
+    int64_t timeout_s = QueryInt(r, "timeoutSeconds").value_or(300);
+    if (timeout_s < 0 || timeout_s > 999'999) timeout_s = 300;
     const bool bookmarks =
         r.query.contains("allowWatchBookmarks") && r.query.at("allowWatchBookmarks") == "true";
     int64_t revision = store.Revision();  // every change up to here is in the first batch

@@ -29,6 +29,16 @@ Response Status(int code, std::string_view reason, std::string message) {
   return {code, j.dump() + "\n"};
 }
 
+std::optional<int64_t> QueryInt(const Request& r, const char* key) {
+  auto it = r.query.find(key);
+  if (it == r.query.end()) return std::nullopt;
+  const std::string& v = it->second;
+  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoll(v);
+}
+
 Response FromStatus(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kNotFound:
@@ -367,15 +377,12 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
   absl::StatusOr<Selector> sel =
       ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
   if (!sel.ok()) return FromStatus(sel.status());
-  int64_t after = 0;
-  if (r.query.contains("resourceVersion")) {
-    const std::string& v = r.query.at("resourceVersion");
-    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
-      return Status(400, "BadRequest", Cat("resourceVersion: \"", v, "\" is not a revision"));
-    }
-    after = std::stoll(v);
+  std::optional<int64_t> after = QueryInt(r, "resourceVersion");
+  if (after && *after < 0) {
+    return Status(400, "BadRequest",
+                  Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
-  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(prefix, after, 1 << 30);
+  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(prefix, after.value_or(0), 1 << 30);
   if (!events.ok()) return FromStatus(events.status());
   std::string out;
   for (const store::Event& e : *events) {
@@ -390,15 +397,12 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
 }
 
 Response RestApi::Delete(const Request& r, const Route& route) {
-  std::optional<int64_t> expect;
-  if (r.query.contains("resourceVersion")) {
-    const std::string& v = r.query.at("resourceVersion");
-    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
-      return Status(400, "BadRequest", Cat("resourceVersion: \"", v, "\" is not a revision"));
-    }
-    expect = std::stoll(v);
-  }
   if (route.resource->plural == "jobs") return Cancel(r, route, /*and_delete=*/true);
+  std::optional<int64_t> expect = QueryInt(r, "resourceVersion");
+  if (expect && *expect < 0) {
+    return Status(400, "BadRequest",
+                  Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+  }
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", expect}});
   if (!rev.ok()) return FromStatus(rev.status());
   return Status(200, "Deleted", Cat(route.resource->kind, " ", route.Key(), " deleted at revision ", *rev));

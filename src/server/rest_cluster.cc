@@ -17,16 +17,6 @@ namespace {
 
 constexpr Resource kNodes{"nodes", "Node", false};
 
-std::optional<int64_t> QueryInt(const Request& r, const char* key) {
-  auto it = r.query.find(key);
-  if (it == r.query.end()) return std::nullopt;
-  const std::string& v = it->second;
-  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
-    return -1;
-  }
-  return std::stoll(v);
-}
-
 bool Terminal(const std::string& phase) {
   return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
 }

@@ -3,6 +3,8 @@
 #ifndef GPUCLOUD_SERVER_REST_UTIL_H_
 #define GPUCLOUD_SERVER_REST_UTIL_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +41,10 @@ struct RestApi::Route {
 Response Status(int code, std::string_view reason, std::string message);
 // The answer for a store or validation error (404, 409, 410, 400, 500).
 Response FromStatus(const absl::Status& s);
+// A non-negative integer query parameter: nullopt when absent, -1 when it is not one (the
+// caller answers 400 naming it).
+std::optional<int64_t> QueryInt(const Request& r, const char* key);
+
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);
 
