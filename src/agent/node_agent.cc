@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -27,30 +28,34 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-std::optional<uint64_t> ProcStartTime(pid_t pid) {
+struct ProcStat {
+  char state = '?';
+  uint64_t start_time = 0;  // clock ticks after boot: with the pid, names one process for good
+};
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::ifstream f(Cat("/proc/", pid, "/stat"));
   std::string text;
   if (!std::getline(f, text)) return std::nullopt;
   size_t close = text.rfind(')');  // the command name may hold spaces
-  if (close == std::string::npos) return std::nullopt;
+  if (close == std::string::npos || text.size() < close + 3) return std::nullopt;
   std::istringstream in(text.substr(close + 2));
+  ProcStat st;
   std::string field;
   // Fields after the name start at 3 (state); starttime is field 22.
   for (int i = 3; i <= 22; ++i) {
     if (!(in >> field)) return std::nullopt;
+    if (i == 3) st.state = field[0];
   }
-  return std::stoull(field);
+  st.start_time = std::stoull(field);
+  return st;
 }
 
+// The process is still the one recorded (not a reused pid) and not a zombie.
 bool Alive(pid_t pid, uint64_t start_time) {
-  if (pid <= 0 || kill(pid, 0) != 0) return false;
-  std::optional<uint64_t> t = ProcStartTime(pid);
-  if (!t || *t != start_time) return false;
-  std::ifstream f(Cat("/proc/", pid, "/stat"));
-  std::string text;
-  std::getline(f, text);
-  size_t close = text.rfind(')');
-  return close == std::string::npos || text.size() < close + 3 || text[close + 2] != 'Z';
+  if (pid <= 0) return false;
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return st && st->start_time == start_time && st->state != 'Z';
 }
 
 std::string HostName() {
@@ -284,7 +289,10 @@ struct NodeAgent::Impl {
            {"logShipped", t.log_shipped},
            {"logReadPos", t.log_read_pos}};
     pid_t pid = j["pid"].get<pid_t>();
-    if (pid > 0) j["startTime"] = ProcStartTime(pid).value_or(0);
+    if (pid > 0) {
+      std::optional<ProcStat> st = ReadProcStat(pid);
+      j["startTime"] = st ? st->start_time : 0;
+    }
     std::error_code ec;
     fs::create_directories(Cat(o.state_dir, "/tasks"), ec);
     std::string path = RecordPath(t.exec_id), tmp = path + ".tmp";
@@ -586,11 +594,9 @@ struct NodeAgent::Impl {
       }
     }
     // Forget the energy of tasks the agent forgot.
-    for (auto it = energy.begin(); it != energy.end();) {
-      bool known = false;
-      for (const auto& [name, t] : tasks) known = known || t.exec_id == it->first;
-      it = known ? std::next(it) : energy.erase(it);
-    }
+    std::set<std::string> known;
+    for (const auto& [name, t] : tasks) known.insert(t.exec_id);
+    std::erase_if(energy, [&](const auto& e) { return !known.contains(e.first); });
     last_samples = samples;
   }
 
