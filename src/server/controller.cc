@@ -6,6 +6,7 @@
 #include <iostream>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "api/wire.h"
 #include "core/text.h"
@@ -127,7 +128,10 @@ Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock
       clock_(clock),
       catalog_(catalog),
       options_(std::move(options)),
-      started_ms_(clock.NowMillis()) {}
+      started_ms_(clock.NowMillis()) {
+  metrics_.bind_latency_bounds.assign(std::begin(kBindBounds), std::end(kBindBounds));
+  metrics_.bind_latency_counts.assign(std::size(kBindBounds) + 1, 0);
+}
 
 Controller::~Controller() { Stop(); }
 
@@ -161,24 +165,15 @@ void Controller::Loop() {
     seen = store_.Revision();
     // Wait for a change, a kick, or the tick (for heartbeat timeouts and back-offs).
     absl::Time deadline = absl::Now() + absl::Milliseconds(options_.tick_ms);
-    while (!stopping_ && absl::Now() < deadline) {
-      {
-        absl::MutexLock lock(&mu_);
-        auto kicked = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return kicked_; };
-        if (mu_.AwaitWithTimeout(absl::Condition(&kicked), absl::ZeroDuration())) {
-          kicked_ = false;
-          break;
-        }
-      }
+    while (!stopping_ && absl::Now() < deadline && !TakeKick()) {
       if (store_.WaitForChange(seen, absl::Milliseconds(50))) break;
-      absl::MutexLock lock(&mu_);
-      auto kicked = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return kicked_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&kicked), absl::ZeroDuration())) {
-        kicked_ = false;
-        break;
-      }
     }
   }
+}
+
+bool Controller::TakeKick() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(kicked_, false);
 }
 
 absl::Status Controller::RunOnce() {
@@ -203,32 +198,30 @@ absl::Status Controller::RunOnce() {
   if (absl::Status s = Schedule(pass); !s.ok()) return s;
   stage("schedule");
   absl::MutexLock lock(&mu_);
-  pass.metrics.passes = metrics_.passes + 1;
-  pass.metrics.last_pass_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-  pass.metrics.bind_latency_bounds = metrics_.bind_latency_bounds;
-  pass.metrics.bind_latency_counts = metrics_.bind_latency_counts;
-  pass.metrics.bind_latency_sum = metrics_.bind_latency_sum;
-  pass.metrics.bind_latency_count = metrics_.bind_latency_count;
-  if (pass.metrics.bind_latency_bounds.empty()) {
-    pass.metrics.bind_latency_bounds.assign(std::begin(kBindBounds), std::end(kBindBounds));
-    pass.metrics.bind_latency_counts.assign(std::size(kBindBounds) + 1, 0);
-  }
-  pass.metrics.recovery_count = metrics_.recovery_count + static_cast<int64_t>(pass.recovery_seconds.size());
-  pass.metrics.recovery_sum = metrics_.recovery_sum;
-  pass.metrics.recovery_max = metrics_.recovery_max;
-  for (double v : pass.recovery_seconds) {
-    pass.metrics.recovery_sum += v;
-    pass.metrics.recovery_max = std::max(pass.metrics.recovery_max, v);
-  }
+  // The gauges are this pass's; the counters add up over the server's life.
+  ClusterMetrics& m = metrics_;
+  m.jobs_by_phase = std::move(pass.metrics.jobs_by_phase);
+  m.pending_by_queue = std::move(pass.metrics.pending_by_queue);
+  m.gpus_total_by_type = std::move(pass.metrics.gpus_total_by_type);
+  m.gpus_allocated_by_type = std::move(pass.metrics.gpus_allocated_by_type);
+  m.nodes_ready = pass.metrics.nodes_ready;
+  m.nodes_not_ready = pass.metrics.nodes_not_ready;
+  m.stage_seconds = std::move(pass.metrics.stage_seconds);
+  ++m.passes;
+  m.last_pass_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
   for (double v : pass.bind_latencies) {
-    for (size_t i = 0; i < pass.metrics.bind_latency_bounds.size(); ++i) {
-      if (v <= pass.metrics.bind_latency_bounds[i]) ++pass.metrics.bind_latency_counts[i];
+    for (size_t i = 0; i < m.bind_latency_bounds.size(); ++i) {
+      if (v <= m.bind_latency_bounds[i]) ++m.bind_latency_counts[i];
     }
-    ++pass.metrics.bind_latency_counts.back();
-    pass.metrics.bind_latency_sum += v;
-    ++pass.metrics.bind_latency_count;
+    ++m.bind_latency_counts.back();
+    m.bind_latency_sum += v;
+    ++m.bind_latency_count;
   }
-  metrics_ = std::move(pass.metrics);
+  for (double v : pass.recovery_seconds) {
+    ++m.recovery_count;
+    m.recovery_sum += v;
+    m.recovery_max = std::max(m.recovery_max, v);
+  }
   return absl::OkStatus();
 }
 

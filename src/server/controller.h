@@ -96,6 +96,7 @@ class Controller {
  private:
   struct Pass;
   void Loop();
+  bool TakeKick();  // whether Kick was called since the last look
   absl::Status SyncNodes(Pass& pass);
   void StepJobs(Pass& pass);
   absl::Status Schedule(Pass& pass);
