@@ -130,10 +130,9 @@ int main(int argc, char** argv) {
       }
     });
   }
-  while (registered < agents) {
+  for (int waited = 0; registered < agents; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    static int waited = 0;
-    if (++waited > 1200) {
+    if (waited >= 1200) {  // 2 minutes
       std::fprintf(stderr, "only %d of %d agents registered\n", registered.load(), agents);
       stop = true;
       for (auto& t : agent_threads) t.join();
@@ -180,7 +179,6 @@ int main(int argc, char** argv) {
   auto load_start = Clock::now();
   int creators = std::max(1, std::min(16, rate / 25));
   std::vector<std::thread> creator_threads;
-  std::atomic<int64_t> next{0};
   for (int c = 0; c < creators; ++c) {
     creator_threads.emplace_back([&, c] {
       gpucloud::api::Client client(*admin);
@@ -195,7 +193,6 @@ int main(int argc, char** argv) {
         } else {
           creates.Error();
         }
-        ++next;
       }
     });
   }
