@@ -330,11 +330,18 @@ std::string HeartbeatToJson(const Heartbeat& h) {
     Json j{{"name", t.name},          {"jobUid", t.job_uid}, {"attempt", t.attempt},
            {"state", TaskStateName(t.state)}, {"exitCode", t.exit_code}, {"signal", t.signal},
            {"oomKilled", t.oom_killed}, {"message", t.message}};
+    if (t.checkpoint_ms) j["checkpointMs"] = t.checkpoint_ms;
+    if (t.replicated_ms) j["replicatedMs"] = t.replicated_ms;
     tasks.push_back(std::move(j));
   }
   Json gpus = Json::array();
   for (const GpuHealth& g : h.gpus) {
-    gpus.push_back(Json{{"index", g.index}, {"healthy", g.healthy}, {"reason", g.reason}});
+    Json j{{"index", g.index}, {"healthy", g.healthy}, {"reason", g.reason}};
+    if (g.at_risk) {
+      j["atRisk"] = true;
+      j["risk"] = g.risk;
+    }
+    gpus.push_back(std::move(j));
   }
   return Json{{"tasks", tasks}, {"gpus", gpus}}.dump();
 }
@@ -358,6 +365,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
       r.Int(t, "signal", path, &rep.signal);
       r.Bool(t, "oomKilled", path, &rep.oom_killed);
       r.Str(t, "message", path, &rep.message);
+      r.Int(t, "checkpointMs", path, &rep.checkpoint_ms);
+      r.Int(t, "replicatedMs", path, &rep.replicated_ms);
       bool known = false;
       for (TaskState s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
                           TaskState::kFailed, TaskState::kStopped, TaskState::kLost}) {
@@ -377,6 +386,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
       r.Int((*gpus)[i], "index", path, &g.index, true);
       r.Bool((*gpus)[i], "healthy", path, &g.healthy);
       r.Str((*gpus)[i], "reason", path, &g.reason);
+      r.Bool((*gpus)[i], "atRisk", path, &g.at_risk);
+      r.Str((*gpus)[i], "risk", path, &g.risk);
       h.gpus.push_back(std::move(g));
     }
   }

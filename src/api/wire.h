@@ -103,6 +103,10 @@ struct TaskReport {
   int signal = 0;
   bool oom_killed = false;
   std::string message;  // "exit code 3", "killed by the OOM killer", why it could not start
+  // The newest complete checkpoint in the task's checkpoint directory, and the newest copied
+  // to the replica location (unix ms; 0: none seen).
+  int64_t checkpoint_ms = 0;
+  int64_t replicated_ms = 0;
   bool operator==(const TaskReport&) const = default;
 };
 
@@ -110,6 +114,10 @@ struct GpuHealth {
   int index = 0;
   bool healthy = true;
   std::string reason;  // why not
+  // Healthy but likely to fail soon (the agent's failure-risk model): jobs move off it and it
+  // takes no new work.
+  bool at_risk = false;
+  std::string risk;  // why
   bool operator==(const GpuHealth&) const = default;
 };
 

@@ -60,8 +60,9 @@ TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {
   EXPECT_EQ(back->gpus[0].fraction_milli, 500);
   EXPECT_TRUE(back->gpus[0].mps);
   EXPECT_EQ(back->command, a.command);
-  Heartbeat h{{{"ns.job.1", "u-1", 3, TaskState::kFailed, 3, 0, true, "killed by the OOM killer"}},
-              {{0, false, "Xid 79"}}};
+  Heartbeat h{{{"ns.job.1", "u-1", 3, TaskState::kFailed, 3, 0, true, "killed by the OOM killer",
+                1'700'000'000'123, 1'700'000'000'000}},
+              {{0, false, "Xid 79"}, {1, true, "", true, "4 rows remapped in 6 h"}}};
   absl::StatusOr<Heartbeat> hb = HeartbeatFromJson(HeartbeatToJson(h));
   ASSERT_TRUE(hb.ok()) << hb.status();
   EXPECT_EQ(hb->tasks, h.tasks);

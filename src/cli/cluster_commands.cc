@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <map>
 #include <ostream>
 #include <set>
@@ -9,6 +11,7 @@
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
 #include "core/text.h"
+#include "absl/time/clock.h"
 
 namespace gpucloud::cli {
 namespace {
@@ -96,6 +99,32 @@ std::vector<Json> Items(const Json& list) {
   return out;
 }
 
+double Num(const Json& j, const char* key) {
+  const Json& v = Field(j, key);
+  return v.is_number() ? v.get<double>() : 0.0;
+}
+
+std::string Hours(double gpu_seconds) { return fmt::format("{:.2f}", gpu_seconds / 3600); }
+
+// "allocated 1.20 GPU-h, productive 1.10, lost 0.05; goodput 91.7%", the current attempt
+// included (its running time counted as productive until something interrupts it).
+std::string GpuTimeLine(const Json& st) {
+  const Json& g = Field(st, "gpuSeconds");
+  double allocated = Num(g, "allocated"), productive = Num(g, "productive"), lost = Num(g, "lost");
+  std::string phase = Str(st, "phase", "Pending");
+  if (phase == "Scheduled" || phase == "Running") {
+    int64_t now = absl::ToUnixMillis(absl::Now());
+    double gpus = Num(st, "gpus");
+    if (Int(st, "scheduledMs") > 0) allocated += gpus * std::max<int64_t>(0, now - Int(st, "scheduledMs")) / 1000.0;
+    if (Int(st, "attemptStartedMs") > 0) {
+      productive += gpus * std::max<int64_t>(0, now - Int(st, "attemptStartedMs")) / 1000.0;
+    }
+  }
+  if (allocated <= 0) return "-";
+  return fmt::format("allocated {} GPU-h, productive {}, lost {}; goodput {:.1f}%", Hours(allocated),
+                     Hours(productive), Hours(lost), 100.0 * productive / allocated);
+}
+
 std::string Ms(int64_t ms) {
   if (ms <= 0) return "-";
   return Cat(ms / 1000, ".", fmt::format("{:03d}", ms % 1000));
@@ -148,7 +177,10 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << "Message:       " << Str(st, "message", "-") << "\n"
         << "Attempt:       " << Int(st, "attempt") << " (restarts after failures " << Int(st, "restarts")
         << ", after interruptions " << Int(st, "interruptions") << ")\n"
-        << "Checkpoints:   " << Str(st, "checkpointDir", "-") << "\n"
+        << "Checkpoints:   " << Str(st, "checkpointDir", "-")
+        << (Int(st, "lastCheckpointMs") > 0 ? Cat("  (newest seen ", Ms(Int(st, "lastCheckpointMs")), ")") : "")
+        << "\n"
+        << "GPU time:      " << GpuTimeLine(st) << "\n"
         << "Recoveries:    " << Int(st, "recoveries")
         << (Int(st, "recoveries") > 0 ? Cat(" (the last back to running in ", Int(st, "lastRecoveryMs") / 1000.0, " s)") : "")
         << "\n"
@@ -195,7 +227,30 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     out << "Jobs:          " << (use.jobs[name].empty() ? "-" : Join(use.jobs[name], ", ")) << "\n";
     return kExitOk;
   }
-  err << "gpuctl describe: RESOURCE is job or node\n";
+  if (resource == "cluster") {
+    std::optional<Json> c = GetJson(client, "/apis/gpucloud/v1/cluster", err);
+    if (!c) return kExitInvalid;
+    const Json& nodes = Field(*c, "nodes");
+    const Json& jobs = Field(*c, "jobGpuSeconds");
+    const Json& rec = Field(*c, "recoveries");
+    const Json& secs = Field(*c, "gpuSeconds");
+    out << "Nodes:         " << Int(nodes, "ready") << " Ready, " << Int(nodes, "notReady") << " NotReady\n";
+    out << "GPUs:         ";
+    for (auto it = Field(*c, "gpus").begin(); it != Field(*c, "gpus").end(); ++it) {
+      out << fmt::format(" {} {:g} of {}", it.key(), Num(it.value(), "allocated"), Int(it.value(), "total"));
+    }
+    out << (Field(*c, "gpus").empty() ? " -" : " allocated") << "\n";
+    out << fmt::format("Availability:  {:.4f}% of {} registered GPU-h (GPU on a Ready node, healthy)\n",
+                       100 * Num(*c, "availability"), Hours(Num(secs, "registered")));
+    out << fmt::format("Job GPU time:  allocated {} GPU-h, productive {}, lost {}; goodput {:.1f}%\n",
+                       Hours(Num(jobs, "allocated")), Hours(Num(jobs, "productive")), Hours(Num(jobs, "lost")),
+                       100 * Num(jobs, "goodput"));
+    out << fmt::format("Recoveries:    {} (mean {:.1f} s, max {:.1f} s to running again)\n", Int(rec, "count"),
+                       Num(rec, "meanSeconds"), Num(rec, "maxSeconds"));
+    out << "(since the server started)\n";
+    return kExitOk;
+  }
+  err << "gpuctl describe: RESOURCE is job, node or cluster\n";
   return kExitUsage;
 }
 

@@ -347,8 +347,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   bool all_namespaces = false;
   get->add_flag("-A,--all-namespaces", all_namespaces, "jobs of every namespace (admins)");
   std::vector<std::string> describe_args;
-  CLI::App* describe = app.add_subcommand("describe", "Show one job or node in full: describe job|node NAME");
-  describe->add_option("args", describe_args, "RESOURCE NAME")->required()->expected(2);
+  CLI::App* describe = app.add_subcommand(
+      "describe", "Show one job or node in full, or the cluster's figures: describe job|node NAME, describe cluster");
+  describe->add_option("args", describe_args, "RESOURCE NAME")->required()->expected(1, 2);
   describe->add_option("-n,--namespace", ns, "Namespace (jobs)");
   std::string logs_job;
   int logs_rank = 0, logs_attempt = 0;
@@ -396,6 +397,11 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     return f(*client);
   };
   if (describe->parsed()) {
+    if (describe_args.size() == 1 && describe_args[0] != "cluster") {
+      err << "gpuctl describe: " << describe_args[0] << " needs a NAME\n";
+      return kExitUsage;
+    }
+    describe_args.resize(2);
     return with_client([&](api::Client& c) { return Describe(c, describe_args[0], describe_args[1], ns, out, err); });
   }
   if (logs->parsed()) {

@@ -67,7 +67,9 @@ absl::Status ControlPlane::Start() {
   m.controller = std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
   m.api = std::make_unique<RestApi>(*m.store, m.clock, std::random_device{}());
   Controller* controller = m.controller.get();
-  m.api->AttachCluster(m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); });
+  m.api->AttachCluster(
+      m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
+      [controller] { return ClusterSummaryJson(controller->Metrics()); });
   HttpsServer::Options ho{.address = m.options.address,
                           .port = m.options.port,
                           .cert_path = creds->cert_path,

@@ -116,9 +116,12 @@ struct Controller::Pass {
   std::string nodes_fingerprint;  // what the scheduler's node list was built from
   std::set<std::string> cordoned, draining;
   std::map<std::string, int64_t> reclaiming;  // node -> when it is reclaimed (ms)
+  // Node -> GPU index -> why the agent's failure-risk model expects it to fail.
+  std::map<std::string, std::map<int, std::string>> at_risk;
   ClusterMetrics metrics;
   std::vector<double> bind_latencies;  // seconds, of first attempts bound in this pass
   std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
+  GpuSeconds settled;                    // GPU time of the attempts that ended in this pass
 };
 
 Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock,
@@ -206,6 +209,10 @@ absl::Status Controller::RunOnce() {
   m.gpus_allocated_by_type = std::move(pass.metrics.gpus_allocated_by_type);
   m.nodes_ready = pass.metrics.nodes_ready;
   m.nodes_not_ready = pass.metrics.nodes_not_ready;
+  m.live_jobs = std::move(pass.metrics.live_jobs);
+  m.job_gpu_seconds += pass.settled;
+  m.gpu_seconds_registered += pass.metrics.gpu_seconds_registered;
+  m.gpu_seconds_available += pass.metrics.gpu_seconds_available;
   m.stage_seconds = std::move(pass.metrics.stage_seconds);
   ++m.passes;
   m.last_pass_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -228,10 +235,14 @@ absl::Status Controller::RunOnce() {
 // --- nodes -----------------------------------------------------------------------------------
 
 absl::Status Controller::SyncNodes(Pass& pass) {
+  // The time since the last pass counts as this pass's view of the nodes.
+  const double dt = last_pass_ms_ > 0 ? std::max<int64_t>(0, pass.now_ms - last_pass_ms_) / 1000.0 : 0.0;
+  last_pass_ms_ = pass.now_ms;
   for (auto& [key, obj] : nodes_.mutable_objects()) {
     const NodeEntry& entry = NodeOf(obj);
     if (!entry.info) continue;
     const std::string& name = entry.info->name;
+    pass.metrics.gpu_seconds_registered += dt * static_cast<double>(entry.info->gpus.size());
     auto rep = pass.reports.find(name);
     int64_t last = rep != pass.reports.end() ? rep->second.last_heartbeat_ms : started_ms_;
     bool ready = pass.now_ms - last <= options_.heartbeat_timeout_ms;
@@ -261,15 +272,23 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     uint64_t generation = 0;
     if (rep != pass.reports.end() && rep->second.heartbeat != nullptr) {
       generation = rep->second.generation;
-      // The agent's view of its GPUs' health: a copy only when it takes one away.
+      // The agent's view of its GPUs' health: a copy only when it takes one away. A GPU at
+      // risk of failing takes no new work either (its jobs move off it gracefully: StepJobs).
       for (const api::GpuHealth& h : rep->second.heartbeat->gpus) {
-        if (!h.healthy && h.index >= 0 && h.index < static_cast<int>(info->gpus.size()) &&
-            info->gpus[h.index].healthy) {
+        if (h.index < 0 || h.index >= static_cast<int>(info->gpus.size())) continue;
+        if (h.healthy && h.at_risk) {
+          pass.at_risk[name][h.index] = h.risk;
+          pass.metrics.gpu_seconds_available += dt;  // not failed yet: still available
+        }
+        if ((!h.healthy || h.at_risk) && info->gpus[h.index].healthy) {
           auto copy = std::make_shared<api::NodeInfo>(*info);
           copy->gpus[h.index].healthy = false;
           info = std::move(copy);
         }
       }
+    }
+    for (const Gpu& g : info->gpus) {
+      if (g.healthy) pass.metrics.gpu_seconds_available += dt;
     }
     if (entry.unschedulable) pass.cordoned.insert(name);
     if (entry.draining) pass.draining.insert(name);
@@ -295,14 +314,31 @@ const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports
   return nullptr;
 }
 
+using AtRisk = std::map<std::string, std::map<int, std::string>>;
+
+// Why one of a replica's GPUs is expected to fail (the agent's risk model), or "".
+std::string GpuRisk(const AtRisk& at_risk, const PlacedReplica& r) {
+  auto node = at_risk.find(r.node);
+  if (node == at_risk.end()) return "";
+  for (const sched::GpuAssignment& g : r.placement.gpus) {
+    if (auto it = node->second.find(g.gpu); it != node->second.end()) {
+      return Cat("GPU ", g.gpu, " on ", r.node, " is likely to fail (", it->second, ")");
+    }
+  }
+  return "";
+}
+
 // Why a replica's GPU is unhealthy (from its node's heartbeat), or "" when all of them are fine.
 std::string GpuProblem(const std::map<std::string, std::shared_ptr<const api::NodeInfo>>& ready,
-                       const std::map<std::string, NodeReport>& reports, const PlacedReplica& r) {
+                       const std::map<std::string, NodeReport>& reports, const AtRisk& at_risk,
+                       const PlacedReplica& r) {
   auto node = ready.find(r.node);
   if (node == ready.end()) return "";
+  auto risky = at_risk.find(r.node);
   for (const sched::GpuAssignment& g : r.placement.gpus) {
     if (g.gpu < 0 || g.gpu >= static_cast<int>(node->second->gpus.size()) ||
-        node->second->gpus[g.gpu].healthy) {
+        node->second->gpus[g.gpu].healthy ||
+        (risky != at_risk.end() && risky->second.contains(g.gpu))) {
       continue;
     }
     std::string why = "unhealthy";
@@ -342,7 +378,8 @@ void Controller::StepJobs(Pass& pass) {
       for (const PlacedReplica& r : old.placement) {
         if (!pass.ready.contains(r.node) || pass.draining.contains(r.node) ||
             pass.reclaiming.contains(r.node) ||
-            !GpuProblem(pass.ready, pass.reports, r).empty()) {
+            !GpuProblem(pass.ready, pass.reports, pass.at_risk, r).empty() ||
+            !GpuRisk(pass.at_risk, r).empty()) {
           news = true;
           break;
         }
@@ -350,7 +387,8 @@ void Controller::StepJobs(Pass& pass) {
         if (t == nullptr) continue;
         auto known = old.tasks.find(r.name);
         if (known == old.tasks.end() || !known->second.starts_with(api::TaskStateName(t->state)) ||
-            t->state != api::TaskState::kRunning) {
+            t->state != api::TaskState::kRunning || t->checkpoint_ms > old.last_checkpoint_ms ||
+            t->replicated_ms > old.last_replicated_ms) {
           news = true;
           break;
         }
@@ -378,6 +416,7 @@ void Controller::StepJobs(Pass& pass) {
       s.reason = reason;
       s.message = message;
       s.stop_deadline_ms = now + grace_ms + 5000;
+      if (s.attempt_started_ms > 0 && s.run_ended_ms == 0) s.run_ended_ms = now;
       // A restart: its time to recovery is measured from here.
       if (s.next == "Pending" && s.interrupted_ms == 0) s.interrupted_ms = now;
       event(reason == "Succeeded" ? "Normal" : "Warning", std::move(reason), std::move(message));
@@ -386,7 +425,7 @@ void Controller::StepJobs(Pass& pass) {
     if (s.Terminal()) {
       if (!s.delete_requested) continue;
     } else if (s.Active()) {
-      std::vector<std::string> lost, drained, failed, broken, retry, reclaimed;
+      std::vector<std::string> lost, drained, failed, broken, retry, reclaimed, risky;
       int64_t reclaim_at = 0;
       int succeeded = 0, running = 0;
       for (const PlacedReplica& r : s.placement) {
@@ -399,9 +438,14 @@ void Controller::StepJobs(Pass& pass) {
           reclaim_at = reclaim_at == 0 ? rc->second : std::min(reclaim_at, rc->second);
           reclaimed.push_back(r.node);
         }
-        if (std::string p = GpuProblem(pass.ready, pass.reports, r); !p.empty()) broken.push_back(p);
+        if (std::string p = GpuProblem(pass.ready, pass.reports, pass.at_risk, r); !p.empty()) {
+          broken.push_back(p);
+        }
+        if (std::string p = GpuRisk(pass.at_risk, r); !p.empty()) risky.push_back(p);
         const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
         if (t == nullptr) continue;
+        s.last_checkpoint_ms = std::max(s.last_checkpoint_ms, t->checkpoint_ms);
+        s.last_replicated_ms = std::max(s.last_replicated_ms, t->replicated_ms);
         s.tasks[r.name] = t->message.empty() ? std::string(api::TaskStateName(t->state))
                                              : Cat(api::TaskStateName(t->state), ": ", t->message);
         if (t->state == api::TaskState::kRunning) ++running;
@@ -452,6 +496,7 @@ void Controller::StepJobs(Pass& pass) {
         s.reason = "Succeeded";
         s.message = Cat("all ", succeeded, " tasks exited with code 0");
         s.finished_ms = now;
+        pass.settled += SettleAttempt(s, now, /*completed=*/true, s.last_checkpoint_ms);
         event("Normal", "Succeeded", s.message);
       } else if (!reclaimed.empty()) {
         // Checkpoint and requeue before the node goes: the grace period, but no later than
@@ -467,11 +512,17 @@ void Controller::StepJobs(Pass& pass) {
         stop("Preempting", "Pending", "Drained",
              Cat("node ", drained[0], " is being drained; restarting elsewhere from the last checkpoint"),
              options_.stop_grace_ms);
+      } else if (!risky.empty()) {
+        // Predictive drain: checkpoint and move before the GPU fails.
+        ++s.interruptions;
+        stop("Preempting", "Pending", "PredictedFailure",
+             Cat(risky[0], "; checkpointing and moving to healthy GPUs"), options_.stop_grace_ms);
       } else if (s.phase == "Scheduled" && running > 0) {
         s.phase = "Running";
         s.reason = "Started";
         s.message = Cat(running, " of ", s.placement.size(), " tasks running");
         if (s.started_ms == 0) s.started_ms = now;
+        if (s.attempt_started_ms == 0) s.attempt_started_ms = now;
         if (s.interrupted_ms > 0) {
           // Running again after a failure: the time to recovery.
           s.last_recovery_ms = now - s.interrupted_ms;
@@ -494,9 +545,14 @@ void Controller::StepJobs(Pass& pass) {
       for (const PlacedReplica& r : s.placement) {
         if (!pass.ready.contains(r.node)) continue;
         const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
-        if (t != nullptr && !api::IsTerminal(t->state)) any_running = true;
+        if (t == nullptr) continue;
+        if (!api::IsTerminal(t->state)) any_running = true;
+        // The checkpoint a stopping task writes on SIGTERM.
+        s.last_checkpoint_ms = std::max(s.last_checkpoint_ms, t->checkpoint_ms);
+        s.last_replicated_ms = std::max(s.last_replicated_ms, t->replicated_ms);
       }
       if (!any_running || now >= s.stop_deadline_ms) {
+        pass.settled += SettleAttempt(s, now, /*completed=*/s.next == "Cancelled", s.last_checkpoint_ms);
         s.phase = s.next;
         s.next.clear();
         s.placement.clear();
@@ -617,6 +673,7 @@ absl::Status Controller::Schedule(Pass& pass) {
     const Job& job = *entry.job;
     const std::string& job_key = entry.key;
     if (s.Active() || s.Stopping()) {
+      pass.metrics.live_jobs[entry.key] = LiveGpuSeconds(s, now);
       Held signature{s.attempt, s.Stopping(), pass_number_};
       auto held = held_.find(job_key);
       if (held != held_.end() && held->second.attempt == signature.attempt &&
@@ -804,6 +861,9 @@ absl::Status Controller::Schedule(Pass& pass) {
         where.push_back(gpu_names.empty() ? node : Cat(node, " (GPU ", Join(gpu_names, ","), ")"));
         s.placement.push_back(std::move(pr));
       }
+      s.gpus = GpuEquivalents(s.placement);
+      s.attempt_started_ms = 0;
+      s.run_ended_ms = 0;
       s.reason = "Scheduled";
       s.message = Cat("attempt ", s.attempt, " on ", Join(where, ", "));
       events.push_back({"Normal", "Scheduled", s.message});
@@ -817,6 +877,7 @@ absl::Status Controller::Schedule(Pass& pass) {
       }
       ++s.interruptions;
       if (s.interrupted_ms == 0) s.interrupted_ms = now;
+      if (s.attempt_started_ms > 0 && s.run_ended_ms == 0) s.run_ended_ms = now;
       s.phase = "Preempting";
       s.next = "Pending";
       s.reason = "Preempted";
@@ -862,6 +923,30 @@ absl::Status Controller::Schedule(Pass& pass) {
 
 // --- metrics ---------------------------------------------------------------------------------
 
+std::string ClusterSummaryJson(const ClusterMetrics& m) {
+  GpuSeconds jobs = m.job_gpu_seconds;
+  for (const auto& [job, g] : m.live_jobs) jobs += g;
+  Json gpus = Json::object();
+  for (const auto& [type, total] : m.gpus_total_by_type) {
+    auto a = m.gpus_allocated_by_type.find(type);
+    gpus[type] = Json{{"total", total}, {"allocated", a == m.gpus_allocated_by_type.end() ? 0.0 : a->second}};
+  }
+  Json j{{"kind", "ClusterSummary"},
+         {"nodes", {{"ready", m.nodes_ready}, {"notReady", m.nodes_not_ready}}},
+         {"gpus", gpus},
+         {"availability", m.availability()},
+         {"gpuSeconds", {{"registered", m.gpu_seconds_registered}, {"available", m.gpu_seconds_available}}},
+         {"jobGpuSeconds",
+          {{"allocated", jobs.allocated}, {"productive", jobs.productive}, {"lost", jobs.lost},
+           {"goodput", jobs.goodput()}}},
+         {"recoveries",
+          {{"count", m.recovery_count},
+           {"meanSeconds", m.recovery_count > 0 ? m.recovery_sum / m.recovery_count : 0.0},
+           {"maxSeconds", m.recovery_max}}},
+         {"jobs", m.jobs_by_phase}};
+  return j.dump(2);
+}
+
 std::string RenderClusterMetrics(const ClusterMetrics& m) {
   std::string out;
   out += "# HELP gpucloud_jobs Jobs by phase.\n# TYPE gpucloud_jobs gauge\n";
@@ -905,6 +990,33 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   out += Cat("gpucloud_job_recovery_seconds_count ", m.recovery_count, "\n");
   out += Cat("gpucloud_job_recovery_seconds_max ", m.recovery_max, "\n");
   out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
+  out += "# HELP gpucloud_job_gpu_seconds_total GPU time of ended job attempts: allocated, "
+         "productive (work kept) and lost (work redone after an interruption).\n"
+         "# TYPE gpucloud_job_gpu_seconds_total counter\n";
+  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"allocated\"} ", m.job_gpu_seconds.allocated, "\n");
+  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"productive\"} ", m.job_gpu_seconds.productive, "\n");
+  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"lost\"} ", m.job_gpu_seconds.lost, "\n");
+  out += "# HELP gpucloud_job_goodput_ratio Productive over allocated GPU time of each job holding "
+         "GPUs, over all its attempts.\n# TYPE gpucloud_job_goodput_ratio gauge\n";
+  auto job_labels = [](const std::string& key) {
+    size_t slash = key.find('/');
+    return Cat("namespace=\"", key.substr(0, slash), "\",job=\"", key.substr(slash + 1), "\"");
+  };
+  for (const auto& [job, g] : m.live_jobs) {
+    out += Cat("gpucloud_job_goodput_ratio{", job_labels(job), "} ", g.goodput(), "\n");
+  }
+  out += "# HELP gpucloud_job_work_lost_gpu_seconds GPU time of work redone after interruptions, "
+         "per job holding GPUs.\n# TYPE gpucloud_job_work_lost_gpu_seconds gauge\n";
+  for (const auto& [job, g] : m.live_jobs) {
+    out += Cat("gpucloud_job_work_lost_gpu_seconds{", job_labels(job), "} ", g.lost, "\n");
+  }
+  out += "# HELP gpucloud_gpu_seconds_total GPU time of registered nodes: all, and available "
+         "(on Ready nodes, GPU healthy).\n# TYPE gpucloud_gpu_seconds_total counter\n";
+  out += Cat("gpucloud_gpu_seconds_total{state=\"registered\"} ", m.gpu_seconds_registered, "\n");
+  out += Cat("gpucloud_gpu_seconds_total{state=\"available\"} ", m.gpu_seconds_available, "\n");
+  out += "# HELP gpucloud_cluster_availability Available over registered GPU time since the server "
+         "started.\n# TYPE gpucloud_cluster_availability gauge\n";
+  out += Cat("gpucloud_cluster_availability ", m.availability(), "\n");
   return out;
 }
 

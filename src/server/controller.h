@@ -32,6 +32,7 @@
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/sched_config.h"
+#include "server/job_status.h"
 #include "server/node_table.h"
 #include "server/object_cache.h"
 #include "store/store.h"
@@ -73,10 +74,23 @@ struct ClusterMetrics {
   int64_t recovery_count = 0;
   double recovery_sum = 0;
   double recovery_max = 0;
+  // GPU time of the attempts that ended over the server's life (job_status.h's GpuSeconds).
+  GpuSeconds job_gpu_seconds;
+  // Jobs holding GPUs now ("ns/name"): their GPU time so far, the current attempt included.
+  std::map<std::string, GpuSeconds> live_jobs;
+  // Availability over the server's life: GPU-seconds on registered nodes, and of those the
+  // ones on Ready nodes with healthy GPUs.
+  double gpu_seconds_registered = 0;
+  double gpu_seconds_available = 0;
+  double availability() const {
+    return gpu_seconds_registered > 0 ? gpu_seconds_available / gpu_seconds_registered : 1.0;
+  }
 };
 
 // Renders ClusterMetrics in Prometheus text format (gpucloud_* names).
 std::string RenderClusterMetrics(const ClusterMetrics& m);
+// The cluster's availability, goodput and recovery figures as JSON (GET .../v1/cluster).
+std::string ClusterSummaryJson(const ClusterMetrics& m);
 
 class Controller {
  public:
@@ -127,6 +141,7 @@ class Controller {
   };
   std::map<std::string, Held> held_;
   uint64_t pass_number_ = 0;
+  int64_t last_pass_ms_ = 0;  // for the availability integral
   int64_t scheduler_queues_revision_ = -1;
   uint64_t event_seq_ = 0;
 

@@ -432,5 +432,126 @@ TEST_F(ControllerTest, MetricsCountJobsGpusAndBindLatency) {
   EXPECT_NE(text.find("gpucloud_nodes{ready=\"true\"} 1"), std::string::npos) << text;
 }
 
+TEST_F(ControllerTest, GoodputCountsWorkAfterTheLastCheckpointAsLostWhenANodeDies) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Submit(GangJob("job", 1, 2));
+  Pass();  // bound at t0
+  const int64_t t0 = clock_.NowMillis();
+  std::string first = Status("job").placement.at(0).node;
+  std::string other = first == "node-a" ? "node-b" : "node-a";
+  clock_.Advance(1'000);
+  Heartbeat(first, {Report("job", 0, api::TaskState::kRunning)});
+  Heartbeat(other);
+  Pass();  // running from t0 + 1 s
+  EXPECT_EQ(Status("job").attempt_started_ms, t0 + 1'000);
+  EXPECT_DOUBLE_EQ(Status("job").gpus, 2.0);
+  clock_.Advance(10'000);
+  api::TaskReport r = Report("job", 0, api::TaskState::kRunning);
+  r.checkpoint_ms = t0 + 7'000;  // a checkpoint 6 s into the run
+  Heartbeat(first, {r});
+  Heartbeat(other);
+  Pass();
+  EXPECT_EQ(Status("job").last_checkpoint_ms, t0 + 7'000);
+  // The node dies; it is declared lost 3.5 s later (t0 + 14.5 s): the 7.5 s since the
+  // checkpoint are lost on 2 GPUs.
+  clock_.Advance(3'500);
+  Heartbeat(other);
+  Pass();
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.allocated, 2 * 14.5);
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * 6.0);
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.lost, 2 * 7.5);
+  // The second attempt starts 1 s later and succeeds after 20 s: all of it productive.
+  clock_.Advance(1'000);
+  Heartbeat(other, {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  clock_.Advance(20'000);
+  Heartbeat(other, {Report("job", 0, api::TaskState::kSucceeded, 0)});
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.allocated, 2 * (14.5 + 21));
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * (6.0 + 20));
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.lost, 2 * 7.5);
+  ClusterMetrics m = controller_->Metrics();
+  EXPECT_DOUBLE_EQ(m.job_gpu_seconds.lost, 15.0);
+  EXPECT_DOUBLE_EQ(m.job_gpu_seconds.productive, 52.0);
+  std::string text = RenderClusterMetrics(m);
+  EXPECT_NE(text.find("gpucloud_job_gpu_seconds_total{kind=\"lost\"} 15"), std::string::npos) << text;
+  // The summary endpoint says the same.
+  Json summary = Json::parse(ClusterSummaryJson(m));
+  EXPECT_DOUBLE_EQ(summary["jobGpuSeconds"]["lost"].get<double>(), 15.0);
+  EXPECT_NEAR(summary["jobGpuSeconds"]["goodput"].get<double>(), 52.0 / 71.0, 1e-9);
+}
+
+TEST_F(ControllerTest, AvailabilityIsTheShareOfGpuTimeOnReadyNodesWithHealthyGpus) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Heartbeat("node-a");
+  Heartbeat("node-b");
+  Pass();
+  // 10 s with everything fine: 80 GPU-seconds, all available.
+  clock_.Advance(1'000);
+  for (int i = 0; i < 10; ++i) {
+    Heartbeat("node-a");
+    nodes_.Record("node-b", {{}, {{3, false, "Xid 79"}}}, clock_.NowMillis());
+    Pass();
+    clock_.Advance(1'000);
+  }
+  ClusterMetrics m = controller_->Metrics();
+  // The first pass after the start counts nothing; then 10 passes of 1 s: node-b's GPU 3 is
+  // unhealthy from the first of them.
+  EXPECT_DOUBLE_EQ(m.gpu_seconds_registered, 8 * 10.0);
+  EXPECT_DOUBLE_EQ(m.gpu_seconds_available, 7 * 10.0);
+  EXPECT_DOUBLE_EQ(m.availability(), 7.0 / 8.0);
+  EXPECT_NE(RenderClusterMetrics(m).find("gpucloud_cluster_availability 0.875"), std::string::npos);
+  Response r = Call("GET", "/apis/gpucloud/v1/cluster");
+  EXPECT_EQ(r.status, 404);  // no summary attached in this test's API
+}
+
+TEST_F(ControllerTest, AGpuAtRiskMovesItsJobWithACheckpointAndTakesNoNewWork) {
+  Register("node-a", 4);
+  Register("node-b", 4);
+  Submit(GangJob("job", 1, 4));
+  Pass();
+  std::string first = Status("job").placement.at(0).node;
+  std::string other = first == "node-a" ? "node-b" : "node-a";
+  Heartbeat(first, {Report("job", 0, api::TaskState::kRunning)});
+  Heartbeat(other);
+  Pass();
+  ASSERT_EQ(Status("job").phase, "Running");
+  api::GpuHealth risky{2, true, "", true, "12 rows remapped in 6 h"};
+  nodes_.Record(first, {{Report("job", 0, api::TaskState::kRunning)}, {risky}}, clock_.NowMillis());
+  Heartbeat(other);
+  Pass();
+  JobStatus s = Status("job");
+  // A graceful move (the task gets its grace period to checkpoint), not a failure restart.
+  EXPECT_EQ(s.phase, "Preempting");
+  EXPECT_EQ(s.reason, "PredictedFailure");
+  EXPECT_NE(s.message.find("GPU 2 on " + first + " is likely to fail (12 rows remapped in 6 h)"),
+            std::string::npos) << s.message;
+  EXPECT_TRUE(Assignments(first).empty());
+  nodes_.Record(first, {{Report("job", 0, api::TaskState::kStopped, 0)}, {risky}}, clock_.NowMillis());
+  Heartbeat(other);
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.placement.at(0).node, other);  // 3 GPUs left on the first node: not enough
+  EXPECT_EQ(s.restarts, 0);
+  // A one-GPU job may go to the first node, but never to GPU 2.
+  Submit(GangJob("small", 3, 1));
+  nodes_.Record(first, {{}, {risky}}, clock_.NowMillis());
+  Heartbeat(other, {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  ASSERT_EQ(Status("small").placement.size(), 3u);
+  for (const PlacedReplica& r : Status("small").placement) {
+    ASSERT_EQ(r.node, first);
+    EXPECT_NE(r.placement.gpus.at(0).gpu, 2);
+  }
+  EXPECT_EQ(controller_->Metrics().gpus_total_by_type["H100-80GB"], 7);
+}
+
 }  // namespace
 }  // namespace gpucloud::server

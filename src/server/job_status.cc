@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace gpucloud::server {
 namespace {
 
@@ -37,6 +40,50 @@ T Get(const Json& j, const char* key, T fallback) {
 
 }  // namespace
 
+double GpuEquivalents(const std::vector<PlacedReplica>& placement) {
+  double n = 0;
+  for (const PlacedReplica& r : placement) {
+    for (const sched::GpuAssignment& g : r.placement.gpus) {
+      switch (g.mode) {
+        case GpuMode::kWhole: n += 1; break;
+        case GpuMode::kShared: n += g.fraction.raw() / 1000.0; break;
+        case GpuMode::kMig: n += std::max(1, std::atoi(g.mig.profile.c_str())) / 7.0; break;
+        case GpuMode::kNone: break;
+      }
+    }
+  }
+  return n;
+}
+
+GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms) {
+  GpuSeconds add;
+  if (s.scheduled_ms > 0 && now_ms > s.scheduled_ms) add.allocated = s.gpus * (now_ms - s.scheduled_ms) / 1000.0;
+  if (s.attempt_started_ms > 0) {
+    int64_t end = s.run_ended_ms > 0 ? s.run_ended_ms : now_ms;
+    double ran = std::max<int64_t>(0, end - s.attempt_started_ms);
+    double kept = completed ? ran
+                  : checkpoint_ms > s.attempt_started_ms
+                      ? static_cast<double>(std::min(checkpoint_ms, end) - s.attempt_started_ms)
+                      : 0.0;
+    add.productive = s.gpus * kept / 1000.0;
+    add.lost = s.gpus * (ran - kept) / 1000.0;
+  }
+  s.gpu_seconds += add;
+  s.attempt_started_ms = 0;
+  s.run_ended_ms = 0;
+  s.gpus = 0;
+  return add;
+}
+
+GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
+  JobStatus copy = s;
+  if (copy.Active() || copy.Stopping()) {
+    // A stopping attempt's fate is not known yet: count it as the checkpoint would leave it.
+    SettleAttempt(copy, now_ms, copy.Active(), copy.last_checkpoint_ms);
+  }
+  return copy.gpu_seconds;
+}
+
 JobStatus JobStatusFromJson(const Json& doc) {
   JobStatus s;
   auto it = doc.find("status");
@@ -61,6 +108,16 @@ JobStatus JobStatusFromJson(const Json& doc) {
   s.cancel_requested = Get<bool>(j, "cancelRequested", false);
   s.delete_requested = Get<bool>(j, "deleteRequested", false);
   s.checkpoint_dir = Get<std::string>(j, "checkpointDir", "");
+  s.gpus = Get<double>(j, "gpus", 0);
+  s.attempt_started_ms = Get<int64_t>(j, "attemptStartedMs", 0);
+  s.run_ended_ms = Get<int64_t>(j, "runEndedMs", 0);
+  s.last_checkpoint_ms = Get<int64_t>(j, "lastCheckpointMs", 0);
+  s.last_replicated_ms = Get<int64_t>(j, "lastReplicatedMs", 0);
+  if (auto g = j.find("gpuSeconds"); g != j.end() && g->is_object()) {
+    s.gpu_seconds.allocated = Get<double>(*g, "allocated", 0);
+    s.gpu_seconds.productive = Get<double>(*g, "productive", 0);
+    s.gpu_seconds.lost = Get<double>(*g, "lost", 0);
+  }
   if (auto p = j.find("placement"); p != j.end() && p->is_array()) {
     for (const Json& r : *p) {
       PlacedReplica pr;
@@ -118,6 +175,17 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
   if (s.cancel_requested) j["cancelRequested"] = true;
   if (s.delete_requested) j["deleteRequested"] = true;
   if (!s.checkpoint_dir.empty()) j["checkpointDir"] = s.checkpoint_dir;
+  if (s.gpus > 0) j["gpus"] = s.gpus;
+  if (s.attempt_started_ms) j["attemptStartedMs"] = s.attempt_started_ms;
+  if (s.run_ended_ms) j["runEndedMs"] = s.run_ended_ms;
+  if (s.last_checkpoint_ms) j["lastCheckpointMs"] = s.last_checkpoint_ms;
+  if (s.last_replicated_ms) j["lastReplicatedMs"] = s.last_replicated_ms;
+  if (s.gpu_seconds.allocated > 0) {
+    j["gpuSeconds"] = Json{{"allocated", s.gpu_seconds.allocated},
+                           {"productive", s.gpu_seconds.productive},
+                           {"lost", s.gpu_seconds.lost},
+                           {"goodput", s.gpu_seconds.goodput()}};
+  }
   if (!s.placement.empty()) {
     Json p = Json::array();
     for (const PlacedReplica& r : s.placement) {

@@ -29,6 +29,24 @@ struct PlacedReplica {
   bool operator==(const PlacedReplica&) const = default;
 };
 
+// GPU time of a job (GPU equivalents x seconds): `allocated` while it held GPUs, `productive`
+// the running time whose work was kept (up to the newest surviving checkpoint of an interrupted
+// attempt; all of a completed one), `lost` the running time redone after an interruption.
+// allocated - productive - lost is overhead: start-up, stopping, waiting for stragglers.
+struct GpuSeconds {
+  double allocated = 0;
+  double productive = 0;
+  double lost = 0;
+  double goodput() const { return allocated > 0 ? productive / allocated : 1.0; }
+  GpuSeconds& operator+=(const GpuSeconds& o) {
+    allocated += o.allocated;
+    productive += o.productive;
+    lost += o.lost;
+    return *this;
+  }
+  bool operator==(const GpuSeconds&) const = default;
+};
+
 struct JobStatus {
   std::string phase = "Pending";
   std::string next;  // stopping phases: the phase after the tasks stopped
@@ -49,6 +67,13 @@ struct JobStatus {
   bool cancel_requested = false;
   bool delete_requested = false;
   std::string checkpoint_dir;
+  // Availability accounting (see Settle). `gpus`: GPU equivalents of the current placement.
+  double gpus = 0;
+  int64_t attempt_started_ms = 0;  // when the current attempt's first task ran
+  int64_t run_ended_ms = 0;        // when it stopped doing useful work (its stop began)
+  int64_t last_checkpoint_ms = 0;  // the newest complete checkpoint the agents saw
+  int64_t last_replicated_ms = 0;  // the newest one copied to the replica location
+  GpuSeconds gpu_seconds;          // over the attempts that ended
   std::vector<PlacedReplica> placement;
   std::map<std::string, std::string> tasks;  // assignment name -> last reported state
   bool operator==(const JobStatus&) const = default;
@@ -60,6 +85,20 @@ struct JobStatus {
   }
   bool Active() const { return phase == "Scheduled" || phase == "Running"; }
 };
+
+// GPU equivalents of a placement: a whole GPU 1, a share its fraction, a MIG instance its
+// compute slices out of 7.
+double GpuEquivalents(const std::vector<PlacedReplica>& placement);
+
+// Ends the current attempt's accounting at `now_ms`: adds its GPU time to `s.gpu_seconds` and
+// returns what it added. `completed`: its work counts in full (it succeeded, or the user
+// stopped it); otherwise the work after `checkpoint_ms` (the newest checkpoint that survived;
+// 0: none) is lost. Clears the attempt's marks.
+GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms);
+
+// The job's GPU time so far, the current attempt included (its running time counted as
+// productive until something interrupts it).
+GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms);
 
 // Reads doc["status"] (absent: a new Pending job). Unknown fields are ignored.
 JobStatus JobStatusFromJson(const nlohmann::ordered_json& doc);

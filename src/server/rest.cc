@@ -143,6 +143,10 @@ Response RestApi::Handle(const Request& r) {
   if (r.who.node && !log_upload) {
     return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
   }
+  if (parts.size() == 1 && parts[0] == "cluster" && summary_) {
+    if (r.method != "GET") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    return Response{.body = summary_()};
+  }
   Route route;
   size_t i = 0;
   if (parts.size() >= 2 && parts[0] == "namespaces") {

@@ -73,8 +73,10 @@ class RestApi {
   RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed);
   Response Handle(const Request& request);
   // The cluster half: heartbeats go to `nodes`, logs to `logs`, and `kick` wakes the controller
-  // when something it must act on arrived. Without it, those paths answer 404.
-  void AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick);
+  // when something it must act on arrived; `summary` answers GET .../cluster (availability,
+  // goodput, recoveries: JSON). Without it, those paths answer 404.
+  void AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
+                     std::function<std::string()> summary = nullptr);
 
  private:
   struct Route;
@@ -101,6 +103,7 @@ class RestApi {
   NodeTable* nodes_ = nullptr;
   LogStore* logs_ = nullptr;
   std::function<void()> kick_;
+  std::function<std::string()> summary_;
 };
 
 }  // namespace gpucloud::server

@@ -29,10 +29,12 @@ std::string PhaseOf(const Json& doc) {
 
 }  // namespace
 
-void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick) {
+void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
+                            std::function<std::string()> summary) {
   nodes_ = nodes;
   logs_ = logs;
   kick_ = std::move(kick);
+  summary_ = std::move(summary);
 }
 
 Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& parts) {
