@@ -51,6 +51,7 @@ struct GpuSample {
   std::optional<int> mem_clock_mhz;
   std::optional<uint64_t> ecc_corrected;    // volatile
   std::optional<uint64_t> ecc_uncorrected;  // volatile
+  std::optional<uint64_t> remapped_rows;    // rows remapped so far (correctable + not)
 };
 
 struct XidEvent {
@@ -69,8 +70,10 @@ class GpuBackend {
   // backend does not read NVML's event set yet (none).
   virtual std::vector<XidEvent> TakeXids() { return {}; }
   // Fault injection, for tests and demos: `fault` is "xid" (value: the Xid), "temperature"
-  // (value: degrees C), "ecc" (value: uncorrectable errors to add), "lost" or "reset" (the GPU
-  // is reset: faults cleared, energy counter restarted). Unimplemented except when simulated.
+  // (value: degrees C), "ecc" (value: uncorrectable errors to add), "ecc-corrected" and
+  // "remap" (corrected errors / remapped rows to add: failure precursors), "lost" or "reset"
+  // (the GPU is reset: faults cleared, energy counter restarted). Unimplemented except when
+  // simulated.
   // Thread-safe where implemented (it comes from another thread than sampling).
   virtual absl::Status Inject(std::string_view fault, int gpu, int64_t value) {
     (void)fault, (void)gpu, (void)value;

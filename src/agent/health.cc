@@ -39,18 +39,54 @@ bool HealthMonitor::MarkUnhealthy(int gpu, std::string reason) {
   return true;
 }
 
-bool HealthMonitor::OnXid(int gpu, int xid) {
-  XidClass k = ClassifyXid(xid);
-  if (k == XidClass::kApplication || k == XidClass::kWatch) return false;
-  return MarkUnhealthy(gpu, DescribeXid(xid));
+bool HealthMonitor::UpdateRisk(int gpu, int64_t now_ms) {
+  GpuCondition& c = gpus_[gpu];
+  auto m = risk_.try_emplace(gpu, t_.risk).first;
+  bool at_risk = c.healthy && m->second.AtRisk(now_ms);
+  std::string why = at_risk ? m->second.Explain(now_ms) : "";
+  if (at_risk == c.at_risk) {
+    if (at_risk) c.risk = why;  // the evidence moves; its text is not news
+    return false;
+  }
+  c.at_risk = at_risk;
+  c.risk = why;
+  return true;
 }
 
-bool HealthMonitor::OnSamples(const std::vector<GpuSample>& samples, int gpu_count) {
+bool HealthMonitor::OnXid(int gpu, int xid, int64_t now_ms) {
+  XidClass k = ClassifyXid(xid);
+  if (k == XidClass::kWatch && xid != 68) {  // 68: a video processor exception, not a precursor
+    risk_.try_emplace(gpu, t_.risk).first->second.Observe(RiskSignal::kWatchXid, 1, now_ms);
+    return UpdateRisk(gpu, now_ms);
+  }
+  if (k == XidClass::kApplication || k == XidClass::kWatch) return false;
+  bool changed = MarkUnhealthy(gpu, DescribeXid(xid));
+  return UpdateRisk(gpu, now_ms) || changed;
+}
+
+bool HealthMonitor::OnSamples(const std::vector<GpuSample>& samples, int gpu_count, int64_t now_ms) {
   bool changed = false;
   std::set<int> answered;
   for (const GpuSample& s : samples) {
     answered.insert(s.index);
     gpus_.try_emplace(s.index);
+    FailureRiskModel& model = risk_.try_emplace(s.index, t_.risk).first->second;
+    Counters& k = counters_[s.index];
+    // Increases of cumulative counters; a lower reading is a reset (volatile counters restart
+    // with the driver), the new baseline.
+    auto increase = [](std::optional<uint64_t>& last, std::optional<uint64_t> now) -> double {
+      if (!now) return 0;
+      double d = last && *now >= *last ? static_cast<double>(*now - *last) : 0;
+      last = now;
+      return d;
+    };
+    model.Observe(RiskSignal::kCorrectedEcc, increase(k.ecc_corrected, s.ecc_corrected), now_ms);
+    model.Observe(RiskSignal::kRowRemap, increase(k.remapped_rows, s.remapped_rows), now_ms);
+    if (s.temperature_c) {
+      bool warm = *s.temperature_c >= t_.max_temperature_c - t_.thermal_margin_c;
+      if (warm && !k.warm) model.Observe(RiskSignal::kThermal, 1, now_ms);
+      k.warm = warm;
+    }
     // A GPU reset (or driver reload) starts the energy counter again: evidence that a GPU
     // marked unhealthy may be fine now.
     if (s.energy_mj) {
@@ -58,6 +94,7 @@ bool HealthMonitor::OnSamples(const std::vector<GpuSample>& samples, int gpu_cou
       if (last != energy_mj_.end() && *s.energy_mj < last->second && !gpus_[s.index].healthy) {
         gpus_[s.index] = {};
         hot_[s.index] = 0;
+        model.Reset();
         changed = true;
       }
       energy_mj_[s.index] = *s.energy_mj;
@@ -79,18 +116,21 @@ bool HealthMonitor::OnSamples(const std::vector<GpuSample>& samples, int gpu_cou
   for (int g = 0; g < gpu_count; ++g) {
     if (!answered.contains(g)) changed = MarkUnhealthy(g, "the GPU is lost (no answer from the driver)") || changed;
   }
+  for (auto& [gpu, c] : gpus_) changed = UpdateRisk(gpu, now_ms) || changed;
   return changed;
 }
 
 bool HealthMonitor::ResetAll() {
   bool changed = false;
   for (auto& [gpu, c] : gpus_) {
-    if (!c.healthy) {
+    if (!c.healthy || c.at_risk) {
       c = {};
       changed = true;
     }
   }
   hot_.clear();
+  // The operator looked at the GPUs: the evidence so far is answered for.
+  for (auto& [gpu, m] : risk_) m.Reset();
   return changed;
 }
 

@@ -619,16 +619,19 @@ struct NodeAgent::Impl {
     if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
       RecordSamples(*samples);
       std::map<int, GpuCondition> before = health.conditions();
-      if (health.OnSamples(*samples, gpu_count)) {
+      if (health.OnSamples(*samples, gpu_count, absl::ToUnixMillis(absl::Now()))) {
         for (const auto& [gpu, c] : health.conditions()) {
-          if (before[gpu] != c) Log(Cat("GPU ", gpu, c.healthy ? ": healthy again" : ": unhealthy: " + c.reason));
+          const GpuCondition& was = before[gpu];
+          if (was.healthy != c.healthy) Log(Cat("GPU ", gpu, c.healthy ? ": healthy again" : ": unhealthy: " + c.reason));
+          if (was.at_risk != c.at_risk) Log(Cat("GPU ", gpu, c.at_risk ? ": likely to fail: " + c.risk : ": no longer at risk"));
         }
       }
     }
     for (int g = 0; g < gpu_count; ++g) {
       auto c = health.conditions().find(g);
       bool healthy = c == health.conditions().end() || c->second.healthy;
-      h.gpus.push_back({g, healthy, healthy ? "" : c->second.reason});
+      bool at_risk = c != health.conditions().end() && c->second.at_risk;
+      h.gpus.push_back({g, healthy, healthy ? "" : c->second.reason, at_risk, at_risk ? c->second.risk : ""});
     }
     absl::StatusOr<api::HttpResponse> r =
         client.Call("POST", api::NodePath(o.node_name) + "/heartbeat", api::HeartbeatToJson(h));
@@ -652,7 +655,7 @@ struct NodeAgent::Impl {
   bool PollXids() {
     bool changed = false;
     for (const XidEvent& e : backend.TakeXids()) {
-      bool c = health.OnXid(e.gpu, e.xid);
+      bool c = health.OnXid(e.gpu, e.xid, absl::ToUnixMillis(absl::Now()));
       Log(Cat("GPU ", e.gpu, ": ", DescribeXid(e.xid), c ? "; marked unhealthy" : ""));
       changed = changed || c;
     }

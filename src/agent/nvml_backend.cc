@@ -98,6 +98,7 @@ class NvmlBackend final : public GpuBackend {
     event_wait_ = Symbol<decltype(event_wait_)>(lib_, "nvmlEventSetWait_v2", "nvmlEventSetWait");
     event_set_free_ = Symbol<decltype(event_set_free_)>(lib_, "nvmlEventSetFree");
     get_ecc_ = Symbol<decltype(get_ecc_)>(lib_, "nvmlDeviceGetTotalEccErrors");
+    get_remapped_ = Symbol<decltype(get_remapped_)>(lib_, "nvmlDeviceGetRemappedRows");
     nvmlReturn_t rc = init_();
     if (rc == kDriverNotLoaded) {
       return absl::UnavailableError("NVML: the NVIDIA driver is not loaded");
@@ -222,6 +223,11 @@ class NvmlBackend final : public GpuBackend {
       unsigned long long ecc = 0;
       if (get_ecc_ != nullptr && get_ecc_(d, 0, 0, &ecc) == kSuccess) s.ecc_corrected = ecc;
       if (get_ecc_ != nullptr && get_ecc_(d, 1, 0, &ecc) == kSuccess) s.ecc_uncorrected = ecc;
+      // Row remapping (A100 and later): rows remapped for correctable and uncorrectable errors.
+      unsigned int corr = 0, unc = 0, pending = 0, failed = 0;
+      if (get_remapped_ != nullptr && get_remapped_(d, &corr, &unc, &pending, &failed) == kSuccess) {
+        s.remapped_rows = static_cast<uint64_t>(corr) + unc;
+      }
       out.push_back(s);
     }
     return out;
@@ -307,6 +313,7 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*get_energy_)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
   nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+  nvmlReturn_t (*get_remapped_)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
   nvmlReturn_t (*nvlink_state_)(nvmlDevice_t, unsigned int, unsigned int*) = nullptr;
   nvmlReturn_t (*nvlink_remote_pci_)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*event_set_create_)(nvmlEventSet_t*) = nullptr;

@@ -79,6 +79,7 @@ TEST_F(FakeNvml, SamplesLeaveUnsupportedReadingsUnset) {
   EXPECT_EQ((*s)[0].energy_mj, 123456789u);
   EXPECT_EQ((*s)[0].fb_used, MiB(1024));
   EXPECT_EQ((*s)[0].ecc_corrected, 5u);
+  EXPECT_EQ((*s)[0].remapped_rows, 4u);
   EXPECT_FALSE((*s)[0].sm_clock_mhz.has_value());  // the fake says NOT_SUPPORTED
 }
 

@@ -36,8 +36,9 @@ class SimulatedBackend final : public GpuBackend {
       s.energy_mj = static_cast<uint64_t>(samples_ - f.reset_at) * 60'000;  // 60 W, 1 s a sample
       s.sm_clock_mhz = 1980;
       s.mem_clock_mhz = 2619;
-      s.ecc_corrected = 0;
+      s.ecc_corrected = f.ecc_corrected;
       s.ecc_uncorrected = f.ecc_uncorrected;
+      s.remapped_rows = f.remapped_rows;
       out.push_back(s);
     }
     return out;
@@ -58,13 +59,18 @@ class SimulatedBackend final : public GpuBackend {
       f.temperature_c = static_cast<int>(value);
     } else if (fault == "ecc") {
       f.ecc_uncorrected += static_cast<uint64_t>(std::max<int64_t>(value, 1));
+    } else if (fault == "ecc-corrected") {
+      f.ecc_corrected += static_cast<uint64_t>(std::max<int64_t>(value, 1));
+    } else if (fault == "remap") {
+      f.remapped_rows += static_cast<uint64_t>(std::max<int64_t>(value, 1));
     } else if (fault == "lost") {
       f.lost = true;
     } else if (fault == "reset") {
       f = Faults{};
       f.reset_at = samples_;
     } else {
-      return absl::InvalidArgumentError(Cat("fault: \"", fault, "\" is not xid, temperature, ecc, lost or reset"));
+      return absl::InvalidArgumentError(
+          Cat("fault: \"", fault, "\" is not xid, temperature, ecc, ecc-corrected, remap, lost or reset"));
     }
     return absl::OkStatus();
   }
@@ -73,6 +79,8 @@ class SimulatedBackend final : public GpuBackend {
   struct Faults {
     std::optional<int> temperature_c;
     uint64_t ecc_uncorrected = 0;
+    uint64_t ecc_corrected = 0;  // precursors: the risk model's evidence
+    uint64_t remapped_rows = 0;
     bool lost = false;
     int64_t reset_at = 0;  // the sample count when the GPU was last reset
   };

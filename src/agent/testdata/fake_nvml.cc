@@ -108,6 +108,14 @@ int nvmlDeviceGetTotalEccErrors(void*, int type, int, unsigned long long* n) {
   *n = type == 0 ? 5 : 0;
   return 0;
 }
+int nvmlDeviceGetRemappedRows(void*, unsigned int* corr, unsigned int* unc, unsigned int* pending,
+                              unsigned int* failed) {
+  *corr = 3;
+  *unc = 1;
+  *pending = 0;
+  *failed = 0;
+  return 0;
+}
 
 // NVLink: FAKE_NVML_NVLINK="0-1,2-S" gives GPU 0 a link to GPU 1 (and back) and GPU 2 a link
 // to an NVSwitch; other links are inactive; 4 links per GPU.
