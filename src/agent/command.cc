@@ -78,7 +78,7 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
     metrics = std::make_unique<MetricsServer>([&agent] { return agent.MetricsText(); }, addr->host,
                                               addr->port);
     // Fault injection on command (simulated GPUs): POST /inject?gpu=1&xid=79, &temperature=95,
-    // &ecc=1, &lost=1 or &reset=1.
+    // &ecc=1, &ecc-corrected=50, &remap=2 (failure precursors), &lost=1 or &reset=1.
     metrics->SetHandler([&backend](const std::string& method, const std::string& target)
                             -> std::pair<int, std::string> {
       if (!target.starts_with("/inject?")) return {404, "not found\n"};
@@ -90,13 +90,13 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
       }
       if (!q.contains("gpu")) return {400, "gpu: is required\n"};
       int gpu = std::atoi(q["gpu"].c_str());
-      for (const char* fault : {"xid", "temperature", "ecc", "lost", "reset"}) {
+      for (const char* fault : {"xid", "temperature", "ecc", "ecc-corrected", "remap", "lost", "reset"}) {
         if (!q.contains(fault)) continue;
         absl::Status s = backend.Inject(fault, gpu, std::atoll(q[fault].c_str()));
         if (!s.ok()) return {s.code() == absl::StatusCode::kUnimplemented ? 501 : 400, Cat(s.message(), "\n")};
         return {200, Cat("injected ", fault, " on GPU ", gpu, "\n")};
       }
-      return {400, "give one of xid, temperature, ecc, lost, reset\n"};
+      return {400, "give one of xid, temperature, ecc, ecc-corrected, remap, lost, reset\n"};
     });
     if (absl::Status s = metrics->Start(); !s.ok()) {
       err << "gpucloud agent: " << s.message() << "\n";

@@ -145,6 +145,8 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   uint64_t seed = 1;
   std::string mtbf = "0", slowdown;
   bool no_oracle = false;
+  std::string predict = "off";
+  FailurePredictionOptions prediction;
   app.add_option("--trace", trace_file, "trace file (CSV)")->required();
   app.add_option("--format", format, "auto, tiresias, philly, helios, pai or csv");
   app.add_option("--tasks", tasks_file, "PAI task table (format pai)");
@@ -163,6 +165,19 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                  "(default 1.1,1.3,1.5)");
   app.add_option("--repair", repair, "time to repair a failed node");
   app.add_option("--checkpoint-interval", checkpoint, "how often jobs checkpoint");
+  app.add_option("--predict-failures", predict,
+                 "failure prediction with injected precursors (needs --mtbf-hours): observe (the "
+                 "model only watches), act (predictive drain), both (two runs per policy)")
+      ->check(CLI::IsMember({"off", "observe", "act", "both"}));
+  app.add_option("--precursor-share", prediction.precursor_share,
+                 "share of failures preceded by precursors (default 0.7)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--precursor-lead-hours", prediction.lead_hours,
+                 "precursors start this long before a failure (x U[0.5,1.5]; default 24)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--noise-per-gpu-day", prediction.noise_per_gpu_day,
+                 "benign health signals per GPU and day (default 0.5)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--no-oracle-estimates", no_oracle,
                "do not give jobs their real duration as runtime estimate");
   app.add_option("--out", out_dir, "output directory")->required();
@@ -234,6 +249,14 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     *d.into = *v;
   }
   if (until_s >= 0) base.until_s = until_s;
+  std::vector<PredictionMode> modes = {PredictionMode::kOff};
+  if (predict == "observe") modes = {PredictionMode::kObserve};
+  if (predict == "act") modes = {PredictionMode::kAct};
+  if (predict == "both") modes = {PredictionMode::kObserve, PredictionMode::kAct};
+  if (predict != "off" && base.mtbf_hours <= 0 && base.mtbf_hours_by_type.empty()) {
+    return fail(absl::InvalidArgumentError("--predict-failures: needs failures to predict (--mtbf-hours)"));
+  }
+  base.prediction = prediction;
 
   absl::StatusOr<std::string> trace_text = ReadFile(trace_file);
   if (!trace_text.ok()) return fail(trace_text.status());
@@ -271,10 +294,14 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   report.trace = &*trace;
   report.cluster = &*cluster;
   for (const std::string& arg : policies) {
+   for (PredictionMode mode : modes) {
     absl::StatusOr<Policy> policy = LoadPolicy(arg);
     if (!policy.ok()) return fail(policy.status());
     SimOptions o = base;
-    o.policy_name = policy->name;
+    o.prediction.mode = mode;
+    o.policy_name = policy->name + (mode == PredictionMode::kObserve ? "+observe"
+                                    : mode == PredictionMode::kAct   ? "+predictive-drain"
+                                                                     : "");
     o.policy = policy->config;
     o.queues = queues;
     for (const auto& [name, spec] : policy->queues) o.queues[name] = spec;
@@ -288,6 +315,7 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     absl::StatusOr<SimResult> r = Simulate(*trace, *cluster, o);
     if (!r.ok()) return fail(r.status());
     report.runs.push_back(std::move(*r));
+   }
   }
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);

@@ -144,6 +144,19 @@ Json RunJson(const SimResult& r) {
   out["failures"] = r.failures;
   out["restarts"] = r.restarts;
   out["gpu_hours_lost"] = Round3(r.gpu_hours_lost);
+  if (r.prediction.flags > 0 || r.prediction.failures > 0) {
+    const PredictionResult& p = r.prediction;
+    out["failure_prediction"] = Json{{"flags", p.flags},
+                                     {"true_flags", p.true_flags},
+                                     {"failures", p.failures},
+                                     {"predicted_failures", p.predicted_failures},
+                                     {"precision", Round3(p.precision())},
+                                     {"recall", Round3(p.recall())},
+                                     {"median_lead_hours", Round3(p.median_lead_hours)},
+                                     {"migrations", p.migrations},
+                                     {"gpu_hours_migration", Round3(p.gpu_hours_migration)},
+                                     {"gpu_hours_cordoned", Round3(p.gpu_hours_cordoned)}};
+  }
   Json cost = Json::object();
   for (const auto& [k, v] : r.cost_usd) cost[k] = Round3(v);
   out["cost_usd"] = std::move(cost);
@@ -359,6 +372,19 @@ std::string SummaryTable(const ReportInput& in) {
                        r.policy_name, jct.size(), mean_jct, Percentile(jct, 50), Percentile(jct, 95),
                        Percentile(jct, 99), mean_wait, 100 * MeanUtilization(r),
                        jct.empty() ? 0 : last - first);
+  }
+  bool any_prediction = false;
+  for (const SimResult& r : in.runs) any_prediction = any_prediction || r.prediction.failures > 0;
+  if (!any_prediction) return out;
+  out += fmt::format("\n{:<22} {:>8} {:>6} {:>9} {:>7} {:>9} {:>10} {:>11} {:>10} {:>10}\n", "failures", "count",
+                     "flags", "precision", "recall", "lead (h)", "lost GPU-h", "migr. GPU-h",
+                     "total GPU-h", "cordon GPU-h");
+  for (const SimResult& r : in.runs) {
+    const PredictionResult& p = r.prediction;
+    out += fmt::format("{:<22} {:>8} {:>6} {:>9.3f} {:>7.3f} {:>9.1f} {:>10.1f} {:>11.1f} {:>10.1f} {:>10.1f}\n",
+                       r.policy_name, p.failures, p.flags, p.precision(), p.recall(), p.median_lead_hours,
+                       r.gpu_hours_lost, p.gpu_hours_migration, r.gpu_hours_lost + p.gpu_hours_migration,
+                       p.gpu_hours_cordoned);
   }
   return out;
 }

@@ -53,6 +53,16 @@ TEST_F(SimBinary, ComparesPoliciesAndWritesReports) {
   EXPECT_EQ(Slurp(dir_ / "one" / "report.html"), Slurp(dir_ / "two" / "report.html"));
 }
 
+TEST_F(SimBinary, PredictFailuresBothRunsObserveAndActAndTabulatesThem) {
+  auto r = Shell(kGpucloud + " sim --trace " + trace_ + " --cluster tiresias --mtbf-hours 1 --seed 4 " +
+                 "--predict-failures both --out " + (dir_ / "p").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("default+observe"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("default+predictive-drain"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
+  EXPECT_NE(Slurp(dir_ / "p" / "report.json").find("\"failure_prediction\""), std::string::npos);
+}
+
 TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
   std::string base = kGpucloud + " sim --out " + (dir_ / "o").string();
   auto r = Shell(base + " --trace /nonexistent.csv --cluster tiresias");
@@ -75,6 +85,11 @@ TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--slowdown: \"1,2\" is not three factors"), std::string::npos)
       << r.output;
+  r = Shell(base + " --trace " + trace_ + " --cluster tiresias --predict-failures act");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--predict-failures: needs failures to predict (--mtbf-hours)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(Shell(base + " --trace " + trace_ + " --cluster tiresias --mtbf-hours 9 --predict-failures maybe").code, 2);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "o"));  // nothing written
   EXPECT_EQ(Shell(kGpucloud + " sim --trace " + trace_).code, 2);  // usage
 }

@@ -23,7 +23,7 @@ using sched::DecisionKind;
 using sched::NodeIndex;
 using sched::PendingJob;
 
-enum class EventKind { kArrival, kCompletion, kStop, kFailure, kRepair };
+enum class EventKind { kArrival, kCompletion, kStop, kFailure, kRepair, kSignal, kNoise, kInspected };
 
 struct Event {
   int64_t t = 0;
@@ -32,6 +32,10 @@ struct Event {
   int32_t job = -1;
   int32_t attempt = 0;
   NodeIndex node = -1;
+  // kSignal / kNoise: a health signal on GPU `gpu` of `node`.
+  int32_t gpu = 0;
+  RiskSignal signal = RiskSignal::kCorrectedEcc;
+  double amount = 0;
 };
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
@@ -109,6 +113,7 @@ class Simulation {
         scheduler_(std::move(scheduler)),
         state_(cluster.nodes, catalog),
         rng_(o.seed),
+        signal_rng_(o.seed * 7919 + 17),
         workload_(sched::PhillyWorkload()) {
     int32_t max_per_node = 1;
     for (const Node& n : cluster.nodes) {
@@ -137,7 +142,16 @@ class Simulation {
         }
       }
       mtbf_of_node_.push_back(mtbf);
-      if (mtbf > 0) Push({.t = NextFailure(0, n), .kind = EventKind::kFailure, .node = n});
+      if (mtbf > 0) ScheduleFailure(NextFailure(0, n), n, 0);
+    }
+    if (predicting()) {
+      models_.resize(state_.node_count());
+      flagged_.assign(state_.node_count(), false);
+      for (NodeIndex n = 0; n < state_.node_count(); ++n) {
+        int32_t gpus = static_cast<int32_t>(state_.node(n).gpus.size());
+        models_[n].assign(gpus, FailureRiskModel(o.prediction.model));
+        for (int32_t g = 0; g < gpus; ++g) ScheduleNoise(0, n, g);
+      }
     }
     result_.policy_name = o.policy_name;
     result_.total_gpus = cluster.TotalGpus();
@@ -160,7 +174,7 @@ class Simulation {
       bool bound = false;
       if (!pending_.empty() && changed) bound = Cycle(now);
       // Nothing left that could change anything: waiting jobs stay pending.
-      if (!bound && live_events_ == 0 && running_ == 0 && down_nodes_ == 0) {
+      if (!bound && live_events_ == 0 && running_ == 0 && down_nodes_ == 0 && flagged_count_ == 0) {
         RecordAllocated(now);
         break;
       }
@@ -176,12 +190,130 @@ class Simulation {
   }
 
  private:
+  static bool Recurring(EventKind k) {
+    return k == EventKind::kFailure || k == EventKind::kRepair || k == EventKind::kSignal ||
+           k == EventKind::kNoise || k == EventKind::kInspected;
+  }
   void Push(Event e) {
     e.seq = seq_++;
-    if (e.kind != EventKind::kFailure && e.kind != EventKind::kRepair) {
-      ++live_events_;
-    }
+    if (!Recurring(e.kind)) ++live_events_;
     events_.push(e);
+  }
+  bool predicting() const { return o_.prediction.mode != PredictionMode::kOff; }
+  double Uniform01(Rng& r) { return (static_cast<double>(r.Uniform(1'000'000)) + 0.5) / 1'000'000; }
+  int64_t Exponential(Rng& r, double mean_s) {
+    return std::max<int64_t>(1, std::llround(-std::log(Uniform01(r)) * mean_s));
+  }
+
+  // A failure at `t`, and its precursors when predicting.
+  void ScheduleFailure(int64_t t, NodeIndex n, int64_t now) {
+    Push({.t = t, .kind = EventKind::kFailure, .node = n});
+    const FailurePredictionOptions& p = o_.prediction;
+    int32_t gpus = static_cast<int32_t>(state_.node(n).gpus.size());
+    if (!predicting() || gpus == 0 || Uniform01(signal_rng_) >= p.precursor_share) return;
+    int32_t culprit = static_cast<int32_t>(signal_rng_.Uniform(static_cast<uint64_t>(gpus)));
+    double lead_s = p.lead_hours * 3600 * (0.5 + Uniform01(signal_rng_));
+    if (p.precursors_per_hour <= 0) return;
+    for (int64_t s = std::max<int64_t>(now, t - std::llround(lead_s));;) {
+      s += Exponential(signal_rng_, 3600 / p.precursors_per_hour);
+      if (s >= t) break;
+      double u = Uniform01(signal_rng_);
+      Event e{.t = s, .kind = EventKind::kSignal, .node = n, .gpu = culprit};
+      if (u < 0.4) {
+        e.signal = RiskSignal::kCorrectedEcc;
+        e.amount = 20 + static_cast<double>(signal_rng_.Uniform(100));
+      } else if (u < 0.75) {
+        e.signal = RiskSignal::kRowRemap;
+        e.amount = 1;
+      } else {
+        e.signal = RiskSignal::kWatchXid;
+        e.amount = 1;
+      }
+      Push(e);
+    }
+  }
+
+  // The next benign signal on one GPU.
+  void ScheduleNoise(int64_t now, NodeIndex n, int32_t g) {
+    if (o_.prediction.noise_per_gpu_day <= 0) return;
+    Event e{.t = now + Exponential(signal_rng_, 86400 / o_.prediction.noise_per_gpu_day),
+            .kind = EventKind::kNoise, .node = n, .gpu = g};
+    double u = Uniform01(signal_rng_);
+    if (u < 0.6) {
+      e.signal = RiskSignal::kCorrectedEcc;
+      e.amount = 1 + static_cast<double>(signal_rng_.Uniform(40));
+    } else if (u < 0.9) {
+      e.signal = RiskSignal::kThermal;
+      e.amount = 1;
+    } else {
+      e.signal = RiskSignal::kRowRemap;
+      e.amount = 1;
+    }
+    Push(e);
+  }
+
+  // True when it cordoned the node (the scheduler has something to do).
+  bool OnSignal(const Event& e, int64_t now) {
+    if (down_since_.contains(e.node)) return false;  // a failed node says nothing
+    FailureRiskModel& m = models_[e.node][e.gpu];
+    bool was = m.AtRisk(now * 1000);
+    m.Observe(e.signal, e.amount, now * 1000);
+    if (was || !m.AtRisk(now * 1000) || flagged_[e.node]) return false;
+    flags_.push_back({e.node, now});
+    if (o_.prediction.mode != PredictionMode::kAct) return false;
+    // Predictive drain: checkpoint and move the node's jobs, cordon it.
+    flagged_[e.node] = true;
+    ++flagged_count_;
+    flagged_since_[e.node] = now;
+    for (int32_t i : JobsOn(e.node)) {
+      JobRun& j = jobs_[i];
+      j.remaining_s = std::max(0.0, j.remaining_s - (now - j.start_s) / j.slowdown);
+      double gpus = j.out.gpus.raw() / 1000.0;
+      result_.prediction.gpu_hours_migration += gpus * o_.prediction.migration_cost_s / 3600.0;
+      j.remaining_s += o_.prediction.migration_cost_s / j.slowdown;  // checkpoint + restart
+      ++result_.prediction.migrations;
+      ++j.out.preemptions;
+      Stop(i, now);
+      Enqueue(i);
+    }
+    HoldNode(e.node, "#flag#");
+    Push({.t = now + o_.prediction.inspection_s, .kind = EventKind::kInspected, .node = e.node});
+    return true;
+  }
+
+  // Jobs (not the holds) with a replica on node n.
+  std::vector<int32_t> JobsOn(NodeIndex n) const {
+    std::vector<int32_t> hit;
+    for (const auto& [key, a] : state_.allocations()) {
+      if (key.starts_with("#")) continue;
+      for (const sched::ReplicaPlacement& r : a.replicas) {
+        if (r.node == n) {
+          hit.push_back(IndexOfKey(key));
+          break;
+        }
+      }
+    }
+    return hit;
+  }
+
+  void HoldNode(NodeIndex n, const char* why) {
+    sched::ReplicaPlacement hold{.task = "down", .node = n};
+    const Node& node = state_.node(n);
+    for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
+      if (!node.gpus[g].mig_enabled && node.gpus[g].healthy) hold.gpus.push_back({.gpu = g});
+    }
+    (void)state_.Commit(Allocation{Cat(why, n), {hold}});
+  }
+
+  // Ends a cordon for a predicted failure: at the failure, or after the inspection.
+  void Unflag(NodeIndex n, int64_t now) {
+    if (!flagged_[n]) return;
+    flagged_[n] = false;
+    --flagged_count_;
+    result_.prediction.gpu_hours_cordoned +=
+        static_cast<double>(state_.node(n).gpus.size()) * (now - flagged_since_[n]) / 3600.0;
+    (void)state_.Release(Cat("#flag#", n));
+    for (FailureRiskModel& m : models_[n]) m.Reset();
   }
   // Failures and repairs recur forever; once nothing else is left, the replay is over.
   bool OnlyFailuresLeft() const { return live_events_ == 0 && pending_.empty() && running_ == 0; }
@@ -192,9 +324,7 @@ class Simulation {
   }
 
   bool Handle(const Event& e, int64_t now) {
-    if (e.kind != EventKind::kFailure && e.kind != EventKind::kRepair) {
-      --live_events_;
-    }
+    if (!Recurring(e.kind)) --live_events_;
     switch (e.kind) {
       case EventKind::kArrival:
         Enqueue(e.job);
@@ -222,12 +352,32 @@ class Simulation {
         return true;
       }
       case EventKind::kFailure:
+        if (predicting()) {
+          failure_times_.push_back({e.node, now});
+          Unflag(e.node, now);
+          down_since_.insert(e.node);
+        }
         Fail(e.node, now);
         return true;
       case EventKind::kRepair:
         (void)state_.Release(Cat("#down#", e.node));
         --down_nodes_;
-        Push({.t = NextFailure(now, e.node), .kind = EventKind::kFailure, .node = e.node});
+        if (predicting()) {
+          down_since_.erase(e.node);
+          for (FailureRiskModel& m : models_[e.node]) m.Reset();  // repaired or replaced
+        }
+        ScheduleFailure(NextFailure(now, e.node), e.node, now);
+        return true;
+      case EventKind::kSignal:
+        return OnSignal(e, now);
+      case EventKind::kNoise: {
+        bool acted = OnSignal(e, now);
+        ScheduleNoise(now, e.node, e.gpu);
+        return acted;
+      }
+      case EventKind::kInspected:
+        if (!flagged_[e.node] || flagged_since_[e.node] + o_.prediction.inspection_s != now) return false;
+        Unflag(e.node, now);
         return true;
     }
     return false;
@@ -268,17 +418,7 @@ class Simulation {
 
   void Fail(NodeIndex n, int64_t now) {
     ++result_.failures;
-    std::vector<int32_t> hit;
-    for (const auto& [key, a] : state_.allocations()) {
-      if (key.starts_with("#")) continue;
-      for (const sched::ReplicaPlacement& r : a.replicas) {
-        if (r.node == n) {
-          hit.push_back(IndexOfKey(key));
-          break;
-        }
-      }
-    }
-    for (int32_t i : hit) {
+    for (int32_t i : JobsOn(n)) {
       JobRun& j = jobs_[i];
       // Work since the last periodic checkpoint of this attempt is lost.
       int64_t ran = now - j.start_s;
@@ -295,12 +435,7 @@ class Simulation {
       Enqueue(i);
     }
     // Hold the node's GPUs until it is repaired.
-    sched::ReplicaPlacement hold{.task = "down", .node = n};
-    const Node& node = state_.node(n);
-    for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
-      if (!node.gpus[g].mig_enabled && node.gpus[g].healthy) hold.gpus.push_back({.gpu = g});
-    }
-    (void)state_.Commit(Allocation{Cat("#down#", n), {hold}});
+    HoldNode(n, "#down#");
     ++down_nodes_;
     Push({.t = now + o_.repair_s, .kind = EventKind::kRepair, .node = n});
   }
@@ -413,7 +548,39 @@ class Simulation {
     return free > 0 ? frag / free : 0;
   }
 
+  // Precision, recall and lead time from the flags and failures seen.
+  void ScorePrediction(int64_t now) {
+    if (!predicting()) return;
+    for (NodeIndex n = 0; n < static_cast<NodeIndex>(flagged_.size()); ++n) Unflag(n, now);
+    PredictionResult& r = result_.prediction;
+    const int64_t h = o_.prediction.horizon_s;
+    std::map<NodeIndex, std::vector<int64_t>> fails, flags;
+    for (const auto& [n, t] : failure_times_) fails[n].push_back(t);
+    for (const auto& [n, t] : flags_) flags[n].push_back(t);
+    r.flags = static_cast<int64_t>(flags_.size());
+    r.failures = static_cast<int64_t>(failure_times_.size());
+    for (const auto& [n, t] : flags_) {
+      const std::vector<int64_t>& f = fails[n];
+      auto it = std::upper_bound(f.begin(), f.end(), t);
+      if (it != f.end() && *it - t <= h) ++r.true_flags;
+    }
+    std::vector<double> leads;
+    for (const auto& [n, t] : failure_times_) {
+      const std::vector<int64_t>& f = flags[n];
+      auto first = std::lower_bound(f.begin(), f.end(), t - h);
+      if (first != f.end() && *first < t) {
+        ++r.predicted_failures;
+        leads.push_back((t - *first) / 3600.0);
+      }
+    }
+    if (!leads.empty()) {
+      std::nth_element(leads.begin(), leads.begin() + leads.size() / 2, leads.end());
+      r.median_lead_hours = leads[leads.size() / 2];
+    }
+  }
+
   void Finish(int64_t now) {
+    ScorePrediction(now);
     result_.end_s = now;
     for (size_t i = 0; i < jobs_.size(); ++i) {
       JobRun& j = jobs_[i];
@@ -436,7 +603,14 @@ class Simulation {
   std::unique_ptr<sched::Scheduler> scheduler_;
   ClusterState state_;
   Rng rng_;
+  Rng signal_rng_;  // precursors and noise: their own stream, so failures do not depend on them
   std::vector<WorkloadShare> workload_;
+  // Failure prediction (SimOptions::prediction): one model per GPU, nodes cordoned on a flag.
+  std::vector<std::vector<FailureRiskModel>> models_;
+  std::vector<bool> flagged_;
+  std::map<NodeIndex, int64_t> flagged_since_;
+  std::set<NodeIndex> down_since_;  // failed and not repaired yet
+  std::vector<std::pair<NodeIndex, int64_t>> flags_, failure_times_;
   std::vector<JobRun> jobs_;
   std::vector<double> mtbf_of_node_;  // hours; 0 = never fails
   std::vector<int32_t> pending_;  // job indexes, arrival order
@@ -446,6 +620,7 @@ class Simulation {
   int64_t live_events_ = 0;  // arrivals, completions and stops still to come
   int64_t running_ = 0;
   int64_t down_nodes_ = 0;
+  int64_t flagged_count_ = 0;  // nodes cordoned for a predicted failure
   int64_t finished_ = 0;
   int64_t next_fragmentation_ = 0;
   SimResult result_;

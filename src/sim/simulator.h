@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/failure_risk.h"
 #include "core/gpu_catalog.h"
 #include "core/queue.h"
 #include "core/sched_config.h"
@@ -36,6 +37,45 @@ struct PlacementModel {
   double cross_spine = 1.5;
 };
 
+// Predictive drain in the simulator (node failures need an MTBF). Each failure is preceded, with
+// probability `precursor_share`, by precursor signals on one GPU of the node (corrected-ECC
+// bursts, remapped rows, watch-class Xids) starting `lead_hours` (x U[0.5, 1.5]) before it, at
+// `precursors_per_hour`; every GPU also sees benign noise (small corrected-ECC bursts, thermal
+// excursions, the odd remapped row) at `noise_per_gpu_day`. The signals feed the agent's
+// FailureRiskModel, one per GPU.
+//   kObserve: the model only watches: its flags are counted (precision, recall, lead time).
+//   kAct: a flag checkpoints and moves the node's jobs (their work kept, `migration_cost_s` of
+//         GPU time each for the checkpoint and restart) and cordons the node until it fails or,
+//         after `inspection_s`, is found healthy (its models reset).
+// A flag is right when its node fails within `horizon_s` after it; a failure was predicted
+// when a flag on its node came within `horizon_s` before it. The signals have their own random
+// stream: the failures are the same with prediction off, observing or acting.
+enum class PredictionMode { kOff, kObserve, kAct };
+struct FailurePredictionOptions {
+  PredictionMode mode = PredictionMode::kOff;
+  double precursor_share = 0.7;
+  double lead_hours = 24;
+  double precursors_per_hour = 0.5;
+  double noise_per_gpu_day = 0.5;
+  int64_t inspection_s = 24 * 3600;
+  int64_t migration_cost_s = 120;
+  int64_t horizon_s = 48 * 3600;
+  RiskModelParams model;
+};
+
+struct PredictionResult {
+  int64_t flags = 0;
+  int64_t true_flags = 0;  // followed by the node's failure within the horizon
+  int64_t failures = 0;
+  int64_t predicted_failures = 0;  // a flag came within the horizon before
+  double precision() const { return flags ? static_cast<double>(true_flags) / flags : 0; }
+  double recall() const { return failures ? static_cast<double>(predicted_failures) / failures : 0; }
+  double median_lead_hours = 0;  // first flag to failure, predicted failures
+  int64_t migrations = 0;        // jobs moved off flagged nodes (kAct)
+  double gpu_hours_migration = 0;  // their checkpoint and restart cost
+  double gpu_hours_cordoned = 0;   // capacity held on flagged nodes that had not failed yet
+};
+
 struct SimOptions {
   std::string policy_name = "default";
   SchedulerConfig policy;
@@ -48,6 +88,7 @@ struct SimOptions {
   // Per GPU type (a node's first GPU decides), overriding mtbf_hours for those nodes.
   std::map<std::string, double> mtbf_hours_by_type;
   int64_t repair_s = 3600;
+  FailurePredictionOptions prediction;
   // Give jobs without an estimate in the trace their real duration as estimate (a perfect
   // user), so SJF and backfill have something to work with.
   bool oracle_estimates = true;
@@ -90,7 +131,8 @@ struct SimResult {
   int64_t preemptions = 0;
   int64_t failures = 0;
   int64_t restarts = 0;
-  double gpu_hours_lost = 0;
+  double gpu_hours_lost = 0;  // work redone after failures
+  PredictionResult prediction;  // when SimOptions::prediction.mode is not kOff
   std::map<std::string, double> cost_usd;  // billing class -> dollars
 };
 

@@ -127,6 +127,75 @@ TEST(Simulator, MtbfPerGpuType) {
   EXPECT_GT(Replay(t, Nodes(4, 4), o).failures, 0);
 }
 
+// A busy 8-node cluster for a week, a node failure every ~3 days per node, precursors before
+// every failure that has them, little noise.
+struct PredictionCase {
+  Trace trace;
+  SimCluster cluster = Nodes(8, 4);
+  SimOptions o;
+  PredictionCase() {
+    std::string text = "id,submit,duration,gpus\n";
+    for (int i = 0; i < 200; ++i) {
+      text += "j" + std::to_string(i) + "," + std::to_string(i * 3000) + ",86400," + std::to_string(1 + i % 4) + "\n";
+    }
+    trace = Csv(text);
+    o.mtbf_hours = 72;
+    o.repair_s = 3600;
+    o.checkpoint_interval_s = 3600;
+    o.seed = 3;
+    o.until_s = 7 * 86400;
+    o.prediction.precursor_share = 1.0;
+    o.prediction.lead_hours = 12;
+    o.prediction.precursors_per_hour = 1.0;
+    o.prediction.noise_per_gpu_day = 0.2;
+  }
+};
+
+TEST(FailurePrediction, ActingOnFlagsSavesWorkAndLeavesTheFailuresAsTheyWere) {
+  PredictionCase c;
+  c.o.prediction.mode = PredictionMode::kOff;
+  SimResult off = Replay(c.trace, c.cluster, c.o);
+  c.o.prediction.mode = PredictionMode::kObserve;
+  SimResult observe = Replay(c.trace, c.cluster, c.o);
+  c.o.prediction.mode = PredictionMode::kAct;
+  SimResult act = Replay(c.trace, c.cluster, c.o);
+  // The signals have their own random stream: the same failures, and watching changes nothing.
+  EXPECT_EQ(off.failures, observe.failures);
+  EXPECT_EQ(off.failures, act.failures);
+  EXPECT_DOUBLE_EQ(off.gpu_hours_lost, observe.gpu_hours_lost);
+  EXPECT_EQ(off.prediction.flags, 0);
+  ASSERT_GT(observe.prediction.failures, 5);
+  EXPECT_EQ(observe.prediction.failures, observe.failures);
+  EXPECT_GT(observe.prediction.recall(), 0.7);
+  EXPECT_GT(observe.prediction.precision(), 0.7);
+  EXPECT_GT(observe.prediction.median_lead_hours, 1.0);
+  EXPECT_EQ(observe.prediction.migrations, 0);
+  // Acting: jobs leave flagged nodes before they fail; less work is lost, migrations included.
+  EXPECT_GT(act.prediction.migrations, 0);
+  EXPECT_GT(act.prediction.gpu_hours_cordoned, 0);
+  EXPECT_LT(act.gpu_hours_lost + act.prediction.gpu_hours_migration, 0.7 * observe.gpu_hours_lost);
+  ReportInput in{"t.csv", &c.trace, &c.cluster, {observe, act}};
+  std::string table = SummaryTable(in);
+  EXPECT_NE(table.find("precision"), std::string::npos) << table;
+  EXPECT_NE(ReportJson(in).find("\"failure_prediction\""), std::string::npos);
+}
+
+TEST(FailurePrediction, WithoutPrecursorsFlagsAreNoBetterThanChance) {
+  PredictionCase c;
+  c.o.prediction.mode = PredictionMode::kObserve;
+  c.o.prediction.precursor_share = 0;
+  c.o.prediction.noise_per_gpu_day = 4;  // benign signals only: few flags, none right
+  SimResult quiet = Replay(c.trace, c.cluster, c.o);
+  EXPECT_GT(quiet.prediction.failures, 5);
+  EXPECT_LT(quiet.prediction.recall(), 0.2);
+  // A very noisy fleet: many flags, right only as often as a failure happens to follow within
+  // the horizon by chance (MTBF 72 h, horizon 48 h: about half).
+  c.o.prediction.noise_per_gpu_day = 40;
+  SimResult noisy = Replay(c.trace, c.cluster, c.o);
+  EXPECT_GT(noisy.prediction.flags, 10 * quiet.prediction.flags);
+  EXPECT_LT(noisy.prediction.precision(), 0.6);
+}
+
 TEST(Report, PercentilesByNearestRank) {
   EXPECT_EQ(Percentile({}, 50), 0);
   EXPECT_EQ(Percentile({5, 1, 3, 2, 4}, 50), 3);

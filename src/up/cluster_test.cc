@@ -310,5 +310,40 @@ TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) 
   ASSERT_TRUE(Eventually([&] { return Phase("big") == "Succeeded"; })) << Describe("big");
 }
 
+TEST_F(ClusterTest, FailurePrecursorsMoveTheJobBeforeTheGpuFails) {
+  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  std::string log = Slurp(Log("node-a"));
+  size_t at = log.find("metrics at http://");
+  ASSERT_NE(at, std::string::npos) << log;
+  std::string base = log.substr(at + 11, log.find("/metrics", at) - at - 11);
+  ASSERT_EQ(Gpuctl("run --name warned --gpus 2 -- sleep 60").code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("warned") == "Running"; })) << Describe("warned");
+  int gpu = Job("warned")["status"]["placement"][0]["gpus"][0]["index"];
+  // Three rows remapped (4.5 >= 4): the model flags the GPU; it is still healthy.
+  testing_util::ShellResult inject = Shell(Cat(
+      "python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('", base,
+      "/inject?gpu=", gpu, "&remap=3', method='POST')).read().decode())\""));
+  ASSERT_EQ(inject.code, 0) << inject.output;
+  ASSERT_TRUE(Eventually([&] {
+    Json j = Job("warned");
+    return j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
+  })) << Describe("warned");
+  Json job = Job("warned");
+  for (const Json& g : job["status"]["placement"][0]["gpus"]) EXPECT_NE(g["index"].get<int>(), gpu);
+  EXPECT_EQ(job["status"]["restarts"], 0);
+  std::string events = Gpuctl("events warned").output;
+  EXPECT_NE(events.find("PredictedFailure"), std::string::npos) << events;
+  EXPECT_NE(events.find(Cat("GPU ", gpu, " on node-a is likely to fail (score 4.5 >= 4: 3 rows remapped")),
+            std::string::npos) << events;
+  EXPECT_NE(Slurp(Log("node-a")).find(Cat("GPU ", gpu, ": likely to fail")), std::string::npos);
+  // The cluster's figures: availability (the GPU has not failed) and the job's GPU time.
+  testing_util::ShellResult cluster = Gpuctl("describe cluster");
+  ASSERT_EQ(cluster.code, 0) << cluster.output;
+  EXPECT_NE(cluster.output.find("Availability:  100.0000%"), std::string::npos) << cluster.output;
+  EXPECT_NE(cluster.output.find("Job GPU time:"), std::string::npos) << cluster.output;
+  EXPECT_NE(Gpuctl("describe job warned").output.find("GPU time:      allocated"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpucloud
