@@ -17,6 +17,7 @@
 
 #include "agent/executor.h"
 #include "agent/exporter.h"
+#include "agent/checkpoints.h"
 #include "agent/health.h"
 #include "agent/task_env.h"
 #include "api/wire.h"
@@ -84,6 +85,8 @@ struct NodeAgent::Impl {
     absl::Time kill_at = absl::InfiniteFuture();
     std::optional<absl::Time> ended_at;
     std::string log_path;
+    std::string checkpoint_dir;  // where the task writes them (node-local or the job's)
+    absl::Time checkpoint_scanned = absl::InfinitePast();
     int64_t log_read_pos = 0;
     int64_t log_shipped = 0;
     bool log_gone = false;  // the server no longer takes this log
@@ -107,6 +110,7 @@ struct NodeAgent::Impl {
   std::string cwd;
   std::map<std::string, absl::Time> arrived;  // guarded by mu: "name/attempt" -> when it came
   HealthMonitor health;  // the main loop's
+  CheckpointReplicator replicator;
   int gpu_count = 0;
   std::optional<int64_t> health_reset_seen;  // the server's reset generation, once heard
 
@@ -345,8 +349,23 @@ struct NodeAgent::Impl {
         t.ended_at = absl::Now();
         Log(Cat("task ", t.a.name, " was lost while the agent was away"));
       }
+      SetCheckpointDir(t);
       tasks[a->name] = std::move(t);
       SaveRecord(tasks[a->name]);
+    }
+  }
+
+  // The task's checkpoint directory: the job's, or with nodeLocal one on this node, replicated
+  // to the job's when asked.
+  void SetCheckpointDir(Local& t) {
+    const api::Assignment& a = t.a;
+    if (!a.checkpoint_node_local) {
+      t.checkpoint_dir = a.checkpoint_dir;
+      return;
+    }
+    t.checkpoint_dir = Cat(o.state_dir, "/checkpoints/", a.namespace_, "/", a.job);
+    if (a.checkpoint_replicate && !a.checkpoint_dir.empty()) {
+      replicator.Track(t.exec_id, t.checkpoint_dir, a.checkpoint_dir);
     }
   }
 
@@ -368,7 +387,17 @@ struct NodeAgent::Impl {
       fail("the task has no command (gpucloud runs processes: give the task a command)");
     } else {
       std::error_code ec;
-      if (!a.checkpoint_dir.empty()) fs::create_directories(a.checkpoint_dir, ec);
+      SetCheckpointDir(t);
+      if (!t.checkpoint_dir.empty()) fs::create_directories(t.checkpoint_dir, ec);
+      if (a.checkpoint_node_local && a.checkpoint_replicate && !a.checkpoint_dir.empty()) {
+        // A restart here: bring the replicas this node lacks (from the node that was lost).
+        absl::StatusOr<int> n = CopyCheckpoints(a.checkpoint_dir, t.checkpoint_dir);
+        if (!n.ok()) {
+          Log(Cat("task ", a.name, ": ", n.status().message()));
+        } else if (*n > 0) {
+          Log(Cat("task ", a.name, ": restored ", *n, " checkpoints from ", a.checkpoint_dir));
+        }
+      }
       std::string run_dir = Cat(o.state_dir, "/run/", t.exec_id);
       fs::create_directories(run_dir, ec);
       std::string hostfile = run_dir + "/hostfile";
@@ -395,7 +424,7 @@ struct NodeAgent::Impl {
       in.node_rank = a.node_rank;
       in.nodes = a.nodes;
       in.hostfile_path = hostfile;
-      in.checkpoint_dir = a.checkpoint_dir;
+      in.checkpoint_dir = t.checkpoint_dir;
       in.restart_count = a.restart_count;
       for (const char* k : {"PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH",
                             "CUDA_HOME"}) {
@@ -474,6 +503,7 @@ struct NodeAgent::Impl {
         }
         std::error_code ec;
         fs::remove(RecordPath(t.exec_id), ec);
+        replicator.Untrack(t.exec_id);
         tasks.erase(it);
       }
       StartTask(a);
@@ -492,6 +522,7 @@ struct NodeAgent::Impl {
         fs::remove(RecordPath(t.exec_id), ec);
         fs::remove_all(Cat(o.state_dir, "/run/", t.exec_id), ec);
         exec.Forget(t.exec_id);
+        replicator.Untrack(t.exec_id);
         it = tasks.erase(it);
         continue;
       }
@@ -615,7 +646,18 @@ struct NodeAgent::Impl {
 
   void Heartbeat() {
     api::Heartbeat h;
-    for (const auto& [name, t] : tasks) h.tasks.push_back(t.report);
+    absl::Time now = absl::Now();
+    for (auto& [name, t] : tasks) {
+      // The newest checkpoint, every 2 s (a listing of the directory; it may be remote).
+      // (And once after the task ended: the checkpoint it wrote on SIGTERM.)
+      if (!t.checkpoint_dir.empty() && (now - t.checkpoint_scanned >= absl::Seconds(2) ||
+                                        (t.ended_at && t.checkpoint_scanned < *t.ended_at))) {
+        t.report.checkpoint_ms = NewestCheckpointMs(t.checkpoint_dir);
+        t.checkpoint_scanned = now;
+      }
+      if (t.a.checkpoint_replicate) t.report.replicated_ms = replicator.Replicated(t.exec_id);
+      h.tasks.push_back(t.report);
+    }
     if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
       RecordSamples(*samples);
       std::map<int, GpuCondition> before = health.conditions();

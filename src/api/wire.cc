@@ -247,6 +247,8 @@ std::string AssignmentToJson(const Assignment& a) {
          {"cpuMilli", a.cpu_milli},
          {"memoryMiB", a.memory_mib},
          {"graceSeconds", a.grace_seconds}};
+  if (a.checkpoint_node_local) j["checkpointNodeLocal"] = true;
+  if (a.checkpoint_replicate) j["checkpointReplicate"] = true;
   return j.dump();
 }
 
@@ -303,6 +305,8 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   r.StrMap(j, "env", "", &a.env);
   r.Str(j, "workingDir", "", &a.working_dir);
   r.Str(j, "checkpointDir", "", &a.checkpoint_dir);
+  r.Bool(j, "checkpointNodeLocal", "", &a.checkpoint_node_local);
+  r.Bool(j, "checkpointReplicate", "", &a.checkpoint_replicate);
   r.Int(j, "restartCount", "", &a.restart_count);
   r.Int(j, "cpuMilli", "", &a.cpu_milli);
   r.Int(j, "memoryMiB", "", &a.memory_mib);

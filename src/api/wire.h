@@ -78,6 +78,10 @@ struct Assignment {
   std::map<std::string, std::string> env;
   std::string working_dir;
   std::string checkpoint_dir;
+  // spec.checkpoint.nodeLocal / replicate: checkpoints on the node's disk, copied to
+  // `checkpoint_dir` when replicated.
+  bool checkpoint_node_local = false;
+  bool checkpoint_replicate = false;
   int restart_count = 0;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;

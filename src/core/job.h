@@ -83,6 +83,11 @@ struct Toleration {
 struct CheckpointSpec {
   std::string dir;               // where the job writes checkpoints; empty = platform default
   int64_t interval_seconds = 0;  // the job's own hint of its checkpoint cadence; 0 = unknown
+  // Checkpoints go to each node's local disk (the agent's state dir) instead of `dir`; with
+  // `replicate`, the agent copies each complete one to `dir` in the background, and a restart
+  // on another node starts from the newest copy there (without it: from scratch).
+  bool node_local = false;
+  bool replicate = false;
   bool operator==(const CheckpointSpec&) const = default;
 };
 

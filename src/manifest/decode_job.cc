@@ -198,7 +198,14 @@ bool DecodeCheckpoint(Context& ctx, const Field& f, CheckpointSpec* out) {
     ok = s.has_value() && ok;
     if (s) out->interval_seconds = *s;
   }
+  ok = m.Bool("nodeLocal", &out->node_local) && ok;
+  ok = m.Bool("replicate", &out->replicate) && ok;
   m.Finish();
+  if (ok && out->replicate && !out->node_local) {
+    ctx.sink.Error(f.mark, ChildPath(f.path, "replicate"),
+                   "replicate copies node-local checkpoints: set nodeLocal: true as well");
+    return false;
+  }
   return ok;
 }
 

@@ -111,11 +111,13 @@ Json JobSpecJson(const JobSpec& s) {
   if (!s.tolerations.empty()) out["tolerations"] = Tolerations(s.tolerations);
   if (s.min_cuda_version > 0) out["minCudaVersion"] = FormatCudaVersion(s.min_cuda_version);
   if (!s.runtime_class.empty()) out["runtimeClass"] = s.runtime_class;
-  if (!s.checkpoint.dir.empty() || s.checkpoint.interval_seconds > 0) {
+  if (!s.checkpoint.dir.empty() || s.checkpoint.interval_seconds > 0 || s.checkpoint.node_local) {
     Json c = Json::object();
     if (!s.checkpoint.dir.empty()) c["dir"] = s.checkpoint.dir;
     if (s.checkpoint.interval_seconds > 0)
       c["interval"] = FormatDuration(s.checkpoint.interval_seconds);
+    if (s.checkpoint.node_local) c["nodeLocal"] = true;
+    if (s.checkpoint.replicate) c["replicate"] = true;
     out["checkpoint"] = std::move(c);
   }
   out["restartPolicy"] = Json{{"maxRestarts", s.restart.max_restarts},

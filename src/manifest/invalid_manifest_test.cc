@@ -331,6 +331,15 @@ spec:
 )",
      "job.yaml:5:38: spec.checkpoint.interval: not a valid duration: \"10x\" (use e.g. 90s, 10m, "
      "1h30m, 2d)\n"},
+    {"checkpoint_replicate_without_node_local", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  checkpoint: {dir: /ckpt, replicate: true}
+  tasks: [{name: w}]
+)",
+     "job.yaml:5:15: spec.checkpoint.replicate: replicate copies node-local checkpoints: set nodeLocal: "
+     "true as well\n"},
     {"label_value_not_string", R"(apiVersion: gpucloud/v1
 kind: Job
 metadata:

@@ -180,7 +180,10 @@ class SpecGenerator {
     }
     if (rng_.OneIn(2))
       j.spec.min_cuda_version = static_cast<int>(rng_.Range(11, 12) * 1000 + rng_.Range(0, 9) * 10);
-    if (rng_.OneIn(2)) j.spec.checkpoint = {"/ckpt/" + j.metadata.name, rng_.Range(0, 7200)};
+    if (rng_.OneIn(2)) {
+      bool local = rng_.OneIn(2);
+      j.spec.checkpoint = {"/ckpt/" + j.metadata.name, rng_.Range(0, 7200), local, local && rng_.OneIn(2)};
+    }
     j.spec.restart = {static_cast<int32_t>(rng_.Range(0, 10)), rng_.Range(0, 600)};
     if (rng_.OneIn(2)) j.spec.runtime_estimate_seconds = rng_.Range(0, 86400 * 3);
     return j;

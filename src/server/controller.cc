@@ -552,6 +552,11 @@ void Controller::StepJobs(Pass& pass) {
         s.last_replicated_ms = std::max(s.last_replicated_ms, t->replicated_ms);
       }
       if (!any_running || now >= s.stop_deadline_ms) {
+        if (entry.job && entry.job->spec.checkpoint.node_local) {
+          s.checkpoint_nodes.clear();
+          for (const PlacedReplica& r : s.placement) s.checkpoint_nodes.push_back(r.node);
+          s.checkpoint_gpus = s.gpus;
+        }
         pass.settled += SettleAttempt(s, now, /*completed=*/s.next == "Cancelled", s.last_checkpoint_ms);
         s.phase = s.next;
         s.next.clear();
@@ -852,6 +857,8 @@ absl::Status Controller::Schedule(Pass& pass) {
         for (const EnvVar& e : spec->env) a.env[e.name] = e.value;
         a.working_dir = spec->working_dir;
         a.checkpoint_dir = s.checkpoint_dir;
+        a.checkpoint_node_local = job.spec.checkpoint.node_local;
+        a.checkpoint_replicate = job.spec.checkpoint.replicate;
         a.restart_count = s.attempt - 1;
         a.cpu_milli = r.cpu.raw();
         a.memory_mib = r.memory.raw();
@@ -866,6 +873,9 @@ absl::Status Controller::Schedule(Pass& pass) {
       s.run_ended_ms = 0;
       s.reason = "Scheduled";
       s.message = Cat("attempt ", s.attempt, " on ", Join(where, ", "));
+      if (std::string from = ResumeFrom(s, job.spec.checkpoint, s.placement); !from.empty()) {
+        s.message += Cat("; resuming ", from);
+      }
       events.push_back({"Normal", "Scheduled", s.message});
       if (s.attempt == 1) {
         pass.bind_latencies.push_back(std::max<int64_t>(0, now - s.submitted_ms) / 1000.0);

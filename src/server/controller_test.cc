@@ -553,5 +553,69 @@ TEST_F(ControllerTest, AGpuAtRiskMovesItsJobWithACheckpointAndTakesNoNewWork) {
   EXPECT_EQ(controller_->Metrics().gpus_total_by_type["H100-80GB"], 7);
 }
 
+// A job whose checkpoints are on its node's disk; its node dies after the first checkpoint
+// (t0 + 5 s) was written and the second (t0 + 9 s) was not replicated yet.
+class NodeLocalCheckpoints : public ControllerTest {
+ protected:
+  JobStatus RunThenLoseTheNode(bool replicate) {
+    Register("node-a", 4);
+    Register("node-b", 4);
+    Submit(GangJob("job", 1, 2, 3,
+                   Cat("  checkpoint: {dir: /shared/ckpt, nodeLocal: true", replicate ? ", replicate: true" : "",
+                       "}\n")));
+    Pass();
+    t0_ = clock_.NowMillis();
+    first_ = Status("job").placement.at(0).node;
+    other_ = first_ == "node-a" ? "node-b" : "node-a";
+    std::optional<api::Assignment> a =
+        api::AssignmentFromJson(Assignments(first_).at(0).value).value_or(api::Assignment{});
+    EXPECT_TRUE(a->checkpoint_node_local);
+    EXPECT_EQ(a->checkpoint_replicate, replicate);
+    EXPECT_EQ(a->checkpoint_dir, "/shared/ckpt");
+    Heartbeat(first_, {Report("job", 0, api::TaskState::kRunning)});
+    Heartbeat(other_);
+    Pass();  // running from t0
+    clock_.Advance(10'000);
+    api::TaskReport r = Report("job", 0, api::TaskState::kRunning);
+    r.checkpoint_ms = t0_ + 9'000;
+    r.replicated_ms = replicate ? t0_ + 5'000 : 0;
+    Heartbeat(first_, {r});
+    Heartbeat(other_);
+    Pass();
+    clock_.Advance(3'500);  // node lost at t0 + 13.5 s
+    Heartbeat(other_);
+    Pass();
+    return Status("job");
+  }
+  int64_t t0_ = 0;
+  std::string first_, other_;
+};
+
+TEST_F(NodeLocalCheckpoints, ARestartElsewhereResumesFromTheReplicaAndCountsTheRestAsLost) {
+  JobStatus s = RunThenLoseTheNode(/*replicate=*/true);
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.placement.at(0).node, other_);
+  EXPECT_NE(s.message.find("resuming from the replica in /shared/ckpt"), std::string::npos) << s.message;
+  // Kept: 5 s of 13.5 on 2 GPUs (the replica's), not 9 (the lost node's newest).
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * 5.0);
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.lost, 2 * 8.5);
+  EXPECT_EQ(s.last_checkpoint_ms, t0_ + 5'000);
+  EXPECT_TRUE(s.checkpoint_nodes.empty());
+}
+
+TEST_F(NodeLocalCheckpoints, WithoutAReplicaTheJobStartsFromScratchAndSaysSo) {
+  JobStatus s = RunThenLoseTheNode(/*replicate=*/false);
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_NE(s.message.find("resuming from scratch: the checkpoints were on the local disk of " + first_ +
+                           " and are not replicated"),
+            std::string::npos) << s.message;
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 0);
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.lost, 2 * 13.5);
+  EXPECT_EQ(s.last_checkpoint_ms, 0);
+  std::vector<std::string> reasons = EventReasons("job");
+  ASSERT_FALSE(reasons.empty());
+  EXPECT_EQ(reasons.back(), "Scheduled");
+}
+
 }  // namespace
 }  // namespace gpucloud::server

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/text.h"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -75,6 +77,37 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
   return add;
 }
 
+std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec, const std::vector<PlacedReplica>& placement) {
+  if (!spec.node_local || s.checkpoint_nodes.empty()) return "";
+  bool same = placement.size() == s.checkpoint_nodes.size();
+  for (size_t i = 0; same && i < placement.size(); ++i) same = placement[i].node == s.checkpoint_nodes[i];
+  std::string from;
+  int64_t kept = s.last_checkpoint_ms;
+  if (same) {
+    from = "from the checkpoints on the nodes' local disks";
+  } else if (spec.replicate && s.last_replicated_ms > 0) {
+    from = Cat("from the replica in ", s.checkpoint_dir, " (the node-local copies are elsewhere)");
+    kept = std::min(s.last_checkpoint_ms, s.last_replicated_ms);
+  } else {
+    from = Cat("from scratch: the checkpoints were on the local disk of ", s.checkpoint_nodes[0],
+               spec.replicate ? " and none had been replicated yet" : " and are not replicated");
+    kept = 0;
+  }
+  // The work between the surviving checkpoint and the one the accounting assumed is lost too.
+  if (kept < s.last_checkpoint_ms) {
+    double moved = kept == 0 ? s.gpu_seconds.productive
+                             : std::min(s.gpu_seconds.productive,
+                                        s.checkpoint_gpus * (s.last_checkpoint_ms - kept) / 1000.0);
+    s.gpu_seconds.productive -= moved;
+    s.gpu_seconds.lost += moved;
+    s.last_checkpoint_ms = kept;
+    if (kept == 0) s.last_replicated_ms = 0;
+  }
+  s.checkpoint_nodes.clear();
+  s.checkpoint_gpus = 0;
+  return from;
+}
+
 GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
   JobStatus copy = s;
   if (copy.Active() || copy.Stopping()) {
@@ -113,6 +146,8 @@ JobStatus JobStatusFromJson(const Json& doc) {
   s.run_ended_ms = Get<int64_t>(j, "runEndedMs", 0);
   s.last_checkpoint_ms = Get<int64_t>(j, "lastCheckpointMs", 0);
   s.last_replicated_ms = Get<int64_t>(j, "lastReplicatedMs", 0);
+  s.checkpoint_nodes = Get<std::vector<std::string>>(j, "checkpointNodes", {});
+  s.checkpoint_gpus = Get<double>(j, "checkpointGpus", 0);
   if (auto g = j.find("gpuSeconds"); g != j.end() && g->is_object()) {
     s.gpu_seconds.allocated = Get<double>(*g, "allocated", 0);
     s.gpu_seconds.productive = Get<double>(*g, "productive", 0);
@@ -180,6 +215,10 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
   if (s.run_ended_ms) j["runEndedMs"] = s.run_ended_ms;
   if (s.last_checkpoint_ms) j["lastCheckpointMs"] = s.last_checkpoint_ms;
   if (s.last_replicated_ms) j["lastReplicatedMs"] = s.last_replicated_ms;
+  if (!s.checkpoint_nodes.empty()) {
+    j["checkpointNodes"] = s.checkpoint_nodes;
+    j["checkpointGpus"] = s.checkpoint_gpus;
+  }
   if (s.gpu_seconds.allocated > 0) {
     j["gpuSeconds"] = Json{{"allocated", s.gpu_seconds.allocated},
                            {"productive", s.gpu_seconds.productive},

@@ -73,6 +73,9 @@ struct JobStatus {
   int64_t run_ended_ms = 0;        // when it stopped doing useful work (its stop began)
   int64_t last_checkpoint_ms = 0;  // the newest complete checkpoint the agents saw
   int64_t last_replicated_ms = 0;  // the newest one copied to the replica location
+  // Node-local checkpoints: where the last attempt's ranks ran (rank -> node), and its GPUs.
+  std::vector<std::string> checkpoint_nodes;
+  double checkpoint_gpus = 0;
   GpuSeconds gpu_seconds;          // over the attempts that ended
   std::vector<PlacedReplica> placement;
   std::map<std::string, std::string> tasks;  // assignment name -> last reported state
@@ -95,6 +98,12 @@ double GpuEquivalents(const std::vector<PlacedReplica>& placement);
 // stopped it); otherwise the work after `checkpoint_ms` (the newest checkpoint that survived;
 // 0: none) is lost. Clears the attempt's marks.
 GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms);
+
+// For a job with node-local checkpoints, bound to `placement` after an earlier attempt ran on
+// s.checkpoint_nodes: where its checkpoints come from ("from the replica in DIR", "from
+// scratch: ...", or the local disks when every rank is back on its node), with the work that
+// did not survive moved from productive to lost. "" for other jobs. Clears checkpoint_nodes.
+std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec, const std::vector<PlacedReplica>& placement);
 
 // The job's GPU time so far, the current attempt included (its running time counted as
 // productive until something interrupts it).

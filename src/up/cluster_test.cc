@@ -345,5 +345,35 @@ TEST_F(ClusterTest, FailurePrecursorsMoveTheJobBeforeTheGpuFails) {
   EXPECT_NE(Gpuctl("describe job warned").output.find("GPU time:      allocated"), std::string::npos);
 }
 
+TEST_F(ClusterTest, NodeLocalCheckpointsAreReplicatedAndRestoredOnTheNextNode) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  // The task checkpoints once, then works on; restarted where its checkpoint is, it finishes.
+  std::string replica = (dir_.path() / "replica").string();
+  std::string yaml = (dir_.path() / "local.yaml").string();
+  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: local}\nspec:\n"
+                         "  checkpoint: {dir: " << replica << ", nodeLocal: true, replicate: true}\n"
+                         "  tasks:\n  - name: main\n    resources: {gpu: 1}\n    command: [sh, -c, 'cd "
+                         "$GPUCLOUD_CHECKPOINT_DIR && if [ -e step-1 ]; then echo resumed in $PWD; exit 0; fi; "
+                         "echo w > step-1.tmp && mv step-1.tmp step-1 && exec sleep 20']\n";
+  ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
+  ASSERT_TRUE(Eventually([&] { return Job("local")["status"].value("lastReplicatedMs", 0) > 0; }))
+      << Describe("local");
+  std::string local_a = (dir_.path() / "node-a" / "checkpoints" / "default" / "local" / "step-1").string();
+  EXPECT_TRUE(std::filesystem::exists(local_a));
+  EXPECT_TRUE(std::filesystem::exists(replica + "/step-1"));
+  auto b = Agent("node-b", "127.0.0.2");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(2); }));
+  a->Stop(SIGKILL);  // node-a and its disk are gone
+  ASSERT_TRUE(Eventually([&] { return Phase("local") == "Succeeded"; })) << Describe("local");
+  std::string logs = Gpuctl("logs local").output;
+  EXPECT_NE(logs.find("resumed in " + (dir_.path() / "node-b" / "checkpoints" / "default" / "local").string()),
+            std::string::npos) << logs;
+  std::string events = Gpuctl("events local").output;
+  EXPECT_NE(events.find("resuming from the replica in " + replica), std::string::npos) << events;
+  EXPECT_NE(Slurp(Log("node-b")).find("restored 1 checkpoints from " + replica), std::string::npos)
+      << Slurp(Log("node-b"));
+}
+
 }  // namespace
 }  // namespace gpucloud
