@@ -309,6 +309,19 @@ int NodeVerb(const api::Client& client, const std::string& verb, const std::stri
   return kExitOk;
 }
 
+int ReclaimPool(const api::Client& client, const std::string& pool, int seconds, std::ostream& out,
+                std::ostream& err) {
+  std::optional<api::HttpResponse> r =
+      Send(client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/reclaim?seconds=", seconds), "", err);
+  if (!r) return kExitInvalid;
+  Json j = Json::parse(r->body, nullptr, false);
+  std::vector<std::string> nodes;
+  for (const Json& n : Field(j, "nodes")) nodes.push_back(n.is_string() ? n.get<std::string>() : "?");
+  out << "pool " << pool << " (" << Join(nodes, ", ") << ") is reclaimed in " << seconds
+      << " s: its jobs checkpoint and requeue\n";
+  return kExitOk;
+}
+
 int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
   std::optional<Json> nodes = GetJson(client, "/apis/gpucloud/v1/nodes", err);
   if (!nodes) return kExitInvalid;

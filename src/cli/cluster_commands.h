@@ -32,6 +32,9 @@ int Events(const api::Client& client, const std::string& job, const std::string&
 int Cancel(const api::Client& client, const std::string& job, const std::string& ns,
            std::ostream& out, std::ostream& err);
 // cordon, uncordon, drain, or reclaim (a spot notice: the node goes away in `seconds`).
+// A spot reclamation notice for every node of a pool.
+int ReclaimPool(const api::Client& client, const std::string& pool, int seconds, std::ostream& out,
+                std::ostream& err);
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
              std::ostream& out, std::ostream& err, int seconds = 0);
 int Top(const api::Client& client, std::ostream& out, std::ostream& err);

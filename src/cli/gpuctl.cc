@@ -378,9 +378,12 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     node_verbs.push_back(v);
   }
   int reclaim_in = 120;
+  std::string reclaim_pool;
   CLI::App* reclaim = app.add_subcommand(
-      "reclaim", "A spot reclamation notice: the node goes away in --in seconds (default 120)");
-  reclaim->add_option("node", node_name, "NODE")->required();
+      "reclaim", "A spot reclamation notice: the node (or every node of --pool) goes away in --in seconds "
+                 "(default 120)");
+  CLI::Option* reclaim_node = reclaim->add_option("node", node_name, "NODE");
+  reclaim->add_option("--pool", reclaim_pool, "every node of this pool")->excludes(reclaim_node);
   reclaim->add_option("--in", reclaim_in, "seconds until the node is reclaimed")->check(CLI::Range(1, 86400));
   node_verbs.push_back(reclaim);
   CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
@@ -409,6 +412,13 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   }
   if (events->parsed()) return with_client([&](api::Client& c) { return Events(c, events_job, ns, out, err); });
   if (cancel->parsed()) return with_client([&](api::Client& c) { return Cancel(c, cancel_job, ns, out, err); });
+  if (reclaim->parsed() && !reclaim_pool.empty()) {
+    return with_client([&](api::Client& c) { return ReclaimPool(c, reclaim_pool, reclaim_in, out, err); });
+  }
+  if (reclaim->parsed() && node_name.empty()) {
+    err << "gpuctl reclaim: give a NODE or --pool POOL\n";
+    return kExitUsage;
+  }
   for (CLI::App* v : node_verbs) {
     if (v->parsed()) {
       return with_client([&](api::Client& c) { return NodeVerb(c, v->get_name(), node_name, out, err, reclaim_in); });

@@ -44,9 +44,11 @@ class ControllerTest : public ::testing::Test {
     return api_->Handle({std::move(method), std::move(path), {}, std::move(body), {"root", "", true}});
   }
 
-  void Register(const std::string& node, int gpus) {
+  void Register(const std::string& node, int gpus, const std::string& pool = "") {
     api::NodeInfo n;
     n.name = node;
+    n.pool = pool;
+    if (!pool.empty()) n.labels["pool"] = pool;
     n.address = "10.0.0." + std::to_string(node.back() - 'a' + 1);
     n.cpu_milli = 64'000;
     n.memory_mib = 512 << 10;
@@ -59,7 +61,7 @@ class ControllerTest : public ::testing::Test {
       n.gpus.push_back(g);
     }
     Response r = Call("PUT", api::NodePath(node), api::NodeToJson(n, false));
-    ASSERT_EQ(r.status, 201) << r.body;
+    ASSERT_TRUE(r.status == 201 || r.status == 200) << r.body;
   }
 
   void Submit(const std::string& yaml) {
@@ -615,6 +617,41 @@ TEST_F(NodeLocalCheckpoints, WithoutAReplicaTheJobStartsFromScratchAndSaysSo) {
   std::vector<std::string> reasons = EventReasons("job");
   ASSERT_FALSE(reasons.empty());
   EXPECT_EQ(reasons.back(), "Scheduled");
+}
+
+TEST_F(ControllerTest, APoolNoticeReachesEveryNodeOfThePoolAndOutlivesReRegistration) {
+  Register("spot-a", 4, "spot");
+  Register("spot-b", 4, "spot");
+  Register("od-a", 4, "on-demand");
+  Submit(GangJob("job", 2, 4, 3, "  nodeSelector: {pool: spot}\n"));
+  Pass();
+  JobStatus s = Status("job");
+  ASSERT_EQ(s.phase, "Scheduled") << s.message;
+  for (const char* n : {"spot-a", "spot-b", "od-a"}) Heartbeat(n);
+  Heartbeat(s.placement.at(0).node, {Report("job", 0, api::TaskState::kRunning)});
+  Heartbeat(s.placement.at(1).node, {Report("job", 1, api::TaskState::kRunning)});
+  Pass();
+  EXPECT_EQ(Call("POST", "/apis/gpucloud/v1/pools/spot/reclaim").status, 400);  // no notice period
+  auto reclaim = [&](const std::string& pool) {
+    return api_->Handle({"POST", Cat("/apis/gpucloud/v1/pools/", pool, "/reclaim"), {{"seconds", "60"}}, "",
+                         {"root", "", true}});
+  };
+  EXPECT_EQ(reclaim("none").status, 404);
+  Response r = reclaim("spot");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["nodes"], Json::parse(R"(["spot-a", "spot-b"])"));
+  for (const char* n : {"spot-a", "spot-b"}) {
+    Json node = Json::parse(store_->Get(Cat("/nodes/", n))->value);
+    EXPECT_EQ(node["spec"]["reclaimAtMs"], clock_.NowMillis() + 60'000) << n;
+    EXPECT_TRUE(node["spec"]["unschedulable"].get<bool>());
+  }
+  EXPECT_FALSE(Json::parse(store_->Get("/nodes/od-a")->value)["spec"].contains("reclaimAtMs"));
+  Register("spot-a", 4, "spot");  // the agent restarts: the notice stays
+  EXPECT_TRUE(Json::parse(store_->Get("/nodes/spot-a")->value)["spec"].contains("reclaimAtMs"));
+  Pass();
+  s = Status("job");
+  EXPECT_EQ(s.phase, "Preempting");
+  EXPECT_EQ(s.reason, "SpotReclaim");
 }
 
 }  // namespace

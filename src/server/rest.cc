@@ -143,6 +143,11 @@ Response RestApi::Handle(const Request& r) {
   if (r.who.node && !log_upload) {
     return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
   }
+  if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "reclaim" && nodes_ != nullptr) {
+    if (r.method != "POST") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not reclaim pools"));
+    return ReclaimPool(r, parts[1]);
+  }
   if (parts.size() == 1 && parts[0] == "cluster" && summary_) {
     if (r.method != "GET") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
     return Response{.body = summary_()};

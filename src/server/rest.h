@@ -91,6 +91,7 @@ class RestApi {
   Response RegisterNode(const Request& r, const std::string& name);
   Response Heartbeat(const Request& r, const std::string& name);
   Response SetNodeFlags(const Request& r, const std::string& name, const std::string& verb);
+  Response ReclaimPool(const Request& r, const std::string& pool);
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
   Response Cancel(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);

@@ -102,14 +102,17 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
     if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
     Json old = current.ok() ? Json::parse(current->value, nullptr, false) : Json::object();
     bool unschedulable = false, draining = false;
-    int64_t health_reset = 0;
+    int64_t health_reset = 0, reclaim_at = 0;
     if (old.contains("spec") && old["spec"].is_object()) {
       unschedulable = old["spec"].value("unschedulable", false);
       draining = old["spec"].value("draining", false);
       health_reset = old["spec"].value("healthReset", int64_t{0});
+      reclaim_at = old["spec"].value("reclaimAtMs", int64_t{0});
     }
+    // The operator's flags outlive a re-registration (an agent restart).
     Json doc = Json::parse(api::NodeToJson(*info, unschedulable));
     if (draining) doc["spec"]["draining"] = true;
+    if (reclaim_at > 0) doc["spec"]["reclaimAtMs"] = reclaim_at;
     if (health_reset > 0) doc["spec"]["healthReset"] = health_reset;
     std::string uid = old.contains("metadata") ? old["metadata"].value("uid", "") : "";
     doc["metadata"]["uid"] = uid.empty() ? NewUid() : uid;
@@ -190,6 +193,38 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
     return {200, WithRevision({key, doc.dump(2), 0, *rev, 0}).dump(2) + "\n"};
   }
   return Status(409, "Conflict", Cat(key, " keeps changing; retry"));
+}
+
+Response RestApi::ReclaimPool(const Request& r, const std::string& pool) {
+  std::optional<int64_t> seconds = QueryInt(r, "seconds");
+  if (!seconds || *seconds < 1 || *seconds > 86400) {
+    return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
+  }
+  // Every node of the pool in one transaction: the notice is durable for all of them or none.
+  for (int tries = 0; tries < 5; ++tries) {
+    absl::StatusOr<store::ListResult> list = store_.List("/nodes/");
+    if (!list.ok()) return FromStatus(list.status());
+    const int64_t at = clock_.NowMillis() + *seconds * 1000;
+    std::vector<store::Op> ops;
+    Json names = Json::array();
+    for (const store::KeyValue& kv : list->items) {
+      Json doc = Json::parse(kv.value, nullptr, false);
+      if (!doc.is_object() || !doc["spec"].is_object() || doc["spec"].value("pool", "") != pool) continue;
+      doc["spec"]["reclaimAtMs"] = at;
+      doc["spec"]["unschedulable"] = true;
+      ops.push_back({store::Op::Kind::kPut, kv.key, doc.dump(2), kv.mod_revision});
+      names.push_back(doc["metadata"].value("name", ""));
+    }
+    if (ops.empty()) return Status(404, "NotFound", Cat("no node is in pool \"", pool, "\""));
+    absl::StatusOr<int64_t> rev = store_.Txn(ops);
+    if (absl::IsAborted(rev.status())) continue;
+    if (!rev.ok()) return FromStatus(rev.status());
+    if (kick_) kick_();
+    Json out{{"kind", "PoolReclaim"}, {"pool", pool}, {"nodes", names}, {"reclaimAtMs", at},
+             {"metadata", {{"resourceVersion", std::to_string(*rev)}}}};
+    return {200, out.dump(2) + "\n"};
+  }
+  return Status(409, "Conflict", Cat("the nodes of pool ", pool, " keep changing; retry"));
 }
 
 Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::string& sub) {

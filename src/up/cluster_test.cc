@@ -375,5 +375,22 @@ TEST_F(ClusterTest, NodeLocalCheckpointsAreReplicatedAndRestoredOnTheNextNode) {
       << Slurp(Log("node-b"));
 }
 
+TEST_F(ClusterTest, APoolNoticeFromGpuctlMovesTheSpotPoolsJobs) {
+  auto a = Agent("spot-a", "127.0.0.1", {"--pool", "spot"});
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  ASSERT_EQ(Gpuctl("run --name evicted --gpus 1 -- sleep 30").code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("evicted") == "Running"; })) << Describe("evicted");
+  EXPECT_EQ(Gpuctl("reclaim").code, 2);
+  testing_util::ShellResult none = Gpuctl("reclaim --pool nope --in 60");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.output.find("no node is in pool \"nope\""), std::string::npos) << none.output;
+  testing_util::ShellResult r = Gpuctl("reclaim --pool spot --in 60");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("pool spot (spot-a) is reclaimed in 60 s"), std::string::npos) << r.output;
+  // Nowhere else to go: checkpointed, stopped, and waiting.
+  ASSERT_TRUE(Eventually([&] { return Phase("evicted") == "Pending"; })) << Describe("evicted");
+  EXPECT_NE(Gpuctl("events evicted").output.find("SpotReclaim"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpucloud
