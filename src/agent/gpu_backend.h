@@ -7,6 +7,7 @@
 #define GPUCLOUD_AGENT_GPU_BACKEND_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,9 @@ struct GpuDevice {
   std::string catalog_type;  // GpuCatalog::FromHardware's answer, e.g. "H200-141GB"
   int nvlink_island = -1;    // GPUs with the same id are NVLink-connected; -1 = unknown/none
   std::vector<MigPlacement> mig_layout;  // the MIG instances configured (mig_enabled only)
+  // The CUDA-visible MIG devices of those instances ("MIG-..."), by placement: what a task
+  // given an instance gets in CUDA_VISIBLE_DEVICES.
+  std::map<int, std::string> mig_uuid_by_start;
 };
 
 struct NodeGpus {

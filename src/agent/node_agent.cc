@@ -369,6 +369,18 @@ struct NodeAgent::Impl {
     }
   }
 
+  // The CUDA device of a MIG instance (its "MIG-..." UUID), from discovery.
+  std::string MigUuid(const api::AssignedGpu& g) {
+    std::lock_guard lock(metrics_mu);
+    if (g.index >= 0 && g.index < static_cast<int>(discovered.gpus.size())) {
+      const auto& by_start = discovered.gpus[g.index].mig_uuid_by_start;
+      if (auto it = by_start.find(g.mig_start); it != by_start.end()) return it->second;
+    }
+    Log(Cat("GPU ", g.index, " has no MIG instance ", g.mig_profile, " at slice ", g.mig_start,
+            ": the task gets the whole GPU's UUID"));
+    return g.uuid;
+  }
+
   void StartTask(const api::Assignment& a) {
     Local t;
     t.a = a;
@@ -412,7 +424,7 @@ struct NodeAgent::Impl {
       in.task = a.task;
       in.attempt = a.attempt;
       for (const api::AssignedGpu& g : a.gpus) {
-        in.gpu_uuids.push_back(g.uuid);
+        in.gpu_uuids.push_back(g.mode == "mig" ? MigUuid(g) : g.uuid);
         if (g.mode == "shared" && g.mps) in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
       }
       in.master_addr = a.master_addr;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <map>
 
 #include "core/text.h"
@@ -36,6 +37,21 @@ struct nvmlPciInfo_t {  // nvmlPciInfo_t of nvmlDeviceGetPciInfo_v3
   char bus_id_legacy[16];
   unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
   char bus_id[32];
+};
+// MIG (nvmlDeviceGetAttributes_v2, nvmlGpuInstanceGetInfo).
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+using nvmlGpuInstance_t = struct nvmlGpuInstance_st*;
+struct nvmlGpuInstancePlacement_t {
+  unsigned int start, size;  // in memory slices
+};
+struct nvmlGpuInstanceInfo_t {
+  nvmlDevice_t device;
+  unsigned int id, profileId;
+  nvmlGpuInstancePlacement_t placement;
 };
 
 template <typename F>
@@ -99,6 +115,12 @@ class NvmlBackend final : public GpuBackend {
     event_set_free_ = Symbol<decltype(event_set_free_)>(lib_, "nvmlEventSetFree");
     get_ecc_ = Symbol<decltype(get_ecc_)>(lib_, "nvmlDeviceGetTotalEccErrors");
     get_remapped_ = Symbol<decltype(get_remapped_)>(lib_, "nvmlDeviceGetRemappedRows");
+    max_mig_ = Symbol<decltype(max_mig_)>(lib_, "nvmlDeviceGetMaxMigDeviceCount");
+    mig_by_index_ = Symbol<decltype(mig_by_index_)>(lib_, "nvmlDeviceGetMigDeviceHandleByIndex");
+    gi_id_ = Symbol<decltype(gi_id_)>(lib_, "nvmlDeviceGetGpuInstanceId");
+    attributes_ = Symbol<decltype(attributes_)>(lib_, "nvmlDeviceGetAttributes_v2");
+    gi_by_id_ = Symbol<decltype(gi_by_id_)>(lib_, "nvmlDeviceGetGpuInstanceById");
+    gi_info_ = Symbol<decltype(gi_info_)>(lib_, "nvmlGpuInstanceGetInfo");
     nvmlReturn_t rc = init_();
     if (rc == kDriverNotLoaded) {
       return absl::UnavailableError("NVML: the NVIDIA driver is not loaded");
@@ -151,10 +173,61 @@ class NvmlBackend final : public GpuBackend {
         if (get_mig_mode_(d, &current, &pending) == kSuccess) g.mig_enabled = current == 1;
       }
       g.catalog_type = catalog_.FromHardware(g.name, g.memory).name;
+      if (g.mig_enabled) DiscoverMig(d, g);
       out.gpus.push_back(std::move(g));
     }
     AssignNvlinkIslands(*devices, out.gpus);
     return out;
+  }
+
+  // The MIG devices of a GPU in MIG mode: each one's GPU instance gives its placement (start and
+  // size in memory slices) and its attributes the compute slices; the two name the profile in
+  // the catalog ("+me" variants, indistinguishable this way, read as the plain profile). A MIG
+  // device NVML cannot describe is left out, with a log line.
+  void DiscoverMig(nvmlDevice_t d, GpuDevice& g) {
+    if (max_mig_ == nullptr || mig_by_index_ == nullptr || gi_id_ == nullptr || attributes_ == nullptr ||
+        gi_by_id_ == nullptr || gi_info_ == nullptr) {
+      std::cerr << "gpucloud agent: GPU " << g.index << " is in MIG mode, but this NVML cannot list MIG devices"
+                << std::endl;
+      return;
+    }
+    const GpuType* type = catalog_.Find(g.catalog_type);
+    unsigned int count = 0;
+    if (max_mig_(d, &count) != kSuccess) return;
+    for (unsigned int i = 0; i < count; ++i) {
+      nvmlDevice_t mig = nullptr;
+      if (mig_by_index_(d, i, &mig) != kSuccess) continue;  // an empty slot
+      char uuid[96] = {};
+      unsigned int gi = 0;
+      nvmlDeviceAttributes_t attrs{};
+      nvmlGpuInstance_t instance = nullptr;
+      nvmlGpuInstanceInfo_t info{};
+      if (get_uuid_(mig, uuid, sizeof uuid) != kSuccess || gi_id_(mig, &gi) != kSuccess ||
+          attributes_(mig, &attrs) != kSuccess || gi_by_id_(d, gi, &instance) != kSuccess ||
+          gi_info_(instance, &info) != kSuccess) {
+        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << i << " did not answer" << std::endl;
+        continue;
+      }
+      const MigProfile* profile = nullptr;
+      static const std::vector<MigProfile> kNone;
+      for (const MigProfile& p : type != nullptr ? type->mig_profiles : kNone) {
+        if (p.compute_slices == static_cast<int>(attrs.gpuInstanceSliceCount) &&
+            p.memory_slices == static_cast<int>(info.placement.size) &&
+            (profile == nullptr || p.name.size() < profile->name.size())) {
+          profile = &p;
+        }
+      }
+      if (profile == nullptr) {
+        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << uuid << " (" << attrs.gpuInstanceSliceCount
+                  << " compute slices, " << info.placement.size << " memory slices) matches no "
+                  << g.catalog_type << " profile" << std::endl;
+        continue;
+      }
+      g.mig_layout.push_back({profile->name, static_cast<int>(info.placement.start)});
+      g.mig_uuid_by_start[static_cast<int>(info.placement.start)] = uuid;
+    }
+    std::sort(g.mig_layout.begin(), g.mig_layout.end(),
+              [](const MigPlacement& a, const MigPlacement& b) { return a.start < b.start; });
   }
 
   // NVLink islands: GPUs joined by active NVLinks, directly or through NVSwitches, share an
@@ -314,6 +387,12 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
   nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
   nvmlReturn_t (*get_remapped_)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*max_mig_)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*mig_by_index_)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*gi_id_)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*attributes_)(nvmlDevice_t, nvmlDeviceAttributes_t*) = nullptr;
+  nvmlReturn_t (*gi_by_id_)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*) = nullptr;
+  nvmlReturn_t (*gi_info_)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*) = nullptr;
   nvmlReturn_t (*nvlink_state_)(nvmlDevice_t, unsigned int, unsigned int*) = nullptr;
   nvmlReturn_t (*nvlink_remote_pci_)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*event_set_create_)(nvmlEventSet_t*) = nullptr;

@@ -18,6 +18,7 @@ class FakeNvml : public ::testing::Test {
     unsetenv("FAKE_NVML_COUNT_RC");
     unsetenv("FAKE_NVML_GPUS");
     unsetenv("FAKE_NVML_NVLINK");
+    unsetenv("FAKE_NVML_MIG");
   }
 };
 
@@ -35,6 +36,26 @@ TEST_F(FakeNvml, DiscoversDevicesThroughDlopen) {
   EXPECT_EQ(node->gpus[0].memory, MiB(81559));
   EXPECT_EQ(node->gpus[0].catalog_type, "H100-80GB");
   EXPECT_FALSE(node->gpus[0].mig_enabled);
+}
+
+TEST_F(FakeNvml, MigDevicesGiveTheLayoutAndTheirUuids) {
+  setenv("FAKE_NVML_GPUS", "3", 1);
+  // GPU 0: 3g.40gb at 0, 1g.10gb at 5 and 4 (listed out of order), and an instance no H100
+  // profile has (2 compute slices over 4 memory slices): left out. GPU 1: 7g.80gb.
+  setenv("FAKE_NVML_MIG", "0:3/4@0,1/1@5,1/1@4,2/4@4;1:7/8@0", 1);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<NodeGpus> g = (*b)->Discover();
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->gpus.size(), 3u);
+  EXPECT_TRUE(g->gpus[0].mig_enabled);
+  EXPECT_EQ(g->gpus[0].mig_layout,
+            (std::vector<MigPlacement>{{"3g.40gb", 0}, {"1g.10gb", 4}, {"1g.10gb", 5}}));
+  EXPECT_EQ(g->gpus[0].mig_uuid_by_start,
+            (std::map<int, std::string>{{0, "MIG-fake-0-0"}, {4, "MIG-fake-0-2"}, {5, "MIG-fake-0-1"}}));
+  EXPECT_EQ(g->gpus[1].mig_layout, (std::vector<MigPlacement>{{"7g.80gb", 0}}));
+  EXPECT_FALSE(g->gpus[2].mig_enabled);
+  EXPECT_TRUE(g->gpus[2].mig_layout.empty());
 }
 
 TEST_F(FakeNvml, NvlinkIslandsFromActiveLinksAndSwitches) {

@@ -112,6 +112,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
     g.nvlink_island = island;
     g.mig_enabled = !layout.empty();
     g.mig_layout = layout;
+    for (const MigPlacement& m : layout) g.mig_uuid_by_start[m.start] = Cat("MIG-", g.uuid.substr(4), "-", m.start);
     node.gpus.push_back(std::move(g));
   };
   std::string path(spec);

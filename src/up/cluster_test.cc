@@ -91,8 +91,11 @@ class ClusterTest : public ::testing::Test {
                                  std::vector<std::string> extra = {}) {
     std::vector<std::string> args{GPUCLOUD_BINARY, "agent", "run", "--server", url_, "--ca",
                                   data_ + "/ca.crt", "--token-file", data_ + "/bootstrap.token",
-                                  "--simulate", "4xH100", "--node-name", node, "--address", address,
+                                  "--node-name", node, "--address", address,
                                   "--state-dir", (dir_.path() / node).string()};
+    if (std::find(extra.begin(), extra.end(), "--simulate") == extra.end()) {
+      extra.insert(extra.end(), {"--simulate", "4xH100"});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     return std::make_unique<Process>(args, Log(node), GPUCLOUD_SOURCE_DIR);
   }
@@ -390,6 +393,23 @@ TEST_F(ClusterTest, APoolNoticeFromGpuctlMovesTheSpotPoolsJobs) {
   // Nowhere else to go: checkpointed, stopped, and waiting.
   ASSERT_TRUE(Eventually([&] { return Phase("evicted") == "Pending"; })) << Describe("evicted");
   EXPECT_NE(Gpuctl("events evicted").output.find("SpotReclaim"), std::string::npos);
+}
+
+TEST_F(ClusterTest, AMigTaskSeesItsMigDeviceOnly) {
+  auto a = Agent("node-a", "127.0.0.1",
+                 {"--simulate", Cat(GPUCLOUD_SOURCE_DIR, "/examples/agent/simulated-a100-mig.yaml")});
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  std::string yaml = (dir_.path() / "mig.yaml").string();
+  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: slice}\nspec:\n  tasks:\n"
+                         "  - name: main\n    resources: {gpu: {count: 1, mig: 2g.20gb}}\n"
+                         "    command: [sh, -c, 'echo visible=$CUDA_VISIBLE_DEVICES']\n";
+  ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("slice") == "Succeeded"; })) << Describe("slice");
+  Json g = Job("slice")["status"]["placement"][0]["gpus"][0];
+  int gpu = g["index"], start = g["migStart"];
+  EXPECT_EQ(g["migProfile"], "2g.20gb");
+  std::string logs = Gpuctl("logs slice").output;
+  EXPECT_NE(logs.find(Cat("visible=MIG-sim-node-a-", gpu, "-", start, "\n")), std::string::npos) << logs;
 }
 
 }  // namespace

@@ -9,9 +9,39 @@
 namespace {
 
 struct Device {
-  int index;
+  int index;  // a MIG device: 100 + 10 x its GPU + its slot
 };
 Device kDevices[8] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+
+// MIG: FAKE_NVML_MIG="0:3/4@0,1/1@4,1/1@5;1:7/8@0" puts GPU 0 in MIG mode with a GPU instance of
+// 3 compute slices over 4 memory slices starting at slice 0 (3g.40gb), and two 1g.10gb at 4 and
+// 5; GPU 1 with one 7g.80gb.
+struct MigDevice {
+  Device handle;
+  unsigned int slices, size, start;
+};
+MigDevice kMig[8][7];
+int kMigCount[8];
+
+void ParseMig() {  // again at each look: tests change the variable between backends
+  for (int& n : kMigCount) n = 0;
+  const char* spec = std::getenv("FAKE_NVML_MIG");
+  for (const char* p = spec; p != nullptr && *p != 0;) {
+    int gpu = std::atoi(p);
+    const char* colon = std::strchr(p, ':');
+    if (colon == nullptr || gpu < 0 || gpu > 7) return;
+    p = colon + 1;
+    while (*p != 0 && *p != ';') {
+      unsigned int slices = 0, size = 0, start = 0;
+      if (std::sscanf(p, "%u/%u@%u", &slices, &size, &start) != 3 || kMigCount[gpu] >= 7) return;
+      int slot = kMigCount[gpu]++;
+      kMig[gpu][slot] = {{100 + 10 * gpu + slot}, slices, size, start};
+      while (*p != 0 && *p != ',' && *p != ';') ++p;
+      if (*p == ',') ++p;
+    }
+    if (*p == ';') ++p;
+  }
+}
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -65,7 +95,12 @@ int nvmlDeviceGetName(void*, char* buf, unsigned int len) {
 }
 #ifndef FAKE_NVML_OMIT_UUID
 int nvmlDeviceGetUUID(void* d, char* buf, unsigned int len) {
-  std::snprintf(buf, len, "GPU-fake-%d", static_cast<Device*>(d)->index);
+  int index = static_cast<Device*>(d)->index;
+  if (index >= 100) {
+    std::snprintf(buf, len, "MIG-fake-%d-%d", (index - 100) / 10, (index - 100) % 10);
+  } else {
+    std::snprintf(buf, len, "GPU-fake-%d", index);
+  }
   return 0;
 }
 #endif
@@ -81,9 +116,62 @@ int nvmlDeviceGetPciInfo_v3(void* d, nvmlPciInfo_t* p) {
                 0x19 + static_cast<Device*>(d)->index);
   return 0;
 }
-int nvmlDeviceGetMigMode(void*, unsigned int* current, unsigned int* pending) {
-  *current = 0;
-  *pending = 0;
+int nvmlDeviceGetMigMode(void* d, unsigned int* current, unsigned int* pending) {
+  ParseMig();
+  *current = kMigCount[static_cast<Device*>(d)->index] > 0 ? 1 : 0;
+  *pending = *current;
+  return 0;
+}
+int nvmlDeviceGetMaxMigDeviceCount(void*, unsigned int* n) {
+  *n = 7;
+  return 0;
+}
+int nvmlDeviceGetMigDeviceHandleByIndex(void* d, unsigned int i, void** mig) {
+  int gpu = static_cast<Device*>(d)->index;
+  if (static_cast<int>(i) >= kMigCount[gpu]) return 6;  // NVML_ERROR_NOT_FOUND
+  *mig = &kMig[gpu][i].handle;
+  return 0;
+}
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+struct nvmlGpuInstanceInfo_t {
+  void* device;
+  unsigned int id, profileId, start, size;
+};
+static MigDevice* MigOf(void* d) {
+  int index = static_cast<Device*>(d)->index - 100;
+  return index < 0 ? nullptr : &kMig[index / 10][index % 10];
+}
+int nvmlDeviceGetGpuInstanceId(void* d, unsigned int* id) {
+  MigDevice* m = MigOf(d);
+  if (m == nullptr) return 3;
+  *id = static_cast<unsigned int>(m->handle.index - 100) % 10 + 1;
+  return 0;
+}
+int nvmlDeviceGetAttributes_v2(void* d, nvmlDeviceAttributes_t* a) {
+  MigDevice* m = MigOf(d);
+  if (m == nullptr) return 3;
+  std::memset(a, 0, sizeof *a);
+  a->gpuInstanceSliceCount = a->computeInstanceSliceCount = m->slices;
+  a->memorySizeMB = 9856ull * m->size;
+  return 0;
+}
+int nvmlDeviceGetGpuInstanceById(void* d, unsigned int id, void** gi) {
+  int gpu = static_cast<Device*>(d)->index;
+  if (id < 1 || static_cast<int>(id) > kMigCount[gpu]) return 6;
+  *gi = &kMig[gpu][id - 1];
+  return 0;
+}
+int nvmlGpuInstanceGetInfo(void* gi, nvmlGpuInstanceInfo_t* info) {
+  MigDevice* m = static_cast<MigDevice*>(gi);
+  info->device = nullptr;
+  info->id = static_cast<unsigned int>(m->handle.index - 100) % 10 + 1;
+  info->profileId = 0;
+  info->start = m->start;
+  info->size = m->size;
   return 0;
 }
 int nvmlDeviceGetUtilizationRates(void*, nvmlUtilization_t* u) {
