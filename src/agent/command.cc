@@ -36,7 +36,17 @@ nlohmann::ordered_json ToJson(const NodeGpus& node) {
                            {"memoryMiB", g.memory.raw()},
                            {"pciBusId", g.pci_bus_id},
                            {"migEnabled", g.mig_enabled}});
+    if (!g.mig_layout.empty()) {
+      auto& mig = out["gpus"].back()["migDevices"] = nlohmann::ordered_json::array();
+      for (const MigPlacement& m : g.mig_layout) {
+        auto uuid = g.mig_uuid_by_start.find(m.start);
+        mig.push_back({{"profile", m.profile},
+                       {"start", m.start},
+                       {"uuid", uuid == g.mig_uuid_by_start.end() ? "" : uuid->second}});
+      }
+    }
   }
+  if (!node.topology.empty()) out["topology"] = node.topology;
   return out;
 }
 

@@ -39,6 +39,9 @@ struct NodeGpus {
   std::string driver_version;  // "580.159.04"
   int cuda_driver_version = 0;  // 12040 = 12.4
   std::vector<GpuDevice> gpus;
+  // How each pair of GPUs is connected, as `nvidia-smi topo -m` prints it: "X" (itself),
+  // "NV<links>", "PIX", "PXB", "PHB", "NODE", "SYS"; empty when the backend cannot tell.
+  std::vector<std::vector<std::string>> topology;
 };
 
 // One reading of one GPU. Fields a GPU or driver does not support are unset.

@@ -174,6 +174,7 @@ struct NodeAgent::Impl {
       g.nvlink_island = d.nvlink_island;
       n.gpus.push_back(std::move(g));
     }
+    n.gpu_topology = found->topology;
     return api::NodeToJson(n, false);
   }
 

@@ -115,6 +115,7 @@ class NvmlBackend final : public GpuBackend {
     event_set_free_ = Symbol<decltype(event_set_free_)>(lib_, "nvmlEventSetFree");
     get_ecc_ = Symbol<decltype(get_ecc_)>(lib_, "nvmlDeviceGetTotalEccErrors");
     get_remapped_ = Symbol<decltype(get_remapped_)>(lib_, "nvmlDeviceGetRemappedRows");
+    common_ancestor_ = Symbol<decltype(common_ancestor_)>(lib_, "nvmlDeviceGetTopologyCommonAncestor");
     max_mig_ = Symbol<decltype(max_mig_)>(lib_, "nvmlDeviceGetMaxMigDeviceCount");
     mig_by_index_ = Symbol<decltype(mig_by_index_)>(lib_, "nvmlDeviceGetMigDeviceHandleByIndex");
     gi_id_ = Symbol<decltype(gi_id_)>(lib_, "nvmlDeviceGetGpuInstanceId");
@@ -177,7 +178,54 @@ class NvmlBackend final : public GpuBackend {
       out.gpus.push_back(std::move(g));
     }
     AssignNvlinkIslands(*devices, out.gpus);
+    out.topology = TopologyMatrix(*devices, out.gpus);
     return out;
+  }
+
+  // `nvidia-smi topo -m` in a matrix: NVLink first (the number of active links between two
+  // GPUs, directly or through NVSwitches), else the PCIe path from
+  // nvmlDeviceGetTopologyCommonAncestor. Empty without that function.
+  std::vector<std::vector<std::string>> TopologyMatrix(const std::vector<nvmlDevice_t>& devices,
+                                                       const std::vector<GpuDevice>& gpus) {
+    const int n = static_cast<int>(devices.size());
+    if (common_ancestor_ == nullptr || n == 0) return {};
+    std::vector<std::vector<int>> links(n, std::vector<int>(n + 1, 0));  // [i][n]: to switches
+    if (nvlink_state_ != nullptr && nvlink_remote_pci_ != nullptr) {
+      for (int i = 0; i < n; ++i) {
+        for (unsigned int link = 0; link < 18; ++link) {
+          unsigned int active = 0;
+          if (nvlink_state_(devices[i], link, &active) != kSuccess) break;
+          nvmlPciInfo_t pci{};
+          if (active == 0 || nvlink_remote_pci_(devices[i], link, &pci) != kSuccess) continue;
+          int peer = n;
+          for (int j = 0; j < n; ++j) {
+            if (j != i && gpus[j].pci_bus_id == pci.bus_id) peer = j;
+          }
+          ++links[i][peer];
+        }
+      }
+    }
+    std::vector<std::vector<std::string>> m(n, std::vector<std::string>(n));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        if (i == j) {
+          m[i][j] = "X";
+          continue;
+        }
+        int nv = links[i][j] + std::min(links[i][n], links[j][n]);
+        if (nv > 0) {
+          m[i][j] = Cat("NV", nv);
+          continue;
+        }
+        int level = -1;
+        if (common_ancestor_(devices[i], devices[j], &level) != kSuccess) {
+          m[i][j] = "?";
+          continue;
+        }
+        m[i][j] = level <= 10 ? "PIX" : level <= 20 ? "PXB" : level <= 30 ? "PHB" : level <= 40 ? "NODE" : "SYS";
+      }
+    }
+    return m;
   }
 
   // The MIG devices of a GPU in MIG mode: each one's GPU instance gives its placement (start and
@@ -387,6 +435,7 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
   nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
   nvmlReturn_t (*get_remapped_)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*common_ancestor_)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;  // nvmlGpuTopologyLevel_t
   nvmlReturn_t (*max_mig_)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*mig_by_index_)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*gi_id_)(nvmlDevice_t, unsigned int*) = nullptr;

@@ -72,6 +72,14 @@ TEST_F(FakeNvml, NvlinkIslandsFromActiveLinksAndSwitches) {
   EXPECT_EQ(node->gpus[2].nvlink_island, 2);  // through the NVSwitch, with GPU 3
   EXPECT_EQ(node->gpus[3].nvlink_island, 2);
   EXPECT_EQ(node->gpus[4].nvlink_island, -1);  // no links
+  // The matrix nvidia-smi topo -m prints: NVLink where there is one (through the switch too),
+  // else the PCIe path (the fake: pairs under one bridge, fours under one host bridge).
+  using Row = std::vector<std::string>;
+  EXPECT_EQ(node->topology, (std::vector<Row>{{"X", "NV1", "PHB", "PHB", "SYS"},
+                                              {"NV1", "X", "PHB", "PHB", "SYS"},
+                                              {"PHB", "PHB", "X", "NV1", "SYS"},
+                                              {"PHB", "PHB", "NV1", "X", "SYS"},
+                                              {"SYS", "SYS", "SYS", "SYS", "X"}}));
 }
 
 TEST_F(FakeNvml, XidEventsArriveThroughTheEventSet) {

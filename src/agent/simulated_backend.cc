@@ -15,7 +15,17 @@ namespace {
 
 class SimulatedBackend final : public GpuBackend {
  public:
-  explicit SimulatedBackend(NodeGpus gpus) : gpus_(std::move(gpus)), faults_(gpus_.gpus.size()) {}
+  explicit SimulatedBackend(NodeGpus gpus) : gpus_(std::move(gpus)), faults_(gpus_.gpus.size()) {
+    // Simulated wiring: NV18 (an NVSwitch) within an NVLink island, SYS otherwise.
+    const size_t n = gpus_.gpus.size();
+    gpus_.topology.assign(n, std::vector<std::string>(n));
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        int a = gpus_.gpus[i].nvlink_island, b = gpus_.gpus[j].nvlink_island;
+        gpus_.topology[i][j] = i == j ? "X" : a >= 0 && a == b ? "NV18" : "SYS";
+      }
+    }
+  }
   std::string_view Name() const override { return "simulated"; }
   absl::StatusOr<NodeGpus> Discover() override { return gpus_; }
   absl::StatusOr<std::vector<GpuSample>> Sample() override {

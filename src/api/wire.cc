@@ -129,6 +129,7 @@ std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
            {"driverVersion", n.driver_version},
            {"cudaVersion", n.cuda_version},
            {"gpus", gpus}}}};
+  if (!n.gpu_topology.empty()) j["status"]["gpuTopology"] = n.gpu_topology;
   return j.dump(2);
 }
 
@@ -175,6 +176,22 @@ absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
         }
         gpu.memory = MiB(mem);
         n.gpus.push_back(std::move(gpu));
+      }
+    }
+    if (const Json* topo = r.List(*st, "gpuTopology", "status")) {
+      for (size_t i = 0; i < topo->size() && !r.error; ++i) {
+        const Json& row = (*topo)[i];
+        std::vector<std::string> cells;
+        for (size_t k = 0; row.is_array() && k < row.size(); ++k) {
+          if (row[k].is_string()) cells.push_back(row[k].get<std::string>());
+        }
+        if (!row.is_array() || cells.size() != n.gpus.size()) {
+          r.Fail(Cat("status.gpuTopology[", i, "]"), Cat("must be a list of ", n.gpus.size(), " strings (one per GPU)"));
+        }
+        n.gpu_topology.push_back(std::move(cells));
+      }
+      if (!r.error && n.gpu_topology.size() != n.gpus.size()) {
+        r.Fail("status.gpuTopology", Cat("must have one row per GPU (", n.gpus.size(), "), has ", n.gpu_topology.size()));
       }
     }
   }

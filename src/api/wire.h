@@ -34,6 +34,9 @@ struct NodeInfo {
   std::string driver_version;
   int cuda_version = 0;
   std::vector<Gpu> gpus;  // Gpu::healthy is the agent's view at registration
+  // nvidia-smi topo -m: [i][j] how GPU i reaches GPU j ("X", "NV18", "PIX", ... "SYS"); empty
+  // when unknown, else gpus.size() rows of gpus.size().
+  std::vector<std::vector<std::string>> gpu_topology;
 };
 
 // The Node object the server stores: {apiVersion, kind: Node, metadata, spec{pool,

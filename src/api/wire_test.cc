@@ -20,10 +20,12 @@ TEST(Wire, NodesRoundTripWithMigLayoutsAndIslands) {
   g.mig_layout = {{"3g.40gb", 0}, {"1g.10gb", 6}};
   g.nvlink_island = 2;
   n.gpus.push_back(g);
+  n.gpu_topology = {{"X"}};
   absl::StatusOr<NodeInfo> back = NodeFromJson(NodeToJson(n, false));
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->gpus.size(), 1u);
   EXPECT_EQ(back->gpus[0], g);
+  EXPECT_EQ(back->gpu_topology, n.gpu_topology);
   EXPECT_EQ(ToSchedulerNode(*back).gpus[0].mig_layout, g.mig_layout);
 }
 
@@ -33,6 +35,14 @@ TEST(Wire, BadBodiesNameTheField) {
                 .message(),
             "status.gpus[0].index: must be an integer");
   EXPECT_EQ(NodeFromJson("[]").status().message(), "the body is not a JSON object");
+  const std::string two_gpus =
+      "{\"metadata\": {\"name\": \"a\"}, \"status\": {\"gpus\": [{\"index\": 0, \"uuid\": \"u0\", "
+      "\"type\": \"T4\"}, {\"index\": 1, \"uuid\": \"u1\", \"type\": \"T4\"}], \"gpuTopology\": ";
+  EXPECT_EQ(NodeFromJson(two_gpus + "[[\"X\", \"PIX\"], [\"PIX\"]]}}").status().message(),
+            "status.gpuTopology[1]: must be a list of 2 strings (one per GPU)");
+  EXPECT_EQ(NodeFromJson(two_gpus + "[[\"X\", \"PIX\"]]}}").status().message(),
+            "status.gpuTopology: must have one row per GPU (2), has 1");
+  EXPECT_TRUE(NodeFromJson(two_gpus + "[[\"X\", \"PIX\"], [\"PIX\", \"X\"]]}}").ok());
   EXPECT_EQ(HeartbeatFromJson("{\"tasks\": [{\"name\": \"a\", \"jobUid\": \"u\", \"attempt\": 1, \"state\": \"Dancing\"}]}")
                 .status()
                 .message(),

@@ -224,6 +224,17 @@ int Describe(const api::Client& client, const std::string& resource, const std::
                          Field(g, "healthy").is_boolean() && !Field(g, "healthy").get<bool>() ? "no" : "yes",
                          used ? "yes" : "-");
     }
+    const Json& topo = Field(st, "gpuTopology");
+    if (topo.is_array() && !topo.empty()) {
+      out << "GPU topology:  (nvidia-smi topo -m)\n" << fmt::format("  {:<6}", "");
+      for (size_t j = 0; j < topo.size(); ++j) out << fmt::format(" {:<6}", Cat("GPU", j));
+      out << "\n";
+      for (size_t i = 0; i < topo.size(); ++i) {
+        out << fmt::format("  {:<6}", Cat("GPU", i));
+        for (const Json& cell : topo[i]) out << fmt::format(" {:<6}", cell.is_string() ? cell.get<std::string>() : "?");
+        out << "\n";
+      }
+    }
     out << "Jobs:          " << (use.jobs[name].empty() ? "-" : Join(use.jobs[name], ", ")) << "\n";
     return kExitOk;
   }

@@ -410,6 +410,11 @@ TEST_F(ClusterTest, AMigTaskSeesItsMigDeviceOnly) {
   EXPECT_EQ(g["migProfile"], "2g.20gb");
   std::string logs = Gpuctl("logs slice").output;
   EXPECT_NE(logs.find(Cat("visible=MIG-sim-node-a-", gpu, "-", start, "\n")), std::string::npos) << logs;
+  // The node's wiring as registered: four NVLink-connected A100s, two on their own.
+  std::string node = Gpuctl("describe node node-a").output;
+  EXPECT_NE(node.find("GPU topology:"), std::string::npos) << node;
+  EXPECT_NE(node.find("  GPU0   X      NV18   NV18   NV18   SYS    SYS"), std::string::npos) << node;
+  EXPECT_NE(node.find("  GPU5   SYS    SYS    SYS    SYS    SYS    X"), std::string::npos) << node;
 }
 
 }  // namespace

@@ -122,6 +122,13 @@ int nvmlDeviceGetMigMode(void* d, unsigned int* current, unsigned int* pending) 
   *pending = *current;
   return 0;
 }
+// PCIe by index: GPUs 2k and 2k+1 share a PCIe switch (10, PIX), GPUs 0-3 and 4-7 a host bridge
+// (30, PHB); others meet at the system (50, SYS).
+int nvmlDeviceGetTopologyCommonAncestor(void* a, void* b, int* level) {
+  int i = static_cast<Device*>(a)->index, j = static_cast<Device*>(b)->index;
+  *level = i / 2 == j / 2 ? 10 : i / 4 == j / 4 ? 30 : 50;
+  return 0;
+}
 int nvmlDeviceGetMaxMigDeviceCount(void*, unsigned int* n) {
   *n = 7;
   return 0;
