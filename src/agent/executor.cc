@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -20,7 +22,86 @@ namespace {
 
 int PidFd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
+// Writes "exit N\n" or "signal N\n" (async-signal-safe: no allocation, no stdio).
+void WriteStatus(const char* path, const char* tmp, int status) {
+  char buf[32];
+  const char* word = WIFSIGNALED(status) ? "signal " : "exit ";
+  int value = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+  size_t n = 0;
+  for (const char* w = word; *w != 0; ++w) buf[n++] = *w;
+  char digits[12];
+  size_t d = 0;
+  do {
+    digits[d++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0 && d < sizeof digits);
+  while (d > 0) buf[n++] = digits[--d];
+  buf[n++] = '\n';
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  bool ok = write(fd, buf, n) == static_cast<ssize_t>(n);
+  ok = fsync(fd) == 0 && ok;
+  close(fd);
+  if (ok) rename(tmp, path);
+}
+
+// In the executor's child, after fork and before exec (async-signal-safe calls only). Forks the
+// task; this process stays behind as the group's leader: immune to the stop signals (they are
+// for the task), it waits for the task, writes the status file and ends the same way. Returns
+// in the task's process, which goes on to exec.
+void RunShim(const char* status_path, const char* status_tmp, int exec_failed_fd) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);  // before fork: no window
+  pid_t task = fork();
+  if (task < 0) {
+    int e = errno;
+    (void)!write(exec_failed_fd, &e, sizeof e);
+    _exit(127);
+  }
+  if (task == 0) {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_DFL);
+    return;
+  }
+  close(exec_failed_fd);  // the task reports its own exec failure
+  int status = 0;
+  while (waitpid(task, &status, 0) < 0) {
+    if (errno != EINTR) _exit(125);
+  }
+  WriteStatus(status_path, status_tmp, status);
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    rlimit none{0, 0};
+    setrlimit(RLIMIT_CORE, &none);  // the task dumped its core, if any; not the shim
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    kill(getpid(), sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+}
+
 }  // namespace
+
+std::optional<TaskExit> ReadExitStatus(const std::string& status_path) {
+  int fd = open(status_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[32] = {};
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  std::string text(buf, static_cast<size_t>(n));
+  TaskExit e;
+  int value = 0;
+  if (std::sscanf(text.c_str(), "exit %d", &value) == 1) {
+    e.exit_code = value;
+  } else if (std::sscanf(text.c_str(), "signal %d", &value) == 1) {
+    e.signal = value;
+  } else {
+    return std::nullopt;
+  }
+  return e;
+}
 
 std::string TaskExit::Describe() const {
   if (oom_killed) return "killed by the OOM killer (memory limit)";
@@ -92,6 +173,8 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   argv.push_back(nullptr);
   std::string workdir =
       spec.workdir.empty() ? std::filesystem::path(spec.log_path).parent_path().string() : spec.workdir;
+  const std::string status_tmp = spec.status_path + ".tmp";
+  if (!spec.status_path.empty()) unlink(spec.status_path.c_str());
   int go[2], failed[2];  // parent -> child: attached, go; child -> parent: exec's errno
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(failed, O_CLOEXEC) != 0) {
     close(log);
@@ -122,6 +205,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
       (void)!write(failed[1], &e, sizeof e);
       _exit(127);
     }
+    if (!spec.status_path.empty()) RunShim(spec.status_path.c_str(), status_tmp.c_str(), failed[1]);
     execvpe(argv[0], argv.data(), envp.data());
     int e = errno;
     (void)!write(failed[1], &e, sizeof e);

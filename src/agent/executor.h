@@ -33,7 +33,18 @@ struct TaskSpecToRun {
   int log_keep = 3;  // rotated files kept: log.1 .. log.N
   std::optional<MilliCpu> cpu;
   std::optional<MiB> memory;
+  // When set, the group's leader is a small shim (a fork of the executor's child) that runs the
+  // task as its only child, ignores the stop signals, writes how the task ended to this file
+  // ("exit N" or "signal N", via a temporary name and rename) and then ends the same way. So a
+  // task that outlives its agent still leaves its exit status for the next one
+  // (ReadExitStatus); the executor itself sees the same exit as without the shim.
+  std::string status_path;
 };
+
+// The status a task's shim wrote (TaskSpecToRun::status_path), or nullopt when there is none
+// (the shim was killed, or never ran).
+struct TaskExit;
+std::optional<TaskExit> ReadExitStatus(const std::string& status_path);
 
 struct TaskExit {
   int exit_code = -1;  // when it exited

@@ -120,6 +120,50 @@ TEST_F(ExecutorTest, StopWithinGraceLetsATaskCheckpointAndExit) {
   EXPECT_EQ(Slurp(ckpt), "saved\n");
 }
 
+TEST_F(ExecutorTest, TheShimRecordsHowTheTaskEndedAndEndsTheSameWay) {
+  Executor ex;
+  auto with_shim = [&](std::string id, std::string script) {
+    TaskSpecToRun t = Shell(id, std::move(script));
+    t.status_path = (dir_ / (id + ".exit")).string();
+    return t;
+  };
+  TaskSpecToRun exits = with_shim("exits", "echo hello; exit 3");
+  ASSERT_TRUE(ex.Start(exits).ok());
+  EXPECT_EQ(ex.Wait("exits").exit_code, 3);
+  EXPECT_EQ(Slurp(exits.status_path), "exit 3\n");
+  EXPECT_EQ(Slurp(exits.log_path), "hello\n");
+  EXPECT_EQ(ReadExitStatus(exits.status_path)->exit_code, 3);
+  // Killed from outside: the shim ends by the same signal, so the executor sees it too.
+  std::string ready = Fifo("killed");
+  TaskSpecToRun killed = with_shim("killed", "echo $$ > " + ready + "; exec sleep 30");
+  ASSERT_TRUE(ex.Start(killed).ok());
+  pid_t task = std::stoi(ReadLine(ready));
+  EXPECT_NE(task, ex.Pid("killed"));  // the group's leader is the shim
+  ASSERT_EQ(kill(task, SIGKILL), 0);
+  TaskExit e = ex.Wait("killed");
+  EXPECT_EQ(e.signal, SIGKILL);
+  EXPECT_EQ(Slurp(killed.status_path), "signal 9\n");
+  EXPECT_EQ(ReadExitStatus(killed.status_path)->signal, SIGKILL);
+  // Stop: SIGTERM is for the task (the shim ignores it); the task checkpoints and exits 0.
+  std::string polite_ready = Fifo("polite");
+  TaskSpecToRun polite = with_shim("polite", "trap 'exit 0' TERM; echo ready > " + polite_ready +
+                                                 "; while :; do sleep 0.05; done");
+  ASSERT_TRUE(ex.Start(polite).ok());
+  EXPECT_EQ(ReadLine(polite_ready), "ready");
+  absl::StatusOr<TaskExit> stopped = ex.Stop("polite", absl::Seconds(30));
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->exit_code, 0);
+  EXPECT_EQ(stopped->signal, 0);
+  EXPECT_EQ(Slurp(polite.status_path), "exit 0\n");
+  // A program that cannot run is still reported at start.
+  TaskSpecToRun bad = with_shim("bad", "");
+  bad.argv = {"/nonexistent/trainer"};
+  EXPECT_EQ(ex.Start(bad).message(), "cannot run /nonexistent/trainer: No such file or directory");
+  EXPECT_FALSE(ReadExitStatus((dir_ / "none").string()).has_value());
+  std::ofstream(dir_ / "garbage") << "maybe\n";
+  EXPECT_FALSE(ReadExitStatus((dir_ / "garbage").string()).has_value());
+}
+
 TEST_F(ExecutorTest, TasksDoNotInheritTheAgentsBlockedOrIgnoredSignals) {
   // The agent blocks SIGTERM (it sigwaits for it) and ignores SIGPIPE; its tasks must not.
   sigset_t term, old;

@@ -345,6 +345,10 @@ struct NodeAgent::Impl {
         t.adopted_start = start;
         t.report.state = api::TaskState::kRunning;
         Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
+      } else if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
+        SetExit(t, *e);
+        t.ended_at = absl::Now();
+        Log(Cat("task ", t.a.name, " ended while the agent was away: ", t.report.message));
       } else {
         t.report.message = "it ended while the agent was away; its exit status is unknown";
         t.ended_at = absl::Now();
@@ -354,6 +358,20 @@ struct NodeAgent::Impl {
       tasks[a->name] = std::move(t);
       SaveRecord(tasks[a->name]);
     }
+  }
+
+  // Where the task's shim writes how it ended (TaskSpecToRun::status_path).
+  std::string StatusPath(const Local& t) const { return Cat(o.state_dir, "/run/", t.exec_id, "/exit"); }
+
+  void SetExit(Local& t, TaskExit e) {
+    e.stopped = t.stopping;
+    t.report.exit_code = e.exit_code;
+    t.report.signal = e.signal;
+    t.report.oom_killed = e.oom_killed;
+    t.report.message = e.Describe();
+    t.report.state = t.stopping ? api::TaskState::kStopped
+                     : e.exit_code == 0 && e.signal == 0 ? api::TaskState::kSucceeded
+                                                         : api::TaskState::kFailed;
   }
 
   // The task's checkpoint directory: the job's, or with nodeLocal one on this node, replicated
@@ -450,6 +468,7 @@ struct NodeAgent::Impl {
       spec.env = BuildTaskEnv(in);
       spec.workdir = !a.working_dir.empty() ? a.working_dir : !o.workdir.empty() ? o.workdir : cwd;
       spec.log_path = t.log_path;
+      spec.status_path = StatusPath(t);  // how it ended, should it outlive this agent
       if (a.cpu_milli > 0) spec.cpu = MilliCpu(a.cpu_milli);
       if (a.memory_mib > 0) spec.memory = MiB(a.memory_mib);
       std::string warning;
@@ -551,17 +570,16 @@ struct NodeAgent::Impl {
       if (t.in_executor) {
         std::optional<TaskExit> e = exec.Poll(t.exec_id);
         if (!e) continue;
-        t.report.exit_code = e->exit_code;
-        t.report.signal = e->signal;
-        t.report.oom_killed = e->oom_killed;
-        t.report.message = e->Describe();
-        t.report.state = t.stopping ? api::TaskState::kStopped
-                         : e->exit_code == 0 && e->signal == 0 ? api::TaskState::kSucceeded
-                                                               : api::TaskState::kFailed;
+        SetExit(t, *e);
       } else if (t.adopted_pid > 0) {
         if (Alive(t.adopted_pid, t.adopted_start)) continue;
-        t.report.state = t.stopping ? api::TaskState::kStopped : api::TaskState::kLost;
-        t.report.message = "it ended after the agent restarted; its exit status is unknown";
+        // Not this agent's child: its shim left the exit status in a file.
+        if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
+          SetExit(t, *e);
+        } else {
+          t.report.state = t.stopping ? api::TaskState::kStopped : api::TaskState::kLost;
+          t.report.message = "it ended after the agent restarted; its exit status is unknown";
+        }
       } else {
         continue;
       }

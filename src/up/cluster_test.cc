@@ -417,5 +417,33 @@ TEST_F(ClusterTest, AMigTaskSeesItsMigDeviceOnly) {
   EXPECT_NE(node.find("  GPU5   SYS    SYS    SYS    SYS    SYS    X"), std::string::npos) << node;
 }
 
+TEST_F(ClusterTest, ATaskThatEndsWhileItsAgentIsAwayKeepsItsExitStatus) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  // Two tasks wait for a gate, then one exits 7 and the other 0.
+  std::string gate = (dir_.path() / "gate").string();
+  std::string yaml = (dir_.path() / "gated.yaml").string();
+  for (const char* name : {"seven", "zero"}) {
+    std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: " << name
+                        << "}\nspec:\n  restartPolicy: {maxRestarts: 0}\n  tasks:\n  - name: main\n"
+                           "    resources: {gpu: 1}\n    command: [sh, -c, 'while [ ! -e "
+                        << gate << "-" << name << " ]; do sleep 0.05; done; exit "
+                        << (std::string(name) == "seven" ? 7 : 0) << "']\n";
+    ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
+  }
+  ASSERT_TRUE(Eventually([&] { return Phase("seven") == "Running" && Phase("zero") == "Running"; }))
+      << Describe("seven");
+  a->Stop(SIGKILL);  // the agent dies; its tasks run on
+  std::ofstream(gate + "-zero") << "go\n";  // ends while no agent watches
+  auto again = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("re-adopted task default.seven.0") != std::string::npos; }))
+      << Slurp(Log("node-a"));
+  std::ofstream(gate + "-seven") << "go\n";  // ends under the new agent, not its child
+  ASSERT_TRUE(Eventually([&] { return Phase("seven") == "Failed"; })) << Describe("seven");
+  std::string message = Job("seven")["status"]["message"];
+  EXPECT_NE(message.find("exit code 7"), std::string::npos) << message;
+  ASSERT_TRUE(Eventually([&] { return Phase("zero") == "Succeeded"; })) << Describe("zero");
+}
+
 }  // namespace
 }  // namespace gpucloud
