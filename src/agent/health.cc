@@ -42,14 +42,14 @@ bool HealthMonitor::MarkUnhealthy(int gpu, std::string reason) {
 bool HealthMonitor::UpdateRisk(int gpu, int64_t now_ms) {
   GpuCondition& c = gpus_[gpu];
   auto m = risk_.try_emplace(gpu, t_.risk).first;
-  bool at_risk = c.healthy && m->second.AtRisk(now_ms);
-  std::string why = at_risk ? m->second.Explain(now_ms) : "";
-  if (at_risk == c.at_risk) {
-    if (at_risk) c.risk = why;  // the evidence moves; its text is not news
-    return false;
-  }
+  // Sticky, as unhealthy is: a GPU expected to fail stays out until the operator has looked
+  // (uncordon: ResetAll), even when the evidence fades. An unhealthy GPU is no longer "at risk".
+  bool at_risk = c.healthy && (c.at_risk || m->second.AtRisk(now_ms));
+  // The evidence as it stood when the GPU was flagged: a text that changed with every sample
+  // would make every heartbeat look like news to the server.
+  if (at_risk == c.at_risk) return false;
   c.at_risk = at_risk;
-  c.risk = why;
+  c.risk = at_risk ? m->second.Explain(now_ms) : "";
   return true;
 }
 

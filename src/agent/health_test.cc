@@ -87,7 +87,7 @@ TEST(HealthMonitor, PrecursorsPutAHealthyGpuAtRiskUntilTheOperatorResetsIt) {
   EXPECT_FALSE(h.OnSamples({sample(3, 8)}, 1, 2 * minute));
 }
 
-TEST(HealthMonitor, AnUnhealthyGpuIsNotAlsoAtRiskAndEvidenceFadesAway) {
+TEST(HealthMonitor, AtRiskStaysUntilTheOperatorLooksAndUnhealthyReplacesIt) {
   HealthMonitor h;
   GpuSample hot = Sample(0, 88);  // within 5 C of the 90 C limit: an excursion
   GpuSample cool = Sample(0, 60);
@@ -99,9 +99,14 @@ TEST(HealthMonitor, AnUnhealthyGpuIsNotAlsoAtRiskAndEvidenceFadesAway) {
     flagged = flagged || h.conditions().at(0).at_risk;
   }
   EXPECT_TRUE(flagged);  // 10 excursions in 10 minutes: 0.5 each
-  // A day later the evidence has faded.
-  EXPECT_TRUE(h.OnSamples({cool}, 1, t + 24 * 3600'000));
+  // A day later the evidence has faded, but the GPU stays out until the operator looked.
+  EXPECT_FALSE(h.OnSamples({cool}, 1, t + 24 * 3600'000));
+  EXPECT_TRUE(h.conditions().at(0).at_risk);
+  EXPECT_TRUE(h.ResetAll());
   EXPECT_FALSE(h.conditions().at(0).at_risk);
+  // Flagged again; then it fails: unhealthy, no longer "at risk".
+  for (int i = 0; i < 10; ++i, t += 60'000) h.OnSamples({hot}, 1, t), h.OnSamples({cool}, 1, t + 30'000);
+  ASSERT_TRUE(h.conditions().at(0).at_risk);
   h.OnXid(0, 79, t);
   for (int i = 0; i < 8; ++i) h.OnSamples({hot}, 1, t), h.OnSamples({cool}, 1, t);
   EXPECT_FALSE(h.conditions().at(0).healthy);
