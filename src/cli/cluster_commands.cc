@@ -104,7 +104,12 @@ double Num(const Json& j, const char* key) {
   return v.is_number() ? v.get<double>() : 0.0;
 }
 
-std::string Hours(double gpu_seconds) { return fmt::format("{:.2f}", gpu_seconds / 3600); }
+// GPU time in the unit that shows it: "42.0 GPU-s", "12.5 GPU-min", "3.20 GPU-h".
+std::string GpuTime(double gpu_seconds) {
+  if (gpu_seconds < 120) return fmt::format("{:.1f} GPU-s", gpu_seconds);
+  if (gpu_seconds < 7200) return fmt::format("{:.1f} GPU-min", gpu_seconds / 60);
+  return fmt::format("{:.2f} GPU-h", gpu_seconds / 3600);
+}
 
 // "allocated 1.20 GPU-h, productive 1.10, lost 0.05; goodput 91.7%", the current attempt
 // included (its running time counted as productive until something interrupts it).
@@ -121,8 +126,8 @@ std::string GpuTimeLine(const Json& st) {
     }
   }
   if (allocated <= 0) return "-";
-  return fmt::format("allocated {} GPU-h, productive {}, lost {}; goodput {:.1f}%", Hours(allocated),
-                     Hours(productive), Hours(lost), 100.0 * productive / allocated);
+  return fmt::format("allocated {}, productive {}, lost {}; goodput {:.1f}%", GpuTime(allocated),
+                     GpuTime(productive), GpuTime(lost), 100.0 * productive / allocated);
 }
 
 std::string Ms(int64_t ms) {
@@ -251,11 +256,11 @@ int Describe(const api::Client& client, const std::string& resource, const std::
       out << fmt::format(" {} {:g} of {}", it.key(), Num(it.value(), "allocated"), Int(it.value(), "total"));
     }
     out << (Field(*c, "gpus").empty() ? " -" : " allocated") << "\n";
-    out << fmt::format("Availability:  {:.4f}% of {} registered GPU-h (GPU on a Ready node, healthy)\n",
-                       100 * Num(*c, "availability"), Hours(Num(secs, "registered")));
-    out << fmt::format("Job GPU time:  allocated {} GPU-h, productive {}, lost {}; goodput {:.1f}%\n",
-                       Hours(Num(jobs, "allocated")), Hours(Num(jobs, "productive")), Hours(Num(jobs, "lost")),
-                       100 * Num(jobs, "goodput"));
+    out << fmt::format("Availability:  {:.4f}% of {} registered (GPU on a Ready node, healthy)\n",
+                       100 * Num(*c, "availability"), GpuTime(Num(secs, "registered")));
+    out << fmt::format("Job GPU time:  allocated {}, productive {}, lost {}; goodput {:.1f}%\n",
+                       GpuTime(Num(jobs, "allocated")), GpuTime(Num(jobs, "productive")),
+                       GpuTime(Num(jobs, "lost")), 100 * Num(jobs, "goodput"));
     out << fmt::format("Recoveries:    {} (mean {:.1f} s, max {:.1f} s to running again)\n", Int(rec, "count"),
                        Num(rec, "meanSeconds"), Num(rec, "maxSeconds"));
     out << "(since the server started)\n";
