@@ -1,8 +1,18 @@
 // On a machine with NVIDIA GPUs (CTest label `gpu`; skipped elsewhere): the real NVML through
-// dlopen finds every GPU, maps it to a catalog type, and gives plausible readings.
+// dlopen finds every GPU, maps it to a catalog type, and gives plausible readings that agree
+// with nvidia-smi's own (discovery exactly; temperature and power within sampling noise), and
+// the exporter publishes those readings under dcgm-exporter's names.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agent/exporter.h"
 #include "agent/nvml_backend.h"
+#include "core/text.h"
 
 namespace gpucloud::agent {
 namespace {
@@ -32,6 +42,66 @@ TEST(RealNvml, DiscoversAndSamplesEveryGpu) {
     ASSERT_TRUE(x.power_w.has_value());
     EXPECT_GT(*x.power_w, 1.0);
     ASSERT_TRUE(x.fb_free.has_value());
+  }
+}
+
+// nvidia-smi's CSV rows for `fields`, one vector of cells per GPU; empty without nvidia-smi.
+std::vector<std::vector<std::string>> NvidiaSmi(const std::string& fields) {
+  std::vector<std::vector<std::string>> rows;
+  FILE* p = popen(("nvidia-smi --query-gpu=" + fields + " --format=csv,noheader,nounits 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return rows;
+  char line[1024];
+  while (fgets(line, sizeof line, p) != nullptr) {
+    std::vector<std::string> cells;
+    std::stringstream in(line);
+    std::string cell;
+    while (std::getline(in, cell, ',')) {
+      size_t a = cell.find_first_not_of(" \n"), b = cell.find_last_not_of(" \n");
+      cells.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
+    }
+    rows.push_back(std::move(cells));
+  }
+  pclose(p);
+  return rows;
+}
+
+TEST(RealNvml, AgreesWithNvidiaSmiAndTheExporterPublishesIt) {
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml();
+  if (absl::IsUnavailable(b.status())) GTEST_SKIP() << b.status().message();
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<std::vector<std::string>> smi =
+      NvidiaSmi("uuid,name,memory.total,pci.bus_id,driver_version,temperature.gpu,power.draw,mig.mode.current");
+  if (smi.empty()) GTEST_SKIP() << "no nvidia-smi to compare with";
+  absl::StatusOr<NodeGpus> node = (*b)->Discover();
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->gpus.size(), smi.size());
+  absl::StatusOr<std::vector<GpuSample>> samples = (*b)->Sample();
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  for (size_t i = 0; i < smi.size(); ++i) {
+    const std::vector<std::string>& row = smi[i];
+    ASSERT_EQ(row.size(), 8u);
+    const GpuDevice& g = node->gpus[i];
+    EXPECT_EQ(g.uuid, row[0]);
+    EXPECT_EQ(g.name, row[1]);
+    EXPECT_EQ(g.memory.raw(), std::atoll(row[2].c_str())) << "MiB";
+    EXPECT_EQ(g.pci_bus_id, row[3]);
+    EXPECT_EQ(node->driver_version, row[4]);
+    EXPECT_EQ(g.mig_enabled, row[7] == "Enabled");
+    const GpuSample& s = (*samples)[i];
+    ASSERT_TRUE(s.temperature_c.has_value());
+    EXPECT_NEAR(*s.temperature_c, std::atoi(row[5].c_str()), 5);
+    if (s.power_w && row[6] != "[N/A]") {
+      double smi_w = std::atof(row[6].c_str());
+      EXPECT_NEAR(*s.power_w, smi_w, std::max(30.0, 0.3 * smi_w));
+    }
+  }
+  // The exporter: dcgm-exporter's names and labels, with these readings.
+  std::string text = DcgmMetricsText(*node, *samples, "host");
+  for (size_t i = 0; i < smi.size(); ++i) {
+    std::string labels = Cat("gpu=\"", i, "\",UUID=\"", node->gpus[i].uuid, "\"");
+    EXPECT_NE(text.find("DCGM_FI_DEV_GPU_TEMP{" + labels), std::string::npos) << text;
+    EXPECT_NE(text.find("DCGM_FI_DEV_POWER_USAGE{" + labels), std::string::npos) << text;
+    EXPECT_NE(text.find("DCGM_FI_DEV_FB_USED{" + labels), std::string::npos) << text;
   }
 }
 
