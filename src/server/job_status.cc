@@ -57,7 +57,10 @@ double GpuEquivalents(const std::vector<PlacedReplica>& placement) {
   return n;
 }
 
-GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms) {
+namespace {
+
+// The current attempt's GPU time if it ended at `now_ms` (SettleAttempt's arithmetic).
+GpuSeconds AttemptGpuSeconds(const JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms) {
   GpuSeconds add;
   if (s.scheduled_ms > 0 && now_ms > s.scheduled_ms) add.allocated = s.gpus * (now_ms - s.scheduled_ms) / 1000.0;
   if (s.attempt_started_ms > 0) {
@@ -70,6 +73,13 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
     add.productive = s.gpus * kept / 1000.0;
     add.lost = s.gpus * (ran - kept) / 1000.0;
   }
+  return add;
+}
+
+}  // namespace
+
+GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms) {
+  GpuSeconds add = AttemptGpuSeconds(s, now_ms, completed, checkpoint_ms);
   s.gpu_seconds += add;
   s.attempt_started_ms = 0;
   s.run_ended_ms = 0;
@@ -109,12 +119,12 @@ std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec, const std::vect
 }
 
 GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
-  JobStatus copy = s;
-  if (copy.Active() || copy.Stopping()) {
+  GpuSeconds total = s.gpu_seconds;
+  if (s.Active() || s.Stopping()) {
     // A stopping attempt's fate is not known yet: count it as the checkpoint would leave it.
-    SettleAttempt(copy, now_ms, copy.Active(), copy.last_checkpoint_ms);
+    total += AttemptGpuSeconds(s, now_ms, s.Active(), s.last_checkpoint_ms);
   }
-  return copy.gpu_seconds;
+  return total;
 }
 
 JobStatus JobStatusFromJson(const Json& doc) {
