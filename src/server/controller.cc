@@ -122,6 +122,9 @@ struct Controller::Pass {
   std::vector<double> bind_latencies;  // seconds, of first attempts bound in this pass
   std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
   GpuSeconds settled;                    // GPU time of the attempts that ended in this pass
+  // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
+  // every running job is not worth building 10 times a second, and scrapes are 15 s apart).
+  bool live_jobs_due = false;
 };
 
 Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock,
@@ -183,6 +186,10 @@ absl::Status Controller::RunOnce() {
   absl::Time t0 = absl::Now();
   Pass pass;
   pass.now_ms = clock_.NowMillis();
+  if (pass.now_ms - live_jobs_ms_ >= 5000 || pass.now_ms < live_jobs_ms_) {
+    pass.live_jobs_due = true;
+    live_jobs_ms_ = pass.now_ms;
+  }
   absl::Time t = t0;
   auto stage = [&](const char* name) {
     absl::Time now = absl::Now();
@@ -209,7 +216,7 @@ absl::Status Controller::RunOnce() {
   m.gpus_allocated_by_type = std::move(pass.metrics.gpus_allocated_by_type);
   m.nodes_ready = pass.metrics.nodes_ready;
   m.nodes_not_ready = pass.metrics.nodes_not_ready;
-  m.live_jobs = std::move(pass.metrics.live_jobs);
+  if (pass.live_jobs_due) m.live_jobs = std::move(pass.metrics.live_jobs);
   m.job_gpu_seconds += pass.settled;
   m.gpu_seconds_registered += pass.metrics.gpu_seconds_registered;
   m.gpu_seconds_available += pass.metrics.gpu_seconds_available;
@@ -678,7 +685,7 @@ absl::Status Controller::Schedule(Pass& pass) {
     const Job& job = *entry.job;
     const std::string& job_key = entry.key;
     if (s.Active() || s.Stopping()) {
-      pass.metrics.live_jobs[entry.key] = LiveGpuSeconds(s, now);
+      if (pass.live_jobs_due) pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key, LiveGpuSeconds(s, now));
       Held signature{s.attempt, s.Stopping(), pass_number_};
       auto held = held_.find(job_key);
       if (held != held_.end() && held->second.attempt == signature.attempt &&

@@ -76,7 +76,8 @@ struct ClusterMetrics {
   double recovery_max = 0;
   // GPU time of the attempts that ended over the server's life (job_status.h's GpuSeconds).
   GpuSeconds job_gpu_seconds;
-  // Jobs holding GPUs now ("ns/name"): their GPU time so far, the current attempt included.
+  // Jobs holding GPUs ("ns/name"): their GPU time so far, the current attempt included
+  // (refreshed at most every 5 s).
   std::map<std::string, GpuSeconds> live_jobs;
   // Availability over the server's life: GPU-seconds on registered nodes, and of those the
   // ones on Ready nodes with healthy GPUs.
@@ -142,6 +143,7 @@ class Controller {
   std::map<std::string, Held> held_;
   uint64_t pass_number_ = 0;
   int64_t last_pass_ms_ = 0;  // for the availability integral
+  int64_t live_jobs_ms_ = INT64_MIN / 2;  // when ClusterMetrics::live_jobs was last refreshed
   int64_t scheduler_queues_revision_ = -1;
   uint64_t event_seq_ = 0;
 
