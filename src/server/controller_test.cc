@@ -83,6 +83,22 @@ class ControllerTest : public ::testing::Test {
 
   void Pass() { ASSERT_TRUE(controller_->RunOnce().ok()); }
 
+  // node-a and node-b with 4 GPUs; `job` (one replica of `gpus`) bound and running on one of
+  // them. Returns {the job's node, the other}.
+  std::pair<std::string, std::string> RunOnOneOfTwo(const std::string& job, int gpus) {
+    Register("node-a", 4);
+    Register("node-b", 4);
+    Submit(GangJob(job, 1, gpus));
+    Pass();
+    std::string first = Status(job).placement.at(0).node;
+    std::string other = first == "node-a" ? "node-b" : "node-a";
+    Heartbeat(first, {Report(job, 0, api::TaskState::kRunning)});
+    Heartbeat(other);
+    Pass();
+    EXPECT_EQ(Status(job).phase, "Running");
+    return {first, other};
+  }
+
   JobStatus Status(const std::string& job) {
     return JobStatusFromJson(Json::parse(store_->Get("/jobs/default/" + job)->value));
   }
@@ -376,15 +392,7 @@ TEST_F(ControllerTest, AMigJobGetsAnInstanceTheAgentRegistered) {
 }
 
 TEST_F(ControllerTest, ASpotNoticeRequeuesTheJobAndItsRecoveryIsMeasured) {
-  Register("node-a", 4);
-  Register("node-b", 4);
-  Submit(GangJob("spot", 1, 4));
-  Pass();
-  std::string first = Status("spot").placement.at(0).node;
-  std::string other = first == "node-a" ? "node-b" : "node-a";
-  Heartbeat(first, {Report("spot", 0, api::TaskState::kRunning)});
-  Heartbeat(other);
-  Pass();
+  auto [first, other] = RunOnOneOfTwo("spot", 4);
   Response bad = Call("POST", Cat("/apis/gpucloud/v1/nodes/", first, "/reclaim"));
   EXPECT_EQ(bad.status, 400) << bad.body;  // the notice period is required
   ASSERT_EQ(api_->Handle({"POST", Cat("/apis/gpucloud/v1/nodes/", first, "/reclaim"), {{"seconds", "60"}}, "",
@@ -514,16 +522,7 @@ TEST_F(ControllerTest, AvailabilityIsTheShareOfGpuTimeOnReadyNodesWithHealthyGpu
 }
 
 TEST_F(ControllerTest, AGpuAtRiskMovesItsJobWithACheckpointAndTakesNoNewWork) {
-  Register("node-a", 4);
-  Register("node-b", 4);
-  Submit(GangJob("job", 1, 4));
-  Pass();
-  std::string first = Status("job").placement.at(0).node;
-  std::string other = first == "node-a" ? "node-b" : "node-a";
-  Heartbeat(first, {Report("job", 0, api::TaskState::kRunning)});
-  Heartbeat(other);
-  Pass();
-  ASSERT_EQ(Status("job").phase, "Running");
+  auto [first, other] = RunOnOneOfTwo("job", 4);
   api::GpuHealth risky{2, true, "", true, "12 rows remapped in 6 h"};
   nodes_.Record(first, {{Report("job", 0, api::TaskState::kRunning)}, {risky}}, clock_.NowMillis());
   Heartbeat(other);

@@ -119,6 +119,26 @@ class ClusterTest : public ::testing::Test {
     while ((at = r.output.find(" Ready", at)) != std::string::npos) ++count, ++at;
     return static_cast<int>(count) == n;
   }
+  // The agent's metrics server ("http://HOST:PORT"), from its log line.
+  std::string MetricsUrl(const std::string& node) {
+    std::string log = Slurp(Log(node));
+    size_t at = log.find("metrics at http://");
+    EXPECT_NE(at, std::string::npos) << log;
+    return at == std::string::npos ? "" : log.substr(at + 11, log.find("/metrics", at) - at - 11);
+  }
+  // POST /inject?QUERY on the agent's metrics server (simulated GPUs' faults).
+  testing_util::ShellResult Inject(const std::string& url, const std::string& query) {
+    return Shell(Cat("python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('",
+                     url, "/inject?", query, "', method='POST')).read().decode())\""));
+  }
+  // Waits until `job` runs its second attempt.
+  bool RunningAgain(const std::string& job) {
+    return Eventually([&] {
+      Json j = Job(job);
+      return j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
+    });
+  }
+
   std::string Describe(const std::string& job) {
     return Gpuctl("describe job " + job).output + "\n--- server\n" + Slurp(Log("server"));
   }
@@ -226,10 +246,7 @@ TEST_F(ClusterTest, ALostNodesJobMovesToAnotherNode) {
   auto b = Agent("node-b", "127.0.0.2");
   ASSERT_TRUE(Eventually([&] { return NodesReady(2); }));
   a->Stop(SIGKILL);  // the machine dies (its task lives on here, as on a partitioned node)
-  ASSERT_TRUE(Eventually([&] {
-    Json j = Job("mover");
-    return j.contains("status") && j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
-  })) << Describe("mover");
+  ASSERT_TRUE(RunningAgain("mover")) << Describe("mover");
   Json job = Job("mover");
   EXPECT_EQ(job["status"]["placement"][0]["node"], "node-b");
   EXPECT_EQ(job["status"]["interruptions"], 1);
@@ -249,10 +266,7 @@ TEST_F(ClusterTest, ALostNodesJobMovesToAnotherNode) {
 TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
   auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
-  std::string log = Slurp(Log("node-a"));
-  size_t at = log.find("metrics at http://");
-  ASSERT_NE(at, std::string::npos) << log;
-  std::string url = log.substr(at + 11, log.find('\n', at) - at - 11);
+  std::string url = MetricsUrl("node-a") + "/metrics";
   auto scrape = [&] {
     return Shell(Cat("python3 -c \"import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('", url,
                      "').read().decode())\"")).output;
@@ -282,21 +296,14 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
 TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) {
   auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
-  std::string log = Slurp(Log("node-a"));
-  size_t at = log.find("metrics at http://");
-  ASSERT_NE(at, std::string::npos) << log;
-  std::string base = log.substr(at + 11, log.find("/metrics", at) - at - 11);
+  std::string base = MetricsUrl("node-a");
+  ASSERT_FALSE(base.empty());
   ASSERT_EQ(Gpuctl("run --name hit --gpus 2 -- sleep 30").code, 0);
   ASSERT_TRUE(Eventually([&] { return Phase("hit") == "Running"; })) << Describe("hit");
   int gpu = Job("hit")["status"]["placement"][0]["gpus"][0]["index"];
-  testing_util::ShellResult inject = Shell(Cat(
-      "python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('", base,
-      "/inject?gpu=", gpu, "&xid=79', method='POST')).read().decode())\""));
+  testing_util::ShellResult inject = Inject(base, Cat("gpu=", gpu, "&xid=79"));
   ASSERT_EQ(inject.code, 0) << inject.output;
-  ASSERT_TRUE(Eventually([&] {
-    Json j = Job("hit");
-    return j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
-  })) << Describe("hit");
+  ASSERT_TRUE(RunningAgain("hit")) << Describe("hit");
   Json job = Job("hit");
   for (const Json& g : job["status"]["placement"][0]["gpus"]) EXPECT_NE(g["index"].get<int>(), gpu);
   EXPECT_EQ(job["status"]["interruptions"], 1);
@@ -316,22 +323,15 @@ TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) 
 TEST_F(ClusterTest, FailurePrecursorsMoveTheJobBeforeTheGpuFails) {
   auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
-  std::string log = Slurp(Log("node-a"));
-  size_t at = log.find("metrics at http://");
-  ASSERT_NE(at, std::string::npos) << log;
-  std::string base = log.substr(at + 11, log.find("/metrics", at) - at - 11);
+  std::string base = MetricsUrl("node-a");
+  ASSERT_FALSE(base.empty());
   ASSERT_EQ(Gpuctl("run --name warned --gpus 2 -- sleep 60").code, 0);
   ASSERT_TRUE(Eventually([&] { return Phase("warned") == "Running"; })) << Describe("warned");
   int gpu = Job("warned")["status"]["placement"][0]["gpus"][0]["index"];
   // Three rows remapped (4.5 >= 4): the model flags the GPU; it is still healthy.
-  testing_util::ShellResult inject = Shell(Cat(
-      "python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('", base,
-      "/inject?gpu=", gpu, "&remap=3', method='POST')).read().decode())\""));
+  testing_util::ShellResult inject = Inject(base, Cat("gpu=", gpu, "&remap=3"));
   ASSERT_EQ(inject.code, 0) << inject.output;
-  ASSERT_TRUE(Eventually([&] {
-    Json j = Job("warned");
-    return j["status"].value("attempt", 0) == 2 && j["status"].value("phase", "") == "Running";
-  })) << Describe("warned");
+  ASSERT_TRUE(RunningAgain("warned")) << Describe("warned");
   Json job = Job("warned");
   for (const Json& g : job["status"]["placement"][0]["gpus"]) EXPECT_NE(g["index"].get<int>(), gpu);
   EXPECT_EQ(job["status"]["restarts"], 0);
