@@ -177,34 +177,42 @@ class NvmlBackend final : public GpuBackend {
       if (g.mig_enabled) DiscoverMig(d, g);
       out.gpus.push_back(std::move(g));
     }
-    AssignNvlinkIslands(*devices, out.gpus);
-    out.topology = TopologyMatrix(*devices, out.gpus);
+    std::vector<std::vector<int>> links = NvlinkCounts(*devices, out.gpus);
+    AssignNvlinkIslands(links, out.gpus);
+    out.topology = TopologyMatrix(*devices, links);
     return out;
+  }
+
+  // Active NVLinks of each GPU by the peer at their far end: [i][j] links from GPU i to GPU j,
+  // [i][n] links to NVSwitches. All zero when NVML cannot tell.
+  std::vector<std::vector<int>> NvlinkCounts(const std::vector<nvmlDevice_t>& devices,
+                                             const std::vector<GpuDevice>& gpus) {
+    const int n = static_cast<int>(devices.size());
+    std::vector<std::vector<int>> links(n, std::vector<int>(n + 1, 0));
+    if (nvlink_state_ == nullptr || nvlink_remote_pci_ == nullptr) return links;
+    for (int i = 0; i < n; ++i) {
+      for (unsigned int link = 0; link < 18; ++link) {  // NVML_NVLINK_MAX_LINKS
+        unsigned int active = 0;
+        if (nvlink_state_(devices[i], link, &active) != kSuccess) break;  // no such link
+        nvmlPciInfo_t pci{};
+        if (active == 0 || nvlink_remote_pci_(devices[i], link, &pci) != kSuccess) continue;
+        int peer = n;
+        for (int j = 0; j < n; ++j) {
+          if (j != i && gpus[j].pci_bus_id == pci.bus_id) peer = j;
+        }
+        ++links[i][peer];
+      }
+    }
+    return links;
   }
 
   // `nvidia-smi topo -m` in a matrix: NVLink first (the number of active links between two
   // GPUs, directly or through NVSwitches), else the PCIe path from
   // nvmlDeviceGetTopologyCommonAncestor. Empty without that function.
   std::vector<std::vector<std::string>> TopologyMatrix(const std::vector<nvmlDevice_t>& devices,
-                                                       const std::vector<GpuDevice>& gpus) {
+                                                       const std::vector<std::vector<int>>& links) {
     const int n = static_cast<int>(devices.size());
     if (common_ancestor_ == nullptr || n == 0) return {};
-    std::vector<std::vector<int>> links(n, std::vector<int>(n + 1, 0));  // [i][n]: to switches
-    if (nvlink_state_ != nullptr && nvlink_remote_pci_ != nullptr) {
-      for (int i = 0; i < n; ++i) {
-        for (unsigned int link = 0; link < 18; ++link) {
-          unsigned int active = 0;
-          if (nvlink_state_(devices[i], link, &active) != kSuccess) break;
-          nvmlPciInfo_t pci{};
-          if (active == 0 || nvlink_remote_pci_(devices[i], link, &pci) != kSuccess) continue;
-          int peer = n;
-          for (int j = 0; j < n; ++j) {
-            if (j != i && gpus[j].pci_bus_id == pci.bus_id) peer = j;
-          }
-          ++links[i][peer];
-        }
-      }
-    }
     std::vector<std::vector<std::string>> m(n, std::vector<std::string>(n));
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
@@ -280,9 +288,8 @@ class NvmlBackend final : public GpuBackend {
 
   // NVLink islands: GPUs joined by active NVLinks, directly or through NVSwitches, share an
   // island (numbered by its lowest GPU index); a GPU without active links has none (-1).
-  void AssignNvlinkIslands(const std::vector<nvmlDevice_t>& devices, std::vector<GpuDevice>& gpus) {
-    if (nvlink_state_ == nullptr || nvlink_remote_pci_ == nullptr) return;
-    const int n = static_cast<int>(devices.size());
+  void AssignNvlinkIslands(const std::vector<std::vector<int>>& links, std::vector<GpuDevice>& gpus) {
+    const int n = static_cast<int>(links.size());
     const int kSwitch = n;  // one node standing for every NVSwitch
     std::vector<int> parent(n + 1);
     for (int i = 0; i <= n; ++i) parent[i] = i;
@@ -292,16 +299,8 @@ class NvmlBackend final : public GpuBackend {
     };
     std::vector<bool> linked(n, false);
     for (int i = 0; i < n; ++i) {
-      for (unsigned int link = 0; link < 18; ++link) {  // NVML_NVLINK_MAX_LINKS
-        unsigned int active = 0;
-        if (nvlink_state_(devices[i], link, &active) != kSuccess) break;  // no such link
-        if (active == 0) continue;
-        nvmlPciInfo_t pci{};
-        if (nvlink_remote_pci_(devices[i], link, &pci) != kSuccess) continue;
-        int peer = kSwitch;
-        for (int j = 0; j < n; ++j) {
-          if (j != i && gpus[j].pci_bus_id == pci.bus_id) peer = j;
-        }
+      for (int peer = 0; peer <= kSwitch; ++peer) {
+        if (links[i][peer] == 0) continue;
         linked[i] = true;
         parent[find(i)] = find(peer);
       }
