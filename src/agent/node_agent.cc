@@ -679,10 +679,11 @@ struct NodeAgent::Impl {
     api::Heartbeat h;
     absl::Time now = absl::Now();
     for (auto& [name, t] : tasks) {
-      // The newest checkpoint, every 2 s (a listing of the directory; it may be remote).
-      // (And once after the task ended: the checkpoint it wrote on SIGTERM.)
-      if (!t.checkpoint_dir.empty() && (now - t.checkpoint_scanned >= absl::Seconds(2) ||
-                                        (t.ended_at && t.checkpoint_scanned < *t.ended_at))) {
+      // The newest checkpoint: every 2 s while the task runs (a listing of the directory; it
+      // may be remote), then once after it ended (the checkpoint it wrote on SIGTERM).
+      bool due = t.ended_at ? t.checkpoint_scanned < *t.ended_at
+                            : now - t.checkpoint_scanned >= absl::Seconds(2);
+      if (!t.checkpoint_dir.empty() && due) {
         t.report.checkpoint_ms = NewestCheckpointMs(t.checkpoint_dir);
         t.checkpoint_scanned = now;
       }
