@@ -27,6 +27,15 @@ std::string PhaseOf(const Json& doc) {
   return st->value("phase", "Pending");
 }
 
+// A reclamation notice's period (?seconds=S, 1 to 86400), or nullopt when it is missing or out
+// of range (answered with NoticeRequired).
+std::optional<int64_t> NoticeSeconds(const Request& r) {
+  std::optional<int64_t> seconds = QueryInt(r, "seconds");
+  if (!seconds || *seconds < 1 || *seconds > 86400) return std::nullopt;
+  return seconds;
+}
+Response NoticeRequired() { return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400"); }
+
 }  // namespace
 
 void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
@@ -157,6 +166,7 @@ Response RestApi::Heartbeat(const Request& r, const std::string& name) {
 
 Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const std::string& verb) {
   std::string key = Cat("/nodes/", name);
+  const std::optional<int64_t> notice = NoticeSeconds(r);
   for (int tries = 0; tries < 5; ++tries) {
     absl::StatusOr<store::KeyValue> current = store_.Get(key);
     if (!current.ok()) {
@@ -167,11 +177,8 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
     if (verb == "reclaim") {
       // A spot reclamation notice (the clouds give two minutes): its jobs checkpoint and
       // requeue before the node goes away.
-      std::optional<int64_t> seconds = QueryInt(r, "seconds");
-      if (!seconds || *seconds < 1 || *seconds > 86400) {
-        return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
-      }
-      doc["spec"]["reclaimAtMs"] = clock_.NowMillis() + *seconds * 1000;
+      if (!notice) return NoticeRequired();
+      doc["spec"]["reclaimAtMs"] = clock_.NowMillis() + *notice * 1000;
     } else {
       doc["spec"].erase("reclaimAtMs");
     }
@@ -196,10 +203,8 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
 }
 
 Response RestApi::ReclaimPool(const Request& r, const std::string& pool) {
-  std::optional<int64_t> seconds = QueryInt(r, "seconds");
-  if (!seconds || *seconds < 1 || *seconds > 86400) {
-    return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
-  }
+  std::optional<int64_t> seconds = NoticeSeconds(r);
+  if (!seconds) return NoticeRequired();
   // Every node of the pool in one transaction: the notice is durable for all of them or none.
   for (int tries = 0; tries < 5; ++tries) {
     absl::StatusOr<store::ListResult> list = store_.List("/nodes/");
