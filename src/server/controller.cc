@@ -423,7 +423,7 @@ void Controller::StepJobs(Pass& pass) {
       s.reason = reason;
       s.message = message;
       s.stop_deadline_ms = now + grace_ms + 5000;
-      if (s.attempt_started_ms > 0 && s.run_ended_ms == 0) s.run_ended_ms = now;
+      s.EndRun(now);
       // A restart: its time to recovery is measured from here.
       if (s.next == "Pending" && s.interrupted_ms == 0) s.interrupted_ms = now;
       event(reason == "Succeeded" ? "Normal" : "Warning", std::move(reason), std::move(message));
@@ -451,8 +451,7 @@ void Controller::StepJobs(Pass& pass) {
         if (std::string p = GpuRisk(pass.at_risk, r); !p.empty()) risky.push_back(p);
         const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
         if (t == nullptr) continue;
-        s.last_checkpoint_ms = std::max(s.last_checkpoint_ms, t->checkpoint_ms);
-        s.last_replicated_ms = std::max(s.last_replicated_ms, t->replicated_ms);
+        s.NoteCheckpoints(t->checkpoint_ms, t->replicated_ms);
         s.tasks[r.name] = t->message.empty() ? std::string(api::TaskStateName(t->state))
                                              : Cat(api::TaskStateName(t->state), ": ", t->message);
         if (t->state == api::TaskState::kRunning) ++running;
@@ -555,8 +554,7 @@ void Controller::StepJobs(Pass& pass) {
         if (t == nullptr) continue;
         if (!api::IsTerminal(t->state)) any_running = true;
         // The checkpoint a stopping task writes on SIGTERM.
-        s.last_checkpoint_ms = std::max(s.last_checkpoint_ms, t->checkpoint_ms);
-        s.last_replicated_ms = std::max(s.last_replicated_ms, t->replicated_ms);
+        s.NoteCheckpoints(t->checkpoint_ms, t->replicated_ms);
       }
       if (!any_running || now >= s.stop_deadline_ms) {
         if (entry.job && entry.job->spec.checkpoint.node_local) {
@@ -894,7 +892,7 @@ absl::Status Controller::Schedule(Pass& pass) {
       }
       ++s.interruptions;
       if (s.interrupted_ms == 0) s.interrupted_ms = now;
-      if (s.attempt_started_ms > 0 && s.run_ended_ms == 0) s.run_ended_ms = now;
+      s.EndRun(now);
       s.phase = "Preempting";
       s.next = "Pending";
       s.reason = "Preempted";

@@ -10,6 +10,7 @@
 #ifndef GPUCLOUD_SERVER_JOB_STATUS_H_
 #define GPUCLOUD_SERVER_JOB_STATUS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -87,6 +88,15 @@ struct JobStatus {
            phase == "Stopping";
   }
   bool Active() const { return phase == "Scheduled" || phase == "Running"; }
+  // The attempt stops doing useful work now (its stop began): the end of its running time.
+  void EndRun(int64_t now_ms) {
+    if (attempt_started_ms > 0 && run_ended_ms == 0) run_ended_ms = now_ms;
+  }
+  // A task reported its newest checkpoint and the newest replicated one.
+  void NoteCheckpoints(int64_t checkpoint_ms, int64_t replicated_ms) {
+    last_checkpoint_ms = std::max(last_checkpoint_ms, checkpoint_ms);
+    last_replicated_ms = std::max(last_replicated_ms, replicated_ms);
+  }
 };
 
 // GPU equivalents of a placement: a whole GPU 1, a share its fraction, a MIG instance its
