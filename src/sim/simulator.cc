@@ -205,6 +205,35 @@ class Simulation {
     return std::max<int64_t>(1, std::llround(-std::log(Uniform01(r)) * mean_s));
   }
 
+  // The injected health signals: each kind with its share of draws and its amount (`min` plus
+  // a uniform 0..spread-1; a spread of 0: just `min`).
+  struct SignalShare {
+    double cumulative;  // draws below this (and above the previous entry's) are this kind
+    RiskSignal kind;
+    int min, spread;
+  };
+  // Before a failure: corrected-ECC bursts of 20-119, single remapped rows, watch-class Xids.
+  static constexpr SignalShare kPrecursors[] = {{0.4, RiskSignal::kCorrectedEcc, 20, 100},
+                                                {0.75, RiskSignal::kRowRemap, 1, 0},
+                                                {1.0, RiskSignal::kWatchXid, 1, 0}};
+  // Benign: small corrected-ECC bursts of 1-40, thermal excursions, the odd remapped row.
+  static constexpr SignalShare kNoise[] = {{0.6, RiskSignal::kCorrectedEcc, 1, 40},
+                                           {0.9, RiskSignal::kThermal, 1, 0},
+                                           {1.0, RiskSignal::kRowRemap, 1, 0}};
+  template <size_t N>
+  void DrawSignal(const SignalShare (&mix)[N], Event& e) {
+    double u = Uniform01(signal_rng_);
+    const SignalShare* pick = &mix[N - 1];
+    for (const SignalShare& m : mix) {
+      if (u < m.cumulative) {
+        pick = &m;
+        break;
+      }
+    }
+    e.signal = pick->kind;
+    e.amount = pick->min + (pick->spread > 0 ? static_cast<double>(signal_rng_.Uniform(pick->spread)) : 0.0);
+  }
+
   // A failure at `t`, and its precursors when predicting.
   void ScheduleFailure(int64_t t, NodeIndex n, int64_t now) {
     Push({.t = t, .kind = EventKind::kFailure, .node = n});
@@ -217,18 +246,8 @@ class Simulation {
     for (int64_t s = std::max<int64_t>(now, t - std::llround(lead_s));;) {
       s += Exponential(signal_rng_, 3600 / p.precursors_per_hour);
       if (s >= t) break;
-      double u = Uniform01(signal_rng_);
       Event e{.t = s, .kind = EventKind::kSignal, .node = n, .gpu = culprit};
-      if (u < 0.4) {
-        e.signal = RiskSignal::kCorrectedEcc;
-        e.amount = 20 + static_cast<double>(signal_rng_.Uniform(100));
-      } else if (u < 0.75) {
-        e.signal = RiskSignal::kRowRemap;
-        e.amount = 1;
-      } else {
-        e.signal = RiskSignal::kWatchXid;
-        e.amount = 1;
-      }
+      DrawSignal(kPrecursors, e);
       Push(e);
     }
   }
@@ -238,17 +257,7 @@ class Simulation {
     if (o_.prediction.noise_per_gpu_day <= 0) return;
     Event e{.t = now + Exponential(signal_rng_, 86400 / o_.prediction.noise_per_gpu_day),
             .kind = EventKind::kNoise, .node = n, .gpu = g};
-    double u = Uniform01(signal_rng_);
-    if (u < 0.6) {
-      e.signal = RiskSignal::kCorrectedEcc;
-      e.amount = 1 + static_cast<double>(signal_rng_.Uniform(40));
-    } else if (u < 0.9) {
-      e.signal = RiskSignal::kThermal;
-      e.amount = 1;
-    } else {
-      e.signal = RiskSignal::kRowRemap;
-      e.amount = 1;
-    }
+    DrawSignal(kNoise, e);
     Push(e);
   }
 
