@@ -20,12 +20,16 @@ class FakeNvml : public ::testing::Test {
     unsetenv("FAKE_NVML_NVLINK");
     unsetenv("FAKE_NVML_MIG");
   }
+  // Opens the fake library and discovers its GPUs (as the FAKE_NVML_* variables set them).
+  static absl::StatusOr<NodeGpus> Discover() {
+    absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+    if (!b.ok()) return b.status();
+    return (*b)->Discover();
+  }
 };
 
 TEST_F(FakeNvml, DiscoversDevicesThroughDlopen) {
-  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
-  ASSERT_TRUE(b.ok()) << b.status();
-  absl::StatusOr<NodeGpus> node = (*b)->Discover();
+  absl::StatusOr<NodeGpus> node = Discover();
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_EQ(node->backend, "nvml");
   EXPECT_EQ(node->driver_version, "550.54.15");
@@ -43,9 +47,7 @@ TEST_F(FakeNvml, MigDevicesGiveTheLayoutAndTheirUuids) {
   // GPU 0: 3g.40gb at 0, 1g.10gb at 5 and 4 (listed out of order), and an instance no H100
   // profile has (2 compute slices over 4 memory slices): left out. GPU 1: 7g.80gb.
   setenv("FAKE_NVML_MIG", "0:3/4@0,1/1@5,1/1@4,2/4@4;1:7/8@0", 1);
-  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
-  ASSERT_TRUE(b.ok()) << b.status();
-  absl::StatusOr<NodeGpus> g = (*b)->Discover();
+  absl::StatusOr<NodeGpus> g = Discover();
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_EQ(g->gpus.size(), 3u);
   EXPECT_TRUE(g->gpus[0].mig_enabled);
@@ -61,9 +63,7 @@ TEST_F(FakeNvml, MigDevicesGiveTheLayoutAndTheirUuids) {
 TEST_F(FakeNvml, NvlinkIslandsFromActiveLinksAndSwitches) {
   setenv("FAKE_NVML_GPUS", "5", 1);
   setenv("FAKE_NVML_NVLINK", "0-1,2-S,3-S", 1);
-  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
-  ASSERT_TRUE(b.ok()) << b.status();
-  absl::StatusOr<NodeGpus> node = (*b)->Discover();
+  absl::StatusOr<NodeGpus> node = Discover();
   unsetenv("FAKE_NVML_NVLINK");
   ASSERT_TRUE(node.ok()) << node.status();
   ASSERT_EQ(node->gpus.size(), 5u);
