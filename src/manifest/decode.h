@@ -80,11 +80,14 @@ std::optional<MilliCpu> DecodeCpu(Context& ctx, const Field& f);
 std::optional<MiB> DecodeMemory(Context& ctx, const Field& f);
 std::optional<int64_t> DecodeDuration(Context& ctx, const Field& f);
 
-// The items of a job's required, non-empty `tasks` list; nullopt (with an error) otherwise.
+// The items of a job's required, non-empty `tasks` list of at most kMaxTasksPerJob; nullopt
+// (with an error) otherwise.
 std::optional<std::vector<Field>> RequireTasks(Context& ctx, MapReader& spec);
 
-// Checks minAvailable against the replicas and fills in its default (all replicas).
-bool CheckGang(Context& ctx, const std::optional<Field>& min_available_field, JobSpec* spec);
+// Checks the replicas of all tasks against kMaxReplicasPerJob (an error at `tasks_field`) and
+// minAvailable against them, and fills in its default (all replicas).
+bool CheckGang(Context& ctx, const Field& tasks_field,
+               const std::optional<Field>& min_available_field, JobSpec* spec);
 // Task names are DNS labels and unique within a job.
 bool CheckTaskName(Context& ctx, const Field& f, const std::string& name,
                    const std::vector<TaskSpec>& earlier);

@@ -3,6 +3,7 @@
 #include "core/parse.h"
 #include "core/text.h"
 #include "manifest/decode.h"
+#include "manifest/manifest.h"
 
 namespace gpucloud::manifest::internal {
 namespace {
@@ -251,10 +252,24 @@ std::optional<std::vector<Field>> RequireTasks(Context& ctx, MapReader& spec) {
     ctx.sink.Error(tasks->mark, tasks->path, "must have at least one task");
     return std::nullopt;
   }
+  if (items && items->size() > static_cast<size_t>(kMaxTasksPerJob)) {
+    ctx.sink.Error(tasks->mark, tasks->path,
+                   Cat("must have at most ", kMaxTasksPerJob, " tasks, got ", items->size()));
+    return std::nullopt;
+  }
   return items;
 }
 
-bool CheckGang(Context& ctx, const std::optional<Field>& min_available_field, JobSpec* spec) {
+bool CheckGang(Context& ctx, const Field& tasks_field,
+               const std::optional<Field>& min_available_field, JobSpec* spec) {
+  int64_t replicas = 0;  // int64: summed before it is known to be small
+  for (const TaskSpec& t : spec->tasks) replicas += t.replicas;
+  if (replicas > kMaxReplicasPerJob) {
+    ctx.sink.Error(
+        tasks_field.mark, tasks_field.path,
+        Cat("must have at most ", kMaxReplicasPerJob, " replicas in all, got ", replicas));
+    return false;
+  }
   int32_t total = spec->TotalReplicas();
   if (!min_available_field) {
     spec->min_available = total;

@@ -3,6 +3,7 @@
 #include "core/text.h"
 #include "manifest/decode.h"
 #include "manifest/decode_task.h"
+#include "manifest/manifest.h"
 
 namespace gpucloud::manifest::internal {
 
@@ -117,6 +118,11 @@ std::optional<GpuRequest> DecodeGpu(Context& ctx, const Field& f) {
 }
 
 bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
+  if (f.value.IsSequence() && f.value.size() > kMaxEnvVars) {
+    ctx.sink.Error(f.mark, f.path,
+                   Cat("must have at most ", kMaxEnvVars, " entries, got ", f.value.size()));
+    return false;
+  }
   return ReadListOfMaps(ctx.sink, f, [&](MapReader& m, const Field& item) {
     EnvVar e;
     bool ok = m.RequiredString("name", &e.name);
@@ -126,6 +132,12 @@ bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
       ok = false;
     }
     ok = m.String("value", &e.value) && ok;
+    if (ok && e.name.size() + 1 + e.value.size() > kMaxExecStringBytes) {
+      ctx.sink.Error(item.mark, ChildPath(item.path, "value"),
+                     Cat("NAME=value must be at most ", kMaxExecStringBytes, " bytes, got ",
+                         e.name.size() + 1 + e.value.size()));
+      ok = false;
+    }
     if (std::optional<Field> vf = m.Take("valueFrom")) {
       ctx.sink.Error(vf->mark, vf->path, "is not supported: give the value itself");
       ok = false;
@@ -134,6 +146,55 @@ bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
     return ok;
   });
 }
+
+namespace {
+
+// `command` or `args`: a list of strings, each at most kMaxExecStringBytes.
+bool DecodeExecList(Context& ctx, MapReader& m, std::string_view key,
+                    std::vector<std::string>* out) {
+  std::optional<Field> f = m.Take(key);
+  if (!f) return true;
+  std::optional<std::vector<Field>> items = ReadList(ctx.sink, *f);
+  if (!items) return false;
+  bool ok = true;
+  for (const Field& item : *items) {
+    std::optional<std::string> s = ReadString(ctx.sink, item);
+    if (s && s->size() > kMaxExecStringBytes) {
+      ctx.sink.Error(item.mark, item.path,
+                     Cat("must be at most ", kMaxExecStringBytes, " bytes, got ", s->size()));
+      s.reset();
+    }
+    ok = s.has_value() && ok;
+    if (s) out->push_back(std::move(*s));
+  }
+  return ok;
+}
+
+// What exec is handed for one task: command + args entries and their bytes with env, bounded.
+bool CheckExecSize(Context& ctx, const MapReader& m, const TaskSpec& t) {
+  bool ok = true;
+  size_t args = t.command.size() + t.args.size();
+  if (args > kMaxExecArgs) {
+    ctx.sink.Error(
+        m.mark(), m.path(),
+        Cat("command and args must have at most ", kMaxExecArgs, " entries together, got ", args));
+    ok = false;
+  }
+  size_t bytes = 0;
+  for (const std::vector<std::string>* list : {&t.command, &t.args}) {
+    for (const std::string& a : *list) bytes += a.size() + 1;
+  }
+  for (const EnvVar& e : t.env) bytes += e.name.size() + e.value.size() + 2;
+  if (bytes > kMaxExecBytes) {
+    ctx.sink.Error(m.mark(), m.path(),
+                   Cat("command, args and env must be at most ", kMaxExecBytes,
+                       " bytes together, got ", bytes));
+    ok = false;
+  }
+  return ok;
+}
+
+}  // namespace
 
 bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earlier, TaskSpec* t) {
   bool ok = true;
@@ -145,11 +206,20 @@ bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earl
     ok = false;
   }
   ok = m.String("image", &t->image) && ok;
-  ok = m.StringList("command", &t->command) && ok;
-  ok = m.StringList("args", &t->args) && ok;
+  ok = DecodeExecList(ctx, m, "command", &t->command) && ok;
+  ok = DecodeExecList(ctx, m, "args", &t->args) && ok;
   if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t->env) && ok;
-  ok = m.String("workingDir", &t->working_dir) && ok;
-  return ok;
+  if (std::optional<Field> wd = m.Take("workingDir")) {
+    std::optional<std::string> s = ReadString(ctx.sink, *wd);
+    if (s && s->size() > kMaxWorkingDirBytes) {
+      ctx.sink.Error(wd->mark, wd->path,
+                     Cat("must be at most ", kMaxWorkingDirBytes, " bytes, got ", s->size()));
+      s.reset();
+    }
+    ok = s.has_value() && ok;
+    if (s) t->working_dir = std::move(*s);
+  }
+  return CheckExecSize(ctx, m, *t) && ok;
 }
 
 namespace {
@@ -160,7 +230,7 @@ std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
   if (!m.valid()) return std::nullopt;
   TaskSpec t;
   bool ok = DecodeProcess(ctx, m, earlier, &t);
-  ok = m.Int32("replicas", &t.replicas, 1, 100'000) && ok;
+  ok = m.Int32("replicas", &t.replicas, 1, kMaxReplicasPerJob) && ok;
   if (std::optional<Field> res = m.Take("resources")) {
     MapReader r(ctx.sink, *res);
     if (r.valid()) {
@@ -279,7 +349,8 @@ std::optional<Job> DecodeJob(Context& ctx, MapReader& doc) {
   ok = DecodeJobOptions(ctx, s, &job.spec) && ok;
   s.Finish();
   if (!ok) return std::nullopt;
-  if (!CheckGang(ctx, min_available, &job.spec)) return std::nullopt;
+  // Taking "tasks" again: RequireTasks found it (ok), and it locates the replica total.
+  if (!CheckGang(ctx, *s.Take("tasks"), min_available, &job.spec)) return std::nullopt;
   return job;
 }
 

@@ -5,6 +5,7 @@
 #include "core/text.h"
 #include "manifest/decode.h"
 #include "manifest/decode_task.h"
+#include "manifest/manifest.h"
 
 namespace gpucloud::manifest::internal {
 namespace {
@@ -278,7 +279,7 @@ bool DecodeVolcanoTask(Context& ctx, const Field& item, Job* job) {
   if (!t.valid()) return false;
   std::optional<Field> name = t.Take("name");
   int32_t replicas = 1;
-  bool ok = t.Int32("replicas", &replicas, 1, 100'000);
+  bool ok = t.Int32("replicas", &replicas, 1, kMaxReplicasPerJob);
   for (const char* k : {"policies", "minAvailable", "maxRetry", "dependsOn"}) {
     t.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
@@ -378,7 +379,8 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
   }
   s.Finish();
   if (!ok) return std::nullopt;
-  if (!CheckGang(ctx, min_available, &job.spec)) return std::nullopt;
+  // Taking "tasks" again: RequireTasks found it (ok), and it locates the replica total.
+  if (!CheckGang(ctx, *s.Take("tasks"), min_available, &job.spec)) return std::nullopt;
   return job;
 }
 

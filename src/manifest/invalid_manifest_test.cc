@@ -338,7 +338,8 @@ spec:
   checkpoint: {dir: /ckpt, replicate: true}
   tasks: [{name: w}]
 )",
-     "job.yaml:5:15: spec.checkpoint.replicate: replicate copies node-local checkpoints: set nodeLocal: "
+     "job.yaml:5:15: spec.checkpoint.replicate: replicate copies node-local checkpoints: set "
+     "nodeLocal: "
      "true as well\n"},
     {"label_value_not_string", R"(apiVersion: gpucloud/v1
 kind: Job
@@ -584,6 +585,68 @@ spec:
       valueFrom: {secretKeyRef: {name: s, key: k}}
 )",
      "job.yaml:9:18: spec.tasks[0].env[0].valueFrom: is not supported: give the value itself\n"},
+    {"nul_in_command_yaml", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: w
+    command: [sh, "-c\0rm -rf /"]
+    env: [{name: A, value: "x\0y"}]
+    workingDir: "/tmp\0/etc"
+)",
+     "job.yaml:7:19: spec.tasks[0].command[1]: contains a NUL character\n"
+     "job.yaml:8:28: spec.tasks[0].env[0].value: contains a NUL character\n"
+     "job.yaml:9:17: spec.tasks[0].workingDir: contains a NUL character\n"},
+    {"nul_in_json_body", R"({"apiVersion": "gpucloud/v1", "kind": "Job",
+ "metadata": {"name": "train", "annotations": {"a\u0000b": "c"}},
+ "spec": {"tasks": [{"name": "w",
+   "command": ["python", "train.py\u0000--evil"],
+   "args": ["\u0000"],
+   "env": [{"name": "A", "value": "1\u0000"}],
+   "workingDir": "/w\u0000"}]}}
+)",
+     "job.yaml:2:60: metadata.annotations: a key contains a NUL character\n"
+     "job.yaml:4:26: spec.tasks[0].command[1]: contains a NUL character\n"
+     "job.yaml:5:13: spec.tasks[0].args[0]: contains a NUL character\n"
+     "job.yaml:6:35: spec.tasks[0].env[0].value: contains a NUL character\n"
+     "job.yaml:7:18: spec.tasks[0].workingDir: contains a NUL character\n"},
+    {"nul_in_pod_container_args", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    args: ["ok", "bad\0"]
+)",
+     "job.yaml:7:18: spec.containers[0].args[1]: contains a NUL character\n"},
+    {"replicas_above_job_limit", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: bomb}
+spec:
+  tasks:
+  - name: w
+    replicas: 100000
+)",
+     "job.yaml:7:15: spec.tasks[0].replicas: must be <= 10000, got 100000\n"},
+    {"replicas_of_all_tasks_above_job_limit", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: bomb}
+spec:
+  tasks:
+  - {name: a, replicas: 6000}
+  - {name: b, replicas: 4001}
+)",
+     "job.yaml:6:3: spec.tasks: must have at most 10000 replicas in all, got 10001\n"},
+    {"volcano_replicas_of_all_tasks_above_job_limit", R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: bomb}
+spec:
+  tasks:
+  - {name: a, replicas: 10000, template: {spec: {containers: [{name: c}]}}}
+  - {name: b, replicas: 10000, template: {spec: {containers: [{name: c}]}}}
+)",
+     "job.yaml:6:3: spec.tasks: must have at most 10000 replicas in all, got 20000\n"},
 };
 
 class InvalidManifest : public testing::TestWithParam<Case> {};
@@ -592,6 +655,81 @@ TEST_P(InvalidManifest, GivesTheExactError) { EXPECT_EQ(Errors(GetParam().yaml),
 
 INSTANTIATE_TEST_SUITE_P(Table, InvalidManifest, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Limits too large to write out in the table: the manifests are generated.
+std::string JobWithTasks(const std::string& tasks, const std::string& metadata = "") {
+  return "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: big" + metadata +
+         "}\nspec:\n  tasks:\n" + tasks;
+}
+
+TEST(ManifestLimits, AtMostAHundredTasks) {
+  std::string tasks;
+  for (int i = 0; i < 100; ++i) tasks += "  - {name: t" + std::to_string(i) + "}\n";
+  EXPECT_EQ(Errors(JobWithTasks(tasks)), "");
+  tasks += "  - {name: t100}\n";
+  EXPECT_EQ(Errors(JobWithTasks(tasks)),
+            "job.yaml:6:3: spec.tasks: must have at most 100 tasks, got 101\n");
+}
+
+TEST(ManifestLimits, TenThousandReplicasInAllAreAccepted) {
+  EXPECT_EQ(Errors(JobWithTasks("  - {name: a, replicas: 9999}\n  - {name: b}\n")), "");
+}
+
+TEST(ManifestLimits, OneArgumentAtMostLinuxsMaxArgStrlen) {
+  std::string fits(kMaxExecStringBytes, 'x');
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    args: [" + fits + "]\n")), "");
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    args: [" + fits + "y]\n")),
+            "job.yaml:7:12: spec.tasks[0].args[0]: must be at most 131072 bytes, got 131073\n");
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    env: [{name: A, value: " + fits + "}]\n")),
+            "job.yaml:7:11: spec.tasks[0].env[0].value: NAME=value must be at most 131072 bytes, "
+            "got 131074\n");
+}
+
+TEST(ManifestLimits, CommandArgsAndEnvAtMostOneMebibyteTogether) {
+  std::string arg(100'000, 'x');
+  std::string args;
+  for (int i = 0; i < 11; ++i) args += (i ? ", " : "") + arg;
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    args: [" + args + "]\n")),
+            "job.yaml:6:5: spec.tasks[0]: command, args and env must be at most 1048576 bytes "
+            "together, got 1100011\n");
+}
+
+TEST(ManifestLimits, CommandAndArgsAtMost4096Entries) {
+  std::string args;
+  for (int i = 0; i < 4097; ++i) args += i ? ", a" : "a";
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    command: [sh]\n    args: [" + args + "]\n")),
+            "job.yaml:6:5: spec.tasks[0]: command and args must have at most 4096 entries "
+            "together, got 4098\n");
+}
+
+TEST(ManifestLimits, EnvAtMost4096Entries) {
+  std::string env;
+  for (int i = 0; i < 4097; ++i) env += (i ? ", {name: V" : "{name: V") + std::to_string(i) + "}";
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    env: [" + env + "]\n")),
+            "job.yaml:7:10: spec.tasks[0].env: must have at most 4096 entries, got 4097\n");
+}
+
+TEST(ManifestLimits, WorkingDirAtMostPathMax) {
+  EXPECT_EQ(Errors(JobWithTasks("  - name: w\n    workingDir: /" + std::string(4096, 'd') + "\n")),
+            "job.yaml:7:17: spec.tasks[0].workingDir: must be at most 4096 bytes, got 4097\n");
+}
+
+TEST(ManifestLimits, AtMost256Labels) {
+  std::string labels;
+  for (int i = 0; i < 257; ++i) labels += (i ? ", l" : "l") + std::to_string(i) + ": v";
+  EXPECT_EQ(Errors(JobWithTasks("  - {name: w}\n", ", labels: {" + labels + "}")),
+            "job.yaml:3:31: metadata.labels: must have at most 256 entries, got 257\n");
+}
+
+TEST(ManifestLimits, Annotations256KiBInAll) {
+  std::string value(100'000, 'a');
+  std::string annotations = "a: " + value + ", b: " + value;
+  EXPECT_EQ(Errors(JobWithTasks("  - {name: w}\n", ", annotations: {" + annotations + "}")), "");
+  annotations += ", c: " + value;
+  EXPECT_EQ(Errors(JobWithTasks("  - {name: w}\n", ", annotations: {" + annotations + "}")),
+            "job.yaml:3:36: metadata.annotations: must be at most 262144 bytes of keys and "
+            "values in all, got 300003\n");
+}
 
 TEST(InvalidManifestTable, HasAtLeastThirtyCases) { EXPECT_GE(std::size(kCases), 30u); }
 

@@ -1,9 +1,9 @@
 // Manifests: the YAML and JSON documents users already write, read into gpucloud's specs and
 // printed back in the normalized gpucloud/v1 form.
 //
-// Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass and SchedulerConfiguration; Kubernetes v1 Pod and
-// node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job. Kubernetes and Volcano
-// objects are converted to gpucloud Jobs (GPU resources from `nvidia.com/gpu`,
+// Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass and SchedulerConfiguration; Kubernetes
+// v1 Pod and node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job. Kubernetes and
+// Volcano objects are converted to gpucloud Jobs (GPU resources from `nvidia.com/gpu`,
 // `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from `nodeSelector`
 // accelerator labels). Validation is strict, like `kubectl --validate=strict`; every error names
 // file, document, field path, line and column. Nothing here does I/O.
@@ -11,6 +11,8 @@
 #ifndef GPUCLOUD_MANIFEST_MANIFEST_H_
 #define GPUCLOUD_MANIFEST_MANIFEST_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -29,6 +31,25 @@ namespace gpucloud::manifest {
 inline constexpr std::string_view kApiVersion = "gpucloud/v1";
 // Largest manifest file accepted.
 inline constexpr size_t kMaxManifestBytes = 8 << 20;
+
+// Bounds on what one object may ask for (docs/manifests.md, "Limits"); each violation is a
+// located error naming the field. Generous for real jobs, so that no tenant can make the
+// scheduler or an agent do unbounded work with one request.
+inline constexpr int32_t kMaxTasksPerJob = 100;
+inline constexpr int32_t kMaxReplicasPerJob = 10'000;  // all tasks together; so also per task
+// Per task: entries of command + args, and of env.
+inline constexpr size_t kMaxExecArgs = 4096;
+inline constexpr size_t kMaxEnvVars = 4096;
+// One command or args entry, or one env entry as NAME=value: Linux's MAX_ARG_STRLEN.
+inline constexpr size_t kMaxExecStringBytes = 128 << 10;
+// command + args + env of one task, each counted with its terminating NUL (exec's limit,
+// ARG_MAX, is usually 2 MiB including the platform's own variables).
+inline constexpr size_t kMaxExecBytes = 1 << 20;
+inline constexpr size_t kMaxWorkingDirBytes = 4096;  // PATH_MAX
+// Per object: labels (and node selectors) and the annotations' keys and values in all, as
+// Kubernetes bounds them (256 KiB).
+inline constexpr size_t kMaxLabels = 256;
+inline constexpr size_t kMaxAnnotationBytes = 256 << 10;
 
 using Object = std::variant<Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration>;
 

@@ -4,6 +4,7 @@
 
 #include "core/object_meta.h"
 #include "core/text.h"
+#include "manifest/manifest.h"
 
 namespace gpucloud::manifest {
 namespace {
@@ -140,6 +141,11 @@ std::optional<std::string> ReadString(Sink& sink, const Field& f) {
                "write the characters themselves)");
     return std::nullopt;
   }
+  // JSON's "\u0000" and YAML's "\0" decode to NUL, which exec and C strings would truncate at.
+  if (f.value.Scalar().find('\0') != std::string::npos) {
+    sink.Error(f.mark, f.path, "contains a NUL character");
+    return std::nullopt;
+  }
   return f.value.Scalar();
 }
 
@@ -234,9 +240,21 @@ std::optional<std::map<std::string, std::string>> ReadStringMap(Sink& sink, cons
   if (!map.valid()) return std::nullopt;
   std::map<std::string, std::string> out;
   bool ok = true;
+  const std::vector<std::string> keys = map.Keys();
+  if (labels && keys.size() > kMaxLabels) {
+    sink.Error(f.mark, f.path,
+               Cat("must have at most ", kMaxLabels, " entries, got ", keys.size()));
+    ok = false;
+  }
+  size_t bytes = 0;  // of keys and values, bounded for annotations
   // Every key is known in a free-form map; read them in document order.
-  for (const std::string& key : map.Keys()) {
+  for (const std::string& key : keys) {
     std::optional<Field> v = map.Take(key);
+    if (key.find('\0') != std::string::npos) {
+      sink.Error(v ? v->mark : map.mark(), f.path, "a key contains a NUL character");
+      ok = false;
+      continue;
+    }
     std::string path = ChildPath(f.path, key);
     if (!v) {  // a null value
       v = Field{YAML::Node(YAML::NodeType::Null), map.mark(), path};
@@ -258,7 +276,14 @@ std::optional<std::map<std::string, std::string>> ReadStringMap(Sink& sink, cons
         continue;
       }
     }
+    bytes += key.size() + s->size();
     out[key] = std::move(*s);
+  }
+  if (!labels && bytes > kMaxAnnotationBytes) {
+    sink.Error(f.mark, f.path,
+               Cat("must be at most ", kMaxAnnotationBytes,
+                   " bytes of keys and values in all, got ", bytes));
+    ok = false;
   }
   map.Finish();
   if (!ok) return std::nullopt;
