@@ -1,40 +1,67 @@
-// Cgroup limits for one task: CPU (quota per period) and memory, on cgroup v2 where it is
-// mounted (/sys/fs/cgroup/cgroup.controllers) and v1 otherwise (memory and cpu hierarchies),
-// under a "gpucloud" parent. Where neither is writable the task runs without limits and the
-// caller gets a warning to log. Not thread-safe; one per task, owned by its executor entry.
+// Cgroup limits for one task: CPU (quota per period), memory and the number of processes
+// (pids.max), on cgroup v2 where it is mounted (/sys/fs/cgroup/cgroup.controllers) and v1
+// otherwise (memory, cpu and pids hierarchies), under a "gpucloud" parent. Where they cannot be
+// set the task runs without them and the caller gets a warning to log. PlanTaskCgroup is the
+// pure part (which directories, which files, which values); TaskCgroup carries it out.
+// Not thread-safe; one per task, owned by its executor entry.
 #ifndef GPUCLOUD_AGENT_CGROUP_H_
 #define GPUCLOUD_AGENT_CGROUP_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <sys/types.h>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/quantity.h"
 
 namespace gpucloud::agent {
 
+struct TaskLimits {
+  std::optional<MilliCpu> cpu;
+  std::optional<MiB> memory;
+  int64_t pids_max = 0;  // 0: no limit on the number of processes
+  bool any() const { return cpu || memory || pids_max > 0; }
+};
+
+// What to create and write for one task's group. `dirs` are made in order (parents first);
+// `writes` must all succeed; `enable` (v2's subtree_control) is best effort.
+struct CgroupPlan {
+  bool v2 = false;
+  std::vector<std::string> dirs;
+  std::vector<std::pair<std::string, std::string>> enable;
+  std::vector<std::pair<std::string, std::string>> writes;
+  std::string memory_dir;  // v2: the one group dir; v1: under the memory hierarchy, or ""
+  std::string cpu_dir;     // v1 only, or ""
+  std::string pids_dir;    // v1 only, or ""
+};
+
+// The plan for group `name` under `root` with `limits`. In v1 only the hierarchies a limit needs
+// are used (memory and cpu together, as before, for a CPU or memory limit; pids for a PID limit).
+CgroupPlan PlanTaskCgroup(const std::string& root, const std::string& name,
+                          const TaskLimits& limits, bool v2);
+
 class TaskCgroup {
  public:
-  // Creates the group `name` (e.g. "ns.job.task.attempt") with the limits given (unset: none).
-  // FailedPrecondition, with the reason, when cgroups cannot be used here.
-  static absl::StatusOr<std::unique_ptr<TaskCgroup>> Create(const std::string& name,
-                                                            std::optional<MilliCpu> cpu,
-                                                            std::optional<MiB> memory,
-                                                            const std::string& root = "/sys/fs/cgroup");
+  // Creates the group `name` (e.g. "ns.job.task.attempt") with `limits`. FailedPrecondition,
+  // with the reason, when cgroups cannot be used here; InvalidArgument when `limits` sets none.
+  static absl::StatusOr<std::unique_ptr<TaskCgroup>> Create(
+      const std::string& name, const TaskLimits& limits,
+      const std::string& root = "/sys/fs/cgroup");
   ~TaskCgroup();  // removes the group (it must be empty: the task has ended)
 
   absl::Status Attach(pid_t pid);
   // How many processes of the group the kernel's OOM killer has killed so far.
   int64_t OomKills() const;
-  bool v2() const { return v2_; }
+  bool v2() const { return plan_.v2; }
 
  private:
   TaskCgroup() = default;
-  bool v2_ = false;
-  std::string memory_dir_;  // v2: the one group dir
-  std::string cpu_dir_;     // v1 only
+  CgroupPlan plan_;
 };
 
 }  // namespace gpucloud::agent

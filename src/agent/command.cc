@@ -1,5 +1,6 @@
 #include "agent/command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -75,7 +76,8 @@ class NoGpuBackend : public GpuBackend {
 
 // `gpucloud agent run`: joins the control plane and runs what it assigns.
 int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptions options,
-            const std::string& metrics_listen, std::ostream& out, std::ostream& err) {
+            const std::string& metrics_listen, bool allow_fault_injection, std::ostream& out,
+            std::ostream& err) {
   NodeAgent agent(server, backend, options);
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_listen.empty()) {
@@ -87,27 +89,8 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
     // The agent samples the GPUs (with its heartbeats); the metrics server shows its view.
     metrics = std::make_unique<MetricsServer>([&agent] { return agent.MetricsText(); }, addr->host,
                                               addr->port);
-    // Fault injection on command (simulated GPUs): POST /inject?gpu=1&xid=79, &temperature=95,
-    // &ecc=1, &ecc-corrected=50, &remap=2 (failure precursors), &lost=1 or &reset=1.
-    metrics->SetHandler([&backend](const std::string& method, const std::string& target)
-                            -> std::pair<int, std::string> {
-      if (!target.starts_with("/inject?")) return {404, "not found\n"};
-      if (method != "POST") return {405, "use POST\n"};
-      std::map<std::string, std::string> q;
-      for (const std::string& kv : SplitAny(target.substr(8), "&")) {
-        size_t eq = kv.find('=');
-        if (eq != std::string::npos) q[kv.substr(0, eq)] = kv.substr(eq + 1);
-      }
-      if (!q.contains("gpu")) return {400, "gpu: is required\n"};
-      int gpu = std::atoi(q["gpu"].c_str());
-      for (const char* fault : {"xid", "temperature", "ecc", "ecc-corrected", "remap", "lost", "reset"}) {
-        if (!q.contains(fault)) continue;
-        absl::Status s = backend.Inject(fault, gpu, std::atoll(q[fault].c_str()));
-        if (!s.ok()) return {s.code() == absl::StatusCode::kUnimplemented ? 501 : 400, Cat(s.message(), "\n")};
-        return {200, Cat("injected ", fault, " on GPU ", gpu, "\n")};
-      }
-      return {400, "give one of xid, temperature, ecc, ecc-corrected, remap, lost, reset\n"};
-    });
+    // Fault injection (simulated GPUs) only when asked: it is unauthenticated.
+    if (allow_fault_injection) metrics->SetHandler(FaultInjectionHandler(backend));
     if (absl::Status s = metrics->Start(); !s.ok()) {
       err << "gpucloud agent: " << s.message() << "\n";
       return 1;
@@ -133,6 +116,9 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
 }  // namespace
 
 int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  // Everything the agent writes (task records, logs, hostfiles) is its user's alone; its tasks
+  // inherit this umask too.
+  umask(077);
   CLI::App app{"gpucloud agent: the node agent"};
   app.require_subcommand(1);
   std::string simulate, library = kNvmlLibrary;
@@ -159,6 +145,12 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   std::string metrics_listen;
   run->add_option("--metrics-listen", metrics_listen,
                   "serve /metrics (dcgm-exporter names, task labels) on HOST:PORT, e.g. 0.0.0.0:9400");
+  bool allow_fault_injection = false;
+  run->add_flag("--allow-fault-injection", allow_fault_injection,
+                "serve POST /inject on the metrics port (simulated GPUs; unauthenticated: tests only)");
+  run->add_option("--task-pids-max", options.task_pids_max,
+                  "the most processes one task may have (cgroup pids.max; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   for (CLI::App* sub : {discover, metrics, serve, run}) {
     sub->add_option("--simulate", simulate, "simulated GPUs, e.g. 8xH100 or 4xA100-80GB,2xT4");
     sub->add_option("--nvml-library", library, "NVML library to load");
@@ -224,7 +216,7 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
           << "); this node has no GPUs\n";
       backend = std::unique_ptr<GpuBackend>(std::make_unique<NoGpuBackend>());
     }
-    return RunNode(**backend, server, options, metrics_listen, out, err);
+    return RunNode(**backend, server, options, metrics_listen, allow_fault_injection, out, err);
   }
   NodeGpus node;
   std::vector<GpuSample> samples;

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -38,7 +39,7 @@ void WriteStatus(const char* path, const char* tmp, int status) {
   } while (value > 0 && d < sizeof digits);
   while (d > 0) buf[n++] = digits[--d];
   buf[n++] = '\n';
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return;
   bool ok = write(fd, buf, n) == static_cast<ssize_t>(n);
   ok = fsync(fd) == 0 && ok;
@@ -46,13 +47,45 @@ void WriteStatus(const char* path, const char* tmp, int status) {
   if (ok) rename(tmp, path);
 }
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+// The highest descriptor number worth sweeping when close_range is missing (Linux < 5.11):
+// the soft RLIMIT_NOFILE, capped. Read before fork (getrlimit is not on the async-signal-safe
+// list).
+int DescriptorSweepLimit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 65536;
+  return static_cast<int>(std::min<rlim_t>(r.rlim_cur, 65536));
+}
+
+// Marks every descriptor above 2 close-on-exec (async-signal-safe): exec leaves the task
+// only its standard three, whatever the agent (or a library in it) opened without O_CLOEXEC.
+void CloseAboveStdioOnExec(int sweep_limit) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+#endif
+  for (int fd = 3; fd < sweep_limit; ++fd) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+// Closes every descriptor above 2 now (async-signal-safe).
+void CloseAboveStdio(int sweep_limit) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
+#endif
+  for (int fd = 3; fd < sweep_limit; ++fd) (void)close(fd);
+}
+
 // In the executor's child, after fork, instead of exec. Starts the task with posix_spawn (a
 // vfork-style clone: no second copy of the agent's page tables, which a fork would cost) with the
 // stop signals back to their defaults; this process stays behind as the group's leader, immune
 // to the stop signals (they are for the task): it waits for the task, writes the status file
-// and ends the same way. An exec failure goes to `exec_failed_fd` as an errno.
+// and ends the same way. An exec failure goes to `exec_failed_fd` as an errno. Once the task
+// runs, the shim keeps only its standard descriptors: none of the agent's sockets stay open in a
+// process that may outlive the agent.
 [[noreturn]] void RunShim(const char* status_path, const char* status_tmp, int exec_failed_fd,
-                          char* const* argv, char* const* envp) {
+                          int sweep_limit, char* const* argv, char* const* envp) {
   sigset_t stop_signals, none;
   sigemptyset(&stop_signals);
   sigemptyset(&none);
@@ -71,7 +104,7 @@ void WriteStatus(const char* path, const char* tmp, int status) {
     (void)!write(exec_failed_fd, &rc, sizeof rc);
     _exit(127);
   }
-  close(exec_failed_fd);
+  CloseAboveStdio(sweep_limit);  // exec_failed_fd too: the parent reads its end-of-file
   int status = 0;
   while (waitpid(task, &status, 0) < 0) {
     if (errno != EINTR) _exit(125);
@@ -134,6 +167,29 @@ void RotateLog(const std::string& path, int64_t max_bytes, int keep) {
   if (truncate(path.c_str(), 0) != 0) return;
 }
 
+absl::Status WritePrivateFile(const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(Cat("cannot create ", tmp, ": ", std::strerror(errno)));
+  // An older file of the same name may have been made with a laxer mode.
+  bool ok = fchmod(fd, 0600) == 0;
+  size_t done = 0;
+  while (ok && done < contents.size()) {
+    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  int e = errno;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) e = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(Cat("cannot write ", path, ": ", std::strerror(e)));
+  }
+  return absl::OkStatus();
+}
+
 Executor::Executor() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 Executor::~Executor() {
@@ -155,16 +211,17 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   t.spec = spec;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(spec.log_path).parent_path(), ec);
-  int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) {
     return absl::InternalError(Cat("cannot open log ", spec.log_path, ": ", std::strerror(errno)));
   }
-  if (spec.cpu || spec.memory) {
-    absl::StatusOr<std::unique_ptr<TaskCgroup>> g = TaskCgroup::Create(spec.id, spec.cpu, spec.memory);
+  TaskLimits limits{spec.cpu, spec.memory, spec.pids_max};
+  if (limits.any()) {
+    absl::StatusOr<std::unique_ptr<TaskCgroup>> g = TaskCgroup::Create(spec.id, limits);
     if (g.ok()) {
       t.cgroup = std::move(*g);
     } else if (warning != nullptr) {
-      *warning = Cat("task ", spec.id, " runs without CPU and memory limits: ", g.status().message());
+      *warning = Cat("task ", spec.id, " runs without its cgroup limits: ", g.status().message());
     }
   }
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
@@ -185,6 +242,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
       spec.workdir.empty() ? std::filesystem::path(spec.log_path).parent_path().string() : spec.workdir;
   const std::string status_tmp = spec.status_path + ".tmp";
   if (!spec.status_path.empty()) unlink(spec.status_path.c_str());
+  const int sweep_limit = DescriptorSweepLimit();
   int go[2], failed[2];  // parent -> child: attached, go; child -> parent: exec's errno
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(failed, O_CLOEXEC) != 0) {
     close(log);
@@ -210,13 +268,16 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
     dup2(log, STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (devnull > STDERR_FILENO) close(devnull);
+    CloseAboveStdioOnExec(sweep_limit);  // failed[1] is close-on-exec already
     if (chdir(workdir.c_str()) != 0) {
       int e = errno;
       (void)!write(failed[1], &e, sizeof e);
       _exit(127);
     }
     if (!spec.status_path.empty()) {
-      RunShim(spec.status_path.c_str(), status_tmp.c_str(), failed[1], argv.data(), envp.data());
+      RunShim(spec.status_path.c_str(), status_tmp.c_str(), failed[1], sweep_limit, argv.data(),
+              envp.data());
     }
     execvpe(argv[0], argv.data(), envp.data());
     int e = errno;
@@ -229,7 +290,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   close(failed[1]);
   if (t.cgroup) {
     if (absl::Status s = t.cgroup->Attach(pid); !s.ok() && warning != nullptr) {
-      *warning = Cat("task ", spec.id, " runs without CPU and memory limits: ", s.message());
+      *warning = Cat("task ", spec.id, " runs without its cgroup limits: ", s.message());
     }
     t.oom_before = t.cgroup->OomKills();
   }

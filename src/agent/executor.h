@@ -1,6 +1,9 @@
 // The executor: runs each task as its own process group, with the environment from
 // BuildTaskEnv, stdout and stderr appended to a log file that is rotated (copy and truncate)
-// when it grows past a limit, and CPU and memory limits through cgroups where they can be set.
+// when it grows past a limit, and CPU, memory and process-count limits through cgroups where
+// they can be set. A task inherits only descriptors 0, 1 and 2 (/dev/null, its log, its log):
+// everything else the agent has open (its sockets, its files) is closed on exec, and the shim
+// closes it too. Logs and status files are created 0600.
 // Stop is SIGTERM to the whole group, a grace period, then SIGKILL; when a task's leader ends,
 // whatever is left of its group is killed and reaped. An ended task reports its
 // exit code or signal, and whether the kernel's OOM killer ended it.
@@ -33,6 +36,7 @@ struct TaskSpecToRun {
   int log_keep = 3;  // rotated files kept: log.1 .. log.N
   std::optional<MilliCpu> cpu;
   std::optional<MiB> memory;
+  int64_t pids_max = 0;  // the most processes (and threads) the task may have at once; 0: no limit
   // When set, the group's leader is a small shim (a fork of the executor's child) that runs the
   // task as its only child, ignores the stop signals, writes how the task ended to this file
   // ("exit N" or "signal N", via a temporary name and rename) and then ends the same way. So a
@@ -65,7 +69,7 @@ class Executor {
 
   // Starts the task. InvalidArgument for an empty argv or a duplicate id; NotFound when the
   // program cannot be executed (with the reason); Internal for fork or file errors. A warning
-  // (cgroups unusable here) goes to `warning` when given.
+  // (cgroups unusable here: the task runs without its limits) goes to `warning` when given.
   absl::Status Start(const TaskSpecToRun& spec, std::string* warning = nullptr);
   pid_t Pid(const std::string& id) const;
   // The exit of a task that has ended (reaped once, then remembered), or nullopt while it runs.
@@ -105,6 +109,10 @@ class Executor {
 // Rotates `path` when it is larger than `max_bytes`: path.N-1 -> path.N, ..., path -> path.1
 // (copied), then `path` is truncated (its writer appends, so it goes on at the start).
 void RotateLog(const std::string& path, int64_t max_bytes, int keep);
+
+// Replaces `path` with `contents`, created 0600 (whatever the umask) under a temporary name and
+// renamed over it, so a reader sees the old file or the new one. Internal with the reason.
+absl::Status WritePrivateFile(const std::string& path, const std::string& contents);
 
 }  // namespace gpucloud::agent
 

@@ -4,6 +4,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <cstdlib>
+#include <iostream>
+#include <list>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "agent/exporter.h"
@@ -17,21 +23,38 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+// One accepted connection, with an io_context of its own so that its thread can run it with
+// deadlines (beast's timeouts are for asynchronous operations) and Stop can end it.
+struct Connection {
+  asio::io_context io;
+  tcp::socket socket{io};
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
 }  // namespace
 
 struct MetricsServer::Impl {
   Impl(GpuBackend* b, std::string a, uint16_t p, std::string h)
       : backend(b), address(std::move(a)), port(p), hostname(std::move(h)) {}
+  // Constant after Start.
   GpuBackend* backend;
   std::function<std::string()> render;
-  std::function<std::pair<int, std::string>(const std::string&, const std::string&)> handler;
+  Handler handler;
   std::string address;
   uint16_t port;
   std::string hostname;
+  absl::Duration io_timeout = absl::Seconds(5);
+  size_t max_connections = 64;
+
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::thread thread;
   std::atomic<bool> stopping{false};
+  std::mutex backoff_mu;
+  std::condition_variable backoff_cv;  // wakes an accept back-off on Stop
+  std::mutex answer_mu;                // one answer at a time: the backend is not thread-safe
+  std::list<std::unique_ptr<Connection>> connections;  // the accept thread's, then Stop's
 
   std::pair<http::status, std::string> Answer(const std::string& target) {
     if (target == "/healthz") return {http::status::ok, "ok\n"};
@@ -46,13 +69,9 @@ struct MetricsServer::Impl {
     return {http::status::ok, DcgmMetricsText(*node, *samples, hostname)};
   }
 
-  void Serve(tcp::socket& socket) {
-    beast::flat_buffer buffer;
-    beast::error_code ec;
-    http::request<http::string_body> req;
-    http::read(socket, buffer, req, ec);
-    if (ec) return;
+  http::response<http::string_body> Respond(const http::request<http::string_body>& req) {
     std::string target(req.target().data(), req.target().size());
+    std::lock_guard lock(answer_mu);
     auto [status, body] = Answer(target);
     if (handler && status == http::status::not_found) {
       auto [code, text] = handler(std::string(req.method_string()), target);
@@ -64,8 +83,82 @@ struct MetricsServer::Impl {
     res.keep_alive(false);
     res.body() = std::move(body);
     res.prepare_payload();
-    http::write(socket, res, ec);
+    return res;
+  }
+
+  // On the connection's thread: one request within io_timeout, its answer within io_timeout.
+  void Serve(Connection& c) {
+    beast::tcp_stream stream(std::move(c.socket));
+    beast::flat_buffer buffer;
+    http::request<http::string_body> req;
+    http::response<http::string_body> res;
+    auto timeout = absl::ToChronoMilliseconds(io_timeout);
+    stream.expires_after(timeout);
+    http::async_read(stream, buffer, req, [&](beast::error_code ec, size_t) {
+      if (ec) return;  // closed, malformed or too slow: dropped
+      res = Respond(req);
+      stream.expires_after(timeout);
+      http::async_write(stream, res, [&](beast::error_code, size_t) {
+        beast::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      });
+    });
+    c.io.run();
+  }
+
+  // Beyond max_connections: 503 without reading the request (a non-blocking write into an
+  // empty socket buffer), then closed.
+  static void Refuse(tcp::socket& socket) {
+    static constexpr std::string_view kBusy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
+        "Connection: close\r\n\r\ntoo many connections\n";
+    beast::error_code ec;
+    socket.non_blocking(true, ec);
+    socket.write_some(asio::buffer(kBusy.data(), kBusy.size()), ec);
     socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+  }
+
+  void JoinEnded() {
+    for (auto it = connections.begin(); it != connections.end();) {
+      if (!(*it)->done) {
+        ++it;
+        continue;
+      }
+      (*it)->thread.join();
+      it = connections.erase(it);
+    }
+  }
+
+  void AcceptLoop() {
+    absl::Duration backoff = absl::Milliseconds(10);
+    while (!stopping) {
+      auto c = std::make_unique<Connection>();
+      beast::error_code ec;
+      acceptor.accept(c->socket, ec);
+      if (stopping) break;
+      if (ec) {
+        // Out of descriptors, or a connection reset before it was accepted: try again later.
+        std::cerr << "gpucloud agent: metrics server: accept failed: " << ec.message()
+                  << "; retrying in " << absl::FormatDuration(backoff) << std::endl;
+        std::unique_lock lock(backoff_mu);
+        backoff_cv.wait_for(lock, absl::ToChronoMilliseconds(backoff), [this] { return stopping.load(); });
+        backoff = std::min(backoff * 2, absl::Seconds(1));
+        continue;
+      }
+      backoff = absl::Milliseconds(10);
+      JoinEnded();
+      if (connections.size() >= max_connections) {
+        Refuse(c->socket);
+        continue;
+      }
+      Connection* raw = c.get();
+      connections.push_back(std::move(c));
+      raw->thread = std::thread([this, raw] {
+        Serve(*raw);
+        raw->done = true;
+      });
+    }
   }
 };
 
@@ -81,9 +174,11 @@ MetricsServer::MetricsServer(std::function<std::string()> render, std::string ad
 
 MetricsServer::~MetricsServer() { Stop(); }
 
-void MetricsServer::SetHandler(
-    std::function<std::pair<int, std::string>(const std::string&, const std::string&)> handler) {
-  impl_->handler = std::move(handler);
+void MetricsServer::SetHandler(Handler handler) { impl_->handler = std::move(handler); }
+
+void MetricsServer::SetLimits(absl::Duration io_timeout, int max_connections) {
+  impl_->io_timeout = io_timeout;
+  impl_->max_connections = static_cast<size_t>(std::max(1, max_connections));
 }
 
 absl::Status MetricsServer::Start() {
@@ -95,16 +190,11 @@ absl::Status MetricsServer::Start() {
   if (!ec) m.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) m.acceptor.bind(ep, ec);
   if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return absl::UnavailableError(Cat("cannot listen on ", m.address, ":", m.port, ": ", ec.message()));
-  m.thread = std::thread([&m] {
-    while (!m.stopping) {
-      tcp::socket socket(m.io);
-      beast::error_code aec;
-      m.acceptor.accept(socket, aec);
-      if (aec || m.stopping) break;
-      m.Serve(socket);
-    }
-  });
+  if (ec) {
+    return absl::UnavailableError(
+        Cat("cannot listen on ", m.address, ":", m.port, ": ", ec.message()));
+  }
+  m.thread = std::thread([&m] { m.AcceptLoop(); });
   return absl::OkStatus();
 }
 
@@ -119,8 +209,40 @@ void MetricsServer::Stop() {
   beast::error_code ec;
   tcp::socket wake(m.io);  // wake the blocking accept
   wake.connect(tcp::endpoint(asio::ip::make_address(m.address, ec), port()), ec);
+  {
+    std::lock_guard lock(m.backoff_mu);
+  }
+  m.backoff_cv.notify_all();
   m.thread.join();
   m.acceptor.close(ec);
+  for (auto& c : m.connections) c->io.stop();  // thread-safe; a run() not yet begun returns at once
+  for (auto& c : m.connections) c->thread.join();
+  m.connections.clear();
+}
+
+MetricsServer::Handler FaultInjectionHandler(GpuBackend& backend) {
+  return [&backend](const std::string& method,
+                    const std::string& target) -> std::pair<int, std::string> {
+    if (!target.starts_with("/inject?")) return {404, "not found\n"};
+    if (method != "POST") return {405, "use POST\n"};
+    std::map<std::string, std::string> q;
+    for (const std::string& kv : SplitAny(target.substr(8), "&")) {
+      size_t eq = kv.find('=');
+      if (eq != std::string::npos) q[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (!q.contains("gpu")) return {400, "gpu: is required\n"};
+    int gpu = std::atoi(q["gpu"].c_str());
+    for (const char* fault :
+         {"xid", "temperature", "ecc", "ecc-corrected", "remap", "lost", "reset"}) {
+      if (!q.contains(fault)) continue;
+      absl::Status s = backend.Inject(fault, gpu, std::atoll(q[fault].c_str()));
+      if (!s.ok()) {
+        return {s.code() == absl::StatusCode::kUnimplemented ? 501 : 400, Cat(s.message(), "\n")};
+      }
+      return {200, Cat("injected ", fault, " on GPU ", gpu, "\n")};
+    }
+    return {400, "give one of xid, temperature, ecc, ecc-corrected, remap, lost, reset\n"};
+  };
 }
 
 }  // namespace gpucloud::agent

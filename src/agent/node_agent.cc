@@ -300,12 +300,9 @@ struct NodeAgent::Impl {
     }
     std::error_code ec;
     fs::create_directories(Cat(o.state_dir, "/tasks"), ec);
-    std::string path = RecordPath(t.exec_id), tmp = path + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << j.dump();
+    if (absl::Status s = WritePrivateFile(RecordPath(t.exec_id), j.dump()); !s.ok()) {
+      Log(Cat("task ", t.a.name, ": its record is not saved: ", s.message()));
     }
-    fs::rename(tmp, path, ec);
   }
 
   // Tasks a previous agent left: re-adopted when still running, else reported lost (or as they
@@ -432,9 +429,8 @@ struct NodeAgent::Impl {
       std::string run_dir = Cat(o.state_dir, "/run/", t.exec_id);
       fs::create_directories(run_dir, ec);
       std::string hostfile = run_dir + "/hostfile";
-      {
-        std::ofstream f(hostfile, std::ios::trunc);
-        f << Hostfile(a.hosts);
+      if (absl::Status s = WritePrivateFile(hostfile, Hostfile(a.hosts)); !s.ok()) {
+        Log(Cat("task ", a.name, ": ", s.message()));
       }
       TaskEnvInput in;
       in.namespace_ = a.namespace_;
@@ -471,6 +467,7 @@ struct NodeAgent::Impl {
       spec.status_path = StatusPath(t);  // how it ended, should it outlive this agent
       if (a.cpu_milli > 0) spec.cpu = MilliCpu(a.cpu_milli);
       if (a.memory_mib > 0) spec.memory = MiB(a.memory_mib);
+      spec.pids_max = o.task_pids_max;
       std::string warning;
       absl::Status s = exec.Start(spec, &warning);
       if (!warning.empty()) Log(warning);
@@ -746,6 +743,8 @@ struct NodeAgent::Impl {
     gpu_count = static_cast<int>(d->gpus.size());
     std::error_code ec;
     fs::create_directories(o.state_dir, ec);
+    // Task records and logs hold what tenants put in their environments: the agent's alone.
+    if (!ec) fs::permissions(o.state_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
     if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
     LoadRecords();
     if (!Register()) return absl::OkStatus();

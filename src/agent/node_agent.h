@@ -11,6 +11,8 @@
 //   - ships each task's log to the server as it grows;
 //   - samples its GPUs with every heartbeat, for health and for /metrics (MetricsText), where a
 //     task's GPUs carry its labels and its energy is summed;
+//   - keeps STATE_DIR 0700 and writes its task records and hostfiles 0600 (a task's environment
+//     may hold secrets); the executor makes logs 0600;
 //   - remembers its tasks in STATE_DIR/tasks, so an agent that restarts re-adopts those still
 //     running (same pid and start time) and reports the others lost — none is orphaned silently.
 // Run blocks until `stop` becomes true. Thread-safe: Run from one thread; Stop from any.
@@ -42,6 +44,9 @@ struct NodeAgentOptions {
   // Kill the tasks when the agent stops (gpucloud up); otherwise they keep running for the
   // next agent to re-adopt.
   bool kill_tasks_on_stop = false;
+  // The most processes (and threads) one task may have at once, through its cgroup's pids.max;
+  // 0: no limit.
+  int64_t task_pids_max = 4096;
 };
 
 class NodeAgent {
