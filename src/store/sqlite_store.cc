@@ -1,8 +1,14 @@
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <set>
+#include <string_view>
 
 #include "absl/synchronization/mutex.h"
 #include "core/text.h"
@@ -12,80 +18,202 @@ namespace {
 
 constexpr int kSchemaVersion = 1;
 
-// A prepared statement, finalized on destruction.
+// The status for a failed SQLite call. Conditions that pass or that say nothing about the file
+// (busy, locked, out of memory or disk space, interrupted, a limit or a misuse) are Internal;
+// everything else (a malformed page, a file that is not a database, an I/O error reading it) is
+// DataLoss. Either way it is an error, never "no more rows".
+absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
+  std::string why = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if (why == "not an error") why = sqlite3_errstr(rc);  // the message was of a later call
+  std::string message = Cat("sqlite (", what, "): ", why);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_NOMEM:
+    case SQLITE_FULL:
+    case SQLITE_INTERRUPT:
+    case SQLITE_ABORT:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_TOOBIG:
+    case SQLITE_RANGE:
+    case SQLITE_MISUSE:
+    case SQLITE_CONSTRAINT:
+      return absl::InternalError(message);
+    default:
+      return absl::DataLossError(message);
+  }
+}
+
+// A precondition failure of Txn (the caller's answer), as opposed to a storage error.
+bool IsPreconditionFailure(const absl::Status& s) {
+  return absl::IsAlreadyExists(s) || absl::IsNotFound(s) || absl::IsAborted(s);
+}
+
+// A prepared statement, finalized on destruction. `what` names the operation in errors. The
+// first failure (to prepare, bind or step) sticks: every later Next() or Run() returns it.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  Stmt(sqlite3* db, std::string_view what, const char* sql) : db_(db), what_(what) {
+    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) status_ = SqliteError(db, rc, what_);
   }
   ~Stmt() { sqlite3_finalize(stmt_); }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return stmt_ != nullptr; }
+
   Stmt& Bind(int i, const std::string& s) {
-    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+    if (status_.ok()) {
+      Check(sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+    }
     return *this;
   }
   Stmt& BindText(int i, const std::string& s) {
-    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+    if (status_.ok()) {
+      Check(sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+    }
     return *this;
   }
   Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
+    if (status_.ok()) Check(sqlite3_bind_int64(stmt_, i, v));
     return *this;
   }
-  int Step() { return sqlite3_step(stmt_); }
+  // Steps to the next row: true when one is ready, false after the last one. Any other result
+  // of sqlite3_step is an error, so a corrupt page is never read as the end of the data.
+  absl::StatusOr<bool> Next() {
+    if (!status_.ok()) return status_;
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    status_ = SqliteError(db_, rc, what_);
+    return status_;
+  }
+  // Runs a statement that returns no rows (a write).
+  absl::Status Run() {
+    absl::StatusOr<bool> row = Next();
+    if (!row.ok()) return row.status();
+    return *row ? absl::InternalError(Cat("sqlite (", what_, "): unexpected row"))
+                : absl::OkStatus();
+  }
   int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
   std::string Blob(int col) {
     const void* p = sqlite3_column_blob(stmt_, col);
     int n = sqlite3_column_bytes(stmt_, col);
     return p ? std::string(static_cast<const char*>(p), n) : std::string();
   }
-  std::string Error() const { return sqlite3_errmsg(db_); }
+
+ private:
+  void Check(int rc) {
+    if (rc != SQLITE_OK) status_ = SqliteError(db_, rc, what_);
+  }
+
+  sqlite3* db_;
+  std::string_view what_;
+  sqlite3_stmt* stmt_ = nullptr;
+  absl::Status status_;
+};
+
+absl::Status Exec(sqlite3* db, const char* sql, std::string_view what) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, what);
+}
+
+// Ends the open transaction of `db`, if any (SQLite rolls some failures back by itself).
+void Rollback(sqlite3* db) {
+  if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+// A read transaction: the statements run while it lives read one snapshot. It writes nothing,
+// so it ends with a rollback.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(sqlite3* db) : db_(db), status_(Exec(db, "BEGIN", "begin read")) {}
+  ~ReadSnapshot() { Rollback(db_); }
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+  const absl::Status& status() const { return status_; }
 
  private:
   sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
+  absl::Status status_;
 };
 
-bool Exec(sqlite3* db, const char* sql) {
-  return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+absl::StatusOr<int64_t> Meta(sqlite3* db, const char* k) {
+  Stmt s(db, "read meta", "SELECT v FROM meta WHERE k = ?1");
+  absl::StatusOr<bool> row = s.BindText(1, std::string(k)).Next();
+  if (!row.ok()) return row.status();
+  if (!*row) return absl::DataLossError(Cat("store meta entry '", k, "' is missing"));
+  return s.Int(0);
 }
 
-absl::Status Failed(sqlite3* db, const std::string& what) {
-  return absl::InternalError(Cat("sqlite (", what, "): ", sqlite3_errmsg(db)));
+absl::Status SetMeta(sqlite3* db, const char* k, int64_t v) {
+  Stmt s(db, "write meta", "UPDATE meta SET v = ?1 WHERE k = ?2");
+  return s.Bind(1, v).BindText(2, std::string(k)).Run();
 }
 
-int64_t Meta(sqlite3* db, const char* k) {
-  Stmt s(db, "SELECT v FROM meta WHERE k = ?1");
-  if (!s.ok()) return -1;
-  s.BindText(1, std::string(k));
-  return s.Step() == SQLITE_ROW ? s.Int(0) : -1;
-}
-
-std::optional<KeyValue> Read(sqlite3* db, const std::string& key) {
-  Stmt s(db, "SELECT value, create_rev, mod_rev, version FROM objects WHERE key = ?1");
-  if (!s.ok()) return std::nullopt;
-  s.Bind(1, key);
-  if (s.Step() != SQLITE_ROW) return std::nullopt;
+// The object at `key`; nullopt when there is none.
+absl::StatusOr<std::optional<KeyValue>> Read(sqlite3* db, const std::string& key) {
+  Stmt s(db, "read object",
+         "SELECT value, create_rev, mod_rev, version FROM objects WHERE key = ?1");
+  absl::StatusOr<bool> row = s.Bind(1, key).Next();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::nullopt;
   return KeyValue{key, s.Blob(0), s.Int(1), s.Int(2), s.Int(3)};
+}
+
+// PRAGMA quick_check: the b-trees' structure, every page read once. DataLoss with SQLite's
+// first complaint when the file fails it.
+absl::Status QuickCheck(sqlite3* db) {
+  Stmt s(db, "integrity check", "PRAGMA quick_check(1)");
+  absl::StatusOr<bool> row = s.Next();
+  if (!row.ok()) return row.status();
+  std::string first = *row ? s.Blob(0) : "no result";
+  if (first != "ok") return absl::DataLossError(Cat("integrity check failed: ", first));
+  return absl::OkStatus();
+}
+
+// Creates the database file 0600 if it is missing, and restricts an existing one and the WAL
+// and shared-memory files an earlier run left to 0600: job environments hold secrets. SQLite
+// creates a missing -wal or -shm file with the database file's mode.
+absl::Status RestrictFileModes(const std::string& path) {
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::UnavailableError(Cat("cannot open store ", path, ": ", strerror(errno)));
+  int rc = ::fchmod(fd, 0600);
+  int error = errno;
+  ::close(fd);
+  if (rc != 0) {
+    return absl::UnavailableError(Cat("cannot make store ", path, " 0600: ", strerror(error)));
+  }
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::string file = path + suffix;
+    if (::chmod(file.c_str(), 0600) != 0 && errno != ENOENT) {
+      return absl::UnavailableError(Cat("cannot make ", file, " 0600: ", strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Two connections to one WAL database: writes go through `writer_` in batches (group commit:
 // the transactions that arrive while one batch is being written are written together, each
 // with its own revision, under one fsync); reads use `reader_`, which sees committed data only.
+// Whoever holds `writing_` owns `writer_`: a batch of transactions or a batch of compaction.
 class SqliteStore final : public Store {
  public:
-  SqliteStore(sqlite3* writer, sqlite3* reader) : writer_(writer), reader_(reader) {}
+  SqliteStore(sqlite3* writer, sqlite3* reader, const SqliteStoreOptions& options)
+      : writer_(writer), reader_(reader), options_(options) {}
   ~SqliteStore() override {
     sqlite3_close(reader_);
     sqlite3_close(writer_);
   }
 
   absl::Status Init() {
+    if (options_.quick_check) {
+      if (absl::Status s = QuickCheck(writer_); !s.ok()) return s;
+    }
     const char* setup =
         "PRAGMA journal_mode=WAL;"
         "PRAGMA synchronous=FULL;"
+        "PRAGMA journal_size_limit=67108864;"  // a reset WAL file is cut back to 64 MiB
         "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
         "CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, value BLOB NOT NULL,"
         "  create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL, version INTEGER NOT NULL);"
@@ -99,42 +227,50 @@ class SqliteStore final : public Store {
       sqlite3_free(err);
       return absl::DataLossError(Cat("not a usable gpucloud store: ", why));
     }
-    if (Meta(writer_, "schema") != kSchemaVersion) {
-      return absl::DataLossError(Cat("store schema ", Meta(writer_, "schema"), ", this build reads ",
-                                     kSchemaVersion));
+    absl::StatusOr<int64_t> schema = Meta(writer_, "schema");
+    if (!schema.ok()) return schema.status();
+    if (*schema != kSchemaVersion) {
+      return absl::DataLossError(
+          Cat("store schema ", *schema, ", this build reads ", kSchemaVersion));
     }
-    revision_ = Meta(writer_, "revision");
-    compacted_ = Meta(writer_, "compacted");
+    absl::StatusOr<int64_t> revision = Meta(writer_, "revision");
+    absl::StatusOr<int64_t> compacted = Meta(writer_, "compacted");
+    if (!revision.ok()) return revision.status();
+    if (!compacted.ok()) return compacted.status();
+    revision_ = *revision;
+    compacted_ = *compacted;
     return absl::OkStatus();
   }
 
   absl::StatusOr<KeyValue> Get(const std::string& key) override {
     absl::MutexLock lock(&read_mu_);
-    std::optional<KeyValue> kv = Read(reader_, key);
-    if (!kv) return absl::NotFoundError(Cat(key, " not found"));
-    return *kv;
+    absl::StatusOr<std::optional<KeyValue>> kv = Read(reader_, key);
+    if (!kv.ok()) return kv.status();
+    if (!*kv) return absl::NotFoundError(Cat(key, " not found"));
+    return **kv;
   }
 
   absl::StatusOr<ListResult> List(const std::string& prefix) override {
     absl::MutexLock lock(&read_mu_);
     // One read transaction: the items and the revision come from the same snapshot.
-    if (!Exec(reader_, "BEGIN")) return Failed(reader_, "begin");
+    ReadSnapshot snapshot(reader_);
+    if (!snapshot.status().ok()) return snapshot.status();
     ListResult out;
-    out.revision = Meta(reader_, "revision");
-    Stmt s(reader_,
+    absl::StatusOr<int64_t> revision = Meta(reader_, "revision");
+    if (!revision.ok()) return revision.status();
+    out.revision = *revision;
+    Stmt s(reader_, "list",
            "SELECT key, value, create_rev, mod_rev, version FROM objects WHERE key >= ?1 "
            "ORDER BY key");
-    if (!s.ok()) {
-      Exec(reader_, "COMMIT");
-      return Failed(reader_, "list");
-    }
     s.Bind(1, prefix);
-    while (s.Step() == SQLITE_ROW) {
+    for (;;) {
+      absl::StatusOr<bool> row = s.Next();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
       std::string key = s.Blob(0);
       if (key.compare(0, prefix.size(), prefix) != 0) break;
       out.items.push_back({key, s.Blob(1), s.Int(2), s.Int(3), s.Int(4)});
     }
-    Exec(reader_, "COMMIT");
     return out;
   }
 
@@ -164,6 +300,7 @@ class SqliteStore final : public Store {
         if (p->result.ok()) revision_ = std::max(revision_, *p->result);
         p->done = true;
       }
+      ++txn_batches_;
       writing_ = false;
       changed_.SignalAll();
     }
@@ -173,56 +310,55 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<Event>> Changes(const std::string& prefix, int64_t after,
                                              int limit) override {
     absl::MutexLock lock(&read_mu_);
-    if (!Exec(reader_, "BEGIN")) return Failed(reader_, "begin");
-    int64_t compacted = Meta(reader_, "compacted");
-    if (after < compacted) {
-      Exec(reader_, "COMMIT");
+    ReadSnapshot snapshot(reader_);
+    if (!snapshot.status().ok()) return snapshot.status();
+    absl::StatusOr<int64_t> compacted = Meta(reader_, "compacted");
+    if (!compacted.ok()) return compacted.status();
+    if (after < *compacted) {
       return absl::OutOfRangeError(Cat("revision ", after, " is compacted (the oldest kept is ",
-                                       compacted + 1, "); list again"));
+                                       *compacted + 1, "); list again"));
     }
     std::vector<Event> out;
-    {
-      Stmt s(reader_,
-             "SELECT rev, key, kind, value, create_rev, version FROM changes WHERE rev > ?1 "
-             "ORDER BY rev, key");
-      if (!s.ok()) {
-        Exec(reader_, "COMMIT");
-        return Failed(reader_, "changes");
-      }
-      s.Bind(1, after);
-      while (static_cast<int>(out.size()) < limit && s.Step() == SQLITE_ROW) {
-        std::string key = s.Blob(1);
-        if (key.compare(0, prefix.size(), prefix) != 0) continue;
-        Event e;
-        e.revision = s.Int(0);
-        e.kind = s.Int(2) == 0 ? Event::Kind::kPut : Event::Kind::kDelete;
-        e.kv = {key, s.Blob(3), s.Int(4), e.revision, s.Int(5)};
-        out.push_back(std::move(e));
-      }
+    Stmt s(reader_, "read changes",
+           "SELECT rev, key, kind, value, create_rev, version FROM changes WHERE rev > ?1 "
+           "ORDER BY rev, key");
+    s.Bind(1, after);
+    while (static_cast<int>(out.size()) < limit) {
+      absl::StatusOr<bool> row = s.Next();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      std::string key = s.Blob(1);
+      if (key.compare(0, prefix.size(), prefix) != 0) continue;
+      Event e;
+      e.revision = s.Int(0);
+      e.kind = s.Int(2) == 0 ? Event::Kind::kPut : Event::Kind::kDelete;
+      e.kv = {key, s.Blob(3), s.Int(4), e.revision, s.Int(5)};
+      out.push_back(std::move(e));
     }
-    Exec(reader_, "COMMIT");
     return out;
   }
 
   absl::Status Compact(int64_t revision) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (revision > revision_) {
+        return absl::InvalidArgumentError(
+            Cat("cannot compact to ", revision, ", beyond the current revision ", revision_));
+      }
+      if (revision <= compacted_) return absl::OkStatus();
+    }
+    int64_t txn_batches_seen = -1;
+    while (TakeWriterForCompaction(revision, txn_batches_seen)) {
+      absl::StatusOr<int64_t> upto = CompactBatch(revision);
+      ReleaseWriterAfterCompaction(upto.ok() ? *upto : 0, txn_batches_seen);
+      if (!upto.ok()) return upto.status();
+    }
+    return CheckpointWal();
+  }
+
+  int64_t CompactedRevision() override {
     absl::MutexLock lock(&mu_);
-    while (writing_) changed_.Wait(&mu_);  // the writer connection is ours meanwhile
-    if (revision > revision_) {
-      return absl::InvalidArgumentError(
-          Cat("cannot compact to ", revision, ", beyond the current revision ", revision_));
-    }
-    if (revision <= compacted_) return absl::OkStatus();
-    if (!Exec(writer_, "BEGIN IMMEDIATE")) return Failed(writer_, "begin");
-    Stmt del(writer_, "DELETE FROM changes WHERE rev <= ?1");
-    Stmt meta(writer_, "UPDATE meta SET v = ?1 WHERE k = 'compacted'");
-    if (!del.ok() || del.Bind(1, revision).Step() != SQLITE_DONE || !meta.ok() ||
-        meta.Bind(1, revision).Step() != SQLITE_DONE || !Exec(writer_, "COMMIT")) {
-      absl::Status s = Failed(writer_, "compact");
-      Exec(writer_, "ROLLBACK");
-      return s;
-    }
-    compacted_ = revision;
-    return absl::OkStatus();
+    return compacted_;
   }
 
   int64_t Revision() override {
@@ -248,37 +384,37 @@ class SqliteStore final : public Store {
 
   // Writes `batch` in one SQLite transaction, each caller's transaction in a savepoint (so a
   // failed precondition undoes only that one) with the next revision. Sets every result; on a
-  // failed commit, every transaction of the batch fails and nothing is written.
+  // storage error or a failed commit, every transaction of the batch fails and nothing is
+  // written.
   void WriteBatch(const std::vector<Pending*>& batch) {
     int64_t rev;
     {
       absl::MutexLock lock(&mu_);
       rev = revision_;
     }
-    if (!Exec(writer_, "BEGIN IMMEDIATE")) {
-      for (Pending* p : batch) p->result = Failed(writer_, "begin");
-      return;
-    }
-    for (Pending* p : batch) {
-      Exec(writer_, "SAVEPOINT txn");
-      p->result = Apply(*p->ops, rev + 1);
-      if (p->result.ok()) {
-        ++rev;
-        Exec(writer_, "RELEASE txn");
-      } else {
-        Exec(writer_, "ROLLBACK TO txn");
-        Exec(writer_, "RELEASE txn");
-      }
-    }
-    Stmt meta(writer_, "UPDATE meta SET v = ?1 WHERE k = 'revision'");
-    if (!meta.ok() || meta.Bind(1, rev).Step() != SQLITE_DONE || !Exec(writer_, "COMMIT")) {
-      absl::Status s = Failed(writer_, "commit");
-      Exec(writer_, "ROLLBACK");
-      for (Pending* p : batch) {
-        if (p->result.ok()) p->result = s;
-      }
+    absl::Status s = Exec(writer_, "BEGIN IMMEDIATE", "begin write");
+    for (size_t i = 0; s.ok() && i < batch.size(); ++i) s = ApplyInSavepoint(*batch[i], rev);
+    if (s.ok()) s = SetMeta(writer_, "revision", rev);
+    if (s.ok()) s = Exec(writer_, "COMMIT", "commit");
+    if (!s.ok()) {
+      Rollback(writer_);
+      for (Pending* p : batch) p->result = s;
     }
     // Committed with synchronous=FULL: on disk, so the callers may acknowledge.
+  }
+
+  // Applies one caller's transaction as revision `rev` + 1 (and then advances `rev`), or, when
+  // a precondition fails, undoes it alone. Returns a storage error, which fails the batch.
+  absl::Status ApplyInSavepoint(Pending& p, int64_t& rev) {
+    if (absl::Status s = Exec(writer_, "SAVEPOINT txn", "savepoint"); !s.ok()) return s;
+    p.result = Apply(*p.ops, rev + 1);
+    if (p.result.ok()) {
+      ++rev;
+      return Exec(writer_, "RELEASE txn", "release savepoint");
+    }
+    if (!IsPreconditionFailure(p.result.status())) return p.result.status();
+    absl::Status s = Exec(writer_, "ROLLBACK TO txn", "roll back savepoint");
+    return s.ok() ? Exec(writer_, "RELEASE txn", "release savepoint") : s;
   }
 
   // One transaction inside the batch: preconditions against what the batch wrote so far, then
@@ -286,66 +422,151 @@ class SqliteStore final : public Store {
   absl::StatusOr<int64_t> Apply(const std::vector<Op>& ops, int64_t rev) {
     std::vector<std::optional<KeyValue>> current;
     for (const Op& op : ops) {
-      std::optional<KeyValue> kv = Read(writer_, op.key);
-      if (op.expect_mod_revision) {
-        int64_t want = *op.expect_mod_revision;
-        if (want == 0 && kv) return absl::AlreadyExistsError(Cat(op.key, " already exists"));
-        if (want > 0 && !kv) return absl::NotFoundError(Cat(op.key, " not found"));
-        if (want > 0 && kv->mod_revision != want) {
-          return absl::AbortedError(Cat(op.key, " was changed: it is at revision ",
-                                        kv->mod_revision, ", not ", want));
-        }
-      }
-      if (op.kind == Op::Kind::kDelete && !kv) {
-        return absl::NotFoundError(Cat(op.key, " not found"));
-      }
-      current.push_back(std::move(kv));
+      absl::StatusOr<std::optional<KeyValue>> kv = Read(writer_, op.key);
+      if (!kv.ok()) return kv.status();
+      if (absl::Status s = CheckPrecondition(op, *kv); !s.ok()) return s;
+      current.push_back(std::move(*kv));
     }
     for (size_t i = 0; i < ops.size(); ++i) {
-      const Op& op = ops[i];
-      const std::optional<KeyValue>& kv = current[i];
-      bool ok = true;
-      if (op.kind == Op::Kind::kPut) {
-        int64_t create = kv ? kv->create_revision : rev;
-        int64_t version = kv ? kv->version + 1 : 1;
-        Stmt put(writer_, "INSERT OR REPLACE INTO objects VALUES(?1, ?2, ?3, ?4, ?5)");
-        ok = put.ok() &&
-             put.Bind(1, op.key).Bind(2, op.value).Bind(3, create).Bind(4, rev).Bind(5, version)
-                     .Step() == SQLITE_DONE;
-        ok = ok && LogChange(rev, op.key, 0, op.value, create, version);
-      } else {
-        Stmt del(writer_, "DELETE FROM objects WHERE key = ?1");
-        ok = del.ok() && del.Bind(1, op.key).Step() == SQLITE_DONE;
-        ok = ok && LogChange(rev, op.key, 1, kv->value, kv->create_revision, kv->version);
-      }
-      if (!ok) return Failed(writer_, op.key);
+      if (absl::Status s = Write(ops[i], current[i], rev); !s.ok()) return s;
     }
     return rev;
   }
 
-  bool LogChange(int64_t rev, const std::string& key, int kind, const std::string& value,
-                 int64_t create, int64_t version) {
-    Stmt s(writer_, "INSERT INTO changes VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
-    return s.ok() &&
-           s.Bind(1, rev).Bind(2, key).Bind(3, int64_t{kind}).Bind(4, value).Bind(5, create)
-                   .Bind(6, version)
-                   .Step() == SQLITE_DONE;
+  static absl::Status CheckPrecondition(const Op& op, const std::optional<KeyValue>& kv) {
+    if (op.expect_mod_revision) {
+      int64_t want = *op.expect_mod_revision;
+      if (want == 0 && kv) return absl::AlreadyExistsError(Cat(op.key, " already exists"));
+      if (want > 0 && !kv) return absl::NotFoundError(Cat(op.key, " not found"));
+      if (want > 0 && kv->mod_revision != want) {
+        return absl::AbortedError(
+            Cat(op.key, " was changed: it is at revision ", kv->mod_revision, ", not ", want));
+      }
+    }
+    if (op.kind == Op::Kind::kDelete && !kv) return absl::NotFoundError(Cat(op.key, " not found"));
+    return absl::OkStatus();
   }
 
-  sqlite3* writer_;
-  sqlite3* reader_;
+  // Writes `op` (whose key holds `kv`) as revision `rev`, and logs it.
+  absl::Status Write(const Op& op, const std::optional<KeyValue>& kv, int64_t rev) {
+    if (op.kind == Op::Kind::kPut) {
+      int64_t create = kv ? kv->create_revision : rev;
+      int64_t version = kv ? kv->version + 1 : 1;
+      Stmt put(writer_, "put", "INSERT OR REPLACE INTO objects VALUES(?1, ?2, ?3, ?4, ?5)");
+      absl::Status s =
+          put.Bind(1, op.key).Bind(2, op.value).Bind(3, create).Bind(4, rev).Bind(5, version).Run();
+      return s.ok() ? LogChange(rev, op.key, 0, op.value, create, version) : s;
+    }
+    Stmt del(writer_, "delete", "DELETE FROM objects WHERE key = ?1");
+    absl::Status s = del.Bind(1, op.key).Run();
+    return s.ok() ? LogChange(rev, op.key, 1, kv->value, kv->create_revision, kv->version) : s;
+  }
+
+  absl::Status LogChange(int64_t rev, const std::string& key, int kind, const std::string& value,
+                         int64_t create, int64_t version) {
+    Stmt s(writer_, "log change", "INSERT INTO changes VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+    return s.Bind(1, rev)
+        .Bind(2, key)
+        .Bind(3, int64_t{kind})
+        .Bind(4, value)
+        .Bind(5, create)
+        .Bind(6, version)
+        .Run();
+  }
+
+  // Takes the writer connection for one compaction batch, once no batch is being written and,
+  // when transactions are queued, once a batch of them was written after our previous batch
+  // (compaction and writes take turns: neither starves the other). False, taking nothing, when
+  // the log is compacted up to `revision` already.
+  bool TakeWriterForCompaction(int64_t revision, int64_t txn_batches_seen) {
+    absl::MutexLock lock(&mu_);
+    while (writing_ || (!queue_.empty() && txn_batches_ == txn_batches_seen)) {
+      changed_.Wait(&mu_);
+    }
+    if (revision <= compacted_) return false;
+    writing_ = true;
+    return true;
+  }
+
+  void ReleaseWriterAfterCompaction(int64_t compacted, int64_t& txn_batches_seen) {
+    absl::MutexLock lock(&mu_);
+    compacted_ = std::max(compacted_, compacted);
+    txn_batches_seen = txn_batches_;
+    writing_ = false;
+    changed_.SignalAll();
+  }
+
+  // One durable transaction that drops about `compaction_batch_rows` of the oldest change rows
+  // at or below `revision`, and records how far the log is compacted. A batch ends at a
+  // revision boundary (a revision's rows go together), so the log and `compacted` agree after
+  // every batch: a reader in between sees no revision in part. Returns the new compaction
+  // point.
+  absl::StatusOr<int64_t> CompactBatch(int64_t revision) {
+    absl::Status s = Exec(writer_, "BEGIN IMMEDIATE", "begin compaction");
+    int64_t upto = revision;
+    if (s.ok()) {
+      Stmt last(writer_, "find compaction batch",
+                "SELECT rev FROM changes WHERE rev <= ?1 ORDER BY rev LIMIT 1 OFFSET ?2");
+      absl::StatusOr<bool> row =
+          last.Bind(1, revision).Bind(2, int64_t{options_.compaction_batch_rows - 1}).Next();
+      if (row.ok() && *row) upto = last.Int(0);
+      s = row.status();
+    }
+    if (s.ok()) {
+      Stmt del(writer_, "compact", "DELETE FROM changes WHERE rev <= ?1");
+      s = del.Bind(1, upto).Run();
+    }
+    if (s.ok()) s = SetMeta(writer_, "compacted", upto);
+    if (s.ok()) s = Exec(writer_, "COMMIT", "commit compaction");
+    if (!s.ok()) {
+      Rollback(writer_);
+      return s;
+    }
+    return upto;
+  }
+
+  // Copies the WAL into the database file and truncates it to nothing, holding the writer
+  // connection and the reader (so no reader of ours pins an old snapshot). Another process
+  // reading the file may keep the WAL from being truncated; the next compaction tries again.
+  absl::Status CheckpointWal() {
+    {
+      absl::MutexLock lock(&mu_);
+      while (writing_) changed_.Wait(&mu_);
+      writing_ = true;
+    }
+    absl::Status s;
+    {
+      absl::MutexLock read_lock(&read_mu_);
+      Stmt checkpoint(writer_, "checkpoint", "PRAGMA wal_checkpoint(TRUNCATE)");
+      s = checkpoint.Next().status();
+    }
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    changed_.SignalAll();
+    return s;
+  }
+
+  sqlite3* const writer_;
+  sqlite3* const reader_;
+  const SqliteStoreOptions options_;
   absl::Mutex read_mu_;  // serializes use of reader_
   absl::Mutex mu_;       // guards everything below
   absl::CondVar changed_;
   std::vector<Pending*> queue_;
-  bool writing_ = false;
+  bool writing_ = false;     // someone owns writer_
+  int64_t txn_batches_ = 0;  // batches of transactions written
   int64_t revision_ = 0;
   int64_t compacted_ = 0;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                       const SqliteStoreOptions& options) {
+  if (options.compaction_batch_rows < 1) {
+    return absl::InvalidArgumentError("compaction_batch_rows must be at least 1");
+  }
+  if (absl::Status s = RestrictFileModes(path); !s.ok()) return s;
   sqlite3* dbs[2] = {nullptr, nullptr};
   for (sqlite3*& db : dbs) {
     int rc = sqlite3_open_v2(path.c_str(), &db,
@@ -359,7 +580,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) 
     }
     sqlite3_busy_timeout(db, 5000);
   }
-  auto store = std::make_unique<SqliteStore>(dbs[0], dbs[1]);
+  auto store = std::make_unique<SqliteStore>(dbs[0], dbs[1], options);
   if (absl::Status s = store->Init(); !s.ok()) {
     return absl::Status(s.code(), Cat(path, ": ", s.message()));
   }

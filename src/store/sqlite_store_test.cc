@@ -1,26 +1,27 @@
 #include "store/sqlite_store.h"
-#include "testing/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
+
+#include "testing/temp_dir.h"
 
 namespace gpucloud::store {
 namespace {
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    path_ = (dir_ / "store.db").string();
-  }
-  std::unique_ptr<Store> Open() {
-    absl::StatusOr<std::unique_ptr<Store>> s = OpenSqliteStore(path_);
+  void SetUp() override { path_ = (dir_ / "store.db").string(); }
+  std::unique_ptr<Store> Open(const SqliteStoreOptions& options = {}) {
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenSqliteStore(path_, options);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -162,6 +163,218 @@ TEST_F(SqliteStoreTest, NotAStoreIsRefused) {
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsDataLoss(s.status())) << s.status();
   EXPECT_TRUE(absl::IsUnavailable(OpenSqliteStore("/nonexistent/dir/store.db").status()));
+}
+
+// Corruption: 30 objects of about 3 KB each, one row to a page in each table, so that any page
+// past the first holds objects, their log or an index. The store is closed (its WAL folded
+// into the file) before the file is damaged.
+std::map<std::string, std::string> FillAndClose(const std::string& path) {
+  std::map<std::string, std::string> want;
+  absl::StatusOr<std::unique_ptr<Store>> s = OpenSqliteStore(path);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return want;
+  for (int i = 0; i < 30; ++i) {
+    std::string key = "/jobs/t/j" + std::to_string(100 + i);
+    std::string value = std::string(3000, static_cast<char>('a' + i % 26)) + key;
+    EXPECT_TRUE((*s)->Txn({Op{Op::Kind::kPut, key, value, 0}}).ok());
+    want[key] = value;
+  }
+  return want;
+}
+
+// Overwrites `size` bytes at `offset` with a fixed pattern whose first byte ('g') is no b-tree
+// page type, so a whole overwritten page reads as corrupt.
+void Overwrite(const std::string& path, int64_t offset, size_t size) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good());
+  std::string garbage;
+  while (garbage.size() < size) garbage += "garbage!";
+  f.seekp(offset);
+  f.write(garbage.data(), static_cast<std::streamsize>(size));
+  ASSERT_TRUE(f.good());
+}
+
+// Every read either fails with DataLoss or answers everything there is, right; and at least
+// one fails (the damaged page belongs to a table or an index that some read walks).
+void ExpectNoReadServesPartialData(Store& s, const std::map<std::string, std::string>& want) {
+  int failed = 0;
+  auto failed_with_data_loss = [&](const absl::Status& st) {
+    if (st.ok()) return false;
+    EXPECT_TRUE(absl::IsDataLoss(st)) << st;
+    ++failed;
+    return true;
+  };
+  absl::StatusOr<ListResult> list = s.List("");
+  if (!failed_with_data_loss(list.status())) {
+    std::map<std::string, std::string> got;
+    for (const KeyValue& kv : list->items) got[kv.key] = kv.value;
+    EXPECT_EQ(got.size(), want.size()) << "a List served partial data";
+    EXPECT_TRUE(got == want) << "a List served wrong data";
+  }
+  absl::StatusOr<std::vector<Event>> changes = s.Changes("", 0, 1000);
+  if (!failed_with_data_loss(changes.status())) {
+    EXPECT_EQ(changes->size(), want.size()) << "Changes served a partial log";
+  }
+  for (const auto& [key, value] : want) {
+    absl::StatusOr<KeyValue> kv = s.Get(key);
+    if (!failed_with_data_loss(kv.status())) {
+      EXPECT_EQ(kv->value, value) << key;
+    }
+  }
+  EXPECT_GT(failed, 0) << "no read noticed the damaged page";
+}
+
+int64_t PageAlignedAt(const std::string& path, double fraction) {
+  auto size = static_cast<double>(std::filesystem::file_size(path));
+  return static_cast<int64_t>(size * fraction) / 4096 * 4096;
+}
+
+TEST_F(SqliteStoreTest, ReadsOfCorruptPagesAreErrorsNotPartialData) {
+  for (double where : {0.25, 0.5, 0.75}) {
+    SCOPED_TRACE(where);
+    std::filesystem::remove(path_);
+    std::map<std::string, std::string> want = FillAndClose(path_);
+    ASSERT_GT(std::filesystem::file_size(path_), 60u * 4096);
+    int64_t offset = PageAlignedAt(path_, where);
+    ASSERT_GT(offset, 0);
+    Overwrite(path_, offset, 4096);
+    // Without the integrity check at open, to reach every read path with the damage.
+    std::unique_ptr<Store> s = Open({.quick_check = false});
+    ASSERT_NE(s, nullptr);
+    ExpectNoReadServesPartialData(*s, want);
+  }
+}
+
+TEST_F(SqliteStoreTest, ACorruptStoreIsRefusedAtOpen) {
+  for (double where : {0.25, 0.5, 0.75}) {
+    SCOPED_TRACE(where);
+    std::filesystem::remove(path_);
+    std::map<std::string, std::string> want = FillAndClose(path_);
+    Overwrite(path_, PageAlignedAt(path_, where), 4096);
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenSqliteStore(path_);
+    ASSERT_FALSE(s.ok()) << "a corrupt store opened";
+    EXPECT_TRUE(absl::IsDataLoss(s.status())) << s.status();
+    EXPECT_NE(s.status().message().find("integrity check"), absl::string_view::npos) << s.status();
+  }
+}
+
+TEST_F(SqliteStoreTest, AGarbageHeaderIsRefusedAtOpen) {
+  FillAndClose(path_);
+  Overwrite(path_, 0, 100);  // the database header
+  absl::StatusOr<std::unique_ptr<Store>> s = OpenSqliteStore(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsDataLoss(s.status())) << s.status();
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Job environments hold secrets: the database, its WAL and its shared memory are the owner's
+// only, whatever the umask.
+TEST_F(SqliteStoreTest, FilesAreCreatedOwnerOnly) {
+  mode_t old_umask = ::umask(0);
+  std::unique_ptr<Store> s = Open();
+  ::umask(old_umask);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->Txn({Put("/secret", "TOKEN=x")}).ok());
+  for (std::string suffix : {"", "-wal", "-shm"}) EXPECT_EQ(ModeOf(path_ + suffix), 0600) << suffix;
+}
+
+TEST_F(SqliteStoreTest, ExistingFilesAreRestrictedToTheOwner) {
+  { ASSERT_TRUE(Open()->Txn({Put("/secret", "TOKEN=x")}).ok()); }
+  // As an older build left them: world-readable, with (empty) WAL and shared-memory files.
+  for (std::string suffix : {"-wal", "-shm"}) std::ofstream(path_ + suffix).flush();
+  for (std::string suffix : {"", "-wal", "-shm"}) {
+    ASSERT_EQ(::chmod((path_ + suffix).c_str(), 0644), 0);
+  }
+  std::unique_ptr<Store> s = Open();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->Get("/secret")->value, "TOKEN=x");
+  ASSERT_TRUE(s->Txn({Put("/secret2", "TOKEN=y")}).ok());
+  for (std::string suffix : {"", "-wal", "-shm"}) EXPECT_EQ(ModeOf(path_ + suffix), 0600) << suffix;
+}
+
+// Compaction in batches of about 7 rows: revisions of 3 rows each never split, and the log,
+// the compaction point and Changes agree afterwards and after reopening.
+TEST_F(SqliteStoreTest, CompactionInBatchesDropsWholeRevisions) {
+  {
+    std::unique_ptr<Store> s = Open({.compaction_batch_rows = 7});
+    for (int rev = 1; rev <= 20; ++rev) {
+      std::vector<Op> ops;
+      for (int k = 0; k < 3; ++k)
+        ops.push_back(Put("/c/" + std::to_string(k), std::to_string(rev)));
+      ASSERT_EQ(*s->Txn(ops), rev);
+    }
+    EXPECT_EQ(s->CompactedRevision(), 0);
+    ASSERT_TRUE(s->Compact(13).ok());
+    EXPECT_EQ(s->CompactedRevision(), 13);
+    EXPECT_TRUE(s->Compact(13).ok());  // at or below the compaction point: nothing to do
+    EXPECT_TRUE(s->Compact(2).ok());
+    EXPECT_EQ(s->CompactedRevision(), 13);
+    absl::Status beyond = s->Compact(21);
+    EXPECT_TRUE(absl::IsInvalidArgument(beyond)) << beyond;
+  }
+  std::unique_ptr<Store> s = Open();
+  EXPECT_EQ(s->CompactedRevision(), 13);
+  EXPECT_TRUE(absl::IsOutOfRange(s->Changes("", 12, 100).status()));
+  absl::StatusOr<std::vector<Event>> left = s->Changes("", 13, 100);
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_EQ(left->size(), 7u * 3);
+  EXPECT_EQ(left->front().revision, 14);
+  EXPECT_EQ(left->back().revision, 20);
+  EXPECT_EQ(s->List("/c/")->items.size(), 3u);  // objects are kept
+}
+
+TEST_F(SqliteStoreTest, CompactionTruncatesTheWal) {
+  std::unique_ptr<Store> s = Open();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(s->Txn({Put("/w/" + std::to_string(i % 10), std::string(2000, 'x'))}).ok());
+  }
+  ASSERT_GT(std::filesystem::file_size(path_ + "-wal"), 0u);
+  ASSERT_TRUE(s->Compact(s->Revision()).ok());
+  EXPECT_EQ(std::filesystem::file_size(path_ + "-wal"), 0u);
+  EXPECT_EQ(s->Changes("", s->Revision(), 10)->size(), 0u);
+  // Writing goes on after the checkpoint.
+  ASSERT_TRUE(s->Txn({Put("/w/after", "1")}).ok());
+  EXPECT_EQ(s->Get("/w/after")->value, "1");
+}
+
+// Compaction in many small batches while another thread writes: every write is acknowledged
+// and kept, and the log holds exactly what is after the compaction point.
+TEST_F(SqliteStoreTest, CompactionAndWritesGoOnTogether) {
+  std::unique_ptr<Store> s = Open({.compaction_batch_rows = 2});
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(s->Txn({Put("/p/" + std::to_string(i % 7), "v")}).ok());
+  absl::Status compacted;
+  std::thread compactor([&] { compacted = s->Compact(300); });
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(s->Txn({Put("/q/" + std::to_string(i), "v", 0)}).ok());
+  compactor.join();
+  ASSERT_TRUE(compacted.ok()) << compacted;
+  EXPECT_EQ(s->CompactedRevision(), 300);
+  EXPECT_EQ(s->Revision(), 350);
+  EXPECT_EQ(s->List("/q/")->items.size(), 50u);
+  absl::StatusOr<std::vector<Event>> left = s->Changes("", 300, 1000);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(left->size(), 50u);
+}
+
+// A List's items and revision are of one snapshot, also while writes go on: each write creates
+// one key at the next revision, so a list at revision R holds exactly R keys, none newer.
+TEST_F(SqliteStoreTest, ListItemsAndRevisionAreOneSnapshot) {
+  std::unique_ptr<Store> s = Open();
+  std::thread writer([&] {
+    for (int i = 0; i < 200; ++i)
+      ASSERT_TRUE(s->Txn({Put("/s/" + std::to_string(i), "v", 0)}).ok());
+  });
+  for (int n = 0; n < 200; ++n) {
+    absl::StatusOr<ListResult> list = s->List("/s/");
+    ASSERT_TRUE(list.ok()) << list.status();
+    ASSERT_EQ(static_cast<int64_t>(list->items.size()), list->revision);
+    for (const KeyValue& kv : list->items) ASSERT_LE(kv.mod_revision, list->revision);
+  }
+  writer.join();
 }
 
 // A writer process is killed with SIGKILL after N acknowledged writes; every acknowledged write

@@ -8,6 +8,9 @@
 // revision it has seen (or learns it was compacted away and must list again).
 //
 // A write returns only after it is on disk: a 2xx answer built on it means the data is durable.
+// Errors every method may return besides its own: DataLoss when the stored data cannot be read
+// (a corrupt store: never answered as fewer items or as NotFound), Internal for a passing
+// failure of the backend (busy, out of memory or disk space).
 // Implementations are thread-safe.
 #ifndef GPUCLOUD_STORE_STORE_H_
 #define GPUCLOUD_STORE_STORE_H_
@@ -58,9 +61,10 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // NotFound when absent.
+  // NotFound when absent (and only then).
   virtual absl::StatusOr<KeyValue> Get(const std::string& key) = 0;
-  // Every key starting with `prefix`, in key order, and the revision read at.
+  // Every key starting with `prefix`, in key order, and the revision read at: items and
+  // revision are of one snapshot, so a watch from that revision misses and repeats nothing.
   virtual absl::StatusOr<ListResult> List(const std::string& prefix) = 0;
   // Applies every op or none. Returns the new revision. A failed precondition changes nothing:
   // AlreadyExists (create of an existing key), NotFound (update or delete of an absent key),
@@ -71,8 +75,17 @@ class Store {
   // OutOfRange when `after` is older than the last compaction (HTTP 410: list again).
   virtual absl::StatusOr<std::vector<Event>> Changes(const std::string& prefix, int64_t after,
                                                      int limit) = 0;
-  // Drops change-log entries at or below `revision` (objects are kept).
+  // Drops change-log entries at or below `revision` (objects are kept), so the log keeps a
+  // window of recent revisions; callers compact periodically. Works in batches of whole
+  // revisions, each its own durable transaction: writes go on between batches, and after a
+  // failure or a crash the log is compacted up to the last batch done (CompactedRevision says
+  // how far). Then gives the space back where the backend can (SQLite: truncates its WAL).
+  // InvalidArgument when `revision` is above Revision(); OK, doing nothing, when it is at or
+  // below CompactedRevision().
   virtual absl::Status Compact(int64_t revision) = 0;
+  // How far the log is compacted (0 when never): Changes(prefix, after, ...) is OutOfRange for
+  // every `after` below it. Durable: a reopened store reports the same.
+  virtual int64_t CompactedRevision() = 0;
   virtual int64_t Revision() = 0;
   // Blocks until the revision exceeds `after` or `timeout` passes; true if it did. For watch.
   virtual bool WaitForChange(int64_t after, absl::Duration timeout) = 0;
