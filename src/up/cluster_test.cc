@@ -294,7 +294,7 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
 }
 
 TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) {
-  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
+  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0", "--allow-fault-injection"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   std::string base = MetricsUrl("node-a");
   ASSERT_FALSE(base.empty());
@@ -321,7 +321,7 @@ TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) 
 }
 
 TEST_F(ClusterTest, FailurePrecursorsMoveTheJobBeforeTheGpuFails) {
-  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0"});
+  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0", "--allow-fault-injection"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   std::string base = MetricsUrl("node-a");
   ASSERT_FALSE(base.empty());

@@ -126,7 +126,7 @@ class Cluster:
             os.path.join(self.data, "ca.crt"), "--token-file", os.path.join(self.data, "bootstrap.token"),
             "--simulate", "2xH100", "--node-name", f"node-{host}", "--address", self.net.addr[host],
             "--state-dir", os.path.join(self.work, f"agent-{host}"),
-            "--metrics-listen", f"{self.net.addr[host]}:9400"])
+            "--metrics-listen", f"{self.net.addr[host]}:9400", "--allow-fault-injection"])
 
     def gpuctl(self, *args, check=True):
         r = subprocess.run([f"{self.build}/apps/gpuctl"] + list(args), capture_output=True,
