@@ -64,11 +64,14 @@ CgroupPlan PlanTaskCgroup(const std::string& root, const std::string& name,
     p.dirs = {parent, p.memory_dir};
     // One controller per write: a write naming one the kernel lacks fails as a whole.
     for (const std::string& at : {root, parent}) {
-      for (const char* c : {"+cpu", "+memory", "+pids"}) p.enable.emplace_back(at + "/cgroup.subtree_control", c);
+      for (const char* c : {"+cpu", "+memory", "+pids"})
+        p.enable.emplace_back(at + "/cgroup.subtree_control", c);
     }
     if (limits.memory) p.writes.emplace_back(p.memory_dir + "/memory.max", Bytes(*limits.memory));
-    if (limits.cpu) p.writes.emplace_back(p.memory_dir + "/cpu.max", Cat(limits.cpu->raw() * 100, " 100000"));
-    if (limits.pids_max > 0) p.writes.emplace_back(p.memory_dir + "/pids.max", std::to_string(limits.pids_max));
+    if (limits.cpu)
+      p.writes.emplace_back(p.memory_dir + "/cpu.max", Cat(limits.cpu->raw() * 100, " 100000"));
+    if (limits.pids_max > 0)
+      p.writes.emplace_back(p.memory_dir + "/pids.max", std::to_string(limits.pids_max));
     return p;
   }
   auto group = [&](const char* controller, std::string& dir) {
@@ -82,12 +85,14 @@ CgroupPlan PlanTaskCgroup(const std::string& root, const std::string& name,
     group("cpu", p.cpu_dir);
   }
   if (limits.pids_max > 0) group("pids", p.pids_dir);
-  if (limits.memory) p.writes.emplace_back(p.memory_dir + "/memory.limit_in_bytes", Bytes(*limits.memory));
+  if (limits.memory)
+    p.writes.emplace_back(p.memory_dir + "/memory.limit_in_bytes", Bytes(*limits.memory));
   if (limits.cpu) {
     p.writes.emplace_back(p.cpu_dir + "/cpu.cfs_period_us", "100000");
     p.writes.emplace_back(p.cpu_dir + "/cpu.cfs_quota_us", std::to_string(limits.cpu->raw() * 100));
   }
-  if (limits.pids_max > 0) p.writes.emplace_back(p.pids_dir + "/pids.max", std::to_string(limits.pids_max));
+  if (limits.pids_max > 0)
+    p.writes.emplace_back(p.pids_dir + "/pids.max", std::to_string(limits.pids_max));
   return p;
 }
 

@@ -11,7 +11,8 @@ using Writes = std::vector<std::pair<std::string, std::string>>;
 
 TEST(CgroupPlan, V1UsesOnlyTheHierarchiesItsLimitsNeed) {
   CgroupPlan pids = PlanTaskCgroup("/cg", "ns.job.w-0.1", {.pids_max = 4096}, false);
-  EXPECT_EQ(pids.dirs, (std::vector<std::string>{"/cg/pids/gpucloud", "/cg/pids/gpucloud/ns.job.w-0.1"}));
+  EXPECT_EQ(pids.dirs,
+            (std::vector<std::string>{"/cg/pids/gpucloud", "/cg/pids/gpucloud/ns.job.w-0.1"}));
   EXPECT_EQ(pids.writes, (Writes{{"/cg/pids/gpucloud/ns.job.w-0.1/pids.max", "4096"}}));
   EXPECT_EQ(pids.memory_dir, "");
   EXPECT_EQ(pids.cpu_dir, "");

@@ -147,7 +147,8 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
                   "serve /metrics (dcgm-exporter names, task labels) on HOST:PORT, e.g. 0.0.0.0:9400");
   bool allow_fault_injection = false;
   run->add_flag("--allow-fault-injection", allow_fault_injection,
-                "serve POST /inject on the metrics port (simulated GPUs; unauthenticated: tests only)");
+                "serve POST /inject on the metrics port (simulated GPUs; unauthenticated: for "
+                "tests)");
   run->add_option("--task-pids-max", options.task_pids_max,
                   "the most processes one task may have (cgroup pids.max; 0: no limit)")
       ->check(CLI::NonNegativeNumber);

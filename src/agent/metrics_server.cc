@@ -142,7 +142,8 @@ struct MetricsServer::Impl {
         std::cerr << "gpucloud agent: metrics server: accept failed: " << ec.message()
                   << "; retrying in " << absl::FormatDuration(backoff) << std::endl;
         std::unique_lock lock(backoff_mu);
-        backoff_cv.wait_for(lock, absl::ToChronoMilliseconds(backoff), [this] { return stopping.load(); });
+        backoff_cv.wait_for(lock, absl::ToChronoMilliseconds(backoff),
+                            [this] { return stopping.load(); });
         backoff = std::min(backoff * 2, absl::Seconds(1));
         continue;
       }
@@ -209,9 +210,7 @@ void MetricsServer::Stop() {
   beast::error_code ec;
   tcp::socket wake(m.io);  // wake the blocking accept
   wake.connect(tcp::endpoint(asio::ip::make_address(m.address, ec), port()), ec);
-  {
-    std::lock_guard lock(m.backoff_mu);
-  }
+  { std::lock_guard lock(m.backoff_mu); }
   m.backoff_cv.notify_all();
   m.thread.join();
   m.acceptor.close(ec);
