@@ -1,8 +1,10 @@
 #include "server/command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "server/control_plane.h"
+#include "server/credentials.h"
 
 namespace gpucloud::server {
 
@@ -31,7 +34,52 @@ absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path) {
   return std::get<SchedulerConfiguration>(p.manifests[0].object).spec;
 }
 
+namespace {
+
+// `gpucloud server admin-config --data-dir DIR [-o FILE]`: a new admin credential from the
+// server's CA and token book, for an operator who lost admin.config. The running server accepts
+// it from its next start.
+int RunAdminConfig(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"gpucloud server admin-config: issue a new admin token and gpuctl config"};
+  std::string dir = ".gpucloud", output, listen = "127.0.0.1:8443";
+  app.add_option("--data-dir", dir, "the server's data directory")->check(CLI::ExistingDirectory);
+  app.add_option("-o,--output", output, "where to write the config (default DATA_DIR/admin.config)");
+  app.add_option("--server", listen, "the server's address and port, for the config");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  absl::StatusOr<HostPort> addr = ParseHostPort("--server", listen);
+  if (!addr.ok()) {
+    err << "gpucloud server admin-config: " << addr.status().message() << "\n";
+    return 2;
+  }
+  if (!std::filesystem::exists(dir + "/ca.crt") || !std::filesystem::exists(dir + "/tokens")) {
+    err << "gpucloud server admin-config: " << dir << " holds no server credentials (ca.crt, tokens)\n";
+    return 1;
+  }
+  if (output.empty()) output = dir + "/admin.config";
+  std::string token = NewToken();
+  std::string url = Cat("https://", addr->host, ":", addr->port);
+  absl::Status s = WriteSecret(output, AdminConfigText(url, dir + "/ca.crt", token));
+  if (s.ok()) s = CommitAdminToken(dir, token);
+  if (!s.ok()) {
+    err << "gpucloud server admin-config: " << s.message() << "\n";
+    return 1;
+  }
+  out << "a new admin token is in " << output << " (valid from the server's next start)\n";
+  return 0;
+}
+
+}  // namespace
+
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  // Everything the server writes (store, credentials, logs) is its own: 0600 files, 0700 dirs.
+  umask(077);
+  if (argc >= 2 && std::string_view(argv[1]) == "admin-config") {
+    return RunAdminConfig(argc - 1, argv + 1, out, err);
+  }
   CLI::App app{"gpucloud server: the control plane"};
   std::string listen = "127.0.0.1:8443", scheduler_config;
   ControlPlaneOptions o;
@@ -46,6 +94,11 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-root", o.checkpoint_root,
                  "default checkpoint directory root (a shared file system on several nodes)");
+  app.add_flag("--init", o.init,
+               "start with an empty store even though an earlier server's credentials are there");
+  app.add_option("--history-revisions", o.compaction.keep_revisions,
+                 "revisions of change history kept for watches (0: keep all)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,12 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <random>
 
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/text.h"
+#include "server/compactor.h"
 #include "server/controller.h"
 #include "server/credentials.h"
 #include "server/https_server.h"
@@ -29,6 +34,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<LogStore> logs;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<HttpsServer> https;
+  std::unique_ptr<Compactor> compactor;
   std::string bootstrap;
   bool first = false;
 };
@@ -39,9 +45,37 @@ ControlPlane::ControlPlane(ControlPlaneOptions options) : impl_(std::make_unique
 
 ControlPlane::~ControlPlane() { Stop(); }
 
+namespace {
+
+// A server ran here before (its CA exists) but the store is gone or empty: starting would serve
+// an empty cluster to agents and users that expect theirs, so it takes --init.
+absl::Status PrepareDataDir(const std::string& dir, bool init) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
+  // It holds secrets (keys, tokens, jobs' environments in the store): its owner's only.
+  if (chmod(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(Cat("cannot make ", dir, " private: ", std::strerror(errno)));
+  }
+  const std::string db = dir + "/store.db";
+  bool had_server = std::filesystem::exists(dir + "/ca.crt", ec);
+  bool missing = !std::filesystem::exists(db, ec) || std::filesystem::file_size(db, ec) == 0;
+  if (init || !had_server || !missing) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      Cat(db, " is missing or empty, but ", dir, " holds the credentials of a server that ran "
+          "before: restore the store, or start with --init to begin with an empty one"));
+}
+
+}  // namespace
+
 absl::Status ControlPlane::Start() {
   Impl& m = *impl_;
   const std::string& dir = m.options.data_dir;
+  if (absl::Status s = PrepareDataDir(dir, m.options.init); !s.ok()) return s;
+  // The store first: a start that fails after this finds it next time.
+  absl::StatusOr<std::unique_ptr<store::Store>> store = store::OpenSqliteStore(dir + "/store.db");
+  if (!store.ok()) return store.status();
+  m.store = std::move(*store);
   absl::StatusOr<Credentials> creds = EnsureCredentials(dir, {m.options.address});
   if (!creds.ok()) return creds.status();
   m.creds = *creds;
@@ -49,13 +83,13 @@ absl::Status ControlPlane::Start() {
   absl::StatusOr<TokenBook> tokens = TokenBook::Load(dir);
   if (!tokens.ok()) return tokens.status();
   m.tokens = std::move(*tokens);
+  // A new admin is valid from the first request on, but stored only once the server listens
+  // and its config is written (below): a start that fails loses nothing.
+  if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true, false});
   {
     std::ifstream f(creds->bootstrap_token_path);
     std::getline(f, m.bootstrap);
   }
-  absl::StatusOr<std::unique_ptr<store::Store>> store = store::OpenSqliteStore(dir + "/store.db");
-  if (!store.ok()) return store.status();
-  m.store = std::move(*store);
   m.nodes = std::make_unique<NodeTable>();
   m.logs = std::make_unique<LogStore>(dir + "/logs");
   ControllerOptions co;
@@ -80,38 +114,41 @@ absl::Status ControlPlane::Start() {
                           .logs = m.logs.get()};
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
+  if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;
   m.controller->Start();
-  // gpuctl's config for the admin: written on the first start, and again when the port moved.
-  std::string config = admin_config_path();
-  bool rewrite = m.first;
-  if (!rewrite) {
-    std::ifstream f(config);
-    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    rewrite = !text.empty() && text.find(url()) == std::string::npos;
-  }
-  if (m.first) {
-    std::ofstream f(config, std::ios::trunc);
-    f << "server: " << url() << "\ncertificate-authority: " << creds->ca_cert_path
-      << "\ntoken: " << creds->admin_token << "\n";
-    f.close();
-    chmod(config.c_str(), 0600);
-  } else if (rewrite) {
-    // Keep the token, change the address.
-    std::ifstream f(config);
-    std::string line, out;
-    while (std::getline(f, line)) {
-      out += line.starts_with("server:") ? Cat("server: ", url()) : line;
-      out += "\n";
-    }
-    f.close();
-    std::ofstream w(config, std::ios::trunc);
-    w << out;
-  }
+  m.compactor = std::make_unique<Compactor>(*m.store, m.options.compaction);
+  m.compactor->Start();
   return absl::OkStatus();
+}
+
+// gpuctl's config for the admin: written on the first start (then the token is committed), and
+// again when the port moved (keeping the token).
+absl::Status ControlPlane::WriteAdminConfig() {
+  Impl& m = *impl_;
+  const std::string config = admin_config_path();
+  if (m.first) {
+    if (absl::Status s = WriteSecret(config, AdminConfigText(url(), m.creds->ca_cert_path,
+                                                             m.creds->admin_token));
+        !s.ok()) {
+      return s;
+    }
+    return CommitAdminToken(m.options.data_dir, m.creds->admin_token);
+  }
+  std::ifstream f(config);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (text.empty() || text.find(url()) != std::string::npos) return absl::OkStatus();
+  std::string out, line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) {
+    out += line.starts_with("server:") ? Cat("server: ", url()) : line;
+    out += "\n";
+  }
+  return WriteSecret(config, out);
 }
 
 void ControlPlane::Stop() {
   Impl& m = *impl_;
+  if (m.compactor) m.compactor->Stop();
   if (m.controller) m.controller->Stop();
   if (m.https) m.https->Stop();
 }

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "core/sched_config.h"
+#include "server/compactor.h"
 
 namespace gpucloud::server {
 
@@ -23,6 +24,9 @@ struct ControlPlaneOptions {
   int64_t stop_grace_ms = 30'000;
   // Where jobs' checkpoints go by default; "" = DATA_DIR/checkpoints.
   std::string checkpoint_root;
+  // Start even though the store is missing or empty next to an earlier server's credentials.
+  bool init = false;
+  CompactionPolicy compaction;
 };
 
 class ControlPlane {
@@ -40,6 +44,7 @@ class ControlPlane {
   int64_t revision() const;
 
  private:
+  absl::Status WriteAdminConfig();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -4,8 +4,12 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <arpa/inet.h>
@@ -33,13 +37,37 @@ absl::Status OpenSslError(const std::string& what) {
   return absl::InternalError(Cat("OpenSSL: ", what));
 }
 
+}  // namespace
+
 absl::Status WriteSecret(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f || chmod(path.c_str(), 0600) != 0) return absl::InternalError(Cat("cannot write ", path));
+  // Written whole or not at all, and never readable by others, not even for a moment: a
+  // temporary file made 0600, synced, then renamed over the old one.
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(Cat("cannot write ", tmp, ": ", std::strerror(errno)));
+  bool ok = fchmod(fd, 0600) == 0;
+  for (size_t done = 0; ok && done < text.size();) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ok && fsync(fd) == 0;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    unlink(tmp.c_str());
+    return absl::InternalError(Cat("cannot write ", path, ": ", std::strerror(e)));
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dfd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
   return absl::OkStatus();
 }
+
+namespace {
 
 // PEM text of what `write` puts into a memory BIO.
 template <typename Write>
@@ -147,6 +175,10 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
+  // The data directory holds secrets (keys, tokens, jobs' environments in the store): its owner's.
+  if (chmod(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(Cat("cannot make ", dir, " private: ", std::strerror(errno)));
+  }
   Credentials out{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key", ""};
   if (!std::filesystem::exists(out.ca_cert_path)) {
     Key ca_key(EVP_EC_gen("P-256"));
@@ -206,26 +238,47 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
     std::ofstream(san_path, std::ios::trunc) << san << "\n";
   }
   std::string tokens = dir + "/tokens";
-  if (!std::filesystem::exists(tokens)) {
-    out.admin_token = RandomHex(32);
-    if (absl::Status s = WriteSecret(tokens, Cat(Sha256Hex(out.admin_token), " admin - admin\n"));
-        !s.ok()) {
-      return s;
-    }
-  }
   // The agents' bootstrap token: kept in the clear for the operator to hand to agents (like
   // kubeadm's join token), and as a hash in the token book.
   out.bootstrap_token_path = dir + "/bootstrap.token";
   if (!std::filesystem::exists(out.bootstrap_token_path)) {
     std::string token = RandomHex(32);
-    std::ifstream in(tokens);
-    std::string book((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    book += Cat(Sha256Hex(token), " system:node - node\n");
-    if (absl::Status s = WriteSecret(tokens, book); !s.ok()) return s;
+    if (absl::Status s = AppendToken(dir, Sha256Hex(token), "system:node", "node"); !s.ok()) {
+      return s;
+    }
     if (absl::Status s = WriteSecret(out.bootstrap_token_path, token + "\n"); !s.ok()) return s;
   }
+  // No admin yet (a first start, or one that failed before its admin config was written): one is
+  // made here and kept only once the caller commits it (CommitAdminToken).
+  std::ifstream in(tokens);
+  bool has_admin = false;
+  for (std::string line; std::getline(in, line);) {
+    has_admin = has_admin || line.ends_with(" admin");
+  }
+  if (!has_admin) out.admin_token = RandomHex(32);
   return out;
 }
+
+absl::Status AppendToken(const std::string& dir, const std::string& hash, const std::string& user,
+                         const std::string& role) {
+  std::string tokens = dir + "/tokens";
+  std::ifstream in(tokens);
+  std::string book((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!book.empty() && !book.ends_with("\n")) book += "\n";
+  book += Cat(hash, " ", user, " - ", role, "\n");
+  return WriteSecret(tokens, book);
+}
+
+absl::Status CommitAdminToken(const std::string& dir, const std::string& token) {
+  return AppendToken(dir, Sha256Hex(token), "admin", "admin");
+}
+
+std::string AdminConfigText(const std::string& url, const std::string& ca_path,
+                            const std::string& token) {
+  return Cat("server: ", url, "\ncertificate-authority: ", ca_path, "\ntoken: ", token, "\n");
+}
+
+std::string NewToken() { return RandomHex(32); }
 
 absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
   std::ifstream f(dir + "/tokens");
@@ -245,9 +298,24 @@ absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
     if (role != "admin" && role != "tenant" && role != "node") {
       return absl::DataLossError(Cat(dir, "/tokens:", n, ": role \"", role, "\" is not admin, tenant or node"));
     }
-    book.by_hash_[hash] = Identity{user, ns == "-" ? "" : ns, role == "admin", role == "node"};
+    if (auto [it, fresh] = book.by_hash_.try_emplace(
+            hash, Identity{user, ns == "-" ? "" : ns, role == "admin", role == "node"});
+        !fresh) {
+      return absl::DataLossError(Cat(dir, "/tokens:", n, ": the token of user ", user,
+                                     " is already on an earlier line (for ", it->second.user,
+                                     "); each token may appear once"));
+    }
+  }
+  if (book.by_hash_.empty()) {
+    return absl::FailedPreconditionError(
+        Cat(dir, "/tokens holds no token: nobody could use this server (`gpucloud server "
+                 "admin-config --data-dir ", dir, "` issues an admin token)"));
   }
   return book;
+}
+
+void TokenBook::Add(const std::string& token, Identity who) {
+  by_hash_[Sha256Hex(token)] = std::move(who);
 }
 
 std::optional<Identity> TokenBook::Find(const std::string& token) const {

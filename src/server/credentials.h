@@ -3,7 +3,9 @@
 // Tokens are kept only as SHA-256 hashes (DIR/tokens, mode 0600); the admin token itself is
 // returned once, for the operator (and written to DIR/admin.config for gpuctl, mode 0600, like
 // a kubeconfig). A bootstrap token for agents (role node) is kept in DIR/bootstrap.token.
-// Functions are thread-safe; TokenBook is immutable after loading.
+// Every file is written whole (temporary file, fsync, rename) and created 0600; DIR is 0700.
+// Functions are thread-safe as long as one process writes DIR; TokenBook is immutable once the
+// server using it started (Add is for before that).
 #ifndef GPUCLOUD_SERVER_CREDENTIALS_H_
 #define GPUCLOUD_SERVER_CREDENTIALS_H_
 
@@ -27,17 +29,36 @@ struct Credentials {
 
 // Creates what is missing under `dir`; keeps what exists. The server certificate names
 // localhost, the host name, every IPv4 address of this host and `extra_names` (host names or
-// addresses); it is made again, by the same CA, when those names change. Internal on OpenSSL or
-// file errors.
+// addresses); it is made again, by the same CA, when those names change. When DIR/tokens holds
+// no admin, `admin_token` is a new one that is NOT yet valid or stored: the caller commits it
+// (CommitAdminToken) once it has handed it over (admin.config written), so that a start that
+// fails before that (its port is busy) loses nothing. Internal on OpenSSL or file errors.
 absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
                                               const std::vector<std::string>& extra_names = {});
+
+// Adds the admin `token`'s hash to DIR/tokens (atomically). Internal on file errors.
+absl::Status CommitAdminToken(const std::string& dir, const std::string& token);
+// Adds a line "HASH USER - ROLE" to DIR/tokens (atomically).
+absl::Status AppendToken(const std::string& dir, const std::string& hash, const std::string& user,
+                         const std::string& role);
+// gpuctl's config file for an admin (the server's URL, its CA and the token).
+std::string AdminConfigText(const std::string& url, const std::string& ca_path,
+                            const std::string& token);
+// A new random bearer token (256 bits, hex).
+std::string NewToken();
+// Writes `text` to `path` whole or not at all (temporary file, fsync, rename), mode 0600.
+absl::Status WriteSecret(const std::string& path, const std::string& text);
 
 std::string Sha256Hex(const std::string& text);
 
 // Bearer tokens by hash.
 class TokenBook {
  public:
+  // DataLoss for a malformed line or a token given twice (an appended line must not silently
+  // change who a token is); FailedPrecondition when the file holds no token at all.
   static absl::StatusOr<TokenBook> Load(const std::string& dir);
+  // Makes `token` valid as `who` (before the server starts serving).
+  void Add(const std::string& token, Identity who);
   // The identity of `token`, or nullopt when it is not valid.
   std::optional<Identity> Find(const std::string& token) const;
 

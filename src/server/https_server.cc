@@ -8,7 +8,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <algorithm>
 #include <condition_variable>
+#include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -57,9 +60,65 @@ void SplitTarget(std::string_view target, Request* r) {
   }
 }
 
+// One open connection: its socket and the time by which what it is doing (a handshake, reading
+// a request, writing an answer) must be done; the reaper shuts down the socket after it.
+struct Connection {
+  explicit Connection(asio::io_context& io) : socket(io) {}
+  void Arm(absl::Duration d) { deadline_ns = absl::ToUnixNanos(absl::Now() + d); }
+  void Disarm() { deadline_ns = std::numeric_limits<int64_t>::max(); }
+  bool Expired(absl::Time now) const { return absl::ToUnixNanos(now) > deadline_ns.load(); }
+  tcp::socket socket;
+  std::atomic<int64_t> deadline_ns{std::numeric_limits<int64_t>::max()};
+};
+
+// Requests and streams in flight per tenant (a simple form of Kubernetes' API Priority and
+// Fairness: admins and nodes are exempt, so agents' heartbeats never wait behind a tenant).
+class TenantLimiter {
+ public:
+  TenantLimiter(int max_requests, int max_streams)
+      : max_requests_(max_requests), max_streams_(max_streams) {}
+  // True when `who` may start one more request (stream: a watch or followed log); then Release
+  // must follow.
+  bool Acquire(const Identity& who, bool stream) {
+    if (who.admin || who.node) return true;
+    std::lock_guard lock(mu_);
+    int& n = (stream ? streams_ : requests_)[who.user];
+    if (n >= (stream ? max_streams_ : max_requests_)) return false;
+    ++n;
+    return true;
+  }
+  void Release(const Identity& who, bool stream) {
+    if (who.admin || who.node) return;
+    std::lock_guard lock(mu_);
+    auto& by_user = stream ? streams_ : requests_;
+    if (auto it = by_user.find(who.user); it != by_user.end() && --it->second <= 0) {
+      by_user.erase(it);
+    }
+  }
+
+ private:
+  const int max_requests_, max_streams_;
+  std::mutex mu_;
+  std::map<std::string, int> requests_, streams_;
+};
+
+Response TooMany(const Identity& who, bool stream) {
+  Response r = Status(429, "TooManyRequests",
+                      Cat("user ", who.user, " has too many ",
+                          stream ? "watches and followed logs" : "requests", " in flight; retry"));
+  r.headers["Retry-After"] = "1";
+  return r;
+}
+
+// What a plain-HTTP client gets on the TLS port (it cannot read a TLS alert).
+constexpr std::string_view kPlainHttpAnswer =
+    "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+    "Content-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
 }  // namespace
 
 struct HttpsServer::Impl {
+  using Stream = beast::ssl_stream<tcp::socket&>;
   RestApi& api;
   const TokenBook& tokens;
   store::Store& store;
@@ -68,85 +127,175 @@ struct HttpsServer::Impl {
   asio::ssl::context tls{asio::ssl::context::tls_server};
   tcp::acceptor acceptor{io};
   std::thread accept_thread;
+  std::thread reaper_thread;
   // Open connections, each served by a detached thread that removes itself when done (so a
   // long-running server does not keep finished threads around); Stop waits for the set to
   // empty. Shared with those threads, so that the last one's unlock never outlives it.
   struct Connections {
     std::mutex mu;
     std::condition_variable drained;
-    std::map<uint64_t, std::shared_ptr<tcp::socket>> open;
+    std::condition_variable stop_wait;  // the reaper's and the accept back-off's sleep
+    std::map<uint64_t, std::shared_ptr<Connection>> open;
     uint64_t next_id = 0;
+    uint64_t refused = 0;  // over max_connections
   };
   std::shared_ptr<Connections> conns = std::make_shared<Connections>();
   std::atomic<bool> stopping{false};
   ApiMetrics metrics;
+  TenantLimiter limiter;
 
   Impl(RestApi& a, const TokenBook& t, store::Store& s, Options o)
-      : api(a), tokens(t), store(s), options(std::move(o)) {}
+      : api(a),
+        tokens(t),
+        store(s),
+        options(std::move(o)),
+        limiter(options.max_requests_per_tenant, options.max_streams_per_tenant) {}
 
-  void Serve(std::shared_ptr<tcp::socket> socket) {
-    beast::ssl_stream<tcp::socket&> stream(*socket, tls);
+  void Log(const std::string& line) {
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::cerr << "gpucloud server: " << line << std::endl;
+    }
+  }
+
+  // True when the connection speaks TLS; a plain HTTP request is answered 400 here.
+  bool LooksLikeTls(Connection& c) {
+    unsigned char first = 0;
+    beast::error_code ec;
+    c.socket.receive(asio::buffer(&first, 1), tcp::socket::message_peek, ec);
+    if (ec) return false;
+    if (first == 0x16) return true;  // a TLS handshake record
+    if (first >= 'A' && first <= 'Z') {
+      asio::write(c.socket, asio::buffer(kPlainHttpAnswer), ec);
+      c.socket.shutdown(tcp::socket::shutdown_send, ec);
+    }
+    return false;
+  }
+
+  void Serve(Connection& c) {
+    c.Arm(options.handshake_timeout);
+    if (!LooksLikeTls(c)) return;
+    Stream stream(c.socket, tls);
     beast::error_code ec;
     stream.handshake(asio::ssl::stream_base::server, ec);
     if (ec) return;
     beast::flat_buffer buffer;
     while (!stopping) {
+      c.Arm(options.read_timeout);  // idle time before the request included
       http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
       parser.body_limit(kMaxBodyBytes + 1);
       http::read(stream, buffer, parser, ec);
-      if (ec == http::error::body_limit) {
-        Write(stream, parser.get(), Response{413, "{\"kind\":\"Status\",\"code\":413,\"message\":"
-                                                  "\"the body is over the limit\"}\n"});
+      if (ec) {
+        AnswerReadError(c, stream, parser.get(), ec);
         return;
       }
-      if (ec) return;
+      c.Arm(options.write_timeout);
       const http::request<http::string_body>& req = parser.get();
-      absl::Time started = absl::Now();
-      Request r;
-      r.method = std::string(req.method_string());
-      SplitTarget(std::string_view(req.target().data(), req.target().size()), &r);
-      r.body = req.body();
-      if (r.path == "/healthz") {  // for load balancers and probes: no token needed
-        if (!Write(stream, req, Response{200, "ok\n", "text/plain"}) || !req.keep_alive()) return;
-        continue;
-      }
-      std::string auth(req[http::field::authorization]);
-      std::optional<Identity> who =
-          auth.starts_with("Bearer ") ? tokens.Find(auth.substr(7)) : std::nullopt;
-      if (!who) {
-        Write(stream, req,
-              Response{401, "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
-                            "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
-                            "bearer token is required\"}\n"});
-        metrics.Observe(r.method, ResourceOfPath(r.path), 401,
-                        absl::ToDoubleSeconds(absl::Now() - started));
-        if (!req.keep_alive()) return;
-        continue;
-      }
-      r.who = *who;
-      if (r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true") {
-        StreamWatch(stream, req, r);
+      bool keep = false;
+      try {
+        keep = ServeOne(c, stream, req);
+      } catch (const std::exception& e) {
+        // One request's failure is its own 500, never the server's end.
+        Log(Cat("request ", std::string(req.method_string()), " ",
+                std::string(req.target().substr(0, 200)), " failed: ", e.what()));
+        Write(c, stream, req, Status(500, "InternalError", "the server failed on this request"));
         return;
       }
-      if (r.method == "GET" && r.path.ends_with("/logs") && r.query.contains("follow") &&
-          r.query.at("follow") == "true") {
-        StreamLogs(stream, req, r);
-        return;
-      }
-      Response resp = r.path == "/metrics" && r.method == "GET"
-                          ? Response{200,
-                                     metrics.Render(store.Revision()) +
-                                         (options.extra_metrics ? options.extra_metrics() : ""),
-                                     "text/plain; version=0.0.4"}
-                          : api.Handle(r);
-      metrics.Observe(r.method, ResourceOfPath(r.path), resp.status,
-                      absl::ToDoubleSeconds(absl::Now() - started));
-      if (!Write(stream, req, resp) || !req.keep_alive()) return;
+      if (!keep || !req.keep_alive()) return;
     }
   }
 
-  template <typename Stream>
-  bool Write(Stream& stream, const http::request<http::string_body>& req, const Response& resp) {
+  template <typename Req>
+  void AnswerReadError(Connection& c, Stream& stream, const Req& req, beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      Write(c, stream, req, Status(413, "RequestEntityTooLarge", "the body is over the limit"));
+    } else if (ec == http::error::header_limit) {
+      Write(c, stream, req,
+            Status(431, "RequestHeaderFieldsTooLarge",
+                   Cat("the request's header is over ", options.max_header_bytes, " bytes")));
+    } else if (ec.category() == beast::error_code(http::error::end_of_stream).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      Write(c, stream, req, Status(400, "BadRequest", Cat("malformed request: ", ec.message())));
+    }
+  }
+
+  // Serves one request; false when the connection is to be closed after it.
+  bool ServeOne(Connection& c, Stream& stream, const http::request<http::string_body>& req) {
+    absl::Time started = absl::Now();
+    Request r;
+    r.method = std::string(req.method_string());
+    SplitTarget(std::string_view(req.target().data(), req.target().size()), &r);
+    r.body = req.body();
+    if (r.path == "/healthz") {  // for load balancers and probes: no token needed
+      return Write(c, stream, req, Response{200, "ok\n", "text/plain"});
+    }
+    std::string auth(req[http::field::authorization]);
+    std::optional<Identity> who =
+        auth.starts_with("Bearer ") ? tokens.Find(auth.substr(7)) : std::nullopt;
+    auto observe = [&](int status) {
+      metrics.Observe(r.method, ResourceOfPath(r.path), status,
+                      absl::ToDoubleSeconds(absl::Now() - started));
+    };
+    if (!who) {
+      observe(401);
+      return Write(c, stream, req,
+                   Response{401, "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
+                                 "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
+                                 "bearer token is required\"}\n"});
+    }
+    r.who = *who;
+    const bool watch = r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true";
+    const bool follow = r.method == "GET" && r.path.ends_with("/logs") &&
+                        r.query.contains("follow") && r.query.at("follow") == "true";
+    const bool stream_request = watch || follow;
+    if (!limiter.Acquire(r.who, stream_request)) {
+      observe(429);
+      return Write(c, stream, req, TooMany(r.who, stream_request));
+    }
+    struct Release {
+      TenantLimiter& l;
+      const Identity& who;
+      bool stream;
+      ~Release() { l.Release(who, stream); }
+    } release{limiter, r.who, stream_request};
+    if (watch) {
+      StreamWatch(c, stream, req, r);
+      return false;
+    }
+    if (follow) {
+      StreamLogs(c, stream, req, r);
+      return false;
+    }
+    Response resp = r.path == "/metrics" && r.method == "GET"
+                        ? Response{200, RenderMetrics(), "text/plain; version=0.0.4"}
+                        : api.Handle(r);
+    observe(resp.status);
+    return Write(c, stream, req, resp);
+  }
+
+  std::string RenderMetrics() {
+    size_t open = 0;
+    uint64_t refused = 0;
+    {
+      std::lock_guard lock(conns->mu);
+      open = conns->open.size();
+      refused = conns->refused;
+    }
+    return Cat(metrics.Render(store.Revision()),
+               "# HELP gpucloud_api_open_connections Connections the API server holds open.\n"
+               "# TYPE gpucloud_api_open_connections gauge\n"
+               "gpucloud_api_open_connections ", open, "\n",
+               "# HELP gpucloud_api_refused_connections_total Connections closed at once because "
+               "the server held its maximum.\n"
+               "# TYPE gpucloud_api_refused_connections_total counter\n"
+               "gpucloud_api_refused_connections_total ", refused, "\n",
+               options.extra_metrics ? options.extra_metrics() : "");
+  }
+
+  template <typename Req>
+  bool Write(Connection& c, Stream& stream, const Req& req, const Response& resp) {
     http::response<http::string_body> res{static_cast<http::status>(resp.status), req.version()};
     res.set(http::field::server, "gpucloud");
     res.set(http::field::content_type, resp.content_type);
@@ -155,37 +304,59 @@ struct HttpsServer::Impl {
     res.body() = resp.body;
     res.prepare_payload();
     beast::error_code ec;
+    c.Arm(options.write_timeout);
     http::write(stream, res, ec);
     return !ec;
   }
 
+  // Writes a chunk of a streamed answer within the write timeout; the wait between chunks has
+  // no deadline (the stream's own timeout ends it).
+  bool WriteChunk(Connection& c, Stream& stream, const std::string& data) {
+    beast::error_code ec;
+    c.Arm(options.write_timeout);
+    if (data.empty()) {
+      asio::write(stream, http::make_chunk_last(), ec);
+    } else {
+      asio::write(stream, http::make_chunk(asio::buffer(data)), ec);
+    }
+    c.Disarm();
+    return !ec;
+  }
+
+  template <typename Req>
+  bool WriteStreamHead(Connection& c, Stream& stream, const Req& req, const char* content_type,
+                       const std::map<std::string, std::string>& headers) {
+    http::response<http::empty_body> head{http::status::ok, req.version()};
+    head.set(http::field::server, "gpucloud");
+    head.set(http::field::content_type, content_type);
+    for (const auto& [k, v] : headers) head.set(k, v);
+    head.chunked(true);
+    http::response_serializer<http::empty_body> sr{head};
+    beast::error_code ec;
+    c.Arm(options.write_timeout);
+    http::write_header(stream, sr, ec);
+    c.Disarm();
+    return !ec;
+  }
+
   // A followed log: what is there, then what arrives, until the job ends or the client leaves.
-  template <typename Stream>
-  void StreamLogs(Stream& stream, const http::request<http::string_body>& req, Request r) {
+  template <typename Req>
+  void StreamLogs(Connection& c, Stream& stream, const Req& req, Request r) {
     r.query.erase("follow");
     int64_t offset = std::max<int64_t>(0, QueryInt(r, "offset").value_or(0));
     Response chunk = api.Handle(r);
     if (chunk.status != 200) {
-      Write(stream, req, chunk);
+      Write(c, stream, req, chunk);
       return;
     }
     // Later reads are of the same attempt, even when a new one starts meanwhile.
     if (auto a = chunk.headers.find("X-Gpucloud-Attempt"); a != chunk.headers.end()) {
       r.query["attempt"] = a->second;
     }
-    http::response<http::empty_body> head{http::status::ok, req.version()};
-    head.set(http::field::server, "gpucloud");
-    head.set(http::field::content_type, "text/plain");
-    for (const auto& [k, v] : chunk.headers) head.set(k, v);
-    head.chunked(true);
-    http::response_serializer<http::empty_body> sr{head};
-    beast::error_code ec;
-    http::write_header(stream, sr, ec);
-    if (ec) return;
+    if (!WriteStreamHead(c, stream, req, "text/plain", chunk.headers)) return;
     for (;;) {
       if (!chunk.body.empty()) {
-        asio::write(stream, http::make_chunk(asio::buffer(chunk.body)), ec);
-        if (ec) return;
+        if (!WriteChunk(c, stream, chunk.body)) return;
         offset += static_cast<int64_t>(chunk.body.size());
         r.query["offset"] = std::to_string(offset);
         chunk = api.Handle(r);
@@ -197,66 +368,122 @@ struct HttpsServer::Impl {
       chunk = api.Handle(r);
       if (chunk.status != 200) break;
     }
-    asio::write(stream, http::make_chunk_last(), ec);
+    WriteChunk(c, stream, "");
   }
 
-  template <typename Stream>
-  void StreamWatch(Stream& stream, const http::request<http::string_body>& req, Request r) {
-    // A bad resourceVersion is answered by api.Handle below; a bad timeout means the default.
-    int64_t last = std::max<int64_t>(0, QueryInt(r, "resourceVersion").value_or(0));
+  template <typename Req>
+  void StreamWatch(Connection& c, Stream& stream, const Req& req, Request r) {
     int64_t timeout_s = QueryInt(r, "timeoutSeconds").value_or(300);
-    if (timeout_s < 0 || timeout_s > 999'999) timeout_s = 300;
+    if (timeout_s < 0 || timeout_s > 999'999) timeout_s = 300;  // a bad timeout: the default
     const bool bookmarks =
         r.query.contains("allowWatchBookmarks") && r.query.at("allowWatchBookmarks") == "true";
-    int64_t revision = store.Revision();  // every change up to here is in the first batch
-    Response batch = api.Handle(r);        // validates everything; errors are answered plainly
+    Response batch = api.Handle(r);  // validates everything; errors are answered plainly
     if (batch.status != 200) {
-      Write(stream, req, batch);
+      Write(c, stream, req, batch);
       return;
     }
-    http::response<http::empty_body> head{http::status::ok, req.version()};
-    head.set(http::field::server, "gpucloud");
-    head.set(http::field::content_type, "application/x-ndjson");
-    head.chunked(true);
-    http::response_serializer<http::empty_body> sr{head};
-    beast::error_code ec;
-    http::write_header(stream, sr, ec);
-    if (ec) return;
+    if (!WriteStreamHead(c, stream, req, "application/x-ndjson", {})) return;
     absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
     absl::Time last_write = absl::InfinitePast();
     for (;;) {
-      int64_t seen = last;
-      for (const std::string& line : SplitAny(batch.body, "\n")) {
-        if (line.empty()) continue;
-        size_t at = line.rfind("\"resourceVersion\":\"");
-        if (at != std::string::npos) {
-          seen = std::max<int64_t>(seen, std::atoll(line.c_str() + at + 19));
-        }
-      }
+      // The batch holds every change under the prefix up to batch.revision: the API says so,
+      // rather than this reading revisions out of the objects' text (a tenant's env var named
+      // resourceVersion would win that).
+      const int64_t last = batch.revision;
       if (batch.body.empty() && bookmarks && absl::Now() - last_write >= absl::Seconds(1)) {
         // Nothing happened: say so (Kubernetes' BOOKMARK), so that the client knows the stream
         // is alive and where it stands.
         batch.body = Cat("{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"",
-                         std::max(seen, revision), "\"}}}\n");
+                         last, "\"}}}\n");
       }
       if (!batch.body.empty()) {
-        asio::write(stream, http::make_chunk(asio::buffer(batch.body)), ec);
-        if (ec) return;
+        if (!WriteChunk(c, stream, batch.body)) return;
         last_write = absl::Now();
       }
-      // The batch holds every change under the prefix up to `revision` (read before it).
-      last = std::max(seen, revision);
       if (stopping || absl::Now() >= deadline) break;
       store.WaitForChange(last, std::min(absl::Seconds(1), deadline - absl::Now()));
-      revision = store.Revision();
+      // The changes after `last`; after an empty store's revision 0, what is there now (as
+      // ADDED events: "0" asks for the current state).
       r.query["resourceVersion"] = std::to_string(last);
-      batch = api.Handle(r);
+      batch = last == 0 && store.Revision() == 0 ? Response{200, "", "application/x-ndjson"}
+                                                 : api.Handle(r);
       if (batch.status != 200) break;
     }
-    asio::write(stream, http::make_chunk_last(), ec);
+    WriteChunk(c, stream, "");
+  }
+
+  // Closes connections whose deadline passed, until Stop.
+  void Reap() {
+    absl::Duration period = std::clamp(
+        std::min({options.handshake_timeout, options.read_timeout, options.write_timeout}) / 4,
+        absl::Milliseconds(10), absl::Milliseconds(500));
+    std::unique_lock lock(conns->mu);
+    while (!stopping) {
+      conns->stop_wait.wait_for(lock, absl::ToChronoMilliseconds(period));
+      absl::Time now = absl::Now();
+      for (auto& [id, conn] : conns->open) {
+        if (!conn->Expired(now)) continue;
+        beast::error_code ec;
+        conn->socket.shutdown(tcp::socket::shutdown_both, ec);
+        conn->Disarm();  // once
+      }
+    }
+  }
+
+  void Accept() {
+    absl::Duration backoff = absl::Milliseconds(5);
+    bool failing = false;
+    while (!stopping) {
+      auto conn = std::make_shared<Connection>(io);
+      beast::error_code ec;
+      acceptor.accept(conn->socket, ec);
+      if (stopping) break;
+      if (ec) {
+        // Out of descriptors (or memory) is temporary: say so once, retry with back-off.
+        if (!failing) Log(Cat("accept failed: ", ec.message(), "; retrying"));
+        failing = true;
+        std::unique_lock lock(conns->mu);
+        conns->stop_wait.wait_for(lock, absl::ToChronoMilliseconds(backoff));
+        backoff = std::min(backoff * 2, absl::Seconds(1));
+        continue;
+      }
+      if (failing) Log("accepting connections again");
+      failing = false;
+      backoff = absl::Milliseconds(5);
+      Spawn(std::move(conn));
+    }
+  }
+
+  void Spawn(std::shared_ptr<Connection> conn) {
+    std::shared_ptr<Connections> set = conns;
+    std::lock_guard<std::mutex> lock(set->mu);
+    if (static_cast<int>(set->open.size()) >= options.max_connections) {
+      ++set->refused;
+      return;  // closed as `conn` goes
+    }
+    uint64_t id = set->next_id++;
+    set->open[id] = conn;
+    try {
+      std::thread([this, set, conn, id]() mutable {
+        try {
+          Serve(*conn);  // Stop waits for this before the Impl goes away
+        } catch (const std::exception& e) {
+          Log(Cat("connection failed: ", e.what()));
+        }
+        // The socket must go before Stop can return (its io_context dies with the Impl): drop
+        // this thread's reference now, and the set's under the lock, before saying it is done.
+        conn.reset();
+        std::lock_guard<std::mutex> done(set->mu);
+        set->open.erase(id);
+        set->drained.notify_all();
+      }).detach();
+    } catch (const std::system_error& e) {  // no thread to be had: close this one
+      set->open.erase(id);
+      ++set->refused;
+      Log(Cat("cannot start a connection thread: ", e.what()));
+    }
   }
 };
-
 
 HttpsServer::HttpsServer(RestApi& api, const TokenBook& tokens, store::Store& store,
                          Options options)
@@ -281,27 +508,8 @@ absl::Status HttpsServer::Start() {
     return absl::UnavailableError(
         Cat("cannot listen on ", m.options.address, ":", m.options.port, ": ", ec.message()));
   }
-  m.accept_thread = std::thread([&m] {
-    while (!m.stopping) {
-      auto socket = std::make_shared<tcp::socket>(m.io);
-      beast::error_code aec;
-      m.acceptor.accept(*socket, aec);
-      if (aec || m.stopping) break;
-      std::shared_ptr<Impl::Connections> conns = m.conns;
-      std::lock_guard<std::mutex> lock(conns->mu);
-      uint64_t id = conns->next_id++;
-      conns->open[id] = socket;
-      std::thread([&m, conns, socket, id]() mutable {
-        m.Serve(socket);  // Stop waits for this before `m` goes away
-        // The socket must go before Stop can return (its io_context dies with `m`): drop this
-        // thread's reference now, and the set's under the lock, before saying it is done.
-        socket.reset();
-        std::lock_guard<std::mutex> done(conns->mu);
-        conns->open.erase(id);
-        conns->drained.notify_all();
-      }).detach();
-    }
-  });
+  m.accept_thread = std::thread([&m] { m.Accept(); });
+  m.reaper_thread = std::thread([&m] { m.Reap(); });
   return absl::OkStatus();
 }
 
@@ -319,10 +527,15 @@ void HttpsServer::Stop() {
     wake.connect(tcp::endpoint(asio::ip::make_address(m.options.address, ec), port()), ec);
   }
   m.acceptor.close(ec);
-  if (m.accept_thread.joinable()) m.accept_thread.join();
   Impl::Connections& c = *m.conns;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.stop_wait.notify_all();
+  }
+  if (m.accept_thread.joinable()) m.accept_thread.join();
+  if (m.reaper_thread.joinable()) m.reaper_thread.join();
   std::unique_lock<std::mutex> lock(c.mu);
-  for (auto& [id, s] : c.open) s->shutdown(tcp::socket::shutdown_both, ec);
+  for (auto& [id, conn] : c.open) conn->socket.shutdown(tcp::socket::shutdown_both, ec);
   c.drained.wait(lock, [&c] { return c.open.empty(); });
 }
 

@@ -5,6 +5,18 @@
 // GET /metrics (with a token) serves the API's Prometheus metrics (ApiMetrics); GET /healthz
 // (without) answers "ok". One thread per connection (keep-alive supported); Start returns once
 // it listens.
+//
+// Bounds, for clients that are careless or hostile (Options): at most `max_connections` open
+// connections (more are closed at once); a TLS handshake must finish within
+// `handshake_timeout`, a request (idle time before it included) arrive within `read_timeout`,
+// and every write finish within `write_timeout`, or the connection is closed. A header over
+// `max_header_bytes` is answered 431, a body over kMaxBodyBytes 413, plain HTTP on the TLS port
+// 400, a request the parser rejects 400. A tenant (neither admin nor node) has at most
+// `max_requests_per_tenant` requests and `max_streams_per_tenant` watches or followed logs in
+// flight; more are answered 429 with Retry-After, so one tenant's flood cannot take the
+// threads that agents' heartbeats need. An exception thrown while serving a request is that
+// request's 500 (logged), never the process's end. A failed accept (out of descriptors) is
+// logged and retried with back-off.
 // Thread-safe; Stop (or the destructor) closes the listener and waits for the connections.
 #ifndef GPUCLOUD_SERVER_HTTPS_SERVER_H_
 #define GPUCLOUD_SERVER_HTTPS_SERVER_H_
@@ -15,6 +27,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "server/credentials.h"
 #include "server/log_store.h"
 #include "server/rest.h"
@@ -33,6 +46,16 @@ class HttpsServer {
     std::function<std::string()> extra_metrics;
     // For followed logs (GET .../logs?follow=true): waits for appends. Optional.
     LogStore* logs = nullptr;
+    int max_connections = 4096;
+    absl::Duration handshake_timeout = absl::Seconds(10);
+    absl::Duration read_timeout = absl::Seconds(60);
+    absl::Duration write_timeout = absl::Seconds(60);
+    size_t max_header_bytes = 32 << 10;
+    int max_requests_per_tenant = 32;
+    int max_streams_per_tenant = 16;
+    // Where the server says what went wrong (a request's exception, accept errors); stderr if
+    // unset. Called from any connection's thread.
+    std::function<void(const std::string&)> log;
   };
   // Borrows everything; all must outlive the server.
   HttpsServer(RestApi& api, const TokenBook& tokens, store::Store& store, Options options);

@@ -4,12 +4,20 @@
 
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
+#include "core/text.h"
 #include "server/test_client.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
@@ -30,13 +38,52 @@ class HttpsServerTest : public ::testing::Test {
     ASSERT_TRUE(c.ok()) << c.status();
     creds_ = *c;
     ASSERT_EQ(creds_.admin_token.size(), 64u);
+    ASSERT_TRUE(CommitAdminToken(dir_.string(), creds_.admin_token).ok());
     tokens_ = *TokenBook::Load(dir_.string());
+    tenant_token_ = NewToken();
+    tokens_.Add(tenant_token_, Identity{"alice", "default", false, false});
     store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
     api_ = std::make_unique<RestApi>(*store_, clock_, 1);
-    server_ = std::make_unique<HttpsServer>(
-        *api_, tokens_, *store_,
-        HttpsServer::Options{.cert_path = creds_.cert_path, .key_path = creds_.key_path});
+    StartServer({});
+  }
+  // (Re)starts the server with `o` (certificates filled in; errors to `log_`).
+  void StartServer(HttpsServer::Options o) {
+    server_.reset();
+    o.cert_path = creds_.cert_path;
+    o.key_path = creds_.key_path;
+    o.log = [this](const std::string& line) {
+      std::lock_guard lock(log_mu_);
+      log_ += line + "\n";
+    };
+    server_ = std::make_unique<HttpsServer>(*api_, tokens_, *store_, std::move(o));
     ASSERT_TRUE(server_->Start().ok());
+  }
+  // Sends `raw` over TLS as it is and returns "CODE REASON..." of the answer, or "closed" when
+  // the server closed the connection without one (within 10 s, or "timeout").
+  std::string TlsExchange(const std::string& raw) {
+    namespace asio = boost::asio;
+    namespace beast = boost::beast;
+    asio::io_context io;
+    asio::ssl::context ctx(asio::ssl::context::tls_client);
+    ctx.load_verify_file(creds_.ca_cert_path);
+    beast::ssl_stream<beast::tcp_stream> stream(io, ctx);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
+    beast::error_code ec;
+    beast::get_lowest_layer(stream).connect(
+        asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()), ec);
+    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
+    if (ec) return "handshake: " + ec.message();
+    asio::write(stream, asio::buffer(raw), ec);
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    http::read(stream, buf, res, ec);
+    if (ec == beast::error::timeout) return "timeout";
+    if (ec) return "closed";
+    return Cat(res.result_int(), " ", std::string(res.reason()), " ", res.body());
+  }
+  std::string Logged() {
+    std::lock_guard lock(log_mu_);
+    return log_;
   }
   void TearDown() override { server_.reset(); }
 
@@ -51,6 +98,9 @@ class HttpsServerTest : public ::testing::Test {
   const std::filesystem::path& dir_ = tmp_.path();
   Credentials creds_;
   TokenBook tokens_;
+  std::string tenant_token_;
+  std::mutex log_mu_;
+  std::string log_;
   FakeClock clock_{1'700'000'000'000};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<RestApi> api_;
@@ -128,13 +178,179 @@ TEST_F(HttpsServerTest, CredentialsAreKeptAcrossRestarts) {
   absl::StatusOr<Credentials> again = EnsureCredentials(dir_.string());
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->admin_token.empty());  // issued once
-  std::string tokens;
-  std::getline(std::ifstream(dir_ / "tokens"), tokens);
+  std::ifstream f(dir_ / "tokens");
+  std::string tokens((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(tokens.find(creds_.admin_token), std::string::npos);  // stored hashed only
-  EXPECT_EQ(tokens.substr(0, 64), Sha256Hex(creds_.admin_token));
+  EXPECT_NE(tokens.find(Sha256Hex(creds_.admin_token) + " admin - admin\n"), std::string::npos);
   EXPECT_EQ(std::filesystem::status(dir_ / "ca.key").permissions() &
                 std::filesystem::perms::others_read,
             std::filesystem::perms::none);
+}
+
+
+// --- a careless or hostile client -----------------------------------------------------------
+
+// A plain TCP connection to the server (no TLS), with a receive timeout so that a test never
+// hangs on a server that fails to close it.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    timeval tv{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawConnection() { close(fd_); }
+  bool connected() const { return connected_; }
+  void Send(const std::string& data) { (void)!send(fd_, data.data(), data.size(), MSG_NOSIGNAL); }
+  // Everything until the server closes; `closed` says whether it did (rather than the timeout).
+  std::string ReadAll(bool* closed) {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n > 0) {
+        out.append(buf, n);
+        continue;
+      }
+      *closed = n == 0 || errno == ECONNRESET;
+      return out;
+    }
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+TEST_F(HttpsServerTest, PlainHttpOnTheTlsPortIsAnswered400) {
+  RawConnection c(server_->port());
+  ASSERT_TRUE(c.connected());
+  c.Send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  bool closed = false;
+  std::string answer = c.ReadAll(&closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400 Bad Request\r\n")) << answer;
+  EXPECT_NE(answer.find("HTTP request to an HTTPS server"), std::string::npos) << answer;
+}
+
+TEST_F(HttpsServerTest, SilentAndSlowClientsAreCutOff) {
+  StartServer({.handshake_timeout = absl::Milliseconds(300), .read_timeout = absl::Milliseconds(500)});
+  // No handshake at all.
+  RawConnection silent(server_->port());
+  ASSERT_TRUE(silent.connected());
+  bool closed = false;
+  silent.ReadAll(&closed);
+  EXPECT_TRUE(closed) << "the server kept a connection that never said anything";
+  // A slowloris: TLS, then half a header, never finished.
+  std::string answer = TlsExchange("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: 1\r\n");
+  EXPECT_EQ(answer, "closed") << answer;
+  // Meanwhile and afterwards, real clients are served.
+  EXPECT_EQ(Call(http::verb::get, "/healthz", "").body(), "ok\n");
+}
+
+TEST_F(HttpsServerTest, OversizedHeaderIs431AndGarbageIs400) {
+  std::string big = Cat("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ",
+                        std::string(100 << 10, 'a'), "\r\n\r\n");
+  EXPECT_TRUE(TlsExchange(big).starts_with("431 ")) << TlsExchange(big).substr(0, 200);
+  EXPECT_TRUE(TlsExchange("NOT HTTP AT ALL\r\n\r\n").starts_with("400 "));
+}
+
+TEST_F(HttpsServerTest, ConnectionsOverTheMaximumAreClosedAtOnce) {
+  StartServer({.max_connections = 2});
+  RawConnection a(server_->port()), b(server_->port());
+  ASSERT_TRUE(a.connected() && b.connected());
+  RawConnection third(server_->port());  // accepted after a and b: over the maximum
+  bool closed = false;
+  third.ReadAll(&closed);
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(HttpsServerTest, ATenantsStreamsAreBoundedAndAdminsAreExempt) {
+  StartServer({.max_streams_per_tenant = 1});
+  // The tenant's one watch is open once its answer's header arrived (the server holds the
+  // tenant's stream slot from before it writes that header until the watch ends).
+  namespace asio = boost::asio;
+  namespace beast = boost::beast;
+  asio::io_context io;
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  ctx.load_verify_file(creds_.ca_cert_path);
+  beast::ssl_stream<beast::tcp_stream> first(io, ctx);
+  beast::get_lowest_layer(first).expires_after(std::chrono::seconds(10));
+  beast::get_lowest_layer(first).connect(
+      asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
+  first.handshake(asio::ssl::stream_base::client);
+  http::request<http::empty_body> req{http::verb::get,
+                                      std::string(kJobs) + "?watch=true&timeoutSeconds=2", 11};
+  req.set(http::field::host, "localhost");
+  req.set(http::field::authorization, "Bearer " + tenant_token_);
+  http::write(first, req);
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> head;
+  http::read_header(first, buf, head);
+  ASSERT_EQ(head.get().result_int(), 200);
+
+  auto second = Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=1", tenant_token_);
+  EXPECT_EQ(second.result_int(), 429) << second.body();
+  EXPECT_EQ(second[http::field::retry_after], "1");
+  // Plain requests of the same tenant, and the admin's watches, are not held back by it.
+  EXPECT_EQ(Call(http::verb::get, kJobs, tenant_token_).result_int(), 200);
+  EXPECT_EQ(Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=1",
+                 creds_.admin_token)
+                .result_int(),
+            200);
+  // Once the first watch ended, the tenant may watch again (its slot was released just after
+  // the stream's last chunk went out).
+  http::read(first, buf, head);
+  http::response<http::string_body> again;
+  for (int i = 0; i < 100 && again.result_int() != 200; ++i) {
+    again = Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=0", tenant_token_);
+  }
+  EXPECT_EQ(again.result_int(), 200);
+}
+
+TEST_F(HttpsServerTest, AnExceptionInOneRequestIsItsOwn500) {
+  // A stored document the handler cannot read (metadata is not an object): nlohmann throws.
+  ASSERT_TRUE(store_->Txn({{store::Op::Kind::kPut, "/jobs/default/bad", "{\"metadata\":\"x\"}", 0}}).ok());
+  auto r = Call(http::verb::get, std::string(kJobs) + "/bad", creds_.admin_token);
+  EXPECT_EQ(r.result_int(), 500) << r.body();
+  EXPECT_NE(Logged().find("failed"), std::string::npos) << Logged();
+  EXPECT_EQ(Call(http::verb::get, "/healthz", "").body(), "ok\n");  // still serving
+}
+
+TEST_F(HttpsServerTest, HostileFieldValuesDoNotBlindAWatch) {
+  // A tenant's free-form key named resourceVersion, after the object's own, with a revision
+  // from the far future (the server once read batches' revisions out of their text).
+  const char* hostile =
+      "{\"apiVersion\":\"gpucloud/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"evil\"},"
+      "\"spec\":{\"nodeSelector\":{\"resourceVersion\":\"99999999\"},\"tasks\":[{\"name\":"
+      "\"w\",\"env\":[{\"name\":\"resourceVersion\",\"value\":\"99999999\"}],"
+      "\"resources\":{\"gpu\":{\"count\":1}}}]}}";
+  ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, hostile).result_int(), 201);
+  std::string got;
+  std::thread watcher([&] {
+    got = Call(http::verb::get, std::string(kJobs) + "?watch=true&resourceVersion=0&timeoutSeconds=3",
+               creds_.admin_token)
+              .body();
+  });
+  // Whenever the watch starts, the second job is after what it has seen: it must arrive.
+  ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, kJob).result_int(), 201);
+  watcher.join();
+  EXPECT_NE(got.find("\"name\":\"evil\""), std::string::npos) << got;
+  EXPECT_NE(got.find("\"name\":\"train\""), std::string::npos) << got;
+}
+
+TEST_F(HttpsServerTest, EveryNamespaceWatchSendsEventsNotLists) {
+  ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, kJob).result_int(), 201);
+  auto w = Call(http::verb::get, "/apis/gpucloud/v1/jobs?watch=true&timeoutSeconds=2",
+                creds_.admin_token);
+  ASSERT_EQ(w.result_int(), 200);
+  // One ADDED event for the one job, not the list again every second.
+  EXPECT_EQ(std::count(w.body().begin(), w.body().end(), '\n'), 1) << w.body();
+  EXPECT_NE(w.body().find("\"type\":\"ADDED\""), std::string::npos) << w.body();
 }
 
 }  // namespace

@@ -64,8 +64,12 @@ absl::StatusOr<int64_t> LogStore::Append(const LogKey& key, int64_t offset,
 std::string LogStore::Read(const LogKey& key, int64_t offset, int64_t max_bytes) const {
   int fd = open(PathOf(key).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
-  std::string out(std::max<int64_t>(0, max_bytes), '\0');
-  ssize_t n = pread(fd, out.data(), out.size(), offset);
+  // What is there, never more than asked or than one chunk: the buffer is sized by the file,
+  // not by the caller's number.
+  struct stat st {};
+  int64_t available = fstat(fd, &st) == 0 ? std::max<int64_t>(0, st.st_size - offset) : 0;
+  std::string out(std::min({std::max<int64_t>(0, max_bytes), available, kMaxReadBytes}), '\0');
+  ssize_t n = out.empty() ? 0 : pread(fd, out.data(), out.size(), offset);
   close(fd);
   out.resize(n > 0 ? n : 0);
   return out;

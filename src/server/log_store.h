@@ -29,7 +29,10 @@ class LogStore {
   // Writes `data` at `offset`; the part before the file's current end is skipped (already
   // there). Returns the file's new size. InvalidArgument when `offset` is past the end (a gap).
   absl::StatusOr<int64_t> Append(const LogKey& key, int64_t offset, const std::string& data);
-  // Up to `max_bytes` from `offset` ("" at the end or when there is no such log).
+  // The most one Read returns, whatever `max_bytes` says: readers page on with the offset.
+  static constexpr int64_t kMaxReadBytes = 4 << 20;
+  // Up to min(`max_bytes`, kMaxReadBytes) from `offset` ("" at the end or when there is no such
+  // log). Memory is bounded by what is read, not by `max_bytes`.
   std::string Read(const LogKey& key, int64_t offset, int64_t max_bytes) const;
   int64_t Size(const LogKey& key) const;
   // Ranks with a log for the attempt, ascending.

@@ -1,5 +1,7 @@
 #include "server/rest.h"
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -29,14 +31,15 @@ Response Status(int code, std::string_view reason, std::string message) {
   return {code, j.dump() + "\n"};
 }
 
-std::optional<int64_t> QueryInt(const Request& r, const char* key) {
+std::optional<int64_t> QueryInt(const Request& r, const char* key, int64_t max) {
   auto it = r.query.find(key);
   if (it == r.query.end()) return std::nullopt;
   const std::string& v = it->second;
   if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
     return -1;
   }
-  return std::stoll(v);
+  int64_t n = std::stoll(v);
+  return n > max ? -1 : n;
 }
 
 Response FromStatus(const absl::Status& s) {
@@ -172,6 +175,9 @@ Response RestApi::Handle(const Request& r) {
       parts.size() == i + 1 && r.method == "GET") {
     if (!r.who.admin) {
       return Status(403, "Forbidden", Cat("user ", r.who.user, " may not list every namespace"));
+    }
+    if (r.query.contains("watch") && r.query.at("watch") == "true") {
+      return Watch(r, Cat("/", route.resource->plural, "/"));
     }
     absl::StatusOr<store::ListResult> list = store_.List(Cat("/", route.resource->plural, "/"));
     if (!list.ok()) return FromStatus(list.status());
@@ -382,6 +388,14 @@ Response RestApi::List(const Request& r, const Route& route) {
   return {200, out.dump(2) + "\n"};
 }
 
+namespace {
+
+std::string WatchEvent(const char* type, Json object) {
+  return Json{{"type", type}, {"object", std::move(object)}}.dump() + "\n";
+}
+
+}  // namespace
+
 Response RestApi::Watch(const Request& r, const std::string& prefix) {
   absl::StatusOr<Selector> sel =
       ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
@@ -391,18 +405,52 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
     return Status(400, "BadRequest",
                   Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
-  absl::StatusOr<std::vector<store::Event>> events = store_.Changes(prefix, after.value_or(0), 1 << 30);
+  Response out{200, "", "application/x-ndjson"};
+  if (after.value_or(0) == 0) {  // the current state, then changes from there
+    absl::StatusOr<store::ListResult> list = store_.List(prefix);
+    if (!list.ok()) return FromStatus(list.status());
+    for (const store::KeyValue& kv : list->items) {
+      Json object = WithRevision(kv);
+      if (sel->Matches(object)) out.body += WatchEvent("ADDED", std::move(object));
+    }
+    out.revision = list->revision;
+    return out;
+  }
+  // A revision from the future: wait a little for it (a client may have read it from another
+  // replica), then say so, as Kubernetes does ("Too large resource version").
+  if (*after > store_.Revision() && !store_.WaitForChange(*after - 1, absl::Seconds(3)) &&
+      *after > store_.Revision()) {
+    return Status(504, "Timeout", Cat("resourceVersion: ", *after, " is newer than the store's ",
+                                      store_.Revision(), " (too large resource version)"));
+  }
+  int64_t revision = store_.Revision();  // read first: every change up to it is in the log
+  absl::StatusOr<std::vector<store::Event>> events =
+      store_.Changes(prefix, *after, kMaxWatchBatch + 1);
   if (!events.ok()) return FromStatus(events.status());
-  std::string out;
+  if (static_cast<int>(events->size()) > kMaxWatchBatch) {
+    // Cut the batch at a whole revision (a transaction's events stay together) and resume from
+    // there next time; a single revision larger than the batch goes whole.
+    revision = (*events)[kMaxWatchBatch - 1].revision;
+    auto end = std::find_if(events->begin(), events->end(),
+                            [&](const store::Event& e) { return e.revision == revision; });
+    if (end == events->begin()) {
+      end = std::find_if(events->begin(), events->end(),
+                         [&](const store::Event& e) { return e.revision > revision; });
+    } else {
+      revision = std::prev(end)->revision;
+    }
+    events->erase(end, events->end());
+  }
   for (const store::Event& e : *events) {
     Json object = WithRevision(e.kv);
     if (!sel->Matches(object)) continue;
     const char* type = e.kind == store::Event::Kind::kDelete ? "DELETED"
                        : e.kv.version == 1                   ? "ADDED"
                                                              : "MODIFIED";
-    out += Json{{"type", type}, {"object", std::move(object)}}.dump() + "\n";
+    out.body += WatchEvent(type, std::move(object));
   }
-  return {200, out, "application/x-ndjson"};
+  out.revision = std::max(revision, *after);
+  return out;
 }
 
 Response RestApi::Delete(const Request& r, const Route& route) {

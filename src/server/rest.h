@@ -17,7 +17,9 @@
 // with metadata.resourceVersion it is a compare-and-swap, 409 when stale; applying what is
 // already stored writes nothing); GET reads an item or lists a collection (labelSelector=k=v,
 // k!=v, k); GET with watch=true&resourceVersion=R returns the changes after R as
-// newline-delimited JSON events (ADDED, MODIFIED, DELETED), or 410 when R was compacted;
+// newline-delimited JSON events (ADDED, MODIFIED, DELETED), or 410 when R was compacted
+// (without resourceVersion, or with 0, it starts from the current state: an ADDED event per
+// object; a future R is 504 after a short wait; one batch holds at most kMaxWatchBatch events);
 // DELETE removes (optionally ?resourceVersion=R). Bodies are YAML or JSON manifests, validated
 // like `gpuctl validate`; a bad one gets 422 naming the field and line, and nothing is written.
 // Errors are Kubernetes Status objects. A tenant (non-admin) reads and writes only its own
@@ -62,10 +64,14 @@ struct Response {
   std::string body;
   std::string content_type = "application/json";
   bool more = false;  // a followed log: more may come (the job has not ended)
+  // A watch batch: every change under the watched prefix up to this revision is in it, so the
+  // next batch asks for the changes after it.
+  int64_t revision = 0;
   std::map<std::string, std::string> headers;  // extra response headers
 };
 
 inline constexpr size_t kMaxBodyBytes = 1 << 20;
+inline constexpr int kMaxWatchBatch = 1000;
 
 class RestApi {
  public:

@@ -301,11 +301,18 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
 
 Response RestApi::Logs(const Request& r, const Route& route) {
   if (logs_ == nullptr) return Status(404, "NotFound", "this server keeps no logs");
-  std::optional<int64_t> rank = QueryInt(r, "rank"), attempt = QueryInt(r, "attempt"),
+  constexpr int64_t kInt = std::numeric_limits<int32_t>::max();
+  std::optional<int64_t> rank = QueryInt(r, "rank", kInt), attempt = QueryInt(r, "attempt", kInt),
                          offset = QueryInt(r, "offset"), limit = QueryInt(r, "limitBytes");
   for (auto [name, v] : {std::pair{"rank", rank}, {"attempt", attempt}, {"offset", offset},
                          {"limitBytes", limit}}) {
-    if (v && *v < 0) return Status(400, "BadRequest", Cat(name, ": \"", r.query.at(name), "\" is not a number"));
+    if (v && *v < 0) {
+      return Status(400, "BadRequest",
+                    Cat(name, ": \"", r.query.at(name), "\" is not a number",
+                        name == std::string_view("rank") || name == std::string_view("attempt")
+                            ? Cat(" from 0 to ", kInt)
+                            : ""));
+    }
   }
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
   if (!current.ok()) {
@@ -332,6 +339,8 @@ Response RestApi::Logs(const Request& r, const Route& route) {
     if (!size.ok()) return FromStatus(size.status());
     return {200, Cat("{\"size\":", *size, "}\n")};
   }
+  // At most LogStore::kMaxReadBytes per answer, whatever limitBytes asks: clients page on with
+  // the offset (and a followed log does).
   Response out{200, logs_->Read(key, offset.value_or(0), limit.value_or(1 << 20)), "text/plain"};
   out.more = !Terminal(PhaseOf(doc)) && key.attempt == current_attempt;
   out.headers["X-Gpucloud-Attempt"] = std::to_string(key.attempt);

@@ -4,9 +4,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/text.h"
+#include "server/log_store.h"
+#include "server/node_table.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
 
@@ -167,7 +171,7 @@ TEST_F(RestTest, WatchResumesFromARevision) {
   std::string path = std::string(kJobs) + "/train";
   ASSERT_EQ(Call("PUT", path, std::string(kJob) + "  priority: 1\n").status, 200);
   ASSERT_EQ(Call("DELETE", path).status, 200);
-  Response w = Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", "0"}});
+  Response w = Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", "1"}});
   ASSERT_EQ(w.status, 200);
   EXPECT_EQ(w.content_type, "application/x-ndjson");
   std::vector<std::string> types;
@@ -177,13 +181,114 @@ TEST_F(RestTest, WatchResumesFromARevision) {
     types.push_back(e["type"]);
     revs.push_back(e["object"]["metadata"]["resourceVersion"]);
   }
-  EXPECT_EQ(types, (std::vector<std::string>{"ADDED", "MODIFIED", "DELETED"}));
-  EXPECT_EQ(revs, (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(types, (std::vector<std::string>{"MODIFIED", "DELETED"}));
+  EXPECT_EQ(revs, (std::vector<std::string>{"2", "3"}));
+  EXPECT_EQ(w.revision, 3);
   Response from2 = Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", "2"}});
   EXPECT_EQ(SplitLines(from2.body).size(), 1u);
   ASSERT_TRUE(store_->Compact(2).ok());
   EXPECT_EQ(Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", "1"}}).status, 410);
 }
 
+TEST_F(RestTest, AWatchFromNothingStartsFromTheCurrentState) {
+  // History the watcher need not replay: ten updates of one job, another created and deleted.
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  std::string path = std::string(kJobs) + "/train";
+  for (int i = 1; i <= 10; ++i) {
+    ASSERT_EQ(Call("PUT", path, Cat(kJob, "  priority: ", i, "\n")).status, 200);
+  }
+  std::string other = kJob;
+  other.replace(other.find("name: train"), 11, "name: other");
+  ASSERT_EQ(Call("POST", kJobs, other).status, 201);
+  ASSERT_EQ(Call("DELETE", std::string(kJobs) + "/other").status, 200);
+  for (const char* rv : {"", "0"}) {
+    std::map<std::string, std::string> q = {{"watch", "true"}};
+    if (*rv != '\0') q["resourceVersion"] = rv;
+    Response w = Call("GET", kJobs, "", q);
+    ASSERT_EQ(w.status, 200);
+    std::vector<std::string> lines = SplitLines(w.body);
+    ASSERT_EQ(lines.size(), 1u) << w.body;
+    Json e = Json::parse(lines[0]);
+    EXPECT_EQ(e["type"], "ADDED");
+    EXPECT_EQ(e["object"]["spec"]["priority"], 10);
+    EXPECT_EQ(w.revision, store_->Revision());
+  }
+}
+
+TEST_F(RestTest, AWatchBatchIsBoundedAndCutAtAWholeRevision) {
+  // 350 transactions of 3 jobs each: 1,050 events, more than one batch holds.
+  for (int t = 0; t < 350; ++t) {
+    std::vector<store::Op> ops;
+    for (int k = 0; k < 3; ++k) {
+      ops.push_back({store::Op::Kind::kPut, Cat("/jobs/team-a/j", t, "-", k), "{\"metadata\":{}}", 0});
+    }
+    ASSERT_TRUE(store_->Txn(ops).ok());
+  }
+  // Page through the history after revision 1 (whose three events are counted here), as a
+  // watcher that fell behind would.
+  std::set<int64_t> seen_revs;
+  size_t events = 3;
+  int64_t rv = 1;
+  for (int batches = 0; batches < 5 && rv < store_->Revision(); ++batches) {
+    Response w = Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", std::to_string(rv)}});
+    ASSERT_EQ(w.status, 200);
+    std::vector<std::string> lines = SplitLines(w.body);
+    EXPECT_LE(lines.size(), static_cast<size_t>(kMaxWatchBatch));
+    EXPECT_EQ(lines.size() % 3, 0u) << "a transaction was split across batches";
+    for (const std::string& line : lines) {
+      int64_t r = std::stoll(Json::parse(line)["object"]["metadata"]["resourceVersion"].get<std::string>());
+      EXPECT_GT(r, rv);
+      EXPECT_LE(r, w.revision);
+      seen_revs.insert(r);
+    }
+    events += lines.size();
+    ASSERT_GT(w.revision, rv);
+    rv = w.revision;
+  }
+  EXPECT_EQ(events, 1050u);
+  EXPECT_EQ(seen_revs.size(), 349u);
+  EXPECT_EQ(rv, store_->Revision());
+}
+
+TEST_F(RestTest, AWatchFromTheFutureIsRefusedAfterAShortWait) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  Response w = Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", "99999"}});
+  EXPECT_EQ(w.status, 504) << w.body;
+  EXPECT_NE(Body(w)["message"].get<std::string>().find("too large resource version"),
+            std::string::npos);
+}
+
+TEST_F(RestTest, EveryNamespaceWatchIsAWatch) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  Response w = Call("GET", "/apis/gpucloud/v1/jobs", "", {{"watch", "true"}, {"resourceVersion", "1"}});
+  ASSERT_EQ(w.status, 200);
+  EXPECT_EQ(w.content_type, "application/x-ndjson");
+  EXPECT_EQ(w.body, "");  // nothing after revision 1
+  Identity tenant{"alice", "team-a", false};
+  EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/jobs", "", {{"watch", "true"}}, tenant).status, 403);
+}
+
+TEST_F(RestTest, LogReadsAreBoundedWhateverTheClientAsks) {
+  NodeTable nodes;
+  LogStore logs((dir_ / "logs").string());
+  api_->AttachCluster(&nodes, &logs, nullptr);
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  ASSERT_TRUE(logs.Append({"team-a", "train", 0, 0}, 0, "hello\n").ok());
+  std::string path = std::string(kJobs) + "/train/logs";
+  Response huge = Call("GET", path, "", {{"limitBytes", "999999999999999999"}});
+  ASSERT_EQ(huge.status, 200);
+  EXPECT_EQ(huge.body, "hello\n");
+  // Far past the end, or a number that would wrap: no allocation, and no other attempt's log.
+  EXPECT_EQ(Call("GET", path, "", {{"offset", "999999999999"}}).body, "");
+  Response wrapped = Call("GET", path, "", {{"attempt", "4294967296"}});
+  EXPECT_EQ(wrapped.status, 400);
+  EXPECT_NE(Body(wrapped)["message"].get<std::string>().find("attempt"), std::string::npos);
+  EXPECT_EQ(Call("GET", path, "", {{"rank", "99999999999"}}).status, 400);
+  // A log larger than one read comes in pieces of at most kMaxReadBytes.
+  std::string big(LogStore::kMaxReadBytes + 100, 'x');
+  ASSERT_TRUE(logs.Append({"team-a", "train", 0, 1}, 0, big).ok());
+  Response piece = Call("GET", path, "", {{"rank", "1"}, {"limitBytes", "999999999"}});
+  EXPECT_EQ(piece.body.size(), static_cast<size_t>(LogStore::kMaxReadBytes));
+}
 }  // namespace
 }  // namespace gpucloud::server

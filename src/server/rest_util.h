@@ -4,6 +4,7 @@
 #define GPUCLOUD_SERVER_REST_UTIL_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,9 +42,10 @@ struct RestApi::Route {
 Response Status(int code, std::string_view reason, std::string message);
 // The answer for a store or validation error (404, 409, 410, 400, 500).
 Response FromStatus(const absl::Status& s);
-// A non-negative integer query parameter: nullopt when absent, -1 when it is not one (the
-// caller answers 400 naming it).
-std::optional<int64_t> QueryInt(const Request& r, const char* key);
+// A non-negative integer query parameter of at most `max`: nullopt when absent, -1 when it is
+// not one or is over `max` (the caller answers 400 naming it). Never wraps: 4294967297 is not 1.
+std::optional<int64_t> QueryInt(const Request& r, const char* key,
+                                int64_t max = std::numeric_limits<int64_t>::max());
 
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);

@@ -28,6 +28,8 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   app.add_option("--simulate", simulate,
                  "simulated GPUs, e.g. 4xH100 (default: the real ones; 4xH100 without a driver)");
   app.add_option("--node-name", node_name, "the local node's name (default: the host name)");
+  app.add_flag("--init", o.init,
+               "start with an empty store even though an earlier server's credentials are there");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
