@@ -29,6 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
+// Tasks started in one reconcile pass at most (a fork each): the rest follow in the next passes.
+constexpr int kMaxStartsPerPass = 32;
+
 struct ProcStat {
   char state = '?';
   uint64_t start_time = 0;  // clock ticks after boot: with the pid, names one process for good
@@ -521,6 +524,10 @@ struct NodeAgent::Impl {
     }
     bool changed = false;
     if (!known) return false;
+    // A bounded number of starts per pass: between passes the agent reaps, heartbeats, sees a
+    // newer assignment list (a cancelled job) and notices a stop, however much it was given.
+    int starts = 0;
+    bool more = false;
     for (const auto& [name, a] : want) {
       auto it = tasks.find(name);
       if (it != tasks.end()) {
@@ -535,8 +542,17 @@ struct NodeAgent::Impl {
         replicator.Untrack(t.exec_id);
         tasks.erase(it);
       }
+      if (stop || starts == kMaxStartsPerPass) {
+        more = true;
+        break;
+      }
       StartTask(a);
+      ++starts;
       changed = true;
+    }
+    if (more) {
+      std::lock_guard lock(mu);
+      dirty = true;  // the next pass goes on at once
     }
     absl::Time now = absl::Now();
     for (auto it = tasks.begin(); it != tasks.end();) {
