@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "core/text.h"
 #include "server/metrics.h"
+#include "server/rate_limit.h"
 #include "server/rest_util.h"
 
 namespace gpucloud::server {
@@ -143,13 +144,15 @@ struct HttpsServer::Impl {
   std::atomic<bool> stopping{false};
   ApiMetrics metrics;
   TenantLimiter limiter;
+  TokenBuckets rate;
 
   Impl(RestApi& a, const TokenBook& t, store::Store& s, Options o)
       : api(a),
         tokens(t),
         store(s),
         options(std::move(o)),
-        limiter(options.max_requests_per_tenant, options.max_streams_per_tenant) {}
+        limiter(options.max_requests_per_tenant, options.max_streams_per_tenant),
+        rate(options.tenant_requests_per_second, options.tenant_request_burst) {}
 
   void Log(const std::string& line) {
     if (options.log) {
@@ -250,6 +253,16 @@ struct HttpsServer::Impl {
     const bool follow = r.method == "GET" && r.path.ends_with("/logs") &&
                         r.query.contains("follow") && r.query.at("follow") == "true";
     const bool stream_request = watch || follow;
+    if (!r.who.admin && !r.who.node) {
+      if (absl::Duration wait = rate.Take(r.who.user, absl::Now()); wait > absl::ZeroDuration()) {
+        observe(429);
+        Response slow = Status(429, "TooManyRequests",
+                               Cat("user ", r.who.user, " is over its request rate (",
+                                   options.tenant_requests_per_second, "/s); retry later"));
+        slow.headers["Retry-After"] = std::to_string(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1))));
+        return Write(c, stream, req, slow);
+      }
+    }
     if (!limiter.Acquire(r.who, stream_request)) {
       observe(429);
       return Write(c, stream, req, TooMany(r.who, stream_request));

@@ -13,8 +13,9 @@
 // `max_header_bytes` is answered 431, a body over kMaxBodyBytes 413, plain HTTP on the TLS port
 // 400, a request the parser rejects 400. A tenant (neither admin nor node) has at most
 // `max_requests_per_tenant` requests and `max_streams_per_tenant` watches or followed logs in
-// flight; more are answered 429 with Retry-After, so one tenant's flood cannot take the
-// threads that agents' heartbeats need. An exception thrown while serving a request is that
+// flight, and makes `tenant_requests_per_second` on average (bursts of
+// `tenant_request_burst`); more are answered 429 with Retry-After, so one tenant's flood
+// cannot take the threads and the store that agents' heartbeats need. An exception thrown while serving a request is that
 // request's 500 (logged), never the process's end. A failed accept (out of descriptors) is
 // logged and retried with back-off.
 // Thread-safe; Stop (or the destructor) closes the listener and waits for the connections.
@@ -52,6 +53,9 @@ class HttpsServer {
     absl::Duration write_timeout = absl::Seconds(60);
     size_t max_header_bytes = 32 << 10;
     int max_requests_per_tenant = 32;
+    // Each tenant's request rate (a token bucket; admins and nodes exempt; 0: no limit).
+    double tenant_requests_per_second = 50;
+    double tenant_request_burst = 200;
     int max_streams_per_tenant = 16;
     // Where the server says what went wrong (a request's exception, accept errors); stderr if
     // unset. Called from any connection's thread.

@@ -312,6 +312,15 @@ TEST_F(HttpsServerTest, ATenantsStreamsAreBoundedAndAdminsAreExempt) {
   EXPECT_EQ(again.result_int(), 200);
 }
 
+TEST_F(HttpsServerTest, ATenantOverItsRequestRateIsTold429) {
+  StartServer({.tenant_requests_per_second = 0.01, .tenant_request_burst = 3});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Call(http::verb::get, kJobs, tenant_token_).result_int(), 200);
+  auto r = Call(http::verb::get, kJobs, tenant_token_);
+  EXPECT_EQ(r.result_int(), 429) << r.body();
+  EXPECT_EQ(r[http::field::retry_after], "100");  // one token per 100 s
+  EXPECT_EQ(Call(http::verb::get, kJobs, creds_.admin_token).result_int(), 200);  // exempt
+}
+
 TEST_F(HttpsServerTest, AnExceptionInOneRequestIsItsOwn500) {
   // A stored document the handler cannot read (metadata is not an object): nlohmann throws.
   ASSERT_TRUE(store_->Txn({{store::Op::Kind::kPut, "/jobs/default/bad", "{\"metadata\":\"x\"}", 0}}).ok());
