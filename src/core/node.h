@@ -1,10 +1,12 @@
 // The node model: one GPU machine as the control plane sees it. GPUs carry their UUID, catalog
-// type, memory, MIG layout, NVLink island and NUMA node; the node carries CPU, memory, labels,
-// taints, its pool, driver and CUDA versions, and its place in the network topology.
+// type, memory, MIG layout, NVLink island and NUMA node; the node carries CPU, memory, task
+// slots, labels, taints, its pool, driver and CUDA versions, and its place in the network
+// topology.
 // Value types; thread-compatible.
 #ifndef GPUCLOUD_CORE_NODE_H_
 #define GPUCLOUD_CORE_NODE_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,11 +39,17 @@ struct TopologyPath {
   bool operator==(const TopologyPath&) const = default;
 };
 
+// Tasks (replicas) one node runs at most unless it says otherwise: Kubernetes' maxPods default.
+inline constexpr int32_t kDefaultMaxTasksPerNode = 110;
+
 struct Node {
   std::string name;
   std::vector<Gpu> gpus;
   MilliCpu cpu;
   MiB memory;
+  // Task slots: replicas the scheduler places on it at most, whatever they ask for (a CPU-only
+  // replica asking for nothing still takes one).
+  int32_t max_tasks = kDefaultMaxTasksPerNode;
   std::map<std::string, std::string> labels;
   std::vector<Taint> taints;
   std::string pool;

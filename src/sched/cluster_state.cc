@@ -51,7 +51,8 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
       catalog_(catalog),
       use_(nodes_.size()),
       nodes_id_(NextNodesId()),
-      free_whole_(nodes_.size()) {
+      free_whole_(nodes_.size()),
+      free_slots_(nodes_.size()) {
   size_t max_gpus = 0;
   MilliGpu* last_count = nullptr;  // most nodes have one type: skip the map lookup for runs
   const std::string* last_type = nullptr;
@@ -74,6 +75,7 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
   for (NodeIndex n = 0; n < node_count(); ++n) {
     free_whole_[n] = CountFreeWholeGpus(n);
     by_free_[free_whole_[n]].insert(n);
+    free_slots_[n] = std::max(0, nodes_[n].max_tasks);
   }
 }
 
@@ -84,6 +86,7 @@ const std::set<NodeIndex>& ClusterState::NodesWithFreeWholeGpus(int32_t free) co
 }
 
 void ClusterState::UpdateIndex(NodeIndex n) {
+  free_slots_[n] = std::max(0, nodes_[n].max_tasks - use_[n].tasks);
   int32_t now = CountFreeWholeGpus(n);
   if (now == free_whole_[n]) return;
   by_free_[free_whole_[n]].erase(n);
@@ -108,7 +111,11 @@ std::optional<std::vector<GpuAssignment>> ClusterState::FitReplica(
     NodeIndex n, const ReplicaRequest& req) const {
   const Node& node = nodes_[n];
   const NodeUse& use = use_[n];
-  if (use.cpu + req.cpu > node.cpu || use.memory + req.memory > node.memory) return std::nullopt;
+  if (use.tasks >= node.max_tasks) return std::nullopt;
+  if (use.cpu + CountedCpu(req.cpu) > node.cpu ||
+      use.memory + CountedMemory(req.memory) > node.memory) {
+    return std::nullopt;
+  }
   switch (req.gpu.mode) {
     case GpuMode::kNone:
       return std::vector<GpuAssignment>{};
@@ -241,8 +248,13 @@ absl::Status ClusterState::Apply(const ReplicaPlacement& r, std::vector<NodeUse>
   }
   const Node& node = nodes_[r.node];
   NodeUse nu = use[r.node];  // a copy: on any failure, `use` stays as it was
-  if (nu.cpu + r.cpu > node.cpu) return fail("not enough CPU");
-  if (nu.memory + r.memory > node.memory) return fail("not enough memory");
+  if (nu.tasks >= node.max_tasks) {
+    return fail(Cat("no task slot left (the node runs at most ", node.max_tasks, " tasks)"));
+  }
+  const MilliCpu cpu = CountedCpu(r.cpu);
+  const MiB memory = CountedMemory(r.memory);
+  if (nu.cpu + cpu > node.cpu) return fail("not enough CPU");
+  if (nu.memory + memory > node.memory) return fail("not enough memory");
   for (size_t i = 0; i < r.gpus.size(); ++i) {
     const GpuAssignment& a = r.gpus[i];
     if (a.gpu < 0 || a.gpu >= static_cast<int32_t>(node.gpus.size())) {
@@ -296,8 +308,9 @@ absl::Status ClusterState::Apply(const ReplicaPlacement& r, std::vector<NodeUse>
         return fail("GPU assignment without a mode");
     }
   }
-  nu.cpu += r.cpu;
-  nu.memory += r.memory;
+  nu.cpu += cpu;
+  nu.memory += memory;
+  ++nu.tasks;
   use[r.node] = std::move(nu);
   return absl::OkStatus();
 }
@@ -309,8 +322,9 @@ void ClusterState::Remove(const ReplicaPlacement& r) {
 
 void ClusterState::RemoveUse(const ReplicaPlacement& r) {
   NodeUse& nu = use_[r.node];
-  nu.cpu -= r.cpu;
-  nu.memory -= r.memory;
+  nu.cpu -= CountedCpu(r.cpu);
+  nu.memory -= CountedMemory(r.memory);
+  --nu.tasks;
   for (const GpuAssignment& a : r.gpus) {
     GpuUse& u = nu.gpus[a.gpu];
     switch (a.mode) {
@@ -420,7 +434,7 @@ absl::Status ClusterState::CheckInvariants() const {
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const NodeUse& a = fresh[n];
     const NodeUse& b = use_[n];
-    bool same = a.cpu == b.cpu && a.memory == b.memory;
+    bool same = a.cpu == b.cpu && a.memory == b.memory && a.tasks == b.tasks;
     for (size_t g = 0; same && g < a.gpus.size(); ++g) {
       const GpuUse& x = a.gpus[g];
       const GpuUse& y = b.gpus[g];
@@ -433,7 +447,8 @@ absl::Status ClusterState::CheckInvariants() const {
       same = x.mode == y.mode && mx == my && x.shared_fraction == y.shared_fraction &&
              x.shared_memory == y.shared_memory && x.shared_replicas == y.shared_replicas;
     }
-    same = same && free_whole_[n] == CountFreeWholeGpus(static_cast<NodeIndex>(n)) &&
+    same = same && free_slots_[n] == std::max(0, nodes_[n].max_tasks - a.tasks) &&
+           free_whole_[n] == CountFreeWholeGpus(static_cast<NodeIndex>(n)) &&
            by_free_[free_whole_[n]].contains(static_cast<NodeIndex>(n));
     if (!same) return absl::InternalError(Cat("bookkeeping of node ", nodes_[n].name, " drifted"));
   }

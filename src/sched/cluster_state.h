@@ -1,7 +1,12 @@
-// ClusterState: what every GPU, node CPU and node memory in a cluster snapshot is used for, and
-// the one place where usage changes. The scheduler asks it whether a replica fits on a node
-// (and on which GPUs), and commits or releases whole jobs through it; nothing is ever
+// ClusterState: what every GPU, node CPU, node memory and task slot in a cluster snapshot is used
+// for, and the one place where usage changes. The scheduler asks it whether a replica fits on a
+// node (and on which GPUs), and commits or releases whole jobs through it; nothing is ever
 // over-committed because every change is checked here first.
+//
+// Every replica takes one of its node's task slots (Node::max_tasks). A replica that asks for no
+// CPU or no memory is counted as kDefaultCpuRequest or kDefaultMemoryRequest, like a Kubernetes
+// LimitRange's defaultRequest, so that packing stays bounded; its placement still records what it
+// asked for (0), which the agent reads as "no limit".
 //
 // Per GPU, exactly one mode holds at a time:
 //   free     nothing runs on it;
@@ -35,6 +40,15 @@ namespace gpucloud::sched {
 
 using NodeIndex = int32_t;
 
+// What a replica that asks for no CPU (no memory) is counted as on its node.
+inline constexpr MilliCpu kDefaultCpuRequest = MilliCpu(100);
+inline constexpr MiB kDefaultMemoryRequest = MiB(128);
+// The CPU and memory a replica asking for `cpu` and `memory` takes on its node.
+constexpr MilliCpu CountedCpu(MilliCpu cpu) { return cpu.is_zero() ? kDefaultCpuRequest : cpu; }
+constexpr MiB CountedMemory(MiB memory) {
+  return memory.is_zero() ? kDefaultMemoryRequest : memory;
+}
+
 // What one replica asks of one node.
 struct ReplicaRequest {
   GpuRequest gpu;
@@ -58,8 +72,8 @@ struct ReplicaPlacement {
   int32_t replica = 0;
   NodeIndex node = 0;
   std::vector<GpuAssignment> gpus;
-  MilliCpu cpu;
-  MiB memory;
+  MilliCpu cpu;  // as asked (0: none, counted as kDefaultCpuRequest)
+  MiB memory;    // as asked (0: none, counted as kDefaultMemoryRequest)
   bool operator==(const ReplicaPlacement&) const = default;
 };
 
@@ -92,10 +106,10 @@ class ClusterState {
   NodeIndex node_count() const { return static_cast<NodeIndex>(nodes_.size()); }
 
   // The GPUs (or MIG instances, or shares) of node `n` that would satisfy one replica of `req`
-  // now, or nullopt when it does not fit (GPUs, CPU or memory). Whole GPUs are taken from one
-  // NVLink island when one island has enough; MIG instances and shares go to the fullest GPU
-  // that still fits them (best fit), keeping other GPUs whole. Deterministic. Does not check
-  // labels, taints, GPU types or health: those are the filters' questions, except that
+  // now, or nullopt when it does not fit (GPUs, CPU, memory or a task slot). Whole GPUs are
+  // taken from one NVLink island when one island has enough; MIG instances and shares go to the
+  // fullest GPU that still fits them (best fit), keeping other GPUs whole. Deterministic. Does not
+  // check labels, taints, GPU types or health: those are the filters' questions, except that
   // unhealthy GPUs are never handed out and GPU types in `req` are honoured.
   std::optional<std::vector<GpuAssignment>> FitReplica(NodeIndex n,
                                                        const ReplicaRequest& req) const;
@@ -141,6 +155,8 @@ class ClusterState {
   MilliGpu FreeShare(NodeIndex n, int32_t g) const;
   MilliCpu FreeCpu(NodeIndex n) const;
   MiB FreeMemory(NodeIndex n) const;
+  // Replicas node `n` can still take (Node::max_tasks less those placed; 0 when over). O(1).
+  int32_t FreeTaskSlots(NodeIndex n) const { return free_slots_[n]; }
 
   // Recomputes all usage from the committed allocations and compares it with the incremental
   // bookkeeping and with capacity; OK when nothing is over-committed. For tests and audits.
@@ -157,8 +173,9 @@ class ClusterState {
   };
   struct NodeUse {
     std::vector<GpuUse> gpus;
-    MilliCpu cpu;
+    MilliCpu cpu;  // counted (CountedCpu), as is memory
     MiB memory;
+    int32_t tasks = 0;  // replicas placed
   };
 
   const GpuType* TypeOf(const Gpu& gpu) const;
@@ -173,7 +190,7 @@ class ClusterState {
   void Remove(const ReplicaPlacement& r);  // RemoveUse and UpdateIndex
   void RemoveUse(const ReplicaPlacement& r);
   int32_t CountFreeWholeGpus(NodeIndex n) const;
-  void UpdateIndex(NodeIndex n);
+  void UpdateIndex(NodeIndex n);  // free_whole_, by_free_ and free_slots_ of node n
 
   std::vector<Node> nodes_;
   const GpuCatalog& catalog_;
@@ -182,6 +199,7 @@ class ClusterState {
   ClusterTopology topology_;
   uint64_t nodes_id_;
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
+  std::vector<int32_t> free_slots_;           // per node, max_tasks less tasks (at least 0)
   std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
   std::map<std::string, MilliGpu> healthy_by_type_;
   std::map<std::string, std::map<std::string, MilliGpu>> queue_usage_;

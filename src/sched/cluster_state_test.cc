@@ -121,6 +121,51 @@ TEST(ClusterState, CpuAndMemoryAreAccounted) {
   EXPECT_EQ(s.FreeMemory(0), GiB(412));
 }
 
+TEST(ClusterState, EveryReplicaTakesATaskSlot) {
+  Node n = MakeNode("a", "H100-80GB", 8);
+  n.max_tasks = 3;
+  ClusterState s({n}, Cat());
+  EXPECT_EQ(s.FreeTaskSlots(0), 3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Place(s, "cpu" + std::to_string(i), 0, {}));
+  EXPECT_EQ(s.FreeTaskSlots(0), 0);
+  EXPECT_FALSE(s.FitReplica(0, {}).has_value());
+  EXPECT_FALSE(s.FitReplica(0, Whole(1)).has_value());  // 8 free GPUs, no slot
+  Allocation more{"more", {{.task = "w", .node = 0}}};
+  absl::Status st = s.Commit(more);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "replica w[0] on a: no task slot left (the node runs at most 3 tasks)");
+  ASSERT_TRUE(s.Release("cpu1").ok());
+  EXPECT_EQ(s.FreeTaskSlots(0), 1);
+  EXPECT_TRUE(Place(s, "gpu", 0, Whole(1)));
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(ClusterState, ReplicasAskingForNoCpuOrMemoryAreCountedAtTheDefaults) {
+  Node n = MakeNode("a", "H100-80GB", 0);
+  n.cpu = Cores(1);
+  n.memory = GiB(64);
+  ClusterState s({n}, Cat());
+  int placed = 0;
+  while (Place(s, "j" + std::to_string(placed), 0, {})) ++placed;
+  EXPECT_EQ(placed, 10);  // 1 core / 100m
+  EXPECT_EQ(s.FreeCpu(0), MilliCpu(0));
+  EXPECT_EQ(s.FreeMemory(0), GiB(64) - kDefaultMemoryRequest * 10);
+  // The placement records what was asked (nothing: no limit at the agent).
+  EXPECT_EQ(s.allocations().at("j0").replicas[0].cpu, MilliCpu(0));
+  EXPECT_TRUE(s.CheckInvariants().ok());
+
+  n.cpu = Cores(64);
+  n.memory = GiB(1);
+  ClusterState m({n}, Cat());
+  placed = 0;
+  while (Place(m, "j" + std::to_string(placed), 0, {})) ++placed;
+  EXPECT_EQ(placed, 8);                    // 1 GiB / 128 MiB
+  ReplicaRequest small{.memory = MiB(1)};  // what is asked, when asked, counts
+  EXPECT_FALSE(m.FitReplica(0, small).has_value());
+  ASSERT_TRUE(m.Release("j0").ok());
+  EXPECT_EQ(m.FreeMemory(0), kDefaultMemoryRequest);
+}
+
 TEST(ClusterState, CommitIsAllOrNothing) {
   ClusterState s({MakeNode("a", "H100-80GB", 2)}, Cat());
   Allocation bad{"job",
@@ -147,12 +192,14 @@ void ExpectNoOverCommit(const ClusterState& s) {
     std::vector<MigPlacement> layout;
   };
   std::vector<std::vector<GpuClaims>> claims(s.node_count());
-  std::vector<int64_t> cpu(s.node_count()), memory(s.node_count());
+  std::vector<int64_t> cpu(s.node_count()), memory(s.node_count()), tasks(s.node_count());
   for (NodeIndex n = 0; n < s.node_count(); ++n) claims[n].resize(s.node(n).gpus.size());
   for (const auto& [job, a] : s.allocations()) {
     for (const ReplicaPlacement& r : a.replicas) {
-      cpu[r.node] += r.cpu.raw();
-      memory[r.node] += r.memory.raw();
+      // A replica asking for nothing counts as the defaults (100m, 128 MiB), and as one task.
+      cpu[r.node] += r.cpu.is_zero() ? 100 : r.cpu.raw();
+      memory[r.node] += r.memory.is_zero() ? 128 : r.memory.raw();
+      ++tasks[r.node];
       for (const GpuAssignment& g : r.gpus) {
         GpuClaims& c = claims[r.node][g.gpu];
         if (g.mode == GpuMode::kWhole) ++c.whole;
@@ -172,6 +219,7 @@ void ExpectNoOverCommit(const ClusterState& s) {
     const Node& node = s.node(n);
     EXPECT_LE(cpu[n], node.cpu.raw()) << node.name;
     EXPECT_LE(memory[n], node.memory.raw()) << node.name;
+    EXPECT_LE(tasks[n], node.max_tasks) << node.name;
     for (size_t g = 0; g < node.gpus.size(); ++g) {
       const GpuClaims& c = claims[n][g];
       const Gpu& gpu = node.gpus[g];
@@ -209,6 +257,7 @@ std::map<std::string, Allocation> RandomWorkload(uint64_t seed, int steps) {
                       static_cast<int>(rng.Range(0, 4)));
     n.cpu = Cores(rng.Range(8, 64));
     n.memory = GiB(rng.Range(32, 256));
+    if (rng.OneIn(2)) n.max_tasks = static_cast<int32_t>(rng.Range(0, 4));
     if (rng.OneIn(4)) n.gpus[0].healthy = false;
     nodes.push_back(n);
   }
@@ -235,6 +284,7 @@ std::map<std::string, Allocation> RandomWorkload(uint64_t seed, int steps) {
         g.memory = MiB(rng.Range(0, 20000));
         p.gpus.push_back(g);
         p.cpu = Cores(rng.Range(0, 8));
+        if (rng.OneIn(3)) p.gpus.clear();  // CPU-only: limited by task slots, CPU and memory
         a.replicas.push_back(p);
       }
       std::map<std::string, Allocation> before = s.allocations();

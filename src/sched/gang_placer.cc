@@ -25,6 +25,13 @@ int64_t FreeGpusIn(const ClusterState& state, const std::vector<NodeIndex>& doma
   return free;
 }
 
+// Free task slots in `domain`: a domain with fewer than a job's replicas cannot hold it.
+int64_t FreeTaskSlotsIn(const ClusterState& state, const std::vector<NodeIndex>& domain) {
+  int64_t free = 0;
+  for (NodeIndex n : domain) free += state.FreeTaskSlots(n);
+  return free;
+}
+
 }  // namespace
 
 const GangPlacer::Eligibility& GangPlacer::EligibleNodes(const ClusterState& state,
@@ -140,7 +147,8 @@ std::optional<Allocation> GangPlacer::PlaceOnOneNodeIndexed(ClusterState& state,
     const std::set<NodeIndex>& bucket = state.NodesWithFreeWholeGpus(static_cast<int32_t>(free));
     for (auto it = bucket.begin(); it != bucket.end();) {
       NodeIndex n = *it;
-      if (PassesFilters(job, state.node(n))) {
+      // O(1) first: CPU-only jobs walk every bucket, and most nodes lack the slots for a big one.
+      if (state.FreeTaskSlots(n) >= total && PassesFilters(job, state.node(n))) {
         std::vector<ReplicaPlacement> placed = Trial(state, job, {n});
         if (static_cast<int32_t>(placed.size()) == total) {
           if (!Scoring()) return Allocation{job.key, std::move(placed)};
@@ -227,6 +235,10 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
     for (size_t g = 0; g < groups.size(); ++g) {
       if (!pruned || free[g] >= needed) order.push_back(g);  // fewer free GPUs cannot hold it
     }
+    // Nor can fewer task slots; summed only for the domains tried (pruned search stops early).
+    auto lacks_slots = [&](size_t g) {
+      return pruned && FreeTaskSlotsIn(state, groups[g]) < total;
+    };
     if (pruned) {
       // Best fit first: the first domain that holds the job is the one the full scan picks.
       std::stable_sort(order.begin(), order.end(),
@@ -239,6 +251,7 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
       constexpr size_t kMaxScored = 8;
       std::vector<Candidate> candidates;
       for (size_t g : order) {
+        if (lacks_slots(g)) continue;
         std::vector<ReplicaPlacement> placed = Trial(state, job, groups[g]);
         if (static_cast<int32_t>(placed.size()) < total) continue;
         candidates.push_back({groups[g][0], std::move(placed)});
@@ -251,6 +264,7 @@ PlacementResult GangPlacer::PlaceAcrossDomains(ClusterState& state, const JobReq
       continue;
     }
     for (size_t g : order) {
+      if (lacks_slots(g)) continue;
       std::vector<ReplicaPlacement> placed = Trial(state, job, groups[g]);
       if (static_cast<int32_t>(placed.size()) < total) continue;
       if (!best || free[g] < best_left) {
@@ -360,12 +374,18 @@ std::optional<std::string> GangPlacer::WhyNeverFits(ClusterState& state,
     }
     return Cat("task ", task.name, " fits on no eligible node (", types,
                gpu.mode == GpuMode::kMig ? Cat(", MIG ", gpu.mig_profile) : std::string(), ", CPU ",
-               task.per_replica.cpu.raw(), "m, memory ", task.per_replica.memory.raw(), "Mi)");
+               CountedCpu(task.per_replica.cpu).raw(), "m, memory ",
+               CountedMemory(task.per_replica.memory).raw(), "Mi)");
   }
   std::vector<ReplicaPlacement> placed = Trial(state, job, eligible);
   if (static_cast<int32_t>(placed.size()) < job.gang_size) {
+    int64_t slots = FreeTaskSlotsIn(state, eligible);
+    std::string why = slots < job.gang_size
+                          ? Cat(" (", Plural(eligible.size(), "node runs", "nodes run"),
+                                " at most ", slots, " tasks in all)")
+                          : std::string();
     return Cat("the gang needs ", job.gang_size,
-               " replicas together; the eligible nodes hold at most ", placed.size());
+               " replicas together; the eligible nodes hold at most ", placed.size(), why);
   }
   return std::nullopt;
 }

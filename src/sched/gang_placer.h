@@ -6,8 +6,9 @@
 //      leaf switch, one spine, one zone, then the whole cluster. Within a level every domain is
 //      tried and the best fit wins (the one left with the fewest free GPUs), so that emptier
 //      domains stay whole for larger gangs.
-//   3. Inside a domain, replicas go one by one to the node where they fit leaving the fewest
-//      free whole GPUs (best fit); each is committed tentatively so that the next sees it.
+//   3. Inside a domain, replicas go one by one to the node where they fit (GPUs, CPU, memory
+//      and a task slot: ClusterState::FitReplica) leaving the fewest free whole GPUs (best
+//      fit); each is committed tentatively so that the next sees it.
 //   4. If no domain holds every replica, the cluster-wide attempt may still hold at least the
 //      gang size (minAvailable); fewer is a failure and nothing is held.
 // The ClusterState is used as scratch space and is left exactly as it was found.

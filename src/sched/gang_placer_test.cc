@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/clock.h"
 #include "sched/registry.h"
 #include "sched/test_util.h"
@@ -125,6 +127,54 @@ TEST_F(GangPlacerTest, SmallerGangThanReplicasTakesWhatFits) {
   EXPECT_TRUE(s.allocations().empty());  // PlaceNow only proposes
 }
 
+// `replicas` CPU-only replicas asking for nothing (the fork bomb of issue 15); gang 0 = all.
+JobRequest CpuOnly(std::string key, int replicas, int gang = 0) {
+  JobRequest j = Gang(std::move(key), replicas, 1, gang);
+  j.tasks[0].per_replica.gpu = {};
+  return j;
+}
+
+TEST_F(GangPlacerTest, AtMost110TasksPerNode) {
+  ClusterState one({MakeNode("a", 8)}, Cat());
+  PlacementResult elastic = placer_.PlaceNow(one, CpuOnly("ns/elastic", 200, /*gang=*/100));
+  ASSERT_TRUE(elastic.allocation.has_value()) << elastic.reason;
+  EXPECT_EQ(elastic.allocation->replicas.size(), 110u);
+  EXPECT_TRUE(placer_.PlaceNowLinearForTest(one, CpuOnly("ns/elastic", 200, 100)).allocation);
+
+  JobRequest gang = CpuOnly("ns/gang", 200);
+  PlacementResult r = placer_.PlaceNow(one, gang);
+  EXPECT_FALSE(r.allocation.has_value());
+  EXPECT_EQ(r.reason, "waiting for capacity: 110 replicas fit now, the gang needs 200 together");
+  EXPECT_EQ(placer_.WhyNeverFits(one.nodes(), Cat(), gang),
+            "the gang needs 200 replicas together; the eligible nodes hold at most 110 (1 node "
+            "runs at most 110 tasks in all)");
+
+  ClusterState two({MakeNode("a", 8), MakeNode("b", 8)}, Cat());
+  EXPECT_EQ(placer_.WhyNeverFits(two.nodes(), Cat(), gang), std::nullopt);
+  ASSERT_TRUE(PlaceAndCommit(two, gang));
+  std::vector<NodeIndex> nodes = NodesOf(two, "ns/gang");
+  EXPECT_EQ(std::count(nodes.begin(), nodes.end(), 0), 110);
+  EXPECT_EQ(std::count(nodes.begin(), nodes.end(), 1), 90);
+  // The slots are taken: a 1-GPU job still fits on b, none on a (8 free GPUs, no slot).
+  PlacementResult gpu = placer_.PlaceNow(two, Gang("ns/gpu", 1, 1));
+  ASSERT_TRUE(gpu.allocation.has_value());
+  EXPECT_EQ(gpu.allocation->replicas[0].node, 1);
+  EXPECT_TRUE(two.CheckInvariants().ok());
+}
+
+TEST_F(GangPlacerTest, ANodeMayDeclareItsOwnTaskSlots) {
+  std::vector<Node> nodes = {MakeNode("a", 8), MakeNode("b", 8)};
+  nodes[0].max_tasks = 4;
+  nodes[1].max_tasks = 0;  // runs nothing
+  ClusterState s(nodes, Cat());
+  PlacementResult r = placer_.PlaceNow(s, CpuOnly("ns/five", 5));
+  EXPECT_FALSE(r.allocation.has_value());
+  EXPECT_EQ(placer_.WhyNeverFits(nodes, Cat(), CpuOnly("ns/five", 5)),
+            "the gang needs 5 replicas together; the eligible nodes hold at most 4 (2 nodes run "
+            "at most 4 tasks in all)");
+  EXPECT_TRUE(PlaceAndCommit(s, CpuOnly("ns/four", 4)));
+}
+
 TEST_F(GangPlacerTest, InfeasibleJobsSayWhy) {
   std::vector<Node> nodes = {MakeNode("a", 8), MakeNode("b", 8)};
   JobRequest sixteen = Gang("ns/x", 1, 16);
@@ -158,6 +208,7 @@ std::vector<std::string> RandomRun(uint64_t seed) {
                        "l" + std::to_string(rng.Uniform(3))},
                       rng.OneIn(3) ? "A100-80GB" : "H100-80GB");
     if (rng.OneIn(6)) n.cordoned = true;
+    if (rng.OneIn(2)) n.max_tasks = static_cast<int32_t>(rng.Range(1, 5));
     nodes.push_back(n);
   }
   ClusterState s(nodes, Cat());
@@ -177,6 +228,10 @@ std::vector<std::string> RandomRun(uint64_t seed) {
     JobRequest j = Gang("ns/j" + std::to_string(step), replicas, static_cast<int>(rng.Range(1, 8)),
                         static_cast<int>(rng.Range(1, replicas)));
     if (rng.OneIn(3)) j.tasks[0].per_replica.gpu.types = {"A100-80GB"};
+    if (rng.OneIn(3)) {  // CPU-only and wide: bounded by task slots alone
+      replicas = static_cast<int>(rng.Range(1, 24));
+      j = CpuOnly(j.key, replicas, static_cast<int>(rng.Range(1, replicas)));
+    }
     std::map<std::string, Allocation> before = s.allocations();
     PlacementResult r = placer.PlaceNow(s, j);
     EXPECT_EQ(s.allocations(), before);
@@ -193,6 +248,12 @@ std::vector<std::string> RandomRun(uint64_t seed) {
       log.push_back(j.key + " waits: " + r.reason);
     }
     EXPECT_TRUE(s.CheckInvariants().ok());
+    // No node ever runs more replicas than its task slots (counted here, not by ClusterState).
+    std::vector<int32_t> tasks(s.node_count());
+    for (const auto& [key, a] : s.allocations()) {
+      for (const ReplicaPlacement& p : a.replicas) ++tasks[p.node];
+    }
+    for (NodeIndex n = 0; n < s.node_count(); ++n) EXPECT_LE(tasks[n], s.node(n).max_tasks);
     if (testing::Test::HasFailure()) break;
   }
   return log;
@@ -211,13 +272,14 @@ TEST(GangPlacerProperty, IndexedSearchEqualsLinearScan) {
           {"z", "s" + std::to_string(rng.Uniform(2)), "l" + std::to_string(rng.Uniform(4))},
           rng.OneIn(2) ? "A100-80GB" : "H100-80GB");
       n.cpu = Cores(rng.Range(4, 64));
+      if (rng.OneIn(3)) n.max_tasks = static_cast<int32_t>(rng.Range(0, 6));
       if (rng.OneIn(5)) n.labels["pool"] = "x";
       if (!n.gpus.empty() && rng.OneIn(5)) n.gpus[0].healthy = false;
       nodes.push_back(n);
     }
     ClusterState s(nodes, Cat());
     for (int step = 0; step < 30; ++step) {
-      int replicas = static_cast<int>(rng.Range(1, 3));
+      int replicas = static_cast<int>(rng.OneIn(4) ? rng.Range(1, 12) : rng.Range(1, 3));
       JobRequest j =
           Gang("ns/j" + std::to_string(step), replicas, static_cast<int>(rng.Range(0, 8)),
                static_cast<int>(rng.Range(1, replicas)));

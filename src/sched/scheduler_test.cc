@@ -48,6 +48,26 @@ TEST(Scheduler, BindsWaitsAndRejectsWithReasons) {
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
+TEST(Scheduler, AForkBombIsRejectedNotPackedOntoOneNode) {
+  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  PendingJob bomb;
+  bomb.request.key = "ns/bomb";
+  bomb.request.tasks.push_back({"w", 10'000, ReplicaRequest{}});  // asks for nothing
+  bomb.request.gang_size = 10'000;
+  PendingJob elastic = bomb;
+  elastic.request.key = "ns/elastic";
+  elastic.request.gang_size = 1;
+  std::vector<Decision> d = MakeScheduler().Schedule(s, {bomb, elastic}, 0);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kReject);
+  EXPECT_EQ(d[0].reason,
+            "the gang needs 10000 replicas together; the eligible nodes hold at most 110 (1 node "
+            "runs at most 110 tasks in all)");
+  ASSERT_EQ(d[1].kind, DecisionKind::kBind);
+  EXPECT_EQ(d[1].allocation->replicas.size(), 110u);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
 TEST(Scheduler, HigherPriorityFirstThenSubmissionOrder) {
   ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
   std::vector<Decision> d = MakeScheduler().Schedule(
@@ -238,8 +258,9 @@ TEST(Scheduler, QueueMaximaAreNeverExceeded) {
                          0);
   EXPECT_EQ(d[0].kind, DecisionKind::kBind);
   EXPECT_EQ(d[1].kind, DecisionKind::kWait);
-  EXPECT_EQ(d[1].reason,
-            "waiting: queue team is at its maximum of 6 H100-80GB GPUs (4 in use, the job needs 4)");
+  EXPECT_EQ(
+      d[1].reason,
+      "waiting: queue team is at its maximum of 6 H100-80GB GPUs (4 in use, the job needs 4)");
   EXPECT_EQ(d[2].kind, DecisionKind::kBind);
   EXPECT_EQ(d[3].kind, DecisionKind::kWait);
   EXPECT_EQ(d[3].reason,
@@ -248,8 +269,9 @@ TEST(Scheduler, QueueMaximaAreNeverExceeded) {
   // Next cycle: usage is read back from the state's allocations.
   std::vector<Decision> next = scheduler.Schedule(s, {job("ns/h1", 1, "H100-80GB", 6)}, 0);
   EXPECT_EQ(next[0].kind, DecisionKind::kWait);
-  EXPECT_EQ(next[0].reason,
-            "waiting: queue team is at its maximum of 6 H100-80GB GPUs (6 in use, the job needs 1)");
+  EXPECT_EQ(
+      next[0].reason,
+      "waiting: queue team is at its maximum of 6 H100-80GB GPUs (6 in use, the job needs 1)");
 }
 
 TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
