@@ -158,7 +158,7 @@ std::string TaskExit::Describe() const {
 void RotateLog(const std::string& path, int64_t max_bytes, int keep) {
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
-  if (ec || static_cast<int64_t>(size) <= max_bytes || keep < 1) return;
+  if (ec || max_bytes <= 0 || static_cast<int64_t>(size) <= max_bytes || keep < 1) return;
   for (int i = keep; i > 1; --i) {
     std::filesystem::rename(Cat(path, ".", i - 1), Cat(path, ".", i), ec);
   }

@@ -32,7 +32,7 @@ struct TaskSpecToRun {
   std::map<std::string, std::string> env;  // the whole environment (plus PATH if absent)
   std::string workdir;                      // "" = the log directory
   std::string log_path;
-  int64_t log_max_bytes = 64 << 20;
+  int64_t log_max_bytes = 64 << 20;  // 0: never rotated here (the node agent's shipper does)
   int log_keep = 3;  // rotated files kept: log.1 .. log.N
   std::optional<MilliCpu> cpu;
   std::optional<MiB> memory;
@@ -106,8 +106,8 @@ class Executor {
   std::map<std::string, Task> tasks_;
 };
 
-// Rotates `path` when it is larger than `max_bytes`: path.N-1 -> path.N, ..., path -> path.1
-// (copied), then `path` is truncated (its writer appends, so it goes on at the start).
+// Rotates `path` when it is larger than `max_bytes` (> 0): path.N-1 -> path.N, ..., path ->
+// path.1 (copied), then `path` is truncated (its writer appends, so it goes on at the start).
 void RotateLog(const std::string& path, int64_t max_bytes, int keep);
 
 // Replaces `path` with `contents`, created 0600 (whatever the umask) under a temporary name and

@@ -19,6 +19,7 @@
 #include "agent/exporter.h"
 #include "agent/checkpoints.h"
 #include "agent/health.h"
+#include "agent/log_shipping.h"
 #include "agent/task_env.h"
 #include "api/wire.h"
 #include "core/text.h"
@@ -31,6 +32,7 @@ using Json = nlohmann::ordered_json;
 
 // Tasks started in one reconcile pass at most (a fork each): the rest follow in the next passes.
 constexpr int kMaxStartsPerPass = 32;
+constexpr LogLimits kLogLimits;
 
 struct ProcStat {
   char state = '?';
@@ -92,7 +94,8 @@ struct NodeAgent::Impl {
     absl::Time checkpoint_scanned = absl::InfinitePast();
     int64_t log_read_pos = 0;
     int64_t log_shipped = 0;
-    bool log_gone = false;  // the server no longer takes this log
+    int64_t log_dropped = 0;  // bytes dropped whose marker line is not shipped yet
+    bool log_gone = false;    // the server no longer takes this log
   };
 
   api::Client client;
@@ -467,6 +470,7 @@ struct NodeAgent::Impl {
       spec.env = BuildTaskEnv(in);
       spec.workdir = !a.working_dir.empty() ? a.working_dir : !o.workdir.empty() ? o.workdir : cwd;
       spec.log_path = t.log_path;
+      spec.log_max_bytes = 0;  // ShipLogs rotates it, once what is in it was shipped
       spec.status_path = StatusPath(t);  // how it ended, should it outlive this agent
       if (a.cpu_milli > 0) spec.cpu = MilliCpu(a.cpu_milli);
       if (a.memory_mib > 0) spec.memory = MiB(a.memory_mib);
@@ -605,40 +609,82 @@ struct NodeAgent::Impl {
     return changed;
   }
 
-  void ShipLogs() {
+  // Ships what each task wrote since the last pass, at most LogLimits::bytes_per_pass each;
+  // true when some is left for the next pass. Rotation is decided here (PlanLogShipping): a
+  // log is rotated once shipped, and a backlog the server could not take is dropped with a
+  // marker line that says how much and where it is kept.
+  bool ShipLogs() {
+    bool more = false;
     for (auto& [name, t] : tasks) {
-      if (t.log_gone || t.log_path.empty()) continue;
+      if (t.log_gone || t.log_path.empty() || stop) continue;
       struct stat st;
       if (stat(t.log_path.c_str(), &st) != 0) continue;
-      if (st.st_size < t.log_read_pos) t.log_read_pos = 0;  // rotated: copied away, truncated
-      while (st.st_size > t.log_read_pos && !stop) {
-        std::ifstream f(t.log_path, std::ios::binary);
-        f.seekg(t.log_read_pos);
-        std::string data(std::min<int64_t>(st.st_size - t.log_read_pos, 256 << 10), '\0');
-        f.read(data.data(), static_cast<std::streamsize>(data.size()));
-        data.resize(f.gcount());
-        if (data.empty()) break;
-        absl::StatusOr<api::HttpResponse> r = client.Call(
-            "POST",
-            Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job, "/logs?rank=",
-                t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log_shipped),
-            data);
-        if (!r.ok()) return;  // the server is away; try again later
-        if (r->status == 200) {
-          t.log_read_pos += static_cast<int64_t>(data.size());
-          t.log_shipped += static_cast<int64_t>(data.size());
-        } else if (r->status == 409) {
-          // The server has another length (it lost some, or has it already): follow it.
-          Json j = Json::parse(r->body, nullptr, false);
-          int64_t size = j.is_object() ? j.value("size", int64_t{0}) : 0;
-          t.log_read_pos = std::max<int64_t>(0, t.log_read_pos + (size - t.log_shipped));
-          t.log_shipped = size;
-        } else {
-          t.log_gone = true;  // the job is gone (404) or the log is refused
-          break;
-        }
+      if (st.st_size < t.log_read_pos) t.log_read_pos = 0;  // truncated by someone else
+      ShipPlan plan = PlanLogShipping(st.st_size, t.log_read_pos, kLogLimits);
+      if (plan.drop > 0) {  // bounded on disk even while the server is away
+        RotateLog(t.log_path, 1, 3);
+        t.log_read_pos = 0;
+        t.log_dropped += plan.drop;
       }
+      if (t.log_dropped > 0) {
+        if (!ShipChunk(t, DroppedLogMarker(t.log_dropped, t.log_path + ".1", o.node_name), false)) {
+          continue;
+        }
+        t.log_dropped = 0;
+        if (plan.drop > 0) continue;  // the new file's output in the next pass
+      }
+      const int64_t start = t.log_read_pos, end = t.log_read_pos + plan.ship;
+      while (t.log_read_pos < end && !stop) {
+        std::string data = ReadAt(t.log_path, t.log_read_pos, std::min<int64_t>(end - t.log_read_pos, 256 << 10));
+        if (data.empty() || !ShipChunk(t, data, true)) break;
+      }
+      if (t.log_read_pos < end) continue;  // the server is away: the same next time
+      if (plan.rotate) {
+        RotateLog(t.log_path, 1, 3);
+        // What the task wrote between the last read and the copy is in .1: ship it too.
+        std::string tail = ReadAt(t.log_path + ".1", t.log_read_pos, kLogLimits.bytes_per_pass);
+        t.log_read_pos = 0;
+        if (!tail.empty()) ShipChunk(t, tail, false);
+      }
+      // More to do at once only while it moves (not while the server is away).
+      more = more || (plan.ship > 0 && end > start && st.st_size > end);
     }
+    return more;
+  }
+
+  static std::string ReadAt(const std::string& path, int64_t offset, int64_t max) {
+    std::ifstream f(path, std::ios::binary);
+    f.seekg(offset);
+    std::string data(std::max<int64_t>(0, max), '\0');
+    f.read(data.data(), static_cast<std::streamsize>(data.size()));
+    data.resize(std::max<std::streamsize>(0, f.gcount()));
+    return data;
+  }
+
+  // POSTs `data` at the shipped offset; `from_file`: it was read at log_read_pos (which moves
+  // with it). False when it did not go (the server is away, or the log is gone).
+  bool ShipChunk(Local& t, const std::string& data, bool from_file) {
+    absl::StatusOr<api::HttpResponse> r = client.Call(
+        "POST",
+        Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job, "/logs?rank=",
+            t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log_shipped),
+        data);
+    if (!r.ok()) return false;  // the server is away; try again later
+    if (r->status == 200) {
+      if (from_file) t.log_read_pos += static_cast<int64_t>(data.size());
+      t.log_shipped += static_cast<int64_t>(data.size());
+      return true;
+    }
+    if (r->status == 409) {
+      // The server has another length (it lost some, or has it already): follow it.
+      Json j = Json::parse(r->body, nullptr, false);
+      int64_t size = j.is_object() ? j.value("size", int64_t{0}) : 0;
+      if (from_file) t.log_read_pos = std::max<int64_t>(0, t.log_read_pos + (size - t.log_shipped));
+      t.log_shipped = size;
+      return false;
+    }
+    t.log_gone = true;  // the job is gone (404) or the log is refused
+    return false;
   }
 
   // Keeps the sample for /metrics; adds each running task's share of its GPUs' energy since
@@ -766,17 +812,21 @@ struct NodeAgent::Impl {
     if (!Register()) return absl::OkStatus();
     watcher = std::thread([this] { Watch(); });
     absl::Time last_heartbeat = absl::InfinitePast();
+    bool log_backlog = false;
     while (!stop) {
       {
         std::unique_lock lock(mu);
-        wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return dirty || stop.load(); });
+        wake.wait_for(lock, std::chrono::milliseconds(100),
+                      [&] { return dirty || log_backlog || stop.load(); });
       }
       if (stop) break;
       bool changed = Reconcile();
       changed = PollTasks() || changed;
       changed = PollXids() || changed;
-      if (changed || absl::Now() - last_heartbeat >= o.heartbeat) {
-        ShipLogs();
+      // A chatty task's output goes out a bounded piece per pass, the heartbeat on time.
+      const bool due = changed || absl::Now() - last_heartbeat >= o.heartbeat;
+      if (due || log_backlog) log_backlog = ShipLogs();
+      if (due) {
         Heartbeat();
         last_heartbeat = absl::Now();
       }
