@@ -141,6 +141,9 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   run->add_option("--label", labels, "node label KEY=VALUE (repeatable)");
   run->add_option("--state-dir", options.state_dir, "task records, logs and hostfiles");
   run->add_option("--cpu-milli", options.cpu_milli, "CPU to offer, in milli-CPUs (default: all)");
+  run->add_option("--max-tasks", options.max_tasks,
+                  "tasks the server may place on this node at most (Kubernetes' maxPods)")
+      ->check(CLI::Range(0, 100'000));
   run->add_option("--memory-mib", options.memory_mib, "memory to offer, in MiB (default: all)");
   std::string metrics_listen;
   run->add_option("--metrics-listen", metrics_listen,

@@ -162,6 +162,7 @@ struct NodeAgent::Impl {
     n.address = o.address;
     n.hostname = HostName();
     n.cpu_milli = o.cpu_milli ? o.cpu_milli : sysconf(_SC_NPROCESSORS_ONLN) * 1000L;
+    n.max_tasks = o.max_tasks;
     n.memory_mib = o.memory_mib ? o.memory_mib
                                 : static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
                                       sysconf(_SC_PAGE_SIZE) / (1 << 20);

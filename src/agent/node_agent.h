@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "agent/gpu_backend.h"
 #include "api/client.h"
+#include "core/node.h"
 
 namespace gpucloud::agent {
 
@@ -40,6 +41,7 @@ struct NodeAgentOptions {
   std::string workdir;  // a task's working directory when its spec names none; "" = the agent's
   absl::Duration heartbeat = absl::Seconds(1);
   int64_t cpu_milli = 0;   // 0: the machine's
+  int32_t max_tasks = kDefaultMaxTasksPerNode;  // tasks the server may place here at most
   int64_t memory_mib = 0;  // 0: the machine's
   // Kill the tasks when the agent stops (gpucloud up); otherwise they keep running for the
   // next agent to re-adopt.

@@ -125,6 +125,7 @@ std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
            {"hostname", n.hostname},
            {"cpuMilli", n.cpu_milli},
            {"memoryMiB", n.memory_mib},
+           {"maxTasks", n.max_tasks},
            {"backend", n.backend},
            {"driverVersion", n.driver_version},
            {"cudaVersion", n.cuda_version},
@@ -149,6 +150,7 @@ absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
     r.Str(*st, "hostname", "status", &n.hostname);
     r.Int(*st, "cpuMilli", "status", &n.cpu_milli);
     r.Int(*st, "memoryMiB", "status", &n.memory_mib);
+    r.Int(*st, "maxTasks", "status", &n.max_tasks);
     r.Str(*st, "backend", "status", &n.backend);
     r.Str(*st, "driverVersion", "status", &n.driver_version);
     r.Int(*st, "cudaVersion", "status", &n.cuda_version);
@@ -198,6 +200,9 @@ absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
   if (absl::Status s = r.Done(); !s.ok()) return s;
   if (n.cpu_milli < 0) return absl::InvalidArgumentError("status.cpuMilli: must not be negative");
   if (n.memory_mib < 0) return absl::InvalidArgumentError("status.memoryMiB: must not be negative");
+  if (n.max_tasks < 0 || n.max_tasks > 100'000) {
+    return absl::InvalidArgumentError(Cat("status.maxTasks: must be from 0 to 100000, got ", n.max_tasks));
+  }
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     if (n.gpus[i].index != static_cast<int>(i)) {
       return absl::InvalidArgumentError(
@@ -213,6 +218,7 @@ Node ToSchedulerNode(const NodeInfo& info) {
   n.gpus = info.gpus;
   n.cpu = MilliCpu(info.cpu_milli);
   n.memory = MiB(info.memory_mib);
+  n.max_tasks = info.max_tasks;
   n.labels = info.labels;
   n.pool = info.pool;
   n.driver_version = info.driver_version;

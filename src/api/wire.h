@@ -30,6 +30,7 @@ struct NodeInfo {
   std::string hostname;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  int32_t max_tasks = kDefaultMaxTasksPerNode;  // tasks the node runs at most (maxPods)
   std::string backend;  // "nvml" or "simulated"
   std::string driver_version;
   int cuda_version = 0;

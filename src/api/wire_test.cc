@@ -21,12 +21,21 @@ TEST(Wire, NodesRoundTripWithMigLayoutsAndIslands) {
   g.nvlink_island = 2;
   n.gpus.push_back(g);
   n.gpu_topology = {{"X"}};
+  n.max_tasks = 32;
   absl::StatusOr<NodeInfo> back = NodeFromJson(NodeToJson(n, false));
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->gpus.size(), 1u);
   EXPECT_EQ(back->gpus[0], g);
   EXPECT_EQ(back->gpu_topology, n.gpu_topology);
   EXPECT_EQ(ToSchedulerNode(*back).gpus[0].mig_layout, g.mig_layout);
+  EXPECT_EQ(ToSchedulerNode(*back).max_tasks, 32);
+  // A registration that does not say keeps the default (Kubernetes' maxPods, 110).
+  EXPECT_EQ(NodeFromJson("{\"metadata\": {\"name\": \"a\"}, \"status\": {}}")->max_tasks,
+            kDefaultMaxTasksPerNode);
+  EXPECT_EQ(NodeFromJson("{\"metadata\": {\"name\": \"a\"}, \"status\": {\"maxTasks\": -1}}")
+                .status()
+                .message(),
+            "status.maxTasks: must be from 0 to 100000, got -1");
 }
 
 TEST(Wire, BadBodiesNameTheField) {
