@@ -17,6 +17,7 @@
 
 #include "agent/executor.h"
 #include "agent/exporter.h"
+#include "agent/assignment_events.h"
 #include "agent/checkpoints.h"
 #include "agent/health.h"
 #include "agent/log_shipping.h"
@@ -225,7 +226,9 @@ struct NodeAgent::Impl {
               Log(Cat("ignoring a bad assignment: ", a.status().message()));
             }
           }
-          rev = std::atoll(j["metadata"].value("resourceVersion", "0").c_str());
+          if (j["metadata"].is_object() && j["metadata"]["resourceVersion"].is_string()) {
+            rev = ParseRevision(j["metadata"]["resourceVersion"].get<std::string>());
+          }
         }
         {
           std::lock_guard lock(mu);
@@ -245,31 +248,20 @@ struct NodeAgent::Impl {
       while (!stop) {
         bool expired = false;
         auto on_line = [&](const std::string& line) {
-          Json e = Json::parse(line, nullptr, false);
-          if (!e.is_object() || !e.contains("object")) return;
-          const Json& obj = e["object"];
-          std::string type = e.value("type", "");
-          if (type == "BOOKMARK") {
-            if (obj.contains("metadata")) {
-              rev = std::max<int64_t>(rev, std::atoll(obj["metadata"].value("resourceVersion", "0").c_str()));
-            }
+          AssignmentEvent e = ParseAssignmentEvent(line);
+          if (e.type == AssignmentEvent::Type::kIgnored) return;
+          rev = std::max(rev, e.revision);
+          if (e.type == AssignmentEvent::Type::kBookmark) return;
+          if (e.type == AssignmentEvent::Type::kPut && !e.assignment) {
+            Log(Cat("ignoring a bad assignment: ", e.error));
             return;
           }
-          std::string name, rv;
-          if (obj.contains("metadata")) {
-            name = obj["metadata"].value("name", "");
-            rv = obj["metadata"].value("resourceVersion", "0");
-          }
-          rev = std::max<int64_t>(rev, std::atoll(rv.c_str()));
           std::lock_guard lock(mu);
-          if (type == "DELETED") {
-            desired.erase(name);
+          if (e.type == AssignmentEvent::Type::kDeleted) {
+            desired.erase(e.name);
           } else {
-            absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(obj.dump());
-            if (a.ok()) {
-              arrived.try_emplace(Cat(a->name, "/", a->attempt), absl::Now());
-              desired[a->name] = std::move(*a);
-            }
+            arrived.try_emplace(Cat(e.assignment->name, "/", e.assignment->attempt), absl::Now());
+            desired[e.assignment->name] = std::move(*e.assignment);
           }
           dirty = true;
           wake.notify_all();

@@ -30,37 +30,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i] == '+' ? ' ' : s[i];
-    }
-  }
-  return out;
-}
-
-void SplitTarget(std::string_view target, Request* r) {
-  size_t q = target.find('?');
-  r->path = PercentDecode(target.substr(0, q));
-  if (q == std::string_view::npos) return;
-  for (const std::string& pair : SplitAny(target.substr(q + 1), "&")) {
-    size_t eq = pair.find('=');
-    r->query[PercentDecode(pair.substr(0, eq))] =
-        eq == std::string::npos ? "" : PercentDecode(pair.substr(eq + 1));
-  }
-}
-
 // One open connection: its socket and the time by which what it is doing (a handshake, reading
 // a request, writing an answer) must be done; the reaper shuts down the socket after it.
 struct Connection {
@@ -221,7 +190,21 @@ struct HttpsServer::Impl {
     } else if (ec.category() == beast::error_code(http::error::end_of_stream).category() &&
                ec != http::error::end_of_stream && ec != http::error::partial_message) {
       Write(c, stream, req, Status(400, "BadRequest", Cat("malformed request: ", ec.message())));
+    } else {
+      return;  // the client went away: nothing to answer
     }
+    LingeringClose(c, stream);
+  }
+
+  // After answering a request that was not read whole, reads (and drops) what the client is
+  // still sending for a moment before closing: closing with unread data makes the kernel reset
+  // the connection, and the client may lose the answer.
+  void LingeringClose(Connection& c, Stream& stream) {
+    c.Arm(absl::Seconds(1));
+    char sink[16 << 10];
+    size_t drained = 0;
+    beast::error_code ec;
+    while (!ec && drained < (4u << 20)) drained += stream.read_some(asio::buffer(sink), ec);
   }
 
   // Serves one request; false when the connection is to be closed after it.
@@ -229,7 +212,7 @@ struct HttpsServer::Impl {
     absl::Time started = absl::Now();
     Request r;
     r.method = std::string(req.method_string());
-    SplitTarget(std::string_view(req.target().data(), req.target().size()), &r);
+    ParseTarget(std::string_view(req.target().data(), req.target().size()), &r);
     r.body = req.body();
     if (r.path == "/healthz") {  // for load balancers and probes: no token needed
       return Write(c, stream, req, Response{200, "ok\n", "text/plain"});

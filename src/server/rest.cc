@@ -31,6 +31,41 @@ Response Status(int code, std::string_view reason, std::string message) {
   return {code, j.dump() + "\n"};
 }
 
+namespace {
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i] == '+' ? ' ' : s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void ParseTarget(std::string_view target, Request* r) {
+  size_t q = target.find('?');
+  r->path = PercentDecode(target.substr(0, q));
+  if (q == std::string_view::npos) return;
+  for (const std::string& pair : SplitAny(target.substr(q + 1), "&")) {
+    size_t eq = pair.find('=');
+    r->query[PercentDecode(pair.substr(0, eq))] =
+        eq == std::string::npos ? "" : PercentDecode(pair.substr(eq + 1));
+  }
+}
+
 std::optional<int64_t> QueryInt(const Request& r, const char* key, int64_t max) {
   auto it = r.query.find(key);
   if (it == r.query.end()) return std::nullopt;

@@ -42,6 +42,8 @@ struct RestApi::Route {
 Response Status(int code, std::string_view reason, std::string message);
 // The answer for a store or validation error (404, 409, 410, 400, 500).
 Response FromStatus(const absl::Status& s);
+// Splits a request target ("/path?k=v&k2") into r->path and r->query, percent-decoded.
+void ParseTarget(std::string_view target, Request* r);
 // A non-negative integer query parameter of at most `max`: nullopt when absent, -1 when it is
 // not one or is over `max` (the caller answers 400 naming it). Never wraps: 4294967297 is not 1.
 std::optional<int64_t> QueryInt(const Request& r, const char* key,
