@@ -37,10 +37,12 @@ int main(int argc, char** argv) {
       std::filesystem::temp_directory_path() / ("gpucloud-api-load-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   auto creds = *gpucloud::server::EnsureCredentials(dir.string());
+  if (!gpucloud::server::CommitAdminToken(dir.string(), creds.admin_token).ok()) return 1;
   auto tokens = *gpucloud::server::TokenBook::Load(dir.string());
   auto store = std::move(*gpucloud::store::OpenSqliteStore((dir / "store.db").string()));
   gpucloud::SystemClock clock;
   gpucloud::server::RestApi api(*store, clock, 1);
+  api.SetMaxJobsPerNamespace(0);  // a throughput test: creates are not bounded by the quota
   gpucloud::server::HttpsServer server(api, tokens, *store,
                                        {.cert_path = creds.cert_path, .key_path = creds.key_path});
   if (!server.Start().ok()) return 1;

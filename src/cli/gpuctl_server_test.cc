@@ -22,6 +22,7 @@ class GpuctlServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     creds_ = *server::EnsureCredentials(dir_.string());
+    ASSERT_TRUE(server::CommitAdminToken(dir_.string(), creds_.admin_token).ok());
     tokens_ = *server::TokenBook::Load(dir_.string());
     store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
     api_ = std::make_unique<server::RestApi>(*store_, clock_, 3);

@@ -96,6 +96,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
                  "default checkpoint directory root (a shared file system on several nodes)");
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
+  app.add_option("--max-jobs-per-namespace", o.max_jobs_per_namespace,
+                 "jobs one namespace may hold (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);

@@ -100,6 +100,7 @@ absl::Status ControlPlane::Start() {
       m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
   m.controller = std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
   m.api = std::make_unique<RestApi>(*m.store, m.clock, std::random_device{}());
+  m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
   Controller* controller = m.controller.get();
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },

@@ -26,6 +26,7 @@ struct ControlPlaneOptions {
   std::string checkpoint_root;
   // Start even though the store is missing or empty next to an earlier server's credentials.
   bool init = false;
+  int64_t max_jobs_per_namespace = 10'000;  // 0: no limit
   CompactionPolicy compaction;
 };
 

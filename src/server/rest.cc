@@ -319,6 +319,15 @@ Response RestApi::Create(const Request& r, const Route& route) {
   meta.uid = NewUid();
   meta.creation_unix_seconds = clock_.NowMillis() / 1000;
   meta.resource_version = 0;
+  if (route.resource->plural == "jobs" && max_jobs_per_namespace_ > 0) {
+    absl::StatusOr<int64_t> n = store_.Count(route.Prefix());
+    if (!n.ok()) return FromStatus(n.status());
+    if (*n >= max_jobs_per_namespace_) {
+      return Status(403, "QuotaExceeded",
+                    Cat("namespace ", route.namespace_, " holds ", *n, " jobs, its quota is ",
+                        max_jobs_per_namespace_, ": delete finished jobs first"));
+    }
+  }
   Json doc = Json::parse(manifest::ToJson(*p.object));
   if (route.resource->plural == "jobs") {
     doc["status"] = Json{{"phase", "Pending"}, {"submittedMs", clock_.NowMillis()}};

@@ -83,6 +83,10 @@ class RestApi {
   // goodput, recoveries: JSON). Without it, those paths answer 404.
   void AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
                      std::function<std::string()> summary = nullptr);
+  // Jobs one namespace may hold (an operator's object quota; 0: no limit). A create over it is
+  // 403 QuotaExceeded and writes nothing. Counted before the write, so creates racing at the
+  // limit may pass it by the number in flight. Set before serving.
+  void SetMaxJobsPerNamespace(int64_t max) { max_jobs_per_namespace_ = max; }
 
  private:
   struct Route;
@@ -111,6 +115,7 @@ class RestApi {
   LogStore* logs_ = nullptr;
   std::function<void()> kick_;
   std::function<std::string()> summary_;
+  int64_t max_jobs_per_namespace_ = 10'000;
 };
 
 }  // namespace gpucloud::server

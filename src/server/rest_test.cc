@@ -268,6 +268,25 @@ TEST_F(RestTest, EveryNamespaceWatchIsAWatch) {
   EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/jobs", "", {{"watch", "true"}}, tenant).status, 403);
 }
 
+TEST_F(RestTest, ANamespaceOverItsJobQuotaIsRefusedAndOthersAreNot) {
+  api_->SetMaxJobsPerNamespace(2);
+  for (const char* name : {"a", "b"}) {
+    std::string job = kJob;
+    job.replace(job.find("name: train"), 11, Cat("name: ", name));
+    ASSERT_EQ(Call("POST", kJobs, job).status, 201);
+  }
+  int64_t rev = store_->Revision();
+  Response over = Call("POST", kJobs, kJob);
+  EXPECT_EQ(over.status, 403);
+  EXPECT_EQ(Body(over)["reason"], "QuotaExceeded");
+  EXPECT_NE(Body(over)["message"].get<std::string>().find("quota is 2"), std::string::npos);
+  EXPECT_EQ(store_->Revision(), rev);  // nothing written
+  // Another namespace has its own quota; a deleted job frees a place.
+  EXPECT_EQ(Call("POST", "/apis/gpucloud/v1/namespaces/team-b/jobs", kJob).status, 201);
+  ASSERT_EQ(Call("DELETE", std::string(kJobs) + "/a").status, 200);
+  EXPECT_EQ(Call("POST", kJobs, kJob).status, 201);
+}
+
 TEST_F(RestTest, LogReadsAreBoundedWhateverTheClientAsks) {
   NodeTable nodes;
   LogStore logs((dir_ / "logs").string());

@@ -274,6 +274,23 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  absl::StatusOr<int64_t> Count(const std::string& prefix) override {
+    if (prefix.empty()) return absl::InvalidArgumentError("Count: empty prefix");
+    // Keys in [prefix, prefix with its last byte + 1): an index range, values unread.
+    std::string end = prefix;
+    while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+    if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+    absl::MutexLock lock(&read_mu_);
+    Stmt s(reader_, "count",
+           end.empty() ? "SELECT count(*) FROM objects WHERE key >= ?1"
+                       : "SELECT count(*) FROM objects WHERE key >= ?1 AND key < ?2");
+    s.Bind(1, prefix);
+    if (!end.empty()) s.Bind(2, end);
+    absl::StatusOr<bool> row = s.Next();
+    if (!row.ok()) return row.status();
+    return *row ? s.Int(0) : 0;
+  }
+
   absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) override {
     if (ops.empty()) return absl::InvalidArgumentError("empty transaction");
     std::set<std::string> keys;

@@ -83,6 +83,12 @@ TEST_F(SqliteStoreTest, ListIsByPrefixInKeyOrder) {
   for (const KeyValue& kv : list->items) keys.push_back(kv.key);
   EXPECT_EQ(keys, (std::vector<std::string>{"/jobs/a/1", "/jobs/b/1", "/jobs/b/2"}));
   EXPECT_EQ(s->List("")->items.size(), 5u);
+  // Count agrees with List, by prefix only ("/jobsx" is not under "/jobs/").
+  EXPECT_EQ(*s->Count("/jobs/"), 3);
+  EXPECT_EQ(*s->Count("/jobs/b/"), 2);
+  EXPECT_EQ(*s->Count("/jobs"), 4);
+  EXPECT_EQ(*s->Count("/queues/"), 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(s->Count("").status()));
 }
 
 TEST_F(SqliteStoreTest, WatchResumesFromARevisionWithoutLossOrDuplicates) {

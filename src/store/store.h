@@ -66,6 +66,9 @@ class Store {
   // Every key starting with `prefix`, in key order, and the revision read at: items and
   // revision are of one snapshot, so a watch from that revision misses and repeats nothing.
   virtual absl::StatusOr<ListResult> List(const std::string& prefix) = 0;
+  // How many keys start with `prefix` (without reading their values; for quotas). `prefix`
+  // must not be empty (InvalidArgument).
+  virtual absl::StatusOr<int64_t> Count(const std::string& prefix) = 0;
   // Applies every op or none. Returns the new revision. A failed precondition changes nothing:
   // AlreadyExists (create of an existing key), NotFound (update or delete of an absent key),
   // Aborted (the key is at another mod_revision: a conflict, HTTP 409); the message names the
