@@ -8,8 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "server/test_client.h"
 
@@ -22,24 +29,35 @@ namespace http = boost::beast::http;
 
 struct Running {
   pid_t pid = 0;
-  uint16_t port = 0;
+  uint16_t port = 0;    // 0: it did not start serving (first_lines says why)
   std::string first_lines;
+  int output = -1;      // the rest of its stdout and stderr, when asked to keep them
 };
 
-// Starts the server and reads its output until it says where it serves.
-Running Start(const std::string& dir) {
+// Starts the server (`prefix` runs it, e.g. prlimit) and reads its output until it says where
+// it serves, or until it exits.
+Running Start(const std::string& dir, std::vector<std::string> extra = {},
+              std::vector<std::string> prefix = {}, bool keep_output = false) {
   int out[2];
   EXPECT_EQ(pipe(out), 0);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&fa, out[0]);
-  std::string data = "--data-dir=" + dir;
-  const char* argv[] = {GPUCLOUD_BINARY, "server", data.c_str(), "--listen", "127.0.0.1:0",
-                        nullptr};
+  std::vector<std::string> args = prefix;
+  for (std::string a : {std::string(GPUCLOUD_BINARY), std::string("server"), "--data-dir=" + dir}) {
+    args.push_back(a);
+  }
+  if (std::find(extra.begin(), extra.end(), "--listen") == extra.end()) {
+    extra.insert(extra.begin(), {"--listen", "127.0.0.1:0"});
+  }
+  for (std::string& a : extra) args.push_back(a);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   Running r;
-  EXPECT_EQ(posix_spawn(&r.pid, GPUCLOUD_BINARY, &fa, nullptr, const_cast<char**>(argv), environ),
-            0);
+  EXPECT_EQ(posix_spawn(&r.pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
   std::string text;
@@ -52,9 +70,28 @@ Running Start(const std::string& dir) {
       break;
     }
   }
-  close(out[0]);  // the server's later lines go to a closed pipe: it only writes at stop
+  if (keep_output) {
+    r.output = out[0];
+  } else {
+    close(out[0]);  // the server's later lines go to a closed pipe
+  }
   r.first_lines = text;
   return r;
+}
+
+// The exit status of a server that ended (or was ended).
+int Wait(const Running& r) {
+  int status = 0;
+  waitpid(r.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string TempDir(const char* what) {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     (std::string("gpucloud-") + what + "-" + std::to_string(::getpid())))
+                        .string();
+  std::filesystem::remove_all(dir);
+  return dir;
 }
 
 std::string ReadToken(const std::string& dir) {
@@ -108,6 +145,94 @@ TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
   int status = 0;
   waitpid(last.pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::filesystem::remove_all(dir);
+}
+
+
+TEST(ServerBinary, AFailedFirstStartLosesNoAdminToken) {
+  std::string dir = TempDir("server-busy");
+  // The port is taken: the first start fails before it serves.
+  int busy = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(busy, 1), 0);
+  socklen_t len = sizeof a;
+  getsockname(busy, reinterpret_cast<sockaddr*>(&a), &len);
+  Running failed = Start(dir, {"--listen", "127.0.0.1:" + std::to_string(ntohs(a.sin_port))});
+  EXPECT_EQ(failed.port, 0);
+  EXPECT_EQ(Wait(failed), 1);
+  EXPECT_NE(failed.first_lines.find("cannot listen"), std::string::npos) << failed.first_lines;
+  close(busy);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/admin.config"));
+  // The next start issues the admin token, and it works.
+  Running s = Start(dir);
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  EXPECT_NE(s.first_lines.find("first start: admin token written to"), std::string::npos);
+  auto list = testing_util::HttpsCall(s.port, dir + "/ca.crt", http::verb::get,
+                                      "/apis/gpucloud/v1/namespaces/default/jobs", ReadToken(dir));
+  EXPECT_EQ(list.result_int(), 200) << list.body();
+  EXPECT_EQ(std::filesystem::status(dir).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(Wait(s), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServerBinary, AMissingStoreOrABadTokenFileIsRefusedAtStart) {
+  std::string dir = TempDir("server-refuse");
+  Running s = Start(dir);
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  kill(s.pid, SIGTERM);
+  ASSERT_EQ(Wait(s), 0);
+  std::filesystem::remove(dir + "/store.db");
+  Running refused = Start(dir);
+  EXPECT_EQ(Wait(refused), 1);
+  EXPECT_NE(refused.first_lines.find("--init"), std::string::npos) << refused.first_lines;
+  Running init = Start(dir, {"--init"});
+  ASSERT_GT(init.port, 0) << init.first_lines;
+  kill(init.pid, SIGTERM);
+  ASSERT_EQ(Wait(init), 0);
+  // A token given twice (an appended line that would change who it is) is refused.
+  std::string first;
+  std::getline(std::ifstream(dir + "/tokens"), first);
+  std::ofstream(dir + "/tokens", std::ios::app) << first.substr(0, 64) << " mallory team-a tenant\n";
+  Running dup = Start(dir);
+  EXPECT_EQ(Wait(dup), 1);
+  EXPECT_NE(dup.first_lines.find("already on an earlier line"), std::string::npos) << dup.first_lines;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServerBinary, OutOfDescriptorsOnceItAcceptsAgain) {
+  if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "needs prlimit (util-linux)";
+  std::string dir = TempDir("server-fds");
+  Running s = Start(dir, {}, {"/usr/bin/prlimit", "--nofile=64"}, /*keep_output=*/true);
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  // More idle connections than the server has descriptors: its accept fails.
+  std::vector<int> idle;
+  for (int i = 0; i < 80; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(s.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) idle.push_back(fd);
+  }
+  std::string said;
+  char c;
+  while (said.find("accept failed") == std::string::npos && read(s.output, &c, 1) == 1) said += c;
+  EXPECT_NE(said.find("accept failed"), std::string::npos) << said;
+  for (int fd : idle) close(fd);
+  // Once they are gone, it serves again (after its back-off of at most a second).
+  http::response<http::string_body> ok;
+  for (int i = 0; i < 100 && ok.result_int() != 200; ++i) {
+    ok = testing_util::HttpsCall(s.port, dir + "/ca.crt", http::verb::get, "/healthz", "");
+  }
+  EXPECT_EQ(ok.result_int(), 200) << ok.body();
+  kill(s.pid, SIGTERM);
+  close(s.output);
+  Wait(s);
   std::filesystem::remove_all(dir);
 }
 
