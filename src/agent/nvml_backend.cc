@@ -16,7 +16,6 @@ namespace {
 using nvmlReturn_t = int;
 using nvmlDevice_t = struct nvmlDevice_st*;
 constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kNotSupported = 3;
 constexpr nvmlReturn_t kDriverNotLoaded = 9;
 struct nvmlMemory_t {
   unsigned long long total, free, used;
