@@ -28,7 +28,8 @@ Response Status(int code, std::string_view reason, std::string message) {
   j["message"] = std::move(message);
   j["reason"] = reason;
   j["code"] = code;
-  return {code, j.dump() + "\n"};
+  // Messages quote what the client sent (paths, names), which need not be UTF-8.
+  return {code, j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"};
 }
 
 namespace {

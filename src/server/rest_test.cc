@@ -287,6 +287,13 @@ TEST_F(RestTest, ANamespaceOverItsJobQuotaIsRefusedAndOthersAreNot) {
   EXPECT_EQ(Call("POST", kJobs, kJob).status, 201);
 }
 
+TEST_F(RestTest, PathsThatAreNotUtf8GetAnErrorNotAnException) {
+  // Found by the REST fuzzer: the Status message quoted the path, and JSON output threw.
+  Response r = Call("POST", "/apis/gpucloud/v1/\x93\xce/pools/spot/reclaim");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(Json::accept(r.body)) << r.body;
+}
+
 TEST_F(RestTest, LogReadsAreBoundedWhateverTheClientAsks) {
   NodeTable nodes;
   LogStore logs((dir_ / "logs").string());
