@@ -85,6 +85,31 @@ class ClusterTest : public ::testing::Test {
     setenv("GPUCLOUD_CONFIG", (data_ + "/admin.config").c_str(), 1);
   }
 
+  // Agents are killed when their Process goes, but their tasks outlive them by design (a new
+  // agent re-adopts them): stop every task of this test's agents, and each shim (an agent's
+  // fork that leads its task's process group), so that no test leaves processes behind.
+  void TearDown() override {
+    const std::string state_dir = "--state-dir" + std::string(1, '\0') + dir_.path().string();
+    const std::string task_env = "GPUCLOUD_CHECKPOINT_DIR=" + dir_.path().string();
+    auto left = [&] {
+      std::vector<pid_t> pids;
+      for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+        pid_t pid = std::atoi(e.path().filename().c_str());
+        if (pid <= 0 || pid == getpid()) continue;
+        if (Slurp(e.path() / "cmdline").find(state_dir) != std::string::npos ||
+            Slurp(e.path() / "environ").find(task_env) != std::string::npos) {
+          pids.push_back(pid);
+        }
+      }
+      return pids;
+    };
+    for (pid_t pid : left()) {
+      if (pid_t group = getpgid(pid); group > 0) kill(-group, SIGKILL);
+      kill(pid, SIGKILL);
+    }
+    EXPECT_TRUE(Eventually([&] { return left().empty(); }, 10)) << "tasks outlived the test";
+  }
+
   std::string Log(const std::string& name) { return (dir_.path() / (name + ".log")).string(); }
 
   std::unique_ptr<Process> Agent(const std::string& node, const std::string& address,
