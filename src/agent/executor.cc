@@ -167,29 +167,6 @@ void RotateLog(const std::string& path, int64_t max_bytes, int keep) {
   if (truncate(path.c_str(), 0) != 0) return;
 }
 
-absl::Status WritePrivateFile(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(Cat("cannot create ", tmp, ": ", std::strerror(errno)));
-  // An older file of the same name may have been made with a laxer mode.
-  bool ok = fchmod(fd, 0600) == 0;
-  size_t done = 0;
-  while (ok && done < contents.size()) {
-    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
-  int e = errno;
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    if (ok) e = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(Cat("cannot write ", path, ": ", std::strerror(e)));
-  }
-  return absl::OkStatus();
-}
-
 Executor::Executor() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 Executor::~Executor() {

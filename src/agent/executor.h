@@ -110,10 +110,6 @@ class Executor {
 // path.1 (copied), then `path` is truncated (its writer appends, so it goes on at the start).
 void RotateLog(const std::string& path, int64_t max_bytes, int keep);
 
-// Replaces `path` with `contents`, created 0600 (whatever the umask) under a temporary name and
-// renamed over it, so a reader sees the old file or the new one. Internal with the reason.
-absl::Status WritePrivateFile(const std::string& path, const std::string& contents);
-
 }  // namespace gpucloud::agent
 
 #endif  // GPUCLOUD_AGENT_EXECUTOR_H_

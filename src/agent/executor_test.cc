@@ -247,23 +247,6 @@ TEST_F(ExecutorTest, LogsAndStatusFilesAreCreatedPrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
-TEST_F(ExecutorTest, PrivateFilesAreCreated0600AndReplacedWhole) {
-  mode_t old = umask(0);
-  std::string path = (dir_ / "record.json").string();
-  { std::ofstream(path + ".tmp") << "stale"; }  // a leftover, 0666 under this umask
-  absl::Status first = WritePrivateFile(path, "{\"a\":1}");
-  absl::Status second = WritePrivateFile(path, "{\"a\":2}");
-  umask(old);
-  ASSERT_TRUE(first.ok()) << first;
-  ASSERT_TRUE(second.ok()) << second;
-  EXPECT_EQ(Slurp(path), "{\"a\":2}");
-  struct stat st;
-  ASSERT_EQ(stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  EXPECT_TRUE(absl::IsInternal(WritePrivateFile((dir_ / "no/such/dir/f").string(), "x")));
-}
-
 // A fork bomb in a task with pids.max = 20 cannot start 100 processes. Needs a writable pids
 // controller (root, cgroup v1 or v2); skipped, saying why, elsewhere.
 TEST_F(ExecutorTest, APidLimitBoundsAForkBomb) {

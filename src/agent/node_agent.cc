@@ -22,6 +22,7 @@
 #include "agent/health.h"
 #include "agent/log_shipping.h"
 #include "agent/task_env.h"
+#include "core/private_file.h"
 #include "api/wire.h"
 #include "core/text.h"
 
@@ -626,7 +627,7 @@ struct NodeAgent::Impl {
         t.log_dropped = 0;
         if (plan.drop > 0) continue;  // the new file's output in the next pass
       }
-      const int64_t start = t.log_read_pos, end = t.log_read_pos + plan.ship;
+      const int64_t end = t.log_read_pos + plan.ship;
       while (t.log_read_pos < end && !stop) {
         std::string data = ReadAt(t.log_path, t.log_read_pos, std::min<int64_t>(end - t.log_read_pos, 256 << 10));
         if (data.empty() || !ShipChunk(t, data, true)) break;
@@ -639,8 +640,8 @@ struct NodeAgent::Impl {
         t.log_read_pos = 0;
         if (!tail.empty()) ShipChunk(t, tail, false);
       }
-      // More to do at once only while it moves (not while the server is away).
-      more = more || (plan.ship > 0 && end > start && st.st_size > end);
+      // More to do at once (only while it moves: the server away `continue`d above).
+      more = more || st.st_size > end;
     }
     return more;
   }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/parse.h"
+#include "core/private_file.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "server/control_plane.h"
@@ -62,7 +63,7 @@ int RunAdminConfig(int argc, const char* const* argv, std::ostream& out, std::os
   if (output.empty()) output = dir + "/admin.config";
   std::string token = NewToken();
   std::string url = Cat("https://", addr->host, ":", addr->port);
-  absl::Status s = WriteSecret(output, AdminConfigText(url, dir + "/ca.crt", token));
+  absl::Status s = WritePrivateFile(output, AdminConfigText(url, dir + "/ca.crt", token), FileSync::kDurable);
   if (s.ok()) s = CommitAdminToken(dir, token);
   if (!s.ok()) {
     err << "gpucloud server admin-config: " << s.message() << "\n";

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
+#include "core/private_file.h"
 #include "core/text.h"
 #include "server/compactor.h"
 #include "server/controller.h"
@@ -128,8 +129,9 @@ absl::Status ControlPlane::WriteAdminConfig() {
   Impl& m = *impl_;
   const std::string config = admin_config_path();
   if (m.first) {
-    if (absl::Status s = WriteSecret(config, AdminConfigText(url(), m.creds->ca_cert_path,
-                                                             m.creds->admin_token));
+    if (absl::Status s = WritePrivateFile(config,
+                                         AdminConfigText(url(), m.creds->ca_cert_path, m.creds->admin_token),
+                                         FileSync::kDurable);
         !s.ok()) {
       return s;
     }
@@ -144,7 +146,7 @@ absl::Status ControlPlane::WriteAdminConfig() {
     out += line.starts_with("server:") ? Cat("server: ", url()) : line;
     out += "\n";
   }
-  return WriteSecret(config, out);
+  return WritePrivateFile(config, out, FileSync::kDurable);
 }
 
 void ControlPlane::Stop() {

@@ -8,9 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 
+#include <algorithm>
 #include <filesystem>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -21,10 +20,26 @@
 #include <memory>
 #include <sstream>
 
+#include "core/private_file.h"
 #include "core/text.h"
 
 namespace gpucloud::server {
 namespace {
+
+absl::Status WriteDurable(const std::string& path, const std::string& text) {
+  return WritePrivateFile(path, text, FileSync::kDurable);
+}
+
+// Adds a line "HASH USER - ROLE" to DIR/tokens (the file rewritten whole).
+absl::Status AppendToken(const std::string& dir, const std::string& hash, const std::string& user,
+                         const std::string& role) {
+  std::string tokens = dir + "/tokens";
+  std::ifstream in(tokens);
+  std::string book((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!book.empty() && !book.ends_with("\n")) book += "\n";
+  book += Cat(hash, " ", user, " - ", role, "\n");
+  return WriteDurable(tokens, book);
+}
 
 template <typename T, void (*F)(T*)>
 struct Deleter {
@@ -38,34 +53,6 @@ absl::Status OpenSslError(const std::string& what) {
 }
 
 }  // namespace
-
-absl::Status WriteSecret(const std::string& path, const std::string& text) {
-  // Written whole or not at all, and never readable by others, not even for a moment: a
-  // temporary file made 0600, synced, then renamed over the old one.
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(Cat("cannot write ", tmp, ": ", std::strerror(errno)));
-  bool ok = fchmod(fd, 0600) == 0;
-  for (size_t done = 0; ok && done < text.size();) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
-  ok = ok && fsync(fd) == 0;
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(Cat("cannot write ", path, ": ", std::strerror(e)));
-  }
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int dfd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
-  return absl::OkStatus();
-}
 
 namespace {
 
@@ -175,18 +162,14 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
-  // The data directory holds secrets (keys, tokens, jobs' environments in the store): its owner's.
-  if (chmod(dir.c_str(), 0700) != 0) {
-    return absl::InternalError(Cat("cannot make ", dir, " private: ", std::strerror(errno)));
-  }
   Credentials out{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key", ""};
   if (!std::filesystem::exists(out.ca_cert_path)) {
     Key ca_key(EVP_EC_gen("P-256"));
     if (!ca_key) return OpenSslError("cannot make a key");
     absl::StatusOr<Cert> ca = MakeCert(ca_key.get(), "gpucloud CA", nullptr, nullptr, true, "");
     if (!ca.ok()) return ca.status();
-    if (absl::Status s = WriteSecret(dir + "/ca.key", Pem(ca_key.get())); !s.ok()) return s;
-    if (absl::Status s = WriteSecret(out.ca_cert_path, Pem(ca->get())); !s.ok()) return s;
+    if (absl::Status s = WriteDurable(dir + "/ca.key", Pem(ca_key.get())); !s.ok()) return s;
+    if (absl::Status s = WriteDurable(out.ca_cert_path, Pem(ca->get())); !s.ok()) return s;
     chmod(out.ca_cert_path.c_str(), 0644);
     std::filesystem::remove(out.cert_path, ec);  // a new CA needs a new server certificate
   }
@@ -231,8 +214,8 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
     if (!key) return OpenSslError("cannot make a key");
     absl::StatusOr<Cert> cert = MakeCert(key.get(), hostname, ca->get(), ca_key->get(), false, san);
     if (!cert.ok()) return cert.status();
-    if (absl::Status s = WriteSecret(out.key_path, Pem(key.get())); !s.ok()) return s;
-    if (absl::Status s = WriteSecret(out.cert_path, Pem(cert->get())); !s.ok()) return s;
+    if (absl::Status s = WriteDurable(out.key_path, Pem(key.get())); !s.ok()) return s;
+    if (absl::Status s = WriteDurable(out.cert_path, Pem(cert->get())); !s.ok()) return s;
     std::ofstream(san_path, std::ios::trunc) << san << "\n";
   } else if (old_san.empty()) {
     std::ofstream(san_path, std::ios::trunc) << san << "\n";
@@ -246,27 +229,14 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
     if (absl::Status s = AppendToken(dir, Sha256Hex(token), "system:node", "node"); !s.ok()) {
       return s;
     }
-    if (absl::Status s = WriteSecret(out.bootstrap_token_path, token + "\n"); !s.ok()) return s;
+    if (absl::Status s = WriteDurable(out.bootstrap_token_path, token + "\n"); !s.ok()) return s;
   }
   // No admin yet (a first start, or one that failed before its admin config was written): one is
   // made here and kept only once the caller commits it (CommitAdminToken).
-  std::ifstream in(tokens);
-  bool has_admin = false;
-  for (std::string line; std::getline(in, line);) {
-    has_admin = has_admin || line.ends_with(" admin");
-  }
-  if (!has_admin) out.admin_token = RandomHex(32);
+  absl::StatusOr<TokenBook> book = TokenBook::Load(dir);
+  if (!book.ok()) return book.status();
+  if (!book->HasAdmin()) out.admin_token = RandomHex(32);
   return out;
-}
-
-absl::Status AppendToken(const std::string& dir, const std::string& hash, const std::string& user,
-                         const std::string& role) {
-  std::string tokens = dir + "/tokens";
-  std::ifstream in(tokens);
-  std::string book((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!book.empty() && !book.ends_with("\n")) book += "\n";
-  book += Cat(hash, " ", user, " - ", role, "\n");
-  return WriteSecret(tokens, book);
 }
 
 absl::Status CommitAdminToken(const std::string& dir, const std::string& token) {
@@ -312,6 +282,10 @@ absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
                  "admin-config --data-dir ", dir, "` issues an admin token)"));
   }
   return book;
+}
+
+bool TokenBook::HasAdmin() const {
+  return std::any_of(by_hash_.begin(), by_hash_.end(), [](const auto& e) { return e.second.admin; });
 }
 
 void TokenBook::Add(const std::string& token, Identity who) {

@@ -3,7 +3,8 @@
 // Tokens are kept only as SHA-256 hashes (DIR/tokens, mode 0600); the admin token itself is
 // returned once, for the operator (and written to DIR/admin.config for gpuctl, mode 0600, like
 // a kubeconfig). A bootstrap token for agents (role node) is kept in DIR/bootstrap.token.
-// Every file is written whole (temporary file, fsync, rename) and created 0600; DIR is 0700.
+// Every file is written whole (temporary file, fsync, rename) and created 0600
+// (WritePrivateFile); making DIR itself private is the control plane's (PrepareDataDir).
 // Functions are thread-safe as long as one process writes DIR; TokenBook is immutable once the
 // server using it started (Add is for before that).
 #ifndef GPUCLOUD_SERVER_CREDENTIALS_H_
@@ -38,16 +39,11 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
 
 // Adds the admin `token`'s hash to DIR/tokens (atomically). Internal on file errors.
 absl::Status CommitAdminToken(const std::string& dir, const std::string& token);
-// Adds a line "HASH USER - ROLE" to DIR/tokens (atomically).
-absl::Status AppendToken(const std::string& dir, const std::string& hash, const std::string& user,
-                         const std::string& role);
 // gpuctl's config file for an admin (the server's URL, its CA and the token).
 std::string AdminConfigText(const std::string& url, const std::string& ca_path,
                             const std::string& token);
 // A new random bearer token (256 bits, hex).
 std::string NewToken();
-// Writes `text` to `path` whole or not at all (temporary file, fsync, rename), mode 0600.
-absl::Status WriteSecret(const std::string& path, const std::string& text);
 
 std::string Sha256Hex(const std::string& text);
 
@@ -57,6 +53,8 @@ class TokenBook {
   // DataLoss for a malformed line or a token given twice (an appended line must not silently
   // change who a token is); FailedPrecondition when the file holds no token at all.
   static absl::StatusOr<TokenBook> Load(const std::string& dir);
+  // Whether some token is an admin's.
+  bool HasAdmin() const;
   // Makes `token` valid as `who` (before the server starts serving).
   void Add(const std::string& token, Identity who);
   // The identity of `token`, or nullopt when it is not valid.

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
 #include "core/text.h"
 #include "server/metrics.h"
@@ -41,29 +42,25 @@ struct Connection {
   std::atomic<int64_t> deadline_ns{std::numeric_limits<int64_t>::max()};
 };
 
-// Requests and streams in flight per tenant (a simple form of Kubernetes' API Priority and
-// Fairness: admins and nodes are exempt, so agents' heartbeats never wait behind a tenant).
+// Requests and streams in flight per tenant user (a simple form of Kubernetes' API Priority
+// and Fairness; the caller exempts admins and nodes, so agents never wait behind a tenant).
 class TenantLimiter {
  public:
   TenantLimiter(int max_requests, int max_streams)
       : max_requests_(max_requests), max_streams_(max_streams) {}
-  // True when `who` may start one more request (stream: a watch or followed log); then Release
-  // must follow.
-  bool Acquire(const Identity& who, bool stream) {
-    if (who.admin || who.node) return true;
+  // True when `user` may start one more request (stream: a watch or followed log); then
+  // Release must follow.
+  bool Acquire(const std::string& user, bool stream) {
     std::lock_guard lock(mu_);
-    int& n = (stream ? streams_ : requests_)[who.user];
+    int& n = (stream ? streams_ : requests_)[user];
     if (n >= (stream ? max_streams_ : max_requests_)) return false;
     ++n;
     return true;
   }
-  void Release(const Identity& who, bool stream) {
-    if (who.admin || who.node) return;
+  void Release(const std::string& user, bool stream) {
     std::lock_guard lock(mu_);
     auto& by_user = stream ? streams_ : requests_;
-    if (auto it = by_user.find(who.user); it != by_user.end() && --it->second <= 0) {
-      by_user.erase(it);
-    }
+    if (auto it = by_user.find(user); it != by_user.end() && --it->second <= 0) by_user.erase(it);
   }
 
  private:
@@ -72,11 +69,11 @@ class TenantLimiter {
   std::map<std::string, int> requests_, streams_;
 };
 
-Response TooMany(const Identity& who, bool stream) {
-  Response r = Status(429, "TooManyRequests",
-                      Cat("user ", who.user, " has too many ",
-                          stream ? "watches and followed logs" : "requests", " in flight; retry"));
-  r.headers["Retry-After"] = "1";
+// 429 with the seconds to wait before retrying.
+Response TooManyRequests(std::string message, absl::Duration retry_after) {
+  Response r = Status(429, "TooManyRequests", std::move(message));
+  r.headers["Retry-After"] =
+      std::to_string(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
   return r;
 }
 
@@ -163,7 +160,7 @@ struct HttpsServer::Impl {
         AnswerReadError(c, stream, parser.get(), ec);
         return;
       }
-      c.Arm(options.write_timeout);
+      c.Disarm();  // handling is not bounded by the socket's deadlines; each write arms its own
       const http::request<http::string_body>& req = parser.get();
       bool keep = false;
       try {
@@ -236,26 +233,26 @@ struct HttpsServer::Impl {
     const bool follow = r.method == "GET" && r.path.ends_with("/logs") &&
                         r.query.contains("follow") && r.query.at("follow") == "true";
     const bool stream_request = watch || follow;
-    if (!r.who.admin && !r.who.node) {
-      if (absl::Duration wait = rate.Take(r.who.user, absl::Now()); wait > absl::ZeroDuration()) {
-        observe(429);
-        Response slow = Status(429, "TooManyRequests",
-                               Cat("user ", r.who.user, " is over its request rate (",
-                                   options.tenant_requests_per_second, "/s); retry later"));
-        slow.headers["Retry-After"] = std::to_string(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1))));
-        return Write(c, stream, req, slow);
-      }
-    }
-    if (!limiter.Acquire(r.who, stream_request)) {
+    const bool tenant = !r.who.admin && !r.who.node;  // admins and agents are not limited
+    if (absl::Duration wait = tenant ? rate.Take(r.who.user, absl::Now()) : absl::ZeroDuration();
+        wait > absl::ZeroDuration()) {
       observe(429);
-      return Write(c, stream, req, TooMany(r.who, stream_request));
+      return Write(c, stream, req,
+                   TooManyRequests(Cat("user ", r.who.user, " is over its request rate (",
+                                       options.tenant_requests_per_second, "/s); retry later"),
+                                   wait));
     }
-    struct Release {
-      TenantLimiter& l;
-      const Identity& who;
-      bool stream;
-      ~Release() { l.Release(who, stream); }
-    } release{limiter, r.who, stream_request};
+    if (tenant && !limiter.Acquire(r.who.user, stream_request)) {
+      observe(429);
+      return Write(c, stream, req,
+                   TooManyRequests(Cat("user ", r.who.user, " has too many ",
+                                       stream_request ? "watches and followed logs" : "requests",
+                                       " in flight; retry"),
+                                   absl::Seconds(1)));
+    }
+    absl::Cleanup release = [&] {
+      if (tenant) limiter.Release(r.who.user, stream_request);
+    };
     if (watch) {
       StreamWatch(c, stream, req, r);
       return false;
@@ -398,11 +395,9 @@ struct HttpsServer::Impl {
       }
       if (stopping || absl::Now() >= deadline) break;
       store.WaitForChange(last, std::min(absl::Seconds(1), deadline - absl::Now()));
-      // The changes after `last`; after an empty store's revision 0, what is there now (as
-      // ADDED events: "0" asks for the current state).
+      // The changes after `last` (after an empty store's 0: the current state, as ADDED events).
       r.query["resourceVersion"] = std::to_string(last);
-      batch = last == 0 && store.Revision() == 0 ? Response{200, "", "application/x-ndjson"}
-                                                 : api.Handle(r);
+      batch = api.Handle(r);
       if (batch.status != 200) break;
     }
     WriteChunk(c, stream, "");

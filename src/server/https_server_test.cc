@@ -31,6 +31,31 @@ const char* kJob =
     "{\"apiVersion\":\"gpucloud/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"train\"},"
     "\"spec\":{\"tasks\":[{\"name\":\"w\",\"resources\":{\"gpu\":{\"count\":1}}}]}}";
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+asio::ssl::context ClientContext(const std::string& ca_file) {
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  ctx.load_verify_file(ca_file);
+  return ctx;
+}
+
+// A TLS connection to the server (verifying its CA) for requests written by hand; every
+// operation on it gives up after 10 s. `ec` says whether connecting and the handshake worked.
+struct TlsConnection {
+  TlsConnection(uint16_t port, const std::string& ca_file)
+      : ctx(ClientContext(ca_file)), stream(io, ctx) {
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
+    beast::get_lowest_layer(stream).connect(
+        asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
+  }
+  asio::io_context io;
+  asio::ssl::context ctx;
+  beast::ssl_stream<beast::tcp_stream> stream;
+  beast::error_code ec;
+};
+
 class HttpsServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,22 +86,13 @@ class HttpsServerTest : public ::testing::Test {
   // Sends `raw` over TLS as it is and returns "CODE REASON..." of the answer, or "closed" when
   // the server closed the connection without one (within 10 s, or "timeout").
   std::string TlsExchange(const std::string& raw) {
-    namespace asio = boost::asio;
-    namespace beast = boost::beast;
-    asio::io_context io;
-    asio::ssl::context ctx(asio::ssl::context::tls_client);
-    ctx.load_verify_file(creds_.ca_cert_path);
-    beast::ssl_stream<beast::tcp_stream> stream(io, ctx);
-    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
+    TlsConnection c(server_->port(), creds_.ca_cert_path);
+    if (c.ec) return "handshake: " + c.ec.message();
     beast::error_code ec;
-    beast::get_lowest_layer(stream).connect(
-        asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()), ec);
-    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
-    if (ec) return "handshake: " + ec.message();
-    asio::write(stream, asio::buffer(raw), ec);
+    asio::write(c.stream, asio::buffer(raw), ec);
     beast::flat_buffer buf;
     http::response<http::string_body> res;
-    http::read(stream, buf, res, ec);
+    http::read(c.stream, buf, res, ec);
     if (ec == beast::error::timeout) return "timeout";
     if (ec) return "closed";
     return Cat(res.result_int(), " ", std::string(res.reason()), " ", res.body());
@@ -273,16 +289,9 @@ TEST_F(HttpsServerTest, ATenantsStreamsAreBoundedAndAdminsAreExempt) {
   StartServer({.max_streams_per_tenant = 1});
   // The tenant's one watch is open once its answer's header arrived (the server holds the
   // tenant's stream slot from before it writes that header until the watch ends).
-  namespace asio = boost::asio;
-  namespace beast = boost::beast;
-  asio::io_context io;
-  asio::ssl::context ctx(asio::ssl::context::tls_client);
-  ctx.load_verify_file(creds_.ca_cert_path);
-  beast::ssl_stream<beast::tcp_stream> first(io, ctx);
-  beast::get_lowest_layer(first).expires_after(std::chrono::seconds(10));
-  beast::get_lowest_layer(first).connect(
-      asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
-  first.handshake(asio::ssl::stream_base::client);
+  TlsConnection c(server_->port(), creds_.ca_cert_path);
+  ASSERT_FALSE(c.ec) << c.ec.message();
+  auto& first = c.stream;
   http::request<http::empty_body> req{http::verb::get,
                                       std::string(kJobs) + "?watch=true&timeoutSeconds=2", 11};
   req.set(http::field::host, "localhost");

@@ -1,7 +1,6 @@
 #include "server/rest.h"
 
 #include <algorithm>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -473,18 +472,16 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
       store_.Changes(prefix, *after, kMaxWatchBatch + 1);
   if (!events.ok()) return FromStatus(events.status());
   if (static_cast<int>(events->size()) > kMaxWatchBatch) {
-    // Cut the batch at a whole revision (a transaction's events stay together) and resume from
-    // there next time; a single revision larger than the batch goes whole.
-    revision = (*events)[kMaxWatchBatch - 1].revision;
-    auto end = std::find_if(events->begin(), events->end(),
-                            [&](const store::Event& e) { return e.revision == revision; });
+    // Over a batch: end before the revision that does not fit whole (a transaction's events
+    // stay together; a single revision larger than a batch goes whole) and resume there.
+    auto below = [](int64_t rev) { return [rev](const store::Event& e) { return e.revision < rev; }; };
+    auto end = std::partition_point(events->begin(), events->end(),
+                                    below((*events)[kMaxWatchBatch].revision));
     if (end == events->begin()) {
-      end = std::find_if(events->begin(), events->end(),
-                         [&](const store::Event& e) { return e.revision > revision; });
-    } else {
-      revision = std::prev(end)->revision;
+      end = std::partition_point(events->begin(), events->end(), below(events->front().revision + 1));
     }
     events->erase(end, events->end());
+    revision = events->back().revision;
   }
   for (const store::Event& e : *events) {
     Json object = WithRevision(e.kv);

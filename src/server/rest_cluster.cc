@@ -1,6 +1,7 @@
 // The cluster half of the REST API: nodes and their agents' traffic (registration, heartbeats,
 // assignments), cordon/uncordon/drain, and the job sub-resources (cancel, events, logs).
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -302,16 +303,14 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
 Response RestApi::Logs(const Request& r, const Route& route) {
   if (logs_ == nullptr) return Status(404, "NotFound", "this server keeps no logs");
   constexpr int64_t kInt = std::numeric_limits<int32_t>::max();
-  std::optional<int64_t> rank = QueryInt(r, "rank", kInt), attempt = QueryInt(r, "attempt", kInt),
-                         offset = QueryInt(r, "offset"), limit = QueryInt(r, "limitBytes");
-  for (auto [name, v] : {std::pair{"rank", rank}, {"attempt", attempt}, {"offset", offset},
-                         {"limitBytes", limit}}) {
-    if (v && *v < 0) {
-      return Status(400, "BadRequest",
-                    Cat(name, ": \"", r.query.at(name), "\" is not a number",
-                        name == std::string_view("rank") || name == std::string_view("attempt")
-                            ? Cat(" from 0 to ", kInt)
-                            : ""));
+  constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
+  std::optional<int64_t> rank, attempt, offset, limit;
+  for (auto [name, max, out] : {std::tuple{"rank", kInt, &rank}, {"attempt", kInt, &attempt},
+                                {"offset", kAny, &offset}, {"limitBytes", kAny, &limit}}) {
+    *out = QueryInt(r, name, max);
+    if (*out && **out < 0) {
+      return Status(400, "BadRequest", Cat(name, ": \"", r.query.at(name), "\" is not a number",
+                                           max == kAny ? "" : Cat(" from 0 to ", max)));
     }
   }
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
