@@ -96,12 +96,14 @@ int main(int argc, char** argv) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   auto pct = [&](double p) {
     if (latencies_ms.empty()) return 0.0;
-    size_t i = std::min(latencies_ms.size() - 1, static_cast<size_t>(p / 100 * latencies_ms.size()));
+    size_t i =
+        std::min(latencies_ms.size() - 1, static_cast<size_t>(p / 100 * latencies_ms.size()));
     return latencies_ms[i];
   };
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  double cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  double cpu =
+      ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   std::printf(
       "clients %d, %.1f s: %zu durable creates (%d errors), %.0f creates/s; latency ms p50 %.2f "
       "p99 %.2f max %.2f; process CPU %.1f s (%.0f%% of one core), peak RSS %ld MiB\n",

@@ -21,7 +21,8 @@ AssignmentEvent ParseAssignmentEvent(std::string_view line) {
   if (!e.is_object()) return out;
   auto type = e.find("type");
   auto object = e.find("object");
-  if (type == e.end() || !type->is_string() || object == e.end() || !object->is_object()) return out;
+  if (type == e.end() || !type->is_string() || object == e.end() || !object->is_object())
+    return out;
   if (auto meta = object->find("metadata"); meta != object->end() && meta->is_object()) {
     if (auto rv = meta->find("resourceVersion"); rv != meta->end() && rv->is_string()) {
       out.revision = ParseRevision(rv->get_ref<const std::string&>());

@@ -1,24 +1,23 @@
 #include "agent/command.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
-#include <thread>
 #include <nlohmann/json.hpp>
-
-#include <signal.h>
+#include <thread>
 
 #include "agent/exporter.h"
 #include "agent/metrics_server.h"
 #include "agent/node_agent.h"
+#include "agent/nvml_backend.h"
+#include "agent/simulated_backend.h"
 #include "api/client.h"
 #include "core/parse.h"
 #include "core/text.h"
-#include "agent/nvml_backend.h"
-#include "agent/simulated_backend.h"
 
 namespace gpucloud::agent {
 namespace {
@@ -146,8 +145,9 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
       ->check(CLI::Range(0, 100'000));
   run->add_option("--memory-mib", options.memory_mib, "memory to offer, in MiB (default: all)");
   std::string metrics_listen;
-  run->add_option("--metrics-listen", metrics_listen,
-                  "serve /metrics (dcgm-exporter names, task labels) on HOST:PORT, e.g. 0.0.0.0:9400");
+  run->add_option(
+      "--metrics-listen", metrics_listen,
+      "serve /metrics (dcgm-exporter names, task labels) on HOST:PORT, e.g. 0.0.0.0:9400");
   bool allow_fault_injection = false;
   run->add_flag("--allow-fault-injection", allow_fault_injection,
                 "serve POST /inject on the metrics port (simulated GPUs; unauthenticated: for "
@@ -188,7 +188,8 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
         err << "gpucloud agent: --token-file: cannot read a token from \"" << token_file << "\"\n";
         return 2;
       }
-      std::string tmp = Cat("server: ", server_url, "\ncertificate-authority: ", ca, "\ntoken: ", token, "\n");
+      std::string tmp =
+          Cat("server: ", server_url, "\ncertificate-authority: ", ca, "\ntoken: ", token, "\n");
       absl::StatusOr<api::ClientConfig> c = api::ParseClientConfig(tmp, "--server");
       if (!c.ok()) {
         err << "gpucloud agent: " << c.status().message() << "\n";
@@ -196,7 +197,8 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
       }
       server = *c;
     } else {
-      absl::StatusOr<api::ClientConfig> c = api::LoadClientConfig(api::DefaultConfigPath(config_path));
+      absl::StatusOr<api::ClientConfig> c =
+          api::LoadClientConfig(api::DefaultConfigPath(config_path));
       if (!c.ok()) {
         err << "gpucloud agent: " << c.status().message() << "\n";
         return 2;
@@ -266,8 +268,8 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
       err << "gpucloud agent: " << s.message() << "\n";
       return 1;
     }
-    out << "gpucloud agent: serving http://" << addr->host << ":" << server.port()
-        << "/metrics (" << node.gpus.size() << " GPUs, " << node.backend << ")" << std::endl;
+    out << "gpucloud agent: serving http://" << addr->host << ":" << server.port() << "/metrics ("
+        << node.gpus.size() << " GPUs, " << node.backend << ")" << std::endl;
     WaitForStopSignal();
     server.Stop();
     return 0;

@@ -2,18 +2,18 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -215,8 +215,9 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   std::vector<std::string> args = spec.argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  std::string workdir =
-      spec.workdir.empty() ? std::filesystem::path(spec.log_path).parent_path().string() : spec.workdir;
+  std::string workdir = spec.workdir.empty()
+                            ? std::filesystem::path(spec.log_path).parent_path().string()
+                            : spec.workdir;
   const std::string status_tmp = spec.status_path + ".tmp";
   if (!spec.status_path.empty()) unlink(spec.status_path.c_str());
   const int sweep_limit = DescriptorSweepLimit();

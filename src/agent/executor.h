@@ -30,10 +30,10 @@ struct TaskSpecToRun {
   std::string id;  // unique per task attempt, e.g. "team-a.train.worker-0.3"
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // the whole environment (plus PATH if absent)
-  std::string workdir;                      // "" = the log directory
+  std::string workdir;                     // "" = the log directory
   std::string log_path;
   int64_t log_max_bytes = 64 << 20;  // 0: never rotated here (the node agent's shipper does)
-  int log_keep = 3;  // rotated files kept: log.1 .. log.N
+  int log_keep = 3;                  // rotated files kept: log.1 .. log.N
   std::optional<MilliCpu> cpu;
   std::optional<MiB> memory;
   int64_t pids_max = 0;  // the most processes (and threads) the task may have at once; 0: no limit
@@ -54,7 +54,7 @@ struct TaskExit {
   int exit_code = -1;  // when it exited
   int signal = 0;      // when a signal ended it
   bool oom_killed = false;
-  bool stopped = false;  // ended by Stop
+  bool stopped = false;          // ended by Stop
   std::string Describe() const;  // "exit code 0", "killed by the OOM killer", ...
 };
 

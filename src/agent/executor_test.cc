@@ -2,13 +2,10 @@
 // process groups, stop with a grace period, and cgroup memory limits where this machine allows.
 #include "agent/executor.h"
 
-#include "agent/task_env.h"
-#include "testing/temp_dir.h"
-
-#include <gtest/gtest.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,13 +15,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/task_env.h"
+#include "testing/temp_dir.h"
+
 namespace gpucloud::agent {
 namespace {
 
 class ExecutorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-  }
+  void SetUp() override {}
   TaskSpecToRun Shell(std::string id, std::string script) {
     TaskSpecToRun t;
     t.id = std::move(id);
@@ -86,10 +85,10 @@ TEST_F(ExecutorTest, StopSignalsTheWholeGroupThenKills) {
   std::string marker = (dir_ / "term").string();
   std::string parent_ready = Fifo("parent"), child_ready = Fifo("child");
   ASSERT_TRUE(ex.Start(Shell("stubborn", "trap 'echo term >> " + marker +
-                                              "' TERM; sh -c 'trap \"echo child >> " + marker +
-                                              "\" TERM; echo $$ > " + child_ready +
-                                              "; while :; do sleep 0.05; done' & echo ready > " +
-                                              parent_ready + "; while :; do sleep 0.05; done"))
+                                             "' TERM; sh -c 'trap \"echo child >> " + marker +
+                                             "\" TERM; echo $$ > " + child_ready +
+                                             "; while :; do sleep 0.05; done' & echo ready > " +
+                                             parent_ready + "; while :; do sleep 0.05; done"))
                   .ok());
   EXPECT_EQ(ReadLine(parent_ready), "ready");
   pid_t child = std::stoi(ReadLine(child_ready));
@@ -111,9 +110,10 @@ TEST_F(ExecutorTest, StopWithinGraceLetsATaskCheckpointAndExit) {
   Executor ex;
   std::string ckpt = (dir_ / "ckpt").string();
   std::string ready = Fifo("ready");
-  ASSERT_TRUE(ex.Start(Shell("polite", "trap 'echo saved > " + ckpt + "; exit 0' TERM; echo ready > " +
-                                           ready + "; while :; do sleep 0.05; done"))
-                  .ok());
+  ASSERT_TRUE(
+      ex.Start(Shell("polite", "trap 'echo saved > " + ckpt + "; exit 0' TERM; echo ready > " +
+                                   ready + "; while :; do sleep 0.05; done"))
+          .ok());
   EXPECT_EQ(ReadLine(ready), "ready");
   absl::StatusOr<TaskExit> e = ex.Stop("polite", absl::Seconds(30));
   ASSERT_TRUE(e.ok());
@@ -180,12 +180,16 @@ TEST_F(ExecutorTest, TasksDoNotInheritTheAgentsBlockedOrIgnoredSignals) {
   // Python changes no signal mask of its own (a shell would): it shows what it inherited.
   t.argv = {"python3", "-u", "-c",
             "import signal, sys, time\n"
-            "sys.stdout.write(''.join(l for l in open('/proc/self/status') if l.startswith(('SigBlk', 'SigIgn'))))\n"
+            "sys.stdout.write(''.join(l for l in open('/proc/self/status') if "
+            "l.startswith(('SigBlk', 'SigIgn'))))\n"
             "stop = []\n"
             "signal.signal(signal.SIGTERM, lambda *a: stop.append(1))\n"
-            "with open('" + ready + "', 'w') as f: f.write('ready\\n')\n"
-            "while not stop: time.sleep(0.05)\n"
-            "with open('" + ckpt + "', 'w') as f: f.write('saved\\n')\n"};
+            "with open('" +
+                ready +
+                "', 'w') as f: f.write('ready\\n')\n"
+                "while not stop: time.sleep(0.05)\n"
+                "with open('" +
+                ckpt + "', 'w') as f: f.write('saved\\n')\n"};
   t.log_path = (dir_ / "polite2.log").string();
   absl::Status started = ex.Start(t);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -252,7 +256,8 @@ TEST_F(ExecutorTest, LogsAndStatusFilesAreCreatedPrivate) {
 TEST_F(ExecutorTest, APidLimitBoundsAForkBomb) {
   Executor ex;
   // dash ends at its first failed fork ("Cannot fork"); what it started is counted in the log.
-  TaskSpecToRun t = Shell("bomb", "for i in $(seq 100); do sleep 30 & echo started; done; echo all");
+  TaskSpecToRun t =
+      Shell("bomb", "for i in $(seq 100); do sleep 30 & echo started; done; echo all");
   t.pids_max = 20;
   std::string warning;
   ASSERT_TRUE(ex.Start(t, &warning).ok());
@@ -260,7 +265,8 @@ TEST_F(ExecutorTest, APidLimitBoundsAForkBomb) {
   if (!warning.empty()) GTEST_SKIP() << warning;
   std::string log = Slurp(t.log_path);
   size_t started = 0;
-  for (size_t at = log.find("started\n"); at != std::string::npos; at = log.find("started\n", at + 1)) {
+  for (size_t at = log.find("started\n"); at != std::string::npos;
+       at = log.find("started\n", at + 1)) {
     ++started;
   }
   EXPECT_LT(started, 20u) << log;
@@ -320,8 +326,8 @@ class TrainerTest : public ExecutorTest {
     in.restart_count = restart;
     TaskSpecToRun t;
     t.id = id;
-    t.argv = {"python3", std::string(GPUCLOUD_SOURCE_DIR) + "/examples/trainer/train.py",
-              "--steps", "120"};
+    t.argv = {"python3", std::string(GPUCLOUD_SOURCE_DIR) + "/examples/trainer/train.py", "--steps",
+              "120"};
     t.argv.insert(t.argv.end(), extra.begin(), extra.end());
     t.env = BuildTaskEnv(in);
     t.env["PATH"] = std::getenv("PATH");
@@ -338,7 +344,8 @@ class TrainerTest : public ExecutorTest {
 TEST_F(TrainerTest, RestartFromCheckpointGivesTheSameResult) {
   Executor ex;
   std::string clean = (dir_ / "clean").string(), faulty = (dir_ / "faulty").string();
-  for (int r = 0; r < 2; ++r) ASSERT_TRUE(ex.Start(Trainer("clean" + std::to_string(r), r, clean)).ok());
+  for (int r = 0; r < 2; ++r)
+    ASSERT_TRUE(ex.Start(Trainer("clean" + std::to_string(r), r, clean)).ok());
   ASSERT_TRUE(ex.Start(Trainer("f0", 0, faulty)).ok());
   ASSERT_TRUE(ex.Start(Trainer("f1", 1, faulty, {"--fail-at-step", "50"})).ok());
   for (const char* id : {"clean0", "clean1", "f0"}) EXPECT_EQ(ex.Wait(id).exit_code, 0) << id;

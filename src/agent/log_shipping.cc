@@ -25,7 +25,8 @@ ShipPlan PlanLogShipping(int64_t size, int64_t read_pos, const LogLimits& limits
 std::string DroppedLogMarker(int64_t dropped, const std::string& kept_in, const std::string& node) {
   return Cat("\n[gpucloud: ", dropped,
              " bytes of this task's output were not shipped (it wrote faster than the server took "
-             "them); they are in ", kept_in, " on node ", node, "]\n");
+             "them); they are in ",
+             kept_in, " on node ", node, "]\n");
 }
 
 }  // namespace gpucloud::agent

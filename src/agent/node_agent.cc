@@ -15,15 +15,15 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/executor.h"
-#include "agent/exporter.h"
 #include "agent/assignment_events.h"
 #include "agent/checkpoints.h"
+#include "agent/executor.h"
+#include "agent/exporter.h"
 #include "agent/health.h"
 #include "agent/log_shipping.h"
 #include "agent/task_env.h"
-#include "core/private_file.h"
 #include "api/wire.h"
+#include "core/private_file.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -73,8 +73,10 @@ std::string HostName() {
 }
 
 Json ReportToJson(const api::TaskReport& r) {
-  return Json{{"state", api::TaskStateName(r.state)}, {"exitCode", r.exit_code},
-              {"signal", r.signal},                   {"oomKilled", r.oom_killed},
+  return Json{{"state", api::TaskStateName(r.state)},
+              {"exitCode", r.exit_code},
+              {"signal", r.signal},
+              {"oomKilled", r.oom_killed},
               {"message", r.message}};
 }
 
@@ -117,16 +119,16 @@ struct NodeAgent::Impl {
   std::thread watcher;
   std::string cwd;
   std::map<std::string, absl::Time> arrived;  // guarded by mu: "name/attempt" -> when it came
-  HealthMonitor health;  // the main loop's
+  HealthMonitor health;                       // the main loop's
   CheckpointReplicator replicator;
   int gpu_count = 0;
   std::optional<int64_t> health_reset_seen;  // the server's reset generation, once heard
 
   // What /metrics shows, from the main loop's samples.
   mutable std::mutex metrics_mu;
-  NodeGpus discovered;                         // guarded by metrics_mu
-  std::vector<GpuSample> last_samples;         // guarded by metrics_mu
-  std::map<int, GpuOwner> owners;              // guarded by metrics_mu
+  NodeGpus discovered;                  // guarded by metrics_mu
+  std::vector<GpuSample> last_samples;  // guarded by metrics_mu
+  std::map<int, GpuOwner> owners;       // guarded by metrics_mu
   struct Energy {
     std::string ns, job, task;
     int rank = 0, attempt = 0;
@@ -213,7 +215,8 @@ struct NodeAgent::Impl {
   void Watch() {
     absl::Duration backoff = absl::Milliseconds(200);
     while (!stop) {
-      absl::StatusOr<api::HttpResponse> list = watch_client.Call("GET", api::AssignmentsPath(o.node_name));
+      absl::StatusOr<api::HttpResponse> list =
+          watch_client.Call("GET", api::AssignmentsPath(o.node_name));
       int64_t rev = 0;
       if (list.ok() && list->status == 200) {
         Json j = Json::parse(list->body, nullptr, false);
@@ -233,7 +236,8 @@ struct NodeAgent::Impl {
         }
         {
           std::lock_guard lock(mu);
-          for (const auto& [name, a] : items) arrived.try_emplace(Cat(name, "/", a.attempt), absl::Now());
+          for (const auto& [name, a] : items)
+            arrived.try_emplace(Cat(name, "/", a.attempt), absl::Now());
           desired = std::move(items);
           desired_known = true;
           dirty = true;
@@ -358,7 +362,9 @@ struct NodeAgent::Impl {
   }
 
   // Where the task's shim writes how it ended (TaskSpecToRun::status_path).
-  std::string StatusPath(const Local& t) const { return Cat(o.state_dir, "/run/", t.exec_id, "/exit"); }
+  std::string StatusPath(const Local& t) const {
+    return Cat(o.state_dir, "/run/", t.exec_id, "/exit");
+  }
 
   void SetExit(Local& t, TaskExit e) {
     e.stopped = t.stopping;
@@ -366,7 +372,7 @@ struct NodeAgent::Impl {
     t.report.signal = e.signal;
     t.report.oom_killed = e.oom_killed;
     t.report.message = e.Describe();
-    t.report.state = t.stopping ? api::TaskState::kStopped
+    t.report.state = t.stopping                          ? api::TaskState::kStopped
                      : e.exit_code == 0 && e.signal == 0 ? api::TaskState::kSucceeded
                                                          : api::TaskState::kFailed;
   }
@@ -440,7 +446,8 @@ struct NodeAgent::Impl {
       in.attempt = a.attempt;
       for (const api::AssignedGpu& g : a.gpus) {
         in.gpu_uuids.push_back(g.mode == "mig" ? MigUuid(g) : g.uuid);
-        if (g.mode == "shared" && g.mps) in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
+        if (g.mode == "shared" && g.mps)
+          in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
       }
       in.master_addr = a.master_addr;
       in.master_port = a.master_port;
@@ -453,8 +460,8 @@ struct NodeAgent::Impl {
       in.hostfile_path = hostfile;
       in.checkpoint_dir = t.checkpoint_dir;
       in.restart_count = a.restart_count;
-      for (const char* k : {"PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH",
-                            "CUDA_HOME"}) {
+      for (const char* k : {"PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH",
+                            "PYTHONPATH", "CUDA_HOME"}) {
         if (const char* v = getenv(k); v != nullptr && !a.env.contains(k)) in.user_env[k] = v;
       }
       for (const auto& [k, v] : a.env) in.user_env[k] = v;
@@ -464,7 +471,7 @@ struct NodeAgent::Impl {
       spec.env = BuildTaskEnv(in);
       spec.workdir = !a.working_dir.empty() ? a.working_dir : !o.workdir.empty() ? o.workdir : cwd;
       spec.log_path = t.log_path;
-      spec.log_max_bytes = 0;  // ShipLogs rotates it, once what is in it was shipped
+      spec.log_max_bytes = 0;            // ShipLogs rotates it, once what is in it was shipped
       spec.status_path = StatusPath(t);  // how it ended, should it outlive this agent
       if (a.cpu_milli > 0) spec.cpu = MilliCpu(a.cpu_milli);
       if (a.memory_mib > 0) spec.memory = MiB(a.memory_mib);
@@ -556,7 +563,8 @@ struct NodeAgent::Impl {
     for (auto it = tasks.begin(); it != tasks.end();) {
       Local& t = it->second;
       auto w = want.find(it->first);
-      bool wanted = w != want.end() && w->second.job_uid == t.a.job_uid && w->second.attempt == t.a.attempt;
+      bool wanted =
+          w != want.end() && w->second.job_uid == t.a.job_uid && w->second.attempt == t.a.attempt;
       if (!wanted && !t.ended_at && !t.stopping) StopTask(t, false);
       if (t.stopping && !t.ended_at && now >= t.kill_at) StopTask(t, true);
       // Ended and no longer assigned: reported for a while more, then forgotten.
@@ -596,7 +604,8 @@ struct NodeAgent::Impl {
       }
       t.ended_at = absl::Now();
       changed = true;
-      Log(Cat("task ", name, " (attempt ", t.a.attempt, ") ended: ", api::TaskStateName(t.report.state),
+      Log(Cat("task ", name, " (attempt ", t.a.attempt,
+              ") ended: ", api::TaskStateName(t.report.state),
               t.report.message.empty() ? "" : ", " + t.report.message));
       SaveRecord(t);
     }
@@ -629,7 +638,8 @@ struct NodeAgent::Impl {
       }
       const int64_t end = t.log_read_pos + plan.ship;
       while (t.log_read_pos < end && !stop) {
-        std::string data = ReadAt(t.log_path, t.log_read_pos, std::min<int64_t>(end - t.log_read_pos, 256 << 10));
+        std::string data =
+            ReadAt(t.log_path, t.log_read_pos, std::min<int64_t>(end - t.log_read_pos, 256 << 10));
         if (data.empty() || !ShipChunk(t, data, true)) break;
       }
       if (t.log_read_pos < end) continue;  // the server is away: the same next time
@@ -660,8 +670,8 @@ struct NodeAgent::Impl {
   bool ShipChunk(Local& t, const std::string& data, bool from_file) {
     absl::StatusOr<api::HttpResponse> r = client.Call(
         "POST",
-        Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job, "/logs?rank=",
-            t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log_shipped),
+        Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job,
+            "/logs?rank=", t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log_shipped),
         data);
     if (!r.ok()) return false;  // the server is away; try again later
     if (r->status == 200) {
@@ -701,10 +711,13 @@ struct NodeAgent::Impl {
       e.attempt = t.a.attempt;
       for (const api::AssignedGpu& g : t.a.gpus) {
         owners[g.index] = {t.a.namespace_, t.a.job, e.task};
-        double share = g.mode == "whole" ? 1.0 : g.mode == "shared" ? g.fraction_milli / 1000.0 : 0.0;
+        double share = g.mode == "whole"    ? 1.0
+                       : g.mode == "shared" ? g.fraction_milli / 1000.0
+                                            : 0.0;
         for (const GpuSample& s : samples) {
           if (s.index != g.index || !s.energy_mj || !before.contains(g.index)) continue;
-          if (*s.energy_mj >= before[g.index]) e.joules += share * (*s.energy_mj - before[g.index]) / 1000.0;
+          if (*s.energy_mj >= before[g.index])
+            e.joules += share * (*s.energy_mj - before[g.index]) / 1000.0;
         }
       }
     }
@@ -718,12 +731,13 @@ struct NodeAgent::Impl {
   std::string MetricsText() const {
     std::lock_guard lock(metrics_mu);
     std::string out = DcgmMetricsText(discovered, last_samples, HostName(), &owners);
-    out += "# HELP gpucloud_task_energy_joules Energy of the GPUs a task used while it ran.\n"
-           "# TYPE gpucloud_task_energy_joules counter\n";
+    out +=
+        "# HELP gpucloud_task_energy_joules Energy of the GPUs a task used while it ran.\n"
+        "# TYPE gpucloud_task_energy_joules counter\n";
     for (const auto& [id, e] : energy) {
       out += Cat("gpucloud_task_energy_joules{namespace=\"", e.ns, "\",job=\"", e.job, "\",task=\"",
-                 e.task, "\",rank=\"", e.rank, "\",attempt=\"", e.attempt, "\",Hostname=\"", HostName(),
-                 "\"} ", e.joules, "\n");
+                 e.task, "\",rank=\"", e.rank, "\",attempt=\"", e.attempt, "\",Hostname=\"",
+                 HostName(), "\"} ", e.joules, "\n");
     }
     return out;
   }
@@ -749,8 +763,11 @@ struct NodeAgent::Impl {
       if (health.OnSamples(*samples, gpu_count, absl::ToUnixMillis(absl::Now()))) {
         for (const auto& [gpu, c] : health.conditions()) {
           const GpuCondition& was = before[gpu];
-          if (was.healthy != c.healthy) Log(Cat("GPU ", gpu, c.healthy ? ": healthy again" : ": unhealthy: " + c.reason));
-          if (was.at_risk != c.at_risk) Log(Cat("GPU ", gpu, c.at_risk ? ": likely to fail: " + c.risk : ": no longer at risk"));
+          if (was.healthy != c.healthy)
+            Log(Cat("GPU ", gpu, c.healthy ? ": healthy again" : ": unhealthy: " + c.reason));
+          if (was.at_risk != c.at_risk)
+            Log(Cat("GPU ", gpu,
+                    c.at_risk ? ": likely to fail: " + c.risk : ": no longer at risk"));
         }
       }
     }
@@ -758,7 +775,8 @@ struct NodeAgent::Impl {
       auto c = health.conditions().find(g);
       bool healthy = c == health.conditions().end() || c->second.healthy;
       bool at_risk = c != health.conditions().end() && c->second.at_risk;
-      h.gpus.push_back({g, healthy, healthy ? "" : c->second.reason, at_risk, at_risk ? c->second.risk : ""});
+      h.gpus.push_back(
+          {g, healthy, healthy ? "" : c->second.reason, at_risk, at_risk ? c->second.risk : ""});
     }
     absl::StatusOr<api::HttpResponse> r =
         client.Call("POST", api::NodePath(o.node_name) + "/heartbeat", api::HeartbeatToJson(h));

@@ -40,9 +40,9 @@ struct NodeAgentOptions {
   std::string state_dir = ".gpucloud-agent";  // logs, hostfiles, task records
   std::string workdir;  // a task's working directory when its spec names none; "" = the agent's
   absl::Duration heartbeat = absl::Seconds(1);
-  int64_t cpu_milli = 0;   // 0: the machine's
+  int64_t cpu_milli = 0;                        // 0: the machine's
   int32_t max_tasks = kDefaultMaxTasksPerNode;  // tasks the server may place here at most
-  int64_t memory_mib = 0;  // 0: the machine's
+  int64_t memory_mib = 0;                       // 0: the machine's
   // Kill the tasks when the agent stops (gpucloud up); otherwise they keep running for the
   // next agent to re-adopt.
   bool kill_tasks_on_stop = false;

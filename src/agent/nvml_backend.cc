@@ -106,15 +106,18 @@ class NvmlBackend final : public GpuBackend {
     get_energy_ = Symbol<decltype(get_energy_)>(lib_, "nvmlDeviceGetTotalEnergyConsumption");
     get_clock_ = Symbol<decltype(get_clock_)>(lib_, "nvmlDeviceGetClockInfo");
     nvlink_state_ = Symbol<decltype(nvlink_state_)>(lib_, "nvmlDeviceGetNvLinkState");
-    nvlink_remote_pci_ = Symbol<decltype(nvlink_remote_pci_)>(lib_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    nvlink_remote_pci_ =
+        Symbol<decltype(nvlink_remote_pci_)>(lib_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     event_set_create_ = Symbol<decltype(event_set_create_)>(lib_, "nvmlEventSetCreate");
-    supported_events_ = Symbol<decltype(supported_events_)>(lib_, "nvmlDeviceGetSupportedEventTypes");
+    supported_events_ =
+        Symbol<decltype(supported_events_)>(lib_, "nvmlDeviceGetSupportedEventTypes");
     register_events_ = Symbol<decltype(register_events_)>(lib_, "nvmlDeviceRegisterEvents");
     event_wait_ = Symbol<decltype(event_wait_)>(lib_, "nvmlEventSetWait_v2", "nvmlEventSetWait");
     event_set_free_ = Symbol<decltype(event_set_free_)>(lib_, "nvmlEventSetFree");
     get_ecc_ = Symbol<decltype(get_ecc_)>(lib_, "nvmlDeviceGetTotalEccErrors");
     get_remapped_ = Symbol<decltype(get_remapped_)>(lib_, "nvmlDeviceGetRemappedRows");
-    common_ancestor_ = Symbol<decltype(common_ancestor_)>(lib_, "nvmlDeviceGetTopologyCommonAncestor");
+    common_ancestor_ =
+        Symbol<decltype(common_ancestor_)>(lib_, "nvmlDeviceGetTopologyCommonAncestor");
     max_mig_ = Symbol<decltype(max_mig_)>(lib_, "nvmlDeviceGetMaxMigDeviceCount");
     mig_by_index_ = Symbol<decltype(mig_by_index_)>(lib_, "nvmlDeviceGetMigDeviceHandleByIndex");
     gi_id_ = Symbol<decltype(gi_id_)>(lib_, "nvmlDeviceGetGpuInstanceId");
@@ -229,7 +232,11 @@ class NvmlBackend final : public GpuBackend {
           m[i][j] = "?";
           continue;
         }
-        m[i][j] = level <= 10 ? "PIX" : level <= 20 ? "PXB" : level <= 30 ? "PHB" : level <= 40 ? "NODE" : "SYS";
+        m[i][j] = level <= 10   ? "PIX"
+                  : level <= 20 ? "PXB"
+                  : level <= 30 ? "PHB"
+                  : level <= 40 ? "NODE"
+                                : "SYS";
       }
     }
     return m;
@@ -240,10 +247,10 @@ class NvmlBackend final : public GpuBackend {
   // the catalog ("+me" variants, indistinguishable this way, read as the plain profile). A MIG
   // device NVML cannot describe is left out, with a log line.
   void DiscoverMig(nvmlDevice_t d, GpuDevice& g) {
-    if (max_mig_ == nullptr || mig_by_index_ == nullptr || gi_id_ == nullptr || attributes_ == nullptr ||
-        gi_by_id_ == nullptr || gi_info_ == nullptr) {
-      std::cerr << "gpucloud agent: GPU " << g.index << " is in MIG mode, but this NVML cannot list MIG devices"
-                << std::endl;
+    if (max_mig_ == nullptr || mig_by_index_ == nullptr || gi_id_ == nullptr ||
+        attributes_ == nullptr || gi_by_id_ == nullptr || gi_info_ == nullptr) {
+      std::cerr << "gpucloud agent: GPU " << g.index
+                << " is in MIG mode, but this NVML cannot list MIG devices" << std::endl;
       return;
     }
     const GpuType* type = catalog_.Find(g.catalog_type);
@@ -260,7 +267,8 @@ class NvmlBackend final : public GpuBackend {
       if (get_uuid_(mig, uuid, sizeof uuid) != kSuccess || gi_id_(mig, &gi) != kSuccess ||
           attributes_(mig, &attrs) != kSuccess || gi_by_id_(d, gi, &instance) != kSuccess ||
           gi_info_(instance, &info) != kSuccess) {
-        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << i << " did not answer" << std::endl;
+        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << i << " did not answer"
+                  << std::endl;
         continue;
       }
       const MigProfile* profile = nullptr;
@@ -273,9 +281,9 @@ class NvmlBackend final : public GpuBackend {
         }
       }
       if (profile == nullptr) {
-        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << uuid << " (" << attrs.gpuInstanceSliceCount
-                  << " compute slices, " << info.placement.size << " memory slices) matches no "
-                  << g.catalog_type << " profile" << std::endl;
+        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << uuid << " ("
+                  << attrs.gpuInstanceSliceCount << " compute slices, " << info.placement.size
+                  << " memory slices) matches no " << g.catalog_type << " profile" << std::endl;
         continue;
       }
       g.mig_layout.push_back({profile->name, static_cast<int>(info.placement.start)});
@@ -287,7 +295,8 @@ class NvmlBackend final : public GpuBackend {
 
   // NVLink islands: GPUs joined by active NVLinks, directly or through NVSwitches, share an
   // island (numbered by its lowest GPU index); a GPU without active links has none (-1).
-  void AssignNvlinkIslands(const std::vector<std::vector<int>>& links, std::vector<GpuDevice>& gpus) {
+  void AssignNvlinkIslands(const std::vector<std::vector<int>>& links,
+                           std::vector<GpuDevice>& gpus) {
     const int n = static_cast<int>(links.size());
     const int kSwitch = n;  // one node standing for every NVSwitch
     std::vector<int> parent(n + 1);
@@ -333,18 +342,22 @@ class NvmlBackend final : public GpuBackend {
         s.mem_copy_util_percent = static_cast<int>(util.memory);
       }
       unsigned int v = 0;
-      if (get_temp_ != nullptr && get_temp_(d, 0, &v) == kSuccess) s.temperature_c = static_cast<int>(v);
+      if (get_temp_ != nullptr && get_temp_(d, 0, &v) == kSuccess)
+        s.temperature_c = static_cast<int>(v);
       if (get_power_ != nullptr && get_power_(d, &v) == kSuccess) s.power_w = v / 1000.0;
       unsigned long long energy = 0;
       if (get_energy_ != nullptr && get_energy_(d, &energy) == kSuccess) s.energy_mj = energy;
-      if (get_clock_ != nullptr && get_clock_(d, 1, &v) == kSuccess) s.sm_clock_mhz = static_cast<int>(v);
-      if (get_clock_ != nullptr && get_clock_(d, 2, &v) == kSuccess) s.mem_clock_mhz = static_cast<int>(v);
+      if (get_clock_ != nullptr && get_clock_(d, 1, &v) == kSuccess)
+        s.sm_clock_mhz = static_cast<int>(v);
+      if (get_clock_ != nullptr && get_clock_(d, 2, &v) == kSuccess)
+        s.mem_clock_mhz = static_cast<int>(v);
       unsigned long long ecc = 0;
       if (get_ecc_ != nullptr && get_ecc_(d, 0, 0, &ecc) == kSuccess) s.ecc_corrected = ecc;
       if (get_ecc_ != nullptr && get_ecc_(d, 1, 0, &ecc) == kSuccess) s.ecc_uncorrected = ecc;
       // Row remapping (A100 and later): rows remapped for correctable and uncorrectable errors.
       unsigned int corr = 0, unc = 0, pending = 0, failed = 0;
-      if (get_remapped_ != nullptr && get_remapped_(d, &corr, &unc, &pending, &failed) == kSuccess) {
+      if (get_remapped_ != nullptr &&
+          get_remapped_(d, &corr, &unc, &pending, &failed) == kSuccess) {
         s.remapped_rows = static_cast<uint64_t>(corr) + unc;
       }
       out.push_back(s);
@@ -382,7 +395,8 @@ class NvmlBackend final : public GpuBackend {
       if (rc != kSuccess) break;  // NVML_ERROR_TIMEOUT (10): nothing more now
       auto dev = event_devices_.find(data.device);
       int gpu = dev == event_devices_.end() ? -1 : dev->second;
-      if (data.eventType & kEventXidCritical) out.push_back({gpu, static_cast<int>(data.eventData)});
+      if (data.eventType & kEventXidCritical)
+        out.push_back({gpu, static_cast<int>(data.eventData)});
       if (data.eventType & kEventDoubleBitEcc) out.push_back({gpu, 48});
     }
     return out;
@@ -391,7 +405,8 @@ class NvmlBackend final : public GpuBackend {
  private:
   absl::Status Error(const char* call, nvmlReturn_t rc) const {
     const char* text = error_string_ ? error_string_(rc) : nullptr;
-    return absl::InternalError(Cat(call, " failed: ", text ? text : "unknown error", " (", rc, ")"));
+    return absl::InternalError(
+        Cat(call, " failed: ", text ? text : "unknown error", " (", rc, ")"));
   }
 
   absl::StatusOr<std::vector<nvmlDevice_t>> Devices() const {
@@ -432,8 +447,10 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*get_energy_)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*get_clock_)(nvmlDevice_t, int, unsigned int*) = nullptr;
   nvmlReturn_t (*get_ecc_)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
-  nvmlReturn_t (*get_remapped_)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
-  nvmlReturn_t (*common_ancestor_)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;  // nvmlGpuTopologyLevel_t
+  nvmlReturn_t (*get_remapped_)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*,
+                                unsigned int*) = nullptr;
+  nvmlReturn_t (*common_ancestor_)(nvmlDevice_t, nvmlDevice_t,
+                                   int*) = nullptr;  // nvmlGpuTopologyLevel_t
   nvmlReturn_t (*max_mig_)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*mig_by_index_)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*gi_id_)(nvmlDevice_t, unsigned int*) = nullptr;

@@ -53,7 +53,8 @@ class Reader {
     if (v == nullptr) return;
     if (!v->is_object()) return Fail(Sub(path, key), "must be a map of strings");
     for (auto it = v->begin(); it != v->end(); ++it) {
-      if (!it.value().is_string()) return Fail(Cat(Sub(path, key), ".", it.key()), "must be a string");
+      if (!it.value().is_string())
+        return Fail(Cat(Sub(path, key), ".", it.key()), "must be a string");
       (*out)[it.key()] = it.value().get<std::string>();
     }
   }
@@ -96,20 +97,23 @@ absl::StatusOr<Json> ParseObject(const std::string& text) {
 }  // namespace
 
 std::string NodePath(const std::string& node) { return Cat("/apis/gpucloud/v1/nodes/", node); }
-std::string AssignmentsPath(const std::string& node) {
-  return Cat(NodePath(node), "/assignments");
-}
+std::string AssignmentsPath(const std::string& node) { return Cat(NodePath(node), "/assignments"); }
 
 std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
   Json gpus = Json::array();
   for (const Gpu& g : n.gpus) {
-    Json j{{"index", g.index},       {"uuid", g.uuid},         {"type", g.type},
-           {"memoryMiB", g.memory.raw()}, {"pciBusId", g.pci_bus_id},
-           {"migEnabled", g.mig_enabled},   {"nvlinkIsland", g.nvlink_island},
+    Json j{{"index", g.index},
+           {"uuid", g.uuid},
+           {"type", g.type},
+           {"memoryMiB", g.memory.raw()},
+           {"pciBusId", g.pci_bus_id},
+           {"migEnabled", g.mig_enabled},
+           {"nvlinkIsland", g.nvlink_island},
            {"healthy", g.healthy}};
     if (!g.mig_layout.empty()) {
       Json layout = Json::array();
-      for (const MigPlacement& m : g.mig_layout) layout.push_back(Json{{"profile", m.profile}, {"start", m.start}});
+      for (const MigPlacement& m : g.mig_layout)
+        layout.push_back(Json{{"profile", m.profile}, {"start", m.start}});
       j["migLayout"] = std::move(layout);
     }
     gpus.push_back(std::move(j));
@@ -188,12 +192,14 @@ absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
           if (row[k].is_string()) cells.push_back(row[k].get<std::string>());
         }
         if (!row.is_array() || cells.size() != n.gpus.size()) {
-          r.Fail(Cat("status.gpuTopology[", i, "]"), Cat("must be a list of ", n.gpus.size(), " strings (one per GPU)"));
+          r.Fail(Cat("status.gpuTopology[", i, "]"),
+                 Cat("must be a list of ", n.gpus.size(), " strings (one per GPU)"));
         }
         n.gpu_topology.push_back(std::move(cells));
       }
       if (!r.error && n.gpu_topology.size() != n.gpus.size()) {
-        r.Fail("status.gpuTopology", Cat("must have one row per GPU (", n.gpus.size(), "), has ", n.gpu_topology.size()));
+        r.Fail("status.gpuTopology",
+               Cat("must have one row per GPU (", n.gpus.size(), "), has ", n.gpu_topology.size()));
       }
     }
   }
@@ -201,12 +207,13 @@ absl::StatusOr<NodeInfo> NodeFromJson(const std::string& text) {
   if (n.cpu_milli < 0) return absl::InvalidArgumentError("status.cpuMilli: must not be negative");
   if (n.memory_mib < 0) return absl::InvalidArgumentError("status.memoryMiB: must not be negative");
   if (n.max_tasks < 0 || n.max_tasks > 100'000) {
-    return absl::InvalidArgumentError(Cat("status.maxTasks: must be from 0 to 100000, got ", n.max_tasks));
+    return absl::InvalidArgumentError(
+        Cat("status.maxTasks: must be from 0 to 100000, got ", n.max_tasks));
   }
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     if (n.gpus[i].index != static_cast<int>(i)) {
-      return absl::InvalidArgumentError(
-          Cat("status.gpus[", i, "].index: is ", n.gpus[i].index, "; GPUs are listed by index from 0"));
+      return absl::InvalidArgumentError(Cat("status.gpus[", i, "].index: is ", n.gpus[i].index,
+                                            "; GPUs are listed by index from 0"));
     }
   }
   return n;
@@ -341,12 +348,18 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
 
 std::string_view TaskStateName(TaskState s) {
   switch (s) {
-    case TaskState::kStarting: return "Starting";
-    case TaskState::kRunning: return "Running";
-    case TaskState::kSucceeded: return "Succeeded";
-    case TaskState::kFailed: return "Failed";
-    case TaskState::kStopped: return "Stopped";
-    case TaskState::kLost: return "Lost";
+    case TaskState::kStarting:
+      return "Starting";
+    case TaskState::kRunning:
+      return "Running";
+    case TaskState::kSucceeded:
+      return "Succeeded";
+    case TaskState::kFailed:
+      return "Failed";
+    case TaskState::kStopped:
+      return "Stopped";
+    case TaskState::kLost:
+      return "Lost";
   }
   return "Unknown";
 }
@@ -354,9 +367,14 @@ std::string_view TaskStateName(TaskState s) {
 std::string HeartbeatToJson(const Heartbeat& h) {
   Json tasks = Json::array();
   for (const TaskReport& t : h.tasks) {
-    Json j{{"name", t.name},          {"jobUid", t.job_uid}, {"attempt", t.attempt},
-           {"state", TaskStateName(t.state)}, {"exitCode", t.exit_code}, {"signal", t.signal},
-           {"oomKilled", t.oom_killed}, {"message", t.message}};
+    Json j{{"name", t.name},
+           {"jobUid", t.job_uid},
+           {"attempt", t.attempt},
+           {"state", TaskStateName(t.state)},
+           {"exitCode", t.exit_code},
+           {"signal", t.signal},
+           {"oomKilled", t.oom_killed},
+           {"message", t.message}};
     if (t.checkpoint_ms) j["checkpointMs"] = t.checkpoint_ms;
     if (t.replicated_ms) j["replicatedMs"] = t.replicated_ms;
     tasks.push_back(std::move(j));

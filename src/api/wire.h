@@ -31,7 +31,7 @@ struct NodeInfo {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int32_t max_tasks = kDefaultMaxTasksPerNode;  // tasks the node runs at most (maxPods)
-  std::string backend;  // "nvml" or "simulated"
+  std::string backend;                          // "nvml" or "simulated"
   std::string driver_version;
   int cuda_version = 0;
   std::vector<Gpu> gpus;  // Gpu::healthy is the agent's view at registration
@@ -51,9 +51,9 @@ Node ToSchedulerNode(const NodeInfo& info);
 // --- assignments ---------------------------------------------------------------------------
 
 struct AssignedGpu {
-  int index = 0;       // NVML index on the node
-  std::string uuid;    // GPU-... (or MIG-... once MIG instances are created)
-  std::string mode;    // "whole", "mig", "shared"
+  int index = 0;     // NVML index on the node
+  std::string uuid;  // GPU-... (or MIG-... once MIG instances are created)
+  std::string mode;  // "whole", "mig", "shared"
   std::string mig_profile;
   int mig_start = 0;
   int64_t fraction_milli = 0;  // shared only
@@ -100,7 +100,9 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& json);
 
 enum class TaskState { kStarting, kRunning, kSucceeded, kFailed, kStopped, kLost };
 std::string_view TaskStateName(TaskState s);
-inline bool IsTerminal(TaskState s) { return s != TaskState::kStarting && s != TaskState::kRunning; }
+inline bool IsTerminal(TaskState s) {
+  return s != TaskState::kStarting && s != TaskState::kRunning;
+}
 
 struct TaskReport {
   std::string name;  // the assignment's name

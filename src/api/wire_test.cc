@@ -39,7 +39,8 @@ TEST(Wire, NodesRoundTripWithMigLayoutsAndIslands) {
 }
 
 TEST(Wire, BadBodiesNameTheField) {
-  EXPECT_EQ(NodeFromJson("{\"metadata\": {\"name\": \"a\"}, \"status\": {\"gpus\": [{\"index\": \"x\"}]}}")
+  EXPECT_EQ(NodeFromJson(
+                "{\"metadata\": {\"name\": \"a\"}, \"status\": {\"gpus\": [{\"index\": \"x\"}]}}")
                 .status()
                 .message(),
             "status.gpus[0].index: must be an integer");
@@ -52,12 +53,16 @@ TEST(Wire, BadBodiesNameTheField) {
   EXPECT_EQ(NodeFromJson(two_gpus + "[[\"X\", \"PIX\"]]}}").status().message(),
             "status.gpuTopology: must have one row per GPU (2), has 1");
   EXPECT_TRUE(NodeFromJson(two_gpus + "[[\"X\", \"PIX\"], [\"PIX\", \"X\"]]}}").ok());
-  EXPECT_EQ(HeartbeatFromJson("{\"tasks\": [{\"name\": \"a\", \"jobUid\": \"u\", \"attempt\": 1, \"state\": \"Dancing\"}]}")
+  EXPECT_EQ(HeartbeatFromJson("{\"tasks\": [{\"name\": \"a\", \"jobUid\": \"u\", \"attempt\": 1, "
+                              "\"state\": \"Dancing\"}]}")
                 .status()
                 .message(),
             "tasks[0].state: unknown state \"Dancing\"");
-  EXPECT_EQ(AssignmentFromJson("{\"metadata\": {\"name\": \"a\", \"namespace\": \"n\"}, \"job\": \"j\"}").status().message(),
-            "jobUid: is required");
+  EXPECT_EQ(
+      AssignmentFromJson("{\"metadata\": {\"name\": \"a\", \"namespace\": \"n\"}, \"job\": \"j\"}")
+          .status()
+          .message(),
+      "jobUid: is required");
 }
 
 TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {

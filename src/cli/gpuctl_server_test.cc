@@ -60,11 +60,12 @@ class GpuctlServerTest : public ::testing::Test {
 };
 
 TEST_F(GpuctlServerTest, ApplyGetDelete) {
-  Run a = Gpuctl({"apply", "-f", std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml"});
+  Run a = Gpuctl({"apply", "-f",
+                  std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml"});
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, "job default/pytorch-job created\n");
-  EXPECT_EQ(Gpuctl({"apply", "-f", std::string(GPUCLOUD_SOURCE_DIR) +
-                                     "/examples/seed-003-volcano-pytorch.yaml"})
+  EXPECT_EQ(Gpuctl({"apply", "-f",
+                    std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml"})
                 .out,
             "job default/pytorch-job configured\n");
   Run g = Gpuctl({"get", "jobs"});
@@ -107,7 +108,8 @@ TEST_F(GpuctlServerTest, GetWatchPrintsChangesAsTheyHappen) {
   EXPECT_EQ(watched.code, 0) << watched.err;
   auto lines_starting = [&](const std::string& word) {
     int n = 0;
-    for (size_t at = 0; (at = watched.out.find("\n" + word + " ", at)) != std::string::npos; ++at) ++n;
+    for (size_t at = 0; (at = watched.out.find("\n" + word + " ", at)) != std::string::npos; ++at)
+      ++n;
     return n;
   };
   EXPECT_EQ(lines_starting("first"), 1) << watched.out;

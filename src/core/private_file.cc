@@ -12,8 +12,7 @@
 
 namespace gpucloud {
 
-absl::Status WritePrivateFile(const std::string& path, const std::string& contents,
-                              FileSync sync) {
+absl::Status WritePrivateFile(const std::string& path, const std::string& contents, FileSync sync) {
   const std::string tmp = path + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return absl::InternalError(Cat("cannot create ", tmp, ": ", std::strerror(errno)));

@@ -33,7 +33,7 @@ namespace gpucloud::sched {
 struct PlacementResult {
   std::optional<Allocation> allocation;  // set when the job fits now; not yet committed
   std::string reason;                    // why it does not fit, when it does not
-  bool reservation = false;  // it would fit, but only on nodes reserved for another job
+  bool reservation = false;              // it would fit, but only on nodes reserved for another job
 };
 
 class GangPlacer {
@@ -86,8 +86,8 @@ class GangPlacer {
   struct Eligibility {
     std::vector<NodeIndex> nodes;
     std::map<std::string, int> rejections;
-    // Per topology level (0 node, 1 leaf, 2 spine, 3 zone): `nodes` grouped by domain, in first-seen
-    // order; filled on first use (topology is static, like the filters' answers).
+    // Per topology level (0 node, 1 leaf, 2 spine, 3 zone): `nodes` grouped by domain, in
+    // first-seen order; filled on first use (topology is static, like the filters' answers).
     mutable std::vector<std::vector<std::vector<NodeIndex>>> groups;
   };
   const std::vector<std::vector<NodeIndex>>& GroupsByDomain(const ClusterState& state,

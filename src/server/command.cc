@@ -29,7 +29,8 @@ absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path) {
     for (const manifest::Diagnostic& d : p.errors) lines.push_back(d.ToString());
     return absl::InvalidArgumentError(Join(lines, "\n"));
   }
-  if (p.manifests.size() != 1 || !std::holds_alternative<SchedulerConfiguration>(p.manifests[0].object)) {
+  if (p.manifests.size() != 1 ||
+      !std::holds_alternative<SchedulerConfiguration>(p.manifests[0].object)) {
     return absl::InvalidArgumentError(Cat(path, ": needs exactly one SchedulerConfiguration"));
   }
   return std::get<SchedulerConfiguration>(p.manifests[0].object).spec;
@@ -44,7 +45,8 @@ int RunAdminConfig(int argc, const char* const* argv, std::ostream& out, std::os
   CLI::App app{"gpucloud server admin-config: issue a new admin token and gpuctl config"};
   std::string dir = ".gpucloud", output, listen = "127.0.0.1:8443";
   app.add_option("--data-dir", dir, "the server's data directory")->check(CLI::ExistingDirectory);
-  app.add_option("-o,--output", output, "where to write the config (default DATA_DIR/admin.config)");
+  app.add_option("-o,--output", output,
+                 "where to write the config (default DATA_DIR/admin.config)");
   app.add_option("--server", listen, "the server's address and port, for the config");
   try {
     app.parse(argc, argv);
@@ -57,13 +59,15 @@ int RunAdminConfig(int argc, const char* const* argv, std::ostream& out, std::os
     return 2;
   }
   if (!std::filesystem::exists(dir + "/ca.crt") || !std::filesystem::exists(dir + "/tokens")) {
-    err << "gpucloud server admin-config: " << dir << " holds no server credentials (ca.crt, tokens)\n";
+    err << "gpucloud server admin-config: " << dir
+        << " holds no server credentials (ca.crt, tokens)\n";
     return 1;
   }
   if (output.empty()) output = dir + "/admin.config";
   std::string token = NewToken();
   std::string url = Cat("https://", addr->host, ":", addr->port);
-  absl::Status s = WritePrivateFile(output, AdminConfigText(url, dir + "/ca.crt", token), FileSync::kDurable);
+  absl::Status s =
+      WritePrivateFile(output, AdminConfigText(url, dir + "/ca.crt", token), FileSync::kDurable);
   if (s.ok()) s = CommitAdminToken(dir, token);
   if (!s.ok()) {
     err << "gpucloud server admin-config: " << s.message() << "\n";

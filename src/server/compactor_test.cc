@@ -10,17 +10,18 @@ namespace {
 
 TEST(CompactionTarget, KeepsTheNewestRevisions) {
   EXPECT_EQ(CompactionTarget(100, 0, 10), 90);
-  EXPECT_EQ(CompactionTarget(100, 90, 10), 0);   // already there
-  EXPECT_EQ(CompactionTarget(5, 0, 10), 0);      // not enough history yet
-  EXPECT_EQ(CompactionTarget(100, 0, 0), 0);     // keep everything
-  EXPECT_EQ(CompactionTarget(100, 95, 10), 0);   // never backwards
+  EXPECT_EQ(CompactionTarget(100, 90, 10), 0);  // already there
+  EXPECT_EQ(CompactionTarget(5, 0, 10), 0);     // not enough history yet
+  EXPECT_EQ(CompactionTarget(100, 0, 0), 0);    // keep everything
+  EXPECT_EQ(CompactionTarget(100, 95, 10), 0);  // never backwards
 }
 
 TEST(Compactor, DropsOldChangesAndWatchersFromBeforeGetOutOfRange) {
   testing_util::TempDir dir("gpucloud-compactor");
   auto store = std::move(*store::OpenSqliteStore((dir.path() / "s.db").string()));
   for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(store->Txn({{store::Op::Kind::kPut, "/jobs/a/j", std::to_string(i), std::nullopt}}).ok());
+    ASSERT_TRUE(
+        store->Txn({{store::Op::Kind::kPut, "/jobs/a/j", std::to_string(i), std::nullopt}}).ok());
   }
   Compactor c(*store, CompactionPolicy{.keep_revisions = 10});
   ASSERT_TRUE(c.RunOnce().ok());

@@ -2,12 +2,12 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <random>
+#include <sstream>
 
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
@@ -63,7 +63,8 @@ absl::Status PrepareDataDir(const std::string& dir, bool init) {
   bool missing = !std::filesystem::exists(db, ec) || std::filesystem::file_size(db, ec) == 0;
   if (init || !had_server || !missing) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      Cat(db, " is missing or empty, but ", dir, " holds the credentials of a server that ran "
+      Cat(db, " is missing or empty, but ", dir,
+          " holds the credentials of a server that ran "
           "before: restore the store, or start with --init to begin with an empty one"));
 }
 
@@ -99,21 +100,21 @@ absl::Status ControlPlane::Start() {
   co.stop_grace_ms = m.options.stop_grace_ms;
   co.checkpoint_root =
       m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
-  m.controller = std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
+  m.controller =
+      std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
   m.api = std::make_unique<RestApi>(*m.store, m.clock, std::random_device{}());
   m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
   Controller* controller = m.controller.get();
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
       [controller] { return ClusterSummaryJson(controller->Metrics()); });
-  HttpsServer::Options ho{.address = m.options.address,
-                          .port = m.options.port,
-                          .cert_path = creds->cert_path,
-                          .key_path = creds->key_path,
-                          .extra_metrics = [controller] {
-                            return RenderClusterMetrics(controller->Metrics());
-                          },
-                          .logs = m.logs.get()};
+  HttpsServer::Options ho{
+      .address = m.options.address,
+      .port = m.options.port,
+      .cert_path = creds->cert_path,
+      .key_path = creds->key_path,
+      .extra_metrics = [controller] { return RenderClusterMetrics(controller->Metrics()); },
+      .logs = m.logs.get()};
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
   if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;
@@ -129,9 +130,9 @@ absl::Status ControlPlane::WriteAdminConfig() {
   Impl& m = *impl_;
   const std::string config = admin_config_path();
   if (m.first) {
-    if (absl::Status s = WritePrivateFile(config,
-                                         AdminConfigText(url(), m.creds->ca_cert_path, m.creds->admin_token),
-                                         FileSync::kDurable);
+    if (absl::Status s = WritePrivateFile(
+            config, AdminConfigText(url(), m.creds->ca_cert_path, m.creds->admin_token),
+            FileSync::kDurable);
         !s.ok()) {
       return s;
     }

@@ -37,11 +37,11 @@ class ControlPlane {
   absl::Status Start();
   void Stop();
 
-  std::string url() const;                  // https://ADDRESS:PORT
-  std::string ca_path() const;              // DATA_DIR/ca.crt
-  std::string admin_config_path() const;    // DATA_DIR/admin.config (gpuctl's config)
-  std::string bootstrap_token() const;      // the agents' join token
-  bool first_start() const;                 // credentials were created by this Start
+  std::string url() const;                // https://ADDRESS:PORT
+  std::string ca_path() const;            // DATA_DIR/ca.crt
+  std::string admin_config_path() const;  // DATA_DIR/admin.config (gpuctl's config)
+  std::string bootstrap_token() const;    // the agents' join token
+  bool first_start() const;               // credentials were created by this Start
   int64_t revision() const;
 
  private:

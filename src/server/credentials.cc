@@ -1,23 +1,21 @@
 #include "server/credentials.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include <algorithm>
 #include <filesystem>
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
-
 #include <fstream>
-#include <set>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "core/private_file.h"
@@ -69,7 +67,8 @@ std::string ToPem(Write write) {
 }
 
 std::string Pem(EVP_PKEY* key) {
-  return ToPem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
+  return ToPem(
+      [&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
 }
 std::string Pem(X509* cert) {
   return ToPem([&](BIO* b) { PEM_write_bio_X509(b, cert); });
@@ -158,7 +157,7 @@ std::string Sha256Hex(const std::string& text) {
 }
 
 absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
-                                             const std::vector<std::string>& extra_names) {
+                                              const std::vector<std::string>& extra_names) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
@@ -205,7 +204,8 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
   }
   // A certificate made for other names is made again (the CA stays, so agents keep trusting it).
   bool names_moved = old_san != san && !old_san.empty();
-  if (names_moved || !std::filesystem::exists(out.cert_path) || !std::filesystem::exists(out.key_path)) {
+  if (names_moved || !std::filesystem::exists(out.cert_path) ||
+      !std::filesystem::exists(out.key_path)) {
     absl::StatusOr<Key> ca_key = ReadKey(dir + "/ca.key");
     if (!ca_key.ok()) return ca_key.status();
     absl::StatusOr<Cert> ca = ReadCert(out.ca_cert_path);
@@ -266,7 +266,8 @@ absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
           Cat(dir, "/tokens:", n, ": expected \"SHA256 USER NAMESPACE admin|tenant|node\""));
     }
     if (role != "admin" && role != "tenant" && role != "node") {
-      return absl::DataLossError(Cat(dir, "/tokens:", n, ": role \"", role, "\" is not admin, tenant or node"));
+      return absl::DataLossError(
+          Cat(dir, "/tokens:", n, ": role \"", role, "\" is not admin, tenant or node"));
     }
     if (auto [it, fresh] = book.by_hash_.try_emplace(
             hash, Identity{user, ns == "-" ? "" : ns, role == "admin", role == "node"});
@@ -278,14 +279,17 @@ absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
   }
   if (book.by_hash_.empty()) {
     return absl::FailedPreconditionError(
-        Cat(dir, "/tokens holds no token: nobody could use this server (`gpucloud server "
-                 "admin-config --data-dir ", dir, "` issues an admin token)"));
+        Cat(dir,
+            "/tokens holds no token: nobody could use this server (`gpucloud server "
+            "admin-config --data-dir ",
+            dir, "` issues an admin token)"));
   }
   return book;
 }
 
 bool TokenBook::HasAdmin() const {
-  return std::any_of(by_hash_.begin(), by_hash_.end(), [](const auto& e) { return e.second.admin; });
+  return std::any_of(by_hash_.begin(), by_hash_.end(),
+                     [](const auto& e) { return e.second.admin; });
 }
 
 void TokenBook::Add(const std::string& token, Identity who) {

@@ -24,7 +24,7 @@ struct Credentials {
   std::string ca_cert_path;
   std::string cert_path;
   std::string key_path;
-  std::string admin_token;  // only on the first start; empty afterwards
+  std::string admin_token;           // only on the first start; empty afterwards
   std::string bootstrap_token_path;  // DIR/bootstrap.token: the agents' join token (mode 0600)
 };
 

@@ -2,13 +2,13 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <algorithm>
 #include <condition_variable>
 #include <iostream>
 #include <limits>
@@ -72,8 +72,8 @@ class TenantLimiter {
 // 429 with the seconds to wait before retrying.
 Response TooManyRequests(std::string message, absl::Duration retry_after) {
   Response r = Status(429, "TooManyRequests", std::move(message));
-  r.headers["Retry-After"] =
-      std::to_string(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+  r.headers["Retry-After"] = std::to_string(
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
   return r;
 }
 
@@ -224,12 +224,14 @@ struct HttpsServer::Impl {
     if (!who) {
       observe(401);
       return Write(c, stream, req,
-                   Response{401, "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
-                                 "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
-                                 "bearer token is required\"}\n"});
+                   Response{401,
+                            "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
+                            "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
+                            "bearer token is required\"}\n"});
     }
     r.who = *who;
-    const bool watch = r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true";
+    const bool watch =
+        r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true";
     const bool follow = r.method == "GET" && r.path.ends_with("/logs") &&
                         r.query.contains("follow") && r.query.at("follow") == "true";
     const bool stream_request = watch || follow;
@@ -279,12 +281,13 @@ struct HttpsServer::Impl {
     return Cat(metrics.Render(store.Revision()),
                "# HELP gpucloud_api_open_connections Connections the API server holds open.\n"
                "# TYPE gpucloud_api_open_connections gauge\n"
-               "gpucloud_api_open_connections ", open, "\n",
+               "gpucloud_api_open_connections ",
+               open, "\n",
                "# HELP gpucloud_api_refused_connections_total Connections closed at once because "
                "the server held its maximum.\n"
                "# TYPE gpucloud_api_refused_connections_total counter\n"
-               "gpucloud_api_refused_connections_total ", refused, "\n",
-               options.extra_metrics ? options.extra_metrics() : "");
+               "gpucloud_api_refused_connections_total ",
+               refused, "\n", options.extra_metrics ? options.extra_metrics() : "");
   }
 
   template <typename Req>

@@ -15,10 +15,10 @@
 // `max_requests_per_tenant` requests and `max_streams_per_tenant` watches or followed logs in
 // flight, and makes `tenant_requests_per_second` on average (bursts of
 // `tenant_request_burst`); more are answered 429 with Retry-After, so one tenant's flood
-// cannot take the threads and the store that agents' heartbeats need. An exception thrown while serving a request is that
-// request's 500 (logged), never the process's end. A failed accept (out of descriptors) is
-// logged and retried with back-off.
-// Thread-safe; Stop (or the destructor) closes the listener and waits for the connections.
+// cannot take the threads and the store that agents' heartbeats need. An exception thrown while
+// serving a request is that request's 500 (logged), never the process's end. A failed accept (out
+// of descriptors) is logged and retried with back-off. Thread-safe; Stop (or the destructor) closes
+// the listener and waits for the connections.
 #ifndef GPUCLOUD_SERVER_HTTPS_SERVER_H_
 #define GPUCLOUD_SERVER_HTTPS_SERVER_H_
 

@@ -2,16 +2,15 @@
 // own CA, bearer tokens (401 without), REST through the wire, and a streamed watch.
 #include "server/https_server.h"
 
-#include <gtest/gtest.h>
-#include <openssl/ssl.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -106,8 +105,8 @@ class HttpsServerTest : public ::testing::Test {
   http::response<http::string_body> Call(http::verb verb, const std::string& target,
                                          const std::string& token, const std::string& body = "",
                                          int max_tls = TLS1_3_VERSION) {
-    return testing_util::HttpsCall(server_->port(), creds_.ca_cert_path, verb, target, token,
-                                   body, max_tls);
+    return testing_util::HttpsCall(server_->port(), creds_.ca_cert_path, verb, target, token, body,
+                                   max_tls);
   }
 
   testing_util::TempDir tmp_{"gpucloud-https"};
@@ -152,9 +151,9 @@ TEST_F(HttpsServerTest, CreateThenGetOverTheWire) {
 TEST_F(HttpsServerTest, WatchStreamsChangesMadeWhileItWaits) {
   std::string got;
   std::thread watcher([&] {
-    auto w = Call(http::verb::get,
-                  std::string(kJobs) + "?watch=true&resourceVersion=0&timeoutSeconds=3",
-                  creds_.admin_token);
+    auto w =
+        Call(http::verb::get, std::string(kJobs) + "?watch=true&resourceVersion=0&timeoutSeconds=3",
+             creds_.admin_token);
     got = w.body();
   });
   // The watch is open (or about to be): a change made now must reach it, whenever it arrives,
@@ -174,18 +173,21 @@ TEST_F(HttpsServerTest, MetricsAndHealth) {
   auto m = Call(http::verb::get, "/metrics", creds_.admin_token);
   ASSERT_EQ(m.result_int(), 200);
   const std::string& text = m.body();
-  EXPECT_NE(text.find("gpucloud_api_requests_total{method=\"POST\",resource=\"jobs\",code=\"201\"} 1\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("gpucloud_api_requests_total{method=\"POST\",resource=\"jobs\",code=\"201\"} 1\n"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("gpucloud_api_requests_total{method=\"GET\",resource=\"jobs\",code=\"401\"} 1\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("gpucloud_api_requests_total{method=\"GET\",resource=\"jobs\",code=\"401\"} 1\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("gpucloud_api_request_duration_seconds_count{method=\"POST\"} 1\n"),
             std::string::npos);
   EXPECT_NE(text.find("gpucloud_store_revision 1\n"), std::string::npos);
   // Every sample line is NAME{LABELS} VALUE or NAME VALUE, after its HELP and TYPE.
-  for (const std::string& line : {std::string("# TYPE gpucloud_api_requests_total counter"),
-                                  std::string("# TYPE gpucloud_api_request_duration_seconds histogram")}) {
+  for (const std::string& line :
+       {std::string("# TYPE gpucloud_api_requests_total counter"),
+        std::string("# TYPE gpucloud_api_request_duration_seconds histogram")}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
 }
@@ -198,11 +200,10 @@ TEST_F(HttpsServerTest, CredentialsAreKeptAcrossRestarts) {
   std::string tokens((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(tokens.find(creds_.admin_token), std::string::npos);  // stored hashed only
   EXPECT_NE(tokens.find(Sha256Hex(creds_.admin_token) + " admin - admin\n"), std::string::npos);
-  EXPECT_EQ(std::filesystem::status(dir_ / "ca.key").permissions() &
-                std::filesystem::perms::others_read,
-            std::filesystem::perms::none);
+  EXPECT_EQ(
+      std::filesystem::status(dir_ / "ca.key").permissions() & std::filesystem::perms::others_read,
+      std::filesystem::perms::none);
 }
-
 
 // --- a careless or hostile client -----------------------------------------------------------
 
@@ -254,7 +255,8 @@ TEST_F(HttpsServerTest, PlainHttpOnTheTlsPortIsAnswered400) {
 }
 
 TEST_F(HttpsServerTest, SilentAndSlowClientsAreCutOff) {
-  StartServer({.handshake_timeout = absl::Milliseconds(300), .read_timeout = absl::Milliseconds(500)});
+  StartServer(
+      {.handshake_timeout = absl::Milliseconds(300), .read_timeout = absl::Milliseconds(500)});
   // No handshake at all.
   RawConnection silent(server_->port());
   ASSERT_TRUE(silent.connected());
@@ -269,8 +271,9 @@ TEST_F(HttpsServerTest, SilentAndSlowClientsAreCutOff) {
 }
 
 TEST_F(HttpsServerTest, OversizedHeaderIs431AndGarbageIs400) {
-  std::string big = Cat("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ",
-                        std::string(100 << 10, 'a'), "\r\n\r\n");
+  std::string big =
+      Cat("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ", std::string(100 << 10, 'a'),
+          "\r\n\r\n");
   EXPECT_TRUE(TlsExchange(big).starts_with("431 ")) << TlsExchange(big).substr(0, 200);
   EXPECT_TRUE(TlsExchange("NOT HTTP AT ALL\r\n\r\n").starts_with("400 "));
 }
@@ -302,28 +305,31 @@ TEST_F(HttpsServerTest, ATenantsStreamsAreBoundedAndAdminsAreExempt) {
   http::read_header(first, buf, head);
   ASSERT_EQ(head.get().result_int(), 200);
 
-  auto second = Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=1", tenant_token_);
+  auto second =
+      Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=1", tenant_token_);
   EXPECT_EQ(second.result_int(), 429) << second.body();
   EXPECT_EQ(second[http::field::retry_after], "1");
   // Plain requests of the same tenant, and the admin's watches, are not held back by it.
   EXPECT_EQ(Call(http::verb::get, kJobs, tenant_token_).result_int(), 200);
-  EXPECT_EQ(Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=1",
-                 creds_.admin_token)
-                .result_int(),
-            200);
+  EXPECT_EQ(
+      Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=1", creds_.admin_token)
+          .result_int(),
+      200);
   // Once the first watch ended, the tenant may watch again (its slot was released just after
   // the stream's last chunk went out).
   http::read(first, buf, head);
   http::response<http::string_body> again;
   for (int i = 0; i < 100 && again.result_int() != 200; ++i) {
-    again = Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=0", tenant_token_);
+    again =
+        Call(http::verb::get, std::string(kJobs) + "?watch=true&timeoutSeconds=0", tenant_token_);
   }
   EXPECT_EQ(again.result_int(), 200);
 }
 
 TEST_F(HttpsServerTest, ATenantOverItsRequestRateIsTold429) {
   StartServer({.tenant_requests_per_second = 0.01, .tenant_request_burst = 3});
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(Call(http::verb::get, kJobs, tenant_token_).result_int(), 200);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(Call(http::verb::get, kJobs, tenant_token_).result_int(), 200);
   auto r = Call(http::verb::get, kJobs, tenant_token_);
   EXPECT_EQ(r.result_int(), 429) << r.body();
   EXPECT_EQ(r[http::field::retry_after], "100");  // one token per 100 s
@@ -332,7 +338,8 @@ TEST_F(HttpsServerTest, ATenantOverItsRequestRateIsTold429) {
 
 TEST_F(HttpsServerTest, AnExceptionInOneRequestIsItsOwn500) {
   // A stored document the handler cannot read (metadata is not an object): nlohmann throws.
-  ASSERT_TRUE(store_->Txn({{store::Op::Kind::kPut, "/jobs/default/bad", "{\"metadata\":\"x\"}", 0}}).ok());
+  ASSERT_TRUE(
+      store_->Txn({{store::Op::Kind::kPut, "/jobs/default/bad", "{\"metadata\":\"x\"}", 0}}).ok());
   auto r = Call(http::verb::get, std::string(kJobs) + "/bad", creds_.admin_token);
   EXPECT_EQ(r.result_int(), 500) << r.body();
   EXPECT_NE(Logged().find("failed"), std::string::npos) << Logged();
@@ -350,9 +357,10 @@ TEST_F(HttpsServerTest, HostileFieldValuesDoNotBlindAWatch) {
   ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, hostile).result_int(), 201);
   std::string got;
   std::thread watcher([&] {
-    got = Call(http::verb::get, std::string(kJobs) + "?watch=true&resourceVersion=0&timeoutSeconds=3",
-               creds_.admin_token)
-              .body();
+    got =
+        Call(http::verb::get, std::string(kJobs) + "?watch=true&resourceVersion=0&timeoutSeconds=3",
+             creds_.admin_token)
+            .body();
   });
   // Whenever the watch starts, the second job is after what it has seen: it must arrive.
   ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, kJob).result_int(), 201);

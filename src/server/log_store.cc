@@ -78,7 +78,8 @@ std::string LogStore::Read(const LogKey& key, int64_t offset, int64_t max_bytes)
 std::vector<int> LogStore::Ranks(const std::string& ns, const std::string& job, int attempt) const {
   std::vector<int> ranks;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(Cat(dir_, "/", ns, "/", job, "/attempt-", attempt), ec)) {
+  for (const auto& e :
+       fs::directory_iterator(Cat(dir_, "/", ns, "/", job, "/attempt-", attempt), ec)) {
     std::string name = e.path().filename().string();
     if (name.starts_with("rank-") && name.ends_with(".log")) {
       ranks.push_back(std::atoi(name.c_str() + 5));

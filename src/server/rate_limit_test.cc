@@ -18,7 +18,8 @@ TEST(TokenBuckets, ABurstThenTheSustainedRate) {
   EXPECT_EQ(b.Take("alice", kT0 + absl::Milliseconds(100)), absl::ZeroDuration());
   EXPECT_GT(b.Take("alice", kT0 + absl::Milliseconds(100)), absl::ZeroDuration());
   int allowed = 0;
-  for (int i = 0; i < 20; ++i) allowed += b.Take("alice", kT0 + absl::Seconds(10)) == absl::ZeroDuration();
+  for (int i = 0; i < 20; ++i)
+    allowed += b.Take("alice", kT0 + absl::Seconds(10)) == absl::ZeroDuration();
   EXPECT_EQ(allowed, 5);
 }
 

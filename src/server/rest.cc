@@ -85,8 +85,9 @@ Response FromStatus(const absl::Status& s) {
       return Status(409, "AlreadyExists", std::string(s.message()));
     case absl::StatusCode::kAborted:
       return Status(409, "Conflict",
-                    Cat(s.message(), "; read the object again and retry with its "
-                                     "resourceVersion"));
+                    Cat(s.message(),
+                        "; read the object again and retry with its "
+                        "resourceVersion"));
     case absl::StatusCode::kOutOfRange:
       return Status(410, "Expired", std::string(s.message()));
     case absl::StatusCode::kInvalidArgument:
@@ -149,7 +150,8 @@ absl::StatusOr<Selector> ParseSelector(const std::string& text) {
     } else {
       t = {part, "", Selector::Term::kExists};
     }
-    if (t.key.empty()) return absl::InvalidArgumentError(Cat("labelSelector: bad term \"", part, "\""));
+    if (t.key.empty())
+      return absl::InvalidArgumentError(Cat("labelSelector: bad term \"", part, "\""));
     s.terms.push_back(std::move(t));
   }
   return s;
@@ -157,15 +159,14 @@ absl::StatusOr<Selector> ParseSelector(const std::string& text) {
 
 }  // namespace
 
-
 RestApi::RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed)
     : store_(store), clock_(clock), rng_(uid_seed) {}
 
 std::string RestApi::NewUid() {
   absl::MutexLock lock(&mu_);
   uint64_t a = rng_.Next(), b = rng_.Next();
-  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff,
-                     a & 0xfff, ((b >> 48) & 0x3fff) | 0x8000, b & 0xffffffffffff);
+  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
+                     ((b >> 48) & 0x3fff) | 0x8000, b & 0xffffffffffff);
 }
 
 Response RestApi::Handle(const Request& r) {
@@ -182,12 +183,15 @@ Response RestApi::Handle(const Request& r) {
     return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
   }
   if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "reclaim" && nodes_ != nullptr) {
-    if (r.method != "POST") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
-    if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not reclaim pools"));
+    if (r.method != "POST")
+      return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (!r.who.admin)
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not reclaim pools"));
     return ReclaimPool(r, parts[1]);
   }
   if (parts.size() == 1 && parts[0] == "cluster" && summary_) {
-    if (r.method != "GET") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (r.method != "GET")
+      return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
     return Response{.body = summary_()};
   }
   Route route;
@@ -195,7 +199,8 @@ Response RestApi::Handle(const Request& r) {
   if (parts.size() >= 2 && parts[0] == "namespaces") {
     route.namespace_ = parts[1];
     if (!ValidateDnsLabel(route.namespace_).ok()) {
-      return Status(400, "BadRequest", Cat("namespace \"", route.namespace_, "\" is not a DNS label"));
+      return Status(400, "BadRequest",
+                    Cat("namespace \"", route.namespace_, "\" is not a DNS label"));
     }
     i = 2;
   }
@@ -237,8 +242,8 @@ Response RestApi::Handle(const Request& r) {
   bool write = r.method != "GET";
   if (!r.who.admin && !r.who.node) {
     if (route.resource->namespaced && route.namespace_ != r.who.namespace_) {
-      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not access namespace ",
-                                          route.namespace_));
+      return Status(403, "Forbidden",
+                    Cat("user ", r.who.user, " may not access namespace ", route.namespace_));
     }
     if (!route.resource->namespaced && write) {
       return Status(403, "Forbidden",
@@ -284,26 +289,30 @@ Parsed ParseBody(const Request& r, std::string_view kind, const std::string& nam
     return {std::nullopt, Status(422, "Invalid", Join(lines, "\n"))};
   }
   if (p.manifests.size() != 1) {
-    return {std::nullopt, Status(422, "Invalid", Cat("the body holds ", p.manifests.size(),
-                                                     " objects; send exactly one"))};
+    return {std::nullopt,
+            Status(422, "Invalid",
+                   Cat("the body holds ", p.manifests.size(), " objects; send exactly one"))};
   }
   manifest::Object o = std::move(p.manifests[0].object);
   if (manifest::KindOf(o) != kind) {
-    return {std::nullopt, Status(422, "Invalid", Cat("kind: is ", manifest::KindOf(o),
-                                                     ", but this path holds ", kind, "s"))};
+    return {std::nullopt,
+            Status(422, "Invalid",
+                   Cat("kind: is ", manifest::KindOf(o), ", but this path holds ", kind, "s"))};
   }
   ObjectMeta& meta = MetaOfMutable(o);
   if (!namespace_.empty()) {
     // An omitted namespace reads as "default": the path's namespace applies then.
     if (meta.namespace_ == kDefaultNamespace) meta.namespace_ = namespace_;
     if (meta.namespace_ != namespace_) {
-      return {std::nullopt, Status(400, "BadRequest", Cat("metadata.namespace: is ", meta.namespace_,
-                                                          ", but the path says ", namespace_))};
+      return {std::nullopt, Status(400, "BadRequest",
+                                   Cat("metadata.namespace: is ", meta.namespace_,
+                                       ", but the path says ", namespace_))};
     }
   }
   if (!name.empty() && meta.name != name) {
-    return {std::nullopt, Status(400, "BadRequest",
-                                 Cat("metadata.name: is ", meta.name, ", but the path says ", name))};
+    return {std::nullopt,
+            Status(400, "BadRequest",
+                   Cat("metadata.name: is ", meta.name, ", but the path says ", name))};
   }
   return {std::move(o), std::nullopt};
 }
@@ -332,8 +341,7 @@ Response RestApi::Create(const Request& r, const Route& route) {
   if (route.resource->plural == "jobs") {
     doc["status"] = Json{{"phase", "Pending"}, {"submittedMs", clock_.NowMillis()}};
   }
-  absl::StatusOr<int64_t> rev =
-      store_.Txn({{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0}});
+  absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0}});
   if (!rev.ok()) return FromStatus(rev.status());
   if (kick_) kick_();
   doc["metadata"]["resourceVersion"] = std::to_string(*rev);
@@ -349,8 +357,11 @@ Response RestApi::Apply(const Request& r, const Route& route) {
   if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
   if (!current.ok()) {
     if (precondition > 0) {
-      return Status(409, "Conflict", Cat(route.Key(), " does not exist (any more), but the body "
-                                         "has resourceVersion ", precondition));
+      return Status(409, "Conflict",
+                    Cat(route.Key(),
+                        " does not exist (any more), but the body "
+                        "has resourceVersion ",
+                        precondition));
     }
     return Create(r, Route{route.resource, route.namespace_, ""});
   }
@@ -377,8 +388,8 @@ Response RestApi::Apply(const Request& r, const Route& route) {
   if (old.contains("status")) {
     const Json& st = old["status"];
     std::string phase = st.is_object() ? st.value("phase", "Pending") : "Pending";
-    bool settled = phase == "Pending" || phase == "Succeeded" || phase == "Failed" ||
-                   phase == "Cancelled";
+    bool settled =
+        phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
     const Job* was = std::get_if<Job>(&before);
     const Job* now = std::get_if<Job>(&*p.object);
     if (!settled && was != nullptr && now != nullptr && was->spec != now->spec) {
@@ -405,9 +416,10 @@ Response RestApi::Read(const Request&, const Route& route) {
   absl::StatusOr<store::KeyValue> kv = store_.Get(route.Key());
   if (!kv.ok()) {
     if (absl::IsNotFound(kv.status())) {
-      return Status(404, "NotFound", Cat(route.resource->kind, " ",
-                                         route.namespace_.empty() ? "" : route.namespace_ + "/",
-                                         route.name, " not found"));
+      return Status(
+          404, "NotFound",
+          Cat(route.resource->kind, " ", route.namespace_.empty() ? "" : route.namespace_ + "/",
+              route.name, " not found"));
     }
     return FromStatus(kv.status());
   }
@@ -446,8 +458,9 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
   if (!sel.ok()) return FromStatus(sel.status());
   std::optional<int64_t> after = QueryInt(r, "resourceVersion");
   if (after && *after < 0) {
-    return Status(400, "BadRequest",
-                  Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+    return Status(
+        400, "BadRequest",
+        Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
   Response out{200, "", "application/x-ndjson"};
   if (after.value_or(0) == 0) {  // the current state, then changes from there
@@ -464,8 +477,9 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
   // replica), then say so, as Kubernetes does ("Too large resource version").
   if (*after > store_.Revision() && !store_.WaitForChange(*after - 1, absl::Seconds(3)) &&
       *after > store_.Revision()) {
-    return Status(504, "Timeout", Cat("resourceVersion: ", *after, " is newer than the store's ",
-                                      store_.Revision(), " (too large resource version)"));
+    return Status(504, "Timeout",
+                  Cat("resourceVersion: ", *after, " is newer than the store's ", store_.Revision(),
+                      " (too large resource version)"));
   }
   int64_t revision = store_.Revision();  // read first: every change up to it is in the log
   absl::StatusOr<std::vector<store::Event>> events =
@@ -474,11 +488,14 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
   if (static_cast<int>(events->size()) > kMaxWatchBatch) {
     // Over a batch: end before the revision that does not fit whole (a transaction's events
     // stay together; a single revision larger than a batch goes whole) and resume there.
-    auto below = [](int64_t rev) { return [rev](const store::Event& e) { return e.revision < rev; }; };
+    auto below = [](int64_t rev) {
+      return [rev](const store::Event& e) { return e.revision < rev; };
+    };
     auto end = std::partition_point(events->begin(), events->end(),
                                     below((*events)[kMaxWatchBatch].revision));
     if (end == events->begin()) {
-      end = std::partition_point(events->begin(), events->end(), below(events->front().revision + 1));
+      end =
+          std::partition_point(events->begin(), events->end(), below(events->front().revision + 1));
     }
     events->erase(end, events->end());
     revision = events->back().revision;
@@ -499,12 +516,14 @@ Response RestApi::Delete(const Request& r, const Route& route) {
   if (route.resource->plural == "jobs") return Cancel(r, route, /*and_delete=*/true);
   std::optional<int64_t> expect = QueryInt(r, "resourceVersion");
   if (expect && *expect < 0) {
-    return Status(400, "BadRequest",
-                  Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+    return Status(
+        400, "BadRequest",
+        Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", expect}});
   if (!rev.ok()) return FromStatus(rev.status());
-  return Status(200, "Deleted", Cat(route.resource->kind, " ", route.Key(), " deleted at revision ", *rev));
+  return Status(200, "Deleted",
+                Cat(route.resource->kind, " ", route.Key(), " deleted at revision ", *rev));
 }
 
 }  // namespace gpucloud::server

@@ -35,7 +35,9 @@ std::optional<int64_t> NoticeSeconds(const Request& r) {
   if (!seconds || *seconds < 1 || *seconds > 86400) return std::nullopt;
   return seconds;
 }
-Response NoticeRequired() { return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400"); }
+Response NoticeRequired() {
+  return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
+}
 
 }  // namespace
 
@@ -55,19 +57,23 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
   }
   const bool agent_or_admin = r.who.admin || r.who.node;
   if (parts.size() == 1) {
-    if (r.method != "GET") return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (r.method != "GET")
+      return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
     if (r.query.contains("watch") && r.query.at("watch") == "true") return Watch(r, route.Prefix());
     return List(r, route);
   }
   if (parts.size() == 2) {
     if (r.method == "GET") return Read(r, route);
     if (r.method == "PUT") {
-      if (!agent_or_admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not register nodes"));
+      if (!agent_or_admin)
+        return Status(403, "Forbidden", Cat("user ", r.who.user, " may not register nodes"));
       return RegisterNode(r, route.name);
     }
     if (r.method == "DELETE") {
-      if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not delete nodes"));
-      absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", std::nullopt}});
+      if (!r.who.admin)
+        return Status(403, "Forbidden", Cat("user ", r.who.user, " may not delete nodes"));
+      absl::StatusOr<int64_t> rev =
+          store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", std::nullopt}});
       if (!rev.ok()) return FromStatus(rev.status());
       if (nodes_ != nullptr) nodes_->Forget(route.name);
       if (kick_) kick_();
@@ -77,11 +83,13 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
   }
   const std::string& sub = parts[2];
   if (sub == "heartbeat" && r.method == "POST") {
-    if (!agent_or_admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    if (!agent_or_admin)
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
     return Heartbeat(r, route.name);
   }
   if (sub == "assignments" && r.method == "GET") {
-    if (!agent_or_admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    if (!agent_or_admin)
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
     std::string prefix = Cat("/assignments/", route.name, "/");
     if (r.query.contains("watch") && r.query.at("watch") == "true") return Watch(r, prefix);
     absl::StatusOr<store::ListResult> list = store_.List(prefix);
@@ -93,8 +101,10 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
     for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
     return {200, out.dump() + "\n"};
   }
-  if ((sub == "cordon" || sub == "uncordon" || sub == "drain" || sub == "reclaim") && r.method == "POST") {
-    if (!r.who.admin) return Status(403, "Forbidden", Cat("user ", r.who.user, " may not ", sub, " nodes"));
+  if ((sub == "cordon" || sub == "uncordon" || sub == "drain" || sub == "reclaim") &&
+      r.method == "POST") {
+    if (!r.who.admin)
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not ", sub, " nodes"));
     return SetNodeFlags(r, route.name, sub);
   }
   return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
@@ -104,7 +114,8 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
   absl::StatusOr<api::NodeInfo> info = api::NodeFromJson(r.body);
   if (!info.ok()) return Status(422, "Invalid", std::string(info.status().message()));
   if (info->name != name) {
-    return Status(400, "BadRequest", Cat("metadata.name: is ", info->name, ", but the path says ", name));
+    return Status(400, "BadRequest",
+                  Cat("metadata.name: is ", info->name, ", but the path says ", name));
   }
   std::string key = Cat("/nodes/", name);
   for (int tries = 0; tries < 5; ++tries) {
@@ -126,18 +137,21 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
     if (health_reset > 0) doc["spec"]["healthReset"] = health_reset;
     std::string uid = old.contains("metadata") ? old["metadata"].value("uid", "") : "";
     doc["metadata"]["uid"] = uid.empty() ? NewUid() : uid;
-    std::string created = old.contains("metadata") ? old["metadata"].value("creationTimestamp", "") : "";
+    std::string created =
+        old.contains("metadata") ? old["metadata"].value("creationTimestamp", "") : "";
     doc["metadata"]["creationTimestamp"] =
-        created.empty() ? absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(clock_.NowMillis()),
-                                           absl::UTCTimeZone())
-                        : created;
+        created.empty()
+            ? absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(clock_.NowMillis()),
+                               absl::UTCTimeZone())
+            : created;
     doc["status"]["ready"] = true;
     doc["status"]["readyReason"] = "Registered";
     doc["status"]["readyMessage"] = "the agent registered";
     doc["status"]["readySinceMs"] = clock_.NowMillis();
-    absl::StatusOr<int64_t> rev = store_.Txn(
-        {{store::Op::Kind::kPut, key, doc.dump(2),
-          current.ok() ? std::optional<int64_t>(current->mod_revision) : std::optional<int64_t>(0)}});
+    absl::StatusOr<int64_t> rev =
+        store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2),
+                     current.ok() ? std::optional<int64_t>(current->mod_revision)
+                                  : std::optional<int64_t>(0)}});
     if (absl::IsAborted(rev.status()) || absl::IsAlreadyExists(rev.status()) ||
         absl::IsNotFound(rev.status())) {
       continue;  // the controller wrote meanwhile: read again
@@ -171,7 +185,8 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
   for (int tries = 0; tries < 5; ++tries) {
     absl::StatusOr<store::KeyValue> current = store_.Get(key);
     if (!current.ok()) {
-      if (absl::IsNotFound(current.status())) return Status(404, "NotFound", Cat("Node ", name, " not found"));
+      if (absl::IsNotFound(current.status()))
+        return Status(404, "NotFound", Cat("Node ", name, " not found"));
       return FromStatus(current.status());
     }
     Json doc = Json::parse(current->value, nullptr, false);
@@ -215,7 +230,8 @@ Response RestApi::ReclaimPool(const Request& r, const std::string& pool) {
     Json names = Json::array();
     for (const store::KeyValue& kv : list->items) {
       Json doc = Json::parse(kv.value, nullptr, false);
-      if (!doc.is_object() || !doc["spec"].is_object() || doc["spec"].value("pool", "") != pool) continue;
+      if (!doc.is_object() || !doc["spec"].is_object() || doc["spec"].value("pool", "") != pool)
+        continue;
       doc["spec"]["reclaimAtMs"] = at;
       doc["spec"]["unschedulable"] = true;
       ops.push_back({store::Op::Kind::kPut, kv.key, doc.dump(2), kv.mod_revision});
@@ -226,7 +242,10 @@ Response RestApi::ReclaimPool(const Request& r, const std::string& pool) {
     if (absl::IsAborted(rev.status())) continue;
     if (!rev.ok()) return FromStatus(rev.status());
     if (kick_) kick_();
-    Json out{{"kind", "PoolReclaim"}, {"pool", pool}, {"nodes", names}, {"reclaimAtMs", at},
+    Json out{{"kind", "PoolReclaim"},
+             {"pool", pool},
+             {"nodes", names},
+             {"reclaimAtMs", at},
              {"metadata", {{"resourceVersion", std::to_string(*rev)}}}};
     return {200, out.dump(2) + "\n"};
   }
@@ -252,13 +271,16 @@ Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::
 Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) {
   std::optional<int64_t> expect = QueryInt(r, "resourceVersion");
   if (expect && *expect < 0) {
-    return Status(400, "BadRequest", Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+    return Status(
+        400, "BadRequest",
+        Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
   for (int tries = 0; tries < 5; ++tries) {
     absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
     if (!current.ok()) {
       if (absl::IsNotFound(current.status())) {
-        return Status(404, "NotFound", Cat("Job ", route.namespace_, "/", route.name, " not found"));
+        return Status(404, "NotFound",
+                      Cat("Job ", route.namespace_, "/", route.name, " not found"));
       }
       return FromStatus(current.status());
     }
@@ -268,10 +290,12 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     }
     Json doc = Json::parse(current->value, nullptr, false);
     std::string phase = PhaseOf(doc);
-    bool holds_nothing = Terminal(phase) || (phase == "Pending" && !(doc.contains("status") &&
-                                                                     doc["status"].contains("placement")));
+    bool holds_nothing =
+        Terminal(phase) ||
+        (phase == "Pending" && !(doc.contains("status") && doc["status"].contains("placement")));
     if (and_delete && holds_nothing) {
-      std::vector<store::Op> ops{{store::Op::Kind::kDelete, route.Key(), "", current->mod_revision}};
+      std::vector<store::Op> ops{
+          {store::Op::Kind::kDelete, route.Key(), "", current->mod_revision}};
       for (const std::string& k : EventKeysOf(store_, route.namespace_, route.name)) {
         ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
       }
@@ -283,7 +307,9 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
       return Status(200, "Deleted", Cat("Job ", route.Key(), " deleted at revision ", *rev));
     }
     if (!and_delete && Terminal(phase)) {
-      return Status(409, "Conflict", Cat("Job ", route.namespace_, "/", route.name, " has already ended (", phase, ")"));
+      return Status(
+          409, "Conflict",
+          Cat("Job ", route.namespace_, "/", route.name, " has already ended (", phase, ")"));
     }
     doc["status"]["cancelRequested"] = true;
     if (and_delete) doc["status"]["deleteRequested"] = true;
@@ -305,12 +331,15 @@ Response RestApi::Logs(const Request& r, const Route& route) {
   constexpr int64_t kInt = std::numeric_limits<int32_t>::max();
   constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
   std::optional<int64_t> rank, attempt, offset, limit;
-  for (auto [name, max, out] : {std::tuple{"rank", kInt, &rank}, {"attempt", kInt, &attempt},
-                                {"offset", kAny, &offset}, {"limitBytes", kAny, &limit}}) {
+  for (auto [name, max, out] : {std::tuple{"rank", kInt, &rank},
+                                {"attempt", kInt, &attempt},
+                                {"offset", kAny, &offset},
+                                {"limitBytes", kAny, &limit}}) {
     *out = QueryInt(r, name, max);
     if (*out && **out < 0) {
-      return Status(400, "BadRequest", Cat(name, ": \"", r.query.at(name), "\" is not a number",
-                                           max == kAny ? "" : Cat(" from 0 to ", max)));
+      return Status(400, "BadRequest",
+                    Cat(name, ": \"", r.query.at(name), "\" is not a number",
+                        max == kAny ? "" : Cat(" from 0 to ", max)));
     }
   }
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "core/text.h"
@@ -51,7 +51,8 @@ class RestTest : public ::testing::Test {
   }
   Response Call(std::string method, std::string path, std::string body = "",
                 std::map<std::string, std::string> query = {}, Identity who = {"root", "", true}) {
-    return api_->Handle({std::move(method), std::move(path), std::move(query), std::move(body), who});
+    return api_->Handle(
+        {std::move(method), std::move(path), std::move(query), std::move(body), who});
   }
   static Json Body(const Response& r) { return Json::parse(r.body); }
   static constexpr char kJobs[] = "/apis/gpucloud/v1/namespaces/team-a/jobs";
@@ -136,7 +137,8 @@ TEST_F(RestTest, ATenantSeesOnlyItsNamespace) {
   EXPECT_EQ(Call("GET", kJobs, "", {}, bob).status, 403);
   EXPECT_EQ(Call("GET", std::string(kJobs) + "/train", "", {}, alice).status, 200);
   // Queues: everyone reads, only admins write.
-  const char* queue = "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\nspec: {weight: 2}\n";
+  const char* queue =
+      "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\nspec: {weight: 2}\n";
   EXPECT_EQ(Call("POST", "/apis/gpucloud/v1/queues", queue, {}, alice).status, 403);
   EXPECT_EQ(Call("POST", "/apis/gpucloud/v1/queues", queue).status, 201);
   EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/queues/q", "", {}, bob).status, 200);
@@ -144,12 +146,14 @@ TEST_F(RestTest, ATenantSeesOnlyItsNamespace) {
 
 TEST_F(RestTest, BadInputGetsAClearErrorAndChangesNothing) {
   int64_t rev = store_->Revision();
-  Response bad = Call("POST", kJobs, "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: x}\n"
-                                     "spec:\n  tasks:\n  - name: w\n    replicas: 0\n");
+  Response bad = Call("POST", kJobs,
+                      "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: x}\n"
+                      "spec:\n  tasks:\n  - name: w\n    replicas: 0\n");
   EXPECT_EQ(bad.status, 422);
   EXPECT_EQ(Body(bad)["message"], "body:7:15: spec.tasks[0].replicas: must be >= 1, got 0");
   EXPECT_EQ(Call("POST", kJobs, "{not json").status, 422);
-  Response kind = Call("POST", kJobs, "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n");
+  Response kind =
+      Call("POST", kJobs, "apiVersion: gpucloud/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n");
   EXPECT_EQ(kind.status, 422);
   EXPECT_EQ(Body(kind)["message"], "kind: is Queue, but this path holds Jobs");
   std::string other_ns = kJob;
@@ -220,7 +224,8 @@ TEST_F(RestTest, AWatchBatchIsBoundedAndCutAtAWholeRevision) {
   for (int t = 0; t < 350; ++t) {
     std::vector<store::Op> ops;
     for (int k = 0; k < 3; ++k) {
-      ops.push_back({store::Op::Kind::kPut, Cat("/jobs/team-a/j", t, "-", k), "{\"metadata\":{}}", 0});
+      ops.push_back(
+          {store::Op::Kind::kPut, Cat("/jobs/team-a/j", t, "-", k), "{\"metadata\":{}}", 0});
     }
     ASSERT_TRUE(store_->Txn(ops).ok());
   }
@@ -230,13 +235,15 @@ TEST_F(RestTest, AWatchBatchIsBoundedAndCutAtAWholeRevision) {
   size_t events = 3;
   int64_t rv = 1;
   for (int batches = 0; batches < 5 && rv < store_->Revision(); ++batches) {
-    Response w = Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", std::to_string(rv)}});
+    Response w =
+        Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", std::to_string(rv)}});
     ASSERT_EQ(w.status, 200);
     std::vector<std::string> lines = SplitLines(w.body);
     EXPECT_LE(lines.size(), static_cast<size_t>(kMaxWatchBatch));
     EXPECT_EQ(lines.size() % 3, 0u) << "a transaction was split across batches";
     for (const std::string& line : lines) {
-      int64_t r = std::stoll(Json::parse(line)["object"]["metadata"]["resourceVersion"].get<std::string>());
+      int64_t r =
+          std::stoll(Json::parse(line)["object"]["metadata"]["resourceVersion"].get<std::string>());
       EXPECT_GT(r, rv);
       EXPECT_LE(r, w.revision);
       seen_revs.insert(r);
@@ -260,7 +267,8 @@ TEST_F(RestTest, AWatchFromTheFutureIsRefusedAfterAShortWait) {
 
 TEST_F(RestTest, EveryNamespaceWatchIsAWatch) {
   ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
-  Response w = Call("GET", "/apis/gpucloud/v1/jobs", "", {{"watch", "true"}, {"resourceVersion", "1"}});
+  Response w =
+      Call("GET", "/apis/gpucloud/v1/jobs", "", {{"watch", "true"}, {"resourceVersion", "1"}});
   ASSERT_EQ(w.status, 200);
   EXPECT_EQ(w.content_type, "application/x-ndjson");
   EXPECT_EQ(w.body, "");  // nothing after revision 1

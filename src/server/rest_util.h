@@ -5,11 +5,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "core/text.h"
@@ -36,7 +35,6 @@ struct RestApi::Route {
   }
   std::string Key() const { return Prefix() + name; }
 };
-
 
 // A Kubernetes Status object as the answer.
 Response Status(int code, std::string_view reason, std::string message);

@@ -1,16 +1,15 @@
 // The real `gpucloud server` process (CTest label `integration`): killed with SIGKILL after N
 // acknowledged creates and started again on the same data directory, it has all N, three times
 // over; SIGTERM stops it cleanly.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -29,9 +28,9 @@ namespace http = boost::beast::http;
 
 struct Running {
   pid_t pid = 0;
-  uint16_t port = 0;    // 0: it did not start serving (first_lines says why)
+  uint16_t port = 0;  // 0: it did not start serving (first_lines says why)
   std::string first_lines;
-  int output = -1;      // the rest of its stdout and stderr, when asked to keep them
+  int output = -1;  // the rest of its stdout and stderr, when asked to keep them
 };
 
 // Starts the server (`prefix` runs it, e.g. prlimit) and reads its output until it says where
@@ -104,9 +103,9 @@ std::string ReadToken(const std::string& dir) {
 }
 
 TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("gpucloud-server-" + std::to_string(::getpid())))
-                        .string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("gpucloud-server-" + std::to_string(::getpid())))
+          .string();
   std::filesystem::remove_all(dir);
   int created = 0;
   for (int round = 0; round < 3; ++round) {
@@ -123,7 +122,8 @@ TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
     ASSERT_EQ(list.result_int(), 200) << list.body();
     // Everything acknowledged before the last kill is there.
     size_t items = 0;
-    for (size_t at = 0; (at = list.body().find("\"kind\": \"Job\"", at)) != std::string::npos; ++at) {
+    for (size_t at = 0; (at = list.body().find("\"kind\": \"Job\"", at)) != std::string::npos;
+         ++at) {
       ++items;
     }
     EXPECT_EQ(items, static_cast<size_t>(created)) << "round " << round;
@@ -147,7 +147,6 @@ TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   std::filesystem::remove_all(dir);
 }
-
 
 TEST(ServerBinary, AFailedFirstStartLosesNoAdminToken) {
   std::string dir = TempDir("server-busy");
@@ -197,10 +196,12 @@ TEST(ServerBinary, AMissingStoreOrABadTokenFileIsRefusedAtStart) {
   // A token given twice (an appended line that would change who it is) is refused.
   std::string first;
   std::getline(std::ifstream(dir + "/tokens"), first);
-  std::ofstream(dir + "/tokens", std::ios::app) << first.substr(0, 64) << " mallory team-a tenant\n";
+  std::ofstream(dir + "/tokens", std::ios::app)
+      << first.substr(0, 64) << " mallory team-a tenant\n";
   Running dup = Start(dir);
   EXPECT_EQ(Wait(dup), 1);
-  EXPECT_NE(dup.first_lines.find("already on an earlier line"), std::string::npos) << dup.first_lines;
+  EXPECT_NE(dup.first_lines.find("already on an earlier line"), std::string::npos)
+      << dup.first_lines;
   std::filesystem::remove_all(dir);
 }
 

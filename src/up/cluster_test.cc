@@ -33,7 +33,8 @@ class Process {
   Process(std::vector<std::string> args, const std::string& log, const std::string& cwd = "") {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
     posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
     if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
     std::vector<char*> argv;
@@ -77,8 +78,9 @@ class ClusterTest : public ::testing::Test {
         std::vector<std::string>{GPUCLOUD_BINARY, "server", "--data-dir", data_, "--listen",
                                  "127.0.0.1:0", "--grace", "3", "--heartbeat-timeout", "2"},
         (dir_.path() / "server.log").string());
-    ASSERT_TRUE(Eventually([&] { return Slurp(Log("server")).find("serving https://") != std::string::npos; }))
-        << Slurp(Log("server"));
+    ASSERT_TRUE(Eventually([&] {
+      return Slurp(Log("server")).find("serving https://") != std::string::npos;
+    })) << Slurp(Log("server"));
     std::string text = Slurp(Log("server"));
     size_t at = text.find("serving https://");
     url_ = text.substr(at + 8, text.find(' ', at + 8) - at - 8);
@@ -114,10 +116,11 @@ class ClusterTest : public ::testing::Test {
 
   std::unique_ptr<Process> Agent(const std::string& node, const std::string& address,
                                  std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{GPUCLOUD_BINARY, "agent", "run", "--server", url_, "--ca",
+    std::vector<std::string> args{GPUCLOUD_BINARY,   "agent",        "run",
+                                  "--server",        url_,           "--ca",
                                   data_ + "/ca.crt", "--token-file", data_ + "/bootstrap.token",
-                                  "--node-name", node, "--address", address,
-                                  "--state-dir", (dir_.path() / node).string()};
+                                  "--node-name",     node,           "--address",
+                                  address,           "--state-dir",  (dir_.path() / node).string()};
     if (std::find(extra.begin(), extra.end(), "--simulate") == extra.end()) {
       extra.insert(extra.end(), {"--simulate", "4xH100"});
     }
@@ -153,8 +156,9 @@ class ClusterTest : public ::testing::Test {
   }
   // POST /inject?QUERY on the agent's metrics server (simulated GPUs' faults).
   testing_util::ShellResult Inject(const std::string& url, const std::string& query) {
-    return Shell(Cat("python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('",
-                     url, "/inject?", query, "', method='POST')).read().decode())\""));
+    return Shell(Cat(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen(urllib.request.Request('",
+        url, "/inject?", query, "', method='POST')).read().decode())\""));
   }
   // Waits until `job` runs its second attempt.
   bool RunningAgain(const std::string& job) {
@@ -180,7 +184,8 @@ TEST_F(ClusterTest, AGangOfTwoNodesTimesFourGpusGetsConsistentRanks) {
   testing_util::ShellResult run = Gpuctl(
       "run --name gang --gpus 4 --replicas 2 --type h100 -- sh -c "
       "'echo RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER=$MASTER_ADDR:$MASTER_PORT "
-      "NODE_RANK=$NODE_RANK LOCAL_RANK=$LOCAL_RANK GPUS=$CUDA_VISIBLE_DEVICES; cat $GPUCLOUD_HOSTFILE'");
+      "NODE_RANK=$NODE_RANK LOCAL_RANK=$LOCAL_RANK GPUS=$CUDA_VISIBLE_DEVICES; cat "
+      "$GPUCLOUD_HOSTFILE'");
   ASSERT_EQ(run.code, 0) << run.output;
   ASSERT_TRUE(Eventually([&] { return Phase("gang") == "Succeeded"; })) << Describe("gang");
   Json job = Job("gang");
@@ -192,7 +197,8 @@ TEST_F(ClusterTest, AGangOfTwoNodesTimesFourGpusGetsConsistentRanks) {
     by_node[p["node"]] = out;
     EXPECT_NE(out.find(Cat("RANK=", rank, " WORLD_SIZE=2 ")), std::string::npos) << out;
     EXPECT_NE(out.find(Cat("NODE_RANK=", rank, " LOCAL_RANK=0")), std::string::npos) << out;
-    EXPECT_NE(out.find(Cat("GPUS=GPU-sim-", p["node"].get<std::string>(), "-")), std::string::npos) << out;
+    EXPECT_NE(out.find(Cat("GPUS=GPU-sim-", p["node"].get<std::string>(), "-")), std::string::npos)
+        << out;
   }
   ASSERT_EQ(by_node.size(), 2u);
   // Both see the same master: rank 0's node address, and the same port and hostfile.
@@ -216,7 +222,8 @@ TEST_F(ClusterTest, TheTrainerRestartsFromItsCheckpointAndFinishes) {
   testing_util::ShellResult r =
       Gpuctl(Cat("apply -f ", GPUCLOUD_SOURCE_DIR, "/examples/trainer/job.yaml"));
   ASSERT_EQ(r.code, 0) << r.output;
-  ASSERT_TRUE(Eventually([&] { return Phase("trainer") == "Succeeded"; }, 60)) << Describe("trainer");
+  ASSERT_TRUE(Eventually([&] { return Phase("trainer") == "Succeeded"; }, 60))
+      << Describe("trainer");
   Json job = Job("trainer");
   EXPECT_EQ(job["status"]["attempt"], 2);
   EXPECT_EQ(job["status"]["restarts"], 1);
@@ -232,10 +239,11 @@ TEST_F(ClusterTest, TheTrainerRestartsFromItsCheckpointAndFinishes) {
     std::string second = Gpuctl(Cat("logs trainer --rank ", rank)).output;
     EXPECT_NE(second.find("(restart 1)"), std::string::npos) << second;
     if (second.find("starting at step 0 ") == std::string::npos) ++resumed;
-    std::string clean = Shell(Cat("cd ", dir_.path().string(), " && mkdir -p clean", rank, " && RANK=", rank,
-                                  " WORLD_SIZE=2 GPUCLOUD_CHECKPOINT_DIR=clean", rank, " python3 ",
-                                  GPUCLOUD_SOURCE_DIR, "/examples/trainer/train.py --steps 200 | tail -1"))
-                            .output;
+    std::string clean =
+        Shell(Cat("cd ", dir_.path().string(), " && mkdir -p clean", rank, " && RANK=", rank,
+                  " WORLD_SIZE=2 GPUCLOUD_CHECKPOINT_DIR=clean", rank, " python3 ",
+                  GPUCLOUD_SOURCE_DIR, "/examples/trainer/train.py --steps 200 | tail -1"))
+            .output;
     ASSERT_NE(clean.find("final loss"), std::string::npos) << clean;
     EXPECT_NE(second.find(clean), std::string::npos) << second << "\nexpected: " << clean;
   }
@@ -249,13 +257,15 @@ TEST_F(ClusterTest, AKilledTaskIsReportedAndFailsTheJob) {
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   // No restarts: the job fails with the signal named.
   std::string yaml = (dir_.path() / "job.yaml").string();
-  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: victim}\nspec:\n"
-                         "  tasks:\n  - name: main\n    command: [sh, -c, 'echo $$ > "
-                      << dir_.path().string()
-                      << "/pid; exec sleep 30']\n    resources: {gpu: 1}\n  restartPolicy: {maxRestarts: 0}\n";
+  std::ofstream(yaml)
+      << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: victim}\nspec:\n"
+         "  tasks:\n  - name: main\n    command: [sh, -c, 'echo $$ > "
+      << dir_.path().string()
+      << "/pid; exec sleep 30']\n    resources: {gpu: 1}\n  restartPolicy: {maxRestarts: 0}\n";
   ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
-  ASSERT_TRUE(Eventually([&] { return Phase("victim") == "Running" && !Slurp((dir_.path() / "pid").string()).empty(); }))
-      << Describe("victim");
+  ASSERT_TRUE(Eventually([&] {
+    return Phase("victim") == "Running" && !Slurp((dir_.path() / "pid").string()).empty();
+  })) << Describe("victim");
   pid_t pid = std::stoi(Slurp((dir_.path() / "pid").string()));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   ASSERT_TRUE(Eventually([&] { return Phase("victim") == "Failed"; })) << Describe("victim");
@@ -281,10 +291,12 @@ TEST_F(ClusterTest, ALostNodesJobMovesToAnotherNode) {
   // node-a comes back: its agent learns the task is not wanted any more and kills it (fencing).
   std::string marker = (dir_.path() / "node-a").string();
   auto again = Agent("node-a", "127.0.0.1");
-  ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("stopping default.mover.0 (attempt 1)") != std::string::npos; }))
-      << Slurp(Log("node-a"));
-  ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("ended: Stopped") != std::string::npos; }))
-      << Slurp(Log("node-a"));
+  ASSERT_TRUE(Eventually([&] {
+    return Slurp(Log("node-a")).find("stopping default.mover.0 (attempt 1)") != std::string::npos;
+  })) << Slurp(Log("node-a"));
+  ASSERT_TRUE(Eventually([&] {
+    return Slurp(Log("node-a")).find("ended: Stopped") != std::string::npos;
+  })) << Slurp(Log("node-a"));
   EXPECT_EQ(Phase("mover"), "Running");
 }
 
@@ -293,17 +305,20 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   std::string url = MetricsUrl("node-a") + "/metrics";
   auto scrape = [&] {
-    return Shell(Cat("python3 -c \"import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('", url,
-                     "').read().decode())\"")).output;
+    return Shell(Cat("python3 -c \"import urllib.request,sys; "
+                     "sys.stdout.write(urllib.request.urlopen('",
+                     url, "').read().decode())\""))
+        .output;
   };
   ASSERT_EQ(Gpuctl("run --name lit --gpus 2 -- sleep 4").code, 0);
-  ASSERT_TRUE(Eventually([&] { return scrape().find("job=\"lit\"") != std::string::npos; })) << scrape();
+  ASSERT_TRUE(Eventually([&] { return scrape().find("job=\"lit\"") != std::string::npos; }))
+      << scrape();
   std::string text = scrape();
   // Two GPUs carry the task's labels, the others none.
   size_t labelled = 0;
   for (size_t p = 0; (p = text.find("DCGM_FI_DEV_GPU_TEMP{", p)) != std::string::npos; ++p) {
-    if (text.substr(p, text.find('\n', p) - p).find(",namespace=\"default\",job=\"lit\",task=\"main-0\"") !=
-        std::string::npos) {
+    if (text.substr(p, text.find('\n', p) - p)
+            .find(",namespace=\"default\",job=\"lit\",task=\"main-0\"") != std::string::npos) {
       ++labelled;
     }
   }
@@ -319,7 +334,8 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
 }
 
 TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) {
-  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0", "--allow-fault-injection"});
+  auto a =
+      Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0", "--allow-fault-injection"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   std::string base = MetricsUrl("node-a");
   ASSERT_FALSE(base.empty());
@@ -334,7 +350,8 @@ TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) 
   EXPECT_EQ(job["status"]["interruptions"], 1);
   std::string events = Gpuctl("events hit").output;
   EXPECT_NE(events.find("GpuFailed"), std::string::npos) << events;
-  EXPECT_NE(events.find(Cat("GPU ", gpu, " on node-a: Xid 79 (GPU has fallen off the bus)")), std::string::npos)
+  EXPECT_NE(events.find(Cat("GPU ", gpu, " on node-a: Xid 79 (GPU has fallen off the bus)")),
+            std::string::npos)
       << events;
   // The GPU stays out until the operator says otherwise.
   ASSERT_EQ(Gpuctl("cancel hit").code, 0);
@@ -346,7 +363,8 @@ TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) 
 }
 
 TEST_F(ClusterTest, FailurePrecursorsMoveTheJobBeforeTheGpuFails) {
-  auto a = Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0", "--allow-fault-injection"});
+  auto a =
+      Agent("node-a", "127.0.0.1", {"--metrics-listen", "127.0.0.1:0", "--allow-fault-injection"});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   std::string base = MetricsUrl("node-a");
   ASSERT_FALSE(base.empty());
@@ -362,15 +380,18 @@ TEST_F(ClusterTest, FailurePrecursorsMoveTheJobBeforeTheGpuFails) {
   EXPECT_EQ(job["status"]["restarts"], 0);
   std::string events = Gpuctl("events warned").output;
   EXPECT_NE(events.find("PredictedFailure"), std::string::npos) << events;
-  EXPECT_NE(events.find(Cat("GPU ", gpu, " on node-a is likely to fail (score 4.5 >= 4: 3 rows remapped")),
-            std::string::npos) << events;
+  EXPECT_NE(events.find(
+                Cat("GPU ", gpu, " on node-a is likely to fail (score 4.5 >= 4: 3 rows remapped")),
+            std::string::npos)
+      << events;
   EXPECT_NE(Slurp(Log("node-a")).find(Cat("GPU ", gpu, ": likely to fail")), std::string::npos);
   // The cluster's figures: availability (the GPU has not failed) and the job's GPU time.
   testing_util::ShellResult cluster = Gpuctl("describe cluster");
   ASSERT_EQ(cluster.code, 0) << cluster.output;
   EXPECT_NE(cluster.output.find("Availability:  100.0000%"), std::string::npos) << cluster.output;
   EXPECT_NE(cluster.output.find("Job GPU time:"), std::string::npos) << cluster.output;
-  EXPECT_NE(Gpuctl("describe job warned").output.find("GPU time:      allocated"), std::string::npos);
+  EXPECT_NE(Gpuctl("describe job warned").output.find("GPU time:      allocated"),
+            std::string::npos);
 }
 
 TEST_F(ClusterTest, NodeLocalCheckpointsAreReplicatedAndRestoredOnTheNextNode) {
@@ -379,15 +400,19 @@ TEST_F(ClusterTest, NodeLocalCheckpointsAreReplicatedAndRestoredOnTheNextNode) {
   // The task checkpoints once, then works on; restarted where its checkpoint is, it finishes.
   std::string replica = (dir_.path() / "replica").string();
   std::string yaml = (dir_.path() / "local.yaml").string();
-  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: local}\nspec:\n"
-                         "  checkpoint: {dir: " << replica << ", nodeLocal: true, replicate: true}\n"
-                         "  tasks:\n  - name: main\n    resources: {gpu: 1}\n    command: [sh, -c, 'cd "
-                         "$GPUCLOUD_CHECKPOINT_DIR && if [ -e step-1 ]; then echo resumed in $PWD; exit 0; fi; "
-                         "echo w > step-1.tmp && mv step-1.tmp step-1 && exec sleep 20']\n";
+  std::ofstream(yaml)
+      << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: local}\nspec:\n"
+         "  checkpoint: {dir: "
+      << replica
+      << ", nodeLocal: true, replicate: true}\n"
+         "  tasks:\n  - name: main\n    resources: {gpu: 1}\n    command: [sh, -c, 'cd "
+         "$GPUCLOUD_CHECKPOINT_DIR && if [ -e step-1 ]; then echo resumed in $PWD; exit 0; fi; "
+         "echo w > step-1.tmp && mv step-1.tmp step-1 && exec sleep 20']\n";
   ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
   ASSERT_TRUE(Eventually([&] { return Job("local")["status"].value("lastReplicatedMs", 0) > 0; }))
       << Describe("local");
-  std::string local_a = (dir_.path() / "node-a" / "checkpoints" / "default" / "local" / "step-1").string();
+  std::string local_a =
+      (dir_.path() / "node-a" / "checkpoints" / "default" / "local" / "step-1").string();
   EXPECT_TRUE(std::filesystem::exists(local_a));
   EXPECT_TRUE(std::filesystem::exists(replica + "/step-1"));
   auto b = Agent("node-b", "127.0.0.2");
@@ -395,8 +420,10 @@ TEST_F(ClusterTest, NodeLocalCheckpointsAreReplicatedAndRestoredOnTheNextNode) {
   a->Stop(SIGKILL);  // node-a and its disk are gone
   ASSERT_TRUE(Eventually([&] { return Phase("local") == "Succeeded"; })) << Describe("local");
   std::string logs = Gpuctl("logs local").output;
-  EXPECT_NE(logs.find("resumed in " + (dir_.path() / "node-b" / "checkpoints" / "default" / "local").string()),
-            std::string::npos) << logs;
+  EXPECT_NE(logs.find("resumed in " +
+                      (dir_.path() / "node-b" / "checkpoints" / "default" / "local").string()),
+            std::string::npos)
+      << logs;
   std::string events = Gpuctl("events local").output;
   EXPECT_NE(events.find("resuming from the replica in " + replica), std::string::npos) << events;
   EXPECT_NE(Slurp(Log("node-b")).find("restored 1 checkpoints from " + replica), std::string::npos)
@@ -414,31 +441,36 @@ TEST_F(ClusterTest, APoolNoticeFromGpuctlMovesTheSpotPoolsJobs) {
   EXPECT_NE(none.output.find("no node is in pool \"nope\""), std::string::npos) << none.output;
   testing_util::ShellResult r = Gpuctl("reclaim --pool spot --in 60");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("pool spot (spot-a) is reclaimed in 60 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pool spot (spot-a) is reclaimed in 60 s"), std::string::npos)
+      << r.output;
   // Nowhere else to go: checkpointed, stopped, and waiting.
   ASSERT_TRUE(Eventually([&] { return Phase("evicted") == "Pending"; })) << Describe("evicted");
   EXPECT_NE(Gpuctl("events evicted").output.find("SpotReclaim"), std::string::npos);
 }
 
 TEST_F(ClusterTest, AMigTaskSeesItsMigDeviceOnly) {
-  auto a = Agent("node-a", "127.0.0.1",
-                 {"--simulate", Cat(GPUCLOUD_SOURCE_DIR, "/examples/agent/simulated-a100-mig.yaml")});
+  auto a =
+      Agent("node-a", "127.0.0.1",
+            {"--simulate", Cat(GPUCLOUD_SOURCE_DIR, "/examples/agent/simulated-a100-mig.yaml")});
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   std::string yaml = (dir_.path() / "mig.yaml").string();
-  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: slice}\nspec:\n  tasks:\n"
-                         "  - name: main\n    resources: {gpu: {count: 1, mig: 2g.20gb}}\n"
-                         "    command: [sh, -c, 'echo visible=$CUDA_VISIBLE_DEVICES']\n";
+  std::ofstream(yaml)
+      << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: slice}\nspec:\n  tasks:\n"
+         "  - name: main\n    resources: {gpu: {count: 1, mig: 2g.20gb}}\n"
+         "    command: [sh, -c, 'echo visible=$CUDA_VISIBLE_DEVICES']\n";
   ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
   ASSERT_TRUE(Eventually([&] { return Phase("slice") == "Succeeded"; })) << Describe("slice");
   Json g = Job("slice")["status"]["placement"][0]["gpus"][0];
   int gpu = g["index"], start = g["migStart"];
   EXPECT_EQ(g["migProfile"], "2g.20gb");
   std::string logs = Gpuctl("logs slice").output;
-  EXPECT_NE(logs.find(Cat("visible=MIG-sim-node-a-", gpu, "-", start, "\n")), std::string::npos) << logs;
+  EXPECT_NE(logs.find(Cat("visible=MIG-sim-node-a-", gpu, "-", start, "\n")), std::string::npos)
+      << logs;
   // The node's wiring as registered: four NVLink-connected A100s, two on their own.
   std::string node = Gpuctl("describe node node-a").output;
   EXPECT_NE(node.find("GPU topology:"), std::string::npos) << node;
-  EXPECT_NE(node.find("  GPU0   X      NV18   NV18   NV18   SYS    SYS"), std::string::npos) << node;
+  EXPECT_NE(node.find("  GPU0   X      NV18   NV18   NV18   SYS    SYS"), std::string::npos)
+      << node;
   EXPECT_NE(node.find("  GPU5   SYS    SYS    SYS    SYS    SYS    X"), std::string::npos) << node;
 }
 
@@ -458,11 +490,12 @@ TEST_F(ClusterTest, ATaskThatEndsWhileItsAgentIsAwayKeepsItsExitStatus) {
   }
   ASSERT_TRUE(Eventually([&] { return Phase("seven") == "Running" && Phase("zero") == "Running"; }))
       << Describe("seven");
-  a->Stop(SIGKILL);  // the agent dies; its tasks run on
+  a->Stop(SIGKILL);                         // the agent dies; its tasks run on
   std::ofstream(gate + "-zero") << "go\n";  // ends while no agent watches
   auto again = Agent("node-a", "127.0.0.1");
-  ASSERT_TRUE(Eventually([&] { return Slurp(Log("node-a")).find("re-adopted task default.seven.0") != std::string::npos; }))
-      << Slurp(Log("node-a"));
+  ASSERT_TRUE(Eventually([&] {
+    return Slurp(Log("node-a")).find("re-adopted task default.seven.0") != std::string::npos;
+  })) << Slurp(Log("node-a"));
   std::ofstream(gate + "-seven") << "go\n";  // ends under the new agent, not its child
   ASSERT_TRUE(Eventually([&] { return Phase("seven") == "Failed"; })) << Describe("seven");
   std::string message = Job("seven")["status"]["message"];

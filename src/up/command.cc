@@ -74,10 +74,10 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   }
   api::ClientConfig client{o.address, 0, cp.ca_path(), cp.bootstrap_token()};
   {
-    absl::StatusOr<api::ClientConfig> c = api::ParseClientConfig(
-        Cat("server: ", cp.url(), "\ncertificate-authority: ", cp.ca_path(), "\ntoken: ",
-            cp.bootstrap_token(), "\n"),
-        "gpucloud up");
+    absl::StatusOr<api::ClientConfig> c =
+        api::ParseClientConfig(Cat("server: ", cp.url(), "\ncertificate-authority: ", cp.ca_path(),
+                                   "\ntoken: ", cp.bootstrap_token(), "\n"),
+                               "gpucloud up");
     if (!c.ok()) {
       err << "gpucloud up: " << c.status().message() << "\n";
       return 1;
