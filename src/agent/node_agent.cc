@@ -96,10 +96,8 @@ struct NodeAgent::Impl {
     std::string log_path;
     std::string checkpoint_dir;  // where the task writes them (node-local or the job's)
     absl::Time checkpoint_scanned = absl::InfinitePast();
-    int64_t log_read_pos = 0;
-    int64_t log_shipped = 0;
-    int64_t log_dropped = 0;  // bytes dropped whose marker line is not shipped yet
-    bool log_gone = false;    // the server no longer takes this log
+    LogCursor log;
+    absl::Time log_retry_at = absl::InfinitePast();  // over quota: the next chunk not before
   };
 
   api::Client client;
@@ -295,8 +293,8 @@ struct NodeAgent::Impl {
            {"startTime", 0},
            {"report", ReportToJson(t.report)},
            {"logPath", t.log_path},
-           {"logShipped", t.log_shipped},
-           {"logReadPos", t.log_read_pos}};
+           {"logShipped", t.log.shipped},
+           {"logReadPos", t.log.read_pos}};
     pid_t pid = j["pid"].get<pid_t>();
     if (pid > 0) {
       std::optional<ProcStat> st = ReadProcStat(pid);
@@ -326,8 +324,8 @@ struct NodeAgent::Impl {
       t.exec_id = e.path().stem().string();
       t.report = {a->name, a->job_uid, a->attempt, api::TaskState::kLost, -1, 0, false, ""};
       t.log_path = j.value("logPath", "");
-      t.log_shipped = j.value("logShipped", 0);
-      t.log_read_pos = j.value("logReadPos", 0);
+      t.log.shipped = j.value("logShipped", 0);
+      t.log.read_pos = j.value("logReadPos", 0);
       const Json& rep = j["report"];
       std::string state = rep.is_object() ? rep.value("state", "") : "";
       pid_t pid = j.value("pid", 0);
@@ -614,41 +612,48 @@ struct NodeAgent::Impl {
 
   // Ships what each task wrote since the last pass, at most LogLimits::bytes_per_pass each;
   // true when some is left for the next pass. Rotation is decided here (PlanLogShipping): a
-  // log is rotated once shipped, and a backlog the server could not take is dropped with a
-  // marker line that says how much and where it is kept.
+  // log is rotated once shipped, and a backlog the server could not take (or output its
+  // namespace's log quota has no room for) is dropped with a marker line that says how much and
+  // where it is kept.
   bool ShipLogs() {
     bool more = false;
+    const absl::Time now = absl::Now();
     for (auto& [name, t] : tasks) {
-      if (t.log_gone || t.log_path.empty() || stop) continue;
+      if (t.log.gone || t.log_path.empty() || stop) continue;
       struct stat st;
       if (stat(t.log_path.c_str(), &st) != 0) continue;
-      if (st.st_size < t.log_read_pos) t.log_read_pos = 0;  // truncated by someone else
-      ShipPlan plan = PlanLogShipping(st.st_size, t.log_read_pos, kLogLimits);
-      if (plan.drop > 0) {  // bounded on disk even while the server is away
-        RotateLog(t.log_path, 1, 3);
-        t.log_read_pos = 0;
-        t.log_dropped += plan.drop;
-      }
-      if (t.log_dropped > 0) {
-        if (!ShipChunk(t, DroppedLogMarker(t.log_dropped, t.log_path + ".1", o.node_name), false)) {
-          continue;
+      if (st.st_size < t.log.read_pos) t.log.read_pos = 0;  // truncated by someone else
+      ShipPlan plan = PlanLogShipping(st.st_size, t.log.read_pos, kLogLimits, t.log.over_quota);
+      if (plan.drop > 0) {  // bounded on disk even while the server is away or full
+        t.log.dropped += plan.drop;
+        t.log.read_pos += plan.drop;
+        if (t.log.over_quota) t.log.cause = DropCause::kQuota;
+        if (plan.rotate) {
+          RotateLog(t.log_path, 1, 3);
+          t.log.read_pos = 0;
         }
-        t.log_dropped = 0;
+      }
+      if (now < t.log_retry_at) continue;  // over quota: the marker tries again after a while
+      if (t.log.dropped > 0) {
+        std::string marker = DroppedLogMarker(t.log.dropped, t.log.cause, t.log_path, o.node_name);
+        if (!ShipChunk(t, marker, ChunkKind::kMarker)) continue;
+        t.log.dropped = 0;
+        t.log.cause = DropCause::kBacklog;
         if (plan.drop > 0) continue;  // the new file's output in the next pass
       }
-      const int64_t end = t.log_read_pos + plan.ship;
-      while (t.log_read_pos < end && !stop) {
+      const int64_t end = t.log.read_pos + plan.ship;
+      while (t.log.read_pos < end && !stop) {
         std::string data =
-            ReadAt(t.log_path, t.log_read_pos, std::min<int64_t>(end - t.log_read_pos, 256 << 10));
-        if (data.empty() || !ShipChunk(t, data, true)) break;
+            ReadAt(t.log_path, t.log.read_pos, std::min<int64_t>(end - t.log.read_pos, 256 << 10));
+        if (data.empty() || !ShipChunk(t, data, ChunkKind::kFile)) break;
       }
-      if (t.log_read_pos < end) continue;  // the server is away: the same next time
+      if (t.log.read_pos < end) continue;  // the server is away or full: see next time
       if (plan.rotate) {
         RotateLog(t.log_path, 1, 3);
         // What the task wrote between the last read and the copy is in .1: ship it too.
-        std::string tail = ReadAt(t.log_path + ".1", t.log_read_pos, kLogLimits.bytes_per_pass);
-        t.log_read_pos = 0;
-        if (!tail.empty()) ShipChunk(t, tail, false);
+        std::string tail = ReadAt(t.log_path + ".1", t.log.read_pos, kLogLimits.bytes_per_pass);
+        t.log.read_pos = 0;
+        if (!tail.empty()) ShipChunk(t, tail, ChunkKind::kTail);
       }
       // More to do at once (only while it moves: the server away `continue`d above).
       more = more || st.st_size > end;
@@ -665,30 +670,29 @@ struct NodeAgent::Impl {
     return data;
   }
 
-  // POSTs `data` at the shipped offset; `from_file`: it was read at log_read_pos (which moves
-  // with it). False when it did not go (the server is away, or the log is gone).
-  bool ShipChunk(Local& t, const std::string& data, bool from_file) {
+  // POSTs `data` at the shipped offset. False when it did not all go (the server is away or
+  // full, or the log is gone).
+  bool ShipChunk(Local& t, const std::string& data, ChunkKind kind) {
     absl::StatusOr<api::HttpResponse> r = client.Call(
         "POST",
         Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job,
-            "/logs?rank=", t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log_shipped),
+            "/logs?rank=", t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log.shipped),
         data);
     if (!r.ok()) return false;  // the server is away; try again later
-    if (r->status == 200) {
-      if (from_file) t.log_read_pos += static_cast<int64_t>(data.size());
-      t.log_shipped += static_cast<int64_t>(data.size());
-      return true;
+    ShipAnswer answer = ReadShipAnswer(r->status, r->body);
+    const bool was_over_quota = t.log.over_quota;
+    bool all = ApplyShipAnswer(answer, static_cast<int64_t>(data.size()), kind, t.log);
+    if (answer.kind == ShipAnswer::Kind::kOverQuota) {
+      // Output is given up until the server takes the marker, tried again after Retry-After.
+      t.log_retry_at = absl::Now() + absl::Seconds(answer.retry_after_s);
+      if (!was_over_quota) {
+        Log(Cat("task ", t.a.name,
+                ": its output is dropped until the server has room: ", answer.message));
+      }
+    } else if (was_over_quota && !t.log.over_quota) {
+      Log(Cat("task ", t.a.name, ": its log ships again"));
     }
-    if (r->status == 409) {
-      // The server has another length (it lost some, or has it already): follow it.
-      Json j = Json::parse(r->body, nullptr, false);
-      int64_t size = j.is_object() ? j.value("size", int64_t{0}) : 0;
-      if (from_file) t.log_read_pos = std::max<int64_t>(0, t.log_read_pos + (size - t.log_shipped));
-      t.log_shipped = size;
-      return false;
-    }
-    t.log_gone = true;  // the job is gone (404) or the log is refused
-    return false;
+    return all;
   }
 
   // Keeps the sample for /metrics; adds each running task's share of its GPUs' energy since

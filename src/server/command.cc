@@ -104,6 +104,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--max-jobs-per-namespace", o.max_jobs_per_namespace,
                  "jobs one namespace may hold (0: no limit)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-log-bytes-per-namespace", o.max_log_bytes_per_namespace,
+                 "bytes of task output one namespace's logs may hold on the server (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);

@@ -93,7 +93,7 @@ absl::Status ControlPlane::Start() {
     std::getline(f, m.bootstrap);
   }
   m.nodes = std::make_unique<NodeTable>();
-  m.logs = std::make_unique<LogStore>(dir + "/logs");
+  m.logs = std::make_unique<LogStore>(dir + "/logs", m.options.max_log_bytes_per_namespace);
   ControllerOptions co;
   co.scheduler = m.options.scheduler;
   co.heartbeat_timeout_ms = m.options.heartbeat_timeout_ms;

@@ -27,6 +27,8 @@ struct ControlPlaneOptions {
   // Start even though the store is missing or empty next to an earlier server's credentials.
   bool init = false;
   int64_t max_jobs_per_namespace = 10'000;  // 0: no limit
+  // Bytes of task output one namespace's logs may hold on the server (0: no limit).
+  int64_t max_log_bytes_per_namespace = int64_t{20} << 30;
   CompactionPolicy compaction;
 };
 

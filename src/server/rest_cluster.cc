@@ -39,6 +39,48 @@ Response NoticeRequired() {
   return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
 }
 
+// When an agent whose chunk was refused for the log quota tries again (room comes back only
+// when jobs are deleted), and how often a full namespace is swept for deleted jobs' logs.
+constexpr absl::Duration kLogQuotaRetry = absl::Seconds(30);
+
+// The logs of jobs the store no longer has (the controller deletes a job whose tasks had to
+// stop first, and keeps no log store) are removed, giving their bytes back to the quota.
+void RemoveLogsOfDeletedJobs(store::Store& store, LogStore& logs, const std::string& ns) {
+  for (const std::string& job : logs.Jobs(ns)) {
+    if (absl::IsNotFound(store.Get(Cat("/jobs/", ns, "/", job)).status())) logs.RemoveJob(ns, job);
+  }
+}
+
+// An agent's chunk at `offset` (see LogStore): 200 {"size":N} when it is all stored,
+// 409 {"size":N} when the log has another length (the agent follows N), and 429 QuotaExceeded
+// (Retry-After, details.size, details.retryAfterSeconds) when the namespace's quota left room
+// for only part of it: the part before N is stored, the rest refused. The agent gives the
+// refused part up (it says so in the log) and tries again after Retry-After: room comes back
+// only when jobs are deleted.
+Response AppendLog(store::Store& store, LogStore& logs, absl::Time now, const LogKey& key,
+                   int64_t offset, const std::string& data) {
+  absl::StatusOr<LogAppend> a = logs.Append(key, offset, data);
+  if (a.ok() && a->refused > 0 && logs.SweepDue(key.namespace_, now, kLogQuotaRetry)) {
+    RemoveLogsOfDeletedJobs(store, logs, key.namespace_);
+    a = logs.Append(key, offset, data);
+  }
+  if (absl::IsInvalidArgument(a.status())) return {409, Cat("{\"size\":", logs.Size(key), "}\n")};
+  if (!a.ok()) return FromStatus(a.status());
+  if (a->refused == 0) return {200, Cat("{\"size\":", a->size, "}\n")};
+  const int64_t retry_s = absl::ToInt64Seconds(kLogQuotaRetry);
+  Response out =
+      Status(429, "QuotaExceeded",
+             Cat("namespace ", key.namespace_, " holds ", a->namespace_bytes,
+                 " bytes of logs; its quota is ", logs.max_bytes_per_namespace(),
+                 " (--max-log-bytes-per-namespace): ", a->refused,
+                 " bytes of this chunk were refused; delete finished jobs to make room"));
+  Json body = Json::parse(out.body);
+  body["details"] = {{"size", a->size}, {"retryAfterSeconds", retry_s}};
+  out.body = body.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  out.headers["Retry-After"] = std::to_string(retry_s);
+  return out;
+}
+
 }  // namespace
 
 void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
@@ -360,12 +402,8 @@ Response RestApi::Logs(const Request& r, const Route& route) {
     if (!rank || !attempt || !offset) {
       return Status(400, "BadRequest", "rank, attempt and offset are required to append to a log");
     }
-    absl::StatusOr<int64_t> size = logs_->Append(key, *offset, r.body);
-    if (absl::IsInvalidArgument(size.status())) {
-      return {409, Cat("{\"size\":", logs_->Size(key), "}\n")};
-    }
-    if (!size.ok()) return FromStatus(size.status());
-    return {200, Cat("{\"size\":", *size, "}\n")};
+    return AppendLog(store_, *logs_, absl::FromUnixMillis(clock_.NowMillis()), key, *offset,
+                     r.body);
   }
   // At most LogStore::kMaxReadBytes per answer, whatever limitBytes asks: clients page on with
   // the offset (and a followed log does).

@@ -324,5 +324,76 @@ TEST_F(RestTest, LogReadsAreBoundedWhateverTheClientAsks) {
   Response piece = Call("GET", path, "", {{"rank", "1"}, {"limitBytes", "999999999"}});
   EXPECT_EQ(piece.body.size(), static_cast<size_t>(LogStore::kMaxReadBytes));
 }
+
+TEST_F(RestTest, AChunkOverTheNamespacesLogQuotaIs429AndKeepsWhatFits) {
+  NodeTable nodes;
+  LogStore logs((dir_ / "logs").string(), /*max_bytes_per_namespace=*/20);
+  api_->AttachCluster(&nodes, &logs, nullptr);
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string path = std::string(kJobs) + "/train/logs";
+  const Identity agent{"node-a", "", false, true};
+  auto ship = [&](const std::string& offset, const std::string& data) {
+    return Call("POST", path, data, {{"rank", "0"}, {"attempt", "0"}, {"offset", offset}}, agent);
+  };
+  Response ok = ship("0", "0123456789\n");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(Body(ok)["size"], 11);
+  // 9 bytes of room: they are kept, the rest refused, and the answer says how far the log goes,
+  // which quota, and when to try again.
+  Response full = ship("11", "abcd\nefghijkl\n");
+  ASSERT_EQ(full.status, 429) << full.body;
+  EXPECT_EQ(Body(full)["reason"], "QuotaExceeded");
+  EXPECT_EQ(Body(full)["details"]["size"], 20);
+  EXPECT_EQ(Body(full)["details"]["retryAfterSeconds"], 30);
+  EXPECT_EQ(full.headers["Retry-After"], "30");
+  std::string message = Body(full)["message"];
+  EXPECT_NE(message.find("namespace team-a holds 20 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("quota is 20 (--max-log-bytes-per-namespace)"), std::string::npos);
+  EXPECT_NE(message.find("5 bytes of this chunk were refused"), std::string::npos);
+  // The same chunk again (a retry): the same answer, nothing written twice.
+  Response again = ship("11", "abcd\nefghijkl\n");
+  EXPECT_EQ(again.status, 429);
+  EXPECT_EQ(Body(again)["details"]["size"], 20);
+  EXPECT_EQ(Call("GET", path).body, "0123456789\nabcd\nefgh");
+  EXPECT_EQ(ship("20", "").status, 200);  // nothing new: nothing over
+  // Another job of the namespace gets no room either, until a job is deleted.
+  std::string other = kJob;
+  other.replace(other.find("name: train"), 11, "name: other");
+  ASSERT_EQ(Call("POST", kJobs, other).status, 201);
+  auto ship_other = [&] {
+    return Call("POST", std::string(kJobs) + "/other/logs", "xyz\n",
+                {{"rank", "0"}, {"attempt", "0"}, {"offset", "0"}}, agent);
+  };
+  EXPECT_EQ(ship_other().status, 429);
+  ASSERT_EQ(Call("DELETE", std::string(kJobs) + "/train").status, 200);
+  Response room = ship_other();
+  EXPECT_EQ(room.status, 200) << room.body;
+  EXPECT_EQ(Body(room)["size"], 4);
+}
+
+TEST_F(RestTest, AFullNamespaceGetsBackTheLogsOfJobsDeletedBehindTheLogStore) {
+  NodeTable nodes;
+  LogStore logs((dir_ / "logs").string(), 10);
+  api_->AttachCluster(&nodes, &logs, nullptr);
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string path = std::string(kJobs) + "/train/logs";
+  auto ship = [&](const std::string& offset, const std::string& data) {
+    return Call("POST", path, data, {{"rank", "0"}, {"attempt", "0"}, {"offset", offset}},
+                {"node-a", "", false, true});
+  };
+  // Jobs the controller deleted once their tasks stopped: their logs are still on disk.
+  ASSERT_TRUE(logs.Append({"team-a", "gone", 0, 0}, 0, "0123456789").ok());
+  // The first refusal looks for such logs and tries again...
+  Response r = ship("0", "hello\n");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(logs.Jobs("team-a"), std::vector<std::string>{"train"});
+  // ...at most every 30 s per namespace.
+  ASSERT_TRUE(logs.Append({"team-a", "gone2", 0, 0}, 0, "0123").ok());
+  EXPECT_EQ(ship("6", "abc\n").status, 429);
+  clock_.Advance(30'000);
+  r = ship("6", "abc\n");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["size"], 10);
+}
 }  // namespace
 }  // namespace gpucloud::server
