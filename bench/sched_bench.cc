@@ -4,6 +4,7 @@
 // 0.4% 12-128). Results are recorded in docs/benchmarks.md.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "core/clock.h"
@@ -174,6 +175,56 @@ void BM_PreemptionCycle(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PreemptionCycle)->ArgsProduct({{1000, 10000}, {8, 64}})->Unit(benchmark::kMillisecond);
+
+// A flood: namespace "flood" has state.range(1) pending 8-GPU jobs submitted before namespace
+// "other"'s one 1-GPU job, all in the same queue, on a cluster of state.range(0) nodes of which
+// every node is full except node 0 (1 GPU free: room for "other", never for a flood job).
+// state.range(2): 0 = the flood jobs are alike (one shape), 1 = each has its own shape (memory
+// requests differ by 1 MiB, as a hostile tenant may make them), 2 and 3 = the same with half
+// the nodes empty, so that some of the flood binds. Reports whether "other"'s job is bound in
+// the cycle (other_bound) and how many decisions the cycle returned.
+void BM_FloodCycle(benchmark::State& state) {
+  std::vector<Node> nodes = MakeCluster(static_cast<int>(state.range(0)));
+  ClusterState cluster(nodes, GpuCatalog::Default());
+  const bool distinct = state.range(2) % 2 == 1, half_free = state.range(2) >= 2;
+  for (NodeIndex n = 0; n < cluster.node_count(); ++n) {
+    if (half_free && n % 2 == 1) continue;
+    ReplicaPlacement p{.task = "w", .node = n};
+    for (int g = n == 0 ? 1 : 0; g < 8; ++g) p.gpus.push_back({.gpu = g});
+    (void)cluster.Commit(Allocation{"running/fill-" + std::to_string(n), {p}});
+  }
+  std::vector<PendingJob> pending;
+  for (int i = 0; i < state.range(1); ++i) {
+    PendingJob p = MakeJob(i, 8);
+    p.request.key = "flood/job-" + std::to_string(i);
+    if (distinct) p.request.tasks[0].per_replica.memory = MiB(1024 + i);
+    pending.push_back(std::move(p));
+  }
+  PendingJob other = MakeJob(static_cast<int>(state.range(1)), 1);
+  other.request.key = "other/job";
+  pending.push_back(other);
+  std::unique_ptr<Scheduler> scheduler =
+      *Scheduler::FromConfig(SchedulerConfig{}, {}, GpuCatalog::Default());  // the defaults
+  bool other_bound = false;
+  size_t decisions = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ClusterState cycle_state = cluster;
+    state.ResumeTiming();
+    std::vector<Decision> d = scheduler->Schedule(cycle_state, pending, 0);
+    state.PauseTiming();
+    other_bound = std::any_of(d.begin(), d.end(), [](const Decision& x) {
+      return x.job == "other/job" && x.kind == DecisionKind::kBind;
+    });
+    decisions = d.size();
+    state.ResumeTiming();
+  }
+  state.counters["other_bound"] = other_bound;
+  state.counters["decisions"] = static_cast<double>(decisions);
+}
+BENCHMARK(BM_FloodCycle)
+    ->ArgsProduct({{256}, {10'000, 100'000}, {0, 1, 2, 3}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpucloud::sched

@@ -142,65 +142,87 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
 }
 
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
-                                          const std::vector<PendingJob>& pending,
-                                          int64_t now_ms) const {
-  CycleState cycle{QueueQuota(options_.queues, state, &options_.history,
-                              options_.fair_share_window_hours)};
+                                          const std::vector<PendingJob>& pending, int64_t now_ms,
+                                          CycleStats* stats) const {
+  std::vector<const PendingJob*> jobs;
+  jobs.reserve(pending.size());
+  for (const PendingJob& p : pending) jobs.push_back(&p);
+  return Schedule(state, jobs, now_ms, stats);
+}
+
+std::vector<Decision> Scheduler::Schedule(ClusterState& state,
+                                          const std::vector<const PendingJob*>& pending,
+                                          int64_t now_ms, CycleStats* stats) const {
+  CycleState cycle{
+      QueueQuota(options_.queues, state, &options_.history, options_.fair_share_window_hours)};
+  NamespaceBudget budget(options_.namespace_budget);
+  CycleStats counted;
   std::vector<Decision> decisions;
-  decisions.reserve(pending.size());
+  // Takes the lane's next job that its namespace's budget admits and decides it; false when the
+  // lane has none left.
+  auto decide_next = [&](Lane& lane) {
+    while (!lane.empty()) {
+      const PendingJob& p = lane.Next();
+      std::string_view ns = NamespaceOfKey(p.request.key);
+      if (!budget.Admits(ns)) {
+        counted.deferred += static_cast<int64_t>(lane.DropNamespaceOfNext());
+        continue;
+      }
+      lane.Pop();
+      JobOutcome outcome = Decide(state, p, now_ms, cycle, &decisions);
+      budget.Record(ns, outcome);
+      ++counted.decided;
+      if (outcome == JobOutcome::kSearched) ++counted.searched;
+      return true;
+    }
+    return false;
+  };
 
   if (!options_.fair_share) {
-    std::vector<const PendingJob*> order;
-    order.reserve(pending.size());
-    for (const PendingJob& p : pending) order.push_back(&p);
-    std::sort(order.begin(), order.end(), [&](const PendingJob* a, const PendingJob* b) {
-      return QueueSortLess(options_.ordering, *a, *b);
-    });
-    for (const PendingJob* p : order) Decide(state, *p, now_ms, cycle, &decisions);
+    Lane lane(options_.ordering, pending);
+    while (decide_next(lane)) {
+    }
+    if (stats != nullptr) *stats = counted;
     return decisions;
   }
 
   // Fair share: per queue, jobs in the queue's own order; then, job by job, the queue below its
   // guarantee, else the one with the smallest weighted dominant share, places its next job.
   std::map<std::string, std::vector<const PendingJob*>> by_queue;
-  for (const PendingJob& p : pending) by_queue[p.queue].push_back(&p);
-  struct Lane {
-    const std::string* name;
-    std::vector<const PendingJob*> jobs;
-    size_t next = 0;
-  };
+  for (const PendingJob* p : pending) by_queue[p->queue].push_back(p);
+  std::vector<const std::string*> names;
   std::vector<Lane> lanes;
   for (auto& [name, jobs] : by_queue) {
     QueueOrdering ordering = options_.ordering;
     if (auto spec = options_.queues.find(name); spec != options_.queues.end()) {
       ordering = spec->second.ordering;
     }
-    std::sort(jobs.begin(), jobs.end(), [&](const PendingJob* a, const PendingJob* b) {
-      return QueueSortLess(ordering, *a, *b);
-    });
-    lanes.push_back({&name, std::move(jobs)});
+    names.push_back(&name);
+    lanes.emplace_back(ordering, jobs);
   }
   std::vector<std::tuple<int, double>> keys(lanes.size());
-  auto key_of = [&](const Lane& lane) {
-    return std::tuple<int, double>(cycle.quota.BelowGuarantee(*lane.name) ? 0 : 1,
-                                   cycle.quota.DominantShare(*lane.name));
+  auto refresh_keys = [&] {
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      keys[i] = {cycle.quota.BelowGuarantee(*names[i]) ? 0 : 1,
+                 cycle.quota.DominantShare(*names[i])};
+    }
   };
-  for (size_t i = 0; i < lanes.size(); ++i) keys[i] = key_of(lanes[i]);
-  for (size_t left = pending.size(); left > 0; --left) {
+  refresh_keys();
+  for (;;) {
     size_t pick = lanes.size();
     for (size_t i = 0; i < lanes.size(); ++i) {
-      if (lanes[i].next == lanes[i].jobs.size()) continue;
+      if (lanes[i].empty()) continue;
       if (pick == lanes.size() || keys[i] < keys[pick]) pick = i;  // ties: queue name order
     }
-    Lane& lane = lanes[pick];
+    if (pick == lanes.size()) break;
     size_t before = decisions.size();
-    Decide(state, *lane.jobs[lane.next++], now_ms, cycle, &decisions);
+    if (!decide_next(lanes[pick])) continue;  // the lane's namespaces were all out of budget
     // A bind or a preemption changes shares; refresh only then (cheap either way).
-    bool changed = decisions.size() > before + 1 || decisions.back().kind == DecisionKind::kBind;
-    if (changed) {
-      for (size_t i = 0; i < lanes.size(); ++i) keys[i] = key_of(lanes[i]);
+    if (decisions.size() > before + 1 || decisions.back().kind == DecisionKind::kBind) {
+      refresh_keys();
     }
   }
+  if (stats != nullptr) *stats = counted;
   return decisions;
 }
 
@@ -217,8 +239,8 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
   return *empty_;
 }
 
-void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
-                       CycleState& cycle, std::vector<Decision>* decisions) const {
+JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
+                             CycleState& cycle, std::vector<Decision>* decisions) const {
   const JobRequest& job = p.request;
   if (p.shape_key.empty()) p.shape_key = ShapeKey(job);
   // Jobs alike in everything placement and preemption look at get the same answer. The runtime
@@ -228,9 +250,9 @@ void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
   auto it = cycle.unfit.find(memo);
   if (it == cycle.unfit.end()) it = cycle.unfit.find(memo_with_estimate);
   if (it != cycle.unfit.end()) {
-    decisions->push_back({it->second.kind, job.key, std::nullopt, it->second.reason,
-                          it->second.expected_start_ms});
-    return;
+    decisions->push_back(
+        {it->second.kind, job.key, std::nullopt, it->second.reason, it->second.expected_start_ms});
+    return JobOutcome::kRemembered;
   }
   PlacementResult r = PlaceRespectingReservations(state, p, cycle.reservations, now_ms);
   if (r.allocation) {
@@ -243,15 +265,15 @@ void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
     std::optional<std::string> refused = cycle.quota.CheckMax(p.queue, a);
     if (!refused) refused = cycle.quota.CheckBorrow(p.queue, a);
     if (refused) {
-      decisions->push_back({DecisionKind::kWait, job.key, std::nullopt,
-                            Cat("waiting: ", std::move(*refused))});
+      decisions->push_back(
+          {DecisionKind::kWait, job.key, std::nullopt, Cat("waiting: ", std::move(*refused))});
       cycle.unfit.emplace(std::move(memo), decisions->back());
-      return;
+      return JobOutcome::kSearched;
     }
     if (absl::Status st = state.Commit(a); st.ok()) {
       cycle.quota.Add(p.queue, a);
       decisions->push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
-      return;
+      return JobOutcome::kBound;
     } else {
       r.reason = std::string(st.message());  // cannot happen: the placer checked it
     }
@@ -259,12 +281,12 @@ void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
   if (std::optional<std::string> never = placer_.WhyNeverFits(EmptyTwin(state), job)) {
     decisions->push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
     cycle.unfit.emplace(std::move(memo), decisions->back());
-    return;
+    return JobOutcome::kSearched;
   }
   if (options_.preemption) {
     if (std::optional<Decision> wait = Preempt(state, p, now_ms, cycle, decisions)) {
       decisions->push_back(std::move(*wait));
-      return;  // not memoized: the next such job may find other victims
+      return JobOutcome::kSearched;  // not memoized: the next such job may find other victims
     }
   }
   bool by_reservation = r.reservation;
@@ -280,10 +302,11 @@ void Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
   }
   cycle.unfit.emplace(by_reservation ? std::move(memo_with_estimate) : std::move(memo),
                       std::move(memo_decision));
+  return JobOutcome::kSearched;
 }
 
-std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob& p,
-                                           int64_t now_ms, CycleState& cycle,
+std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob& p, int64_t now_ms,
+                                           CycleState& cycle,
                                            std::vector<Decision>* decisions) const {
   QueueQuota& quota = cycle.quota;
   const int64_t requested = RequestedMilliGpus(p.request);
@@ -413,13 +436,13 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     cycle.victims.insert(v.job);
     quota.Remove(v.queue, v);
     if (v.terminating) continue;
-    decisions->push_back({.kind = DecisionKind::kPreempt,
-                          .job = v.job,
-                          .reason = Cat("preempted by ", p.request.key, " (", candidates[i].why,
-                                        "); checkpoint and stop within ",
-                                        options_.preemption_grace_ms / 1000, " s"),
-                          .preemptor = p.request.key,
-                          .grace_ms = options_.preemption_grace_ms});
+    decisions->push_back(
+        {.kind = DecisionKind::kPreempt,
+         .job = v.job,
+         .reason = Cat("preempted by ", p.request.key, " (", candidates[i].why,
+                       "); checkpoint and stop within ", options_.preemption_grace_ms / 1000, " s"),
+         .preemptor = p.request.key,
+         .grace_ms = options_.preemption_grace_ms});
   }
   placed->queue = p.queue;
   quota.Add(p.queue, *placed);
@@ -428,11 +451,12 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
   for (const ReplicaPlacement& r : placed->replicas) res.nodes.push_back(r.node);
   cycle.reservations.emplace(Cat("#preempt#", p.request.key), std::move(res));
   cycle.nominated.push_back(std::move(*placed));
-  return Decision{.kind = DecisionKind::kWait,
-                  .job = p.request.key,
-                  .reason = Cat("waiting for ", Plural(stopping.size(), "preempted job", "preempted jobs"),
-                                " to stop: ", Join(stopping, ", ")),
-                  .expected_start_ms = start};
+  return Decision{
+      .kind = DecisionKind::kWait,
+      .job = p.request.key,
+      .reason = Cat("waiting for ", Plural(stopping.size(), "preempted job", "preempted jobs"),
+                    " to stop: ", Join(stopping, ", ")),
+      .expected_start_ms = start};
 }
 
 Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,

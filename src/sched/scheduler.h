@@ -9,8 +9,10 @@
 //   rejects  — it could never run on this cluster (reason says why; it must not wait forever);
 //   waits    — it could run, just not now (reason says what it waits for);
 // and a job that waits may cause preemptions: kPreempt decisions for running jobs, each with a
-// grace period to checkpoint. No I/O, no clock, no threads: `now` only orders and stamps. The
-// server and the simulator call the same code. Not thread-safe (mutates the given ClusterState).
+// grace period to checkpoint. A namespace that has used its per-cycle budget (backlog.h) has its
+// remaining jobs deferred to the next cycle, without a decision. No I/O, no clock, no threads:
+// `now` only orders and stamps. The server and the simulator call the same code. Not thread-safe
+// (mutates the given ClusterState).
 //
 // With backfill on, the first waiting job of each queue reserves the nodes it will get at its
 // earliest start, and later jobs may not delay that (see SchedulerOptions::backfill). Queue
@@ -28,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "core/queue.h"
 #include "core/sched_config.h"
+#include "sched/backlog.h"
 #include "sched/cluster_state.h"
 #include "sched/gang_placer.h"
 #include "sched/job_request.h"
@@ -90,6 +93,17 @@ struct SchedulerOptions {
   // hold. The victims are the set that loses the fewest GPU-hours since their last checkpoint.
   bool preemption = true;
   int64_t preemption_grace_ms = 30'000;
+  // Per-cycle work per namespace (backlog.h): once a namespace has had this many jobs decided
+  // without a bind, or this many unsuccessful searches, in a cycle, its remaining jobs are
+  // deferred to the next cycle (no decision). Keeps one tenant's backlog from slowing the cycle.
+  NamespaceBudgetLimits namespace_budget;
+};
+
+// What a cycle did, for tests and metrics.
+struct CycleStats {
+  int64_t decided = 0;   // jobs looked at (each got a decision)
+  int64_t searched = 0;  // of those, ones not bound after a placement search
+  int64_t deferred = 0;  // jobs not looked at: their namespace was out of budget
 };
 
 // The order jobs are considered in. Priority always comes first (higher first); then
@@ -120,8 +134,13 @@ class Scheduler {
 
   const SchedulerOptions& options() const { return options_; }
 
+  // One cycle. Decisions come in the order jobs were looked at; a job deferred by the namespace
+  // budget gets none (the caller keeps what it showed before).
   std::vector<Decision> Schedule(ClusterState& state, const std::vector<PendingJob>& pending,
-                                 int64_t now_ms) const;
+                                 int64_t now_ms, CycleStats* stats = nullptr) const;
+  // The same, for callers that keep their PendingJobs elsewhere (no copies).
+  std::vector<Decision> Schedule(ClusterState& state, const std::vector<const PendingJob*>& pending,
+                                 int64_t now_ms, CycleStats* stats = nullptr) const;
 
  private:
   struct Reservation {
@@ -147,8 +166,8 @@ class Scheduler {
   std::optional<Decision> Preempt(ClusterState& state, const PendingJob& p, int64_t now_ms,
                                   CycleState& cycle, std::vector<Decision>* decisions) const;
   // Bind, wait or reject one job.
-  void Decide(ClusterState& state, const PendingJob& p, int64_t now_ms, CycleState& cycle,
-              std::vector<Decision>* decisions) const;
+  JobOutcome Decide(ClusterState& state, const PendingJob& p, int64_t now_ms, CycleState& cycle,
+                    std::vector<Decision>* decisions) const;
 
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   std::vector<WeightedScore> scores_;
