@@ -25,7 +25,8 @@ using Json = nlohmann::ordered_json;
 // sysexits.h's EX_TEMPFAIL: "temporary failure, the user is invited to retry".
 constexpr int kExitTempFail = 75;
 
-constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
+                                  1,     2.5,  5,    10,   30,  60,   300};
 
 // What a pass derives once per change of a job document.
 struct JobEntry {
@@ -101,7 +102,6 @@ const NodeEntry& NodeOf(CachedObject& o) {
   return *static_cast<const NodeEntry*>(o.derived.get());
 }
 
-
 std::string AssignmentKey(const std::string& node, const std::string& name) {
   return Cat("/assignments/", node, "/", name);
 }
@@ -119,7 +119,7 @@ struct Controller::Pass {
   // Node -> GPU index -> why the agent's failure-risk model expects it to fail.
   std::map<std::string, std::map<int, std::string>> at_risk;
   ClusterMetrics metrics;
-  std::vector<double> bind_latencies;  // seconds, of first attempts bound in this pass
+  std::vector<double> bind_latencies;    // seconds, of first attempts bound in this pass
   std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
   GpuSeconds settled;                    // GPU time of the attempts that ended in this pass
   // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
@@ -216,6 +216,7 @@ absl::Status Controller::RunOnce() {
   m.gpus_allocated_by_type = std::move(pass.metrics.gpus_allocated_by_type);
   m.nodes_ready = pass.metrics.nodes_ready;
   m.nodes_not_ready = pass.metrics.nodes_not_ready;
+  m.jobs_deferred = pass.metrics.jobs_deferred;
   if (pass.live_jobs_due) m.live_jobs = std::move(pass.metrics.live_jobs);
   m.job_gpu_seconds += pass.settled;
   m.gpu_seconds_registered += pass.metrics.gpu_seconds_registered;
@@ -243,7 +244,8 @@ absl::Status Controller::RunOnce() {
 
 absl::Status Controller::SyncNodes(Pass& pass) {
   // The time since the last pass counts as this pass's view of the nodes.
-  const double dt = last_pass_ms_ > 0 ? std::max<int64_t>(0, pass.now_ms - last_pass_ms_) / 1000.0 : 0.0;
+  const double dt =
+      last_pass_ms_ > 0 ? std::max<int64_t>(0, pass.now_ms - last_pass_ms_) / 1000.0 : 0.0;
   last_pass_ms_ = pass.now_ms;
   for (auto& [key, obj] : nodes_.mutable_objects()) {
     const NodeEntry& entry = NodeOf(obj);
@@ -266,8 +268,8 @@ absl::Status Controller::SyncNodes(Pass& pass) {
           store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision}});
       if (!rev.ok() && !absl::IsAborted(rev.status())) return rev.status();
       if (rev.ok()) {
-        std::cerr << "gpucloud server: node " << name << " is "
-                  << (ready ? "Ready" : "NotReady") << std::endl;
+        std::cerr << "gpucloud server: node " << name << " is " << (ready ? "Ready" : "NotReady")
+                  << std::endl;
       }
     }
     if (!ready) {
@@ -465,7 +467,8 @@ void Controller::StepJobs(Pass& pass) {
         }
       }
       if (s.cancel_requested) {
-        stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user", options_.stop_grace_ms);
+        stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user",
+             options_.stop_grace_ms);
       } else if (!lost.empty()) {
         ++s.interruptions;
         stop("Restarting", "Pending", "NodeLost",
@@ -481,7 +484,8 @@ void Controller::StepJobs(Pass& pass) {
         // node still holds the job's checkpoint lock). Retried soon, without using a restart.
         ++s.interruptions;
         s.not_before_ms = now + 1000;
-        stop("Restarting", "Pending", "Retrying", Cat(retry[0], "; retrying in 1 s"), options_.stop_grace_ms);
+        stop("Restarting", "Pending", "Retrying", Cat(retry[0], "; retrying in 1 s"),
+             options_.stop_grace_ms);
       } else if (!failed.empty()) {
         if (s.restarts < policy.max_restarts) {
           int64_t backoff_s = policy.backoff_seconds << std::min(s.restarts, 10);
@@ -516,7 +520,8 @@ void Controller::StepJobs(Pass& pass) {
       } else if (!drained.empty()) {
         ++s.interruptions;
         stop("Preempting", "Pending", "Drained",
-             Cat("node ", drained[0], " is being drained; restarting elsewhere from the last checkpoint"),
+             Cat("node ", drained[0],
+                 " is being drained; restarting elsewhere from the last checkpoint"),
              options_.stop_grace_ms);
       } else if (!risky.empty()) {
         // Predictive drain: checkpoint and move before the GPU fails.
@@ -562,7 +567,8 @@ void Controller::StepJobs(Pass& pass) {
           for (const PlacedReplica& r : s.placement) s.checkpoint_nodes.push_back(r.node);
           s.checkpoint_gpus = s.gpus;
         }
-        pass.settled += SettleAttempt(s, now, /*completed=*/s.next == "Cancelled", s.last_checkpoint_ms);
+        pass.settled +=
+            SettleAttempt(s, now, /*completed=*/s.next == "Cancelled", s.last_checkpoint_ms);
         s.phase = s.next;
         s.next.clear();
         s.placement.clear();
@@ -582,7 +588,8 @@ void Controller::StepJobs(Pass& pass) {
     Json doc = obj.doc;
     JobStatusToJson(s, doc);
     ops.push_back({store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision});
-    for (const JobEvent& e : events) ops.push_back(MakeEventOp(ns, name, uid, e, now, ++event_seq_));
+    for (const JobEvent& e : events)
+      ops.push_back(MakeEventOp(ns, name, uid, e, now, ++event_seq_));
     auto next = std::make_shared<JobEntry>(entry);
     next->status = s;
     next->request.reset();
@@ -595,8 +602,8 @@ void Controller::StepJobs(Pass& pass) {
     Write& w = writes[i];
     if (!results[i].ok()) {
       if (!absl::IsAborted(results[i].status()) && !absl::IsNotFound(results[i].status())) {
-        std::cerr << "gpucloud server: controller: " << w.key << ": " << results[i].status().message()
-                  << std::endl;
+        std::cerr << "gpucloud server: controller: " << w.key << ": "
+                  << results[i].status().message() << std::endl;
       }
       continue;
     }
@@ -608,7 +615,8 @@ void Controller::StepJobs(Pass& pass) {
   }
 }
 
-std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(const std::vector<std::vector<store::Op>>& txns) {
+std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(
+    const std::vector<std::vector<store::Op>>& txns) {
   // Concurrent writers share the store's group commit: one fsync for many transactions
   // instead of one each.
   std::vector<absl::StatusOr<int64_t>> results(txns.size(), absl::UnknownError("not run"));
@@ -674,7 +682,9 @@ absl::Status Controller::Schedule(Pass& pass) {
   sched::ClusterState& state = *state_;
   ++pass_number_;
 
-  std::vector<sched::PendingJob> pending;
+  // Pointers into the cached entries (stable during the pass): copying 100,000 PendingJobs would
+  // cost more than the bounded cycle itself.
+  std::vector<const sched::PendingJob*> pending;
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& s = entry.status;
@@ -683,7 +693,9 @@ absl::Status Controller::Schedule(Pass& pass) {
     const Job& job = *entry.job;
     const std::string& job_key = entry.key;
     if (s.Active() || s.Stopping()) {
-      if (pass.live_jobs_due) pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key, LiveGpuSeconds(s, now));
+      if (pass.live_jobs_due)
+        pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key,
+                                            LiveGpuSeconds(s, now));
       Held signature{s.attempt, s.Stopping(), pass_number_};
       auto held = held_.find(job_key);
       if (held != held_.end() && held->second.attempt == signature.attempt &&
@@ -708,14 +720,15 @@ absl::Status Controller::Schedule(Pass& pass) {
         // A GPU that turned unhealthy is out of the pool already: hold the rest.
         const Node& node = state.node(p.node);
         std::erase_if(p.gpus, [&](const sched::GpuAssignment& g) {
-          return g.gpu < 0 || g.gpu >= static_cast<int>(node.gpus.size()) || !node.gpus[g.gpu].healthy;
+          return g.gpu < 0 || g.gpu >= static_cast<int>(node.gpus.size()) ||
+                 !node.gpus[g.gpu].healthy;
         });
         a.replicas.push_back(std::move(p));
       }
       if (!a.replicas.empty()) {
         if (absl::Status c = state.Commit(a); !c.ok()) {
-          std::cerr << "gpucloud server: controller: " << job_key << " holds what is not free: "
-                    << c.message() << std::endl;
+          std::cerr << "gpucloud server: controller: " << job_key
+                    << " holds what is not free: " << c.message() << std::endl;
         }
       }
       continue;
@@ -734,7 +747,7 @@ absl::Status Controller::Schedule(Pass& pass) {
       p.preemptible = job.spec.billing == BillingClass::kSpot;
       entry.request = std::move(p);
     }
-    pending.push_back(*entry.request);
+    pending.push_back(&*entry.request);
   }
   // Jobs that held GPUs and hold none now (ended, stopped, deleted).
   for (auto it = held_.begin(); it != held_.end();) {
@@ -747,15 +760,15 @@ absl::Status Controller::Schedule(Pass& pass) {
   }
   // What is allocated once this pass's bindings are in (Schedule commits them to `state`).
   auto count_allocated = [&] {
-  for (const auto& [job, a] : state.allocations()) {
+    for (const auto& [job, a] : state.allocations()) {
       for (const sched::ReplicaPlacement& r : a.replicas) {
         const Node& n = state.node(r.node);
         for (const sched::GpuAssignment& g : r.gpus) {
           const std::string& type = n.gpus[g.gpu].type;
-          pass.metrics.gpus_allocated_by_type[type] +=
-              g.mode == GpuMode::kShared ? g.fraction.raw() / 1000.0
-              : g.mode == GpuMode::kWhole ? 1.0
-                                          : 0.0;
+          pass.metrics.gpus_allocated_by_type[type] += g.mode == GpuMode::kShared
+                                                           ? g.fraction.raw() / 1000.0
+                                                       : g.mode == GpuMode::kWhole ? 1.0
+                                                                                   : 0.0;
         }
       }
     }
@@ -766,7 +779,9 @@ absl::Status Controller::Schedule(Pass& pass) {
   }
 
   absl::Time t_place = absl::Now();
-  std::vector<sched::Decision> decisions = scheduler_->Schedule(state, pending, now);
+  sched::CycleStats cycle;
+  std::vector<sched::Decision> decisions = scheduler_->Schedule(state, pending, now, &cycle);
+  pass.metrics.jobs_deferred = cycle.deferred;
   pass.metrics.stage_seconds["place"] = absl::ToDoubleSeconds(absl::Now() - t_place);
   count_allocated();
   struct Written {
@@ -816,7 +831,9 @@ absl::Status Controller::Schedule(Pass& pass) {
         const api::NodeInfo& info = *pass.ready.at(node);
         hosts.emplace_back(info.address.empty() ? info.hostname : info.address, local_count[node]);
       }
-      int master_port = 20000 + static_cast<int>(std::hash<std::string>{}(Cat(UidOf(obj.doc), s.attempt)) % 20000);
+      int master_port =
+          20000 +
+          static_cast<int>(std::hash<std::string>{}(Cat(UidOf(obj.doc), s.attempt)) % 20000);
       std::map<std::string, int> local_next;
       s.placement.clear();
       std::vector<std::string> where;
@@ -837,7 +854,8 @@ absl::Status Controller::Schedule(Pass& pass) {
         a.replica = r.replica;
         a.rank = static_cast<int>(rank);
         a.world_size = static_cast<int>(replicas.size());
-        a.node_rank = static_cast<int>(std::find(node_order.begin(), node_order.end(), node) - node_order.begin());
+        a.node_rank = static_cast<int>(std::find(node_order.begin(), node_order.end(), node) -
+                                       node_order.begin());
         a.nodes = static_cast<int>(node_order.size());
         a.local_rank = local_next[node]++;
         a.local_world_size = local_count[node];
@@ -849,7 +867,9 @@ absl::Status Controller::Schedule(Pass& pass) {
           api::AssignedGpu ag;
           ag.index = g.gpu;
           ag.uuid = info.gpus[g.gpu].uuid;
-          ag.mode = g.mode == GpuMode::kMig ? "mig" : g.mode == GpuMode::kShared ? "shared" : "whole";
+          ag.mode = g.mode == GpuMode::kMig      ? "mig"
+                    : g.mode == GpuMode::kShared ? "shared"
+                                                 : "whole";
           ag.mig_profile = g.mig.profile;
           ag.mig_start = g.mig.start;
           ag.fraction_milli = g.fraction.raw();
@@ -904,11 +924,13 @@ absl::Status Controller::Schedule(Pass& pass) {
       if (s.reason == reason && s.message == d.reason) continue;
       s.reason = reason;
       s.message = d.reason;
-      events.push_back({d.kind == sched::DecisionKind::kReject ? "Warning" : "Normal", reason, d.reason});
+      events.push_back(
+          {d.kind == sched::DecisionKind::kReject ? "Warning" : "Normal", reason, d.reason});
     }
     Json doc = obj.doc;
     JobStatusToJson(s, doc);
-    ops.insert(ops.begin(), {store::Op::Kind::kPut, Cat("/jobs/", ns, "/", name), doc.dump(2), obj.mod_revision});
+    ops.insert(ops.begin(), {store::Op::Kind::kPut, Cat("/jobs/", ns, "/", name), doc.dump(2),
+                             obj.mod_revision});
     for (const JobEvent& e : events) {
       ops.push_back(MakeEventOp(ns, name, UidOf(obj.doc), e, now, ++event_seq_));
     }
@@ -921,8 +943,8 @@ absl::Status Controller::Schedule(Pass& pass) {
   for (size_t i = 0; i < written.size(); ++i) {
     const absl::StatusOr<int64_t>& rev = results[i];
     if (!rev.ok() && !absl::IsAborted(rev.status())) {
-      std::cerr << "gpucloud server: controller: " << written[i].job << ": " << rev.status().message()
-                << std::endl;
+      std::cerr << "gpucloud server: controller: " << written[i].job << ": "
+                << rev.status().message() << std::endl;
     }
     if (written[i].bind) {
       // Schedule committed the binding to the state: keep it when the store has it too.
@@ -944,15 +966,19 @@ std::string ClusterSummaryJson(const ClusterMetrics& m) {
   Json gpus = Json::object();
   for (const auto& [type, total] : m.gpus_total_by_type) {
     auto a = m.gpus_allocated_by_type.find(type);
-    gpus[type] = Json{{"total", total}, {"allocated", a == m.gpus_allocated_by_type.end() ? 0.0 : a->second}};
+    gpus[type] = Json{{"total", total},
+                      {"allocated", a == m.gpus_allocated_by_type.end() ? 0.0 : a->second}};
   }
   Json j{{"kind", "ClusterSummary"},
          {"nodes", {{"ready", m.nodes_ready}, {"notReady", m.nodes_not_ready}}},
          {"gpus", gpus},
          {"availability", m.availability()},
-         {"gpuSeconds", {{"registered", m.gpu_seconds_registered}, {"available", m.gpu_seconds_available}}},
+         {"gpuSeconds",
+          {{"registered", m.gpu_seconds_registered}, {"available", m.gpu_seconds_available}}},
          {"jobGpuSeconds",
-          {{"allocated", jobs.allocated}, {"productive", jobs.productive}, {"lost", jobs.lost},
+          {{"allocated", jobs.allocated},
+           {"productive", jobs.productive},
+           {"lost", jobs.lost},
            {"goodput", jobs.goodput()}}},
          {"recoveries",
           {{"count", m.recovery_count},
@@ -968,11 +994,15 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   for (const char* phase : {"Pending", "Scheduled", "Running", "Preempting", "Restarting",
                             "Cancelling", "Stopping", "Succeeded", "Failed", "Cancelled"}) {
     auto it = m.jobs_by_phase.find(phase);
-    out += Cat("gpucloud_jobs{phase=\"", phase, "\"} ", it == m.jobs_by_phase.end() ? 0 : it->second, "\n");
+    out += Cat("gpucloud_jobs{phase=\"", phase, "\"} ",
+               it == m.jobs_by_phase.end() ? 0 : it->second, "\n");
   }
-  out += "# HELP gpucloud_pending_jobs Pending jobs per queue.\n# TYPE gpucloud_pending_jobs gauge\n";
-  for (const auto& [q, n] : m.pending_by_queue) out += Cat("gpucloud_pending_jobs{queue=\"", q, "\"} ", n, "\n");
-  out += "# HELP gpucloud_gpus GPUs on Ready nodes by type and state.\n# TYPE gpucloud_gpus gauge\n";
+  out +=
+      "# HELP gpucloud_pending_jobs Pending jobs per queue.\n# TYPE gpucloud_pending_jobs gauge\n";
+  for (const auto& [q, n] : m.pending_by_queue)
+    out += Cat("gpucloud_pending_jobs{queue=\"", q, "\"} ", n, "\n");
+  out +=
+      "# HELP gpucloud_gpus GPUs on Ready nodes by type and state.\n# TYPE gpucloud_gpus gauge\n";
   for (const auto& [type, total] : m.gpus_total_by_type) {
     auto a = m.gpus_allocated_by_type.find(type);
     double allocated = a == m.gpus_allocated_by_type.end() ? 0 : a->second;
@@ -982,16 +1012,24 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   out += "# HELP gpucloud_nodes Nodes by readiness.\n# TYPE gpucloud_nodes gauge\n";
   out += Cat("gpucloud_nodes{ready=\"true\"} ", m.nodes_ready, "\n");
   out += Cat("gpucloud_nodes{ready=\"false\"} ", m.nodes_not_ready, "\n");
-  out += "# HELP gpucloud_controller_pass_seconds Duration of the last controller pass.\n"
-         "# TYPE gpucloud_controller_pass_seconds gauge\n";
+  out +=
+      "# HELP gpucloud_scheduler_deferred_jobs Pending jobs the last cycle did not look at "
+      "(their namespace had used its per-cycle budget).\n"
+      "# TYPE gpucloud_scheduler_deferred_jobs gauge\n";
+  out += Cat("gpucloud_scheduler_deferred_jobs ", m.jobs_deferred, "\n");
+  out +=
+      "# HELP gpucloud_controller_pass_seconds Duration of the last controller pass.\n"
+      "# TYPE gpucloud_controller_pass_seconds gauge\n";
   out += Cat("gpucloud_controller_pass_seconds ", m.last_pass_seconds, "\n");
-  out += "# HELP gpucloud_controller_stage_seconds Duration of each stage of the last pass.\n"
-         "# TYPE gpucloud_controller_stage_seconds gauge\n";
+  out +=
+      "# HELP gpucloud_controller_stage_seconds Duration of each stage of the last pass.\n"
+      "# TYPE gpucloud_controller_stage_seconds gauge\n";
   for (const auto& [stage, secs] : m.stage_seconds) {
     out += Cat("gpucloud_controller_stage_seconds{stage=\"", stage, "\"} ", secs, "\n");
   }
-  out += "# HELP gpucloud_scheduling_latency_seconds Submission to binding of first attempts.\n"
-         "# TYPE gpucloud_scheduling_latency_seconds histogram\n";
+  out +=
+      "# HELP gpucloud_scheduling_latency_seconds Submission to binding of first attempts.\n"
+      "# TYPE gpucloud_scheduling_latency_seconds histogram\n";
   for (size_t i = 0; i < m.bind_latency_bounds.size(); ++i) {
     out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"", m.bind_latency_bounds[i], "\"} ",
                m.bind_latency_counts[i], "\n");
@@ -999,20 +1037,25 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"+Inf\"} ",
              m.bind_latency_counts.empty() ? 0 : m.bind_latency_counts.back(), "\n");
   out += Cat("gpucloud_scheduling_latency_seconds_sum ", m.bind_latency_sum, "\n");
-  out += "# HELP gpucloud_job_recovery_seconds From a job's interruption (failure, lost node or GPU, "
-         "drain, preemption) to running again.\n# TYPE gpucloud_job_recovery_seconds summary\n";
+  out +=
+      "# HELP gpucloud_job_recovery_seconds From a job's interruption (failure, lost node or GPU, "
+      "drain, preemption) to running again.\n# TYPE gpucloud_job_recovery_seconds summary\n";
   out += Cat("gpucloud_job_recovery_seconds_sum ", m.recovery_sum, "\n");
   out += Cat("gpucloud_job_recovery_seconds_count ", m.recovery_count, "\n");
   out += Cat("gpucloud_job_recovery_seconds_max ", m.recovery_max, "\n");
   out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
-  out += "# HELP gpucloud_job_gpu_seconds_total GPU time of ended job attempts: allocated, "
-         "productive (work kept) and lost (work redone after an interruption).\n"
-         "# TYPE gpucloud_job_gpu_seconds_total counter\n";
-  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"allocated\"} ", m.job_gpu_seconds.allocated, "\n");
-  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"productive\"} ", m.job_gpu_seconds.productive, "\n");
+  out +=
+      "# HELP gpucloud_job_gpu_seconds_total GPU time of ended job attempts: allocated, "
+      "productive (work kept) and lost (work redone after an interruption).\n"
+      "# TYPE gpucloud_job_gpu_seconds_total counter\n";
+  out +=
+      Cat("gpucloud_job_gpu_seconds_total{kind=\"allocated\"} ", m.job_gpu_seconds.allocated, "\n");
+  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"productive\"} ", m.job_gpu_seconds.productive,
+             "\n");
   out += Cat("gpucloud_job_gpu_seconds_total{kind=\"lost\"} ", m.job_gpu_seconds.lost, "\n");
-  out += "# HELP gpucloud_job_goodput_ratio Productive over allocated GPU time of each job holding "
-         "GPUs, over all its attempts.\n# TYPE gpucloud_job_goodput_ratio gauge\n";
+  out +=
+      "# HELP gpucloud_job_goodput_ratio Productive over allocated GPU time of each job holding "
+      "GPUs, over all its attempts.\n# TYPE gpucloud_job_goodput_ratio gauge\n";
   auto job_labels = [](const std::string& key) {
     size_t slash = key.find('/');
     return Cat("namespace=\"", key.substr(0, slash), "\",job=\"", key.substr(slash + 1), "\"");
@@ -1020,17 +1063,20 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   for (const auto& [job, g] : m.live_jobs) {
     out += Cat("gpucloud_job_goodput_ratio{", job_labels(job), "} ", g.goodput(), "\n");
   }
-  out += "# HELP gpucloud_job_work_lost_gpu_seconds GPU time of work redone after interruptions, "
-         "per job holding GPUs.\n# TYPE gpucloud_job_work_lost_gpu_seconds gauge\n";
+  out +=
+      "# HELP gpucloud_job_work_lost_gpu_seconds GPU time of work redone after interruptions, "
+      "per job holding GPUs.\n# TYPE gpucloud_job_work_lost_gpu_seconds gauge\n";
   for (const auto& [job, g] : m.live_jobs) {
     out += Cat("gpucloud_job_work_lost_gpu_seconds{", job_labels(job), "} ", g.lost, "\n");
   }
-  out += "# HELP gpucloud_gpu_seconds_total GPU time of registered nodes: all, and available "
-         "(on Ready nodes, GPU healthy).\n# TYPE gpucloud_gpu_seconds_total counter\n";
+  out +=
+      "# HELP gpucloud_gpu_seconds_total GPU time of registered nodes: all, and available "
+      "(on Ready nodes, GPU healthy).\n# TYPE gpucloud_gpu_seconds_total counter\n";
   out += Cat("gpucloud_gpu_seconds_total{state=\"registered\"} ", m.gpu_seconds_registered, "\n");
   out += Cat("gpucloud_gpu_seconds_total{state=\"available\"} ", m.gpu_seconds_available, "\n");
-  out += "# HELP gpucloud_cluster_availability Available over registered GPU time since the server "
-         "started.\n# TYPE gpucloud_cluster_availability gauge\n";
+  out +=
+      "# HELP gpucloud_cluster_availability Available over registered GPU time since the server "
+      "started.\n# TYPE gpucloud_cluster_availability gauge\n";
   out += Cat("gpucloud_cluster_availability ", m.availability(), "\n");
   return out;
 }

@@ -40,7 +40,7 @@
 namespace gpucloud::sched {
 class ClusterState;
 class Scheduler;
-}
+}  // namespace gpucloud::sched
 
 namespace gpucloud::server {
 
@@ -58,10 +58,13 @@ struct ControllerOptions {
 struct ClusterMetrics {
   std::map<std::string, int64_t> jobs_by_phase;
   std::map<std::string, int64_t> pending_by_queue;
-  std::map<std::string, int64_t> gpus_total_by_type;      // on Ready nodes, healthy
-  std::map<std::string, double> gpus_allocated_by_type;   // whole GPUs (shares as fractions)
+  std::map<std::string, int64_t> gpus_total_by_type;     // on Ready nodes, healthy
+  std::map<std::string, double> gpus_allocated_by_type;  // whole GPUs (shares as fractions)
   int64_t nodes_ready = 0;
   int64_t nodes_not_ready = 0;
+  // Pending jobs the last pass's scheduling cycle did not look at: their namespace had used its
+  // per-cycle budget (sched/backlog.h).
+  int64_t jobs_deferred = 0;
   int64_t passes = 0;
   double last_pass_seconds = 0;
   std::map<std::string, double> stage_seconds;  // sync, nodes, jobs, schedule (place, write)
@@ -142,7 +145,7 @@ class Controller {
   };
   std::map<std::string, Held> held_;
   uint64_t pass_number_ = 0;
-  int64_t last_pass_ms_ = 0;  // for the availability integral
+  int64_t last_pass_ms_ = 0;              // for the availability integral
   int64_t live_jobs_ms_ = INT64_MIN / 2;  // when ClusterMetrics::live_jobs was last refreshed
   int64_t scheduler_queues_revision_ = -1;
   uint64_t event_seq_ = 0;
