@@ -3,18 +3,28 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
@@ -22,6 +32,7 @@
 #include "server/metrics.h"
 #include "server/rate_limit.h"
 #include "server/rest_util.h"
+#include "server/wakeup_feed.h"
 
 namespace gpucloud::server {
 namespace {
@@ -30,16 +41,37 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using Stream = beast::ssl_stream<beast::tcp_stream>;
+using HttpRequest = http::request<http::string_body>;
 
-// One open connection: its socket and the time by which what it is doing (a handshake, reading
-// a request, writing an answer) must be done; the reaper shuts down the socket after it.
-struct Connection {
-  explicit Connection(asio::io_context& io) : socket(io) {}
-  void Arm(absl::Duration d) { deadline_ns = absl::ToUnixNanos(absl::Now() + d); }
-  void Disarm() { deadline_ns = std::numeric_limits<int64_t>::max(); }
-  bool Expired(absl::Time now) const { return absl::ToUnixNanos(now) > deadline_ns.load(); }
-  tcp::socket socket;
-  std::atomic<int64_t> deadline_ns{std::numeric_limits<int64_t>::max()};
+// Completion token: no exception for an I/O error, which lands in `ec`.
+auto Into(beast::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+std::chrono::steady_clock::duration Chrono(absl::Duration d) {
+  return absl::ToChronoNanoseconds(std::clamp(d, absl::ZeroDuration(), absl::Hours(24 * 365)));
+}
+
+// One open connection, as Stop and the wake-ups see it. Everything here is touched only on
+// `strand`, the executor the connection's coroutine runs on.
+struct Conn {
+  explicit Conn(asio::strand<asio::io_context::executor_type> s)
+      : strand(s), wake(std::make_shared<asio::steady_timer>(s)) {}
+  asio::strand<asio::io_context::executor_type> strand;
+  // What a watch or followed log waits on between batches: expires, or a WakeupFeed cancels it.
+  std::shared_ptr<asio::steady_timer> wake;
+  beast::tcp_stream* tcp = nullptr;  // while the coroutine has one: for Stop to close
+};
+
+// Points conn.tcp at `tcp` for as long as it lives.
+class Attach {
+ public:
+  Attach(Conn& conn, beast::tcp_stream& tcp) : conn_(conn) { conn_.tcp = &tcp; }
+  ~Attach() { conn_.tcp = nullptr; }
+  Attach(const Attach&) = delete;
+  Attach& operator=(const Attach&) = delete;
+
+ private:
+  Conn& conn_;
 };
 
 // Requests and streams in flight per tenant user (a simple form of Kubernetes' API Priority
@@ -82,32 +114,45 @@ constexpr std::string_view kPlainHttpAnswer =
     "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
     "Content-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
+// Coroutines here are called with named objects only, never a temporary of class type in the
+// co_await expression: GCC 12 destroys such temporaries at the wrong time (early, or twice).
+//
+// Runs `f` (a blocking call into the API or the store) on `pool` and comes back with its result
+// (or its exception) to the calling coroutine's executor.
+asio::awaitable<Response> CallOn(asio::thread_pool& pool, const std::function<Response()>& f) {
+  auto task = [&f]() -> asio::awaitable<Response> { co_return f(); };
+  Response out = co_await asio::co_spawn(pool, std::move(task), asio::use_awaitable);
+  co_return out;
+}
+
+int DefaultIoThreads() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
+}
+
 }  // namespace
 
 struct HttpsServer::Impl {
-  using Stream = beast::ssl_stream<tcp::socket&>;
   RestApi& api;
   const TokenBook& tokens;
   store::Store& store;
   Options options;
   asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+  // Blocking calls (the API, the store) run here, not on the I/O threads: one pool for admins
+  // and nodes, one for tenants, so that a tenant's flood never delays an agent's heartbeat.
+  asio::thread_pool system_pool, tenant_pool;
   asio::ssl::context tls{asio::ssl::context::tls_server};
-  tcp::acceptor acceptor{io};
-  std::thread accept_thread;
-  std::thread reaper_thread;
-  // Open connections, each served by a detached thread that removes itself when done (so a
-  // long-running server does not keep finished threads around); Stop waits for the set to
-  // empty. Shared with those threads, so that the last one's unlock never outlives it.
-  struct Connections {
-    std::mutex mu;
-    std::condition_variable drained;
-    std::condition_variable stop_wait;  // the reaper's and the accept back-off's sleep
-    std::map<uint64_t, std::shared_ptr<Connection>> open;
-    uint64_t next_id = 0;
-    uint64_t refused = 0;  // over max_connections
-  };
-  std::shared_ptr<Connections> conns = std::make_shared<Connections>();
-  std::atomic<bool> stopping{false};
+  tcp::acceptor acceptor{asio::make_strand(io)};
+  WakeupFeed store_feed;
+  std::unique_ptr<WakeupFeed> log_feed;  // with options.logs
+  std::atomic<bool> started{false}, stopping{false};
+  // Open connections and whether the accept loop still runs; Stop waits for both to end.
+  std::mutex mu;
+  std::condition_variable drained;
+  std::map<uint64_t, std::shared_ptr<Conn>> open;  // guarded by mu
+  uint64_t next_id = 0, refused = 0;               // guarded by mu
+  bool accepting = false;                          // guarded by mu
   ApiMetrics metrics;
   TenantLimiter limiter;
   TokenBuckets rate;
@@ -117,8 +162,28 @@ struct HttpsServer::Impl {
         tokens(t),
         store(s),
         options(std::move(o)),
+        system_pool(options.handler_threads),
+        tenant_pool(options.handler_threads),
+        store_feed(
+            [&s](int64_t after, absl::Duration d) {
+              s.WaitForChange(after, d);
+              return s.Revision();
+            },
+            s.Revision()),
         limiter(options.max_requests_per_tenant, options.max_streams_per_tenant),
-        rate(options.tenant_requests_per_second, options.tenant_request_burst) {}
+        rate(options.tenant_requests_per_second, options.tenant_request_burst) {
+    if (options.logs != nullptr) {
+      LogStore* logs = options.logs;
+      // LogStore says only that something was appended (or that the wait ended): every return
+      // counts as news, and followers re-read (a spurious wake-up costs one read).
+      log_feed = std::make_unique<WakeupFeed>(
+          [logs](int64_t after, absl::Duration d) {
+            logs->WaitForMore(d);
+            return after + 1;
+          },
+          0);
+    }
+  }
 
   void Log(const std::string& line) {
     if (options.log) {
@@ -128,106 +193,186 @@ struct HttpsServer::Impl {
     }
   }
 
-  // True when the connection speaks TLS; a plain HTTP request is answered 400 here.
-  bool LooksLikeTls(Connection& c) {
-    unsigned char first = 0;
-    beast::error_code ec;
-    c.socket.receive(asio::buffer(&first, 1), tcp::socket::message_peek, ec);
-    if (ec) return false;
-    if (first == 0x16) return true;  // a TLS handshake record
-    if (first >= 'A' && first <= 'Z') {
-      asio::write(c.socket, asio::buffer(kPlainHttpAnswer), ec);
-      c.socket.shutdown(tcp::socket::shutdown_send, ec);
+  // ---- Accepting ----
+
+  asio::awaitable<void> AcceptLoop() {
+    absl::Duration backoff = absl::Milliseconds(5);
+    bool failing = false;
+    asio::steady_timer pause(acceptor.get_executor());
+    while (!stopping) {
+      auto strand = asio::make_strand(io);
+      tcp::socket socket(strand);
+      beast::error_code ec;
+      co_await acceptor.async_accept(socket, Into(ec));
+      if (stopping) break;
+      if (ec) {
+        // Out of descriptors (or memory) is temporary: say so once, retry with back-off.
+        if (!failing) Log(Cat("accept failed: ", ec.message(), "; retrying"));
+        failing = true;
+        pause.expires_after(Chrono(backoff));
+        co_await pause.async_wait(Into(ec));
+        backoff = std::min(backoff * 2, absl::Seconds(1));
+        continue;
+      }
+      if (failing) Log("accepting connections again");
+      failing = false;
+      backoff = absl::Milliseconds(5);
+      Launch(strand, std::move(socket));
     }
-    return false;
+    std::lock_guard lock(mu);
+    accepting = false;
+    drained.notify_all();
   }
 
-  void Serve(Connection& c) {
-    c.Arm(options.handshake_timeout);
-    if (!LooksLikeTls(c)) return;
-    Stream stream(c.socket, tls);
-    beast::error_code ec;
-    stream.handshake(asio::ssl::stream_base::server, ec);
-    if (ec) return;
+  // Starts serving `socket` on its own strand, or closes it when the server holds its maximum.
+  void Launch(asio::strand<asio::io_context::executor_type> strand, tcp::socket socket) {
+    auto conn = std::make_shared<Conn>(strand);
+    uint64_t id;
+    {
+      std::lock_guard lock(mu);
+      if (stopping || static_cast<int>(open.size()) >= options.max_connections) {
+        ++refused;
+        return;  // closed as `socket` goes
+      }
+      id = next_id++;
+      open[id] = conn;
+    }
+    asio::co_spawn(strand, Session(conn, std::move(socket)), [this, id](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          Log(Cat("connection failed: ", x.what()));
+        }
+      }
+      std::lock_guard lock(mu);
+      open.erase(id);
+      drained.notify_all();
+    });
+  }
+
+  // ---- One connection ----
+
+  asio::awaitable<void> Session(std::shared_ptr<Conn> conn, tcp::socket socket) {
+    if (stopping) co_return;  // Stop may have passed this connection before it started
+    beast::tcp_stream tcp(std::move(socket));
     beast::flat_buffer buffer;
+    beast::error_code ec;
+    bool is_tls = false;
+    {
+      Attach attach(*conn, tcp);
+      tcp.expires_after(Chrono(options.handshake_timeout));
+      is_tls = co_await beast::async_detect_ssl(tcp, buffer, Into(ec));
+      if (ec || stopping) co_return;
+      if (!is_tls) {  // plain HTTP gets a plain answer; anything else, nothing
+        auto first = static_cast<const char*>(buffer.data().data());
+        if (buffer.size() > 0 && first[0] >= 'A' && first[0] <= 'Z') {
+          co_await asio::async_write(tcp, asio::buffer(kPlainHttpAnswer), Into(ec));
+          tcp.socket().shutdown(tcp::socket::shutdown_send, ec);
+        }
+        co_return;
+      }
+    }
+    Stream stream(std::move(tcp), tls);
+    Attach attach(*conn, beast::get_lowest_layer(stream));
+    size_t used =
+        co_await stream.async_handshake(asio::ssl::stream_base::server, buffer.data(), Into(ec));
+    if (ec) co_return;
+    buffer.consume(used);
+    co_await ServeRequests(*conn, stream, buffer);
+  }
+
+  asio::awaitable<void> ServeRequests(Conn& c, Stream& stream, beast::flat_buffer& buffer) {
+    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
     while (!stopping) {
-      c.Arm(options.read_timeout);  // idle time before the request included
+      tcp.expires_after(Chrono(options.read_timeout));  // idle time before the request included
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
       parser.body_limit(kMaxBodyBytes + 1);
-      http::read(stream, buffer, parser, ec);
+      beast::error_code ec;
+      co_await http::async_read(stream, buffer, parser, Into(ec));
       if (ec) {
-        AnswerReadError(c, stream, parser.get(), ec);
-        return;
+        co_await AnswerReadError(stream, parser.get(), ec);
+        co_return;
       }
-      c.Disarm();  // handling is not bounded by the socket's deadlines; each write arms its own
-      const http::request<http::string_body>& req = parser.get();
+      tcp.expires_never();  // handling is not bounded by the socket's deadlines
+      const HttpRequest& req = parser.get();
       bool keep = false;
+      std::string failure;
       try {
-        keep = ServeOne(c, stream, req);
+        keep = co_await ServeOne(c, stream, req);
       } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      if (!failure.empty()) {
         // One request's failure is its own 500, never the server's end.
         Log(Cat("request ", std::string(req.method_string()), " ",
-                std::string(req.target().substr(0, 200)), " failed: ", e.what()));
-        Write(c, stream, req, Status(500, "InternalError", "the server failed on this request"));
-        return;
+                std::string(req.target().substr(0, 200)), " failed: ", failure));
+        const Response failed = Status(500, "InternalError", "the server failed on this request");
+        co_await Write(stream, req, failed);
+        co_return;
       }
-      if (!keep || !req.keep_alive()) return;
+      if (!keep || !req.keep_alive()) co_return;
     }
   }
 
-  template <typename Req>
-  void AnswerReadError(Connection& c, Stream& stream, const Req& req, beast::error_code ec) {
+  asio::awaitable<void> AnswerReadError(Stream& stream, const HttpRequest& req,
+                                        beast::error_code ec) {
+    Response answer;
     if (ec == http::error::body_limit) {
-      Write(c, stream, req, Status(413, "RequestEntityTooLarge", "the body is over the limit"));
+      answer = Status(413, "RequestEntityTooLarge", "the body is over the limit");
     } else if (ec == http::error::header_limit) {
-      Write(c, stream, req,
-            Status(431, "RequestHeaderFieldsTooLarge",
-                   Cat("the request's header is over ", options.max_header_bytes, " bytes")));
+      answer = Status(431, "RequestHeaderFieldsTooLarge",
+                      Cat("the request's header is over ", options.max_header_bytes, " bytes"));
     } else if (ec.category() == beast::error_code(http::error::end_of_stream).category() &&
                ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      Write(c, stream, req, Status(400, "BadRequest", Cat("malformed request: ", ec.message())));
+      answer = Status(400, "BadRequest", Cat("malformed request: ", ec.message()));
     } else {
-      return;  // the client went away: nothing to answer
+      co_return;  // the client went away, or was too slow: nothing to answer
     }
-    LingeringClose(c, stream);
+    co_await Write(stream, req, answer);
+    co_await LingeringClose(stream);
   }
 
   // After answering a request that was not read whole, reads (and drops) what the client is
   // still sending for a moment before closing: closing with unread data makes the kernel reset
   // the connection, and the client may lose the answer.
-  void LingeringClose(Connection& c, Stream& stream) {
-    c.Arm(absl::Seconds(1));
-    char sink[16 << 10];
-    size_t drained = 0;
+  asio::awaitable<void> LingeringClose(Stream& stream) {
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(1));
+    std::vector<char> sink(16 << 10);
+    size_t drained_bytes = 0;
     beast::error_code ec;
-    while (!ec && drained < (4u << 20)) drained += stream.read_some(asio::buffer(sink), ec);
+    while (!ec && !stopping && drained_bytes < (4u << 20)) {
+      drained_bytes += co_await stream.async_read_some(asio::buffer(sink), Into(ec));
+    }
   }
 
   // Serves one request; false when the connection is to be closed after it.
-  bool ServeOne(Connection& c, Stream& stream, const http::request<http::string_body>& req) {
-    absl::Time started = absl::Now();
+  asio::awaitable<bool> ServeOne(Conn& c, Stream& stream, const HttpRequest& req) {
+    absl::Time started_at = absl::Now();
     Request r;
     r.method = std::string(req.method_string());
     ParseTarget(std::string_view(req.target().data(), req.target().size()), &r);
     r.body = req.body();
     if (r.path == "/healthz") {  // for load balancers and probes: no token needed
-      return Write(c, stream, req, Response{200, "ok\n", "text/plain"});
+      const Response ok{200, "ok\n", "text/plain"};
+      co_return co_await Write(stream, req, ok);
     }
     std::string auth(req[http::field::authorization]);
     std::optional<Identity> who =
         auth.starts_with("Bearer ") ? tokens.Find(auth.substr(7)) : std::nullopt;
     auto observe = [&](int status) {
       metrics.Observe(r.method, ResourceOfPath(r.path), status,
-                      absl::ToDoubleSeconds(absl::Now() - started));
+                      absl::ToDoubleSeconds(absl::Now() - started_at));
     };
     if (!who) {
       observe(401);
-      return Write(c, stream, req,
-                   Response{401,
-                            "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
-                            "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
-                            "bearer token is required\"}\n"});
+      const Response unauthorized{
+          401,
+          "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
+          "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
+          "bearer token is required\"}\n"};
+      co_return co_await Write(stream, req, unauthorized);
     }
     r.who = *who;
     const bool watch =
@@ -236,62 +381,73 @@ struct HttpsServer::Impl {
                         r.query.contains("follow") && r.query.at("follow") == "true";
     const bool stream_request = watch || follow;
     const bool tenant = !r.who.admin && !r.who.node;  // admins and agents are not limited
-    if (absl::Duration wait = tenant ? rate.Take(r.who.user, absl::Now()) : absl::ZeroDuration();
-        wait > absl::ZeroDuration()) {
-      observe(429);
-      return Write(c, stream, req,
-                   TooManyRequests(Cat("user ", r.who.user, " is over its request rate (",
-                                       options.tenant_requests_per_second, "/s); retry later"),
-                                   wait));
-    }
-    if (tenant && !limiter.Acquire(r.who.user, stream_request)) {
-      observe(429);
-      return Write(c, stream, req,
-                   TooManyRequests(Cat("user ", r.who.user, " has too many ",
-                                       stream_request ? "watches and followed logs" : "requests",
-                                       " in flight; retry"),
-                                   absl::Seconds(1)));
+    if (std::optional<Response> refusal = Admit(r, tenant, stream_request)) {
+      observe(refusal->status);
+      co_return co_await Write(stream, req, *refusal);
     }
     absl::Cleanup release = [&] {
       if (tenant) limiter.Release(r.who.user, stream_request);
     };
+    asio::thread_pool& pool = tenant ? tenant_pool : system_pool;
     if (watch) {
-      StreamWatch(c, stream, req, r);
-      return false;
+      co_await StreamWatch(c, pool, stream, req, r);
+      co_return false;
     }
     if (follow) {
-      StreamLogs(c, stream, req, r);
-      return false;
+      co_await StreamLogs(c, pool, stream, req, r);
+      co_return false;
     }
-    Response resp = r.path == "/metrics" && r.method == "GET"
-                        ? Response{200, RenderMetrics(), "text/plain; version=0.0.4"}
-                        : api.Handle(r);
+    const bool metrics_request = r.path == "/metrics" && r.method == "GET";
+    std::function<Response()> handle = [&]() {
+      return metrics_request ? Response{200, RenderMetrics(), "text/plain; version=0.0.4"}
+                             : api.Handle(r);
+    };
+    Response resp = co_await CallOn(pool, handle);
     observe(resp.status);
-    return Write(c, stream, req, resp);
+    co_return co_await Write(stream, req, resp);
+  }
+
+  // A tenant's request over its rate or its in-flight share: the 429 to answer. Otherwise the
+  // request holds one of the tenant's slots (released by the caller).
+  std::optional<Response> Admit(const Request& r, bool tenant, bool stream_request) {
+    if (!tenant) return std::nullopt;
+    if (absl::Duration wait = rate.Take(r.who.user, absl::Now()); wait > absl::ZeroDuration()) {
+      return TooManyRequests(Cat("user ", r.who.user, " is over its request rate (",
+                                 options.tenant_requests_per_second, "/s); retry later"),
+                             wait);
+    }
+    if (!limiter.Acquire(r.who.user, stream_request)) {
+      return TooManyRequests(
+          Cat("user ", r.who.user, " has too many ",
+              stream_request ? "watches and followed logs" : "requests", " in flight; retry"),
+          absl::Seconds(1));
+    }
+    return std::nullopt;
   }
 
   std::string RenderMetrics() {
-    size_t open = 0;
-    uint64_t refused = 0;
+    size_t open_now = 0;
+    uint64_t refused_total = 0;
     {
-      std::lock_guard lock(conns->mu);
-      open = conns->open.size();
-      refused = conns->refused;
+      std::lock_guard lock(mu);
+      open_now = open.size();
+      refused_total = refused;
     }
     return Cat(metrics.Render(store.Revision()),
                "# HELP gpucloud_api_open_connections Connections the API server holds open.\n"
                "# TYPE gpucloud_api_open_connections gauge\n"
                "gpucloud_api_open_connections ",
-               open, "\n",
+               open_now, "\n",
                "# HELP gpucloud_api_refused_connections_total Connections closed at once because "
                "the server held its maximum.\n"
                "# TYPE gpucloud_api_refused_connections_total counter\n"
                "gpucloud_api_refused_connections_total ",
-               refused, "\n", options.extra_metrics ? options.extra_metrics() : "");
+               refused_total, "\n", options.extra_metrics ? options.extra_metrics() : "");
   }
 
-  template <typename Req>
-  bool Write(Connection& c, Stream& stream, const Req& req, const Response& resp) {
+  // ---- Writing ----
+
+  asio::awaitable<bool> Write(Stream& stream, const HttpRequest& req, const Response& resp) {
     http::response<http::string_body> res{static_cast<http::status>(resp.status), req.version()};
     res.set(http::field::server, "gpucloud");
     res.set(http::field::content_type, resp.content_type);
@@ -300,28 +456,29 @@ struct HttpsServer::Impl {
     res.body() = resp.body;
     res.prepare_payload();
     beast::error_code ec;
-    c.Arm(options.write_timeout);
-    http::write(stream, res, ec);
-    return !ec;
+    beast::get_lowest_layer(stream).expires_after(Chrono(options.write_timeout));
+    co_await http::async_write(stream, res, Into(ec));
+    co_return !ec;
   }
 
   // Writes a chunk of a streamed answer within the write timeout; the wait between chunks has
-  // no deadline (the stream's own timeout ends it).
-  bool WriteChunk(Connection& c, Stream& stream, const std::string& data) {
+  // no deadline (the stream's own timeout ends it). "" writes the last chunk.
+  asio::awaitable<bool> WriteChunk(Stream& stream, const std::string& data) {
     beast::error_code ec;
-    c.Arm(options.write_timeout);
+    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
+    tcp.expires_after(Chrono(options.write_timeout));
     if (data.empty()) {
-      asio::write(stream, http::make_chunk_last(), ec);
+      co_await asio::async_write(stream, http::make_chunk_last(), Into(ec));
     } else {
-      asio::write(stream, http::make_chunk(asio::buffer(data)), ec);
+      co_await asio::async_write(stream, http::make_chunk(asio::buffer(data)), Into(ec));
     }
-    c.Disarm();
-    return !ec;
+    tcp.expires_never();
+    co_return !ec;
   }
 
-  template <typename Req>
-  bool WriteStreamHead(Connection& c, Stream& stream, const Req& req, const char* content_type,
-                       const std::map<std::string, std::string>& headers) {
+  asio::awaitable<bool> WriteStreamHead(Stream& stream, const HttpRequest& req,
+                                        const char* content_type,
+                                        const std::map<std::string, std::string>& headers) {
     http::response<http::empty_body> head{http::status::ok, req.version()};
     head.set(http::field::server, "gpucloud");
     head.set(http::field::content_type, content_type);
@@ -329,56 +486,82 @@ struct HttpsServer::Impl {
     head.chunked(true);
     http::response_serializer<http::empty_body> sr{head};
     beast::error_code ec;
-    c.Arm(options.write_timeout);
-    http::write_header(stream, sr, ec);
-    c.Disarm();
-    return !ec;
+    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
+    tcp.expires_after(Chrono(options.write_timeout));
+    co_await http::async_write_header(stream, sr, Into(ec));
+    tcp.expires_never();
+    co_return !ec;
+  }
+
+  // ---- Streams ----
+
+  // Waits on c.wake until `feed` is past `after`, `timeout` passes, or Stop.
+  asio::awaitable<void> WaitOn(Conn& c, WakeupFeed& feed, int64_t after, absl::Duration timeout) {
+    c.wake->expires_after(Chrono(timeout));
+    if (stopping || !feed.Register(c.wake, after)) co_return;
+    beast::error_code ec;
+    co_await c.wake->async_wait(Into(ec));
+    feed.Unregister(c.wake.get());
   }
 
   // A followed log: what is there, then what arrives, until the job ends or the client leaves.
-  template <typename Req>
-  void StreamLogs(Connection& c, Stream& stream, const Req& req, Request r) {
+  asio::awaitable<void> StreamLogs(Conn& c, asio::thread_pool& pool, Stream& stream,
+                                   const HttpRequest& req, const Request& request) {
+    Request r = request;
     r.query.erase("follow");
     int64_t offset = std::max<int64_t>(0, QueryInt(r, "offset").value_or(0));
-    Response chunk = api.Handle(r);
+    std::function<Response()> handle = [&] { return api.Handle(r); };
+    auto read = [&] { return CallOn(pool, handle); };
+    int64_t seen = log_feed ? log_feed->position() : 0;  // before the read: no append is missed
+    Response chunk = co_await read();
     if (chunk.status != 200) {
-      Write(c, stream, req, chunk);
-      return;
+      co_await Write(stream, req, chunk);
+      co_return;
     }
     // Later reads are of the same attempt, even when a new one starts meanwhile.
     if (auto a = chunk.headers.find("X-Gpucloud-Attempt"); a != chunk.headers.end()) {
       r.query["attempt"] = a->second;
     }
-    if (!WriteStreamHead(c, stream, req, "text/plain", chunk.headers)) return;
+    if (!co_await WriteStreamHead(stream, req, "text/plain", chunk.headers)) co_return;
     for (;;) {
       if (!chunk.body.empty()) {
-        if (!WriteChunk(c, stream, chunk.body)) return;
+        if (!co_await WriteChunk(stream, chunk.body)) co_return;
         offset += static_cast<int64_t>(chunk.body.size());
         r.query["offset"] = std::to_string(offset);
-        chunk = api.Handle(r);
+        chunk = co_await read();
         if (chunk.status != 200) break;
         continue;  // drain what is there before waiting
       }
       if (!chunk.more || stopping) break;
-      if (options.logs != nullptr) options.logs->WaitForMore(absl::Milliseconds(500));
-      chunk = api.Handle(r);
+      if (log_feed) {
+        co_await WaitOn(c, *log_feed, seen, absl::Milliseconds(500));
+        seen = log_feed->position();
+      } else {
+        co_await WaitOn(c, store_feed, store_feed.position(), absl::Milliseconds(500));
+      }
+      chunk = co_await read();
       if (chunk.status != 200) break;
     }
-    WriteChunk(c, stream, "");
+    const std::string last_chunk;
+    co_await WriteChunk(stream, last_chunk);
   }
 
-  template <typename Req>
-  void StreamWatch(Connection& c, Stream& stream, const Req& req, Request r) {
+  asio::awaitable<void> StreamWatch(Conn& c, asio::thread_pool& pool, Stream& stream,
+                                    const HttpRequest& req, const Request& request) {
+    Request r = request;
     int64_t timeout_s = QueryInt(r, "timeoutSeconds").value_or(300);
     if (timeout_s < 0 || timeout_s > 999'999) timeout_s = 300;  // a bad timeout: the default
     const bool bookmarks =
         r.query.contains("allowWatchBookmarks") && r.query.at("allowWatchBookmarks") == "true";
-    Response batch = api.Handle(r);  // validates everything; errors are answered plainly
+    std::function<Response()> handle = [&] { return api.Handle(r); };
+    auto read = [&] { return CallOn(pool, handle); };
+    Response batch = co_await read();  // validates everything; errors are answered plainly
     if (batch.status != 200) {
-      Write(c, stream, req, batch);
-      return;
+      co_await Write(stream, req, batch);
+      co_return;
     }
-    if (!WriteStreamHead(c, stream, req, "application/x-ndjson", {})) return;
+    const std::map<std::string, std::string> no_headers;
+    if (!co_await WriteStreamHead(stream, req, "application/x-ndjson", no_headers)) co_return;
     absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
     absl::Time last_write = absl::InfinitePast();
     for (;;) {
@@ -393,89 +576,18 @@ struct HttpsServer::Impl {
                          last, "\"}}}\n");
       }
       if (!batch.body.empty()) {
-        if (!WriteChunk(c, stream, batch.body)) return;
+        if (!co_await WriteChunk(stream, batch.body)) co_return;
         last_write = absl::Now();
       }
       if (stopping || absl::Now() >= deadline) break;
-      store.WaitForChange(last, std::min(absl::Seconds(1), deadline - absl::Now()));
+      co_await WaitOn(c, store_feed, last, std::min(absl::Seconds(1), deadline - absl::Now()));
       // The changes after `last` (after an empty store's 0: the current state, as ADDED events).
       r.query["resourceVersion"] = std::to_string(last);
-      batch = api.Handle(r);
+      batch = co_await read();
       if (batch.status != 200) break;
     }
-    WriteChunk(c, stream, "");
-  }
-
-  // Closes connections whose deadline passed, until Stop.
-  void Reap() {
-    absl::Duration period = std::clamp(
-        std::min({options.handshake_timeout, options.read_timeout, options.write_timeout}) / 4,
-        absl::Milliseconds(10), absl::Milliseconds(500));
-    std::unique_lock lock(conns->mu);
-    while (!stopping) {
-      conns->stop_wait.wait_for(lock, absl::ToChronoMilliseconds(period));
-      absl::Time now = absl::Now();
-      for (auto& [id, conn] : conns->open) {
-        if (!conn->Expired(now)) continue;
-        beast::error_code ec;
-        conn->socket.shutdown(tcp::socket::shutdown_both, ec);
-        conn->Disarm();  // once
-      }
-    }
-  }
-
-  void Accept() {
-    absl::Duration backoff = absl::Milliseconds(5);
-    bool failing = false;
-    while (!stopping) {
-      auto conn = std::make_shared<Connection>(io);
-      beast::error_code ec;
-      acceptor.accept(conn->socket, ec);
-      if (stopping) break;
-      if (ec) {
-        // Out of descriptors (or memory) is temporary: say so once, retry with back-off.
-        if (!failing) Log(Cat("accept failed: ", ec.message(), "; retrying"));
-        failing = true;
-        std::unique_lock lock(conns->mu);
-        conns->stop_wait.wait_for(lock, absl::ToChronoMilliseconds(backoff));
-        backoff = std::min(backoff * 2, absl::Seconds(1));
-        continue;
-      }
-      if (failing) Log("accepting connections again");
-      failing = false;
-      backoff = absl::Milliseconds(5);
-      Spawn(std::move(conn));
-    }
-  }
-
-  void Spawn(std::shared_ptr<Connection> conn) {
-    std::shared_ptr<Connections> set = conns;
-    std::lock_guard<std::mutex> lock(set->mu);
-    if (static_cast<int>(set->open.size()) >= options.max_connections) {
-      ++set->refused;
-      return;  // closed as `conn` goes
-    }
-    uint64_t id = set->next_id++;
-    set->open[id] = conn;
-    try {
-      std::thread([this, set, conn, id]() mutable {
-        try {
-          Serve(*conn);  // Stop waits for this before the Impl goes away
-        } catch (const std::exception& e) {
-          Log(Cat("connection failed: ", e.what()));
-        }
-        // The socket must go before Stop can return (its io_context dies with the Impl): drop
-        // this thread's reference now, and the set's under the lock, before saying it is done.
-        conn.reset();
-        std::lock_guard<std::mutex> done(set->mu);
-        set->open.erase(id);
-        set->drained.notify_all();
-      }).detach();
-    } catch (const std::system_error& e) {  // no thread to be had: close this one
-      set->open.erase(id);
-      ++set->refused;
-      Log(Cat("cannot start a connection thread: ", e.what()));
-    }
+    const std::string last_chunk;
+    co_await WriteChunk(stream, last_chunk);
   }
 };
 
@@ -488,6 +600,8 @@ HttpsServer::~HttpsServer() { Stop(); }
 absl::Status HttpsServer::Start() {
   Impl& m = *impl_;
   SSL_CTX_set_min_proto_version(m.tls.native_handle(), TLS1_3_VERSION);
+  // An idle connection (an agent's keep-alive, a quiet watch) then holds no TLS buffers.
+  SSL_CTX_set_mode(m.tls.native_handle(), SSL_MODE_RELEASE_BUFFERS);
   beast::error_code ec;
   m.tls.use_certificate_chain_file(m.options.cert_path, ec);
   if (!ec) m.tls.use_private_key_file(m.options.key_path, asio::ssl::context::pem, ec);
@@ -502,8 +616,14 @@ absl::Status HttpsServer::Start() {
     return absl::UnavailableError(
         Cat("cannot listen on ", m.options.address, ":", m.options.port, ": ", ec.message()));
   }
-  m.accept_thread = std::thread([&m] { m.Accept(); });
-  m.reaper_thread = std::thread([&m] { m.Reap(); });
+  m.store_feed.Start();
+  if (m.log_feed) m.log_feed->Start();
+  m.work.emplace(m.io.get_executor());
+  m.accepting = true;
+  asio::co_spawn(m.acceptor.get_executor(), m.AcceptLoop(), asio::detached);
+  int n = m.options.io_threads > 0 ? m.options.io_threads : DefaultIoThreads();
+  for (int i = 0; i < n; ++i) m.io_threads.emplace_back([&m] { m.io.run(); });
+  m.started = true;
   return absl::OkStatus();
 }
 
@@ -514,23 +634,27 @@ uint16_t HttpsServer::port() const {
 
 void HttpsServer::Stop() {
   Impl& m = *impl_;
-  if (m.stopping.exchange(true)) return;
-  beast::error_code ec;
-  if (m.accept_thread.joinable()) {  // wake the blocking accept with a connection of our own
-    tcp::socket wake(m.io);
-    wake.connect(tcp::endpoint(asio::ip::make_address(m.options.address, ec), port()), ec);
-  }
-  m.acceptor.close(ec);
-  Impl::Connections& c = *m.conns;
+  if (m.stopping.exchange(true) || !m.started) return;
+  asio::post(m.acceptor.get_executor(), [&m] {
+    beast::error_code ec;
+    m.acceptor.close(ec);
+  });
   {
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.stop_wait.notify_all();
+    std::unique_lock lock(m.mu);
+    for (auto& [id, conn] : m.open) {  // each closed on its own strand
+      asio::post(conn->strand, [conn] {
+        if (conn->tcp != nullptr) conn->tcp->close();
+        conn->wake->cancel();
+      });
+    }
+    m.drained.wait(lock, [&m] { return m.open.empty() && !m.accepting; });
   }
-  if (m.accept_thread.joinable()) m.accept_thread.join();
-  if (m.reaper_thread.joinable()) m.reaper_thread.join();
-  std::unique_lock<std::mutex> lock(c.mu);
-  for (auto& [id, conn] : c.open) conn->socket.shutdown(tcp::socket::shutdown_both, ec);
-  c.drained.wait(lock, [&c] { return c.open.empty(); });
+  m.store_feed.Stop();
+  if (m.log_feed) m.log_feed->Stop();
+  m.work.reset();
+  for (std::thread& t : m.io_threads) t.join();
+  m.system_pool.join();
+  m.tenant_pool.join();
 }
 
 }  // namespace gpucloud::server

@@ -3,8 +3,14 @@
 // (GET ...?watch=true&resourceVersion=R[&timeoutSeconds=S]) is streamed as newline-delimited
 // JSON events with chunked transfer until the timeout (default 300 s) or the client leaves.
 // GET /metrics (with a token) serves the API's Prometheus metrics (ApiMetrics); GET /healthz
-// (without) answers "ok". One thread per connection (keep-alive supported); Start returns once
-// it listens.
+// (without) answers "ok". Keep-alive supported; Start returns once it listens.
+//
+// Asynchronous (Asio's C++20 coroutines): a connection costs a socket, a coroutine and a timer,
+// not a thread. A few I/O threads (`io_threads`) run every connection; the blocking work (the
+// API and the store) runs on one of two pools of `handler_threads`, one for admins and nodes
+// and one for tenants, so that a tenant's flood cannot delay an agent's heartbeat. Watches and
+// followed logs wait for news on a timer that a WakeupFeed cancels when the store (or the log
+// store) changes. Threads are independent of the number of connections.
 //
 // Bounds, for clients that are careless or hostile (Options): at most `max_connections` open
 // connections (more are closed at once); a TLS handshake must finish within
@@ -60,6 +66,10 @@ class HttpsServer {
     // Where the server says what went wrong (a request's exception, accept errors); stderr if
     // unset. Called from any connection's thread.
     std::function<void(const std::string&)> log;
+    // Threads that run the connections' I/O (0: one per core, 2 to 8), and threads for blocking
+    // calls into the API, in each of two pools: admins' and nodes', and tenants'.
+    int io_threads = 0;
+    int handler_threads = 8;
   };
   // Borrows everything; all must outlive the server.
   HttpsServer(RestApi& api, const TokenBook& tokens, store::Store& store, Options options);

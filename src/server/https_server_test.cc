@@ -278,6 +278,53 @@ TEST_F(HttpsServerTest, OversizedHeaderIs431AndGarbageIs400) {
   EXPECT_TRUE(TlsExchange("NOT HTTP AT ALL\r\n\r\n").starts_with("400 "));
 }
 
+int ThreadsOfThisProcess() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("Threads:")) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Asynchronous I/O: connections and their watches cost no thread, and every watch still hears
+// of a change at once.
+TEST_F(HttpsServerTest, ThreadsAreIndependentOfConnectionsAndWatches) {
+  const int before = ThreadsOfThisProcess();
+  constexpr int kWatches = 150;
+  std::vector<std::unique_ptr<TlsConnection>> watches;
+  std::vector<beast::flat_buffer> buffers(kWatches);
+  for (int i = 0; i < kWatches; ++i) {
+    auto c = std::make_unique<TlsConnection>(server_->port(), creds_.ca_cert_path);
+    ASSERT_FALSE(c->ec) << c->ec.message();
+    http::request<http::empty_body> req{http::verb::get,
+                                        std::string(kJobs) + "?watch=true&timeoutSeconds=30", 11};
+    req.set(http::field::host, "localhost");
+    req.set(http::field::authorization, "Bearer " + creds_.admin_token);
+    http::write(c->stream, req);
+    http::response_parser<http::empty_body> head;
+    http::read_header(c->stream, buffers[i], head);
+    ASSERT_EQ(head.get().result_int(), 200);
+    watches.push_back(std::move(c));
+  }
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 150; ++i) idle.push_back(std::make_unique<RawConnection>(server_->port()));
+  // The test's clients are synchronous: every thread added here is the server's.
+  EXPECT_LE(ThreadsOfThisProcess(), before + 2) << "threads grew with connections";
+  ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, kJob).result_int(), 201);
+  for (int i = 0; i < kWatches; ++i) {
+    // Each watch's next chunk is the new job (the wake-up, not a poll, brought it).
+    std::string seen;
+    beast::error_code ec;
+    while (seen.find("\"ADDED\"") == std::string::npos && !ec) {
+      char chunk[4096];
+      size_t n = watches[i]->stream.read_some(asio::buffer(chunk), ec);
+      seen.append(chunk, n);
+    }
+    EXPECT_NE(seen.find("\"name\":\"train\""), std::string::npos) << i << ": " << seen;
+  }
+}
+
 TEST_F(HttpsServerTest, ConnectionsOverTheMaximumAreClosedAtOnce) {
   StartServer({.max_connections = 2});
   RawConnection a(server_->port()), b(server_->port());
