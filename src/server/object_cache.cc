@@ -21,17 +21,26 @@ absl::StatusOr<bool> ObjectCache::Sync(store::Store& store) {
     return true;
   }
   bool changed = false;
+  int limit = kPage;
   for (;;) {
     int64_t head = store.Revision();
-    absl::StatusOr<std::vector<store::Event>> events = store.Changes(prefix_, revision_, 4096);
+    absl::StatusOr<std::vector<store::Event>> events = store.Changes(prefix_, revision_, limit);
     if (absl::IsOutOfRange(events.status())) {
       if (absl::Status s = Relist(store); !s.ok()) return s;
       return true;
     }
     if (!events.ok()) return events.status();
+    const bool full = static_cast<int>(events->size()) >= limit;
+    if (full && events->front().revision == events->back().revision) {
+      limit *= 2;  // one transaction wrote more than a page: read it whole
+      continue;
+    }
+    // A full page may end inside a revision (one transaction's many writes): what is done is
+    // every revision before the page's last; that one is read again, whole, with the next page.
+    const int64_t done = full ? events->back().revision - 1 : head;
     for (store::Event& e : *events) {
+      if (e.revision > done) break;
       changed = true;
-      revision_ = std::max(revision_, e.revision);
       if (e.kind == store::Event::Kind::kDelete) {
         objects_.erase(e.kv.key);
         continue;
@@ -41,11 +50,8 @@ absl::StatusOr<bool> ObjectCache::Sync(store::Store& store) {
       o.doc = nlohmann::ordered_json::parse(e.kv.value, nullptr, false);
       o.derived.reset();
     }
-    if (events->size() < 4096) {
-      // Every change up to `head` under the prefix has been seen.
-      revision_ = std::max(revision_, head);
-      return changed;
-    }
+    revision_ = std::max(revision_, done);
+    if (!full) return changed;  // every change up to `head` under the prefix has been seen
   }
 }
 

@@ -8,9 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 #include "store/store.h"
@@ -28,7 +27,10 @@ class ObjectCache {
  public:
   explicit ObjectCache(std::string prefix) : prefix_(std::move(prefix)) {}
   // Applies the changes since the last sync. Returns true when something changed.
+  // A transaction's writes are applied together: a sync never stops inside a revision.
   absl::StatusOr<bool> Sync(store::Store& store);
+  // Change-log events read at a time.
+  static constexpr int kPage = 4096;
   const std::map<std::string, CachedObject>& objects() const { return objects_; }
   std::map<std::string, CachedObject>& mutable_objects() { return objects_; }
   int64_t revision() const { return revision_; }
