@@ -98,6 +98,9 @@ absl::Status ControlPlane::Start() {
   co.scheduler = m.options.scheduler;
   co.heartbeat_timeout_ms = m.options.heartbeat_timeout_ms;
   co.stop_grace_ms = m.options.stop_grace_ms;
+  co.on_job_deleted = [logs = m.logs.get()](const std::string& ns, const std::string& job) {
+    logs->RemoveJob(ns, job);
+  };
   co.checkpoint_root =
       m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
   m.controller =

@@ -372,6 +372,7 @@ void Controller::StepJobs(Pass& pass) {
     CachedObject* obj;
     std::shared_ptr<JobEntry> entry;  // the new cache entry; null for a deletion
     Json doc;
+    std::string deleted_ns, deleted_name;  // for a deletion
   };
   std::vector<Write> writes;
   for (auto& [key, obj] : jobs_.mutable_objects()) {
@@ -581,7 +582,7 @@ void Controller::StepJobs(Pass& pass) {
       for (const std::string& k : EventKeysOf(store_, ns, name)) {
         ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
       }
-      writes.push_back({std::move(ops), key, &obj, nullptr, Json()});
+      writes.push_back({std::move(ops), key, &obj, nullptr, Json(), ns, name});
       continue;
     }
     if (s == old) continue;
@@ -607,7 +608,10 @@ void Controller::StepJobs(Pass& pass) {
       }
       continue;
     }
-    if (w.entry == nullptr) continue;  // deleted
+    if (w.entry == nullptr) {  // deleted
+      if (options_.on_job_deleted) options_.on_job_deleted(w.deleted_ns, w.deleted_name);
+      continue;
+    }
     // Keep the cache's view current for the scheduling stage of this pass.
     w.obj->doc = std::move(w.doc);
     w.obj->mod_revision = *results[i];

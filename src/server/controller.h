@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,6 +53,9 @@ struct ControllerOptions {
   int64_t heartbeat_timeout_ms = 3000;  // 3 missed heartbeats of 1 s
   int64_t tick_ms = 1000;
   int64_t stop_grace_ms = 30'000;  // SIGTERM to SIGKILL on the agents
+  // Called (on the controller's thread) once a job the controller deleted is gone from the
+  // store: a deleted job's tasks had to stop first. The server removes the job's logs here.
+  std::function<void(const std::string& namespace_, const std::string& job)> on_job_deleted;
 };
 
 // What /metrics shows of the cluster, as of the last pass.

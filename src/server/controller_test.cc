@@ -40,6 +40,9 @@ class ControllerTest : public ::testing::Test {
     ControllerOptions o;
     o.checkpoint_root = "/ckpt";
     o.stop_grace_ms = 10'000;
+    o.on_job_deleted = [this](const std::string& ns, const std::string& job) {
+      logs_->RemoveJob(ns, job);
+    };
     controller_ = std::make_unique<Controller>(*store_, nodes_, clock_, GpuCatalog::Default(), o);
   }
 
@@ -298,8 +301,11 @@ TEST_F(ControllerTest, CancelStopsTheTasksWithGraceAndDeleteRemovesTheJobAfterwa
   Pass();
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
   Pass();
+  const LogKey log{"default", "job", 0, 0};
+  ASSERT_TRUE(logs_->Append(log, 0, "epoch 1\n").ok());
   Response r = Call("DELETE", "/apis/gpucloud/v1/namespaces/default/jobs/job");
   EXPECT_EQ(r.status, 202) << r.body;
+  EXPECT_EQ(logs_->Size(log), 8);  // the job still runs: its log stays
   Pass();
   EXPECT_EQ(Status("job").phase, "Cancelling");
   EXPECT_TRUE(Assignments("node-a").empty());
@@ -309,6 +315,8 @@ TEST_F(ControllerTest, CancelStopsTheTasksWithGraceAndDeleteRemovesTheJobAfterwa
   Pass();
   EXPECT_TRUE(absl::IsNotFound(store_->Get("/jobs/default/job").status()));
   EXPECT_TRUE(store_->List("/events/default/job.")->items.empty());
+  // Its logs went with it: a new job of the same name does not find them.
+  EXPECT_EQ(logs_->Size(log), 0);
 }
 
 TEST_F(ControllerTest, AStopDeadlineEndsAStopThatNeverCompletes) {
