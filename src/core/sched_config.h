@@ -1,8 +1,8 @@
 // SchedulerConfig: the scheduler's profile, as an operator writes it in a SchedulerConfiguration
 // file (see docs/scheduler.md): which filter and score plugins run and with what weights, queue
-// ordering, backfill, fair share and preemption. The server and the simulator read the same file,
-// so a policy tried in the simulator is the policy production runs. Value type;
-// thread-compatible.
+// ordering, backfill, fair share, preemption and the per-namespace cycle budget. The server and the
+// simulator read the same file, so a policy tried in the simulator is the policy production runs.
+// Value type; thread-compatible.
 #ifndef GPUCLOUD_CORE_SCHED_CONFIG_H_
 #define GPUCLOUD_CORE_SCHED_CONFIG_H_
 
@@ -32,6 +32,15 @@ struct ScorePluginConfig {
   bool operator==(const ScorePluginConfig&) const = default;
 };
 
+// How much of one namespace's backlog a scheduling cycle looks at (sched/backlog.h): at most
+// `max_waiting` jobs decided without a bind, of which at most `max_searches` needed a placement
+// search; the namespace's other jobs wait for the next cycle. 0 = no limit.
+struct NamespaceBudgetConfig {
+  int32_t max_waiting = 1000;
+  int32_t max_searches = 100;
+  bool operator==(const NamespaceBudgetConfig&) const = default;
+};
+
 struct SchedulerConfig {
   // Within a queue: priority first, then this (a queue's own spec.ordering overrides it).
   QueueOrdering ordering = QueueOrdering::kFifo;
@@ -47,6 +56,7 @@ struct SchedulerConfig {
   std::vector<std::string> filters;  // empty = every built-in filter
   // Empty = no scoring: the first node in best-fit order wins.
   std::vector<ScorePluginConfig> scores = {{"BinPack", 1, {}}, {"Fragmentation", 1, {}}};
+  NamespaceBudgetConfig namespace_budget;
   bool operator==(const SchedulerConfig&) const = default;
 };
 

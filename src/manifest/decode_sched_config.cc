@@ -1,6 +1,7 @@
 // Decoder of gpucloud/v1 SchedulerConfiguration: the scheduler's profile (plugins, weights,
-// ordering, backfill, fair share, preemption). Plugin names are checked by the scheduler
-// (sched::Scheduler::FromConfig), which owns the registry; here only the shape is checked.
+// ordering, backfill, fair share, preemption, namespace budget). Plugin names are checked by the
+// scheduler (sched::Scheduler::FromConfig), which owns the registry; here only the shape is
+// checked.
 #include "core/parse.h"
 #include "core/text.h"
 #include "manifest/decode.h"
@@ -19,7 +20,8 @@ std::optional<std::string> ReadPluginName(Context& ctx, const Field& f) {
   if (!ok) {
     ctx.sink.Error(f.mark, f.path,
                    Cat("must be a plugin name such as BinPack (letters and digits, starting "
-                       "with a capital), got \"", *name, "\""));
+                       "with a capital), got \"",
+                       *name, "\""));
     return std::nullopt;
   }
   return name;
@@ -29,8 +31,8 @@ std::optional<WorkloadShare> DecodeWorkloadShare(Context& ctx, MapReader& m) {
   WorkloadShare w;
   bool ok = true;
   if (std::optional<Field> g = m.Require("gpus")) {
-    std::optional<int64_t> milli = DecodeParsed(
-        ctx, *g, ParseMilli, "must be GPUs per replica such as 1, 8 or 0.5, got ");
+    std::optional<int64_t> milli =
+        DecodeParsed(ctx, *g, ParseMilli, "must be GPUs per replica such as 1, 8 or 0.5, got ");
     if (milli && *milli <= 0) {
       ctx.sink.Error(g->mark, g->path, "must be more than 0");
       milli.reset();
@@ -109,6 +111,19 @@ bool DecodePlugins(Context& ctx, const Field& f, SchedulerConfig* spec) {
   return ok;
 }
 
+// spec.namespaceBudget: {maxWaiting, maxSearches}, each 0 (no limit) up to kMaxNamespaceBudget.
+bool DecodeNamespaceBudget(Context& ctx, const Field& f, NamespaceBudgetConfig* out) {
+  // Far above any useful budget (a cycle deciding a million jobs of one namespace is no longer
+  // bounded); larger values are more likely typos than intent. 0 means no limit.
+  constexpr int64_t kMaxNamespaceBudget = 1'000'000;
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  bool ok = m.Int32("maxWaiting", &out->max_waiting, 0, kMaxNamespaceBudget);
+  ok = m.Int32("maxSearches", &out->max_searches, 0, kMaxNamespaceBudget) && ok;
+  m.Finish();
+  return ok;
+}
+
 }  // namespace
 
 std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx, MapReader& doc) {
@@ -159,6 +174,9 @@ std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx,
     }
   }
   if (std::optional<Field> p = s.Take("plugins")) ok = DecodePlugins(ctx, *p, &spec) && ok;
+  if (std::optional<Field> b = s.Take("namespaceBudget")) {
+    ok = DecodeNamespaceBudget(ctx, *b, &spec.namespace_budget) && ok;
+  }
   s.Finish();
   if (!ok) return std::nullopt;
   return out;

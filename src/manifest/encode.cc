@@ -175,7 +175,8 @@ Json SchedulerConfigJson(const SchedulerConfig& s) {
   out["ordering"] = QueueOrderingName(s.ordering);
   out["backfill"] = s.backfill;
   out["estimateStartTimes"] = s.estimate_start_times;
-  out["fairShare"] = Json{{"enabled", s.fair_share}, {"window", FormatDuration(s.fair_share_window_s)}};
+  out["fairShare"] =
+      Json{{"enabled", s.fair_share}, {"window", FormatDuration(s.fair_share_window_s)}};
   out["preemption"] =
       Json{{"enabled", s.preemption}, {"gracePeriod", FormatDuration(s.preemption_grace_s)}};
   Json plugins = Json::object();
@@ -197,6 +198,8 @@ Json SchedulerConfigJson(const SchedulerConfig& s) {
   }
   plugins["score"] = std::move(scores);
   out["plugins"] = std::move(plugins);
+  out["namespaceBudget"] = Json{{"maxWaiting", s.namespace_budget.max_waiting},
+                                {"maxSearches", s.namespace_budget.max_searches}};
   return out;
 }
 

@@ -57,6 +57,22 @@ spec:
      "job.yaml:16:16: spec.plugins.score[1].workload[0].gpus: must be more than 0\n"
      "job.yaml:17:9: spec.plugins.score[1].workload[1].weight: is required\n"
      "job.yaml:18:5: spec.plugins.scroe: unknown field\n"},
+    {"sched_config_bad_namespace_budget", R"(apiVersion: gpucloud/v1
+kind: SchedulerConfiguration
+metadata: {name: p}
+spec:
+  namespaceBudget: {maxWaiting: -1, maxSearches: 2000000, maxBinds: 5}
+)",
+     "job.yaml:5:33: spec.namespaceBudget.maxWaiting: must be >= 0, got -1\n"
+     "job.yaml:5:50: spec.namespaceBudget.maxSearches: must be <= 1000000, got 2000000\n"
+     "job.yaml:5:59: spec.namespaceBudget.maxBinds: unknown field\n"},
+    {"sched_config_namespace_budget_not_a_map", R"(apiVersion: gpucloud/v1
+kind: SchedulerConfiguration
+metadata: {name: p}
+spec:
+  namespaceBudget: 100
+)",
+     "job.yaml:5:20: spec.namespaceBudget: must be a mapping, got integer 100\n"},
     {"replicas_zero", R"(apiVersion: gpucloud/v1
 kind: Job
 metadata:

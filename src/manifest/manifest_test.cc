@@ -324,6 +324,39 @@ spec:
   EXPECT_EQ(t[1], (Toleration{.key = "team", .exists = false, .value = "nlp"}));
 }
 
+SchedulerConfig ParseSchedulerSpec(const std::string& spec) {
+  ParseResult r = ParseManifests(
+      "apiVersion: gpucloud/v1\nkind: SchedulerConfiguration\nmetadata: {name: p}\n" + spec,
+      "p.yaml");
+  EXPECT_TRUE(r.ok()) << AllErrors(r);
+  if (!r.ok()) return {};
+  return std::get<SchedulerConfiguration>(r.manifests.at(0).object).spec;
+}
+
+TEST(SchedulerConfiguration, NamespaceBudgetDefaultsToTheBuiltInLimits) {
+  SchedulerConfig c = ParseSchedulerSpec("spec: {}\n");
+  EXPECT_EQ(c.namespace_budget.max_waiting, 1000);
+  EXPECT_EQ(c.namespace_budget.max_searches, 100);
+  c = ParseSchedulerSpec("spec: {namespaceBudget: {maxSearches: 20}}\n");
+  EXPECT_EQ(c.namespace_budget.max_waiting, 1000);  // an omitted limit keeps its default
+  EXPECT_EQ(c.namespace_budget.max_searches, 20);
+}
+
+TEST(SchedulerConfiguration, NamespaceBudgetIsRead) {
+  SchedulerConfig c =
+      ParseSchedulerSpec("spec:\n  namespaceBudget: {maxWaiting: 250, maxSearches: 0}\n");
+  EXPECT_EQ(c.namespace_budget, (NamespaceBudgetConfig{.max_waiting = 250, .max_searches = 0}));
+  ParseResult r = ParseManifests(
+      "apiVersion: gpucloud/v1\nkind: SchedulerConfiguration\nmetadata: {name: p}\n"
+      "spec:\n  namespaceBudget: {maxWaiting: 250, maxSearches: 0}\n",
+      "p.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  EXPECT_EQ(Summarize(r.manifests[0].object),
+            "SchedulerConfiguration p: fifo, backfill, fair share over 7d, preemption with 30s "
+            "grace; filters default; scores BinPack x1, Fragmentation x1; per namespace and cycle "
+            "250 waiting, unlimited searches");
+}
+
 TEST(Summary, SaysWhatTheJobAsksFor) {
   ParseResult r = ParseFile("examples/seed-003-volcano-pytorch.yaml");
   ASSERT_TRUE(r.ok());

@@ -31,9 +31,8 @@ void ExpectRoundTrip(const Object& o, bool json) {
 }
 
 TEST(RoundTrip, EveryExample) {
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(std::string(GPUCLOUD_SOURCE_DIR) +
-                                                     "/examples")) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::string(GPUCLOUD_SOURCE_DIR) + "/examples")) {
     if (!entry.is_regular_file()) continue;
     std::string ext = entry.path().extension().string();
     if (ext != ".yaml" && ext != ".yml" && ext != ".json") continue;
@@ -98,6 +97,8 @@ class SpecGenerator {
       }
       s.scores.push_back(std::move(f));
     }
+    s.namespace_budget.max_waiting = static_cast<int32_t>(rng_.Uniform(5000));
+    s.namespace_budget.max_searches = static_cast<int32_t>(rng_.Uniform(500));
     return c;
   }
 
@@ -182,7 +183,8 @@ class SpecGenerator {
       j.spec.min_cuda_version = static_cast<int>(rng_.Range(11, 12) * 1000 + rng_.Range(0, 9) * 10);
     if (rng_.OneIn(2)) {
       bool local = rng_.OneIn(2);
-      j.spec.checkpoint = {"/ckpt/" + j.metadata.name, rng_.Range(0, 7200), local, local && rng_.OneIn(2)};
+      j.spec.checkpoint = {"/ckpt/" + j.metadata.name, rng_.Range(0, 7200), local,
+                           local && rng_.OneIn(2)};
     }
     j.spec.restart = {static_cast<int32_t>(rng_.Range(0, 10)), rng_.Range(0, 600)};
     if (rng_.OneIn(2)) j.spec.runtime_estimate_seconds = rng_.Range(0, 86400 * 3);

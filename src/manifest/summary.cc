@@ -96,6 +96,9 @@ std::string RuntimeClassSummary(const RuntimeClass& rc) {
   return out;
 }
 
+// A namespace budget limit as text: 0 is no limit.
+std::string BudgetLimit(int32_t limit) { return limit == 0 ? "unlimited" : Cat(limit); }
+
 std::string SchedulerConfigSummary(const SchedulerConfiguration& c) {
   const SchedulerConfig& s = c.spec;
   std::vector<std::string> scores;
@@ -104,11 +107,13 @@ std::string SchedulerConfigSummary(const SchedulerConfiguration& c) {
              s.backfill ? ", backfill" : ", no backfill",
              s.fair_share ? Cat(", fair share over ", FormatDuration(s.fair_share_window_s))
                           : std::string(", no fair share"),
-             s.preemption ? Cat(", preemption with ", FormatDuration(s.preemption_grace_s),
-                                " grace")
-                          : std::string(", no preemption"),
+             s.preemption
+                 ? Cat(", preemption with ", FormatDuration(s.preemption_grace_s), " grace")
+                 : std::string(", no preemption"),
              "; filters ", s.filters.empty() ? std::string("default") : Join(s.filters, ","),
-             "; scores ", scores.empty() ? std::string("none (best fit)") : Join(scores, ", "));
+             "; scores ", scores.empty() ? std::string("none (best fit)") : Join(scores, ", "),
+             "; per namespace and cycle ", BudgetLimit(s.namespace_budget.max_waiting),
+             " waiting, ", BudgetLimit(s.namespace_budget.max_searches), " searches");
 }
 
 }  // namespace

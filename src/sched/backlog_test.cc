@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/text.h"
+#include "manifest/manifest.h"
 #include "sched/registry.h"
 #include "sched/scheduler.h"
 #include "sched/test_util.h"
@@ -180,6 +181,48 @@ TEST(SchedulerBudgetTest, UnderTheBudgetEveryJobIsDecidedAsWithout) {
   EXPECT_EQ(da, b.Schedule(sb, pending, 0));
   EXPECT_EQ(da.size(), pending.size());
   EXPECT_EQ(stats.deferred, 0);
+}
+
+// spec.namespaceBudget in a SchedulerConfiguration file reaches the cycle (the server and the
+// simulator build their scheduler with FromConfig).
+TEST(SchedulerBudgetTest, FromConfigTakesTheBudgetOfTheConfigurationFile) {
+  manifest::ParseResult r = manifest::ParseManifests(R"(apiVersion: gpucloud/v1
+kind: SchedulerConfiguration
+metadata: {name: p}
+spec:
+  fairShare: {enabled: false}
+  namespaceBudget: {maxWaiting: 50, maxSearches: 10}
+)",
+                                                     "p.yaml");
+  ASSERT_TRUE(r.ok());
+  const SchedulerConfig& config = std::get<SchedulerConfiguration>(r.manifests.at(0).object).spec;
+  absl::StatusOr<std::unique_ptr<Scheduler>> s =
+      Scheduler::FromConfig(config, {}, GpuCatalog::Default());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().namespace_budget.max_waiting, 50);
+  EXPECT_EQ((*s)->options().namespace_budget.max_searches, 10);
+
+  std::vector<Node> nodes = {MakeTestNode("n0", 8)};
+  ClusterState state(nodes, GpuCatalog::Default());
+  std::vector<PendingJob> pending;
+  for (int i = 0; i < 500; ++i)
+    pending.push_back(PendingWholeGpuJob(Cat("flood/j", i), 1, 8, "", 0, i));
+  CycleStats stats;
+  std::vector<Decision> decisions = (*s)->Schedule(state, pending, 0, &stats);
+  EXPECT_EQ(decisions.size(), 51u);  // one bind, then 50 waits
+  EXPECT_EQ(stats.deferred, 500 - 51);
+
+  // Omitted: the built-in limits; 0: no limit.
+  SchedulerConfig defaults;
+  s = Scheduler::FromConfig(defaults, {}, GpuCatalog::Default());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().namespace_budget.max_waiting, NamespaceBudgetLimits{}.max_waiting);
+  EXPECT_EQ((*s)->options().namespace_budget.max_searches, NamespaceBudgetLimits{}.max_searches);
+  defaults.namespace_budget = {.max_waiting = 0, .max_searches = 0};
+  s = Scheduler::FromConfig(defaults, {}, GpuCatalog::Default());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().namespace_budget.max_waiting, 0);
+  EXPECT_EQ((*s)->options().namespace_budget.max_searches, 0);
 }
 
 }  // namespace

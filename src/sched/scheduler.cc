@@ -137,6 +137,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
   o.fair_share_window_hours = static_cast<double>(config.fair_share_window_s) / 3600;
   o.preemption = config.preemption;
   o.preemption_grace_ms = config.preemption_grace_s * 1000;
+  o.namespace_budget.max_waiting = config.namespace_budget.max_waiting;
+  o.namespace_budget.max_searches = config.namespace_budget.max_searches;
   return std::make_unique<Scheduler>(std::move(*filters), catalog, std::move(o),
                                      std::move(*scores));
 }
