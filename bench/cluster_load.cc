@@ -6,12 +6,16 @@
 //      status.scheduledMs);
 //   3. adds R job creates per second for S seconds, and reports the achieved rates and the
 //      latency percentiles of heartbeats and creates as the clients saw them.
+// Each agent also keeps a watch on its assignments open, as the real agent does (a second
+// connection, with bookmarks), unless WATCH=0; the watches' events are counted.
 // The server's CPU and memory are measured from outside (scripts/bench-cluster).
 // Usage: cluster_load DATA_DIR [AGENTS=2000] [CREATES_PER_S=500] [SECONDS=30] [THREADS=16]
+//                     [WATCH=1]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -43,10 +47,12 @@ struct Latencies {
   std::string Summary(const char* what, double seconds) {
     std::lock_guard l(mu);
     std::sort(ms.begin(), ms.end());
-    auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))]; };
-    return Cat(what, ": ", ms.size(), " ok (", static_cast<int64_t>(ms.size() / seconds), "/s), ", errors,
-               " errors; latency ms p50 ", pct(0.5), " p90 ", pct(0.9), " p99 ", pct(0.99), " max ",
-               ms.empty() ? 0.0 : ms.back());
+    auto pct = [&](double p) {
+      return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))];
+    };
+    return Cat(what, ": ", ms.size(), " ok (", static_cast<int64_t>(ms.size() / seconds), "/s), ",
+               errors, " errors; latency ms p50 ", pct(0.5), " p90 ", pct(0.9), " p99 ", pct(0.99),
+               " max ", ms.empty() ? 0.0 : ms.back());
   }
 };
 
@@ -73,15 +79,17 @@ std::string NodeBody(int i) {
 }
 
 std::string JobBody(const std::string& name) {
-  return Cat("apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: ", name,
-             "}\nspec:\n  tasks:\n  - name: main\n    command: ['true']\n    resources: {gpu: 1}\n");
+  return Cat(
+      "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: ", name,
+      "}\nspec:\n  tasks:\n  - name: main\n    command: ['true']\n    resources: {gpu: 1}\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: cluster_load DATA_DIR [AGENTS] [CREATES_PER_S] [SECONDS] [THREADS]\n");
+    std::fprintf(stderr,
+                 "usage: cluster_load DATA_DIR [AGENTS] [CREATES_PER_S] [SECONDS] [THREADS]\n");
     return 2;
   }
   std::string dir = argv[1];
@@ -89,7 +97,9 @@ int main(int argc, char** argv) {
   int rate = argc > 3 ? std::atoi(argv[3]) : 500;
   int seconds = argc > 4 ? std::atoi(argv[4]) : 30;
   int threads = argc > 5 ? std::atoi(argv[5]) : 16;
-  absl::StatusOr<gpucloud::api::ClientConfig> admin = gpucloud::api::LoadClientConfig(dir + "/admin.config");
+  bool watch = argc > 6 ? std::atoi(argv[6]) != 0 : true;
+  absl::StatusOr<gpucloud::api::ClientConfig> admin =
+      gpucloud::api::LoadClientConfig(dir + "/admin.config");
   if (!admin.ok()) {
     std::fprintf(stderr, "%s\n", std::string(admin.status().message()).c_str());
     return 1;
@@ -99,7 +109,8 @@ int main(int argc, char** argv) {
 
   // 1. Agents: register, then heartbeat once a second each, spread over the second.
   std::vector<std::unique_ptr<gpucloud::api::Client>> clients;
-  for (int i = 0; i < agents; ++i) clients.push_back(std::make_unique<gpucloud::api::Client>(node_config));
+  for (int i = 0; i < agents; ++i)
+    clients.push_back(std::make_unique<gpucloud::api::Client>(node_config));
   Latencies heartbeats, creates;
   std::atomic<bool> stop{false}, measuring{false};
   std::atomic<int> registered{0};
@@ -116,10 +127,12 @@ int main(int argc, char** argv) {
       auto start = Clock::now();
       for (int64_t round = 0; !stop; ++round) {
         for (size_t k = 0; k < mine.size() && !stop; ++k) {
-          auto due = start + std::chrono::milliseconds(round * 1000 + static_cast<int64_t>(k * 1000 / mine.size()));
+          auto due = start + std::chrono::milliseconds(
+                                 round * 1000 + static_cast<int64_t>(k * 1000 / mine.size()));
           std::this_thread::sleep_until(due);
           auto t0 = Clock::now();
-          auto r = clients[mine[k]]->Call("POST", gpucloud::api::NodePath(Cat("load-", mine[k])) + "/heartbeat", body);
+          auto r = clients[mine[k]]->Call(
+              "POST", gpucloud::api::NodePath(Cat("load-", mine[k])) + "/heartbeat", body);
           if (!measuring) continue;
           if (r.ok() && r->status == 200) {
             heartbeats.Add(MsSince(t0));
@@ -140,6 +153,37 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("registered %d agents (%d GPUs)\n", agents, agents * 8);
+
+  // Each agent's watch on its assignments (a thread each here; the server should not need one).
+  std::atomic<int64_t> watch_events{0}, watch_lines{0};
+  std::atomic<int> watches_open{0};
+  std::vector<std::thread> watch_threads;
+  for (int i = 0; watch && i < agents; ++i) {
+    watch_threads.emplace_back([&, i] {
+      gpucloud::api::Client client(node_config);
+      std::string target = Cat(gpucloud::api::AssignmentsPath(Cat("load-", i)),
+                               "?watch=true&allowWatchBookmarks=true&timeoutSeconds=3600");
+      bool counted = false;
+      while (!stop) {
+        auto r = client.Stream(
+            target,
+            [&](const std::string& line) {
+              if (!counted) {
+                counted = true;
+                ++watches_open;
+              }
+              ++watch_lines;
+              if (line.find("\"BOOKMARK\"") == std::string::npos) ++watch_events;
+            },
+            15, &stop);
+        if (!r.ok() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+  }
+  for (int waited = 0; watch && watches_open < agents && waited < 600; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (watch) std::printf("watches open: %d of %d\n", watches_open.load(), agents);
   std::this_thread::sleep_for(std::chrono::seconds(2));
 
   // 2. Submission to binding on the idle cluster, one job at a time.
@@ -162,8 +206,10 @@ int main(int argc, char** argv) {
   }
   std::sort(bind_ms.begin(), bind_ms.end());
   if (!bind_ms.empty()) {
-    std::printf("idle cluster, submission to binding (%zu jobs): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-                bind_ms.size(), bind_ms[bind_ms.size() / 2], bind_ms[bind_ms.size() * 99 / 100], bind_ms.back());
+    std::printf(
+        "idle cluster, submission to binding (%zu jobs): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+        bind_ms.size(), bind_ms[bind_ms.size() / 2], bind_ms[bind_ms.size() * 99 / 100],
+        bind_ms.back());
   }
 
   if (auto m = user.Call("GET", "/metrics"); m.ok()) {
@@ -187,7 +233,8 @@ int main(int argc, char** argv) {
         if (due >= load_start + std::chrono::seconds(seconds)) break;
         std::this_thread::sleep_until(due);
         auto t0 = Clock::now();
-        auto r = client.Call("POST", "/apis/gpucloud/v1/namespaces/default/jobs", JobBody(Cat("load-", k)));
+        auto r = client.Call("POST", "/apis/gpucloud/v1/namespaces/default/jobs",
+                             JobBody(Cat("load-", k)));
         if (r.ok() && r->status == 201) {
           creates.Add(MsSince(t0));
         } else {
@@ -199,10 +246,35 @@ int main(int argc, char** argv) {
   for (auto& t : creator_threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - load_start).count();
   measuring = false;
+  std::string open_connections = "?";
+  if (auto m = user.Call("GET", "/metrics"); m.ok()) {
+    for (const std::string& line : gpucloud::SplitAny(m->body, "\n")) {
+      if (line.starts_with("gpucloud_api_open_connections ")) open_connections = line.substr(30);
+    }
+  }
+  // What the server holds now, with every agent and watch still connected.
+  std::printf("at the end of the load: %s connections open on the server\n",
+              open_connections.c_str());
+  if (const char* pid = std::getenv("SERVER_PID")) {
+    std::ifstream status(Cat("/proc/", pid, "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("Threads:") || line.starts_with("VmRSS:") ||
+          line.starts_with("VmHWM:")) {
+        std::printf("server %s\n", line.c_str());
+      }
+    }
+  }
+  std::fflush(stdout);
   stop = true;
   for (auto& t : agent_threads) t.join();
+  for (auto& t : watch_threads) t.join();
   std::printf("%s\n%s\n", heartbeats.Summary("heartbeats", elapsed).c_str(),
               creates.Summary("creates", elapsed).c_str());
+  if (watch) {
+    std::printf("watches: %d opened, %lld events and %lld lines in all\n", watches_open.load(),
+                static_cast<long long>(watch_events.load()),
+                static_cast<long long>(watch_lines.load()));
+  }
   if (auto m = user.Call("GET", "/metrics"); m.ok()) {
     for (const std::string& line : gpucloud::SplitAny(m->body, "\n")) {
       if (line.starts_with("gpucloud_controller_pass_seconds ") ||

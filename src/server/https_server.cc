@@ -1,6 +1,8 @@
 #include "server/https_server.h"
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -16,13 +18,12 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -41,7 +42,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using Stream = beast::ssl_stream<beast::tcp_stream>;
 using HttpRequest = http::request<http::string_body>;
 
 // Completion token: no exception for an I/O error, which lands in `ec`.
@@ -55,23 +55,113 @@ std::chrono::steady_clock::duration Chrono(absl::Duration d) {
 // `strand`, the executor the connection's coroutine runs on.
 struct Conn {
   explicit Conn(asio::strand<asio::io_context::executor_type> s)
-      : strand(s), wake(std::make_shared<asio::steady_timer>(s)) {}
+      : strand(s), wake(std::make_shared<asio::steady_timer>(s)), deadline(s) {}
   asio::strand<asio::io_context::executor_type> strand;
   // What a watch or followed log waits on between batches: expires, or a WakeupFeed cancels it.
   std::shared_ptr<asio::steady_timer> wake;
-  beast::tcp_stream* tcp = nullptr;  // while the coroutine has one: for Stop to close
+  // When it fires, the socket is closed (what the connection is doing took too long).
+  asio::steady_timer deadline;
+  tcp::socket* socket = nullptr;  // while the coroutine has one: for Stop and the deadline
 };
 
-// Points conn.tcp at `tcp` for as long as it lives.
+// Points conn.socket at `socket` for as long as it lives.
 class Attach {
  public:
-  Attach(Conn& conn, beast::tcp_stream& tcp) : conn_(conn) { conn_.tcp = &tcp; }
-  ~Attach() { conn_.tcp = nullptr; }
+  Attach(Conn& conn, tcp::socket& socket) : conn_(conn) { conn_.socket = &socket; }
+  ~Attach() {
+    conn_.socket = nullptr;
+    conn_.deadline.cancel();
+  }
   Attach(const Attach&) = delete;
   Attach& operator=(const Attach&) = delete;
 
  private:
   Conn& conn_;
+};
+
+// TLS driven on the socket itself: OpenSSL reads and writes the descriptor (non-blocking), and
+// the coroutine waits for readiness when it asks to. Unlike asio::ssl::stream (two 17 KB
+// buffers of its own and a BIO pair of two more), an idle connection then holds no buffer at
+// all (SSL_MODE_RELEASE_BUFFERS): 4,000 agents' connections cost megabytes, not 300 MB.
+// Touched only on its connection's strand.
+class TlsConn {
+ public:
+  TlsConn(tcp::socket& socket, SSL_CTX* ctx) : socket_(socket), ssl_(SSL_new(ctx)) {
+    beast::error_code ec;
+    socket_.non_blocking(true, ec);
+    if (ssl_ != nullptr) {
+      SSL_set_fd(ssl_, socket_.native_handle());
+      SSL_set_accept_state(ssl_);
+    }
+  }
+  ~TlsConn() { SSL_free(ssl_); }
+  TlsConn(const TlsConn&) = delete;
+  TlsConn& operator=(const TlsConn&) = delete;
+
+  asio::awaitable<void> Handshake(beast::error_code& ec) {
+    co_await Drive(Op::kAccept, nullptr, 0, ec);
+  }
+  // Some bytes (at most `size`) into `data`; 0 with `ec` set at the end or on an error
+  // (asio::error::eof when the client closed).
+  asio::awaitable<size_t> ReadSome(void* data, size_t size, beast::error_code& ec) {
+    co_return co_await Drive(Op::kRead, data, size, ec);
+  }
+  asio::awaitable<void> WriteAll(const std::string& data, beast::error_code& ec) {
+    if (!data.empty()) co_await Drive(Op::kWrite, const_cast<char*>(data.data()), data.size(), ec);
+  }
+
+ private:
+  enum class Op { kAccept, kRead, kWrite };
+  // Runs `op` until it makes progress, waiting for the socket as OpenSSL asks.
+  asio::awaitable<size_t> Drive(Op op, void* data, size_t size, beast::error_code& ec) {
+    if (ssl_ == nullptr) {
+      ec = asio::error::no_memory;
+      co_return 0;
+    }
+    const int n_max = static_cast<int>(std::min<size_t>(size, 1 << 30));
+    for (;;) {
+      ERR_clear_error();
+      int n = op == Op::kAccept ? SSL_accept(ssl_)
+              : op == Op::kRead ? SSL_read(ssl_, data, n_max)
+                                : SSL_write(ssl_, data, n_max);
+      if (n > 0) co_return op == Op::kAccept ? 0 : static_cast<size_t>(n);
+      int err = SSL_get_error(ssl_, n);
+      if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        co_await socket_.async_wait(
+            err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+            Into(ec));
+        if (ec) co_return 0;
+        continue;
+      }
+      const bool closed =
+          err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0);
+      if (closed) {
+        ec = asio::error::eof;
+      } else {
+        ec = asio::error::connection_aborted;
+      }
+      co_return 0;
+    }
+  }
+  tcp::socket& socket_;
+  SSL* ssl_;
+};
+
+// A connection's I/O as the request handling sees it.
+struct Link {
+  std::shared_ptr<Conn> conn;
+  TlsConn& tls;
+  // What is read but not parsed yet (the start of a pipelined request).
+  beast::flat_buffer buffer;
+  // Closes the socket unless disarmed (or armed again) within `d`.
+  void Arm(absl::Duration d) {
+    conn->deadline.expires_after(Chrono(d));
+    conn->deadline.async_wait([weak = std::weak_ptr<Conn>(conn)](beast::error_code ec) {
+      std::shared_ptr<Conn> c = weak.lock();
+      if (!ec && c && c->socket != nullptr) c->socket->close(ec);
+    });
+  }
+  void Disarm() { conn->deadline.cancel(); }
 };
 
 // Requests and streams in flight per tenant user (a simple form of Kubernetes' API Priority
@@ -125,6 +215,24 @@ asio::awaitable<Response> CallOn(asio::thread_pool& pool, const std::function<Re
   co_return out;
 }
 
+// The store's change log as the keys a WakeupFeed needs, a revision's changes together.
+WakeupFeed::Changes StoreChanges(store::Store& store) {
+  return [&store](int64_t after) -> std::optional<std::vector<WakeupFeed::Change>> {
+    for (int limit = 4096;; limit *= 2) {
+      absl::StatusOr<std::vector<store::Event>> events = store.Changes("", after, limit);
+      if (!events.ok()) return std::nullopt;  // compacted past `after` (or failing): unknown
+      const bool full = static_cast<int>(events->size()) >= limit;
+      if (full && events->front().revision == events->back().revision) continue;
+      std::vector<WakeupFeed::Change> out;
+      for (store::Event& e : *events) {
+        if (full && e.revision == events->back().revision) break;  // maybe not whole
+        out.push_back({e.revision, std::move(e.kv.key)});
+      }
+      return out;
+    }
+  };
+}
+
 int DefaultIoThreads() {
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
 }
@@ -142,7 +250,7 @@ struct HttpsServer::Impl {
   // Blocking calls (the API, the store) run here, not on the I/O threads: one pool for admins
   // and nodes, one for tenants, so that a tenant's flood never delays an agent's heartbeat.
   asio::thread_pool system_pool, tenant_pool;
-  asio::ssl::context tls{asio::ssl::context::tls_server};
+  asio::ssl::context tls_context{asio::ssl::context::tls_server};
   tcp::acceptor acceptor{asio::make_strand(io)};
   WakeupFeed store_feed;
   std::unique_ptr<WakeupFeed> log_feed;  // with options.logs
@@ -169,7 +277,7 @@ struct HttpsServer::Impl {
               s.WaitForChange(after, d);
               return s.Revision();
             },
-            s.Revision()),
+            s.Revision(), absl::Milliseconds(50), StoreChanges(s)),
         limiter(options.max_requests_per_tenant, options.max_streams_per_tenant),
         rate(options.tenant_requests_per_second, options.tenant_request_burst) {
     if (options.logs != nullptr) {
@@ -255,52 +363,76 @@ struct HttpsServer::Impl {
 
   asio::awaitable<void> Session(std::shared_ptr<Conn> conn, tcp::socket socket) {
     if (stopping) co_return;  // Stop may have passed this connection before it started
-    beast::tcp_stream tcp(std::move(socket));
-    beast::flat_buffer buffer;
+    Attach attach(*conn, socket);
     beast::error_code ec;
-    bool is_tls = false;
-    {
-      Attach attach(*conn, tcp);
-      tcp.expires_after(Chrono(options.handshake_timeout));
-      is_tls = co_await beast::async_detect_ssl(tcp, buffer, Into(ec));
-      if (ec || stopping) co_return;
-      if (!is_tls) {  // plain HTTP gets a plain answer; anything else, nothing
-        auto first = static_cast<const char*>(buffer.data().data());
-        if (buffer.size() > 0 && first[0] >= 'A' && first[0] <= 'Z') {
-          co_await asio::async_write(tcp, asio::buffer(kPlainHttpAnswer), Into(ec));
-          tcp.socket().shutdown(tcp::socket::shutdown_send, ec);
+    // Each write is a whole answer (or chunk): send it now, not after the client's delayed ACK.
+    socket.set_option(tcp::no_delay(true), ec);
+    TlsConn tls(socket, tls_context.native_handle());
+    Link link{conn, tls};
+    link.Arm(options.handshake_timeout);
+    co_await socket.async_wait(tcp::socket::wait_read, Into(ec));
+    if (ec || stopping) co_return;
+    unsigned char first = 0;
+    if (::recv(socket.native_handle(), &first, 1, MSG_PEEK) != 1) co_return;
+    if (first != 0x16) {  // not a TLS handshake record: plain HTTP gets a plain answer
+      if (first >= 'A' && first <= 'Z') {
+        co_await asio::async_write(socket, asio::buffer(kPlainHttpAnswer), Into(ec));
+        socket.shutdown(tcp::socket::shutdown_send, ec);
+      }
+      co_return;
+    }
+    co_await tls.Handshake(ec);
+    link.Disarm();
+    if (ec) co_return;
+    co_await ServeRequests(link);
+  }
+
+  // Reads one request into `parser` (Beast's parser, fed by hand) within the read timeout.
+  asio::awaitable<void> ReadRequest(Link& l, http::request_parser<http::string_body>& parser,
+                                    beast::error_code& ec) {
+    for (;;) {
+      if (l.buffer.size() > 0) {
+        size_t used = parser.put(l.buffer.data(), ec);
+        l.buffer.consume(used);
+        if (ec == http::error::need_more) {
+          ec = {};
+        } else if (ec || parser.is_done()) {
+          co_return;
+        } else if (used > 0) {
+          continue;
+        }
+      }
+      auto space = l.buffer.prepare(16 << 10);
+      size_t got = co_await l.tls.ReadSome(space.data(), space.size(), ec);
+      if (ec) {
+        if (ec == asio::error::eof) {
+          ec = parser.got_some() ? http::error::partial_message : http::error::end_of_stream;
         }
         co_return;
       }
+      l.buffer.commit(got);
     }
-    Stream stream(std::move(tcp), tls);
-    Attach attach(*conn, beast::get_lowest_layer(stream));
-    size_t used =
-        co_await stream.async_handshake(asio::ssl::stream_base::server, buffer.data(), Into(ec));
-    if (ec) co_return;
-    buffer.consume(used);
-    co_await ServeRequests(*conn, stream, buffer);
   }
 
-  asio::awaitable<void> ServeRequests(Conn& c, Stream& stream, beast::flat_buffer& buffer) {
-    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
+  asio::awaitable<void> ServeRequests(Link& l) {
     while (!stopping) {
-      tcp.expires_after(Chrono(options.read_timeout));  // idle time before the request included
+      l.Arm(options.read_timeout);  // idle time before the request included
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
       parser.body_limit(kMaxBodyBytes + 1);
       beast::error_code ec;
-      co_await http::async_read(stream, buffer, parser, Into(ec));
+      co_await ReadRequest(l, parser, ec);
       if (ec) {
-        co_await AnswerReadError(stream, parser.get(), ec);
+        co_await AnswerReadError(l, parser.get(), ec);
         co_return;
       }
-      tcp.expires_never();  // handling is not bounded by the socket's deadlines
+      l.Disarm();  // handling is not bounded by the socket's deadlines
+      if (l.buffer.size() == 0) l.buffer.shrink_to_fit();  // an idle connection keeps nothing
       const HttpRequest& req = parser.get();
       bool keep = false;
       std::string failure;
       try {
-        keep = co_await ServeOne(c, stream, req);
+        keep = co_await ServeOne(*l.conn, l, req);
       } catch (const std::exception& e) {
         failure = e.what();
       }
@@ -309,15 +441,14 @@ struct HttpsServer::Impl {
         Log(Cat("request ", std::string(req.method_string()), " ",
                 std::string(req.target().substr(0, 200)), " failed: ", failure));
         const Response failed = Status(500, "InternalError", "the server failed on this request");
-        co_await Write(stream, req, failed);
+        co_await Write(l, req, failed);
         co_return;
       }
       if (!keep || !req.keep_alive()) co_return;
     }
   }
 
-  asio::awaitable<void> AnswerReadError(Stream& stream, const HttpRequest& req,
-                                        beast::error_code ec) {
+  asio::awaitable<void> AnswerReadError(Link& l, const HttpRequest& req, beast::error_code ec) {
     Response answer;
     if (ec == http::error::body_limit) {
       answer = Status(413, "RequestEntityTooLarge", "the body is over the limit");
@@ -330,25 +461,25 @@ struct HttpsServer::Impl {
     } else {
       co_return;  // the client went away, or was too slow: nothing to answer
     }
-    co_await Write(stream, req, answer);
-    co_await LingeringClose(stream);
+    co_await Write(l, req, answer);
+    co_await LingeringClose(l);
   }
 
   // After answering a request that was not read whole, reads (and drops) what the client is
   // still sending for a moment before closing: closing with unread data makes the kernel reset
   // the connection, and the client may lose the answer.
-  asio::awaitable<void> LingeringClose(Stream& stream) {
-    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(1));
+  asio::awaitable<void> LingeringClose(Link& l) {
+    l.Arm(absl::Seconds(1));
     std::vector<char> sink(16 << 10);
     size_t drained_bytes = 0;
     beast::error_code ec;
     while (!ec && !stopping && drained_bytes < (4u << 20)) {
-      drained_bytes += co_await stream.async_read_some(asio::buffer(sink), Into(ec));
+      drained_bytes += co_await l.tls.ReadSome(sink.data(), sink.size(), ec);
     }
   }
 
   // Serves one request; false when the connection is to be closed after it.
-  asio::awaitable<bool> ServeOne(Conn& c, Stream& stream, const HttpRequest& req) {
+  asio::awaitable<bool> ServeOne(Conn& c, Link& stream, const HttpRequest& req) {
     absl::Time started_at = absl::Now();
     Request r;
     r.method = std::string(req.method_string());
@@ -447,7 +578,7 @@ struct HttpsServer::Impl {
 
   // ---- Writing ----
 
-  asio::awaitable<bool> Write(Stream& stream, const HttpRequest& req, const Response& resp) {
+  asio::awaitable<bool> Write(Link& l, const HttpRequest& req, const Response& resp) {
     http::response<http::string_body> res{static_cast<http::status>(resp.status), req.version()};
     res.set(http::field::server, "gpucloud");
     res.set(http::field::content_type, resp.content_type);
@@ -455,57 +586,57 @@ struct HttpsServer::Impl {
     res.keep_alive(req.keep_alive());
     res.body() = resp.body;
     res.prepare_payload();
+    std::ostringstream wire;
+    wire << res;
+    co_return co_await WriteRaw(l, wire.str());
+  }
+
+  // Writes `data` within the write timeout.
+  asio::awaitable<bool> WriteRaw(Link& l, const std::string& data) {
     beast::error_code ec;
-    beast::get_lowest_layer(stream).expires_after(Chrono(options.write_timeout));
-    co_await http::async_write(stream, res, Into(ec));
+    l.Arm(options.write_timeout);
+    co_await l.tls.WriteAll(data, ec);
+    l.Disarm();
     co_return !ec;
   }
 
   // Writes a chunk of a streamed answer within the write timeout; the wait between chunks has
   // no deadline (the stream's own timeout ends it). "" writes the last chunk.
-  asio::awaitable<bool> WriteChunk(Stream& stream, const std::string& data) {
-    beast::error_code ec;
-    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
-    tcp.expires_after(Chrono(options.write_timeout));
-    if (data.empty()) {
-      co_await asio::async_write(stream, http::make_chunk_last(), Into(ec));
-    } else {
-      co_await asio::async_write(stream, http::make_chunk(asio::buffer(data)), Into(ec));
-    }
-    tcp.expires_never();
-    co_return !ec;
+  asio::awaitable<bool> WriteChunk(Link& l, const std::string& data) {
+    std::ostringstream size;
+    size << std::hex << data.size();
+    const std::string chunk =
+        data.empty() ? std::string("0\r\n\r\n") : Cat(size.str(), "\r\n", data, "\r\n");
+    co_return co_await WriteRaw(l, chunk);
   }
 
-  asio::awaitable<bool> WriteStreamHead(Stream& stream, const HttpRequest& req,
-                                        const char* content_type,
+  asio::awaitable<bool> WriteStreamHead(Link& l, const HttpRequest& req, const char* content_type,
                                         const std::map<std::string, std::string>& headers) {
     http::response<http::empty_body> head{http::status::ok, req.version()};
     head.set(http::field::server, "gpucloud");
     head.set(http::field::content_type, content_type);
     for (const auto& [k, v] : headers) head.set(k, v);
     head.chunked(true);
-    http::response_serializer<http::empty_body> sr{head};
-    beast::error_code ec;
-    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
-    tcp.expires_after(Chrono(options.write_timeout));
-    co_await http::async_write_header(stream, sr, Into(ec));
-    tcp.expires_never();
-    co_return !ec;
+    std::ostringstream wire;
+    wire << head.base();
+    co_return co_await WriteRaw(l, wire.str());
   }
 
   // ---- Streams ----
 
-  // Waits on c.wake until `feed` is past `after`, `timeout` passes, or Stop.
-  asio::awaitable<void> WaitOn(Conn& c, WakeupFeed& feed, int64_t after, absl::Duration timeout) {
+  // Waits on c.wake until `feed` has a change under `prefix` past `after`, `timeout` passes,
+  // or Stop.
+  asio::awaitable<void> WaitOn(Conn& c, WakeupFeed& feed, int64_t after, const std::string& prefix,
+                               absl::Duration timeout) {
     c.wake->expires_after(Chrono(timeout));
-    if (stopping || !feed.Register(c.wake, after)) co_return;
+    if (stopping || !feed.Register(c.wake, after, prefix)) co_return;
     beast::error_code ec;
     co_await c.wake->async_wait(Into(ec));
     feed.Unregister(c.wake.get());
   }
 
   // A followed log: what is there, then what arrives, until the job ends or the client leaves.
-  asio::awaitable<void> StreamLogs(Conn& c, asio::thread_pool& pool, Stream& stream,
+  asio::awaitable<void> StreamLogs(Conn& c, asio::thread_pool& pool, Link& stream,
                                    const HttpRequest& req, const Request& request) {
     Request r = request;
     r.query.erase("follow");
@@ -533,11 +664,12 @@ struct HttpsServer::Impl {
         continue;  // drain what is there before waiting
       }
       if (!chunk.more || stopping) break;
+      const std::string any;
       if (log_feed) {
-        co_await WaitOn(c, *log_feed, seen, absl::Milliseconds(500));
+        co_await WaitOn(c, *log_feed, seen, any, absl::Milliseconds(500));
         seen = log_feed->position();
       } else {
-        co_await WaitOn(c, store_feed, store_feed.position(), absl::Milliseconds(500));
+        co_await WaitOn(c, store_feed, store_feed.position(), any, absl::Milliseconds(500));
       }
       chunk = co_await read();
       if (chunk.status != 200) break;
@@ -546,7 +678,7 @@ struct HttpsServer::Impl {
     co_await WriteChunk(stream, last_chunk);
   }
 
-  asio::awaitable<void> StreamWatch(Conn& c, asio::thread_pool& pool, Stream& stream,
+  asio::awaitable<void> StreamWatch(Conn& c, asio::thread_pool& pool, Link& stream,
                                     const HttpRequest& req, const Request& request) {
     Request r = request;
     int64_t timeout_s = QueryInt(r, "timeoutSeconds").value_or(300);
@@ -564,6 +696,7 @@ struct HttpsServer::Impl {
     if (!co_await WriteStreamHead(stream, req, "application/x-ndjson", no_headers)) co_return;
     absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
     absl::Time last_write = absl::InfinitePast();
+    const std::string prefix = batch.watch_prefix;
     for (;;) {
       // The batch holds every change under the prefix up to batch.revision: the API says so,
       // rather than this reading revisions out of the objects' text (a tenant's env var named
@@ -580,7 +713,14 @@ struct HttpsServer::Impl {
         last_write = absl::Now();
       }
       if (stopping || absl::Now() >= deadline) break;
-      co_await WaitOn(c, store_feed, last, std::min(absl::Seconds(1), deadline - absl::Now()));
+      co_await WaitOn(c, store_feed, last, prefix,
+                      std::min(absl::Seconds(1), deadline - absl::Now()));
+      if (std::optional<int64_t> quiet = store_feed.QuietThrough(last, prefix)) {
+        // Nothing under the prefix changed up to `quiet`: caught up there without a read.
+        batch = Response{};
+        batch.revision = *quiet;
+        continue;
+      }
       // The changes after `last` (after an empty store's 0: the current state, as ADDED events).
       r.query["resourceVersion"] = std::to_string(last);
       batch = co_await read();
@@ -599,12 +739,13 @@ HttpsServer::~HttpsServer() { Stop(); }
 
 absl::Status HttpsServer::Start() {
   Impl& m = *impl_;
-  SSL_CTX_set_min_proto_version(m.tls.native_handle(), TLS1_3_VERSION);
+  SSL_CTX_set_min_proto_version(m.tls_context.native_handle(), TLS1_3_VERSION);
   // An idle connection (an agent's keep-alive, a quiet watch) then holds no TLS buffers.
-  SSL_CTX_set_mode(m.tls.native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_mode(m.tls_context.native_handle(),
+                   SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   beast::error_code ec;
-  m.tls.use_certificate_chain_file(m.options.cert_path, ec);
-  if (!ec) m.tls.use_private_key_file(m.options.key_path, asio::ssl::context::pem, ec);
+  m.tls_context.use_certificate_chain_file(m.options.cert_path, ec);
+  if (!ec) m.tls_context.use_private_key_file(m.options.key_path, asio::ssl::context::pem, ec);
   if (ec) return absl::InternalError(Cat("TLS: ", ec.message()));
   tcp::endpoint ep(asio::ip::make_address(m.options.address, ec), m.options.port);
   if (ec) return absl::InvalidArgumentError(Cat("--listen: bad address ", m.options.address));
@@ -643,7 +784,8 @@ void HttpsServer::Stop() {
     std::unique_lock lock(m.mu);
     for (auto& [id, conn] : m.open) {  // each closed on its own strand
       asio::post(conn->strand, [conn] {
-        if (conn->tcp != nullptr) conn->tcp->close();
+        beast::error_code ec;
+        if (conn->socket != nullptr) conn->socket->close(ec);
         conn->wake->cancel();
       });
     }

@@ -9,8 +9,10 @@
 // not a thread. A few I/O threads (`io_threads`) run every connection; the blocking work (the
 // API and the store) runs on one of two pools of `handler_threads`, one for admins and nodes
 // and one for tenants, so that a tenant's flood cannot delay an agent's heartbeat. Watches and
-// followed logs wait for news on a timer that a WakeupFeed cancels when the store (or the log
-// store) changes. Threads are independent of the number of connections.
+// followed logs wait for news on a timer that a WakeupFeed cancels: a watch only when a change
+// falls under its prefix (the feed reads the change log once for all watches), and a quiet
+// watch's bookmark needs no read of the store. Threads are independent of the number of
+// connections.
 //
 // Bounds, for clients that are careless or hostile (Options): at most `max_connections` open
 // connections (more are closed at once); a TLS handshake must finish within

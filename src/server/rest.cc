@@ -463,6 +463,7 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
         Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
   Response out{200, "", "application/x-ndjson"};
+  out.watch_prefix = prefix;
   if (after.value_or(0) == 0) {  // the current state, then changes from there
     absl::StatusOr<store::ListResult> list = store_.List(prefix);
     if (!list.ok()) return FromStatus(list.status());

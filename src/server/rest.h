@@ -67,6 +67,7 @@ struct Response {
   // A watch batch: every change under the watched prefix up to this revision is in it, so the
   // next batch asks for the changes after it.
   int64_t revision = 0;
+  std::string watch_prefix;                    // a watch batch: the store prefix watched
   std::map<std::string, std::string> headers;  // extra response headers
 };
 

@@ -94,5 +94,77 @@ TEST_F(WakeupFeedTest, StopReturnsWhileTheSourceIsQuiet) {
   SUCCEED();
 }
 
+// A change log of keys for the prefix-aware feed: Set() appends a change at the next revision.
+class KeyedSource {
+ public:
+  int64_t Wait(int64_t after, absl::Duration timeout) {
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                      [&] { return static_cast<int64_t>(log_.size()) > after; });
+    return static_cast<int64_t>(log_.size());
+  }
+  std::optional<std::vector<WakeupFeed::Change>> Changes(int64_t after) {
+    std::lock_guard lock(mu_);
+    std::vector<WakeupFeed::Change> out;
+    for (int64_t r = after + 1; r <= static_cast<int64_t>(log_.size()); ++r) {
+      out.push_back({r, log_[r - 1]});
+    }
+    return out;
+  }
+  void Put(const std::string& key) {
+    std::lock_guard lock(mu_);
+    log_.push_back(key);
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<std::string> log_;  // log_[r - 1]: the key revision r changed
+};
+
+TEST(WakeupFeedKeyed, OnlyWaitersUnderTheChangedPrefixAreWokenAndQuietOnesAreCaughtUp) {
+  KeyedSource source;
+  WakeupFeed feed([&](int64_t after, absl::Duration d) { return source.Wait(after, d); }, 0,
+                  absl::Milliseconds(50), [&](int64_t after) { return source.Changes(after); });
+  feed.Start();
+  asio::io_context io;
+  auto timer = [&](std::string* outcome) {
+    auto t = std::make_shared<asio::steady_timer>(asio::make_strand(io));
+    t->expires_after(std::chrono::hours(1));
+    t->async_wait([outcome](boost::system::error_code ec) {
+      *outcome = ec == asio::error::operation_aborted ? "aborted" : "expired";
+    });
+    return t;
+  };
+  std::string a_outcome, b_outcome;
+  auto a = timer(&a_outcome), b = timer(&b_outcome);
+  ASSERT_TRUE(feed.Register(a, 0, "/assignments/node-a/"));
+  ASSERT_TRUE(feed.Register(b, 0, "/assignments/node-b/"));
+  source.Put("/jobs/default/train");
+  source.Put("/assignments/node-a/train.0");
+  while (feed.position() < 2) std::this_thread::yield();
+  io.run_one();
+  io.poll();
+  EXPECT_EQ(a_outcome, "aborted");
+  EXPECT_EQ(b_outcome, "");  // nothing of node-b's changed
+  EXPECT_EQ(feed.waiters(), 1u);
+  // node-b's watch is caught up to 2 without reading; node-a's is not (revision 2 is its news).
+  EXPECT_EQ(feed.QuietThrough(0, "/assignments/node-b/"), std::optional<int64_t>(2));
+  EXPECT_EQ(feed.QuietThrough(0, "/assignments/node-a/"), std::nullopt);
+  EXPECT_EQ(feed.QuietThrough(2, "/assignments/node-a/"), std::optional<int64_t>(2));
+  // A waiter registering behind a change under its prefix is told to read, not to wait.
+  std::string c_outcome;
+  auto c = timer(&c_outcome);
+  EXPECT_FALSE(feed.Register(c, 1, "/assignments/node-a/"));
+  EXPECT_TRUE(feed.Register(c, 1, "/assignments/node-c/"));
+  feed.Unregister(c.get());
+  feed.Unregister(b.get());
+  EXPECT_EQ(feed.waiters(), 0u);
+  b->cancel();
+  c->cancel();
+  io.poll();
+}
+
 }  // namespace
 }  // namespace gpucloud::server
