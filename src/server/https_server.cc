@@ -782,7 +782,8 @@ void HttpsServer::Stop() {
   });
   {
     std::unique_lock lock(m.mu);
-    for (auto& [id, conn] : m.open) {  // each closed on its own strand
+    for (const auto& entry : m.open) {  // each closed on its own strand
+      std::shared_ptr<Conn> conn = entry.second;
       asio::post(conn->strand, [conn] {
         beast::error_code ec;
         if (conn->socket != nullptr) conn->socket->close(ec);
