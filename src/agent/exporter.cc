@@ -62,12 +62,14 @@ std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& 
          if (!s.fb_used) return std::nullopt;
          return static_cast<double>(s.fb_used->raw());
        }},
-      {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.",
+      {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter",
+       "Total number of single-bit volatile ECC errors.",
        [](const GpuSample& s) -> std::optional<double> {
          if (!s.ecc_corrected) return std::nullopt;
          return static_cast<double>(*s.ecc_corrected);
        }},
-      {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.",
+      {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
+       "Total number of double-bit volatile ECC errors.",
        [](const GpuSample& s) -> std::optional<double> {
          if (!s.ecc_uncorrected) return std::nullopt;
          return static_cast<double>(*s.ecc_uncorrected);
@@ -83,8 +85,9 @@ std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& 
       std::string owner;
       if (owners != nullptr) {
         if (auto o = owners->find(g.index); o != owners->end()) {
-          owner = fmt::format(",namespace=\"{}\",job=\"{}\",task=\"{}\"", LabelValue(o->second.namespace_),
-                              LabelValue(o->second.job), LabelValue(o->second.task));
+          owner = fmt::format(",namespace=\"{}\",job_name=\"{}\",task=\"{}\"",
+                              LabelValue(o->second.namespace_), LabelValue(o->second.job),
+                              LabelValue(o->second.task));
         }
       }
       lines += fmt::format(
@@ -95,6 +98,20 @@ std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& 
     }
     if (lines.empty()) continue;
     out += Cat("# HELP ", m.name, " ", m.help, "\n# TYPE ", m.name, " ", m.type, "\n", lines);
+  }
+  return out;
+}
+
+std::string TaskEnergyMetricsText(const std::vector<TaskEnergy>& tasks, std::string_view hostname) {
+  std::string out =
+      "# HELP gpucloud_task_energy_joules_total Energy of the GPUs a task used while it ran.\n"
+      "# TYPE gpucloud_task_energy_joules_total counter\n";
+  for (const TaskEnergy& e : tasks) {
+    out += fmt::format(
+        "gpucloud_task_energy_joules_total{{namespace=\"{}\",job_name=\"{}\",task=\"{}\","
+        "rank=\"{}\",attempt=\"{}\",Hostname=\"{}\"}} {}\n",
+        LabelValue(e.namespace_), LabelValue(e.job), LabelValue(e.task), e.rank, e.attempt,
+        LabelValue(hostname), e.joules);
   }
   return out;
 }

@@ -15,8 +15,10 @@ namespace gpucloud::agent {
 
 // One HELP and TYPE line per metric, then one sample per GPU that reports it, labelled gpu,
 // UUID, pci_bus_id, device, modelName, Hostname and DCGM_FI_DRIVER_VERSION (in that order).
-// With `owners`, a GPU a task uses also carries that task's labels namespace, job and task (as
-// dcgm-exporter adds namespace, pod and container on Kubernetes).
+// With `owners`, a GPU a task uses also carries that task's labels namespace, job_name and task
+// (as dcgm-exporter adds namespace, pod and container on Kubernetes). Never `job`: Prometheus
+// sets `job` on every series it scrapes (the scrape job), so a target's own `job` label would
+// be renamed `exported_job`.
 struct GpuOwner {
   std::string namespace_;
   std::string job;
@@ -25,6 +27,17 @@ struct GpuOwner {
 std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
                             std::string_view hostname,
                             const std::map<int, GpuOwner>* owners = nullptr);
+
+// The GPU energy one task used while it ran (its share of its GPUs' energy), for
+// TaskEnergyMetricsText.
+struct TaskEnergy {
+  std::string namespace_, job, task;  // task: "{task}-{replica}"
+  int rank = 0, attempt = 0;
+  double joules = 0;
+};
+// The counter family gpucloud_task_energy_joules_total (HELP and TYPE even without tasks), one
+// sample per task labelled namespace, job_name, task, rank, attempt and Hostname.
+std::string TaskEnergyMetricsText(const std::vector<TaskEnergy>& tasks, std::string_view hostname);
 
 }  // namespace gpucloud::agent
 

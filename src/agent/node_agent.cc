@@ -734,16 +734,12 @@ struct NodeAgent::Impl {
 
   std::string MetricsText() const {
     std::lock_guard lock(metrics_mu);
-    std::string out = DcgmMetricsText(discovered, last_samples, HostName(), &owners);
-    out +=
-        "# HELP gpucloud_task_energy_joules Energy of the GPUs a task used while it ran.\n"
-        "# TYPE gpucloud_task_energy_joules counter\n";
+    std::vector<TaskEnergy> tasks_energy;
     for (const auto& [id, e] : energy) {
-      out += Cat("gpucloud_task_energy_joules{namespace=\"", e.ns, "\",job=\"", e.job, "\",task=\"",
-                 e.task, "\",rank=\"", e.rank, "\",attempt=\"", e.attempt, "\",Hostname=\"",
-                 HostName(), "\"} ", e.joules, "\n");
+      tasks_energy.push_back({e.ns, e.job, e.task, e.rank, e.attempt, e.joules});
     }
-    return out;
+    return Cat(DcgmMetricsText(discovered, last_samples, HostName(), &owners),
+               TaskEnergyMetricsText(tasks_energy, HostName()));
   }
 
   void Heartbeat() {

@@ -53,8 +53,9 @@ TEST_F(FakeNvml, MigDevicesGiveTheLayoutAndTheirUuids) {
   EXPECT_TRUE(g->gpus[0].mig_enabled);
   EXPECT_EQ(g->gpus[0].mig_layout,
             (std::vector<MigPlacement>{{"3g.40gb", 0}, {"1g.10gb", 4}, {"1g.10gb", 5}}));
-  EXPECT_EQ(g->gpus[0].mig_uuid_by_start,
-            (std::map<int, std::string>{{0, "MIG-fake-0-0"}, {4, "MIG-fake-0-2"}, {5, "MIG-fake-0-1"}}));
+  EXPECT_EQ(
+      g->gpus[0].mig_uuid_by_start,
+      (std::map<int, std::string>{{0, "MIG-fake-0-0"}, {4, "MIG-fake-0-2"}, {5, "MIG-fake-0-1"}}));
   EXPECT_EQ(g->gpus[1].mig_layout, (std::vector<MigPlacement>{{"7g.80gb", 0}}));
   EXPECT_FALSE(g->gpus[2].mig_enabled);
   EXPECT_TRUE(g->gpus[2].mig_layout.empty());
@@ -126,8 +127,7 @@ TEST_F(FakeNvml, ErrorsAreNamed) {
   setenv("FAKE_NVML_COUNT_RC", "15", 1);
   absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ((*b)->Discover().status().message(),
-            "nvmlDeviceGetCount_v2 failed: fake error (15)");
+  EXPECT_EQ((*b)->Discover().status().message(), "nvmlDeviceGetCount_v2 failed: fake error (15)");
 }
 
 TEST(Simulated, SpecsAndErrors) {
@@ -146,10 +146,12 @@ TEST(Simulated, SpecsAndErrors) {
 
 TEST(Simulated, AYamlFileGivesTypesNvlinkIslandsAndMigLayouts) {
   std::string dir = ::testing::TempDir();
-  std::string good = dir + "/sim-good.yaml", bad = dir + "/sim-bad.yaml", worse = dir + "/sim-worse.yaml";
+  std::string good = dir + "/sim-good.yaml", bad = dir + "/sim-bad.yaml",
+              worse = dir + "/sim-worse.yaml";
   std::ofstream(good) << "gpus:\n  - {type: H100, count: 2, nvlinkIsland: 0}\n"
                          "  - {type: A100-80GB, mig: [3g.40gb@0, 2g.20gb@4, 1g.10gb@6]}\n";
-  absl::StatusOr<std::unique_ptr<GpuBackend>> b = MakeSimulatedBackend(good, GpuCatalog::Default(), "n1");
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b =
+      MakeSimulatedBackend(good, GpuCatalog::Default(), "n1");
   ASSERT_TRUE(b.ok()) << b.status();
   NodeGpus node = *(*b)->Discover();
   ASSERT_EQ(node.gpus.size(), 3u);
@@ -167,12 +169,16 @@ TEST(Simulated, AYamlFileGivesTypesNvlinkIslandsAndMigLayouts) {
   std::ofstream(worse) << "gpus:\n  - {type: H100, cnt: 2}\n";
   e = MakeSimulatedBackend(worse);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("gpus[0].cnt: unknown field"), std::string::npos) << e.status();
+  EXPECT_NE(e.status().message().find("gpus[0].cnt: unknown field"), std::string::npos)
+      << e.status();
 }
 
 TEST(Exporter, DcgmNamesAndLabelsInPrometheusTextFormat) {
-  NodeGpus node{"nvml", "550.54.15", 12040, {{0, "GPU-a", "NVIDIA \"H100\"", "00000000:19:00.0",
-                                               MiB(81559), false, "H100-80GB"}}};
+  NodeGpus node{
+      "nvml",
+      "550.54.15",
+      12040,
+      {{0, "GPU-a", "NVIDIA \"H100\"", "00000000:19:00.0", MiB(81559), false, "H100-80GB"}}};
   GpuSample s;
   s.index = 0;
   s.gpu_util_percent = 87;
@@ -190,6 +196,40 @@ TEST(Exporter, DcgmNamesAndLabelsInPrometheusTextFormat) {
             "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\",pci_bus_id=\"00000000:19:00.0\","
             "device=\"nvidia0\",modelName=\"NVIDIA \\\"H100\\\"\",Hostname=\"host-1\","
             "DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 87\n");
+}
+
+TEST(Exporter, TaskLabelsAreNamespaceJobNameAndTaskNeverJob) {
+  NodeGpus node{"nvml",
+                "550.54.15",
+                12040,
+                {{0, "GPU-a", "H100", "00000000:19:00.0", MiB(81559), false, "H100-80GB"},
+                 {1, "GPU-b", "H100", "00000000:1a:00.0", MiB(81559), false, "H100-80GB"}}};
+  GpuSample a, b;
+  a.index = 0;
+  a.gpu_util_percent = 87;
+  b.index = 1;
+  b.gpu_util_percent = 0;
+  std::map<int, GpuOwner> owners = {{0, {"team-a", "train", "worker-0"}}};
+  std::string text = DcgmMetricsText(node, {a, b}, "host-1", &owners);
+  // Prometheus sets `job` (the scrape job) on every series: a target's own `job` label would
+  // be renamed exported_job, so the task's job is `job_name`.
+  EXPECT_NE(text.find("DCGM_FI_DRIVER_VERSION=\"550.54.15\",namespace=\"team-a\","
+                      "job_name=\"train\",task=\"worker-0\"} 87\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("job=\""), std::string::npos) << text;
+}
+
+TEST(Exporter, TaskEnergyIsACounterNamedTotalWithEscapedLabels) {
+  EXPECT_EQ(TaskEnergyMetricsText({}, "host-1"),
+            "# HELP gpucloud_task_energy_joules_total Energy of the GPUs a task used while it "
+            "ran.\n# TYPE gpucloud_task_energy_joules_total counter\n");
+  std::string text = TaskEnergyMetricsText({{"ns", "train", "w\"0", 1, 2, 1234.5}}, "host-1");
+  EXPECT_NE(text.find("\ngpucloud_task_energy_joules_total{namespace=\"ns\",job_name=\"train\","
+                      "task=\"w\\\"0\",rank=\"1\",attempt=\"2\",Hostname=\"host-1\"} 1234.5\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

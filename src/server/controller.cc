@@ -1041,13 +1041,16 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"+Inf\"} ",
              m.bind_latency_counts.empty() ? 0 : m.bind_latency_counts.back(), "\n");
   out += Cat("gpucloud_scheduling_latency_seconds_sum ", m.bind_latency_sum, "\n");
+  out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
   out +=
       "# HELP gpucloud_job_recovery_seconds From a job's interruption (failure, lost node or GPU, "
       "drain, preemption) to running again.\n# TYPE gpucloud_job_recovery_seconds summary\n";
   out += Cat("gpucloud_job_recovery_seconds_sum ", m.recovery_sum, "\n");
   out += Cat("gpucloud_job_recovery_seconds_count ", m.recovery_count, "\n");
+  out +=
+      "# HELP gpucloud_job_recovery_seconds_max The longest recovery since the server started.\n"
+      "# TYPE gpucloud_job_recovery_seconds_max gauge\n";
   out += Cat("gpucloud_job_recovery_seconds_max ", m.recovery_max, "\n");
-  out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
   out +=
       "# HELP gpucloud_job_gpu_seconds_total GPU time of ended job attempts: allocated, "
       "productive (work kept) and lost (work redone after an interruption).\n"
@@ -1062,7 +1065,8 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
       "GPUs, over all its attempts.\n# TYPE gpucloud_job_goodput_ratio gauge\n";
   auto job_labels = [](const std::string& key) {
     size_t slash = key.find('/');
-    return Cat("namespace=\"", key.substr(0, slash), "\",job=\"", key.substr(slash + 1), "\"");
+    // job_name, not job: Prometheus' own `job` (the scrape job) would rename ours exported_job.
+    return Cat("namespace=\"", key.substr(0, slash), "\",job_name=\"", key.substr(slash + 1), "\"");
   };
   for (const auto& [job, g] : m.live_jobs) {
     out += Cat("gpucloud_job_goodput_ratio{", job_labels(job), "} ", g.goodput(), "\n");

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/wire.h"
 #include "core/text.h"
@@ -486,6 +487,57 @@ TEST_F(ControllerTest, MetricsCountJobsGpusAndBindLatency) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("gpucloud_nodes{ready=\"true\"} 1"), std::string::npos) << text;
+}
+
+// The family of each line of a metrics text: the name in "# HELP name" / "# TYPE name", else
+// the HELP family the sample's name starts with ("" when none does).
+std::vector<std::string> FamiliesOfLines(const std::string& text) {
+  std::vector<std::string> families;
+  std::string current;
+  for (const std::string& line : SplitAny(text, "\n")) {
+    if (line.empty()) continue;
+    std::string name = line.substr(0, line.find_first_of("{ "));
+    if (line.starts_with("# ")) {
+      name = line.substr(7, line.find(' ', 7) - 7);
+      if (line.starts_with("# HELP ")) current = name;
+      families.push_back(name == current ? name : "");
+    } else {
+      bool belongs =
+          name == current ||
+          (name.starts_with(current + "_") &&
+           (name.ends_with("_bucket") || name.ends_with("_sum") || name.ends_with("_count")));
+      families.push_back(belongs ? current : "");
+    }
+  }
+  return families;
+}
+
+TEST(RenderClusterMetrics, FamiliesAreContiguousTypedAndJobsAreLabelledJobName) {
+  ClusterMetrics m;
+  m.bind_latency_bounds = {0.1, 1};
+  m.bind_latency_counts = {1, 2, 3};
+  m.bind_latency_sum = 4;
+  m.bind_latency_count = 3;
+  m.recovery_count = 2;
+  m.recovery_sum = 30;
+  m.recovery_max = 20;
+  m.live_jobs = {{"default/train", {64, 60, 4}}};
+  std::string text = RenderClusterMetrics(m);
+  std::vector<std::string> families = FamiliesOfLines(text);
+  std::set<std::string> done;
+  std::string current;
+  for (size_t i = 0; i < families.size(); ++i) {
+    ASSERT_FALSE(families[i].empty()) << "line " << i << " has no HELP of its own:\n" << text;
+    if (families[i] == current) continue;
+    EXPECT_FALSE(done.contains(families[i])) << families[i] << " comes back:\n" << text;
+    done.insert(current = families[i]);
+  }
+  EXPECT_TRUE(done.contains("gpucloud_job_recovery_seconds_max")) << text;
+  EXPECT_NE(text.find("gpucloud_job_goodput_ratio{namespace=\"default\",job_name=\"train\"} "),
+            std::string::npos)
+      << text;
+  // `job` is Prometheus' target label: a scraped `job` would become exported_job.
+  EXPECT_EQ(text.find(",job=\""), std::string::npos) << text;
 }
 
 TEST_F(ControllerTest, GoodputCountsWorkAfterTheLastCheckpointAsLostWhenANodeDies) {
