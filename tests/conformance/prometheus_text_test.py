@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Both daemons' Prometheus metrics, parsed by a real parser (Debian's python3-prometheus-client).
 
-Usage: prometheus_text_test.py METRICS_TEXT_BINARY [GPUCLOUD_BINARY]
+Usage: prometheus_text_test.py METRICS_TEXT_BINARY [GPUCLOUD_BINARY GPUCTL_BINARY]
 
 Reads the server's /metrics text (`metrics_text server`: the API and cluster metrics rendered by
-the server's code), the agent's metrics server over HTTP (`metrics_text agent`: simulated GPUs
-with tasks on them) and, with GPUCLOUD_BINARY, `gpucloud agent metrics --simulate 8xH100`. For
+the server's code) and the agent's metrics server over HTTP (`metrics_text agent`: simulated GPUs
+with tasks on them). With GPUCLOUD_BINARY and GPUCTL_BINARY, also the real daemons: a
+`gpucloud server` and a `gpucloud agent run --simulate 2xH100 --metrics-listen`, with a job
+running, scraped over HTTPS (with the admin token) and HTTP; and `gpucloud agent metrics`. For
 each text it checks what Prometheus and its clients rely on:
   - prometheus_client.parser.text_string_to_metric_families parses it;
   - every family has HELP and TYPE, and every sample belongs to a typed family (the parser puts a
@@ -15,8 +17,17 @@ each text it checks what Prometheus and its clients rely on:
   - no sample has a `job` label (Prometheus' target label: it would become `exported_job`).
 Exits 0 when every check passes, 1 naming every failure.
 """
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import ssl
 import subprocess
 import sys
+import tempfile
+import time
 import urllib.request
 
 try:
@@ -113,6 +124,101 @@ def agent_text(helper):
         p.wait(timeout=10)
 
 
+def wait(ok, seconds, what):
+    """Polls `ok` until it returns something true (a process's progress, not a timer)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            v = ok()
+            if v:
+                return v
+        except OSError:
+            pass  # not listening yet
+        time.sleep(0.1)
+    raise TimeoutError(f"waited {seconds} s for {what}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def live_texts(gpucloud, gpuctl, work):
+    """/metrics of a real server and agent, with a job running (so per-job series exist)."""
+    data = os.path.join(work, "server")
+    procs = []
+
+    def spawn(name, args):
+        log = open(os.path.join(work, f"{name}.log"), "w")
+        procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT))
+
+    def log_of(name):
+        with open(os.path.join(work, f"{name}.log"), errors="replace") as f:
+            return f.read()
+
+    try:
+        spawn("server", [gpucloud, "server", "--data-dir", data, "--listen", "127.0.0.1:0"])
+        port = int(wait(lambda: re.search(r"serving https://127\.0\.0\.1:(\d+)",
+                                          log_of("server")), 30, "the server").group(1))
+        config = os.path.join(data, "admin.config")
+        with open(config) as f:
+            token = re.search(r"token: (\S+)", f.read()).group(1)
+        tls = ssl.create_default_context(cafile=os.path.join(data, "ca.crt"))
+        tls.check_hostname = False
+
+        def server_metrics():
+            req = urllib.request.Request(f"https://127.0.0.1:{port}/metrics",
+                                         headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, context=tls, timeout=10) as r:
+                return r.read().decode()
+
+        metrics_port = free_port()
+        spawn("agent", [gpucloud, "agent", "run", "--server", f"https://127.0.0.1:{port}",
+                        "--ca", os.path.join(data, "ca.crt"), "--token-file",
+                        os.path.join(data, "bootstrap.token"), "--simulate", "2xH100",
+                        "--node-name", "node-a", "--address", "127.0.0.1", "--state-dir",
+                        os.path.join(work, "agent"), "--metrics-listen",
+                        f"127.0.0.1:{metrics_port}"])
+
+        def agent_metrics():
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                        timeout=10) as r:
+                return r.read().decode()
+
+        wait(lambda: 'gpucloud_nodes{ready="true"} 1' in server_metrics(), 30, "a Ready node")
+        subprocess.run([gpuctl, "--config", config, "run", "--name", "lit", "--gpus", "1", "--",
+                        "sleep", "120"], check=True, capture_output=True)
+        agent = wait(lambda: (lambda t: 'job_name="lit"' in t and t)(agent_metrics()), 30,
+                     "the task's labels on the agent's GPU metrics")
+        # Per-job series are refreshed every 5 s.
+        server = wait(lambda: (lambda t: 'job_name="lit"' in t and t)(server_metrics()), 30,
+                      "the job's series on the server")
+        # The agent leaves its tasks running when it stops (they are re-adopted): cancel first.
+        subprocess.run([gpuctl, "--config", config, "cancel", "lit"], check=True,
+                       capture_output=True)
+        wait(lambda: 'job_name="lit",task="main-0"}' not in agent_metrics(), 30,
+             "the task to end")
+        return server, agent
+    finally:
+        for state in glob.glob(os.path.join(work, "agent", "tasks", "*.json")):
+            try:  # a task still running (a failure above): its process group goes too
+                with open(state) as f:
+                    pid = json.load(f).get("pid", 0)
+                if pid > 0:
+                    os.killpg(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def main():
     helper = sys.argv[1]
     errors = []
@@ -128,10 +234,29 @@ def main():
     require("agent /metrics", agent, [
         ',namespace="default",job_name="train",task="worker-0"}',
         'gpucloud_task_energy_joules_total{namespace="research",job_name="sweep-1"'], errors)
-    if len(sys.argv) > 2:
-        scrape = subprocess.run([sys.argv[2], "agent", "metrics", "--simulate", "8xH100"],
+    if len(sys.argv) > 3:
+        gpucloud, gpuctl = sys.argv[2], sys.argv[3]
+        scrape = subprocess.run([gpucloud, "agent", "metrics", "--simulate", "8xH100"],
                                 check=True, capture_output=True, text=True).stdout
         errors += check("gpucloud agent metrics", scrape)
+        with tempfile.TemporaryDirectory() as work:
+            try:
+                server, agent = live_texts(gpucloud, gpuctl, work)
+            except (TimeoutError, subprocess.CalledProcessError) as e:
+                for name in ("server", "agent"):
+                    path = os.path.join(work, f"{name}.log")
+                    if os.path.exists(path):
+                        print(f"--- {name}.log\n" + open(path, errors="replace").read()[-3000:])
+                print(f"FAIL live daemons: {e}")
+                return 1
+        errors += check("gpucloud server /metrics", server)
+        require("gpucloud server /metrics", server, [
+            'gpucloud_job_goodput_ratio{namespace="default",job_name="lit"}',
+            "gpucloud_api_open_connections "], errors)
+        errors += check("gpucloud agent run /metrics", agent)
+        require("gpucloud agent run /metrics", agent, [
+            ',namespace="default",job_name="lit",task="main-0"}',
+            'gpucloud_task_energy_joules_total{namespace="default",job_name="lit"'], errors)
     for e in errors:
         print("FAIL", e)
     return 1 if errors else 0
