@@ -7,15 +7,70 @@
 
 namespace gpucloud::manifest::internal {
 
+namespace {
+
+constexpr int64_t kMaxGpuCount = 1 << 20;
+
+// The value of a Kubernetes quantity written without a binary or decimal multiplier ("4", "4.0",
+// "4000m"), as a count of whole units; nullopt when it is not such a number. `*fractional` is
+// set when it is a number but not a whole one ("1.5", "500m"), `*negative` when it is below 0.
+std::optional<int64_t> WholeQuantity(std::string_view text, bool* fractional, bool* negative) {
+  *fractional = *negative = false;
+  bool milli = text.ends_with('m');
+  if (milli) text.remove_suffix(1);
+  if (text.starts_with('+') || text.starts_with('-')) {
+    *negative = text[0] == '-';
+    text.remove_prefix(1);
+  }
+  size_t dot = text.find('.');
+  std::string_view whole = text.substr(0, dot);
+  std::string_view frac = dot == std::string_view::npos ? "" : text.substr(dot + 1);
+  auto digits = [](std::string_view s) {
+    return s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (whole.empty() && frac.empty()) return std::nullopt;
+  if (!digits(whole) || !digits(frac)) return std::nullopt;
+  while (whole.size() > 1 && whole[0] == '0') whole.remove_prefix(1);
+  if (frac.find_first_not_of('0') != std::string_view::npos) *fractional = true;
+  if (whole.size() > 15) return kMaxGpuCount + 1;  // too large either way
+  int64_t v = 0;
+  for (char c : whole) v = v * 10 + (c - '0');
+  if (milli) {
+    if (v % 1000 != 0) *fractional = true;
+    v /= 1000;
+  }
+  if (*negative && (v != 0 || *fractional)) return -v;
+  *negative = false;
+  return v;
+}
+
+}  // namespace
+
 std::optional<int32_t> ReadGpuCount(Context& ctx, const Field& f) {
-  if (f.value.IsScalar() && ClassifyScalar(f.value) == ScalarKind::kFloat) {
+  std::optional<std::string> text = ReadQuantityText(ctx.sink, f);
+  if (!text) return std::nullopt;
+  bool fractional = false, negative = false;
+  std::optional<int64_t> v = WholeQuantity(*text, &fractional, &negative);
+  if (!v) {
+    ctx.sink.Error(
+        f.mark, f.path,
+        Cat("must be a whole number of GPUs such as 1 or \"2\", got \"", Excerpt(*text), "\""));
+    return std::nullopt;
+  }
+  if (negative) {
+    ctx.sink.Error(f.mark, f.path, Cat("must be >= 0, got ", *text));
+    return std::nullopt;
+  }
+  if (fractional) {
     ctx.sink.Error(f.mark, f.path,
-                   Cat("must be a whole number of GPUs, got ", f.value.Scalar(),
+                   Cat("must be a whole number of GPUs, got ", Excerpt(*text),
                        " (for part of one GPU ask for a fraction)"));
     return std::nullopt;
   }
-  std::optional<int64_t> v = ReadInt(ctx.sink, f, 0, 1 << 20);
-  if (!v) return std::nullopt;
+  if (*v > kMaxGpuCount) {
+    ctx.sink.Error(f.mark, f.path, Cat("must be <= ", kMaxGpuCount, ", got ", Excerpt(*text)));
+    return std::nullopt;
+  }
   return static_cast<int32_t>(*v);
 }
 
@@ -205,9 +260,23 @@ bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earl
   } else {
     ok = false;
   }
-  ok = m.String("image", &t->image) && ok;
+  std::optional<Field> image = m.Take("image");
+  if (image) {
+    std::optional<std::string> s = ReadString(ctx.sink, *image);
+    ok = s.has_value() && ok;
+    if (s) t->image = std::move(*s);
+  }
   ok = DecodeExecList(ctx, m, "command", &t->command) && ok;
   ok = DecodeExecList(ctx, m, "args", &t->args) && ok;
+  // Until images run, the command runs on the node (the agent fails a task without one).
+  if (!t->image.empty() && t->command.empty()) {
+    ctx.sink.Warn(image->mark, image->path,
+                  t->args.empty()
+                      ? "names an image but no command: images do not run yet, so the task "
+                        "will fail when it starts (reason NoCommand); give it a command"
+                      : "names an image but no command: images do not run yet, so args run as "
+                        "the command on the node");
+  }
   if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t->env) && ok;
   if (std::optional<Field> wd = m.Take("workingDir")) {
     std::optional<std::string> s = ReadString(ctx.sink, *wd);

@@ -58,15 +58,6 @@ bool DecodeContainerResources(Context& ctx, const Field& f, ContainerResources* 
   GpuRequest& gpu = out->resources.gpu;
   for (const auto& [name, field] : merged) {
     bool is_gpu = name == kGpu || name == kGpuShared || name.starts_with(kMigPrefix);
-    if (is_gpu && limits.contains(name) && requests.contains(name)) {
-      const Field& req = requests.at(name);
-      if (req.value.Scalar() != field.value.Scalar()) {
-        ctx.sink.Error(req.mark, req.path,
-                       Cat("must equal the limit (", field.value.Scalar(), ") for ", name));
-        ok = false;
-        continue;
-      }
-    }
     if (name == "cpu") {
       std::optional<MilliCpu> cpu = DecodeCpu(ctx, field);
       ok = cpu.has_value() && ok;
@@ -80,6 +71,19 @@ bool DecodeContainerResources(Context& ctx, const Field& f, ContainerResources* 
       if (!n) {
         ok = false;
         continue;
+      }
+      // Compared as quantities: `requests: {nvidia.com/gpu: "1"}` equals `limits: 1`.
+      if (limits.contains(name) && requests.contains(name)) {
+        const Field& req = requests.at(name);
+        std::optional<int32_t> r = ReadGpuCount(ctx, req);
+        if (r && *r != *n) {
+          ctx.sink.Error(req.mark, req.path,
+                         Cat("must equal the limit (", field.value.Scalar(), ") for ", name));
+        }
+        if (r != n) {
+          ok = false;
+          continue;
+        }
       }
       if (*n == 0) continue;
       if (gpu.mode != GpuMode::kNone) {

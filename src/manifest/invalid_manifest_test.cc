@@ -457,8 +457,68 @@ spec:
     resources:
       limits: {nvidia.com/gpu: four}
 )",
-     "job.yaml:8:32: spec.containers[0].resources.limits.nvidia.com/gpu: must be an integer, got "
-     "string \"four\"\n"},
+     "job.yaml:8:32: spec.containers[0].resources.limits.nvidia.com/gpu: must be a whole number "
+     "of GPUs such as 1 or \"2\", got \"four\"\n"},
+    // Kubernetes quantities may be strings (kubectl get -o yaml quotes them); a string must
+    // still be a whole number of GPUs.
+    {"pod_gpu_quoted_fraction_and_word", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/gpu: "1.5"}
+      requests: {nvidia.com/gpu: "abc"}
+)",
+     "job.yaml:8:32: spec.containers[0].resources.limits.nvidia.com/gpu: must be a whole number "
+     "of GPUs, got 1.5 (for part of one GPU ask for a fraction)\n"},
+    {"pod_gpu_quoted_request_word", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/gpu: "1"}
+      requests: {nvidia.com/gpu: "abc", cpu: "4x", memory: "lots"}
+)",
+     "job.yaml:9:34: spec.containers[0].resources.requests.nvidia.com/gpu: must be a whole number "
+     "of GPUs such as 1 or \"2\", got \"abc\"\n"
+     "job.yaml:9:46: spec.containers[0].resources.requests.cpu: must be a CPU quantity such as 4 "
+     "or 500m, got 4x\n"
+     "job.yaml:9:60: spec.containers[0].resources.requests.memory: not a valid memory quantity: "
+     "\"lots\" (use e.g. 512Mi, 16Gi or 80G)\n"},
+    {"pod_mig_quoted_milli_fraction", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    resources:
+      limits: {nvidia.com/mig-1g.10gb: "500m"}
+)",
+     "job.yaml:8:40: spec.containers[0].resources.limits.nvidia.com/mig-1g.10gb: must be a whole "
+     "number of GPUs, got 500m (for part of one GPU ask for a fraction)\n"},
+    {"job_gpu_quoted_counts", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: a
+    resources:
+      gpu: "2.5"
+  - name: b
+    resources:
+      gpu: {count: "-1"}
+  - name: c
+    resources:
+      gpu: {count: "2000000"}
+)",
+     "job.yaml:8:12: spec.tasks[0].resources.gpu: must be a whole number of GPUs, got 2.5 (for "
+     "part of one GPU ask for a fraction)\n"
+     "job.yaml:11:20: spec.tasks[1].resources.gpu.count: must be >= 0, got -1\n"
+     "job.yaml:14:20: spec.tasks[2].resources.gpu.count: must be <= 1048576, got 2000000\n"},
     {"pod_two_containers", R"(apiVersion: v1
 kind: Pod
 metadata: {name: p}

@@ -55,6 +55,12 @@ TEST(Seeds, Seed000PodAsksForFourGpus) {
   EXPECT_EQ(job.spec.tasks[0].resources.gpu.mode, GpuMode::kWhole);
   EXPECT_EQ(job.spec.tasks[0].resources.gpu.count, 4);
   EXPECT_EQ(job.spec.GangSize(), 1);
+  // It names an image and no command: valid, but it cannot run yet, and validation says so.
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].ToString(),
+            "examples/seed-000-pod.yaml:11:12: warning: spec.containers[0].image: names an image "
+            "but no command: images do not run yet, so the task will fail when it starts (reason "
+            "NoCommand); give it a command");
 }
 
 TEST(Seeds, Seed000AsPublishedIsRejectedByYaml) {
@@ -171,6 +177,7 @@ spec:
   volumes: [{name: data}]
   containers:
   - name: c
+    command: [python3]
     volumeMounts: [{name: data, mountPath: /data}]
     resources:
       limits: {nvidia.com/gpu: 1, ephemeral-storage: 10Gi}
@@ -181,11 +188,104 @@ spec:
   EXPECT_EQ(r.warnings[0].ToString(),
             "p.yaml:5:3: warning: spec.volumes: ignored: not supported by gpucloud yet");
   EXPECT_EQ(r.warnings[1].ToString(),
-            "p.yaml:8:5: warning: spec.containers[0].volumeMounts: ignored: not supported by "
+            "p.yaml:9:5: warning: spec.containers[0].volumeMounts: ignored: not supported by "
             "gpucloud yet");
   EXPECT_EQ(r.warnings[2].ToString(),
-            "p.yaml:10:54: warning: spec.containers[0].resources.limits.ephemeral-storage: "
+            "p.yaml:11:54: warning: spec.containers[0].resources.limits.ephemeral-storage: "
             "ignored: gpucloud does not schedule ephemeral-storage");
+}
+
+// `kubectl get -o yaml` prints every quantity as a string; Kubernetes accepts strings and
+// numbers alike, and so does gpucloud.
+TEST(Kubernetes, QuantitiesMayBeStrings) {
+  ParseResult r = ParseManifests(R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    command: [python3, train.py]
+    resources:
+      limits: {nvidia.com/gpu: "2", cpu: "500m", memory: "16Gi"}
+      requests: {nvidia.com/gpu: 2.0, cpu: "0.5", memory: 16Gi}
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: v}
+spec:
+  tasks:
+  - replicas: 2
+    name: w
+    template:
+      spec:
+        containers:
+        - name: w
+          command: [python3, train.py]
+          resources:
+            limits: {nvidia.com/mig-1g.10gb: "2000m", cpu: "1", memory: "1G"}
+---
+apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: g}
+spec:
+  tasks:
+  - name: a
+    command: [python3, train.py]
+    resources: {gpu: "1", cpu: "4", memory: "8Gi"}
+  - name: b
+    command: [python3, train.py]
+    resources: {gpu: {count: "3", type: H100-80GB}}
+)",
+                                 "q.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  ASSERT_EQ(r.manifests.size(), 3u);
+  const TaskSpec& pod = std::get<Job>(r.manifests[0].object).spec.tasks[0];
+  EXPECT_EQ(pod.resources.gpu.mode, GpuMode::kWhole);
+  EXPECT_EQ(pod.resources.gpu.count, 2);
+  EXPECT_EQ(pod.resources.cpu, MilliCpu(500));
+  EXPECT_EQ(pod.resources.memory, MiB(16 * 1024));
+  const TaskSpec& vc = std::get<Job>(r.manifests[1].object).spec.tasks[0];
+  EXPECT_EQ(vc.resources.gpu.mode, GpuMode::kMig);
+  EXPECT_EQ(vc.resources.gpu.count, 2);
+  EXPECT_EQ(vc.resources.cpu, MilliCpu(1000));
+  const JobSpec& g = std::get<Job>(r.manifests[2].object).spec;
+  EXPECT_EQ(g.tasks[0].resources.gpu.count, 1);
+  EXPECT_EQ(g.tasks[0].resources.cpu, MilliCpu(4000));
+  EXPECT_EQ(g.tasks[1].resources.gpu.count, 3);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(Kubernetes, ImageWithoutCommandWarns) {
+  ParseResult r = ParseManifests(R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    image: trainer:1
+    args: [--epochs, "3"]
+---
+apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: g}
+spec:
+  tasks:
+  - name: a
+    image: trainer:1
+  - name: b
+    image: trainer:1
+    command: [python3, train.py]
+)",
+                                 "img.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  ASSERT_EQ(r.warnings.size(), 2u);
+  EXPECT_EQ(r.warnings[0].ToString(),
+            "img.yaml:7:12: [doc 1] warning: spec.containers[0].image: names an image but no "
+            "command: images do not run yet, so args run as the command on the node");
+  EXPECT_EQ(r.warnings[1].ToString(),
+            "img.yaml:16:12: [doc 2] warning: spec.tasks[0].image: names an image but no "
+            "command: images do not run yet, so the task will fail when it starts (reason "
+            "NoCommand); give it a command");
 }
 
 TEST(Json, ListOfObjectsAndLocatedErrors) {

@@ -51,6 +51,26 @@ TEST(RoundTrip, EveryExample) {
   }
 }
 
+// What `kubectl get -o yaml` prints (quantities as strings) reads as the same object as the
+// numbers, and that object round-trips.
+TEST(RoundTrip, QuotedQuantities) {
+  auto parse = [](const std::string& gpu, const std::string& cpu) {
+    ParseResult r = ParseManifests(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+        "  containers:\n  - name: c\n    command: [python3]\n"
+        "    resources:\n      limits: {nvidia.com/gpu: " +
+            gpu + ", cpu: " + cpu + ", memory: \"1Gi\"}\n",
+        "q.yaml");
+    EXPECT_TRUE(r.ok()) << Errors(r);
+    return r.ok() ? r.manifests[0].object : Object{};
+  };
+  Object quoted = parse("\"4\"", "\"250m\"");
+  EXPECT_TRUE(quoted == parse("4", "0.25"));
+  EXPECT_EQ(std::get<Job>(quoted).spec.tasks[0].resources.gpu.count, 4);
+  ExpectRoundTrip(quoted, /*json=*/false);
+  ExpectRoundTrip(quoted, /*json=*/true);
+}
+
 // Random but valid specs, built from the catalog so MIG profiles and types agree.
 class SpecGenerator {
  public:

@@ -56,13 +56,12 @@ ScalarKind ClassifyPlain(std::string_view s) {
   return ScalarKind::kString;
 }
 
-// Shortens long scalars in messages.
+}  // namespace
+
 std::string Excerpt(const std::string& s) {
   if (s.size() <= 40) return s;
   return s.substr(0, 37) + "...";
 }
-
-}  // namespace
 
 Diagnostic Sink::Make(const YAML::Mark& at, std::string path, std::string message) const {
   Diagnostic d;

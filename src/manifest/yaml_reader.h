@@ -60,6 +60,8 @@ enum class ScalarKind { kNull, kBool, kInt, kFloat, kString };
 ScalarKind ClassifyScalar(const YAML::Node& node);
 // "null", "a list", "a mapping", "integer 4", "number 1.5", "boolean true", "string \"x\"".
 std::string DescribeNode(const YAML::Node& node);
+// A scalar shortened for messages: at most 40 characters, "..." marking a cut.
+std::string Excerpt(const std::string& s);
 // Would `text`, written as a plain scalar, read back as something other than a string?
 bool PlainScalarIsNotString(std::string_view text);
 
