@@ -63,7 +63,8 @@ class NodeAgent {
   absl::Status Run();
   void Stop();
   // GPU metrics in dcgm-exporter's names from the last sample, the GPUs of running tasks
-  // labelled namespace, job and task, and each task's energy (gpucloud_task_energy_joules).
+  // labelled namespace, job_name and task, and each task's energy
+  // (gpucloud_task_energy_joules_total).
   // Thread-safe (for the metrics server's thread).
   std::string MetricsText() const;
 

@@ -311,14 +311,14 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
         .output;
   };
   ASSERT_EQ(Gpuctl("run --name lit --gpus 2 -- sleep 4").code, 0);
-  ASSERT_TRUE(Eventually([&] { return scrape().find("job=\"lit\"") != std::string::npos; }))
+  ASSERT_TRUE(Eventually([&] { return scrape().find("job_name=\"lit\"") != std::string::npos; }))
       << scrape();
   std::string text = scrape();
   // Two GPUs carry the task's labels, the others none.
   size_t labelled = 0;
   for (size_t p = 0; (p = text.find("DCGM_FI_DEV_GPU_TEMP{", p)) != std::string::npos; ++p) {
     if (text.substr(p, text.find('\n', p) - p)
-            .find(",namespace=\"default\",job=\"lit\",task=\"main-0\"") != std::string::npos) {
+            .find(",namespace=\"default\",job_name=\"lit\",task=\"main-0\"") != std::string::npos) {
       ++labelled;
     }
   }
@@ -326,7 +326,7 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
   // Its energy grows while it runs (simulated GPUs draw 60 W).
   ASSERT_TRUE(Eventually([&] {
     std::string t = scrape();
-    size_t e = t.find("gpucloud_task_energy_joules{namespace=\"default\",job=\"lit\"");
+    size_t e = t.find("gpucloud_task_energy_joules_total{namespace=\"default\",job_name=\"lit\"");
     if (e == std::string::npos) return false;
     std::string line = t.substr(e, t.find('\n', e) - e);
     return std::stod(line.substr(line.rfind(' ') + 1)) >= 120;  // 2 GPUs x 60 J, at least once
