@@ -179,8 +179,14 @@ Executor::~Executor() {
   }
 }
 
+absl::Status NoCommandError() {
+  return absl::InvalidArgumentError(
+      "NoCommand: the task has no command; images do not run yet (give the task a command to "
+      "run on the node)");
+}
+
 absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
-  if (spec.argv.empty()) return absl::InvalidArgumentError(Cat("task ", spec.id, ": no command"));
+  if (spec.argv.empty()) return NoCommandError();
   if (tasks_.contains(spec.id)) {
     return absl::InvalidArgumentError(Cat("task ", spec.id, " is already known"));
   }

@@ -58,6 +58,11 @@ struct TaskExit {
   std::string Describe() const;  // "exit code 0", "killed by the OOM killer", ...
 };
 
+// Why a task without a command cannot start: images do not run yet (the container issue), so a
+// task is the process its command names, run on the node. InvalidArgument; its message begins
+// with the reason, "NoCommand: ", which the agent reports as the task's failure.
+absl::Status NoCommandError();
+
 class Executor {
  public:
   // Makes this process a child subreaper (prctl), so that processes a task's leader leaves
@@ -67,9 +72,9 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
   ~Executor();  // kills what still runs
 
-  // Starts the task. InvalidArgument for an empty argv or a duplicate id; NotFound when the
-  // program cannot be executed (with the reason); Internal for fork or file errors. A warning
-  // (cgroups unusable here: the task runs without its limits) goes to `warning` when given.
+  // Starts the task. InvalidArgument for an empty argv (NoCommandError) or a duplicate id; NotFound
+  // when the program cannot be executed (with the reason); Internal for fork or file errors. A
+  // warning (cgroups unusable here: the task runs without its limits) goes to `warning` when given.
   absl::Status Start(const TaskSpecToRun& spec, std::string* warning = nullptr);
   pid_t Pid(const std::string& id) const;
   // The exit of a task that has ended (reaped once, then remembered), or nullopt while it runs.

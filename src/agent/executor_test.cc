@@ -79,6 +79,26 @@ TEST_F(ExecutorTest, BadProgramsAreReportedAtStart) {
   EXPECT_TRUE(absl::IsInvalidArgument(ex.Start(Shell("dup", "true"))));
 }
 
+// A task that names an image but no command (images do not run yet) fails at Start, with the
+// reason the agent reports, instead of being left waiting; nothing of it is kept.
+TEST_F(ExecutorTest, ACommandlessTaskFailsAtStartWithNoCommand) {
+  Executor ex;
+  TaskSpecToRun t = Shell("image-only", "");
+  t.argv.clear();
+  absl::Status s = ex.Start(t);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_EQ(s, NoCommandError());
+  EXPECT_EQ(s.message(),
+            "NoCommand: the task has no command; images do not run yet (give the task a command "
+            "to run on the node)");
+  EXPECT_EQ(ex.Pid("image-only"), 0);
+  EXPECT_FALSE(std::filesystem::exists(t.log_path));
+  // Given a command, the same task starts.
+  t.argv = {"/bin/sh", "-c", "exit 0"};
+  ASSERT_TRUE(ex.Start(t).ok());
+  EXPECT_EQ(ex.Wait("image-only").exit_code, 0);
+}
+
 TEST_F(ExecutorTest, StopSignalsTheWholeGroupThenKills) {
   Executor ex;
   // The task and a child of it trap SIGTERM, write it down and go on: only SIGKILL ends them.

@@ -416,7 +416,8 @@ struct NodeAgent::Impl {
       Log(Cat("task ", a.name, " could not start: ", t.report.message));
     };
     if (a.command.empty()) {
-      fail("the task has no command (gpucloud runs processes: give the task a command)");
+      // Images do not run yet: fail at once, with the reason, rather than set anything up.
+      fail(std::string(NoCommandError().message()));
     } else {
       std::error_code ec;
       SetCheckpointDir(t);
