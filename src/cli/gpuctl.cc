@@ -3,17 +3,17 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <istream>
+#include <nlohmann/json.hpp>
+#include <ostream>
 #include <random>
 #include <sstream>
-#include <ostream>
-
-#include <nlohmann/json.hpp>
 
 #include "api/client.h"
 #include "cli/cluster_commands.h"
 #include "cli/manifest_files.h"
 #include "cli/remote.h"
 #include "core/gpu_catalog.h"
+#include "core/object_meta.h"
 #include "core/parse.h"
 #include "core/text.h"
 
@@ -285,6 +285,26 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
   return kExitOk;
 }
 
+// Names go into URL paths, so each is checked to be one DNS label before anything is sent: a
+// '/', '?', "%2F" or ".." in one would name another object (`gpuctl get job x/events` printed
+// x's events as if they were jobs). On the first bad one, says which and why on `err`.
+bool NamesAreLabels(const std::vector<std::pair<std::string_view, std::string>>& names,
+                    std::ostream& err) {
+  for (const auto& [what, value] : names) {
+    if (absl::Status s = ValidateDnsLabel(value); !s.ok()) {
+      std::string shown;
+      for (unsigned char c : value) {
+        shown += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, c);
+      }
+      err << "gpuctl: " << what << " \"" << shown << "\" is not a valid name: a DNS label ("
+          << "lower-case letters, digits and '-', starting and ending with a letter or digit, at "
+             "most 63 characters)\n";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream& out,
@@ -394,6 +414,22 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     int code = app.exit(e, out, err);
     return code == 0 ? kExitOk : kExitUsage;
   }
+  // The names the command puts into a path: (what the usage calls it, the value).
+  std::vector<std::pair<std::string_view, std::string>> named;
+  const bool namespaced = get->parsed() || del->parsed() || describe->parsed() || logs->parsed() ||
+                          events->parsed() || cancel->parsed();
+  if (namespaced) named.emplace_back("namespace", ns);
+  if (get->parsed() && get_args.size() > 1) named.emplace_back("NAME", get_args[1]);
+  if (del->parsed() && delete_args.size() > 1) named.emplace_back("NAME", delete_args[1]);
+  if (describe->parsed() && describe_args.size() > 1) named.emplace_back("NAME", describe_args[1]);
+  if (logs->parsed()) named.emplace_back("JOB", logs_job);
+  if (events->parsed()) named.emplace_back("JOB", events_job);
+  if (cancel->parsed()) named.emplace_back("JOB", cancel_job);
+  for (CLI::App* v : node_verbs) {
+    if (v->parsed() && !node_name.empty()) named.emplace_back("NODE", node_name);
+  }
+  if (reclaim->parsed() && !reclaim_pool.empty()) named.emplace_back("--pool", reclaim_pool);
+  if (!NamesAreLabels(named, err)) return kExitUsage;
   auto with_client = [&](auto&& f) {
     std::optional<api::Client> client = Connect(config, err);
     if (!client) return kExitInvalid;

@@ -61,6 +61,43 @@ TEST(Gpuctl, UsageErrorsExitTwo) {
   EXPECT_EQ(Gpuctl({"--help"}).code, kExitOk);
 }
 
+// Issue 16: `gpuctl get job x/events` printed x's events as jobs. A name that is not a DNS
+// label is a usage error, found before any config is read or request sent.
+TEST(Gpuctl, NamesThatAreNotDnsLabelsAreUsageErrors) {
+  const std::string kControl = std::string("a\x01") + "b";  // (argv cannot hold a NUL)
+  const std::vector<std::vector<std::string>> commands = {
+      {"get", "job", "train/events"},
+      {"get", "jobs", ".."},
+      {"get", "job", "a%2Fb"},
+      {"get", "job", "train?watch=true"},
+      {"get", "job", "Train"},
+      {"delete", "job", "x/.."},
+      {"describe", "job", "a/b"},
+      {"describe", "node", "n1/heartbeat"},
+      {"logs", "a?rank=1"},
+      {"events", "../x"},
+      {"cancel", "a%2F"},
+      {"cordon", "n1/../n2"},
+      {"reclaim", "--pool", "spot/x"},
+      {"get", "jobs", "-n", "team-a/jobs", "x"},
+      {"logs", "job", "-n", kControl},
+      {"get", "job", ""},
+  };
+  for (const std::vector<std::string>& c : commands) {
+    CliRun r = Gpuctl(c);
+    EXPECT_EQ(r.code, kExitUsage) << c[0] << " " << c.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("is not a valid name: a DNS label"), std::string::npos) << r.err;
+  }
+  CliRun r = Gpuctl({"get", "job", "x/events"});
+  EXPECT_EQ(r.err,
+            "gpuctl: NAME \"x/events\" is not a valid name: a DNS label (lower-case letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 "
+            "characters)\n");
+  CliRun control = Gpuctl({"logs", "job", "-n", kControl});
+  EXPECT_NE(control.err.find("\"a\\x01b\""), std::string::npos) << control.err;
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(Gpuctl, CatalogListsTypesAndMigProfiles) {
   CliRun r = Gpuctl({"catalog"});
   EXPECT_EQ(r.code, kExitOk);

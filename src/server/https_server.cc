@@ -506,10 +506,8 @@ struct HttpsServer::Impl {
       co_return co_await Write(stream, req, unauthorized);
     }
     r.who = *who;
-    const bool watch =
-        r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true";
-    const bool follow = r.method == "GET" && r.path.ends_with("/logs") &&
-                        r.query.contains("follow") && r.query.at("follow") == "true";
+    const bool watch = r.method == "GET" && QueryTrue(r, "watch");
+    const bool follow = r.method == "GET" && r.path.ends_with("/logs") && QueryTrue(r, "follow");
     const bool stream_request = watch || follow;
     const bool tenant = !r.who.admin && !r.who.node;  // admins and agents are not limited
     if (std::optional<Response> refusal = Admit(r, tenant, stream_request)) {
@@ -683,8 +681,7 @@ struct HttpsServer::Impl {
     Request r = request;
     int64_t timeout_s = QueryInt(r, "timeoutSeconds").value_or(300);
     if (timeout_s < 0 || timeout_s > 999'999) timeout_s = 300;  // a bad timeout: the default
-    const bool bookmarks =
-        r.query.contains("allowWatchBookmarks") && r.query.at("allowWatchBookmarks") == "true";
+    const bool bookmarks = QueryTrue(r, "allowWatchBookmarks");
     std::function<Response()> handle = [&] { return api.Handle(r); };
     auto read = [&] { return CallOn(pool, handle); };
     Response batch = co_await read();  // validates everything; errors are answered plainly

@@ -40,24 +40,36 @@ int Hex(char c) {
   return -1;
 }
 
-std::string PercentDecode(std::string_view s) {
+// `keep_slash`: "%2F" stays as it is (in a path, where a decoded '/' would make one segment
+// two: a job named "a%2Fevents" would read job a's events). A name holding it is then not a
+// DNS label, and refused.
+std::string PercentDecode(std::string_view s, bool keep_slash = false) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
+      char c = static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
+      if (keep_slash && c == '/') {
+        out += s.substr(i, 3);
+      } else {
+        out += c;
+      }
       i += 2;
     } else {
-      out += s[i] == '+' ? ' ' : s[i];
+      out += s[i] == '+' && !keep_slash ? ' ' : s[i];
     }
   }
   return out;
+}
+
+bool IsBoolKey(std::string_view key) {
+  return key == "watch" || key == "follow" || key == "allowWatchBookmarks";
 }
 
 }  // namespace
 
 void ParseTarget(std::string_view target, Request* r) {
   size_t q = target.find('?');
-  r->path = PercentDecode(target.substr(0, q));
+  r->path = PercentDecode(target.substr(0, q), /*keep_slash=*/true);
   if (q == std::string_view::npos) return;
   for (const std::string& pair : SplitAny(target.substr(q + 1), "&")) {
     size_t eq = pair.find('=');
@@ -75,6 +87,37 @@ std::optional<int64_t> QueryInt(const Request& r, const char* key, int64_t max) 
   }
   int64_t n = std::stoll(v);
   return n > max ? -1 : n;
+}
+
+std::optional<bool> QueryBool(const Request& r, const char* key, bool absent) {
+  auto it = r.query.find(key);
+  if (it == r.query.end()) return absent;
+  const std::string& v = it->second;
+  if (v == "true" || v == "True" || v == "TRUE" || v == "1") return true;
+  if (v == "false" || v == "False" || v == "FALSE" || v == "0") return false;
+  return std::nullopt;
+}
+
+std::optional<Response> RefuseQuery(const Request& r, std::span<const std::string_view> allowed) {
+  for (const auto& [key, value] : r.query) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::vector<std::string> names(allowed.begin(), allowed.end());
+      return Status(
+          400, "BadRequest",
+          Cat("query parameter \"", key, "\" is not supported on ", r.method, " ", r.path,
+              names.empty() ? " (it takes none)" : Cat(" (it takes ", Join(names, ", "), ")")));
+    }
+    if (IsBoolKey(key) && !QueryBool(r, key.c_str())) {
+      return Status(
+          400, "BadRequest",
+          Cat(key, ": \"", value, "\" is not a boolean (true, True, 1, false, False, 0)"));
+    }
+    if (key == "timeoutSeconds" && *QueryInt(r, "timeoutSeconds", 999'999) < 0) {
+      return Status(400, "BadRequest",
+                    Cat("timeoutSeconds: \"", value, "\" is not a number from 0 to 999999"));
+    }
+  }
+  return std::nullopt;
 }
 
 Response FromStatus(const absl::Status& s) {
@@ -157,6 +200,25 @@ absl::StatusOr<Selector> ParseSelector(const std::string& text) {
   return s;
 }
 
+// 400 for a path with an empty segment (but a trailing '/') or a segment that is not a DNS
+// label ("..", "a%2Fb", "a?b" once decoded, NUL): every segment after /apis/gpucloud/v1/ is a
+// resource, a namespace, a name or a sub-resource, all DNS labels, and dropping, resolving or
+// splitting one would make the path name another object.
+std::optional<Response> RefuseSegments(const Request& r, const std::vector<std::string>& parts) {
+  std::string_view rest = std::string_view(r.path).substr(kPrefix.size());
+  if (rest.starts_with('/') || rest.find("//") != std::string_view::npos) {
+    return Status(400, "BadRequest", Cat("path ", r.path, ": a segment is empty"));
+  }
+  for (const std::string& p : parts) {
+    if (!ValidateDnsLabel(p).ok()) {
+      return Status(400, "BadRequest",
+                    Cat("path ", r.path, ": \"", p,
+                        "\" is not a DNS label (lower-case letters, digits and '-', at most 63)"));
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 RestApi::RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed)
@@ -176,7 +238,7 @@ Response RestApi::Handle(const Request& r) {
   }
   if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
   std::vector<std::string> parts = SplitAny(r.path.substr(kPrefix.size()), "/");
-  std::erase(parts, "");
+  if (std::optional<Response> bad = RefuseSegments(r, parts)) return *bad;
   if (!parts.empty() && parts[0] == "nodes") return HandleNodes(r, parts);
   const bool log_upload = r.method == "POST" && parts.size() == 5 && parts[4] == "logs";
   if (r.who.node && !log_upload) {
@@ -185,13 +247,18 @@ Response RestApi::Handle(const Request& r) {
   if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "reclaim" && nodes_ != nullptr) {
     if (r.method != "POST")
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (!ValidateDnsLabel(parts[1]).ok()) {
+      return Status(400, "BadRequest", Cat("pool \"", parts[1], "\" is not a DNS label"));
+    }
     if (!r.who.admin)
       return Status(403, "Forbidden", Cat("user ", r.who.user, " may not reclaim pools"));
+    if (std::optional<Response> bad = RefuseQuery(r, {"seconds"})) return *bad;
     return ReclaimPool(r, parts[1]);
   }
   if (parts.size() == 1 && parts[0] == "cluster" && summary_) {
     if (r.method != "GET")
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     return Response{.body = summary_()};
   }
   Route route;
@@ -216,9 +283,8 @@ Response RestApi::Handle(const Request& r) {
     if (!r.who.admin) {
       return Status(403, "Forbidden", Cat("user ", r.who.user, " may not list every namespace"));
     }
-    if (r.query.contains("watch") && r.query.at("watch") == "true") {
-      return Watch(r, Cat("/", route.resource->plural, "/"));
-    }
+    if (std::optional<Response> bad = RefuseQuery(r, kCollectionQuery)) return *bad;
+    if (QueryTrue(r, "watch")) return Watch(r, Cat("/", route.resource->plural, "/"));
     absl::StatusOr<store::ListResult> list = store_.List(Cat("/", route.resource->plural, "/"));
     if (!list.ok()) return FromStatus(list.status());
     Json out{{"apiVersion", "gpucloud/v1"},
@@ -256,16 +322,25 @@ Response RestApi::Handle(const Request& r) {
     }
     return HandleJobSub(r, route, parts[i + 2]);
   }
-  bool item = !route.name.empty();
-  if (r.method == "GET" && item) return Read(r, route);
-  if (r.method == "GET" && r.query.contains("watch") && r.query.at("watch") == "true") {
-    return Watch(r, route.Prefix());
-  }
-  if (r.method == "GET") return List(r, route);
-  if (r.method == "POST" && !item) return Create(r, route);
-  if (r.method == "PUT" && item) return Apply(r, route);
-  if (r.method == "DELETE" && item) return Delete(r, route);
-  return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+  return HandleObjects(r, route);
+}
+
+Response RestApi::HandleObjects(const Request& r, const Route& route) {
+  const bool item = !route.name.empty();
+  const bool get = r.method == "GET";
+  const bool known = get || (r.method == "POST" && !item) || (r.method == "PUT" && item) ||
+                     (r.method == "DELETE" && item);
+  if (!known) return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+  std::optional<Response> bad = get && !item           ? RefuseQuery(r, kCollectionQuery)
+                                : r.method == "DELETE" ? RefuseQuery(r, {"resourceVersion"})
+                                                       : RefuseQuery(r, kNoQuery);
+  if (bad) return *bad;
+  if (get && item) return Read(r, route);
+  if (get && QueryTrue(r, "watch")) return Watch(r, route.Prefix());
+  if (get) return List(r, route);
+  if (r.method == "POST") return Create(r, route);
+  if (r.method == "PUT") return Apply(r, route);
+  return Delete(r, route);
 }
 
 namespace {
@@ -430,6 +505,11 @@ Response RestApi::List(const Request& r, const Route& route) {
   absl::StatusOr<Selector> sel =
       ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
   if (!sel.ok()) return FromStatus(sel.status());
+  if (std::optional<int64_t> rv = QueryInt(r, "resourceVersion"); rv && *rv < 0) {
+    return Status(
+        400, "BadRequest",
+        Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+  }
   absl::StatusOr<store::ListResult> list = store_.List(route.Prefix());
   if (!list.ok()) return FromStatus(list.status());
   Json out = Json::object();

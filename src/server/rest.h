@@ -22,6 +22,11 @@
 // object; a future R is 504 after a short wait; one batch holds at most kMaxWatchBatch events);
 // DELETE removes (optionally ?resourceVersion=R). Bodies are YAML or JSON manifests, validated
 // like `gpuctl validate`; a bad one gets 422 naming the field and line, and nothing is written.
+// A query parameter a path does not implement (fieldSelector, limit, dryRun, ...) is refused
+// with 400 naming it, never ignored; booleans (watch, follow, allowWatchBookmarks) read as
+// Kubernetes reads them: true/True/TRUE/1, false/False/FALSE/0, anything else 400. Every path
+// segment is a DNS label, once percent-decoded ("%2F" stays encoded, so it is none): an empty
+// segment, "..", a name holding '/', '?' or NUL are 400, never another object's path.
 // Errors are Kubernetes Status objects. A tenant (non-admin) reads and writes only its own
 // namespace; cluster-wide objects are written by admins only. A 2xx answer to a write means
 // the store committed it to disk.
@@ -91,6 +96,7 @@ class RestApi {
 
  private:
   struct Route;
+  Response HandleObjects(const Request& r, const Route& route);  // jobs, queues, nodepools
   Response Create(const Request& r, const Route& route);
   Response Apply(const Request& r, const Route& route);
   Response Read(const Request& r, const Route& route);

@@ -101,10 +101,12 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
   if (parts.size() == 1) {
     if (r.method != "GET")
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
-    if (r.query.contains("watch") && r.query.at("watch") == "true") return Watch(r, route.Prefix());
+    if (std::optional<Response> bad = RefuseQuery(r, kCollectionQuery)) return *bad;
+    if (QueryTrue(r, "watch")) return Watch(r, route.Prefix());
     return List(r, route);
   }
   if (parts.size() == 2) {
+    if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     if (r.method == "GET") return Read(r, route);
     if (r.method == "PUT") {
       if (!agent_or_admin)
@@ -127,13 +129,18 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
   if (sub == "heartbeat" && r.method == "POST") {
     if (!agent_or_admin)
       return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     return Heartbeat(r, route.name);
   }
   if (sub == "assignments" && r.method == "GET") {
     if (!agent_or_admin)
       return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
     std::string prefix = Cat("/assignments/", route.name, "/");
-    if (r.query.contains("watch") && r.query.at("watch") == "true") return Watch(r, prefix);
+    if (std::optional<Response> bad =
+            RefuseQuery(r, {"watch", "resourceVersion", "timeoutSeconds", "allowWatchBookmarks"})) {
+      return *bad;
+    }
+    if (QueryTrue(r, "watch")) return Watch(r, prefix);
     absl::StatusOr<store::ListResult> list = store_.List(prefix);
     if (!list.ok()) return FromStatus(list.status());
     Json out{{"apiVersion", "gpucloud/v1"},
@@ -147,6 +154,9 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
       r.method == "POST") {
     if (!r.who.admin)
       return Status(403, "Forbidden", Cat("user ", r.who.user, " may not ", sub, " nodes"));
+    std::optional<Response> bad =
+        sub == "reclaim" ? RefuseQuery(r, {"seconds"}) : RefuseQuery(r, kNoQuery);
+    if (bad) return *bad;
     return SetNodeFlags(r, route.name, sub);
   }
   return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
@@ -295,9 +305,22 @@ Response RestApi::ReclaimPool(const Request& r, const std::string& pool) {
 }
 
 Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::string& sub) {
-  if (sub == "cancel" && r.method == "POST") return Cancel(r, route, /*and_delete=*/false);
-  if (sub == "logs" && (r.method == "GET" || r.method == "POST")) return Logs(r, route);
+  std::optional<Response> bad;
+  if (sub == "cancel" && r.method == "POST") {
+    if ((bad = RefuseQuery(r, {"resourceVersion"}))) return *bad;
+    return Cancel(r, route, /*and_delete=*/false);
+  }
+  if (sub == "logs" && r.method == "GET") {
+    // follow: a followed log is the HTTPS front's loop over these reads.
+    if ((bad = RefuseQuery(r, {"rank", "attempt", "offset", "limitBytes", "follow"}))) return *bad;
+    return Logs(r, route);
+  }
+  if (sub == "logs" && r.method == "POST") {
+    if ((bad = RefuseQuery(r, {"rank", "attempt", "offset"}))) return *bad;
+    return Logs(r, route);
+  }
   if (sub == "events" && r.method == "GET") {
+    if ((bad = RefuseQuery(r, kNoQuery))) return *bad;
     absl::StatusOr<store::ListResult> list = store_.List(EventPrefix(route.namespace_, route.name));
     if (!list.ok()) return FromStatus(list.status());
     Json out{{"apiVersion", "gpucloud/v1"},

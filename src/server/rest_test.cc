@@ -11,6 +11,7 @@
 #include "core/text.h"
 #include "server/log_store.h"
 #include "server/node_table.h"
+#include "server/rest_util.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
 
@@ -298,7 +299,7 @@ TEST_F(RestTest, ANamespaceOverItsJobQuotaIsRefusedAndOthersAreNot) {
 TEST_F(RestTest, PathsThatAreNotUtf8GetAnErrorNotAnException) {
   // Found by the REST fuzzer: the Status message quoted the path, and JSON output threw.
   Response r = Call("POST", "/apis/gpucloud/v1/\x93\xce/pools/spot/reclaim");
-  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.status, 400);  // a segment that is not a DNS label
   EXPECT_TRUE(Json::accept(r.body)) << r.body;
 }
 
@@ -394,6 +395,116 @@ TEST_F(RestTest, AFullNamespaceGetsBackTheLogsOfJobsDeletedBehindTheLogStore) {
   r = ship("6", "abc\n");
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Body(r)["size"], 10);
+}
+
+// Issue 16: the Kubernetes Python client sends watch=True; booleans read as Kubernetes reads them.
+TEST_F(RestTest, BooleanQueryParametersReadAsKubernetesReadsThem) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  for (const char* yes : {"true", "True", "TRUE", "1"}) {
+    Response w = Call("GET", kJobs, "", {{"watch", yes}});
+    EXPECT_EQ(w.status, 200) << yes;
+    EXPECT_EQ(w.content_type, "application/x-ndjson") << yes;  // a watch, not a list
+    EXPECT_NE(w.body.find("\"type\":\"ADDED\""), std::string::npos) << yes;
+  }
+  for (const char* no : {"false", "False", "0"}) {
+    Response l = Call("GET", kJobs, "", {{"watch", no}});
+    EXPECT_EQ(l.status, 200) << no;
+    EXPECT_EQ(Body(l)["kind"], "JobList") << no;
+  }
+  Response bad = Call("GET", kJobs, "", {{"watch", "yes"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(Body(bad)["message"].get<std::string>().find("watch"), std::string::npos);
+  EXPECT_EQ(Call("GET", kJobs, "", {{"watch", "1"}, {"allowWatchBookmarks", "maybe"}}).status, 400);
+  EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/nodes", "", {{"watch", "True"}}).content_type,
+            "application/x-ndjson");
+  Request r;
+  ParseTarget("/x?watch=True&follow=1&allowWatchBookmarks=no", &r);
+  EXPECT_TRUE(QueryTrue(r, "watch"));
+  EXPECT_TRUE(QueryTrue(r, "follow"));
+  EXPECT_FALSE(QueryTrue(r, "allowWatchBookmarks"));
+  EXPECT_FALSE(QueryBool(r, "allowWatchBookmarks").has_value());
+}
+
+// A parameter a path does not implement is refused, naming it: a delete by a field selector
+// that ignored its selector would delete the wrong thing.
+TEST_F(RestTest, UnsupportedQueryParametersAreRefusedNamingThem) {
+  NodeTable nodes;
+  LogStore logs((dir_ / "logs").string());
+  api_->AttachCluster(&nodes, &logs, nullptr);
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string job = std::string(kJobs) + "/train";
+  struct Case {
+    const char* method;
+    std::string path;
+    std::map<std::string, std::string> query;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {"GET", kJobs, {{"fieldSelector", "metadata.name=x"}}, "fieldSelector"},
+      {"GET", kJobs, {{"limit", "10"}}, "limit"},
+      {"GET", "/apis/gpucloud/v1/jobs", {{"continue", "abc"}}, "continue"},
+      {"DELETE", job, {{"fieldSelector", "metadata.name=other"}}, "fieldSelector"},
+      {"GET", job, {{"watch", "true"}}, "watch"},
+      {"PUT", job, {{"dryRun", "All"}}, "dryRun"},
+      {"POST", kJobs, {{"dryRun", "All"}}, "dryRun"},
+      {"GET", job + "/events", {{"limit", "1"}}, "limit"},
+      {"GET", job + "/logs", {{"tailLines", "5"}}, "tailLines"},
+      {"POST", job + "/cancel", {{"gracePeriodSeconds", "0"}}, "gracePeriodSeconds"},
+      {"GET",
+       "/apis/gpucloud/v1/nodes",
+       {{"fieldSelector", "spec.unschedulable=true"}},
+       "fieldSelector"},
+      {"POST", "/apis/gpucloud/v1/nodes/n1/cordon", {{"seconds", "5"}}, "seconds"},
+      {"GET", "/apis/gpucloud/v1/nodes/n1/assignments", {{"labelSelector", "a"}}, "labelSelector"},
+      {"GET", kJobs, {{"watch", "true"}, {"timeoutSeconds", "soon"}}, "timeoutSeconds"},
+      {"GET", kJobs, {{"resourceVersion", "abc"}}, "resourceVersion"},
+  };
+  for (const Case& c : cases) {
+    Response r = Call(c.method, c.path, "", c.query);
+    EXPECT_EQ(r.status, 400) << c.method << " " << c.path << " " << c.named << ": " << r.body;
+    EXPECT_NE(r.body.find(c.named), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(Call("GET", job).status, 200);  // the delete with a selector deleted nothing
+  // What each path implements still works.
+  EXPECT_EQ(
+      Call("GET", kJobs, "",
+           {{"labelSelector", "team=vision"}, {"resourceVersion", "0"}, {"timeoutSeconds", "5"}})
+          .status,
+      200);
+  EXPECT_EQ(Call("GET", job + "/logs", "", {{"rank", "0"}, {"follow", "false"}}).status, 200);
+}
+
+// Issue 16: a name is one DNS label; what would make a path name another object is refused.
+TEST_F(RestTest, NamesThatWouldChangeThePathAreRefused) {
+  NodeTable nodes;
+  LogStore logs((dir_ / "logs").string());
+  api_->AttachCluster(&nodes, &logs, nullptr);
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  auto call = [&](std::string method, std::string target) {
+    Request r;
+    r.method = std::move(method);
+    r.who = {"root", "", true};
+    ParseTarget(target, &r);
+    return api_->Handle(r);
+  };
+  const std::string jobs = kJobs;
+  for (const std::string& target :
+       {jobs + "/train%2Fevents", jobs + "/train%2fevents", jobs + "/..", jobs + "/.",
+        jobs + "/train/../train", jobs + "/x/..%2Ftrain", jobs + "/train%00",
+        jobs + "/tr%00ain/events", jobs + "/train%3Fwatch=true", jobs + "//events",
+        jobs + "/train?events", std::string("/apis/gpucloud/v1/namespaces/team-a%2Fjobs/jobs"),
+        std::string("/apis/gpucloud/v1/nodes/n1%2Fheartbeat"),
+        std::string("/apis/gpucloud/v1/nodes/../jobs"), std::string("/apis/gpucloud/v1/nodes/a%00"),
+        std::string("/apis/gpucloud/v1/pools/a%2Fb/reclaim?seconds=5")}) {
+    Response r = call("GET", target);
+    if (target.ends_with("reclaim?seconds=5")) r = call("POST", target);
+    EXPECT_EQ(r.status, 400) << target << ": " << r.body;
+    EXPECT_TRUE(Json::accept(r.body)) << r.body;
+  }
+  EXPECT_EQ(call("GET", jobs + "/train/events").status, 200);
+  EXPECT_EQ(call("GET", jobs + "/train/").status, 200);  // a trailing '/' is still the job
+  EXPECT_EQ(call("DELETE", jobs + "/train%2F..").status, 400);
+  EXPECT_EQ(call("GET", jobs + "/train").status, 200);
 }
 }  // namespace
 }  // namespace gpucloud::server

@@ -4,9 +4,11 @@
 #define GPUCLOUD_SERVER_REST_UTIL_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -46,6 +48,32 @@ void ParseTarget(std::string_view target, Request* r);
 // not one or is over `max` (the caller answers 400 naming it). Never wraps: 4294967297 is not 1.
 std::optional<int64_t> QueryInt(const Request& r, const char* key,
                                 int64_t max = std::numeric_limits<int64_t>::max());
+// A boolean query parameter, read as Kubernetes does: "true", "True", "TRUE" and "1" are true;
+// "false", "False", "FALSE" and "0" are false; absent is `absent`. nullopt for anything else
+// (the caller answers 400 naming it).
+std::optional<bool> QueryBool(const Request& r, const char* key, bool absent = false);
+// True when `key` is present and reads as true (QueryBool). The HTTPS front's test for
+// watch, follow and allowWatchBookmarks: a bad value reads false there, and the API then
+// refuses it with 400.
+inline bool QueryTrue(const Request& r, const char* key) {
+  return QueryBool(r, key).value_or(false);
+}
+// 400 BadRequest naming the first query parameter of `r` that is not in `allowed` (a
+// parameter this path does not implement is refused, never ignored: a delete that ignored its
+// fieldSelector would delete everything), or naming a boolean one of them that is not a
+// boolean (watch, follow, allowWatchBookmarks). nullopt when the query is acceptable.
+std::optional<Response> RefuseQuery(const Request& r, std::span<const std::string_view> allowed);
+inline std::optional<Response> RefuseQuery(const Request& r,
+                                           std::initializer_list<std::string_view> allowed) {
+  return RefuseQuery(r, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+}
+// A path that takes no query parameter.
+inline constexpr std::span<const std::string_view> kNoQuery{};
+// What a GET of a collection takes (a list or, with watch=true, a watch). A list always reads
+// the newest state, which every resourceVersion a list may ask for allows ("", 0, not older
+// than R); timeoutSeconds bounds a watch (a list answers at once).
+inline constexpr std::string_view kCollectionQuery[] = {"labelSelector", "watch", "resourceVersion",
+                                                        "timeoutSeconds", "allowWatchBookmarks"};
 
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);
