@@ -161,7 +161,10 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
-  Credentials out{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key", ""};
+  // Absolute paths: admin.config records the CA's, and must work from any working directory.
+  const std::string abs = std::filesystem::absolute(dir).lexically_normal().string();
+  const std::string base = abs.ends_with('/') ? abs.substr(0, abs.size() - 1) : abs;
+  Credentials out{base + "/ca.crt", base + "/server.crt", base + "/server.key", ""};
   if (!std::filesystem::exists(out.ca_cert_path)) {
     Key ca_key(EVP_EC_gen("P-256"));
     if (!ca_key) return OpenSslError("cannot make a key");
@@ -245,7 +248,9 @@ absl::Status CommitAdminToken(const std::string& dir, const std::string& token) 
 
 std::string AdminConfigText(const std::string& url, const std::string& ca_path,
                             const std::string& token) {
-  return Cat("server: ", url, "\ncertificate-authority: ", ca_path, "\ntoken: ", token, "\n");
+  // Absolute: the config is copied elsewhere (~/.gpucloud/config) and read from anywhere.
+  const std::string ca = std::filesystem::absolute(ca_path).lexically_normal().string();
+  return Cat("server: ", url, "\ncertificate-authority: ", ca, "\ntoken: ", token, "\n");
 }
 
 std::string NewToken() { return RandomHex(32); }

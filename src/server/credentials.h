@@ -28,7 +28,8 @@ struct Credentials {
   std::string bootstrap_token_path;  // DIR/bootstrap.token: the agents' join token (mode 0600)
 };
 
-// Creates what is missing under `dir`; keeps what exists. The server certificate names
+// Creates what is missing under `dir`; keeps what exists. The paths returned are absolute (a
+// relative `dir` is taken from the working directory). The server certificate names
 // localhost, the host name, every IPv4 address of this host and `extra_names` (host names or
 // addresses); it is made again, by the same CA, when those names change. When DIR/tokens holds
 // no admin, `admin_token` is a new one that is NOT yet valid or stored: the caller commits it
@@ -39,7 +40,9 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
 
 // Adds the admin `token`'s hash to DIR/tokens (atomically). Internal on file errors.
 absl::Status CommitAdminToken(const std::string& dir, const std::string& token);
-// gpuctl's config file for an admin (the server's URL, its CA and the token).
+// gpuctl's config file for an admin (the server's URL, its CA and the token). The CA's path is
+// written absolute (a relative one is taken from the working directory), so that the config
+// works from any directory and when copied elsewhere.
 std::string AdminConfigText(const std::string& url, const std::string& ca_path,
                             const std::string& token);
 // A new random bearer token (256 bits, hex).

@@ -205,6 +205,54 @@ TEST(ServerBinary, AMissingStoreOrABadTokenFileIsRefusedAtStart) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 16: admin.config is meant to be copied (to ~/.gpucloud/config): the CA path it records
+// is absolute even when --data-dir is relative, and it works from another working directory.
+TEST(ServerBinary, ARelativeDataDirWritesAnAbsoluteCaPath) {
+  const std::string dir = TempDir("server-relative");
+  std::filesystem::create_directories(dir);
+  struct RestoreCwd {
+    std::filesystem::path was = std::filesystem::current_path();
+    ~RestoreCwd() { std::filesystem::current_path(was); }
+  } restore;
+  std::filesystem::current_path(dir);
+  Running s = Start("./data");
+  std::filesystem::current_path("/");  // somewhere else
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  std::ifstream f(dir + "/data/admin.config");
+  std::string line, ca;
+  while (std::getline(f, line)) {
+    if (line.starts_with("certificate-authority: ")) ca = line.substr(23);
+  }
+  EXPECT_EQ(ca, dir + "/data/ca.crt");
+  auto list = testing_util::HttpsCall(s.port, ca, http::verb::get,
+                                      "/apis/gpucloud/v1/namespaces/default/jobs",
+                                      ReadToken(dir + "/data"));
+  EXPECT_EQ(list.result_int(), 200) << list.body();
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(Wait(s), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 16: the Kubernetes Python client sends watch=True; through the HTTPS front it is a
+// watch (streamed, newline-delimited), and a value that is not a boolean is a 400 naming it.
+TEST(ServerBinary, WatchTrueAsPythonSpellsItIsAWatch) {
+  const std::string dir = TempDir("server-watch-true");
+  Running s = Start(dir);
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  const std::string jobs = "/apis/gpucloud/v1/namespaces/default/jobs";
+  auto w = testing_util::HttpsCall(s.port, dir + "/ca.crt", http::verb::get,
+                                   jobs + "?watch=True&timeoutSeconds=1", ReadToken(dir));
+  EXPECT_EQ(w.result_int(), 200) << w.body();
+  EXPECT_EQ(w[http::field::content_type], "application/x-ndjson") << w.body();
+  auto bad = testing_util::HttpsCall(s.port, dir + "/ca.crt", http::verb::get, jobs + "?watch=yes",
+                                     ReadToken(dir));
+  EXPECT_EQ(bad.result_int(), 400) << bad.body();
+  EXPECT_NE(bad.body().find("watch"), std::string::npos) << bad.body();
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(Wait(s), 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ServerBinary, OutOfDescriptorsOnceItAcceptsAgain) {
   if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "needs prlimit (util-linux)";
   std::string dir = TempDir("server-fds");

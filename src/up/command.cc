@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -35,6 +36,10 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
   }
+  // Absolute from here on: admin.config, the agent's state and the checkpoints' default root
+  // are under it, and are used from other working directories (a task's, a user's shell).
+  o.data_dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
+  if (o.data_dir.size() > 1 && o.data_dir.ends_with('/')) o.data_dir.pop_back();
   absl::StatusOr<HostPort> addr = ParseHostPort("--listen", listen);
   if (!addr.ok()) {
     err << "gpucloud up: " << addr.status().message() << "\n";
