@@ -342,7 +342,8 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   r.Int(j, "memoryMiB", "", &a.memory_mib);
   r.Int(j, "graceSeconds", "", &a.grace_seconds);
   if (absl::Status s = r.Done(); !s.ok()) return s;
-  if (a.command.empty()) return absl::InvalidArgumentError("command: must not be empty");
+  // An empty command is the agent's to refuse (the task fails at once with NoCommand): dropped
+  // here, the assignment was never started, and the job stayed Scheduled holding its GPUs.
   return a;
 }
 

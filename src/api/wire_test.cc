@@ -65,6 +65,17 @@ TEST(Wire, BadBodiesNameTheField) {
       "jobUid: is required");
 }
 
+TEST(Wire, AnAssignmentWithoutACommandReachesTheAgent) {
+  Assignment a;
+  a.name = "ns.job.0";
+  a.namespace_ = "ns";
+  a.job = "job";
+  a.job_uid = "u-1";
+  absl::StatusOr<Assignment> back = AssignmentFromJson(AssignmentToJson(a));
+  ASSERT_TRUE(back.ok()) << back.status();  // the agent fails the task with NoCommand
+  EXPECT_TRUE(back->command.empty());
+}
+
 TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {
   Assignment a;
   a.name = "ns.job.1";
