@@ -9,7 +9,8 @@
 //   gpuctl run [--gpus N] [--type T] [--replicas R] [--name N] [-n NS] [--queue Q] [--image I]
 //              [--dry-run] -- COMMAND ARGS...          submit a job from one line
 // FILE may be a file, a directory (its *.yaml, *.yml and *.json files) or "-" for stdin.
-// Exit codes: 0 valid / done, 1 invalid input or an error from the server, 2 usage error.
+// Exit codes: 0 valid / done, 1 invalid input or an error from the server, 2 usage error (a
+// NAME, JOB, NODE, pool or namespace that is not a DNS label too: they go into URL paths).
 // RunGpuctl is the whole program behind main(); it is reentrant (no global state).
 #ifndef GPUCLOUD_CLI_GPUCTL_H_
 #define GPUCLOUD_CLI_GPUCTL_H_
