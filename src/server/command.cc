@@ -122,6 +122,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   o.address = addr->host;
   o.port = addr->port;
+  // Absolute, so that what is derived from it (the checkpoint root tasks are given, the paths in
+  // admin.config) means the same from any working directory.
+  o.data_dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
   if (!scheduler_config.empty()) {
