@@ -16,6 +16,7 @@
 #include "core/object_meta.h"
 #include "core/parse.h"
 #include "core/text.h"
+#include "manifest/json_yaml.h"
 
 namespace gpucloud::cli {
 namespace {
@@ -158,14 +159,11 @@ int Get(const std::vector<std::string>& args, const std::string& ns, bool all_na
   } else {
     items.push_back(j);
   }
-  if (format == "yaml" && nodes) {
-    out << "---\n" << nlohmann::json(items.size() == 1 && args.size() > 1 ? items[0] : nlohmann::json(items)).dump(2) << "\n";
-    return kExitOk;
-  }
   if (format == "yaml") {
+    // The very object -o json prints, encoded as YAML: one document per item.
     for (const nlohmann::json& item : items) {
-      manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
-      if (p.ok() && p.manifests.size() == 1) out << "---\n" << manifest::ToYaml(p.manifests[0].object);
+      absl::StatusOr<std::string> yaml = manifest::JsonToYaml(item.dump());
+      if (yaml.ok()) out << "---\n" << *yaml;
     }
     return kExitOk;
   }

@@ -5,10 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "cli/gpuctl.h"
+#include "manifest/json_yaml.h"
 #include "server/credentials.h"
 #include "server/https_server.h"
 #include "server/rest.h"
@@ -74,6 +76,12 @@ TEST_F(GpuctlServerTest, ApplyGetDelete) {
   EXPECT_NE(g.out.find("Pending"), std::string::npos) << g.out;  // no server loop here
   Run y = Gpuctl({"get", "jobs", "pytorch-job", "-o", "yaml"});
   EXPECT_NE(y.out.find("kind: Job"), std::string::npos) << y.out;
+  {  // what get -o yaml prints (status and server metadata included) can be applied again
+    std::string again = (std::filesystem::path(dir_) / "again.yaml").string();
+    std::ofstream(again) << y.out;
+    Run a2 = Gpuctl({"apply", "-f", again});
+    EXPECT_EQ(a2.code, 0) << a2.err << "\n" << y.out;
+  }
   EXPECT_EQ(Gpuctl({"delete", "jobs", "pytorch-job"}).out, "jobs pytorch-job deleted\n");
   Run gone = Gpuctl({"get", "jobs", "pytorch-job"});
   EXPECT_EQ(gone.code, 1);
@@ -88,9 +96,16 @@ TEST_F(GpuctlServerTest, RunSubmitsAJobFromOneLine) {
             "job default/quick created: Job default/quick: 1 x main (4 GPUs, H100-80GB); gang of "
             "1; 4 GPUs in all; queue default, on-demand\n");
   Run y = Gpuctl({"get", "jobs", "quick", "-o", "yaml"});
-  EXPECT_NE(y.out.find("        - python\n        - train.py\n        - --lr\n        - \"0.1\"\n"),
-            std::string::npos)
-      << y.out;
+  EXPECT_NE(y.out.find("- python\n"), std::string::npos) << y.out;
+  EXPECT_NE(y.out.find("- \"0.1\"\n"), std::string::npos) << y.out;  // a string stays one
+  // -o yaml is the object -o json prints, status and server metadata included.
+  Run j = Gpuctl({"get", "jobs", "quick", "-o", "json"});
+  ASSERT_TRUE(y.out.starts_with("---\n")) << y.out;
+  absl::StatusOr<std::string> back = manifest::YamlToJson(y.out.substr(4));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(nlohmann::json::parse(*back), nlohmann::json::parse(j.out));
+  EXPECT_NE(y.out.find("status:"), std::string::npos) << y.out;
+  EXPECT_NE(y.out.find("uid:"), std::string::npos) << y.out;
   Run bad = Gpuctl({"run", "--type", "tpu", "--", "python"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("unknown GPU type \"tpu\""), std::string::npos) << bad.err;
