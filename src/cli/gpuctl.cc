@@ -137,7 +137,8 @@ int Get(const std::vector<std::string>& args, const std::string& ns, bool all_na
         std::ostream& err) {
   std::string path = api::CollectionPath(args[0], ns);
   if (path.empty()) {
-    err << "gpuctl: unknown resource \"" << args[0] << "\" (known: jobs, nodes, queues, nodepools)\n";
+    err << "gpuctl: unknown resource \"" << args[0]
+        << "\" (known: jobs, nodes, queues, nodepools)\n";
     return kExitUsage;
   }
   const bool jobs = args[0] == "jobs" || args[0] == "job";
@@ -177,8 +178,9 @@ int Get(const std::vector<std::string>& args, const std::string& ns, bool all_na
   for (const nlohmann::json& item : items) {
     if (jobs || nodes) break;
     manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
-    std::string summary = p.ok() && p.manifests.size() == 1 ? manifest::Summarize(p.manifests[0].object)
-                                                             : std::string("?");
+    std::string summary = p.ok() && p.manifests.size() == 1
+                              ? manifest::Summarize(p.manifests[0].object)
+                              : std::string("?");
     out << fmt::format("{:<24} {:>8}  {}\n", item["metadata"].value("name", "?"),
                        item["metadata"].value("resourceVersion", "?"), summary);
   }
@@ -249,7 +251,8 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
     std::random_device rd;
     name = fmt::format("run-{:06x}", rd() & 0xffffff);
   }
-  nlohmann::ordered_json task = {{"name", "main"}, {"replicas", o.replicas}, {"command", o.command}};
+  nlohmann::ordered_json task = {
+      {"name", "main"}, {"replicas", o.replicas}, {"command", o.command}};
   if (!o.image.empty()) task["image"] = o.image;
   // Where the command runs: by default where gpuctl runs, so that `gpuctl run -- python
   // train.py` finds train.py (on a cluster, a path on the shared file system).
@@ -330,12 +333,14 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       "catalog", "List the GPU types, their MIG profiles, relative speed and default price");
 
   std::string config, ns = std::string(kDefaultNamespace), get_format = "table";
-  app.add_option("--config", config, "client config (default $GPUCLOUD_CONFIG, ~/.gpucloud/config)");
+  app.add_option("--config", config,
+                 "client config (default $GPUCLOUD_CONFIG, ~/.gpucloud/config)");
   std::vector<std::string> apply_files, get_args, delete_args;
   CLI::App* apply = app.add_subcommand("apply", "Create or update objects on the server");
   apply->add_option("-f,--filename", apply_files, "Manifest file, directory, or - for stdin")
       ->required();
-  CLI::App* get = app.add_subcommand("get", "List or show objects: get jobs|queues|nodepools [NAME]");
+  CLI::App* get =
+      app.add_subcommand("get", "List or show objects: get jobs|queues|nodepools [NAME]");
   get->add_option("args", get_args, "RESOURCE [NAME]")->required()->expected(1, 2);
   get->add_option("-n,--namespace", ns, "Namespace (jobs)");
   get->add_option("-o,--output", get_format, "table, json or yaml")
@@ -355,7 +360,8 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   run->add_option("-n,--namespace", run_opts.ns, "namespace");
   run->add_option("--queue", run_opts.queue, "queue");
   run->add_option("--image", run_opts.image, "container image");
-  run->add_option("--workdir", run_opts.workdir, "working directory of the task (default: this one)");
+  run->add_option("--workdir", run_opts.workdir,
+                  "working directory of the task (default: this one)");
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
   run->add_option("command", run_opts.command, "the command, after --");
   CLI::App* del = app.add_subcommand("delete", "Delete an object: delete RESOURCE NAME");
@@ -365,8 +371,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   bool all_namespaces = false;
   get->add_flag("-A,--all-namespaces", all_namespaces, "jobs of every namespace (admins)");
   std::vector<std::string> describe_args;
-  CLI::App* describe = app.add_subcommand(
-      "describe", "Show one job or node in full, or the cluster's figures: describe job|node NAME, describe cluster");
+  CLI::App* describe = app.add_subcommand("describe",
+                                          "Show one job or node in full, or the cluster's figures: "
+                                          "describe job|node NAME, describe cluster");
   describe->add_option("args", describe_args, "RESOURCE NAME")->required()->expected(1, 2);
   describe->add_option("-n,--namespace", ns, "Namespace (jobs)");
   std::string logs_job;
@@ -375,7 +382,8 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output: logs JOB [--rank R] [-f]");
   logs->add_option("job", logs_job, "JOB")->required();
   logs->add_option("-n,--namespace", ns, "Namespace");
-  logs->add_option("--rank", logs_rank, "which task replica (default 0)")->check(CLI::NonNegativeNumber);
+  logs->add_option("--rank", logs_rank, "which task replica (default 0)")
+      ->check(CLI::NonNegativeNumber);
   logs->add_option("--attempt", logs_attempt, "which attempt (default: the current one)")
       ->check(CLI::PositiveNumber);
   logs->add_flag("-f,--follow", logs_follow, "keep printing until the job ends");
@@ -383,26 +391,30 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   CLI::App* events = app.add_subcommand("events", "What happened to a job and why: events JOB");
   events->add_option("job", events_job, "JOB")->required();
   events->add_option("-n,--namespace", ns, "Namespace");
-  CLI::App* cancel = app.add_subcommand("cancel", "Stop a job's tasks and keep the job: cancel JOB");
+  CLI::App* cancel =
+      app.add_subcommand("cancel", "Stop a job's tasks and keep the job: cancel JOB");
   cancel->add_option("job", cancel_job, "JOB")->required();
   cancel->add_option("-n,--namespace", ns, "Namespace");
   std::vector<CLI::App*> node_verbs;
   for (const char* verb : {"cordon", "uncordon", "drain"}) {
     CLI::App* v = app.add_subcommand(
-        verb, std::string(verb) == "cordon"     ? "Stop placing jobs on a node"
-              : std::string(verb) == "uncordon" ? "Place jobs on a node again"
-                                                : "Cordon a node and move its jobs elsewhere (from checkpoints)");
+        verb, std::string(verb) == "cordon" ? "Stop placing jobs on a node"
+              : std::string(verb) == "uncordon"
+                  ? "Place jobs on a node again"
+                  : "Cordon a node and move its jobs elsewhere (from checkpoints)");
     v->add_option("node", node_name, "NODE")->required();
     node_verbs.push_back(v);
   }
   int reclaim_in = 120;
   std::string reclaim_pool;
   CLI::App* reclaim = app.add_subcommand(
-      "reclaim", "A spot reclamation notice: the node (or every node of --pool) goes away in --in seconds "
-                 "(default 120)");
+      "reclaim",
+      "A spot reclamation notice: the node (or every node of --pool) goes away in --in seconds "
+      "(default 120)");
   CLI::Option* reclaim_node = reclaim->add_option("node", node_name, "NODE");
   reclaim->add_option("--pool", reclaim_pool, "every node of this pool")->excludes(reclaim_node);
-  reclaim->add_option("--in", reclaim_in, "seconds until the node is reclaimed")->check(CLI::Range(1, 86400));
+  reclaim->add_option("--in", reclaim_in, "seconds until the node is reclaimed")
+      ->check(CLI::Range(1, 86400));
   node_verbs.push_back(reclaim);
   CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
 
@@ -439,15 +451,22 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       return kExitUsage;
     }
     describe_args.resize(2);
-    return with_client([&](api::Client& c) { return Describe(c, describe_args[0], describe_args[1], ns, out, err); });
+    return with_client([&](api::Client& c) {
+      return Describe(c, describe_args[0], describe_args[1], ns, out, err);
+    });
   }
   if (logs->parsed()) {
-    return with_client([&](api::Client& c) { return Logs(c, logs_job, ns, logs_rank, logs_attempt, logs_follow, out, err); });
+    return with_client([&](api::Client& c) {
+      return Logs(c, logs_job, ns, logs_rank, logs_attempt, logs_follow, out, err);
+    });
   }
-  if (events->parsed()) return with_client([&](api::Client& c) { return Events(c, events_job, ns, out, err); });
-  if (cancel->parsed()) return with_client([&](api::Client& c) { return Cancel(c, cancel_job, ns, out, err); });
+  if (events->parsed())
+    return with_client([&](api::Client& c) { return Events(c, events_job, ns, out, err); });
+  if (cancel->parsed())
+    return with_client([&](api::Client& c) { return Cancel(c, cancel_job, ns, out, err); });
   if (reclaim->parsed() && !reclaim_pool.empty()) {
-    return with_client([&](api::Client& c) { return ReclaimPool(c, reclaim_pool, reclaim_in, out, err); });
+    return with_client(
+        [&](api::Client& c) { return ReclaimPool(c, reclaim_pool, reclaim_in, out, err); });
   }
   if (reclaim->parsed() && node_name.empty()) {
     err << "gpuctl reclaim: give a NODE or --pool POOL\n";
@@ -455,7 +474,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   }
   for (CLI::App* v : node_verbs) {
     if (v->parsed()) {
-      return with_client([&](api::Client& c) { return NodeVerb(c, v->get_name(), node_name, out, err, reclaim_in); });
+      return with_client([&](api::Client& c) {
+        return NodeVerb(c, v->get_name(), node_name, out, err, reclaim_in);
+      });
     }
   }
   if (top->parsed()) return with_client([&](api::Client& c) { return Top(c, out, err); });
@@ -468,7 +489,8 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       err << "gpuctl get -w: watches a whole collection, as a table\n";
       return kExitUsage;
     }
-    return Get(get_args, ns, all_namespaces, get_format, get_watch ? watch_timeout : -1, config, out, err);
+    return Get(get_args, ns, all_namespaces, get_format, get_watch ? watch_timeout : -1, config,
+               out, err);
   }
   if (del->parsed()) return Delete(delete_args, ns, config, out, err);
   if (run->parsed()) return RunJob(run_opts, config, out, err);
