@@ -146,11 +146,11 @@ std::vector<int> LogStore::Ranks(const std::string& ns, const std::string& job, 
   return ranks;
 }
 
-void LogStore::WaitForMore(absl::Duration timeout) {
+uint64_t LogStore::WaitForMore(uint64_t after, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  uint64_t seen = appends_;
-  auto more = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return appends_ != seen; };
+  auto more = [this, after]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return appends_ > after; };
   mu_.AwaitWithTimeout(absl::Condition(&more), timeout);
+  return appends_;
 }
 
 std::vector<std::string> LogStore::Jobs(const std::string& ns) const {

@@ -59,8 +59,9 @@ class LogStore {
   std::vector<int> Ranks(const std::string& namespace_, const std::string& job, int attempt) const;
   // Jobs of the namespace that have logs here, ascending.
   std::vector<std::string> Jobs(const std::string& namespace_) const;
-  // Waits until something is appended anywhere or `timeout` passes.
-  void WaitForMore(absl::Duration timeout);
+  // Waits until more than `after` appends were made (anywhere; counted from this store's start)
+  // or `timeout` passes; returns the count then.
+  uint64_t WaitForMore(uint64_t after, absl::Duration timeout);
   // Removes every log of the job and gives its bytes back to the namespace's quota.
   void RemoveJob(const std::string& namespace_, const std::string& job);
 

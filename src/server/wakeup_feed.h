@@ -1,7 +1,7 @@
 // WakeupFeed: turns a blocking wait for "the next change" (Store::WaitForChange,
 // LogStore::WaitForMore) into wake-ups of asynchronous waiters, so that a thousand watches cost
 // a timer each rather than a thread each. One thread of its own calls `wait` in a loop and keeps
-// the position it returns (a store's revision; for logs, a count of wake-ups); each waiter
+// the position it returns (a store's revision; for logs, the count of appends); each waiter
 // registers an Asio timer with the position it has seen, and the feed cancels that timer (on the
 // timer's own executor) once the position is past it. A waiter whose timer expires first just
 // gets no wake-up.
