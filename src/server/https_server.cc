@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -218,18 +217,11 @@ asio::awaitable<Response> CallOn(asio::thread_pool& pool, const std::function<Re
 // The store's change log as the keys a WakeupFeed needs, a revision's changes together.
 WakeupFeed::Changes StoreChanges(store::Store& store) {
   return [&store](int64_t after) -> std::optional<std::vector<WakeupFeed::Change>> {
-    for (int limit = 4096;; limit *= 2) {
-      absl::StatusOr<std::vector<store::Event>> events = store.Changes("", after, limit);
-      if (!events.ok()) return std::nullopt;  // compacted past `after` (or failing): unknown
-      const bool full = static_cast<int>(events->size()) >= limit;
-      if (full && events->front().revision == events->back().revision) continue;
-      std::vector<WakeupFeed::Change> out;
-      for (store::Event& e : *events) {
-        if (full && e.revision == events->back().revision) break;  // maybe not whole
-        out.push_back({e.revision, std::move(e.kv.key)});
-      }
-      return out;
-    }
+    absl::StatusOr<std::vector<store::Event>> events = store.Changes("", after, 4096);
+    if (!events.ok()) return std::nullopt;  // compacted past `after` (or failing): unknown
+    std::vector<WakeupFeed::Change> out;
+    for (store::Event& e : *events) out.push_back({e.revision, std::move(e.kv.key)});
+    return out;
   };
 }
 
@@ -282,14 +274,12 @@ struct HttpsServer::Impl {
         rate(options.tenant_requests_per_second, options.tenant_request_burst) {
     if (options.logs != nullptr) {
       LogStore* logs = options.logs;
-      // LogStore says only that something was appended (or that the wait ended): every return
-      // counts as news, and followers re-read (a spurious wake-up costs one read).
+      // The position is the count of appends: followers wake when something was appended.
       log_feed = std::make_unique<WakeupFeed>(
           [logs](int64_t after, absl::Duration d) {
-            logs->WaitForMore(d);
-            return after + 1;
+            return static_cast<int64_t>(logs->WaitForMore(static_cast<uint64_t>(after), d));
           },
-          0);
+          static_cast<int64_t>(logs->WaitForMore(0, absl::ZeroDuration())));
     }
   }
 

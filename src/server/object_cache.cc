@@ -21,25 +21,18 @@ absl::StatusOr<bool> ObjectCache::Sync(store::Store& store) {
     return true;
   }
   bool changed = false;
-  int limit = kPage;
   for (;;) {
     int64_t head = store.Revision();
-    absl::StatusOr<std::vector<store::Event>> events = store.Changes(prefix_, revision_, limit);
+    absl::StatusOr<std::vector<store::Event>> events = store.Changes(prefix_, revision_, kPage);
     if (absl::IsOutOfRange(events.status())) {
       if (absl::Status s = Relist(store); !s.ok()) return s;
       return true;
     }
     if (!events.ok()) return events.status();
-    const bool full = static_cast<int>(events->size()) >= limit;
-    if (full && events->front().revision == events->back().revision) {
-      limit *= 2;  // one transaction wrote more than a page: read it whole
-      continue;
-    }
-    // A full page may end inside a revision (one transaction's many writes): what is done is
-    // every revision before the page's last; that one is read again, whole, with the next page.
-    const int64_t done = full ? events->back().revision - 1 : head;
+    // Pages hold whole revisions: after a full one, everything up to its last revision is seen.
+    const bool full = static_cast<int>(events->size()) >= kPage;
+    const int64_t done = full ? events->back().revision : head;
     for (store::Event& e : *events) {
-      if (e.revision > done) break;
       changed = true;
       if (e.kind == store::Event::Kind::kDelete) {
         objects_.erase(e.kv.key);

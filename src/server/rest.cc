@@ -567,18 +567,11 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
       store_.Changes(prefix, *after, kMaxWatchBatch + 1);
   if (!events.ok()) return FromStatus(events.status());
   if (static_cast<int>(events->size()) > kMaxWatchBatch) {
-    // Over a batch: end before the revision that does not fit whole (a transaction's events
-    // stay together; a single revision larger than a batch goes whole) and resume there.
-    auto below = [](int64_t rev) {
-      return [rev](const store::Event& e) { return e.revision < rev; };
-    };
-    auto end = std::partition_point(events->begin(), events->end(),
-                                    below((*events)[kMaxWatchBatch].revision));
-    if (end == events->begin()) {
-      end =
-          std::partition_point(events->begin(), events->end(), below(events->front().revision + 1));
+    // Over a batch (the store's pages hold whole revisions): leave the last revision to the
+    // next batch, unless it is the only one (a revision larger than a batch goes whole).
+    if (const int64_t last = events->back().revision; events->front().revision != last) {
+      std::erase_if(*events, [last](const store::Event& e) { return e.revision == last; });
     }
-    events->erase(end, events->end());
     revision = events->back().revision;
   }
   for (const store::Event& e : *events) {

@@ -340,14 +340,17 @@ class SqliteStore final : public Store {
            "SELECT rev, key, kind, value, create_rev, version FROM changes WHERE rev > ?1 "
            "ORDER BY rev, key");
     s.Bind(1, after);
-    while (static_cast<int>(out.size()) < limit) {
+    for (;;) {
       absl::StatusOr<bool> row = s.Next();
       if (!row.ok()) return row.status();
       if (!*row) break;
+      // At the limit, only the rest of the last revision is still read (pages hold whole ones).
+      const int64_t rev = s.Int(0);
+      if (static_cast<int>(out.size()) >= limit && rev != out.back().revision) break;
       std::string key = s.Blob(1);
       if (key.compare(0, prefix.size(), prefix) != 0) continue;
       Event e;
-      e.revision = s.Int(0);
+      e.revision = rev;
       e.kind = s.Int(2) == 0 ? Event::Kind::kPut : Event::Kind::kDelete;
       e.kv = {key, s.Blob(3), s.Int(4), e.revision, s.Int(5)};
       out.push_back(std::move(e));

@@ -121,6 +121,20 @@ TEST_F(SqliteStoreTest, WatchResumesFromARevisionWithoutLossOrDuplicates) {
   EXPECT_TRUE(absl::IsInvalidArgument(s->Compact(99)));
 }
 
+TEST_F(SqliteStoreTest, APageOfChangesNeverSplitsARevision) {
+  std::unique_ptr<Store> s = Open();
+  ASSERT_TRUE(s->Txn({Put("/w/a", "1"), Put("/w/b", "1"), Put("/w/c", "1")}).ok());  // rev 1
+  ASSERT_TRUE(s->Txn({Put("/w/d", "1"), Put("/w/e", "1")}).ok());                    // rev 2
+  // A limit of 2 would end inside revision 1: the page holds all of it, and stops there.
+  absl::StatusOr<std::vector<Event>> page = s->Changes("/w/", 0, 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 3u);
+  EXPECT_EQ(page->back().revision, 1);
+  page = s->Changes("/w/", 1, 2);
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ(page->front().revision, 2);
+}
+
 TEST_F(SqliteStoreTest, WaitForChangeWakesOnAWrite) {
   std::unique_ptr<Store> s = Open();
   EXPECT_FALSE(s->WaitForChange(0, absl::Milliseconds(10)));  // nothing happens: times out

@@ -74,7 +74,10 @@ class Store {
   // Aborted (the key is at another mod_revision: a conflict, HTTP 409); the message names the
   // key. InvalidArgument for an empty transaction or a key given twice.
   virtual absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) = 0;
-  // Changes to keys under `prefix` with revision > `after`, oldest first, at most `limit`.
+  // Changes to keys under `prefix` with revision > `after`, oldest first, in whole revisions:
+  // a page ends at `limit` events only where a revision ends, so one revision (a transaction)
+  // is never split across pages, and one larger than `limit` comes whole. A reader that got
+  // `limit` events or more resumes after the last one's revision; fewer means there is no more.
   // OutOfRange when `after` is older than the last compaction (HTTP 410: list again).
   virtual absl::StatusOr<std::vector<Event>> Changes(const std::string& prefix, int64_t after,
                                                      int limit) = 0;
