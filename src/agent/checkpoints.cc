@@ -13,8 +13,8 @@ namespace {
 namespace fs = std::filesystem;
 
 bool Complete(const std::string& name) {
-  return !name.empty() && name[0] != '.' && !name.ends_with(".tmp") && !name.ends_with(".partial") &&
-         !name.ends_with(".lock");
+  return !name.empty() && name[0] != '.' && !name.ends_with(".tmp") &&
+         !name.ends_with(".partial") && !name.ends_with(".lock");
 }
 
 int64_t UnixMs(fs::file_time_type t) {
@@ -50,12 +50,14 @@ absl::StatusOr<int> CopyCheckpoints(const std::string& from, const std::string& 
     if (fs::exists(dst, e2)) continue;
     fs::path tmp = fs::path(to) / (name + ".gpucloud.tmp");
     fs::remove_all(tmp, e2);
-    fs::copy(it->path(), tmp, fs::copy_options::recursive, e2);
+    // Symbolic links as links: a task cannot make the agent copy what it may not read.
+    fs::copy(it->path(), tmp, fs::copy_options::recursive | fs::copy_options::copy_symlinks, e2);
     if (!e2) fs::last_write_time(tmp, fs::last_write_time(it->path()), e2);
     if (!e2) fs::rename(tmp, dst, e2);
     if (e2) {
       fs::remove_all(tmp, ec);
-      return absl::InternalError(Cat("checkpoint copy: ", it->path().string(), " -> ", dst.string(), ": ", e2.message()));
+      return absl::InternalError(
+          Cat("checkpoint copy: ", it->path().string(), " -> ", dst.string(), ": ", e2.message()));
     }
     ++copied;
   }
@@ -73,7 +75,8 @@ CheckpointReplicator::~CheckpointReplicator() {
   thread_.join();
 }
 
-void CheckpointReplicator::Track(const std::string& task, const std::string& local, const std::string& replica) {
+void CheckpointReplicator::Track(const std::string& task, const std::string& local,
+                                 const std::string& replica) {
   std::lock_guard lock(mu_);
   Entry& e = tasks_[task];
   e.local = local;
@@ -126,7 +129,8 @@ void CheckpointReplicator::Pass() {
   }
   for (const auto& [task, e] : snapshot) {
     absl::StatusOr<int> n = CopyCheckpoints(e.local, e.replica);
-    if (!n.ok()) std::cerr << "gpucloud agent: " << task << ": " << n.status().message() << std::endl;
+    if (!n.ok())
+      std::cerr << "gpucloud agent: " << task << ": " << n.status().message() << std::endl;
     int64_t replicated = NewestCheckpointMs(e.replica);
     std::lock_guard lock(mu_);
     auto it = tasks_.find(task);

@@ -1,6 +1,7 @@
 #include "agent/executor.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -77,15 +78,51 @@ void CloseAboveStdio(int sweep_limit) {
   for (int fd = 3; fd < sweep_limit; ++fd) (void)close(fd);
 }
 
+// Who a task runs as (TaskSpecToRun::uid), for the child: after fork, so no allocation.
+struct Creds {
+  bool set = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Becomes the task's user (async-signal-safe): no supplementary groups, the group, the user,
+// and no way back up through a setuid program. Returns an errno, 0 on success.
+int DropPrivileges(const Creds& c) {
+  if (!c.set) return 0;
+  if (setgroups(0, nullptr) != 0 || setgid(c.gid) != 0 || setuid(c.uid) != 0) return errno;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  return 0;
+}
+
+// In the shim, the task's side of a fork: signals back to their defaults, the task's user, exec.
+[[noreturn]] void ExecTask(const Creds& creds, const sigset_t& stop_signals, int exec_failed_fd,
+                           char* const* argv, char* const* envp) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&stop_signals, sig) == 1) signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int e = DropPrivileges(creds);
+  if (e == 0) {
+    execvpe(argv[0], argv, envp);
+    e = errno;
+  }
+  (void)!write(exec_failed_fd, &e, sizeof e);
+  _exit(127);
+}
+
 // In the executor's child, after fork, instead of exec. Starts the task with posix_spawn (a
 // vfork-style clone: no second copy of the agent's page tables, which a fork would cost) with the
-// stop signals back to their defaults; this process stays behind as the group's leader, immune
+// stop signals back to their defaults — or, for a task of another user, with fork, since the
+// shim itself stays the agent's user; this process stays behind as the group's leader, immune
 // to the stop signals (they are for the task): it waits for the task, writes the status file
 // and ends the same way. An exec failure goes to `exec_failed_fd` as an errno. Once the task
 // runs, the shim keeps only its standard descriptors: none of the agent's sockets stay open in a
 // process that may outlive the agent.
 [[noreturn]] void RunShim(const char* status_path, const char* status_tmp, int exec_failed_fd,
-                          int sweep_limit, char* const* argv, char* const* envp) {
+                          int sweep_limit, const Creds& creds, char* const* argv,
+                          char* const* envp) {
   sigset_t stop_signals, none;
   sigemptyset(&stop_signals);
   sigemptyset(&none);
@@ -93,16 +130,27 @@ void CloseAboveStdio(int sweep_limit) {
     signal(sig, SIG_IGN);  // before the task exists: no window where the shim could die of one
     sigaddset(&stop_signals, sig);
   }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setsigdefault(&attr, &stop_signals);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t task = 0;
-  int rc = posix_spawnp(&task, argv[0], nullptr, &attr, argv, envp);
-  if (rc != 0) {
-    (void)!write(exec_failed_fd, &rc, sizeof rc);
-    _exit(127);
+  if (creds.set) {
+    task = fork();
+    if (task < 0) {
+      int e = errno;
+      (void)!write(exec_failed_fd, &e, sizeof e);
+      _exit(127);
+    }
+    // The task writes an exec failure's errno to `exec_failed_fd` itself.
+    if (task == 0) ExecTask(creds, stop_signals, exec_failed_fd, argv, envp);
+  } else {
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigdefault(&attr, &stop_signals);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    int rc = posix_spawnp(&task, argv[0], nullptr, &attr, argv, envp);
+    if (rc != 0) {
+      (void)!write(exec_failed_fd, &rc, sizeof rc);
+      _exit(127);
+    }
   }
   CloseAboveStdio(sweep_limit);  // exec_failed_fd too: the parent reads its end-of-file
   int status = 0;
@@ -181,8 +229,8 @@ Executor::~Executor() {
 
 absl::Status NoCommandError() {
   return absl::InvalidArgumentError(
-      "NoCommand: the task has no command; images do not run yet (give the task a command to "
-      "run on the node)");
+      "NoCommand: the task has no command and no image (give it a command to run on the node, "
+      "or an image)");
 }
 
 absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
@@ -227,6 +275,8 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   const std::string status_tmp = spec.status_path + ".tmp";
   if (!spec.status_path.empty()) unlink(spec.status_path.c_str());
   const int sweep_limit = DescriptorSweepLimit();
+  Creds creds;
+  if (spec.uid) creds = {true, *spec.uid, spec.gid};
   int go[2], failed[2];  // parent -> child: attached, go; child -> parent: exec's errno
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(failed, O_CLOEXEC) != 0) {
     close(log);
@@ -260,11 +310,14 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
       _exit(127);
     }
     if (!spec.status_path.empty()) {
-      RunShim(spec.status_path.c_str(), status_tmp.c_str(), failed[1], sweep_limit, argv.data(),
-              envp.data());
+      RunShim(spec.status_path.c_str(), status_tmp.c_str(), failed[1], sweep_limit, creds,
+              argv.data(), envp.data());
     }
-    execvpe(argv[0], argv.data(), envp.data());
-    int e = errno;
+    int e = DropPrivileges(creds);
+    if (e == 0) {
+      execvpe(argv[0], argv.data(), envp.data());
+      e = errno;
+    }
     (void)!write(failed[1], &e, sizeof e);
     _exit(127);
   }

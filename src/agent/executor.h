@@ -1,4 +1,5 @@
-// The executor: runs each task as its own process group, with the environment from
+// The executor: runs each task as its own process group (as the user it names, when it names
+// one), with the environment from
 // BuildTaskEnv, stdout and stderr appended to a log file that is rotated (copy and truncate)
 // when it grows past a limit, and CPU, memory and process-count limits through cgroups where
 // they can be set. A task inherits only descriptors 0, 1 and 2 (/dev/null, its log, its log):
@@ -43,6 +44,11 @@ struct TaskSpecToRun {
   // task that outlives its agent still leaves its exit status for the next one
   // (ReadExitStatus); the executor itself sees the same exit as without the shim.
   std::string status_path;
+  // Runs the task as this user and group (no supplementary groups, no new privileges: a setuid
+  // program cannot regain root). The shim stays the agent's user, to write the status file
+  // where the task cannot. nullopt: the agent's own user.
+  std::optional<uid_t> uid;
+  gid_t gid = 0;
 };
 
 // The status a task's shim wrote (TaskSpecToRun::status_path), or nullopt when there is none
@@ -58,9 +64,9 @@ struct TaskExit {
   std::string Describe() const;  // "exit code 0", "killed by the OOM killer", ...
 };
 
-// Why a task without a command cannot start: images do not run yet (the container issue), so a
-// task is the process its command names, run on the node. InvalidArgument; its message begins
-// with the reason, "NoCommand: ", which the agent reports as the task's failure.
+// Why a task without a command cannot start as a host process (a task with an image runs its
+// image's entrypoint instead). InvalidArgument; its message begins with the reason,
+// "NoCommand: ", which the agent reports as the task's failure.
 absl::Status NoCommandError();
 
 class Executor {

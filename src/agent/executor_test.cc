@@ -89,14 +89,63 @@ TEST_F(ExecutorTest, ACommandlessTaskFailsAtStartWithNoCommand) {
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_EQ(s, NoCommandError());
   EXPECT_EQ(s.message(),
-            "NoCommand: the task has no command; images do not run yet (give the task a command "
-            "to run on the node)");
+            "NoCommand: the task has no command and no image (give it a command to run on the "
+            "node, or an image)");
   EXPECT_EQ(ex.Pid("image-only"), 0);
   EXPECT_FALSE(std::filesystem::exists(t.log_path));
   // Given a command, the same task starts.
   t.argv = {"/bin/sh", "-c", "exit 0"};
   ASSERT_TRUE(ex.Start(t).ok());
   EXPECT_EQ(ex.Wait("image-only").exit_code, 0);
+}
+
+// A task of another user runs as that user, with or without the shim, and cannot read the
+// agent's private files; the shim still records its exit where the task cannot write.
+TEST_F(ExecutorTest, ATaskRunsAsItsUserAndCannotReadTheAgentsFiles) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a task as another user";
+  std::string secret = (dir_ / "secret").string();
+  std::ofstream(secret) << "admin-token";
+  ASSERT_EQ(chmod(secret.c_str(), 0600), 0);
+  for (bool shim : {false, true}) {
+    Executor ex;
+    std::string id = shim ? "shim" : "bare";
+    TaskSpecToRun t = Shell(id, "id -u; id -g; id -G; cat " + secret + " || echo denied");
+    t.workdir = "/";
+    t.uid = 4242;
+    t.gid = 4343;
+    if (shim) t.status_path = (dir_ / "status").string();
+    ASSERT_TRUE(ex.Start(t).ok());
+    EXPECT_EQ(ex.Wait(id).exit_code, 0);
+    std::string log = Slurp(t.log_path);
+    EXPECT_EQ(log.substr(0, log.find("cat:")), "4242\n4343\n4343\n") << log;
+    EXPECT_NE(log.find("denied"), std::string::npos) << log;
+    EXPECT_EQ(log.find("admin-token"), std::string::npos) << log;
+    if (shim) {
+      EXPECT_EQ(ReadExitStatus(t.status_path)->exit_code, 0);
+    }
+  }
+}
+
+// A program the task's user may not execute is refused at start, as a missing one is.
+TEST_F(ExecutorTest, AProgramTheUserMayNotRunIsReportedAtStart) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a task as another user";
+  std::string prog = (dir_ / "private.sh").string();
+  std::ofstream(prog) << "#!/bin/sh\necho ran\n";
+  ASSERT_EQ(chmod(prog.c_str(), 0700), 0);
+  for (bool shim : {false, true}) {
+    Executor ex;
+    TaskSpecToRun t;
+    t.id = shim ? "s" : "b";
+    t.argv = {prog};
+    t.log_path = (dir_ / (t.id + ".log")).string();
+    t.workdir = "/";
+    t.uid = 4242;
+    t.gid = 4242;
+    if (shim) t.status_path = (dir_ / "status2").string();
+    absl::Status s = ex.Start(t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+    EXPECT_NE(s.message().find("Permission denied"), std::string::npos) << s;
+  }
 }
 
 TEST_F(ExecutorTest, StopSignalsTheWholeGroupThenKills) {

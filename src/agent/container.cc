@@ -1,0 +1,274 @@
+#include "agent/container.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include "core/text.h"
+
+extern char** environ;
+
+namespace gpucloud::agent {
+
+std::vector<std::string> PodmanGlobalArgv(const ContainerRuntimeOptions& o) {
+  std::vector<std::string> argv = {o.podman};
+  if (!o.storage_root.empty()) argv.insert(argv.end(), {"--root", o.storage_root});
+  if (!o.run_root.empty()) argv.insert(argv.end(), {"--runroot", o.run_root});
+  if (!o.oci_runtime.empty()) argv.insert(argv.end(), {"--runtime", o.oci_runtime});
+  return argv;
+}
+
+namespace {
+
+std::string CpuFlag(int64_t milli) {
+  return Cat(milli / 1000, ".", fmt::format("{:03d}", milli % 1000));
+}
+
+void AddEnvAndMounts(const ContainerTask& t, std::vector<std::string>& argv) {
+  for (const Mount& m : t.mounts) {
+    argv.push_back("--mount");
+    argv.push_back(Cat("type=bind,source=", m.host, ",destination=", m.container,
+                       m.read_only ? ",ro=true" : ",rw=true"));
+  }
+  for (const std::string& d : t.cdi_devices) argv.insert(argv.end(), {"--device", d});
+  for (const auto& [k, v] : t.env) argv.insert(argv.end(), {"--env", Cat(k, "=", v)});
+  for (const auto& [k, v] : t.labels) argv.insert(argv.end(), {"--label", Cat(k, "=", v)});
+}
+
+}  // namespace
+
+std::vector<std::string> PodmanRunArgv(const ContainerRuntimeOptions& o, const ContainerTask& t) {
+  std::vector<std::string> argv = PodmanGlobalArgv(o);
+  argv.insert(argv.end(),
+              {"run", "--rm", "--replace", "--name", t.name, "--pull", "never",
+               // Its own output goes to the task's log through `podman run`: no second copy.
+               "--log-driver", "none", "--network", "host", "--pid", "private", "--ipc", "private",
+               "--uts", "private", "--security-opt", "no-new-privileges", "--user",
+               Cat(t.uid, ":", t.gid), "--ulimit", Cat("nofile=", o.nofile, ":", o.nofile),
+               "--ulimit", Cat("nproc=", o.nproc, ":", o.nproc)});
+  if (t.cpu_milli) argv.insert(argv.end(), {"--cpus", CpuFlag(*t.cpu_milli)});
+  if (t.memory_mib) {
+    // No swap beyond the limit: the memory limit is the task's whole budget.
+    argv.insert(argv.end(),
+                {"--memory", Cat(*t.memory_mib, "m"), "--memory-swap", Cat(*t.memory_mib, "m")});
+  }
+  if (t.pids_max > 0) argv.insert(argv.end(), {"--pids-limit", Cat(t.pids_max)});
+  if (!t.workdir.empty()) argv.insert(argv.end(), {"--workdir", t.workdir});
+  AddEnvAndMounts(t, argv);
+  if (!t.command.empty()) {
+    // The whole command as the entrypoint (JSON form: arguments stay as they are) and no
+    // image command after it.
+    argv.insert(argv.end(), {"--entrypoint", nlohmann::json(t.command).dump()});
+  }
+  argv.push_back(t.image);
+  return argv;
+}
+
+std::vector<std::string> PodmanRemoveArgv(const ContainerRuntimeOptions& o,
+                                          const std::string& name) {
+  std::vector<std::string> argv = PodmanGlobalArgv(o);
+  argv.insert(argv.end(), {"rm", "--force", "--ignore", "--time", "0", name});
+  return argv;
+}
+
+std::vector<std::string> PodmanPruneArgv(const ContainerRuntimeOptions& o, absl::Duration age) {
+  std::vector<std::string> argv = PodmanGlobalArgv(o);
+  argv.insert(argv.end(), {"image", "prune", "--all", "--force", "--filter",
+                           Cat("until=", absl::ToInt64Seconds(age), "s")});
+  return argv;
+}
+
+PullPolicy ResolvePullPolicy(const std::string& policy, const std::string& image) {
+  if (policy == "Always") return PullPolicy::kAlways;
+  if (policy == "IfNotPresent") return PullPolicy::kIfNotPresent;
+  if (policy == "Never") return PullPolicy::kNever;
+  // Kubernetes' default: a digest names fixed content; ":latest" or no tag may move.
+  if (image.find('@') != std::string::npos) return PullPolicy::kIfNotPresent;
+  size_t slash = image.rfind('/');
+  size_t colon = image.rfind(':');
+  bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
+  if (!tagged || image.substr(colon + 1) == "latest") return PullPolicy::kAlways;
+  return PullPolicy::kIfNotPresent;
+}
+
+std::string PullErrorReason(const std::string& out) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start < out.size()) {
+    size_t end = out.find('\n', start);
+    if (end == std::string::npos) end = out.size();
+    std::string_view line(out.data() + start, end - start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (!line.empty()) lines.push_back(line);
+    start = end + 1;
+  }
+  if (lines.empty()) return "podman gave no reason";
+  std::string_view pick = lines.back();
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (it->starts_with("Error: ")) {
+      pick = it->substr(7);
+      break;
+    }
+  }
+  std::string reason(pick.substr(0, 300));
+  return reason;
+}
+
+absl::Duration PullBackoff(int failures) {
+  absl::Duration d = absl::Seconds(5);
+  for (int i = 1; i < failures && d < absl::Minutes(5); ++i) d *= 2;
+  return std::min(d, absl::Minutes(5));
+}
+
+int RunCaptured(const std::vector<std::string>& argv, std::string* output) {
+  int fds[2];
+  if (argv.empty() || pipe2(fds, O_CLOEXEC) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  // The agent blocks its stop signals (it sigwaits for them): not so the command.
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) sigaddset(&defaults, sig);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; rc == 0 && (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > (64 << 10)) out.erase(0, out.size() - (64 << 10));
+  }
+  close(fds[0]);
+  if (rc != 0) {
+    if (output != nullptr) *output = Cat("cannot run ", argv[0], ": ", std::strerror(rc));
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (output != nullptr) *output = std::move(out);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+ImagePuller::ImagePuller(ContainerRuntimeOptions options) : options_(std::move(options)) {}
+
+ImagePuller::~ImagePuller() {
+  std::map<std::string, Entry> images;
+  {
+    std::lock_guard lock(mu_);
+    images.swap(images_);
+  }
+  for (auto& [image, e] : images) {
+    if (e.thread.joinable()) e.thread.join();
+  }
+}
+
+bool ImagePuller::Present(const std::string& image) {
+  std::vector<std::string> argv = PodmanGlobalArgv(options_);
+  argv.insert(argv.end(), {"image", "exists", image});
+  return RunCaptured(argv, nullptr) == 0;
+}
+
+ImagePuller::State ImagePuller::Ensure(const std::string& image, PullPolicy policy,
+                                       const std::string& generation) {
+  std::unique_lock lock(mu_);
+  Entry& e = images_[image];
+  if (e.state.pulling) return e.state;
+  if (e.state.ready && (policy != PullPolicy::kAlways || e.generation == generation)) {
+    return e.state;
+  }
+  if (absl::Now() < e.state.retry_at) return e.state;
+  if (policy == PullPolicy::kAlways) {
+    e.generation = generation;
+    StartPullLocked(image, e);
+    return e.state;
+  }
+  lock.unlock();
+  bool present = Present(image);  // podman image exists: tens of ms, once per image
+  lock.lock();
+  Entry& again = images_[image];
+  if (present) {
+    again.state.ready = true;
+    again.state.error.clear();
+    return again.state;
+  }
+  if (policy == PullPolicy::kNever) {
+    again.state.error = Cat("ErrImageNeverPull: image ", image,
+                            " is not on this node and its imagePullPolicy is Never");
+    again.state.retry_at = absl::Now() + absl::Seconds(10);  // an operator may load it
+    return again.state;
+  }
+  if (!again.state.pulling) StartPullLocked(image, again);
+  return again.state;
+}
+
+void ImagePuller::Prefetch(const std::string& image) {
+  std::lock_guard lock(mu_);
+  Entry& e = images_[image];
+  if (!e.state.pulling) StartPullLocked(image, e);
+}
+
+void ImagePuller::Invalidate() {
+  std::lock_guard lock(mu_);
+  for (auto& [image, e] : images_) e.state.ready = false;
+}
+
+void ImagePuller::StartPullLocked(const std::string& image, Entry& e) {
+  if (e.thread.joinable()) e.thread.join();  // the previous pull has ended (pulling is false)
+  e.state.pulling = true;
+  e.thread = std::thread([this, image] { Pull(image); });
+}
+
+void ImagePuller::Pull(const std::string& image) {
+  std::vector<std::string> argv = PodmanGlobalArgv(options_);
+  argv.insert(argv.end(), {"pull", "--quiet"});
+  if (!options_.auth_file.empty()) argv.insert(argv.end(), {"--authfile", options_.auth_file});
+  if (!options_.cert_dir.empty()) argv.insert(argv.end(), {"--cert-dir", options_.cert_dir});
+  argv.push_back(image);
+  absl::Time start = absl::Now();
+  std::string out;
+  int rc = RunCaptured(argv, &out);
+  std::lock_guard lock(mu_);
+  auto it = images_.find(image);
+  if (it == images_.end()) return;  // shutting down
+  State& s = it->second.state;
+  s.pulling = false;
+  if (rc == 0) {
+    s.ready = true;
+    s.error.clear();
+    s.failures = 0;
+    s.pull_time = absl::Now() - start;
+    return;
+  }
+  s.ready = false;
+  ++s.failures;
+  s.error = Cat("ImagePullBackOff: image ", image, ": ", PullErrorReason(out));
+  s.retry_at = absl::Now() + PullBackoff(s.failures);
+}
+
+}  // namespace gpucloud::agent

@@ -1,0 +1,149 @@
+// Containers for tasks that name an image, run by Podman (docs/agent.md, "Containers"): the
+// agent turns a task into a `podman run` command line (PodmanRunArgv, a pure function) that the
+// executor runs in the foreground under its shim, like any task — so the exit-status record,
+// the log file, SIGTERM (Podman proxies it to the container), the grace period, re-adoption after
+// an agent restart and fencing are the executor's, unchanged. Podman gives the task its own PID,
+// mount, IPC and UTS namespaces, the image's root file system and the mounts named here only;
+// host networking (NCCL and RDMA need the host's interfaces).
+//
+// Images are pulled ahead of the run by ImagePuller, one background `podman pull` per image,
+// with the node's registry credentials and CA directory; a failed pull is retried with back-off
+// (Kubernetes' ImagePullBackOff) and never counts as a failed run. Podman's store is the node's
+// image cache, shared between tasks; PodmanPruneArgv removes what no container uses.
+#ifndef GPUCLOUD_AGENT_CONTAINER_H_
+#define GPUCLOUD_AGENT_CONTAINER_H_
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace gpucloud::agent {
+
+// How this node runs Podman. Set once, from the agent's flags.
+struct ContainerRuntimeOptions {
+  std::string podman = "podman";
+  std::string oci_runtime;  // --runtime (e.g. "runc"); "" = Podman's configured default
+  // Podman's store (--root, --runroot); "" = Podman's defaults. Tests give private ones.
+  std::string storage_root;
+  std::string run_root;
+  std::string auth_file;  // registry credentials of the node (containers-auth.json), or ""
+  std::string cert_dir;   // registry CA certificates (DIR/HOST:PORT/ca.crt), or ""
+  // The file-descriptor and process limits every container gets (--ulimit): explicit, since
+  // Podman's defaults are higher than some hosts allow.
+  int64_t nofile = 65536;
+  int64_t nproc = 65536;
+};
+
+struct Mount {
+  std::string host;
+  std::string container;
+  bool read_only = true;
+};
+
+// One task in a container.
+struct ContainerTask {
+  std::string name;   // the container's name (unique on the node): "gpucloud-" + the task's id
+  std::string image;  // a reference Podman understands (validated by the manifest decoder)
+  // The job's command then args; empty = the image's entrypoint and command. A non-empty one
+  // replaces both, as a Kubernetes container's command does.
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // on top of the image's environment
+  std::string workdir;                     // inside the container; "" = the image's
+  uid_t uid = 65534;
+  gid_t gid = 65534;
+  std::vector<Mount> mounts;
+  std::vector<std::string> cdi_devices;  // "nvidia.com/gpu=GPU-..."; empty = no device
+  std::optional<int64_t> cpu_milli;
+  std::optional<int64_t> memory_mib;
+  int64_t pids_max = 0;                       // 0: Podman's default
+  std::map<std::string, std::string> labels;  // e.g. gpucloud.node, gpucloud.task
+};
+
+// Podman's global flags for these options (--root, --runroot, ...), first in every command.
+std::vector<std::string> PodmanGlobalArgv(const ContainerRuntimeOptions& o);
+
+// `podman run` in the foreground for `t`: --rm, its own PID/IPC/UTS namespaces, host network,
+// no new privileges, the runtime's default capabilities only, as t.uid:t.gid, the mounts, the
+// devices, the limits, the environment, the working directory, then the image and command.
+std::vector<std::string> PodmanRunArgv(const ContainerRuntimeOptions& o, const ContainerTask& t);
+
+// `podman rm --force --time 0 NAME`: kills a container whose `podman run` was killed (the
+// container itself lives in conmon, outside the task's process group).
+std::vector<std::string> PodmanRemoveArgv(const ContainerRuntimeOptions& o,
+                                          const std::string& name);
+
+// `podman image prune --all --force --filter until=AGE`: the images no container uses that are
+// older than `age`.
+std::vector<std::string> PodmanPruneArgv(const ContainerRuntimeOptions& o, absl::Duration age);
+
+// What a pull policy asks of the node. Kubernetes' names: Always, IfNotPresent, Never; "" is
+// Kubernetes' default (Always for a ":latest" or untagged image, else IfNotPresent).
+enum class PullPolicy { kAlways, kIfNotPresent, kNever };
+PullPolicy ResolvePullPolicy(const std::string& policy, const std::string& image);
+
+// The reason a pull failed, from Podman's error output: its last "Error: ..." line (or the last
+// non-empty line), without Podman's prefix, at most 300 bytes.
+std::string PullErrorReason(const std::string& podman_output);
+
+// The next wait after `failures` failed pulls: 5 s doubling to at most 5 min.
+absl::Duration PullBackoff(int failures);
+
+// Runs a command to its end with stdin from /dev/null and stdout and stderr captured together
+// (at most 64 KiB kept, the end). Returns the exit status (-1 when it could not start).
+int RunCaptured(const std::vector<std::string>& argv, std::string* output);
+
+// Pulls images in the background and remembers which are ready. Thread-safe: Ensure from the
+// agent's loop, the pulls on their own threads (one per image at a time).
+class ImagePuller {
+ public:
+  struct State {
+    bool ready = false;
+    bool pulling = false;
+    std::string error;  // the last failure, "" when none
+    int failures = 0;
+    absl::Time retry_at = absl::InfinitePast();
+    absl::Duration pull_time = absl::ZeroDuration();  // of the last successful pull
+  };
+
+  explicit ImagePuller(ContainerRuntimeOptions options);
+  ~ImagePuller();  // waits for the pulls in flight
+  ImagePuller(const ImagePuller&) = delete;
+  ImagePuller& operator=(const ImagePuller&) = delete;
+
+  // Where `image` stands for a task with `policy`, starting a pull when one is due: Always pulls
+  // once per `generation` (a new task attempt asks again), IfNotPresent when the store lacks it,
+  // Never never (its error says so). Returns at once.
+  State Ensure(const std::string& image, PullPolicy policy, const std::string& generation);
+  // Starts a pull now whatever the policy (pre-pull on demand).
+  void Prefetch(const std::string& image);
+  // Forgets what is known of every image (after a prune).
+  void Invalidate();
+
+ private:
+  struct Entry {
+    State state;
+    std::string generation;  // the generation that the last Always pull was for
+    std::thread thread;
+  };
+  void StartPullLocked(const std::string& image, Entry& e);
+  void Pull(const std::string& image);
+  bool Present(const std::string& image);
+
+  const ContainerRuntimeOptions options_;
+  std::mutex mu_;
+  std::map<std::string, Entry> images_;  // guarded by mu_
+};
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_CONTAINER_H_

@@ -1,0 +1,142 @@
+// The container runtime's pure parts: the Podman command lines, pull policies, pull errors and
+// back-off; and, where Podman runs here, a real container of a locally built image.
+#include "agent/container.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace gpucloud::agent {
+namespace {
+
+bool HasPair(const std::vector<std::string>& argv, const std::string& flag,
+             const std::string& value) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag && argv[i + 1] == value) return true;
+  }
+  return false;
+}
+
+ContainerTask Task() {
+  ContainerTask t;
+  t.name = "gpucloud-team-a.train.0.1";
+  t.image = "registry.local:5000/team-a/trainer:1";
+  t.command = {"python3", "train.py", "--steps", "a b"};
+  t.env = {{"RANK", "0"}, {"QUOTE", "x=\"y\""}};
+  t.workdir = "/app";
+  t.uid = 1234;
+  t.gid = 5678;
+  t.mounts = {{"/var/lib/gpucloud/ckpt/team-a/train", "/gpucloud/checkpoints", false},
+              {"/opt/data", "/data", true}};
+  t.cdi_devices = {"nvidia.com/gpu=GPU-1"};
+  t.cpu_milli = 1500;
+  t.memory_mib = 2048;
+  t.pids_max = 4096;
+  t.labels = {{"gpucloud.task", "team-a.train.0"}};
+  return t;
+}
+
+TEST(PodmanRunArgv, IsolatesAndLimitsTheTask) {
+  ContainerRuntimeOptions o;
+  o.oci_runtime = "runc";
+  o.storage_root = "/s";
+  o.run_root = "/r";
+  o.nofile = 1024;
+  o.nproc = 2048;
+  std::vector<std::string> argv = PodmanRunArgv(o, Task());
+  std::vector<std::string> head(argv.begin(), argv.begin() + 8);
+  EXPECT_EQ(head, (std::vector<std::string>{"podman", "--root", "/s", "--runroot", "/r",
+                                            "--runtime", "runc", "run"}));
+  EXPECT_TRUE(HasPair(argv, "--name", "gpucloud-team-a.train.0.1"));
+  EXPECT_TRUE(HasPair(argv, "--pull", "never"));  // the agent pulled it; pulls are not run time
+  EXPECT_TRUE(HasPair(argv, "--network", "host"));
+  for (const char* ns : {"--pid", "--ipc", "--uts"}) EXPECT_TRUE(HasPair(argv, ns, "private"));
+  EXPECT_TRUE(HasPair(argv, "--security-opt", "no-new-privileges"));
+  EXPECT_TRUE(HasPair(argv, "--user", "1234:5678"));
+  EXPECT_TRUE(HasPair(argv, "--ulimit", "nofile=1024:1024"));
+  EXPECT_TRUE(HasPair(argv, "--ulimit", "nproc=2048:2048"));
+  EXPECT_TRUE(HasPair(argv, "--cpus", "1.500"));
+  EXPECT_TRUE(HasPair(argv, "--memory", "2048m"));
+  EXPECT_TRUE(HasPair(argv, "--memory-swap", "2048m"));
+  EXPECT_TRUE(HasPair(argv, "--pids-limit", "4096"));
+  EXPECT_TRUE(HasPair(argv, "--workdir", "/app"));
+  EXPECT_TRUE(HasPair(argv, "--mount",
+                      "type=bind,source=/var/lib/gpucloud/ckpt/team-a/train,"
+                      "destination=/gpucloud/checkpoints,rw=true"));
+  EXPECT_TRUE(HasPair(argv, "--mount", "type=bind,source=/opt/data,destination=/data,ro=true"));
+  EXPECT_TRUE(HasPair(argv, "--device", "nvidia.com/gpu=GPU-1"));
+  EXPECT_TRUE(HasPair(argv, "--env", "QUOTE=x=\"y\""));
+  EXPECT_TRUE(HasPair(argv, "--label", "gpucloud.task=team-a.train.0"));
+  // The command replaces the image's entrypoint and command, arguments kept whole; the image
+  // comes last.
+  EXPECT_TRUE(HasPair(argv, "--entrypoint", R"(["python3","train.py","--steps","a b"])"));
+  EXPECT_EQ(argv.back(), "registry.local:5000/team-a/trainer:1");
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--privileged"), 0);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--cap-add"), 0);
+}
+
+TEST(PodmanRunArgv, WithoutACommandTheImageDecides) {
+  ContainerTask t = Task();
+  t.command.clear();
+  t.cpu_milli.reset();
+  t.memory_mib.reset();
+  t.workdir.clear();
+  std::vector<std::string> argv = PodmanRunArgv({}, t);
+  EXPECT_EQ(argv[0], "podman");
+  EXPECT_EQ(argv[1], "run");
+  for (const char* f : {"--entrypoint", "--cpus", "--memory", "--workdir"}) {
+    EXPECT_EQ(std::count(argv.begin(), argv.end(), f), 0) << f;
+  }
+  EXPECT_EQ(argv.back(), t.image);
+}
+
+TEST(PodmanArgv, RemoveAndPrune) {
+  ContainerRuntimeOptions o;
+  o.storage_root = "/s";
+  EXPECT_EQ(PodmanRemoveArgv(o, "c1"),
+            (std::vector<std::string>{"podman", "--root", "/s", "rm", "--force", "--ignore",
+                                      "--time", "0", "c1"}));
+  EXPECT_EQ(PodmanPruneArgv({}, absl::Hours(24)),
+            (std::vector<std::string>{"podman", "image", "prune", "--all", "--force", "--filter",
+                                      "until=86400s"}));
+}
+
+TEST(PullPolicy, KubernetesDefaults) {
+  EXPECT_EQ(ResolvePullPolicy("Never", "x:latest"), PullPolicy::kNever);
+  EXPECT_EQ(ResolvePullPolicy("Always", "x:1"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy("IfNotPresent", "x"), PullPolicy::kIfNotPresent);
+  EXPECT_EQ(ResolvePullPolicy("", "pytorch/pytorch:latest"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy("", "pytorch/pytorch"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy("", "registry.local:5000/pytorch"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy("", "registry.local:5000/pytorch:2.0"), PullPolicy::kIfNotPresent);
+  EXPECT_EQ(ResolvePullPolicy("", "x@sha256:0123"), PullPolicy::kIfNotPresent);
+}
+
+TEST(PullErrorReason, TakesPodmansErrorLine) {
+  EXPECT_EQ(PullErrorReason("Trying to pull registry.local/x:1...\n"
+                            "Error: initializing source docker://registry.local/x:1: reading "
+                            "manifest 1 in registry.local/x: manifest unknown\n"),
+            "initializing source docker://registry.local/x:1: reading manifest 1 in "
+            "registry.local/x: manifest unknown");
+  EXPECT_EQ(PullErrorReason("something broke\n\n"), "something broke");
+  EXPECT_EQ(PullErrorReason(""), "podman gave no reason");
+  EXPECT_EQ(PullErrorReason("Error: " + std::string(1000, 'x')).size(), 300u);
+}
+
+TEST(PullBackoff, DoublesToFiveMinutes) {
+  EXPECT_EQ(PullBackoff(1), absl::Seconds(5));
+  EXPECT_EQ(PullBackoff(2), absl::Seconds(10));
+  EXPECT_EQ(PullBackoff(4), absl::Seconds(40));
+  EXPECT_EQ(PullBackoff(50), absl::Minutes(5));
+}
+
+TEST(RunCaptured, GivesStatusAndOutput) {
+  std::string out;
+  EXPECT_EQ(RunCaptured({"/bin/sh", "-c", "echo a; echo b >&2; exit 4"}, &out), 4);
+  EXPECT_EQ(out, "a\nb\n");
+  EXPECT_EQ(RunCaptured({"/nonexistent/podman"}, &out), -1);
+  EXPECT_NE(out.find("No such file"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace gpucloud::agent

@@ -1,0 +1,67 @@
+// Where a task lives on its node and as whom it runs (docs/agent.md, "Isolation").
+//
+// Every task runs as an unprivileged user: its namespace's (NamespaceUid, the same on every
+// node, so a job's shared checkpoint directory has one owner), or the runAsUser/runAsGroup of
+// its securityContext when it has an image. Root only where the operator allows it.
+//
+// What a task may touch, under the agent's state directory (0711: others may pass through, not
+// list), whose own files (task records, logs, exit records) stay in 0700 directories:
+//   sandbox/<task id>/                  0700, the task's: its scratch space, HOME, TMPDIR, the
+//                                       hostfile; the default working directory
+//   checkpoints/<namespace>/<job>/      0700, the task's: node-local checkpoints
+// and the job's own checkpoint directory under the server's checkpoint root, made 0700 and the
+// task's. Directories leading there that the agent creates are 0711. A host process may work
+// only inside these (and the operator's --workdir); a container sees only these, mounted.
+// Pure functions, but for PrepareTaskDir. Thread-safe.
+#ifndef GPUCLOUD_AGENT_SANDBOX_H_
+#define GPUCLOUD_AGENT_SANDBOX_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpucloud::agent {
+
+// The user (and group) a namespace's tasks run as by default: 1,000,000,000 plus a hash of the
+// name, below 1,100,000,000 — clear of login users and of the subordinate ranges rootless
+// containers use. Two namespaces share one only by a hash collision (about 1 in 10^8 a pair).
+uid_t NamespaceUid(std::string_view ns);
+
+struct TaskIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// As whom a task runs: its securityContext's user and group when it has an image, else its
+// namespace's. InvalidArgument naming the field for root without `allow_root`, and for a
+// runAsUser on a host process that is not its namespace's (a host process could read another
+// namespace's files as that user).
+absl::StatusOr<TaskIdentity> ResolveTaskIdentity(std::string_view ns, bool has_image,
+                                                 std::optional<int64_t> run_as_user,
+                                                 std::optional<int64_t> run_as_group,
+                                                 bool allow_root);
+
+// A host process's working directory: `requested` ("" = `operator_default`, or the sandbox
+// when that is ""); a relative one inside the sandbox; an absolute one only inside the sandbox,
+// the checkpoint directory or the operator's --workdir. InvalidArgument naming
+// spec.tasks[].workingDir otherwise ("..", or a path of the host's).
+absl::StatusOr<std::string> ResolveHostWorkdir(const std::string& requested,
+                                               const std::string& sandbox,
+                                               const std::string& checkpoint_dir,
+                                               const std::string& operator_default);
+
+// Whether `path` lies inside `dir` (lexically, after normalisation; `dir` itself counts).
+bool PathInside(const std::string& path, const std::string& dir);
+
+// Creates `dir` (and the missing directories above it, 0711), then makes it 0700 and the
+// identity's. Internal naming the path on failure.
+absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id);
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_SANDBOX_H_

@@ -1,0 +1,91 @@
+// Who a task runs as and where it may work (pure), and the directories made for it.
+#include "agent/sandbox.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testing/temp_dir.h"
+
+namespace gpucloud::agent {
+namespace {
+
+TEST(NamespaceUid, StableDistinctAndUnprivileged) {
+  EXPECT_EQ(NamespaceUid("team-a"), NamespaceUid("team-a"));
+  EXPECT_NE(NamespaceUid("team-a"), NamespaceUid("team-b"));
+  for (const char* ns : {"", "default", "team-a", "evil"}) {
+    EXPECT_GE(NamespaceUid(ns), 1'000'000'000u) << ns;
+    EXPECT_LT(NamespaceUid(ns), 1'100'000'000u) << ns;
+  }
+}
+
+TEST(ResolveTaskIdentity, NamespaceUserUnlessTheImageSaysOtherwise) {
+  const uid_t own = NamespaceUid("team-a");
+  auto id = ResolveTaskIdentity("team-a", false, std::nullopt, std::nullopt, false);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(id->uid, own);
+  EXPECT_EQ(id->gid, own);
+  id = ResolveTaskIdentity("team-a", true, 1000, 2000, false);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(id->uid, 1000u);
+  EXPECT_EQ(id->gid, 2000u);
+  id = ResolveTaskIdentity("team-a", true, 1000, std::nullopt, false);
+  EXPECT_EQ(id->gid, 1000u);
+  // A host process as another namespace's user could read that namespace's files.
+  id = ResolveTaskIdentity("team-a", false, NamespaceUid("team-b"), std::nullopt, false);
+  EXPECT_TRUE(absl::IsInvalidArgument(id.status()));
+  EXPECT_NE(id.status().message().find("securityContext.runAsUser"), std::string::npos);
+  EXPECT_TRUE(ResolveTaskIdentity("team-a", false, own, std::nullopt, false).ok());
+  // Root only where the operator allows it.
+  id = ResolveTaskIdentity("team-a", true, 0, std::nullopt, false);
+  EXPECT_EQ(id.status().message(),
+            "securityContext.runAsUser: 0 (root) is not allowed on this node (gpucloud agent run "
+            "--allow-root-tasks)");
+  id = ResolveTaskIdentity("team-a", true, 1000, 0, false);
+  EXPECT_NE(id.status().message().find("securityContext.runAsGroup: 0"), std::string::npos);
+  EXPECT_TRUE(ResolveTaskIdentity("team-a", true, 0, std::nullopt, true).ok());
+}
+
+TEST(ResolveHostWorkdir, OnlyTheTasksOwnDirectories) {
+  const std::string sb = "/s/sandbox/t.0", ck = "/s/checkpoints/ns/job", op = "/srv/repo";
+  EXPECT_EQ(*ResolveHostWorkdir("", sb, ck, op), op);
+  EXPECT_EQ(*ResolveHostWorkdir("", sb, ck, ""), sb);
+  EXPECT_EQ(*ResolveHostWorkdir("work/a", sb, ck, op), sb + "/work/a");
+  EXPECT_EQ(*ResolveHostWorkdir(ck + "/x/", sb, ck, op), ck + "/x/");
+  EXPECT_EQ(*ResolveHostWorkdir("/srv/repo/examples", sb, ck, op), "/srv/repo/examples");
+  for (const std::string& bad : {std::string("/etc"), std::string("../../.."), sb + "/../t.1",
+                                 std::string("/srv/repo2"), std::string("/")}) {
+    auto r = ResolveHostWorkdir(bad, sb, ck, op);
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << bad;
+    EXPECT_NE(r.status().message().find("spec.tasks[].workingDir: " + bad), std::string::npos);
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveHostWorkdir("/srv", sb, ck, "").status()));
+}
+
+TEST(PathInside, Lexical) {
+  EXPECT_TRUE(PathInside("/a/b", "/a"));
+  EXPECT_TRUE(PathInside("/a", "/a/"));
+  EXPECT_FALSE(PathInside("/ab", "/a"));
+  EXPECT_FALSE(PathInside("/a/../b", "/a"));
+  EXPECT_FALSE(PathInside("a/b", "a"));
+  EXPECT_FALSE(PathInside("/a", ""));
+}
+
+TEST(PrepareTaskDir, TheTasksAloneAndTraversableAbove) {
+  testing_util::TempDir tmp("gpucloud-sandbox");
+  std::string dir = tmp.path().string() + "/checkpoints/ns/job";
+  TaskIdentity id{geteuid(), getegid()};
+  if (geteuid() == 0) id = {4242, 4343};
+  ASSERT_TRUE(PrepareTaskDir(dir, id).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, id.uid);
+  EXPECT_EQ(st.st_gid, id.gid);
+  ASSERT_EQ(stat((tmp.path().string() + "/checkpoints/ns").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);       // others pass through, and cannot list
+  EXPECT_TRUE(PrepareTaskDir(dir, id).ok());  // again: no change, no error
+}
+
+}  // namespace
+}  // namespace gpucloud::agent
