@@ -279,8 +279,51 @@ std::string AssignmentToJson(const Assignment& a) {
          {"graceSeconds", a.grace_seconds}};
   if (a.checkpoint_node_local) j["checkpointNodeLocal"] = true;
   if (a.checkpoint_replicate) j["checkpointReplicate"] = true;
+  // Absent when unset, so that an older agent's decoder is not surprised by what it lacks.
+  if (!a.image.empty()) {
+    j["image"] = a.image;
+    j["imagePullPolicy"] = PullPolicyName(ResolvePullPolicy(a.image_pull_policy, a.image));
+    if (a.image_entrypoint) j["imageEntrypoint"] = true;
+  }
+  if (a.run_as_user) j["runAsUser"] = *a.run_as_user;
+  if (a.run_as_group) j["runAsGroup"] = *a.run_as_group;
+  if (a.run_as_non_root) j["runAsNonRoot"] = true;
   return j.dump();
 }
+
+namespace {
+
+// image, imagePullPolicy (defaulted by Kubernetes' rule when absent), runAsUser, runAsGroup and
+// runAsNonRoot; all optional, so that an older server's assignment decodes as a host process.
+void ReadImageAndUser(Reader& r, const Json& j, Assignment* a) {
+  r.Str(j, "image", "", &a->image);
+  std::string policy;
+  r.Str(j, "imagePullPolicy", "", &policy);
+  if (!policy.empty()) {
+    std::optional<PullPolicy> p = ParsePullPolicy(policy);
+    if (!p) r.Fail("imagePullPolicy", "must be Always, IfNotPresent or Never");
+    a->image_pull_policy = p.value_or(PullPolicy::kDefault);
+  }
+  r.Bool(j, "imageEntrypoint", "", &a->image_entrypoint);
+  if (!a->image.empty()) {
+    a->image_pull_policy = ResolvePullPolicy(a->image_pull_policy, a->image);
+  } else {
+    a->image_entrypoint = false;  // only an image has an entrypoint
+  }
+  constexpr int64_t kMaxId = (int64_t{1} << 31) - 1;
+  for (auto [key, out] :
+       {std::pair{"runAsUser", &a->run_as_user}, std::pair{"runAsGroup", &a->run_as_group}}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    int64_t v = -1;
+    r.Int(j, key, "", &v);
+    if (r.error) return;
+    if (v < 0 || v > kMaxId) return r.Fail(key, "must be in [0, 2147483647]");
+    *out = v;
+  }
+  r.Bool(j, "runAsNonRoot", "", &a->run_as_non_root);
+}
+
+}  // namespace
 
 absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   absl::StatusOr<Json> parsed = ParseObject(text);
@@ -341,6 +384,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   r.Int(j, "cpuMilli", "", &a.cpu_milli);
   r.Int(j, "memoryMiB", "", &a.memory_mib);
   r.Int(j, "graceSeconds", "", &a.grace_seconds);
+  ReadImageAndUser(r, j, &a);
   if (absl::Status s = r.Done(); !s.ok()) return s;
   // An empty command is the agent's to refuse (the task fails at once with NoCommand): dropped
   // here, the assignment was never started, and the job stayed Scheduled holding its GPUs.

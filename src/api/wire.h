@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/job.h"
 #include "core/node.h"
 
 namespace gpucloud::api {
@@ -78,7 +79,25 @@ struct Assignment {
   int master_port = 29500;
   std::vector<std::pair<std::string, int>> hosts;  // hostfile: address, slots (rank order)
   std::vector<AssignedGpu> gpus;
-  std::vector<std::string> command;  // command then args
+  // The task's OCI image reference; empty = a host process. Without a command, the image's
+  // entrypoint runs (with `command` then holding only the spec's args, as Kubernetes does).
+  std::string image;
+  // When to pull `image`: the spec's imagePullPolicy with Kubernetes' default applied
+  // (ResolvePullPolicy), never kDefault once decoded with a non-empty image. JSON
+  // "imagePullPolicy": "Always" | "IfNotPresent" | "Never", absent when there is no image.
+  PullPolicy image_pull_policy = PullPolicy::kDefault;
+  // The spec's securityContext (the container's over the pod's). nullopt: the manifest named
+  // none, and the agent picks its unprivileged default; else in [0, 2^31-1]. JSON "runAsUser",
+  // "runAsGroup" (absent when unset), "runAsNonRoot" (absent when false).
+  std::optional<int64_t> run_as_user;
+  std::optional<int64_t> run_as_group;
+  bool run_as_non_root = false;  // the agent refuses to start the task as uid 0
+  // The spec's command then its args. With an image and no command in the spec,
+  // `image_entrypoint` is true: the image's ENTRYPOINT runs with `command` (then the spec's
+  // args alone) as its arguments, or with its own CMD when that is empty, as Kubernetes does.
+  // JSON "imageEntrypoint": true, absent when false.
+  std::vector<std::string> command;
+  bool image_entrypoint = false;
   std::map<std::string, std::string> env;
   std::string working_dir;
   std::string checkpoint_dir;

@@ -76,6 +76,63 @@ TEST(Wire, AnAssignmentWithoutACommandReachesTheAgent) {
   EXPECT_TRUE(back->command.empty());
 }
 
+TEST(Wire, AnAssignmentCarriesItsImageAndUser) {
+  Assignment a;
+  a.name = "ns.job.0";
+  a.namespace_ = "ns";
+  a.job = "job";
+  a.job_uid = "u-1";
+  a.image = "registry.local:5000/team/trainer:1";
+  a.image_pull_policy = PullPolicy::kNever;
+  a.run_as_user = 1000;
+  a.run_as_group = 0;
+  a.run_as_non_root = true;
+  a.command = {"--epochs", "3"};
+  a.image_entrypoint = true;
+  std::string json = AssignmentToJson(a);
+  EXPECT_NE(json.find("\"imagePullPolicy\":\"Never\""), std::string::npos) << json;
+  absl::StatusOr<Assignment> back = AssignmentFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->image, a.image);
+  EXPECT_EQ(back->image_pull_policy, PullPolicy::kNever);
+  EXPECT_EQ(back->run_as_user, 1000);
+  EXPECT_EQ(back->run_as_group, 0);  // root's group, set: not the same as unset
+  EXPECT_TRUE(back->run_as_non_root);
+  EXPECT_TRUE(back->image_entrypoint);
+  EXPECT_EQ(back->command, a.command);
+}
+
+TEST(Wire, AnOlderServersAssignmentIsAHostProcessWithTheAgentsUser) {
+  absl::StatusOr<Assignment> a = AssignmentFromJson(
+      "{\"metadata\": {\"name\": \"a\", \"namespace\": \"n\"}, \"job\": \"j\", "
+      "\"jobUid\": \"u\", \"attempt\": 1, \"rank\": 0, \"worldSize\": 1}");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->image.empty());
+  EXPECT_EQ(a->image_pull_policy, PullPolicy::kDefault);
+  EXPECT_FALSE(a->run_as_user.has_value());
+  EXPECT_FALSE(a->run_as_group.has_value());
+  EXPECT_FALSE(a->run_as_non_root);
+  EXPECT_FALSE(a->image_entrypoint);
+  // An image without a policy gets Kubernetes' default.
+  std::string base =
+      "{\"metadata\": {\"name\": \"a\", \"namespace\": \"n\"}, \"job\": \"j\", "
+      "\"jobUid\": \"u\", \"attempt\": 1, \"rank\": 0, \"worldSize\": 1, ";
+  a = AssignmentFromJson(base + "\"image\": \"trainer\"}");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->image_pull_policy, PullPolicy::kAlways);
+  a = AssignmentFromJson(base + "\"image\": \"trainer:2\"}");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->image_pull_policy, PullPolicy::kIfNotPresent);
+  EXPECT_EQ(AssignmentFromJson(base + "\"runAsUser\": -1}").status().message(),
+            "runAsUser: must be in [0, 2147483647]");
+  EXPECT_EQ(AssignmentFromJson(base + "\"runAsGroup\": \"0\"}").status().message(),
+            "runAsGroup: must be an integer");
+  EXPECT_EQ(AssignmentFromJson(base + "\"image\": \"t\", \"imagePullPolicy\": \"Sometimes\"}")
+                .status()
+                .message(),
+            "imagePullPolicy: must be Always, IfNotPresent or Never");
+}
+
 TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {
   Assignment a;
   a.name = "ns.job.1";

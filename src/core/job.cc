@@ -31,6 +31,39 @@ std::optional<GpuSharing> ParseGpuSharing(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view PullPolicyName(PullPolicy p) {
+  switch (p) {
+    case PullPolicy::kAlways:
+      return "Always";
+    case PullPolicy::kIfNotPresent:
+      return "IfNotPresent";
+    case PullPolicy::kNever:
+      return "Never";
+    case PullPolicy::kDefault:
+      break;
+  }
+  return "";
+}
+
+std::optional<PullPolicy> ParsePullPolicy(std::string_view text) {
+  if (text == "Always") return PullPolicy::kAlways;
+  if (text == "IfNotPresent") return PullPolicy::kIfNotPresent;
+  if (text == "Never") return PullPolicy::kNever;
+  return std::nullopt;
+}
+
+PullPolicy ResolvePullPolicy(PullPolicy p, std::string_view image) {
+  if (p != PullPolicy::kDefault) return p;
+  if (image.find('@') != std::string_view::npos) return PullPolicy::kIfNotPresent;  // a digest
+  // The tag follows the last ':' after the last '/' (a ':' before it is a registry's port).
+  size_t slash = image.rfind('/');
+  size_t colon = image.rfind(':');
+  bool tagged =
+      colon != std::string_view::npos && (slash == std::string_view::npos || colon > slash);
+  if (!tagged || image.substr(colon + 1) == "latest") return PullPolicy::kAlways;
+  return PullPolicy::kIfNotPresent;
+}
+
 MilliGpu GpuRequest::PerReplicaGpus() const {
   switch (mode) {
     case GpuMode::kWhole:

@@ -59,10 +59,31 @@ struct Resources {
   bool operator==(const Resources&) const = default;
 };
 
+// When the node pulls a task's image (Kubernetes' imagePullPolicy). kDefault is what a manifest
+// that names none decodes to: Always when the image's tag is `latest` or absent and it has no
+// digest, else IfNotPresent (ResolvePullPolicy applies the rule).
+enum class PullPolicy { kDefault, kAlways, kIfNotPresent, kNever };
+std::string_view PullPolicyName(PullPolicy p);  // "Always", "IfNotPresent", "Never"; "" default
+std::optional<PullPolicy> ParsePullPolicy(std::string_view text);  // the three names only
+// The policy that applies to `image`: `p` itself unless it is kDefault.
+PullPolicy ResolvePullPolicy(PullPolicy p, std::string_view image);
+
+// Who a task runs as (Kubernetes' securityContext names). Unset fields are the image's or the
+// node's default (the agent decides; it never runs a task as root unless allowed).
+struct SecurityContext {
+  std::optional<int64_t> run_as_user;   // [0, 2^31-1]
+  std::optional<int64_t> run_as_group;  // [0, 2^31-1]
+  bool run_as_non_root = false;         // refuse to start as uid 0
+  bool empty() const { return !run_as_user && !run_as_group && !run_as_non_root; }
+  bool operator==(const SecurityContext&) const = default;
+};
+
 struct TaskSpec {
   std::string name;
   int32_t replicas = 1;
-  std::string image;
+  std::string image;  // an OCI image reference; empty = a host process (where allowed)
+  PullPolicy image_pull_policy = PullPolicy::kDefault;
+  SecurityContext security_context;
   std::vector<std::string> command;
   std::vector<std::string> args;
   std::vector<EnvVar> env;

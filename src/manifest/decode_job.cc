@@ -3,6 +3,7 @@
 #include "core/text.h"
 #include "manifest/decode.h"
 #include "manifest/decode_task.h"
+#include "manifest/image_ref.h"
 #include "manifest/manifest.h"
 
 namespace gpucloud::manifest::internal {
@@ -251,7 +252,83 @@ bool CheckExecSize(Context& ctx, const MapReader& m, const TaskSpec& t) {
 
 }  // namespace
 
-bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earlier, TaskSpec* t) {
+namespace {
+
+// `image`: a reference by the Docker grammar, at most kMaxImageReferenceBytes.
+bool DecodeImage(Context& ctx, const Field& f, std::string* out) {
+  std::optional<std::string> s = ReadString(ctx.sink, f);
+  if (!s) return false;
+  if (s->size() > kMaxImageReferenceBytes) {
+    ctx.sink.Error(f.mark, f.path,
+                   Cat("must be at most ", kMaxImageReferenceBytes, " bytes, got ", s->size()));
+    return false;
+  }
+  absl::StatusOr<ImageReference> ref = ParseImageReference(*s);
+  if (!ref.ok()) {
+    ctx.sink.Error(f.mark, f.path,
+                   Cat("must be an image reference such as registry.local:5000/team/trainer:1, "
+                       "got \"",
+                       Excerpt(*s), "\" (", ref.status().message(), ")"));
+    return false;
+  }
+  *out = std::move(*s);
+  return true;
+}
+
+bool ReadId(Context& ctx, MapReader& m, std::string_view key, std::optional<int64_t>* out) {
+  std::optional<Field> f = m.Take(key);
+  if (!f) return true;
+  std::optional<int64_t> v = ReadInt(ctx.sink, *f, 0, kMaxPosixId);
+  if (v) *out = *v;
+  return v.has_value();
+}
+
+}  // namespace
+
+bool DecodeSecurityContext(Context& ctx, const Field& f, SecurityLevel level,
+                           SecurityContext* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  bool ok = ReadId(ctx, m, "runAsUser", &out->run_as_user);
+  ok = ReadId(ctx, m, "runAsGroup", &out->run_as_group) && ok;
+  if (std::optional<Field> nr = m.Take("runAsNonRoot")) {
+    std::optional<bool> v = ReadBool(ctx.sink, *nr);
+    ok = v.has_value() && ok;
+    if (v) out->run_as_non_root = *v;
+  }
+  if (level == SecurityLevel::kContainer) {
+    if (std::optional<Field> p = m.Take("privileged")) {
+      std::optional<bool> v = ReadBool(ctx.sink, *p);
+      if (v && *v) ctx.sink.Error(p->mark, p->path, "privileged tasks are not allowed");
+      ok = v == false && ok;
+    }
+    for (const char* k :
+         {"allowPrivilegeEscalation", "capabilities", "readOnlyRootFilesystem", "procMount",
+          "seccompProfile", "seLinuxOptions", "appArmorProfile", "windowsOptions"}) {
+      m.IgnoreWithWarning(k, "not supported by gpucloud yet");
+    }
+  } else if (level == SecurityLevel::kPod) {
+    for (const char* k :
+         {"fsGroup", "fsGroupChangePolicy", "supplementalGroups", "supplementalGroupsPolicy",
+          "sysctls", "seccompProfile", "seLinuxOptions", "appArmorProfile", "windowsOptions"}) {
+      m.IgnoreWithWarning(k, "not supported by gpucloud yet");
+    }
+  }
+  m.Finish();
+  return ok;
+}
+
+bool CheckSecurityContext(Context& ctx, const Field& at, const SecurityContext& sc) {
+  if (sc.run_as_non_root && sc.run_as_user == 0) {
+    ctx.sink.Error(at.mark, ChildPath(at.path, "runAsUser"),
+                   "must not be 0 (root) with runAsNonRoot: true");
+    return false;
+  }
+  return true;
+}
+
+bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earlier,
+                   SecurityLevel level, TaskSpec* t) {
   bool ok = true;
   if (std::optional<Field> name = m.Require("name")) {
     std::optional<std::string> s = ReadString(ctx.sink, *name);
@@ -260,23 +337,19 @@ bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earl
   } else {
     ok = false;
   }
-  std::optional<Field> image = m.Take("image");
-  if (image) {
-    std::optional<std::string> s = ReadString(ctx.sink, *image);
+  // Without a command, a task with an image runs the image's entrypoint (args replace its CMD).
+  if (std::optional<Field> image = m.Take("image")) ok = DecodeImage(ctx, *image, &t->image) && ok;
+  if (std::optional<Field> p = m.Take("imagePullPolicy")) {
+    std::optional<std::string> s = ReadOneOf(ctx, *p, {"Always", "IfNotPresent", "Never"});
     ok = s.has_value() && ok;
-    if (s) t->image = std::move(*s);
+    if (s) t->image_pull_policy = *ParsePullPolicy(*s);
+  }
+  if (std::optional<Field> sc = m.Take("securityContext")) {
+    ok = DecodeSecurityContext(ctx, *sc, level, &t->security_context) &&
+         CheckSecurityContext(ctx, *sc, t->security_context) && ok;
   }
   ok = DecodeExecList(ctx, m, "command", &t->command) && ok;
   ok = DecodeExecList(ctx, m, "args", &t->args) && ok;
-  // Until images run, the command runs on the node (the agent fails a task without one).
-  if (!t->image.empty() && t->command.empty()) {
-    ctx.sink.Warn(image->mark, image->path,
-                  t->args.empty()
-                      ? "names an image but no command: images do not run yet, so the task "
-                        "will fail when it starts (reason NoCommand); give it a command"
-                      : "names an image but no command: images do not run yet, so args run as "
-                        "the command on the node");
-  }
   if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t->env) && ok;
   if (std::optional<Field> wd = m.Take("workingDir")) {
     std::optional<std::string> s = ReadString(ctx.sink, *wd);
@@ -298,7 +371,7 @@ std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
   MapReader m(ctx.sink, f);
   if (!m.valid()) return std::nullopt;
   TaskSpec t;
-  bool ok = DecodeProcess(ctx, m, earlier, &t);
+  bool ok = DecodeProcess(ctx, m, earlier, SecurityLevel::kTask, &t);
   ok = m.Int32("replicas", &t.replicas, 1, kMaxReplicasPerJob) && ok;
   if (std::optional<Field> res = m.Take("resources")) {
     MapReader r(ctx.sink, *res);

@@ -174,7 +174,7 @@ std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const Obje
   MapReader m(ctx.sink, f);
   if (!m.valid()) return std::nullopt;
   TaskSpec t;
-  bool ok = DecodeProcess(ctx, m, {}, &t);
+  bool ok = DecodeProcess(ctx, m, {}, SecurityLevel::kContainer, &t);
   if (std::optional<Field> res = m.Take("resources")) {
     ContainerResources c;
     if (DecodeContainerResources(ctx, *res, &c)) {
@@ -186,17 +186,31 @@ std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const Obje
       ok = false;
     }
   }
-  for (const char* k : {"ports", "volumeMounts", "securityContext", "livenessProbe",
-                        "readinessProbe", "startupProbe", "envFrom", "lifecycle"}) {
+  for (const char* k : {"ports", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe",
+                        "envFrom", "lifecycle"}) {
     m.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
-  for (const char* k :
-       {"imagePullPolicy", "stdin", "tty", "terminationMessagePath", "terminationMessagePolicy"}) {
+  for (const char* k : {"stdin", "tty", "terminationMessagePath", "terminationMessagePolicy"}) {
     m.Ignore(k);
   }
   m.Finish();
   if (!ok) return std::nullopt;
   return t;
+}
+
+// The pod's securityContext under the container's: each field the container sets wins. The
+// result is checked again (runAsNonRoot from one level, runAsUser 0 from the other), the error
+// located at the container's securityContext when it set either, else at the pod's.
+bool MergeSecurityContext(Context& ctx, const Field& pod_field, const Field& container_field,
+                          const SecurityContext& pod, SecurityContext* container) {
+  bool container_sets_one = container->run_as_user.has_value() || container->run_as_non_root;
+  if (!container->run_as_user) container->run_as_user = pod.run_as_user;
+  if (!container->run_as_group) container->run_as_group = pod.run_as_group;
+  container->run_as_non_root = container->run_as_non_root || pod.run_as_non_root;
+  Field at = container_sets_one ? Field(container_field.value, container_field.mark,
+                                        ChildPath(container_field.path, "securityContext"))
+                                : pod_field;
+  return CheckSecurityContext(ctx, at, *container);
 }
 
 // The parts of a PodSpec that become (part of) a gpucloud Job.
@@ -214,6 +228,7 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
   PodParts parts;
   bool ok = true;
   std::optional<Field> gpu_field;
+  std::optional<Field> container;
   if (std::optional<Field> containers = m.Require("containers")) {
     if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *containers)) {
       if (items->size() != 1) {
@@ -223,7 +238,8 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
                            items->size()));
         ok = false;
       } else {
-        std::optional<TaskSpec> t = DecodeContainer(ctx, (*items)[0], meta, &gpu_field);
+        container = (*items)[0];
+        std::optional<TaskSpec> t = DecodeContainer(ctx, *container, meta, &gpu_field);
         ok = t.has_value() && ok;
         if (t) parts.task = std::move(*t);
       }
@@ -245,11 +261,18 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
   }
   ok = m.String("runtimeClassName", &parts.runtime_class) && ok;
   parts.restart_policy = m.Take("restartPolicy");
+  if (std::optional<Field> sc = m.Take("securityContext")) {
+    SecurityContext pod;
+    if (DecodeSecurityContext(ctx, *sc, SecurityLevel::kPod, &pod) && container) {
+      ok = MergeSecurityContext(ctx, *sc, *container, pod, &parts.task.security_context) && ok;
+    } else {
+      ok = false;
+    }
+  }
   m.Ignore("schedulerName");  // gpucloud is the scheduler
-  for (const char* k :
-       {"volumes", "initContainers", "imagePullSecrets", "serviceAccountName", "securityContext",
-        "affinity", "priorityClassName", "hostNetwork", "dnsPolicy",
-        "terminationGracePeriodSeconds", "hostIPC", "shareProcessNamespace"}) {
+  for (const char* k : {"volumes", "initContainers", "imagePullSecrets", "serviceAccountName",
+                        "affinity", "priorityClassName", "hostNetwork", "dnsPolicy",
+                        "terminationGracePeriodSeconds", "hostIPC", "shareProcessNamespace"}) {
     m.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
   m.Finish();

@@ -83,6 +83,17 @@ Json Task(const TaskSpec& t) {
   out["name"] = t.name;
   out["replicas"] = t.replicas;
   if (!t.image.empty()) out["image"] = t.image;
+  if (t.image_pull_policy != PullPolicy::kDefault) {
+    out["imagePullPolicy"] = PullPolicyName(t.image_pull_policy);
+  }
+  if (!t.security_context.empty()) {
+    const SecurityContext& sc = t.security_context;
+    Json j = Json::object();
+    if (sc.run_as_user) j["runAsUser"] = *sc.run_as_user;
+    if (sc.run_as_group) j["runAsGroup"] = *sc.run_as_group;
+    if (sc.run_as_non_root) j["runAsNonRoot"] = true;
+    out["securityContext"] = std::move(j);
+  }
   if (!t.command.empty()) out["command"] = t.command;
   if (!t.args.empty()) out["args"] = t.args;
   if (!t.env.empty()) {

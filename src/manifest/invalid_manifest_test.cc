@@ -723,6 +723,162 @@ spec:
   - {name: b, replicas: 10000, template: {spec: {containers: [{name: c}]}}}
 )",
      "job.yaml:6:3: spec.tasks: must have at most 10000 replicas in all, got 20000\n"},
+    {"bad_image_pull_policy", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, image: trainer:1, imagePullPolicy: Sometimes}
+)",
+     "job.yaml:6:50: spec.tasks[0].imagePullPolicy: must be Always, IfNotPresent or Never, got "
+     "\"Sometimes\"\n"},
+    {"pod_bad_image_pull_policy", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: c, image: trainer:1, imagePullPolicy: always}]
+)",
+     "job.yaml:5:61: spec.containers[0].imagePullPolicy: must be Always, IfNotPresent or Never, "
+     "got \"always\"\n"},
+    {"image_uppercase_repository", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, image: registry.local/Team/Trainer:1}
+)",
+     "job.yaml:6:22: spec.tasks[0].image: must be an image reference such as "
+     "registry.local:5000/team/trainer:1, got \"registry.local/Team/Trainer:1\" (repository must "
+     "be lowercase)\n"},
+    {"image_with_space", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, image: "trainer 1"}
+)",
+     "job.yaml:6:22: spec.tasks[0].image: must be an image reference such as "
+     "registry.local:5000/team/trainer:1, got \"trainer 1\" (must not contain spaces or control "
+     "characters)\n"},
+    {"image_empty_component", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a}
+  - {name: b, image: "team//trainer:1"}
+)",
+     "job.yaml:7:22: spec.tasks[1].image: must be an image reference such as "
+     "registry.local:5000/team/trainer:1, got \"team//trainer:1\" (empty path component)\n"},
+    {"image_empty", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, image: ""}
+)",
+     "job.yaml:6:22: spec.tasks[0].image: must be an image reference such as "
+     "registry.local:5000/team/trainer:1, got \"\" (must not be empty)\n"},
+    {"image_bad_tag", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, image: "trainer:-1"}
+)",
+     "job.yaml:6:22: spec.tasks[0].image: must be an image reference such as "
+     "registry.local:5000/team/trainer:1, got \"trainer:-1\" (the tag must be 1 to 128 letters, "
+     "digits, '_', '.' or '-', not starting with '.' or '-')\n"},
+    {"image_bad_digest", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: c, image: "trainer@sha256:abc"}]
+)",
+     "job.yaml:5:33: spec.containers[0].image: must be an image reference such as "
+     "registry.local:5000/team/trainer:1, got \"trainer@sha256:abc\" (the digest must be "
+     "algorithm:hex, such as sha256:<64 hex>)\n"},
+    {"run_as_user_negative", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, securityContext: {runAsUser: -1}}
+)",
+     "job.yaml:6:44: spec.tasks[0].securityContext.runAsUser: must be >= 0, got -1\n"},
+    {"run_as_group_too_large", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - {name: a, securityContext: {runAsGroup: 2147483648}}
+)",
+     "job.yaml:6:45: spec.tasks[0].securityContext.runAsGroup: must be <= 2147483647, got "
+     "2147483648\n"},
+    {"run_as_non_root_with_uid_0", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - name: a
+    securityContext: {runAsUser: 0, runAsNonRoot: true}
+)",
+     "job.yaml:7:22: spec.tasks[0].securityContext.runAsUser: must not be 0 (root) with "
+     "runAsNonRoot: true\n"},
+    {"security_context_unknown_field_in_gpucloud_job", R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - name: a
+    securityContext: {fsGroup: 3}
+)",
+     "job.yaml:7:23: spec.tasks[0].securityContext.fsGroup: unknown field\n"},
+    {"pod_non_root_with_container_uid_0", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers:
+  - name: c
+    securityContext: {runAsUser: 0}
+)",
+     "job.yaml:7:5: spec.containers[0].securityContext.runAsUser: must not be 0 (root) with "
+     "runAsNonRoot: true\n"},
+    {"pod_uid_0_with_container_non_root", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  securityContext: {runAsUser: 0}
+  containers:
+  - name: c
+    securityContext: {runAsNonRoot: true}
+)",
+     "job.yaml:7:5: spec.containers[0].securityContext.runAsUser: must not be 0 (root) with "
+     "runAsNonRoot: true\n"},
+    {"pod_privileged_container", R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    securityContext: {privileged: true}
+)",
+     "job.yaml:7:35: spec.containers[0].securityContext.privileged: privileged tasks are not "
+     "allowed\n"},
+    {"volcano_run_as_user_not_an_int", R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: v}
+spec:
+  tasks:
+  - name: worker
+    template:
+      spec:
+        securityContext: {runAsUser: root}
+        containers: [{name: c}]
+)",
+     "job.yaml:9:38: spec.tasks[0].template.spec.securityContext.runAsUser: must be an integer, "
+     "got string \"root\"\n"},
 };
 
 class InvalidManifest : public testing::TestWithParam<Case> {};

@@ -46,6 +46,8 @@ inline constexpr size_t kMaxExecStringBytes = 128 << 10;
 // ARG_MAX, is usually 2 MiB including the platform's own variables).
 inline constexpr size_t kMaxExecBytes = 1 << 20;
 inline constexpr size_t kMaxWorkingDirBytes = 4096;  // PATH_MAX
+inline constexpr size_t kMaxImageReferenceBytes = 4096;
+inline constexpr int64_t kMaxPosixId = (int64_t{1} << 31) - 1;  // runAsUser, runAsGroup
 // Per object: labels (and node selectors) and the annotations' keys and values in all, as
 // Kubernetes bounds them (256 KiB).
 inline constexpr size_t kMaxLabels = 256;

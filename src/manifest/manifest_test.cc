@@ -55,12 +55,9 @@ TEST(Seeds, Seed000PodAsksForFourGpus) {
   EXPECT_EQ(job.spec.tasks[0].resources.gpu.mode, GpuMode::kWhole);
   EXPECT_EQ(job.spec.tasks[0].resources.gpu.count, 4);
   EXPECT_EQ(job.spec.GangSize(), 1);
-  // It names an image and no command: valid, but it cannot run yet, and validation says so.
-  ASSERT_EQ(r.warnings.size(), 1u);
-  EXPECT_EQ(r.warnings[0].ToString(),
-            "examples/seed-000-pod.yaml:11:12: warning: spec.containers[0].image: names an image "
-            "but no command: images do not run yet, so the task will fail when it starts (reason "
-            "NoCommand); give it a command");
+  // It names an image and no command: it runs the image's entrypoint, without a warning.
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_EQ(job.spec.tasks[0].image_pull_policy, PullPolicy::kDefault);
 }
 
 TEST(Seeds, Seed000AsPublishedIsRejectedByYaml) {
@@ -255,7 +252,7 @@ spec:
   EXPECT_TRUE(r.warnings.empty());
 }
 
-TEST(Kubernetes, ImageWithoutCommandWarns) {
+TEST(Kubernetes, ImageWithoutCommandRunsTheEntrypointSilently) {
   ParseResult r = ParseManifests(R"(apiVersion: v1
 kind: Pod
 metadata: {name: p}
@@ -278,14 +275,106 @@ spec:
 )",
                                  "img.yaml");
   ASSERT_TRUE(r.ok()) << AllErrors(r);
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings[0].ToString();
+  EXPECT_TRUE(std::get<Job>(r.manifests[0].object).spec.tasks[0].command.empty());
+  EXPECT_EQ(std::get<Job>(r.manifests[0].object).spec.tasks[0].args,
+            (std::vector<std::string>{"--epochs", "3"}));
+}
+
+TEST(Images, PullPolicyAndSecurityContextInAGpucloudJob) {
+  ParseResult r = ParseManifests(R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: g}
+spec:
+  tasks:
+  - name: a
+    image: registry.local:5000/team/trainer:1
+    imagePullPolicy: Never
+    securityContext: {runAsUser: 1000, runAsGroup: 100, runAsNonRoot: true}
+  - name: b
+    image: trainer
+)",
+                                 "img.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  EXPECT_TRUE(r.warnings.empty());
+  const Job& job = std::get<Job>(r.manifests[0].object);
+  const TaskSpec& a = job.spec.tasks[0];
+  EXPECT_EQ(a.image, "registry.local:5000/team/trainer:1");
+  EXPECT_EQ(a.image_pull_policy, PullPolicy::kNever);
+  EXPECT_EQ(a.security_context.run_as_user, 1000);
+  EXPECT_EQ(a.security_context.run_as_group, 100);
+  EXPECT_TRUE(a.security_context.run_as_non_root);
+  const TaskSpec& b = job.spec.tasks[1];
+  EXPECT_EQ(b.image_pull_policy, PullPolicy::kDefault);
+  EXPECT_TRUE(b.security_context.empty());
+  // The normalized form says what was written, and reads back the same.
+  std::string yaml = ToYaml(job);
+  EXPECT_NE(yaml.find("imagePullPolicy: Never"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("runAsUser: 1000"), std::string::npos) << yaml;
+  ParseResult again = ParseManifests(yaml, "again.yaml");
+  ASSERT_TRUE(again.ok()) << AllErrors(again);
+  EXPECT_EQ(std::get<Job>(again.manifests[0].object), job);
+}
+
+TEST(Images, PodSecurityContextUnderTheContainers) {
+  ParseResult r = ParseManifests(R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  securityContext: {runAsUser: 1000, runAsGroup: 2000, runAsNonRoot: true, fsGroup: 3}
+  containers:
+  - name: c
+    image: trainer:1
+    imagePullPolicy: IfNotPresent
+    securityContext: {runAsUser: 1001, allowPrivilegeEscalation: false}
+)",
+                                 "pod.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const TaskSpec& t = std::get<Job>(r.manifests[0].object).spec.tasks[0];
+  EXPECT_EQ(t.image_pull_policy, PullPolicy::kIfNotPresent);
+  EXPECT_EQ(t.security_context.run_as_user, 1001);  // the container's wins
+  EXPECT_EQ(t.security_context.run_as_group, 2000);
+  EXPECT_TRUE(t.security_context.run_as_non_root);
   ASSERT_EQ(r.warnings.size(), 2u);
   EXPECT_EQ(r.warnings[0].ToString(),
-            "img.yaml:7:12: [doc 1] warning: spec.containers[0].image: names an image but no "
-            "command: images do not run yet, so args run as the command on the node");
-  EXPECT_EQ(r.warnings[1].ToString(),
-            "img.yaml:16:12: [doc 2] warning: spec.tasks[0].image: names an image but no "
-            "command: images do not run yet, so the task will fail when it starts (reason "
-            "NoCommand); give it a command");
+            "pod.yaml:5:76: warning: spec.securityContext.fsGroup: ignored: not supported by "
+            "gpucloud yet");
+}
+
+TEST(Images, VolcanoTaskSecurityContext) {
+  ParseResult r = ParseManifests(R"(apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: v}
+spec:
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        securityContext: {runAsUser: 1000}
+        containers:
+        - name: pytorch
+          image: pytorch/pytorch:2.0-cuda11.7-cudnn8-runtime
+          imagePullPolicy: Always
+          securityContext: {runAsNonRoot: true}
+)",
+                                 "vc.yaml");
+  ASSERT_TRUE(r.ok()) << AllErrors(r);
+  const TaskSpec& t = std::get<Job>(r.manifests[0].object).spec.tasks[0];
+  EXPECT_EQ(t.image_pull_policy, PullPolicy::kAlways);
+  EXPECT_EQ(t.security_context.run_as_user, 1000);
+  EXPECT_TRUE(t.security_context.run_as_non_root);
+}
+
+TEST(Images, DefaultPullPolicyFollowsKubernetes) {
+  EXPECT_EQ(ResolvePullPolicy(PullPolicy::kDefault, "trainer"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy(PullPolicy::kDefault, "trainer:latest"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy(PullPolicy::kDefault, "localhost:5000/trainer"), PullPolicy::kAlways);
+  EXPECT_EQ(ResolvePullPolicy(PullPolicy::kDefault, "localhost:5000/trainer:1"),
+            PullPolicy::kIfNotPresent);
+  EXPECT_EQ(ResolvePullPolicy(PullPolicy::kDefault, "trainer@sha256:" + std::string(64, 'a')),
+            PullPolicy::kIfNotPresent);
+  EXPECT_EQ(ResolvePullPolicy(PullPolicy::kNever, "trainer:latest"), PullPolicy::kNever);
 }
 
 TEST(Json, ListOfObjectsAndLocatedErrors) {

@@ -179,6 +179,11 @@ class SpecGenerator {
       t.name = "task" + std::to_string(i);
       t.replicas = static_cast<int32_t>(rng_.Range(1, 16));
       if (rng_.OneIn(2)) t.image = "registry/img:" + std::to_string(rng_.Uniform(10));
+      if (rng_.OneIn(3)) t.image = "registry.local:5000/team/img@sha256:" + std::string(64, 'a');
+      t.image_pull_policy = static_cast<PullPolicy>(rng_.Uniform(4));
+      if (rng_.OneIn(2)) t.security_context.run_as_user = rng_.Range(1, kMaxPosixId);
+      if (rng_.OneIn(2)) t.security_context.run_as_group = rng_.Range(0, kMaxPosixId);
+      if (rng_.OneIn(2)) t.security_context.run_as_non_root = true;
       for (int k = static_cast<int>(rng_.Uniform(3)); k > 0; --k) t.command.push_back(Text());
       for (int k = static_cast<int>(rng_.Uniform(3)); k > 0; --k) t.args.push_back(Text());
       for (int k = static_cast<int>(rng_.Uniform(3)); k > 0; --k) {
