@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -345,6 +348,56 @@ TEST(CdiTest, WriteIntoAnUnwritablePlaceIsAnError) {
   absl::StatusOr<bool> wrote = WriteCdiSpec(dir / "file/cdi", "{}\n");
   EXPECT_EQ(wrote.status().code(), absl::StatusCode::kInternal);
   EXPECT_NE(wrote.status().message().find("file/cdi"), std::string::npos);
+}
+
+// stdout and stderr of `sh -c command`, and its exit status.
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  return {pclose(pipe), out};
+}
+
+// Podman 4.3 reads specs only from /etc/cdi and /var/run/cdi: the test gives podman a private
+// mount namespace whose /run is a fresh tmpfs with the test's spec directory at /run/cdi (and
+// podman's run root, which must be a short path), and a busybox root file system. The device
+// nodes are real (mknod) ones, of /dev/null's kind, that stand for GPUs.
+TEST(CdiTest, PodmanInjectsTheGeneratedSpec) {
+  if (geteuid() != 0 ||
+      Shell("command -v podman && command -v unshare && command -v busybox").first != 0) {
+    GTEST_SKIP() << "needs root, podman, unshare and busybox";
+  }
+  testing_util::TempDir dir("cdi-podman");
+  fs::path root = dir.path() / "root";
+  MakeDriverTree(root);
+  fs::remove_all(root / "dev");
+  fs::create_directories(root / "dev");
+  for (auto [name, minor] : {std::pair{"nvidia0", 3}, {"nvidia1", 5}, {"nvidiactl", 7}}) {
+    ASSERT_EQ(mknod((root / "dev" / name).c_str(), S_IFCHR | 0666, makedev(1, minor)), 0);
+  }
+  absl::StatusOr<NvidiaDriverFiles> files = ScanNvidiaDriver(root.string());
+  ASSERT_TRUE(files.ok()) << files.status();
+  absl::StatusOr<std::string> spec = BuildCdiSpec(*files, TwoGpus());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(WriteCdiSpec(dir / "cdi", *spec).ok());
+  fs::create_directories(dir.path() / "rootfs/bin");
+  std::string busybox = Shell("command -v busybox").second;
+  fs::copy_file(busybox.substr(0, busybox.find('\n')), dir.path() / "rootfs/bin/busybox");
+  std::string podman = "podman --root " + (dir / "storage") + " --runroot /run/r --tmpdir /run/t" +
+                       " --cgroup-manager cgroupfs --events-backend none run --rm --runtime runc" +
+                       " --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --network none" +
+                       " --device nvidia.com/gpu=GPU-bbbb --rootfs " + (dir / "rootfs") +
+                       " /bin/busybox sh -c 'ls /dev | grep nvidia; stat -c %t:%T /dev/nvidia1;"
+                       " cat /usr/lib/x86_64-linux-gnu/libcuda.so.1;"
+                       " (echo x >> /usr/bin/nvidia-smi) 2>/dev/null || echo read-only'";
+  auto [status, out] = Shell("timeout 120 unshare --mount --propagation private sh -c \"" +
+                             std::string("mount -t tmpfs tmpfs /run && mkdir /run/cdi && ") +
+                             "mount --bind " + (dir / "cdi") + " /run/cdi && " + podman + "\"");
+  ASSERT_EQ(status, 0) << out;
+  // Only the GPU asked for, with the control device; the numbers of the host's node.
+  EXPECT_EQ(out, "nvidia1\nnvidiactl\n1:5\nfake\nread-only\n") << out;
 }
 
 TEST(CdiTest, DeviceNamesAreQualifiedByKind) {
