@@ -386,8 +386,9 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   r.Int(j, "graceSeconds", "", &a.grace_seconds);
   ReadImageAndUser(r, j, &a);
   if (absl::Status s = r.Done(); !s.ok()) return s;
-  // An empty command is the agent's to refuse (the task fails at once with NoCommand): dropped
-  // here, the assignment was never started, and the job stayed Scheduled holding its GPUs.
+  // An empty command is not refused here: an image's entrypoint runs without one, and for a host
+  // process it is the agent's to refuse (the task fails at once with NoCommand). Dropped here,
+  // the assignment was never started, and the job stayed Scheduled holding its GPUs.
   return a;
 }
 

@@ -16,6 +16,7 @@
 #include "sched/scheduler.h"
 #include "server/events.h"
 #include "server/job_status.h"
+#include "server/paths.h"
 
 namespace gpucloud::server {
 namespace {
@@ -806,15 +807,27 @@ absl::Status Controller::Schedule(Pass& pass) {
     const std::string& name = job.metadata.name;
     std::vector<store::Op> ops;
     std::vector<JobEvent> events;
-    if (d.kind == sched::DecisionKind::kBind) {
+    // The checkpoint directory is checked when a job is created; one stored before that check
+    // existed fails here rather than write outside its namespace's tree.
+    absl::StatusOr<std::string> dir =
+        d.kind == sched::DecisionKind::kBind
+            ? ResolveCheckpointDir(options_.checkpoint_root, ns, name, job.spec.checkpoint.dir)
+            : std::string();
+    const bool bind = d.kind == sched::DecisionKind::kBind && dir.ok();
+    if (!dir.ok()) {
+      (void)state.Release(d.job);  // Schedule committed the binding to the state
+      s.phase = "Failed";
+      s.finished_ms = now;
+      s.reason = "InvalidSpec";
+      s.message = std::string(dir.status().message());
+      events.push_back({"Warning", "InvalidSpec", s.message});
+    } else if (bind) {
       s.phase = "Scheduled";
       s.next.clear();
       ++s.attempt;
       s.scheduled_ms = now;
       s.tasks.clear();
-      s.checkpoint_dir = !job.spec.checkpoint.dir.empty()
-                             ? job.spec.checkpoint.dir
-                             : Cat(options_.checkpoint_root, "/", ns, "/", name);
+      s.checkpoint_dir = *std::move(dir);
       // Ranks in the order of the spec's tasks and their replicas.
       std::vector<sched::ReplicaPlacement> replicas = d.allocation->replicas;
       std::map<std::string, size_t> task_order;
@@ -885,6 +898,14 @@ absl::Status Controller::Schedule(Pass& pass) {
         a.command.insert(a.command.end(), spec->args.begin(), spec->args.end());
         for (const EnvVar& e : spec->env) a.env[e.name] = e.value;
         a.working_dir = spec->working_dir;
+        a.image = spec->image;
+        if (!a.image.empty()) {
+          a.image_pull_policy = ResolvePullPolicy(spec->image_pull_policy, spec->image);
+          a.image_entrypoint = spec->command.empty();
+        }
+        a.run_as_user = spec->security_context.run_as_user;
+        a.run_as_group = spec->security_context.run_as_group;
+        a.run_as_non_root = spec->security_context.run_as_non_root;
         a.checkpoint_dir = s.checkpoint_dir;
         a.checkpoint_node_local = job.spec.checkpoint.node_local;
         a.checkpoint_replicate = job.spec.checkpoint.replicate;
@@ -939,7 +960,7 @@ absl::Status Controller::Schedule(Pass& pass) {
       ops.push_back(MakeEventOp(ns, name, UidOf(obj.doc), e, now, ++event_seq_));
     }
     txns.push_back(std::move(ops));
-    written.push_back({d.job, d.kind == sched::DecisionKind::kBind, s.attempt});
+    written.push_back({d.job, bind, s.attempt});
   }
   absl::Time t_write = absl::Now();
   std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);

@@ -655,6 +655,82 @@ TEST_F(ControllerTest, AGpuAtRiskMovesItsJobWithACheckpointAndTakesNoNewWork) {
   EXPECT_EQ(controller_->Metrics().gpus_total_by_type["H100-80GB"], 7);
 }
 
+TEST_F(ControllerTest, TheTasksImageAndUserReachItsAssignment) {
+  Register("node-a", 4);
+  Submit(R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: img}
+spec:
+  tasks:
+  - name: entry
+    image: registry.local:5000/team/trainer:1
+    args: [--epochs, "3"]
+    securityContext: {runAsUser: 1000, runAsGroup: 100, runAsNonRoot: true}
+  - name: cmd
+    image: registry.local:5000/team/trainer
+    command: [python3, train.py]
+  - name: host
+    command: [sleep, "1"]
+)");
+  Pass();
+  std::map<std::string, api::Assignment> by_task;
+  for (const store::KeyValue& kv : Assignments("node-a")) {
+    absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(kv.value);
+    ASSERT_TRUE(a.ok()) << a.status();
+    by_task[a->task] = *a;
+  }
+  ASSERT_EQ(by_task.size(), 3u);
+  const api::Assignment& entry = by_task["entry"];
+  EXPECT_EQ(entry.image, "registry.local:5000/team/trainer:1");
+  EXPECT_EQ(entry.image_pull_policy, PullPolicy::kIfNotPresent);  // tagged, not latest
+  EXPECT_TRUE(entry.image_entrypoint);
+  EXPECT_EQ(entry.command, (std::vector<std::string>{"--epochs", "3"}));
+  EXPECT_EQ(entry.run_as_user, 1000);
+  EXPECT_EQ(entry.run_as_group, 100);
+  EXPECT_TRUE(entry.run_as_non_root);
+  const api::Assignment& cmd = by_task["cmd"];
+  EXPECT_EQ(cmd.image_pull_policy, PullPolicy::kAlways);  // no tag: latest
+  EXPECT_FALSE(cmd.image_entrypoint);
+  EXPECT_EQ(cmd.command, (std::vector<std::string>{"python3", "train.py"}));
+  EXPECT_FALSE(cmd.run_as_user.has_value());
+  EXPECT_FALSE(cmd.run_as_non_root);
+  const api::Assignment& host = by_task["host"];
+  EXPECT_TRUE(host.image.empty());
+  EXPECT_EQ(host.image_pull_policy, PullPolicy::kDefault);
+  EXPECT_FALSE(host.image_entrypoint);
+}
+
+TEST_F(ControllerTest, CheckpointDirsResolveInsideTheNamespacesTree) {
+  Register("node-a", 4);
+  Submit(GangJob("rel", 1, 1, 3, "  checkpoint: {dir: runs/rel}\n"));
+  Submit(GangJob("abs", 1, 1, 3, "  checkpoint: {dir: /ckpt/default/x/../abs}\n"));
+  Pass();
+  EXPECT_EQ(Status("rel").checkpoint_dir, "/ckpt/default/runs/rel");
+  EXPECT_EQ(Status("abs").checkpoint_dir, "/ckpt/default/abs");
+}
+
+// This test's API has no checkpoint root (it checks nothing): the job is stored as a job from
+// before the check would be, and the controller refuses to bind it.
+TEST_F(ControllerTest, AStoredJobWithACheckpointDirOutsideItsTreeFailsWithoutRunning) {
+  Register("node-a", 4);
+  Submit(GangJob("escape", 1, 4, 3, "  checkpoint: {dir: /ckpt/other-team/train}\n"));
+  Pass();
+  JobStatus s = Status("escape");
+  EXPECT_EQ(s.phase, "Failed");
+  EXPECT_EQ(s.reason, "InvalidSpec");
+  EXPECT_EQ(s.message,
+            "spec.checkpoint.dir: must lie inside the namespace's checkpoint tree /ckpt/default/ "
+            "(or be relative to it), got \"/ckpt/other-team/train\"");
+  EXPECT_EQ(s.attempt, 0);
+  EXPECT_TRUE(Assignments("node-a").empty());
+  EXPECT_EQ(EventReasons("escape"), (std::vector<std::string>{"InvalidSpec"}));
+  // Its GPUs were not kept: a job asking for all of them is bound next.
+  Submit(GangJob("next", 1, 4));
+  Pass();
+  EXPECT_EQ(Status("next").phase, "Scheduled");
+  EXPECT_EQ(Status("escape").phase, "Failed");
+}
+
 // A job whose checkpoints are on its node's disk; its node dies after the first checkpoint
 // (t0 + 5 s) was written and the second (t0 + 9 s) was not replicated yet.
 class NodeLocalCheckpoints : public ControllerTest {
@@ -663,7 +739,7 @@ class NodeLocalCheckpoints : public ControllerTest {
     Register("node-a", 4);
     Register("node-b", 4);
     Submit(GangJob("job", 1, 2, 3,
-                   Cat("  checkpoint: {dir: /shared/ckpt, nodeLocal: true",
+                   Cat("  checkpoint: {dir: /ckpt/default/shared, nodeLocal: true",
                        replicate ? ", replicate: true" : "", "}\n")));
     Pass();
     t0_ = clock_.NowMillis();
@@ -673,7 +749,7 @@ class NodeLocalCheckpoints : public ControllerTest {
         api::AssignmentFromJson(Assignments(first_).at(0).value).value_or(api::Assignment{});
     EXPECT_TRUE(a->checkpoint_node_local);
     EXPECT_EQ(a->checkpoint_replicate, replicate);
-    EXPECT_EQ(a->checkpoint_dir, "/shared/ckpt");
+    EXPECT_EQ(a->checkpoint_dir, "/ckpt/default/shared");
     Heartbeat(first_, {Report("job", 0, api::TaskState::kRunning)});
     Heartbeat(other_);
     Pass();  // running from t0
@@ -697,7 +773,7 @@ TEST_F(NodeLocalCheckpoints, ARestartElsewhereResumesFromTheReplicaAndCountsTheR
   JobStatus s = RunThenLoseTheNode(/*replicate=*/true);
   EXPECT_EQ(s.phase, "Scheduled");
   EXPECT_EQ(s.placement.at(0).node, other_);
-  EXPECT_NE(s.message.find("resuming from the replica in /shared/ckpt"), std::string::npos)
+  EXPECT_NE(s.message.find("resuming from the replica in /ckpt/default/shared"), std::string::npos)
       << s.message;
   // Kept: 5 s of 13.5 on 2 GPUs (the replica's), not 9 (the lost node's newest).
   EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * 5.0);

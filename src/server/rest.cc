@@ -7,6 +7,7 @@
 
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/paths.h"
 #include "server/rest_util.h"
 
 namespace gpucloud::server {
@@ -392,11 +393,22 @@ Parsed ParseBody(const Request& r, std::string_view kind, const std::string& nam
   return {std::move(o), std::nullopt};
 }
 
+// A job's paths are the operator's: its checkpoint directory must lie in its namespace's tree.
+std::optional<Response> CheckJobPaths(const manifest::Object& o, const std::string& root) {
+  const Job* job = std::get_if<Job>(&o);
+  if (job == nullptr || root.empty()) return std::nullopt;
+  absl::StatusOr<std::string> dir = ResolveCheckpointDir(
+      root, job->metadata.namespace_, job->metadata.name, job->spec.checkpoint.dir);
+  if (!dir.ok()) return Status(422, "Invalid", std::string(dir.status().message()));
+  return std::nullopt;
+}
+
 }  // namespace
 
 Response RestApi::Create(const Request& r, const Route& route) {
   Parsed p = ParseBody(r, route.resource->kind, route.namespace_, "");
   if (p.error) return *p.error;
+  if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
   ObjectMeta& meta = MetaOfMutable(*p.object);
   Route item = route;
   item.name = meta.name;
@@ -426,6 +438,7 @@ Response RestApi::Create(const Request& r, const Route& route) {
 Response RestApi::Apply(const Request& r, const Route& route) {
   Parsed p = ParseBody(r, route.resource->kind, route.namespace_, route.name);
   if (p.error) return *p.error;
+  if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
   ObjectMeta& meta = MetaOfMutable(*p.object);
   const int64_t precondition = meta.resource_version;
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());

@@ -93,6 +93,11 @@ class RestApi {
   // 403 QuotaExceeded and writes nothing. Counted before the write, so creates racing at the
   // limit may pass it by the number in flight. Set before serving.
   void SetMaxJobsPerNamespace(int64_t max) { max_jobs_per_namespace_ = max; }
+  // The controller's checkpoint root (--checkpoint-root): a job whose spec.checkpoint.dir does
+  // not resolve inside <root>/<namespace>/ (ResolveCheckpointDir) is refused with 422 Invalid
+  // when it is created or applied. Empty (the default): not checked here, and the controller
+  // fails such a job when it binds it. Set before serving.
+  void SetCheckpointRoot(std::string root) { checkpoint_root_ = std::move(root); }
 
  private:
   struct Route;
@@ -123,6 +128,7 @@ class RestApi {
   std::function<void()> kick_;
   std::function<std::string()> summary_;
   int64_t max_jobs_per_namespace_ = 10'000;
+  std::string checkpoint_root_;
 };
 
 }  // namespace gpucloud::server

@@ -296,6 +296,34 @@ TEST_F(RestTest, ANamespaceOverItsJobQuotaIsRefusedAndOthersAreNot) {
   EXPECT_EQ(Call("POST", kJobs, kJob).status, 201);
 }
 
+TEST_F(RestTest, ACheckpointDirOutsideTheNamespacesTreeIsRefused) {
+  api_->SetCheckpointRoot("/srv/ckpt");
+  auto with_dir = [](const std::string& name, const std::string& dir) {
+    std::string job = kJob;
+    job.replace(job.find("name: train"), 11, Cat("name: ", name));
+    return job + "  checkpoint: {dir: \"" + dir + "\"}\n";
+  };
+  int64_t rev = store_->Revision();
+  for (const char* bad : {"/srv/ckpt/team-b/train", "/etc", "../team-b/train", "/srv/ckpt"}) {
+    Response r = Call("POST", kJobs, with_dir("bad", bad));
+    EXPECT_EQ(r.status, 422) << bad;
+    EXPECT_EQ(Body(r)["reason"], "Invalid");
+    EXPECT_EQ(Body(r)["message"].get<std::string>().rfind("spec.checkpoint.dir: must ", 0), 0u)
+        << r.body;
+    // Applying it is refused the same way.
+    EXPECT_EQ(Call("PUT", std::string(kJobs) + "/bad", with_dir("bad", bad)).status, 422);
+  }
+  EXPECT_EQ(store_->Revision(), rev);  // nothing written
+  EXPECT_EQ(Body(Call("POST", kJobs, with_dir("bad", "/etc")))["message"],
+            "spec.checkpoint.dir: must lie inside the namespace's checkpoint tree "
+            "/srv/ckpt/team-a/ (or be relative to it), got \"/etc\"");
+  EXPECT_EQ(Call("POST", kJobs, with_dir("rel", "runs/1")).status, 201);
+  EXPECT_EQ(Call("POST", kJobs, with_dir("abs", "/srv/ckpt/team-a/runs/2")).status, 201);
+  // An existing job cannot be moved out of its tree either.
+  EXPECT_EQ(Call("PUT", std::string(kJobs) + "/rel", with_dir("rel", "/srv/ckpt/team-b")).status,
+            422);
+}
+
 TEST_F(RestTest, PathsThatAreNotUtf8GetAnErrorNotAnException) {
   // Found by the REST fuzzer: the Status message quoted the path, and JSON output threw.
   Response r = Call("POST", "/apis/gpucloud/v1/\x93\xce/pools/spot/reclaim");
