@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -64,7 +65,8 @@ std::string UnderRoot(const std::string& root, const std::string& path) {
 std::optional<int> NumberAfter(const std::string& name, const std::string& prefix) {
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
   std::string digits = name.substr(prefix.size());
-  if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return {};
+  auto is_digit = [](unsigned char c) { return std::isdigit(c) != 0; };
+  if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), is_digit)) return {};
   return std::stoi(digits);
 }
 
@@ -288,6 +290,9 @@ absl::StatusOr<NvidiaDriverFiles> ScanNvidiaDriver(const std::string& root) {
 
 absl::StatusOr<std::string> BuildCdiSpec(const NvidiaDriverFiles& files, const NodeGpus& gpus,
                                          const CdiGpuIds& ids) {
+  if (gpus.backend == "simulated") {
+    return absl::NotFoundError("simulated GPUs have no device nodes to inject");
+  }
   std::vector<const GpuDevice*> sorted;
   for (const GpuDevice& gpu : gpus.gpus) sorted.push_back(&gpu);
   std::sort(sorted.begin(), sorted.end(),

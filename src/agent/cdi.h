@@ -63,7 +63,8 @@ struct CdiMount {
   std::string version;
 };
 
-// What ScanNvidiaDriver found. Each list is sorted (by number or path).
+// What ScanNvidiaDriver found: GPU and capability nodes by number, libraries by path, control
+// nodes and binaries in the orders named below.
 struct NvidiaDriverFiles {
   std::string root;                          // as given, e.g. "/"
   std::map<int, CdiDeviceNode> gpu_nodes;    // /dev/nvidia<N>, by N (the GPU's minor number)
@@ -72,7 +73,7 @@ struct NvidiaDriverFiles {
   // /proc/driver/nvidia-caps/mig-minors: "gpu0/gi1/access" -> 21, "gpu0/gi1/ci0/access" -> 22.
   std::map<std::string, int> mig_minors;
   std::vector<CdiMount> libraries;  // each match of the driver's library names, links included
-  std::vector<CdiMount> binaries;   // nvidia-smi & co. in /usr/bin, /usr/sbin
+  std::vector<CdiMount> binaries;   // nvidia-smi & co. in /usr/bin, then /usr/sbin
 
   bool HasGpus() const { return !gpu_nodes.empty(); }
 };
@@ -100,9 +101,10 @@ struct CdiGpuIds {
 
 // The spec's JSON text (pretty-printed, ending in a newline). A GPU whose device node was not
 // found is left out, with its MIG devices; libraries whose version differs from
-// gpus.driver_version (leftovers of an older driver) are not mounted. Errors: NotFound when no
-// GPU of `gpus` has a device node (a machine without NVIDIA GPUs, or simulated ones): then there
-// is nothing to inject and the caller should remove any spec it wrote before (RemoveCdiSpec).
+// gpus.driver_version (leftovers of an older driver) are not mounted. Errors: NotFound when
+// gpus.backend is "simulated" or no GPU of `gpus` has a device node (a machine without NVIDIA
+// GPUs): then there is nothing to inject and the caller should remove any spec it wrote before
+// (RemoveCdiSpec).
 absl::StatusOr<std::string> BuildCdiSpec(const NvidiaDriverFiles& files, const NodeGpus& gpus,
                                          const CdiGpuIds& ids = {});
 

@@ -283,9 +283,19 @@ TEST(CdiTest, NoNvidiaFilesIsNotFound) {
   EXPECT_TRUE(files->libraries.empty());
   absl::StatusOr<std::string> spec = BuildCdiSpec(*files, TwoGpus());
   EXPECT_TRUE(absl::IsNotFound(spec.status())) << spec.status();
-  // Simulated GPUs on a machine with the driver: nothing to inject either.
   EXPECT_TRUE(absl::IsNotFound(BuildCdiSpec(*files, NodeGpus{}).status()));
   EXPECT_TRUE(absl::IsNotFound(ScanNvidiaDriver((dir / "missing")).status()));
+}
+
+TEST(CdiTest, SimulatedGpusInjectNothingEvenWhereTheDriverIs) {
+  testing_util::TempDir dir("cdi");
+  MakeDriverTree(dir.path());
+  absl::StatusOr<NvidiaDriverFiles> files = ScanNvidiaDriver(dir.path().string());
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_TRUE(files->HasGpus());
+  NodeGpus simulated = TwoGpus();
+  simulated.backend = "simulated";
+  EXPECT_TRUE(absl::IsNotFound(BuildCdiSpec(*files, simulated).status()));
 }
 
 std::vector<std::string> ListFiles(const std::string& dir) {
