@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -155,6 +156,26 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   run->add_option("--task-pids-max", options.task_pids_max,
                   "the most processes one task may have (cgroup pids.max; 0: no limit)")
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--workdir", options.workdir,
+                  "a host process's working directory when its spec names none (default: its "
+                  "sandbox)");
+  run->add_flag("--allow-host-processes", options.allow_host_processes,
+                "run tasks without an image on the host, as their namespace's unprivileged user "
+                "(default: only containers)");
+  run->add_flag("--allow-root-tasks", options.allow_root_tasks,
+                "let a task's securityContext ask for user or group 0");
+  run->add_option("--podman", options.container.podman, "the podman binary");
+  run->add_option("--container-runtime", options.container.oci_runtime,
+                  "Podman's OCI runtime (--runtime), e.g. runc; default: Podman's");
+  std::string image_store;
+  run->add_option("--image-store", image_store,
+                  "Podman's image store and run state under DIR (default: Podman's own)");
+  run->add_option("--registry-auth-file", options.container.auth_file,
+                  "registry credentials for pulls (containers-auth.json, as podman login writes)");
+  run->add_option("--registry-cert-dir", options.container.cert_dir,
+                  "a directory of registry CA certificates (*.crt), as podman pull --cert-dir");
+  run->add_option("--cdi-spec-dir", options.cdi_spec_dir,
+                  "where the CDI spec of the NVIDIA GPUs is written (\"\" = nowhere)");
   for (CLI::App* sub : {discover, metrics, serve, run}) {
     sub->add_option("--simulate", simulate, "simulated GPUs, e.g. 8xH100 or 4xA100-80GB,2xT4");
     sub->add_option("--nvml-library", library, "NVML library to load");
@@ -212,6 +233,12 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
         return 2;
       }
       options.labels[l.substr(0, eq)] = l.substr(eq + 1);
+    }
+    if (!image_store.empty()) {
+      std::string dir = std::filesystem::absolute(image_store).lexically_normal().string();
+      options.container.storage_root = dir + "/storage";
+      options.container.run_root = dir + "/run";
+      options.container.tmp_dir = dir + "/tmp";
     }
     if (!backend.ok()) {
       if (!simulate.empty() || !absl::IsUnavailable(backend.status())) {

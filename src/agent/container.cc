@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
@@ -16,10 +18,25 @@ extern char** environ;
 
 namespace gpucloud::agent {
 
+void FitUlimitsToHost(ContainerRuntimeOptions& o) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_max != RLIM_INFINITY) {
+    o.nofile = std::min<int64_t>(o.nofile, static_cast<int64_t>(r.rlim_max));
+  }
+  if (getrlimit(RLIMIT_NPROC, &r) == 0 && r.rlim_max != RLIM_INFINITY) {
+    o.nproc = std::min<int64_t>(o.nproc, static_cast<int64_t>(r.rlim_max));
+  }
+  // Podman gives conmon, and so the container, no more processes than the kernel has pids.
+  std::ifstream pid_max("/proc/sys/kernel/pid_max");
+  int64_t n = 0;
+  if (pid_max >> n && n > 0) o.nproc = std::min(o.nproc, n);
+}
+
 std::vector<std::string> PodmanGlobalArgv(const ContainerRuntimeOptions& o) {
   std::vector<std::string> argv = {o.podman};
   if (!o.storage_root.empty()) argv.insert(argv.end(), {"--root", o.storage_root});
   if (!o.run_root.empty()) argv.insert(argv.end(), {"--runroot", o.run_root});
+  if (!o.tmp_dir.empty()) argv.insert(argv.end(), {"--tmpdir", o.tmp_dir});
   if (!o.oci_runtime.empty()) argv.insert(argv.end(), {"--runtime", o.oci_runtime});
   return argv;
 }
@@ -61,12 +78,13 @@ std::vector<std::string> PodmanRunArgv(const ContainerRuntimeOptions& o, const C
   if (t.pids_max > 0) argv.insert(argv.end(), {"--pids-limit", Cat(t.pids_max)});
   if (!t.workdir.empty()) argv.insert(argv.end(), {"--workdir", t.workdir});
   AddEnvAndMounts(t, argv);
-  if (!t.command.empty()) {
+  if (!t.command.empty() && !t.args_only) {
     // The whole command as the entrypoint (JSON form: arguments stay as they are) and no
     // image command after it.
     argv.insert(argv.end(), {"--entrypoint", nlohmann::json(t.command).dump()});
   }
   argv.push_back(t.image);
+  if (t.args_only) argv.insert(argv.end(), t.command.begin(), t.command.end());
   return argv;
 }
 
@@ -82,19 +100,6 @@ std::vector<std::string> PodmanPruneArgv(const ContainerRuntimeOptions& o, absl:
   argv.insert(argv.end(), {"image", "prune", "--all", "--force", "--filter",
                            Cat("until=", absl::ToInt64Seconds(age), "s")});
   return argv;
-}
-
-PullPolicy ResolvePullPolicy(const std::string& policy, const std::string& image) {
-  if (policy == "Always") return PullPolicy::kAlways;
-  if (policy == "IfNotPresent") return PullPolicy::kIfNotPresent;
-  if (policy == "Never") return PullPolicy::kNever;
-  // Kubernetes' default: a digest names fixed content; ":latest" or no tag may move.
-  if (image.find('@') != std::string::npos) return PullPolicy::kIfNotPresent;
-  size_t slash = image.rfind('/');
-  size_t colon = image.rfind(':');
-  bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
-  if (!tagged || image.substr(colon + 1) == "latest") return PullPolicy::kAlways;
-  return PullPolicy::kIfNotPresent;
 }
 
 std::string PullErrorReason(const std::string& out) {

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/job.h"
 
 namespace gpucloud::agent {
 
@@ -33,11 +34,13 @@ namespace gpucloud::agent {
 struct ContainerRuntimeOptions {
   std::string podman = "podman";
   std::string oci_runtime;  // --runtime (e.g. "runc"); "" = Podman's configured default
-  // Podman's store (--root, --runroot); "" = Podman's defaults. Tests give private ones.
+  // Podman's store (--root, --runroot, --tmpdir); "" = Podman's defaults. Tests give private
+  // ones.
   std::string storage_root;
   std::string run_root;
+  std::string tmp_dir;
   std::string auth_file;  // registry credentials of the node (containers-auth.json), or ""
-  std::string cert_dir;   // registry CA certificates (DIR/HOST:PORT/ca.crt), or ""
+  std::string cert_dir;   // registry CA certificates (DIR/*.crt, as podman pull --cert-dir), or ""
   // The file-descriptor and process limits every container gets (--ulimit): explicit, since
   // Podman's defaults are higher than some hosts allow.
   int64_t nofile = 65536;
@@ -54,9 +57,11 @@ struct Mount {
 struct ContainerTask {
   std::string name;   // the container's name (unique on the node): "gpucloud-" + the task's id
   std::string image;  // a reference Podman understands (validated by the manifest decoder)
-  // The job's command then args; empty = the image's entrypoint and command. A non-empty one
-  // replaces both, as a Kubernetes container's command does.
+  // The job's command then args: replaces the image's entrypoint and command, as a Kubernetes
+  // container's command does. With `args_only`, the spec named only args: the image's
+  // entrypoint runs with them (or with its own command when they are empty).
   std::vector<std::string> command;
+  bool args_only = false;
   std::map<std::string, std::string> env;  // on top of the image's environment
   std::string workdir;                     // inside the container; "" = the image's
   uid_t uid = 65534;
@@ -68,6 +73,10 @@ struct ContainerTask {
   int64_t pids_max = 0;                       // 0: Podman's default
   std::map<std::string, std::string> labels;  // e.g. gpucloud.node, gpucloud.task
 };
+
+// Lowers o.nofile and o.nproc to this process's hard limits and nproc to the kernel's pid_max
+// (Podman cannot give a container more than its caller, or conmon, may have).
+void FitUlimitsToHost(ContainerRuntimeOptions& o);
 
 // Podman's global flags for these options (--root, --runroot, ...), first in every command.
 std::vector<std::string> PodmanGlobalArgv(const ContainerRuntimeOptions& o);
@@ -85,11 +94,6 @@ std::vector<std::string> PodmanRemoveArgv(const ContainerRuntimeOptions& o,
 // `podman image prune --all --force --filter until=AGE`: the images no container uses that are
 // older than `age`.
 std::vector<std::string> PodmanPruneArgv(const ContainerRuntimeOptions& o, absl::Duration age);
-
-// What a pull policy asks of the node. Kubernetes' names: Always, IfNotPresent, Never; "" is
-// Kubernetes' default (Always for a ":latest" or untagged image, else IfNotPresent).
-enum class PullPolicy { kAlways, kIfNotPresent, kNever };
-PullPolicy ResolvePullPolicy(const std::string& policy, const std::string& image);
 
 // The reason a pull failed, from Podman's error output: its last "Error: ..." line (or the last
 // non-empty line), without Podman's prefix, at most 300 bytes.
@@ -120,7 +124,8 @@ class ImagePuller {
   ImagePuller(const ImagePuller&) = delete;
   ImagePuller& operator=(const ImagePuller&) = delete;
 
-  // Where `image` stands for a task with `policy`, starting a pull when one is due: Always pulls
+  // Where `image` stands for a task with `policy` (resolved: never kDefault), starting a pull
+  // when one is due: Always pulls
   // once per `generation` (a new task attempt asks again), IfNotPresent when the store lacks it,
   // Never never (its error says so). Returns at once.
   State Ensure(const std::string& image, PullPolicy policy, const std::string& generation);

@@ -88,6 +88,13 @@ TEST(PodmanRunArgv, WithoutACommandTheImageDecides) {
     EXPECT_EQ(std::count(argv.begin(), argv.end(), f), 0) << f;
   }
   EXPECT_EQ(argv.back(), t.image);
+  // Args alone go to the image's entrypoint.
+  t.command = {"--steps", "5"};
+  t.args_only = true;
+  argv = PodmanRunArgv({}, t);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--entrypoint"), 0);
+  std::vector<std::string> tail(argv.end() - 3, argv.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{t.image, "--steps", "5"}));
 }
 
 TEST(PodmanArgv, RemoveAndPrune) {
@@ -99,17 +106,6 @@ TEST(PodmanArgv, RemoveAndPrune) {
   EXPECT_EQ(PodmanPruneArgv({}, absl::Hours(24)),
             (std::vector<std::string>{"podman", "image", "prune", "--all", "--force", "--filter",
                                       "until=86400s"}));
-}
-
-TEST(PullPolicy, KubernetesDefaults) {
-  EXPECT_EQ(ResolvePullPolicy("Never", "x:latest"), PullPolicy::kNever);
-  EXPECT_EQ(ResolvePullPolicy("Always", "x:1"), PullPolicy::kAlways);
-  EXPECT_EQ(ResolvePullPolicy("IfNotPresent", "x"), PullPolicy::kIfNotPresent);
-  EXPECT_EQ(ResolvePullPolicy("", "pytorch/pytorch:latest"), PullPolicy::kAlways);
-  EXPECT_EQ(ResolvePullPolicy("", "pytorch/pytorch"), PullPolicy::kAlways);
-  EXPECT_EQ(ResolvePullPolicy("", "registry.local:5000/pytorch"), PullPolicy::kAlways);
-  EXPECT_EQ(ResolvePullPolicy("", "registry.local:5000/pytorch:2.0"), PullPolicy::kIfNotPresent);
-  EXPECT_EQ(ResolvePullPolicy("", "x@sha256:0123"), PullPolicy::kIfNotPresent);
 }
 
 TEST(PullErrorReason, TakesPodmansErrorLine) {

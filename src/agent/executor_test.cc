@@ -79,8 +79,8 @@ TEST_F(ExecutorTest, BadProgramsAreReportedAtStart) {
   EXPECT_TRUE(absl::IsInvalidArgument(ex.Start(Shell("dup", "true"))));
 }
 
-// A task that names an image but no command (images do not run yet) fails at Start, with the
-// reason the agent reports, instead of being left waiting; nothing of it is kept.
+// A host process without a command fails at Start, with the reason the agent reports, instead
+// of being left waiting; nothing of it is kept.
 TEST_F(ExecutorTest, ACommandlessTaskFailsAtStartWithNoCommand) {
   Executor ex;
   TaskSpecToRun t = Shell("image-only", "");

@@ -16,12 +16,15 @@
 #include <thread>
 
 #include "agent/assignment_events.h"
+#include "agent/cdi.h"
 #include "agent/checkpoints.h"
 #include "agent/executor.h"
 #include "agent/exporter.h"
 #include "agent/health.h"
 #include "agent/log_shipping.h"
+#include "agent/sandbox.h"
 #include "agent/task_env.h"
+#include "agent/task_launch.h"
 #include "api/wire.h"
 #include "core/private_file.h"
 #include "core/text.h"
@@ -31,6 +34,20 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
+
+LaunchPolicy PolicyOf(const NodeAgentOptions& o) {
+  LaunchPolicy p;
+  p.allow_host_processes = o.allow_host_processes;
+  p.allow_root = o.allow_root_tasks;
+  p.switch_users = geteuid() == 0;
+  p.agent_uid = geteuid();
+  p.agent_gid = getegid();
+  p.operator_workdir = o.workdir.empty() ? "" : fs::absolute(o.workdir).lexically_normal().string();
+  p.pids_max = o.task_pids_max;
+  p.runtime = o.container;
+  FitUlimitsToHost(p.runtime);
+  return p;
+}
 
 // Tasks started in one reconcile pass at most (a fork each): the rest follow in the next passes.
 constexpr int kMaxStartsPerPass = 32;
@@ -98,6 +115,9 @@ struct NodeAgent::Impl {
     absl::Time checkpoint_scanned = absl::InfinitePast();
     LogCursor log;
     absl::Time log_retry_at = absl::InfinitePast();  // over quota: the next chunk not before
+    LaunchPlan plan;
+    bool waiting_image = false;  // a container whose image is not on the node yet
+    std::string container_name;  // "" for a host process
   };
 
   api::Client client;
@@ -105,6 +125,9 @@ struct NodeAgent::Impl {
   GpuBackend& backend;
   NodeAgentOptions o;
   Executor exec;
+  LaunchPolicy launch_policy;
+  ImagePuller puller;
+  absl::Time pruned_at = absl::Now();
   std::atomic<bool> stop{false};
 
   std::mutex mu;
@@ -135,7 +158,12 @@ struct NodeAgent::Impl {
   std::map<std::string, Energy> energy;  // guarded by metrics_mu; by exec id
 
   Impl(api::ClientConfig server, GpuBackend& b, NodeAgentOptions opts)
-      : client(server), watch_client(server), backend(b), o(std::move(opts)) {
+      : client(server),
+        watch_client(server),
+        backend(b),
+        o(std::move(opts)),
+        launch_policy(PolicyOf(o)),
+        puller(o.container) {
     if (o.node_name.empty()) o.node_name = ToLower(HostName());
     if (o.address.empty()) o.address = HostName();
     cwd = fs::current_path().string();
@@ -293,6 +321,7 @@ struct NodeAgent::Impl {
            {"startTime", 0},
            {"report", ReportToJson(t.report)},
            {"logPath", t.log_path},
+           {"container", t.container_name},
            {"logShipped", t.log.shipped},
            {"logReadPos", t.log.read_pos}};
     pid_t pid = j["pid"].get<pid_t>();
@@ -324,12 +353,18 @@ struct NodeAgent::Impl {
       t.exec_id = e.path().stem().string();
       t.report = {a->name, a->job_uid, a->attempt, api::TaskState::kLost, -1, 0, false, ""};
       t.log_path = j.value("logPath", "");
+      t.container_name = j.value("container", "");
       t.log.shipped = j.value("logShipped", 0);
       t.log.read_pos = j.value("logReadPos", 0);
       const Json& rep = j["report"];
       std::string state = rep.is_object() ? rep.value("state", "") : "";
       pid_t pid = j.value("pid", 0);
       uint64_t start = j.value("startTime", uint64_t{0});
+      if (state == "Starting" && pid == 0) {
+        // It waited for its image and never ran: it starts again from its assignment.
+        fs::remove(e.path(), ec);
+        continue;
+      }
       if (state != "Running" && state != "Starting" && !state.empty()) {
         for (api::TaskState s : {api::TaskState::kSucceeded, api::TaskState::kFailed,
                                  api::TaskState::kStopped, api::TaskState::kLost}) {
@@ -345,7 +380,7 @@ struct NodeAgent::Impl {
         t.report.state = api::TaskState::kRunning;
         Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
       } else if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
-        SetExit(t, *e);
+        Ended(t, *e);
         t.ended_at = absl::Now();
         Log(Cat("task ", t.a.name, " ended while the agent was away: ", t.report.message));
       } else {
@@ -362,6 +397,27 @@ struct NodeAgent::Impl {
   // Where the task's shim writes how it ended (TaskSpecToRun::status_path).
   std::string StatusPath(const Local& t) const {
     return Cat(o.state_dir, "/run/", t.exec_id, "/exit");
+  }
+
+  // A task's exit: a container's read through Podman's codes, and the container removed should
+  // its `podman run` have been killed (the container lives on in conmon, outside the group).
+  void Ended(Local& t, TaskExit e) {
+    if (t.container_name.empty()) {
+      SetExit(t, e);
+      return;
+    }
+    e = ContainerExit(e);
+    if (t.stopping || e.signal != 0) RemoveContainer(t);
+    SetExit(t, e);
+    t.report.message = DescribeContainerExit(e);
+  }
+
+  void RemoveContainer(const Local& t) {
+    std::string out;
+    if (RunCaptured(PodmanRemoveArgv(o.container, t.container_name), &out) != 0) {
+      Log(Cat("task ", t.a.name, ": cannot remove container ", t.container_name, ": ",
+              PullErrorReason(out)));
+    }
   }
 
   void SetExit(Local& t, TaskExit e) {
@@ -401,6 +457,53 @@ struct NodeAgent::Impl {
     return g.uuid;
   }
 
+  // The environment's inputs that do not depend on where the task runs.
+  TaskEnvInput EnvInput(const api::Assignment& a) {
+    TaskEnvInput in;
+    in.namespace_ = a.namespace_;
+    in.job = a.job;
+    in.job_uid = a.job_uid;
+    in.task = a.task;
+    in.attempt = a.attempt;
+    for (const api::AssignedGpu& g : a.gpus) {
+      in.gpu_uuids.push_back(g.mode == "mig" ? MigUuid(g) : g.uuid);
+      if (g.mode == "shared" && g.mps)
+        in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
+    }
+    in.master_addr = a.master_addr;
+    in.master_port = a.master_port;
+    in.world_size = a.world_size;
+    in.rank = a.rank;
+    in.local_rank = a.local_rank;
+    in.local_world_size = a.local_world_size;
+    in.node_rank = a.node_rank;
+    in.nodes = a.nodes;
+    in.restart_count = a.restart_count;
+    return in;
+  }
+
+  LaunchInput Launch(const Local& t) {
+    LaunchInput in;
+    in.a = t.a;
+    in.env = EnvInput(t.a);
+    in.exec_id = t.exec_id;
+    in.log_path = t.log_path;
+    in.status_path = StatusPath(t);
+    in.sandbox = SandboxPath(t);
+    in.checkpoint_dir = t.checkpoint_dir;
+    for (const char* k : {"PATH", "LANG", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME"}) {
+      if (const char* v = getenv(k); v != nullptr) in.host_env[k] = v;
+    }
+    if (backend.Name() == "nvml") {
+      for (const std::string& uuid : in.env.gpu_uuids)
+        in.cdi_devices.push_back(CdiDeviceName(uuid));
+    }
+    in.node_name = o.node_name;
+    return in;
+  }
+
+  std::string SandboxPath(const Local& t) const { return Cat(o.state_dir, "/sandbox/", t.exec_id); }
+
   void StartTask(const api::Assignment& a) {
     Local t;
     t.a = a;
@@ -409,96 +512,111 @@ struct NodeAgent::Impl {
     t.log_path = Cat(o.state_dir, "/logs/", a.namespace_, "/", a.job, "/attempt-", a.attempt,
                      "/rank-", a.rank, ".log");
     exec.Forget(t.exec_id);
-    auto fail = [&](std::string why) {
-      t.report.state = api::TaskState::kFailed;
-      t.report.message = std::move(why);
-      t.ended_at = absl::Now();
-      Log(Cat("task ", a.name, " could not start: ", t.report.message));
-    };
-    if (a.command.empty()) {
-      // Images do not run yet: fail at once, with the reason, rather than set anything up.
-      fail(std::string(NoCommandError().message()));
+    SetCheckpointDir(t);
+    absl::StatusOr<LaunchPlan> plan = PlanLaunch(Launch(t), launch_policy);
+    if (!plan.ok()) {
+      Fail(t, std::string(plan.status().message()));
     } else {
-      std::error_code ec;
-      SetCheckpointDir(t);
-      if (!t.checkpoint_dir.empty()) fs::create_directories(t.checkpoint_dir, ec);
-      if (a.checkpoint_node_local && a.checkpoint_replicate && !a.checkpoint_dir.empty()) {
-        // A restart here: bring the replicas this node lacks (from the node that was lost).
-        absl::StatusOr<int> n = CopyCheckpoints(a.checkpoint_dir, t.checkpoint_dir);
-        if (!n.ok()) {
-          Log(Cat("task ", a.name, ": ", n.status().message()));
-        } else if (*n > 0) {
-          Log(Cat("task ", a.name, ": restored ", *n, " checkpoints from ", a.checkpoint_dir));
-        }
-      }
-      std::string run_dir = Cat(o.state_dir, "/run/", t.exec_id);
-      fs::create_directories(run_dir, ec);
-      std::string hostfile = run_dir + "/hostfile";
-      if (absl::Status s = WritePrivateFile(hostfile, Hostfile(a.hosts)); !s.ok()) {
-        Log(Cat("task ", a.name, ": ", s.message()));
-      }
-      TaskEnvInput in;
-      in.namespace_ = a.namespace_;
-      in.job = a.job;
-      in.job_uid = a.job_uid;
-      in.task = a.task;
-      in.attempt = a.attempt;
-      for (const api::AssignedGpu& g : a.gpus) {
-        in.gpu_uuids.push_back(g.mode == "mig" ? MigUuid(g) : g.uuid);
-        if (g.mode == "shared" && g.mps)
-          in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
-      }
-      in.master_addr = a.master_addr;
-      in.master_port = a.master_port;
-      in.world_size = a.world_size;
-      in.rank = a.rank;
-      in.local_rank = a.local_rank;
-      in.local_world_size = a.local_world_size;
-      in.node_rank = a.node_rank;
-      in.nodes = a.nodes;
-      in.hostfile_path = hostfile;
-      in.checkpoint_dir = t.checkpoint_dir;
-      in.restart_count = a.restart_count;
-      for (const char* k : {"PATH", "HOME", "USER", "LANG", "TMPDIR", "LD_LIBRARY_PATH",
-                            "PYTHONPATH", "CUDA_HOME"}) {
-        if (const char* v = getenv(k); v != nullptr && !a.env.contains(k)) in.user_env[k] = v;
-      }
-      for (const auto& [k, v] : a.env) in.user_env[k] = v;
-      TaskSpecToRun spec;
-      spec.id = t.exec_id;
-      spec.argv = a.command;
-      spec.env = BuildTaskEnv(in);
-      spec.workdir = !a.working_dir.empty() ? a.working_dir : !o.workdir.empty() ? o.workdir : cwd;
-      spec.log_path = t.log_path;
-      spec.log_max_bytes = 0;            // ShipLogs rotates it, once what is in it was shipped
-      spec.status_path = StatusPath(t);  // how it ended, should it outlive this agent
-      if (a.cpu_milli > 0) spec.cpu = MilliCpu(a.cpu_milli);
-      if (a.memory_mib > 0) spec.memory = MiB(a.memory_mib);
-      spec.pids_max = o.task_pids_max;
-      std::string warning;
-      absl::Status s = exec.Start(spec, &warning);
-      if (!warning.empty()) Log(warning);
-      if (!s.ok()) {
-        fail(std::string(s.message()));
+      t.plan = *std::move(plan);
+      t.container_name = t.plan.container_name;
+      if (absl::Status s = PrepareDirs(t); !s.ok()) {
+        Fail(t, Cat("TaskSetupFailed: ", s.message()));
+      } else if (!a.image.empty()) {
+        t.waiting_image = true;
+        StartWhenPulled(t);
       } else {
-        t.in_executor = true;
-        t.report.state = api::TaskState::kRunning;
-        std::string after;
-        {
-          std::lock_guard lock(mu);
-          auto it = arrived.find(Cat(a.name, "/", a.attempt));
-          if (it != arrived.end()) {
-            after = Cat(", ", absl::ToDoubleMilliseconds(absl::Now() - it->second),
-                        " ms after its assignment arrived");
-            arrived.erase(it);
-          }
-        }
-        Log(Cat("started ", a.name, " (attempt ", a.attempt, ", rank ", a.rank, "/", a.world_size,
-                ", pid ", exec.Pid(t.exec_id), after, ")"));
+        Exec(t);
       }
     }
     tasks[a.name] = std::move(t);
     SaveRecord(tasks[a.name]);
+  }
+
+  void Fail(Local& t, std::string why) {
+    t.report.state = api::TaskState::kFailed;
+    t.report.message = std::move(why);
+    t.ended_at = absl::Now();
+    Log(Cat("task ", t.a.name, " could not start: ", t.report.message));
+  }
+
+  // The sandbox, the checkpoint directory (node-local ones restored from their replica) and the
+  // hostfile, all the task's own.
+  absl::Status PrepareDirs(Local& t) {
+    const api::Assignment& a = t.a;
+    const TaskIdentity& id = t.plan.identity;
+    if (absl::Status s = PrepareTaskDir(SandboxPath(t), id); !s.ok()) return s;
+    if (!t.checkpoint_dir.empty()) {
+      if (absl::Status s = PrepareTaskDir(t.checkpoint_dir, id); !s.ok()) return s;
+    }
+    if (a.checkpoint_node_local && a.checkpoint_replicate && !a.checkpoint_dir.empty()) {
+      // A restart here: bring the replicas this node lacks (from the node that was lost).
+      absl::StatusOr<int> n = CopyCheckpoints(a.checkpoint_dir, t.checkpoint_dir);
+      if (!n.ok()) {
+        Log(Cat("task ", a.name, ": ", n.status().message()));
+      } else if (*n > 0) {
+        Log(Cat("task ", a.name, ": restored ", *n, " checkpoints from ", a.checkpoint_dir));
+      }
+    }
+    std::error_code ec;
+    fs::create_directories(Cat(o.state_dir, "/run/", t.exec_id), ec);
+    if (absl::Status s = WritePrivateFile(t.plan.hostfile, Hostfile(a.hosts)); !s.ok()) return s;
+    if (chown(t.plan.hostfile.c_str(), id.uid, id.gid) != 0) {
+      return absl::InternalError(Cat("cannot give ", t.plan.hostfile, " to its task"));
+    }
+    return absl::OkStatus();
+  }
+
+  // A container's image: the task starts once it is on the node; until then it is Starting,
+  // its message says why (pulling, or the last pull's failure and when the next one is).
+  // Returns true when the task changed (started, or its message did).
+  bool StartWhenPulled(Local& t) {
+    PullPolicy policy = ResolvePullPolicy(t.a.image_pull_policy, t.a.image);
+    ImagePuller::State st = puller.Ensure(t.a.image, policy, t.exec_id);
+    if (st.ready) {
+      t.waiting_image = false;
+      if (st.pull_time > absl::ZeroDuration()) {
+        Log(Cat("task ", t.a.name, ": image ", t.a.image, " pulled in ",
+                absl::FormatDuration(st.pull_time)));
+      }
+      Exec(t);
+      return true;
+    }
+    std::string message =
+        !st.error.empty() && !st.pulling
+            ? Cat(st.error, "; next try in ",
+                  absl::FormatDuration(absl::Trunc(
+                      std::max(st.retry_at - absl::Now(), absl::ZeroDuration()), absl::Seconds(1))))
+            : Cat("Pulling: image ", t.a.image);
+    if (message == t.report.message) return false;
+    if (!st.error.empty() && !st.pulling) Log(Cat("task ", t.a.name, ": ", st.error));
+    t.report.message = std::move(message);
+    return true;
+  }
+
+  void Exec(Local& t) {
+    std::string warning;
+    absl::Status s = exec.Start(t.plan.spec, &warning);
+    if (!warning.empty()) Log(warning);
+    if (!s.ok()) {
+      Fail(t, std::string(s.message()));
+      return;
+    }
+    t.in_executor = true;
+    t.report.state = api::TaskState::kRunning;
+    t.report.message.clear();
+    std::string after;
+    {
+      std::lock_guard lock(mu);
+      auto it = arrived.find(Cat(t.a.name, "/", t.a.attempt));
+      if (it != arrived.end()) {
+        after = Cat(", ", absl::ToDoubleMilliseconds(absl::Now() - it->second),
+                    " ms after its assignment arrived");
+        arrived.erase(it);
+      }
+    }
+    Log(Cat("started ", t.a.name, " (attempt ", t.a.attempt, ", rank ", t.a.rank, "/",
+            t.a.world_size, t.plan.container ? ", container " + t.container_name : "", ", pid ",
+            exec.Pid(t.exec_id), after, ")"));
   }
 
   void StopTask(Local& t, bool hard) {
@@ -509,6 +627,7 @@ struct NodeAgent::Impl {
       Log(Cat("stopping ", t.a.name, " (attempt ", t.a.attempt, ")"));
     }
     int sig = hard ? SIGKILL : SIGTERM;
+    if (hard && !t.container_name.empty()) RemoveContainer(t);
     if (t.in_executor) {
       (void)(hard ? exec.Kill(t.exec_id) : exec.Terminate(t.exec_id));
     } else if (t.adopted_pid > 0) {
@@ -585,15 +704,22 @@ struct NodeAgent::Impl {
     bool changed = false;
     for (auto& [name, t] : tasks) {
       if (t.ended_at) continue;
-      if (t.in_executor) {
+      if (t.waiting_image) {
+        if (!t.stopping) {
+          changed = StartWhenPulled(t) || changed;
+          continue;
+        }
+        t.report.state = api::TaskState::kStopped;
+        t.report.message = "stopped while its image was not yet on the node";
+      } else if (t.in_executor) {
         std::optional<TaskExit> e = exec.Poll(t.exec_id);
         if (!e) continue;
-        SetExit(t, *e);
+        Ended(t, *e);
       } else if (t.adopted_pid > 0) {
         if (Alive(t.adopted_pid, t.adopted_start)) continue;
         // Not this agent's child: its shim left the exit status in a file.
         if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
-          SetExit(t, *e);
+          Ended(t, *e);
         } else {
           t.report.state = t.stopping ? api::TaskState::kStopped : api::TaskState::kLost;
           t.report.message = "it ended after the agent restarted; its exit status is unknown";
@@ -808,6 +934,66 @@ struct NodeAgent::Impl {
     return changed;
   }
 
+  // STATE_DIR: 0711, so that tasks reach their sandboxes and node-local checkpoints through it
+  // (and every directory above it must let them); the agent's own records, logs and exit files
+  // in 0700 directories.
+  absl::Status PrepareStateDir() {
+    std::error_code ec;
+    fs::create_directories(o.state_dir, ec);
+    if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
+    fs::permissions(o.state_dir,
+                    fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                    fs::perm_options::replace, ec);
+    for (const char* sub : {"/tasks", "/logs", "/run"}) {
+      fs::create_directories(o.state_dir + sub, ec);
+      fs::permissions(o.state_dir + sub, fs::perms::owner_all, fs::perm_options::replace, ec);
+    }
+    if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
+    if (!launch_policy.switch_users) return absl::OkStatus();
+    for (fs::path p = fs::absolute(o.state_dir).lexically_normal(); p != p.parent_path();
+         p = p.parent_path()) {
+      struct stat st {};
+      if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+        return absl::FailedPreconditionError(
+            Cat("--state-dir ", o.state_dir, ": ", p.string(), " (mode ",
+                fmt::format("{:o}", st.st_mode & 07777),
+                ") does not let other users pass, so tasks, which run as unprivileged users, "
+                "could not reach their directories: chmod o+x it, or choose another --state-dir"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The CDI spec of the node's NVIDIA GPUs, for containers (rewritten only when it changed: a
+  // new driver, new GPUs); removed when there are none.
+  void WriteCdi(const NodeGpus& gpus) {
+    if (o.cdi_spec_dir.empty() || backend.Name() != "nvml") return;
+    absl::StatusOr<NvidiaDriverFiles> files = ScanNvidiaDriver("/");
+    absl::StatusOr<std::string> spec =
+        files.ok() ? BuildCdiSpec(*files, gpus) : absl::StatusOr<std::string>(files.status());
+    if (!spec.ok()) {
+      (void)RemoveCdiSpec(o.cdi_spec_dir);
+      Log(Cat("no CDI spec for containers: ", spec.status().message()));
+      return;
+    }
+    absl::StatusOr<bool> wrote = WriteCdiSpec(o.cdi_spec_dir, *spec);
+    if (!wrote.ok()) {
+      Log(Cat("cannot write the CDI spec: ", wrote.status().message()));
+    } else if (*wrote) {
+      Log(Cat("wrote the CDI spec for ", gpus.gpus.size(), " GPUs to ", o.cdi_spec_dir));
+    }
+  }
+
+  // Unused images older than image_gc_age go, once an hour.
+  void PruneImages() {
+    if (absl::Now() - pruned_at < absl::Hours(1)) return;
+    pruned_at = absl::Now();
+    std::string out;
+    if (RunCaptured(PodmanPruneArgv(o.container, o.image_gc_age), &out) == 0) {
+      puller.Invalidate();
+    }
+  }
+
   absl::Status Run() {
     absl::StatusOr<NodeGpus> d = backend.Discover();
     if (!d.ok()) return d.status();
@@ -816,11 +1002,8 @@ struct NodeAgent::Impl {
       discovered = *d;
     }
     gpu_count = static_cast<int>(d->gpus.size());
-    std::error_code ec;
-    fs::create_directories(o.state_dir, ec);
-    // Task records and logs hold what tenants put in their environments: the agent's alone.
-    if (!ec) fs::permissions(o.state_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-    if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
+    if (absl::Status s = PrepareStateDir(); !s.ok()) return s;
+    WriteCdi(*d);
     LoadRecords();
     if (!Register()) return absl::OkStatus();
     watcher = std::thread([this] { Watch(); });
@@ -835,6 +1018,7 @@ struct NodeAgent::Impl {
       if (stop) break;
       bool changed = Reconcile();
       changed = PollTasks() || changed;
+      PruneImages();
       changed = PollXids() || changed;
       // A chatty task's output goes out a bounded piece per pass, the heartbeat on time.
       const bool due = changed || absl::Now() - last_heartbeat >= o.heartbeat;

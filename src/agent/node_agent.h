@@ -11,8 +11,11 @@
 //   - ships each task's log to the server as it grows;
 //   - samples its GPUs with every heartbeat, for health and for /metrics (MetricsText), where a
 //     task's GPUs carry its labels and its energy is summed;
-//   - keeps STATE_DIR 0700 and writes its task records and hostfiles 0600 (a task's environment
-//     may hold secrets); the executor makes logs 0600;
+//   - runs each task as an unprivileged user, as a host process (where allowed) or in its
+//     container image (Podman), pulling the image first (task_launch.h, sandbox.h, container.h);
+//   - keeps STATE_DIR 0711 (tasks pass through to their sandboxes) with its own records, logs
+//     and exit files in 0700 directories and 0600 files (a task's environment may hold
+//     secrets); writes the CDI spec of its NVIDIA GPUs at start;
 //   - remembers its tasks in STATE_DIR/tasks, so an agent that restarts re-adopts those still
 //     running (same pid and start time) and reports the others lost — none is orphaned silently.
 // Run blocks until `stop` becomes true. Thread-safe: Run from one thread; Stop from any.
@@ -26,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/container.h"
 #include "agent/gpu_backend.h"
 #include "api/client.h"
 #include "core/node.h"
@@ -49,6 +53,15 @@ struct NodeAgentOptions {
   // The most processes (and threads) one task may have at once, through its cgroup's pids.max;
   // 0: no limit.
   int64_t task_pids_max = 4096;
+  // Tasks without an image run on the host (as their namespace's unprivileged user); off: only
+  // containers (gpucloud agent run's default; gpucloud up's demo allows them).
+  bool allow_host_processes = false;
+  bool allow_root_tasks = false;  // a securityContext may ask for uid or gid 0
+  ContainerRuntimeOptions container;
+  // Where the CDI spec of this node's NVIDIA GPUs is written ("" = nowhere); Podman reads
+  // /etc/cdi and /var/run/cdi.
+  std::string cdi_spec_dir = "/var/run/cdi";
+  absl::Duration image_gc_age = absl::Hours(24);  // unused images older than this are pruned
 };
 
 class NodeAgent {

@@ -1,7 +1,6 @@
 #include "cli/gpuctl.h"
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -256,7 +255,9 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
   if (!o.image.empty()) task["image"] = o.image;
   // Where the command runs: by default where gpuctl runs, so that `gpuctl run -- python
   // train.py` finds train.py (on a cluster, a path on the shared file system).
-  task["workingDir"] = !o.workdir.empty() ? o.workdir : std::filesystem::current_path().string();
+  // None by default: this machine's directory means nothing on the node (the node's --workdir
+  // or the task's sandbox applies, or the image's own).
+  if (!o.workdir.empty()) task["workingDir"] = o.workdir;
   nlohmann::ordered_json gpu = {{"count", o.gpus}};
   if (!o.type.empty()) gpu["type"] = o.type;
   if (o.gpus > 0) task["resources"] = {{"gpu", gpu}};
@@ -361,7 +362,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   run->add_option("--queue", run_opts.queue, "queue");
   run->add_option("--image", run_opts.image, "container image");
   run->add_option("--workdir", run_opts.workdir,
-                  "working directory of the task (default: this one)");
+                  "working directory of the task (default: the node's, or the image's)");
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
   run->add_option("command", run_opts.command, "the command, after --");
   CLI::App* del = app.add_subcommand("delete", "Delete an object: delete RESOURCE NAME");

@@ -54,8 +54,10 @@ absl::Status PrepareDataDir(const std::string& dir, bool init) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
-  // It holds secrets (keys, tokens, jobs' environments in the store): its owner's only.
-  if (chmod(dir.c_str(), 0700) != 0) {
+  // It holds secrets (keys, tokens, jobs' environments in the store), each 0600: its owner's
+  // only. 0711, so that tasks, which run as unprivileged users, pass through to the default
+  // checkpoint root (DIR/checkpoints) without being able to list the directory.
+  if (chmod(dir.c_str(), 0711) != 0) {
     return absl::InternalError(Cat("cannot make ", dir, " private: ", std::strerror(errno)));
   }
   const std::string db = dir + "/store.db";
@@ -107,6 +109,7 @@ absl::Status ControlPlane::Start() {
       std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
   m.api = std::make_unique<RestApi>(*m.store, m.clock, std::random_device{}());
   m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
+  m.api->SetCheckpointRoot(co.checkpoint_root);
   Controller* controller = m.controller.get();
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },

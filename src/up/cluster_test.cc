@@ -116,11 +116,24 @@ class ClusterTest : public ::testing::Test {
 
   std::unique_ptr<Process> Agent(const std::string& node, const std::string& address,
                                  std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{GPUCLOUD_BINARY,   "agent",        "run",
-                                  "--server",        url_,           "--ca",
-                                  data_ + "/ca.crt", "--token-file", data_ + "/bootstrap.token",
-                                  "--node-name",     node,           "--address",
-                                  address,           "--state-dir",  (dir_.path() / node).string()};
+    std::vector<std::string> args{GPUCLOUD_BINARY,
+                                  "agent",
+                                  "run",
+                                  "--server",
+                                  url_,
+                                  "--ca",
+                                  data_ + "/ca.crt",
+                                  "--token-file",
+                                  data_ + "/bootstrap.token",
+                                  "--node-name",
+                                  node,
+                                  "--address",
+                                  address,
+                                  "--state-dir",
+                                  (dir_.path() / node).string(),
+                                  "--allow-host-processes",
+                                  "--workdir",
+                                  GPUCLOUD_SOURCE_DIR};
     if (std::find(extra.begin(), extra.end(), "--simulate") == extra.end()) {
       extra.insert(extra.end(), {"--simulate", "4xH100"});
     }
@@ -257,16 +270,15 @@ TEST_F(ClusterTest, AKilledTaskIsReportedAndFailsTheJob) {
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   // No restarts: the job fails with the signal named.
   std::string yaml = (dir_.path() / "job.yaml").string();
-  std::ofstream(yaml)
-      << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: victim}\nspec:\n"
-         "  tasks:\n  - name: main\n    command: [sh, -c, 'echo $$ > "
-      << dir_.path().string()
-      << "/pid; exec sleep 30']\n    resources: {gpu: 1}\n  restartPolicy: {maxRestarts: 0}\n";
+  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: victim}\nspec:\n"
+                         "  tasks:\n  - name: main\n    command: [sh, -c, 'echo $$ > "
+                         "$GPUCLOUD_CHECKPOINT_DIR/pid; exec sleep 30']\n    resources: {gpu: 1}\n"
+                         "  restartPolicy: {maxRestarts: 0}\n";
+  const std::string pid_file = data_ + "/checkpoints/default/victim/pid";
   ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
-  ASSERT_TRUE(Eventually([&] {
-    return Phase("victim") == "Running" && !Slurp((dir_.path() / "pid").string()).empty();
-  })) << Describe("victim");
-  pid_t pid = std::stoi(Slurp((dir_.path() / "pid").string()));
+  ASSERT_TRUE(Eventually([&] { return Phase("victim") == "Running" && !Slurp(pid_file).empty(); }))
+      << Describe("victim");
+  pid_t pid = std::stoi(Slurp(pid_file));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   ASSERT_TRUE(Eventually([&] { return Phase("victim") == "Failed"; })) << Describe("victim");
   std::string message = Job("victim")["status"]["message"];
@@ -398,7 +410,7 @@ TEST_F(ClusterTest, NodeLocalCheckpointsAreReplicatedAndRestoredOnTheNextNode) {
   auto a = Agent("node-a", "127.0.0.1");
   ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
   // The task checkpoints once, then works on; restarted where its checkpoint is, it finishes.
-  std::string replica = (dir_.path() / "replica").string();
+  std::string replica = data_ + "/checkpoints/default/replica";
   std::string yaml = (dir_.path() / "local.yaml").string();
   std::ofstream(yaml)
       << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: local}\nspec:\n"

@@ -94,6 +94,10 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   ao.address = "127.0.0.1";
   ao.state_dir = o.data_dir + "/agent";
   ao.kill_tasks_on_stop = true;
+  // The demo runs the example trainer as a host process from here (the repository), as its
+  // namespace's unprivileged user; images run too, where Podman is installed.
+  ao.allow_host_processes = true;
+  ao.workdir = std::filesystem::current_path().string();
   agent::NodeAgent node(client, **backend, ao);
   absl::Status agent_status;
   std::thread agent_thread([&] { agent_status = node.Run(); });

@@ -178,7 +178,7 @@ def live_texts(gpucloud, gpuctl, work):
                         "--ca", os.path.join(data, "ca.crt"), "--token-file",
                         os.path.join(data, "bootstrap.token"), "--simulate", "2xH100",
                         "--node-name", "node-a", "--address", "127.0.0.1", "--state-dir",
-                        os.path.join(work, "agent"), "--metrics-listen",
+                        os.path.join(work, "agent"), "--allow-host-processes", "--metrics-listen",
                         f"127.0.0.1:{metrics_port}"])
 
         def agent_metrics():
@@ -240,6 +240,7 @@ def main():
                                 check=True, capture_output=True, text=True).stdout
         errors += check("gpucloud agent metrics", scrape)
         with tempfile.TemporaryDirectory() as work:
+            os.chmod(work, 0o711)  # tasks run as unprivileged users and pass through it
             try:
                 server, agent = live_texts(gpucloud, gpuctl, work)
             except (TimeoutError, subprocess.CalledProcessError) as e:

@@ -126,6 +126,7 @@ class Cluster:
             os.path.join(self.data, "ca.crt"), "--token-file", os.path.join(self.data, "bootstrap.token"),
             "--simulate", "2xH100", "--node-name", f"node-{host}", "--address", self.net.addr[host],
             "--state-dir", os.path.join(self.work, f"agent-{host}"),
+            "--allow-host-processes", "--workdir", self.source,
             "--metrics-listen", f"{self.net.addr[host]}:9400", "--allow-fault-injection"])
 
     def gpuctl(self, *args, check=True):
@@ -253,6 +254,7 @@ def main():
     sh("ip", "netns", "del", probe, check=False)
 
     work = tempfile.mkdtemp(prefix="gpucloud-chaos-")
+    os.chmod(work, 0o711)  # tasks run as unprivileged users and pass through to their dirs
     net = Net(["s", "a", "b", "c"])
     c = Cluster(build, source, net, work)
     ok = False

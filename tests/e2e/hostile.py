@@ -283,6 +283,7 @@ class Cluster:
                 os.path.join(self.data, "bootstrap.token"), "--simulate", "2xH100",
                 "--node-name", f"node-{name}", "--address", "127.0.0.1",
                 "--state-dir", os.path.join(self.work, f"agent-{name}"),
+                "--allow-host-processes",
                 "--cpu-milli", "256000", "--memory-mib", "65536"] + labels)
         wait(lambda: self.ready_nodes() == 2, 30, "two Ready nodes")
 
@@ -771,19 +772,66 @@ def attack_node(c, res):
             s.close()
 
 
+SECRETS_VIEW = """import glob, json, os
+out = {'uid': os.getuid(), 'gid': os.getgid(), 'read': [], 'listed': []}
+paths = list(ARGS['files'])
+for agent in ARGS['agents']:
+    paths += glob.glob(agent + '/tasks/*') + glob.glob(agent + '/logs/*/*/*/*')
+for p in paths:
+    try:
+        open(p).read(1)
+        out['read'].append(p)
+    except OSError:
+        pass
+for d in ARGS['dirs']:
+    try:
+        os.listdir(d)
+        out['listed'].append(d)
+    except OSError:
+        pass
+print(json.dumps(out))
+"""
+
+
+def attack_secrets(c, res):
+    """A tenant's job (a host process) runs as its namespace's unprivileged user and reads none
+    of the server's or the agents' secrets, nor another tenant's checkpoints or logs."""
+    agents = [os.path.join(c.work, f"agent-{n}") for n in "ab"]
+    files = [os.path.join(c.data, f) for f in ("bootstrap.token", "ca.key", "tokens", "store.db",
+                                               "server.key", "admin.config")]
+    dirs = [c.data, os.path.join(c.data, "checkpoints", "team-a")]
+    for a in agents:
+        dirs += [a, os.path.join(a, "tasks"), os.path.join(a, "logs"), os.path.join(a, "run")]
+    args = json.dumps({"files": files, "agents": agents, "dirs": dirs})
+    script = SECRETS_VIEW.replace("ARGS", f"json.loads({args!r})")
+    status, _, body = c.create(c.mallory, job_doc("secrets", "evil", ["python3", "-c", script]))
+    assert status == 201, f"create secrets: {status} {body[:300]!r}"
+    c.wait_phase("evil", "secrets", ("Succeeded", "Failed"), 30)
+    st, _, out = c.mallory.call("GET", "/apis/gpucloud/v1/namespaces/evil/jobs/secrets/logs")
+    lines = out.decode().strip().splitlines()
+    view = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
+    res.check("a tenant's job does not run as root", view is not None and view["uid"] != 0,
+              f"uid {view['uid']} gid {view['gid']}" if view else f"log: {out[-300:]!r}")
+    res.check("a tenant's job reads no secret of the server or the agents",
+              view is not None and not view["read"] and not view["listed"],
+              f"read {view['read']}, listed {view['listed']}" if view else "no view")
+
+
 def check_files_private(c, res):
-    """Data directories 0700 and files 0600 (the CA certificate is public: 0644)."""
+    """Files 0600 (the CA certificate is public: 0644); directories without read or write for
+    others (0700, or 0711 where tasks pass through to their own directories)."""
     loose = []
     roots = [c.data] + [os.path.join(c.work, f"agent-{n}") for n in "ab"]
     for root in roots:
         for d, dirs, files in os.walk(root):
             for p in [d] + [os.path.join(d, f) for f in files]:
                 mode = os.lstat(p).st_mode & 0o777
-                if mode & 0o077 and p != c.ca and not os.path.islink(p):
+                bad = mode & (0o066 if os.path.isdir(p) else 0o077)
+                if bad and p != c.ca and not os.path.islink(p):
                     loose.append(f"{os.path.relpath(p, c.work)} {mode:o}")
     res.check("data at rest is private", not loose,
               f"group/other bits on: {loose[:6]}{' ...' if len(loose) > 6 else ''}" if loose
-              else "server data dir and agent state dirs: dirs 0700, files 0600 (ca.crt 0644)")
+              else "server data dir and agent state dirs: dirs 0700/0711, files 0600 (ca.crt 0644)")
 
 
 # ---- 7: streams and request rate per tenant --------------------------------------------------
@@ -920,6 +968,7 @@ def final_checks(c, res, mon, last_job):
             res.check("9 alice's job after the attacks", True, f"{last_job} Succeeded")
         except TimeoutError as e:
             res.check("9 alice's job after the attacks", False, str(e))
+    attack_secrets(c, res)
     check_files_private(c, res)
     ready = c.ready_nodes()
     res.check("9 nodes Ready at the end", ready == 2, f"{ready}/2 Ready")
@@ -940,6 +989,7 @@ def inner(build, source):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
     work = tempfile.mkdtemp(prefix="gpucloud-hostile-")
+    os.chmod(work, 0o711)  # tasks run as unprivileged users and pass through to their dirs
     c = Cluster(build, source, work)
     res = Results()
     mon = None

@@ -1,0 +1,81 @@
+// How one assigned task is launched on this node: as a host process (where the node allows it)
+// or in its container image, as which user, in which directories, with which environment and
+// mounts. PlanLaunch is the decision, a pure function; the node agent carries it out (makes the
+// directories, writes the hostfile, pulls the image, starts the executor). docs/agent.md,
+// "Isolation" and "Containers". Thread-safe (pure).
+#ifndef GPUCLOUD_AGENT_TASK_LAUNCH_H_
+#define GPUCLOUD_AGENT_TASK_LAUNCH_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/container.h"
+#include "agent/executor.h"
+#include "agent/sandbox.h"
+#include "agent/task_env.h"
+#include "api/wire.h"
+
+namespace gpucloud::agent {
+
+// Where a container finds what the agent gives it.
+inline constexpr char kContainerCheckpointDir[] = "/gpucloud/checkpoints";
+inline constexpr char kContainerScratchDir[] = "/gpucloud/scratch";
+
+// The node's rules, from the agent's flags.
+struct LaunchPolicy {
+  bool allow_host_processes = false;  // a task without an image may run on the host
+  bool allow_root = false;            // runAsUser/runAsGroup 0
+  // Whether the agent can give tasks other users (it is root). When not, every task runs as
+  // the agent's own user and group.
+  bool switch_users = true;
+  uid_t agent_uid = 0;
+  gid_t agent_gid = 0;
+  std::string operator_workdir;  // --workdir: a host process's default working directory
+  int64_t pids_max = 0;
+  ContainerRuntimeOptions runtime;
+};
+
+struct LaunchInput {
+  api::Assignment a;
+  TaskEnvInput env;  // every field but hostfile_path and checkpoint_dir, which PlanLaunch sets
+  std::string exec_id;
+  std::string log_path;
+  std::string status_path;
+  std::string sandbox;         // the task's own directory (host path)
+  std::string checkpoint_dir;  // host path; "" = none
+  // Host variables a host process keeps (PATH, LANG, ...), under the job's own.
+  std::map<std::string, std::string> host_env;
+  std::vector<std::string> cdi_devices;  // the task's GPUs as CDI names; empty for simulated
+  std::string node_name;
+};
+
+struct LaunchPlan {
+  TaskSpecToRun spec;     // for the executor: the task itself, or `podman run` for a container
+  TaskIdentity identity;  // who owns the sandbox and the checkpoint directory
+  bool container = false;
+  std::string container_name;  // "gpucloud-" + the exec id, when a container
+  std::string hostfile;        // host path of the hostfile (in the sandbox)
+};
+
+// The plan, or the reason the task cannot start here (FailedPrecondition for a host process on
+// a node that runs none, InvalidArgument naming the field for a bad identity or working
+// directory, NoCommandError for a host process without a command). The message begins with a
+// reason word ("HostProcessNotAllowed: ", "InvalidSecurityContext: ", ...).
+absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchInput& in, const LaunchPolicy& policy);
+
+// A container's exit, from `podman run`'s exit status: 128+N is signal N; 125 is Podman's own
+// failure, 126 a command the image cannot run, 127 one it lacks (Describe's message says so).
+TaskExit ContainerExit(const TaskExit& podman_exit);
+
+// Why a container ended, for the task's message: "exit code 3", or for Podman's own codes what
+// they mean ("the image has no such command (exit code 127)").
+std::string DescribeContainerExit(const TaskExit& e);
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_TASK_LAUNCH_H_

@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""Jobs in container images (CTest `containers_e2e`, label e2e; issue 13): a real
+`gpucloud server`, a real `gpucloud agent run` (1 simulated H100, Podman with a private image
+store, containers only), Debian's docker-registry on loopback with TLS, and the images of
+scripts/build-images pushed to it. Checks, each a row of the summary table:
+
+  1. a job in an image sees its own root file system (not the host's), its GPU in
+     CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES, its writable checkpoint directory, only its own
+     processes, and runs as its namespace's unprivileged user; it reads no secret of the server;
+  2. a second job of the same image downloads no layer (the node's cache);
+  3. the example trainer runs in its image, fails at step 50, and its next attempt, in a new
+     container, resumes from its checkpoint and finishes;
+  4. a running container is re-adopted by a restarted agent, and deleting its job removes it;
+  5. a tag the registry lacks: the task waits with the registry's reason (ImagePullBackOff),
+     the job does not fail; imagePullPolicy Never with a missing image says so, likewise;
+  6. a job without an image on a containers-only node fails with HostProcessNotAllowed, and
+     runAsUser 0 fails naming securityContext.runAsUser.
+Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or the registry.
+
+Usage: containers.py BUILD_DIR SOURCE_DIR
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oci  # noqa: E402
+
+SKIP = 77
+
+
+def log(msg):
+    print(f"[containers] {msg}", flush=True)
+
+
+def wait(pred, timeout, what):
+    """Polls an external process's state (the server's view of a job) until `pred` holds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Cluster:
+    def __init__(self, build, work, reg):
+        self.build, self.work, self.reg = build, work, reg
+        self.data = os.path.join(work, "server")
+        self.agent_dir = os.path.join(work, "agent")
+        self.store = os.path.join(work, "images")
+        self.procs = {}
+
+    def spawn(self, name, argv):
+        out = open(os.path.join(self.work, f"{name}.log"), "ab")
+        self.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def start(self):
+        self.spawn("server", [f"{self.build}/apps/gpucloud", "server", "--data-dir", self.data,
+                              "--listen", "127.0.0.1:0"])
+        self.config = os.path.join(self.data, "admin.config")
+        wait(lambda: os.path.exists(self.config), 30, "the server's admin.config")
+        self.url = wait(self.server_url, 30, "the server's URL")
+        self.start_agent()
+        wait(lambda: "Ready" in self.gpuctl("get", "nodes", check=False), 30, "a Ready node")
+
+    def server_url(self):
+        for line in open(self.config):
+            if line.startswith("server:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def start_agent(self):
+        self.spawn("agent", [
+            f"{self.build}/apps/gpucloud", "agent", "run", "--server", self.url, "--ca",
+            os.path.join(self.data, "ca.crt"), "--token-file",
+            os.path.join(self.data, "bootstrap.token"), "--simulate", "1xH100",
+            "--node-name", "node-a", "--address", "127.0.0.1", "--state-dir", self.agent_dir,
+            "--image-store", self.store, "--registry-cert-dir", self.reg.cert_dir,
+            "--container-runtime", "runc", "--cdi-spec-dir", ""])
+
+    def kill_agent(self):
+        p = self.procs.pop("agent")
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def gpuctl(self, *args, check=True, stdin=None):
+        r = subprocess.run([f"{self.build}/apps/gpuctl", *args], capture_output=True, text=True,
+                           input=stdin, env=dict(os.environ, GPUCLOUD_CONFIG=self.config),
+                           timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError(f"gpuctl {' '.join(args)}: {r.stdout}{r.stderr}")
+        return r.stdout
+
+    def apply(self, job):
+        path = os.path.join(self.work, f"{job['metadata']['name']}.json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        self.gpuctl("apply", "-f", path)
+
+    def job(self, name):
+        out = self.gpuctl("get", "jobs", name, "-o", "json", check=False)
+        try:
+            return json.loads(out)
+        except ValueError:
+            return {}
+
+    def phase(self, name):
+        return self.job(name).get("status", {}).get("phase", "")
+
+    def tasks(self, name):
+        return " | ".join(self.job(name).get("status", {}).get("tasks", {}).values())
+
+    def wait_phase(self, name, phases, timeout):
+        return wait(lambda: self.phase(name) in phases and self.phase(name), timeout,
+                    f"job {name} in {phases} (now {self.phase(name)}: {self.tasks(name)})")
+
+    def logs(self, name, *extra):
+        return self.gpuctl("logs", name, *extra, check=False)
+
+    def podman(self, *args):
+        return subprocess.run(["podman", "--root", f"{self.store}/storage", "--runroot",
+                               f"{self.store}/run", "--tmpdir", f"{self.store}/tmp", *args],
+                              capture_output=True, text=True, timeout=60)
+
+
+def job(name, image, command, gpu=0, policy=None, restarts=0, security=None, args=None):
+    task = {"name": "main", "command": command}
+    if image:
+        task["image"] = image
+    if args is not None:
+        task["args"] = args
+    if gpu:
+        task["resources"] = {"gpu": gpu}
+    if policy:
+        task["imagePullPolicy"] = policy
+    if security:
+        task["securityContext"] = security
+    return {"apiVersion": "gpucloud/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"tasks": [task], "restartPolicy": {"maxRestarts": restarts,
+                                                        "backoff": "1s"}}}
+
+
+VIEW = ("echo uid=$(id -u) gid=$(id -g); echo gpus=$CUDA_VISIBLE_DEVICES/$NVIDIA_VISIBLE_DEVICES;"
+        " echo root=$(ls / | tr '\\n' ,); echo ckpt=$GPUCLOUD_CHECKPOINT_DIR;"
+        " touch $GPUCLOUD_CHECKPOINT_DIR/probe && echo ckpt-writable;"
+        " echo procs=$(ls /proc | grep -c '^[0-9]');"
+        " cat {secret} 2>/dev/null && echo SECRET-READ; echo done")
+
+
+class Results:
+    def __init__(self):
+        self.rows = []
+
+    def check(self, name, ok, detail):
+        self.rows.append((name, "PASS" if ok else "FAIL", detail))
+        log(f"{'PASS' if ok else 'FAIL'}: {name}: {detail}")
+
+    def table(self):
+        width = max(len(r[0]) for r in self.rows)
+        for name, verdict, detail in self.rows:
+            print(f"  {verdict:<4}  {name:<{width}}  {detail}")
+        return not any(r[1] == "FAIL" for r in self.rows)
+
+
+def check_isolation(c, res, busybox):
+    secret = os.path.join(c.data, "bootstrap.token")
+    c.apply(job("view", busybox, ["sh", "-c", VIEW.format(secret=secret)], gpu=1))
+    c.wait_phase("view", ("Succeeded", "Failed"), 90)
+    out = c.logs("view")
+    fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    uid = int(fields.get("uid", "0").split()[0])
+    res.check("1 runs in its image as an unprivileged user",
+              c.phase("view") == "Succeeded" and uid >= 1_000_000_000,
+              f"phase {c.phase('view')}, {fields.get('uid', '?')}")
+    root = fields.get("root", "")
+    res.check("1 sees the image's root file system, not the host's",
+              "bin" in root.split(",") and
+              not {"work", "home", "var", "opt"} & set(root.split(",")), f"/ = {root}")
+    gpus = fields.get("gpus", "")
+    res.check("1 sees its GPU", gpus.startswith("GPU-") and gpus.split("/")[0] == gpus.split("/")[1],
+              f"CUDA/NVIDIA_VISIBLE_DEVICES {gpus}")
+    res.check("1 writes its checkpoint directory",
+              fields.get("ckpt") == "/gpucloud/checkpoints" and "ckpt-writable" in out,
+              f"GPUCLOUD_CHECKPOINT_DIR {fields.get('ckpt')}")
+    procs = int(fields.get("procs", "99") or 99)
+    res.check("1 sees only its own processes", procs <= 4, f"{procs} processes in /proc")
+    res.check("1 reads no secret of the server", "SECRET-READ" not in out and "done" in out,
+              "bootstrap token not readable (not in its file system)")
+
+
+def check_cache(c, res, busybox):
+    before = c.reg.blob_downloads()
+    c.apply(job("again", busybox, ["sh", "-c", "echo again"]))
+    c.wait_phase("again", ("Succeeded", "Failed"), 60)
+    after = c.reg.blob_downloads()
+    res.check("2 a cached image downloads no layer", c.phase("again") == "Succeeded" and
+              after == before, f"blob downloads {before} -> {after}")
+
+
+def check_trainer(c, res, trainer):
+    c.apply(job("trainer", trainer, ["python3", "/app/train.py", "--steps", "120",
+                                     "--checkpoint-every", "20", "--fail-at-step", "50"],
+                gpu=1, restarts=2))
+    phase = c.wait_phase("trainer", ("Succeeded", "Failed"), 180)
+    first = c.logs("trainer", "--attempt", "1")
+    last = c.logs("trainer")
+    res.check("3 the trainer resumes from its checkpoint in a new container",
+              phase == "Succeeded" and "(restart 1)" in last and "starting at step 0 " not in last
+              and "final loss" in last,
+              f"phase {phase}; attempt 1 ends {first.strip().splitlines()[-1:]}, "
+              f"last ends {last.strip().splitlines()[-1:]}")
+
+
+def check_readoption(c, res, busybox):
+    c.apply(job("long", busybox, ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i;"
+                                              " sleep 0.2; done"]))
+    c.wait_phase("long", ("Running",), 60)
+    c.kill_agent()
+    c.start_agent()
+    wait(lambda: "re-adopted task" in open(os.path.join(c.work, "agent.log")).read(), 30,
+         "the restarted agent to re-adopt the container")
+    running = c.phase("long") == "Running"
+    names = c.podman("ps", "--format", "{{.Names}}").stdout.split()
+    res.check("4 a restarted agent re-adopts a running container",
+              running and any("long" in n for n in names), f"phase {c.phase('long')}, "
+              f"containers {names}")
+    c.gpuctl("delete", "job", "long")
+    gone = wait(lambda: not any("long" in n for n in
+                                c.podman("ps", "-a", "--format", "{{.Names}}").stdout.split()),
+                60, "the container of a deleted job to go")
+    res.check("4 deleting the job removes its container", gone, "podman ps -a has none")
+
+
+def check_pull_failures(c, res):
+    missing = f"{c.reg.addr}/gpucloud/busybox:no-such-tag"
+    c.apply(job("missing", missing, ["sh", "-c", "true"]))
+    msg = wait(lambda: "ImagePullBackOff" in c.tasks("missing") and c.tasks("missing"), 60,
+               "the pull of a missing tag to fail")
+    res.check("5 a missing tag waits with the registry's reason",
+              "manifest unknown" in msg and c.phase("missing") not in ("Failed",), msg[:200])
+    c.gpuctl("delete", "job", "missing")
+    c.apply(job("never", "localhost/not-here:1", ["sh"], policy="Never"))
+    msg = wait(lambda: "ErrImageNeverPull" in c.tasks("never") and c.tasks("never"), 60,
+               "imagePullPolicy Never to say the image is missing")
+    res.check("5 imagePullPolicy Never with a missing image says so",
+              c.phase("never") != "Failed", msg[:200])
+    c.gpuctl("delete", "job", "never")
+
+
+def check_refusals(c, res, busybox):
+    c.apply(job("host", None, ["sh", "-c", "id"]))
+    c.wait_phase("host", ("Failed",), 60)
+    msg = c.job("host").get("status", {}).get("message", "")
+    res.check("6 a host process on a containers-only node is refused",
+              "HostProcessNotAllowed" in msg, msg[:200])
+    c.apply(job("root", busybox, ["id"], security={"runAsUser": 0}))
+    c.wait_phase("root", ("Failed",), 60)
+    msg = c.job("root").get("status", {}).get("message", "")
+    res.check("6 runAsUser 0 is refused, naming the field", "securityContext.runAsUser" in msg,
+              msg[:200])
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    build, source = (os.path.abspath(a) for a in sys.argv[1:])
+    if os.geteuid() != 0:
+        print("skipped: needs root (Podman's store, tasks as other users)")
+        return SKIP
+    if oci.missing():
+        print(f"skipped: missing {', '.join(oci.missing())}")
+        return SKIP
+    res = Results()
+    with tempfile.TemporaryDirectory(prefix="gpucloud-containers-") as work:
+        os.chmod(work, 0o711)
+        with oci.Registry(os.path.join(work, "registry")) as reg, \
+                oci.Podman(os.path.join(work, "builder")) as builder:
+            t = time.time()
+            oci.build_images(builder)
+            busybox = f"{reg.addr}/gpucloud/busybox:1"
+            trainer = f"{reg.addr}/gpucloud/trainer:1"
+            oci.push_image(builder, oci.BUSYBOX, reg, "gpucloud/busybox:1")
+            oci.push_image(builder, oci.TRAINER, reg, "gpucloud/trainer:1")
+            log(f"images built and pushed in {time.time() - t:.1f} s")
+            c = Cluster(build, work, reg)
+            try:
+                c.start()
+                for check in (lambda: check_isolation(c, res, busybox),
+                              lambda: check_cache(c, res, busybox),
+                              lambda: check_trainer(c, res, trainer),
+                              lambda: check_readoption(c, res, busybox),
+                              lambda: check_pull_failures(c, res),
+                              lambda: check_refusals(c, res, busybox)):
+                    try:
+                        check()
+                    except AssertionError as e:
+                        res.check(getattr(check, "__name__", "check"), False, str(e)[:300])
+            finally:
+                c.stop()
+                c.podman("rm", "-af", "-t", "0")
+                subprocess.run(["umount", "-R", "-l", os.path.join(work, "images")],
+                               capture_output=True)
+                if any(r[1] == "FAIL" for r in res.rows):
+                    for name in ("server", "agent"):
+                        p = os.path.join(work, f"{name}.log")
+                        if os.path.exists(p):
+                            print(f"--- {name}.log (tail) ---")
+                            print("".join(open(p, errors="replace").readlines()[-40:]))
+    return 0 if res.table() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
