@@ -14,13 +14,17 @@ scripts/build-images pushed to it. Checks, each a row of the summary table:
   5. a tag the registry lacks: the task waits with the registry's reason (ImagePullBackOff),
      the job does not fail; imagePullPolicy Never with a missing image says so, likewise;
   6. a job without an image on a containers-only node fails with HostProcessNotAllowed, and
-     runAsUser 0 fails naming securityContext.runAsUser.
+     runAsUser 0 fails naming securityContext.runAsUser;
+  7. a layer whose digest does not match is refused (the task waits with the reason, nothing
+     of the image is left in the node's store); a registry that wants credentials answers the
+     node 401 until its credentials file has them, and then the job runs.
 Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or the registry.
 
 Usage: containers.py BUILD_DIR SOURCE_DIR
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,8 +53,11 @@ def wait(pred, timeout, what):
 
 
 class Cluster:
-    def __init__(self, build, work, reg):
-        self.build, self.work, self.reg = build, work, reg
+    def __init__(self, build, work, reg, cert_dir):
+        self.build, self.work, self.reg, self.cert_dir = build, work, reg, cert_dir
+        self.auth_file = os.path.join(work, "auth.json")
+        with open(self.auth_file, "w") as f:
+            json.dump({"auths": {}}, f)
         self.data = os.path.join(work, "server")
         self.agent_dir = os.path.join(work, "agent")
         self.store = os.path.join(work, "images")
@@ -81,7 +88,8 @@ class Cluster:
             os.path.join(self.data, "ca.crt"), "--token-file",
             os.path.join(self.data, "bootstrap.token"), "--simulate", "1xH100",
             "--node-name", "node-a", "--address", "127.0.0.1", "--state-dir", self.agent_dir,
-            "--image-store", self.store, "--registry-cert-dir", self.reg.cert_dir,
+            "--image-store", self.store, "--registry-cert-dir", self.cert_dir,
+            "--registry-auth-file", self.auth_file,
             "--container-runtime", "runc", "--cdi-spec-dir", ""])
 
     def kill_agent(self):
@@ -277,6 +285,46 @@ def check_refusals(c, res, busybox):
               msg[:200])
 
 
+def push_corrupted(builder, creg, work):
+    """An image with a layer of its own (the node has every busybox layer already: a pull
+    would not fetch it), pushed, then that layer's blob corrupted in the registry."""
+    ctx = os.path.join(work, "unique")
+    os.makedirs(ctx)
+    with open(os.path.join(ctx, "nonce"), "w") as f:
+        f.write(os.urandom(16).hex())
+    with open(os.path.join(ctx, "Containerfile"), "w") as f:
+        f.write(f"FROM {oci.BUSYBOX}\nCOPY nonce /nonce\n")
+    builder.run(["build", "--pull=never", "-t", "localhost/gpucloud/unique:1", ctx])
+    oci.push_image(builder, "localhost/gpucloud/unique:1", creg, "gpucloud/unique:1")
+    digest = creg.manifest("gpucloud/unique", "1")["layers"][-1]["digest"]
+    path = creg.blob_path(digest)
+    with open(path, "r+b") as f:  # the gzip header's MTIME: only the digest can tell
+        head = f.read(10)
+        f.seek(4)
+        f.write(bytes(b ^ 0x5A for b in head[4:8]))
+
+
+def check_registry_refusals(c, res, creg, areg):
+    ref = f"{creg.addr}/gpucloud/unique:1"
+    c.apply(job("corrupt", ref, ["sh", "-c", "true"]))
+    msg = wait(lambda: "ImagePullBackOff" in c.tasks("corrupt") and c.tasks("corrupt"), 60,
+               "the pull of a corrupted layer to fail")
+    res.check("7 a layer whose digest does not match is refused",
+              "did not match" in msg.lower() and c.phase("corrupt") != "Failed" and
+              c.podman("image", "exists", ref).returncode != 0, msg[:200])
+    c.gpuctl("delete", "job", "corrupt")
+    ref = f"{areg.addr}/gpucloud/busybox:1"
+    c.apply(job("auth", ref, ["sh", "-c", "echo authorized"]))
+    msg = wait(lambda: "ImagePullBackOff" in c.tasks("auth") and c.tasks("auth"), 60,
+               "the pull without credentials to fail")
+    res.check("7 without credentials the registry's 401 is the reason",
+              "unauthorized" in msg.lower() or "authentication required" in msg.lower(), msg[:200])
+    areg.auth_file(areg.username, areg.password, path=c.auth_file)  # the node gets them
+    phase = c.wait_phase("auth", ("Succeeded", "Failed"), 60)
+    res.check("7 with the node's credentials the pull and the job succeed",
+              phase == "Succeeded" and "authorized" in c.logs("auth"), f"phase {phase}")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -292,6 +340,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpucloud-containers-") as work:
         os.chmod(work, 0o711)
         with oci.Registry(os.path.join(work, "registry")) as reg, \
+                oci.Registry(os.path.join(work, "corrupt")) as creg, \
+                oci.Registry(os.path.join(work, "auth"), auth=True) as areg, \
                 oci.Podman(os.path.join(work, "builder")) as builder:
             t = time.time()
             oci.build_images(builder)
@@ -299,8 +349,15 @@ def main():
             trainer = f"{reg.addr}/gpucloud/trainer:1"
             oci.push_image(builder, oci.BUSYBOX, reg, "gpucloud/busybox:1")
             oci.push_image(builder, oci.TRAINER, reg, "gpucloud/trainer:1")
+            push_corrupted(builder, creg, work)
+            oci.push_image(builder, oci.BUSYBOX, areg, "gpucloud/busybox:1",
+                           authfile=areg.auth_file(areg.username, areg.password))
             log(f"images built and pushed in {time.time() - t:.1f} s")
-            c = Cluster(build, work, reg)
+            certs = os.path.join(work, "certs")  # the node trusts the three registries' CAs
+            os.makedirs(certs)
+            for name, r in (("main", reg), ("corrupt", creg), ("auth", areg)):
+                shutil.copy(r.ca_path, os.path.join(certs, f"{name}.crt"))
+            c = Cluster(build, work, reg, certs)
             try:
                 c.start()
                 for check in (lambda: check_isolation(c, res, busybox),
@@ -308,7 +365,8 @@ def main():
                               lambda: check_trainer(c, res, trainer),
                               lambda: check_readoption(c, res, busybox),
                               lambda: check_pull_failures(c, res),
-                              lambda: check_refusals(c, res, busybox)):
+                              lambda: check_refusals(c, res, busybox),
+                              lambda: check_registry_refusals(c, res, creg, areg)):
                     try:
                         check()
                     except AssertionError as e:
