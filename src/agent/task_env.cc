@@ -1,8 +1,38 @@
 #include "agent/task_env.h"
 
+#include <algorithm>
+#include <cctype>
+
+#include "core/object_meta.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
+namespace {
+
+// Volcano's key for a task in file and variable names: '-' turned into '_'. nullopt for a name
+// that is not an RFC 1123 label (the manifest allows no other, but the assignment decoder does
+// not check, and the name becomes a file name).
+std::optional<std::string> VolcanoKey(const std::string& task) {
+  if (!ValidateDnsLabel(task).ok()) return std::nullopt;
+  std::string key = task;
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+// Volcano's env and svc plugins: the replica's index in its task, and every task's hosts.
+void SetVolcanoEnv(const TaskEnvInput& in, std::map<std::string, std::string>& env) {
+  env["VK_TASK_INDEX"] = std::to_string(in.replica);
+  env["VC_TASK_INDEX"] = std::to_string(in.replica);
+  for (const auto& [task, hosts] : in.task_hosts) {
+    std::optional<std::string> key = VolcanoKey(task);
+    if (!key) continue;
+    for (char& c : *key) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    env[Cat("VC_", *key, "_HOSTS")] = Join(hosts, ",");
+    env[Cat("VC_", *key, "_NUM")] = std::to_string(hosts.size());
+  }
+}
+
+}  // namespace
 
 std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in) {
   std::map<std::string, std::string> env = in.user_env;
@@ -42,6 +72,7 @@ std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in) {
   set("GPUCLOUD_ATTEMPT", std::to_string(in.attempt));
   set("GPUCLOUD_CHECKPOINT_DIR", in.checkpoint_dir);
   set("GPUCLOUD_RESTART_COUNT", std::to_string(in.restart_count));
+  SetVolcanoEnv(in, env);
   return env;
 }
 
@@ -49,6 +80,17 @@ std::string Hostfile(const std::vector<std::pair<std::string, int>>& hosts_and_s
   std::string out;
   for (const auto& [host, slots] : hosts_and_slots) out += Cat(host, " slots=", slots, "\n");
   return out;
+}
+
+std::map<std::string, std::string> VolcanoHostFiles(
+    const std::map<std::string, std::vector<std::string>>& task_hosts) {
+  std::map<std::string, std::string> files;
+  for (const auto& [task, hosts] : task_hosts) {
+    if (std::optional<std::string> key = VolcanoKey(task)) {
+      files[Cat(*key, ".host")] = Join(hosts, "\n");
+    }
+  }
+  return files;
 }
 
 }  // namespace gpucloud::agent

@@ -1,8 +1,13 @@
 // The environment of a training task: which GPUs it sees (CUDA_VISIBLE_DEVICES with GPU or MIG
 // UUIDs, NVIDIA_VISIBLE_DEVICES, the MPS thread share), the torchrun / DeepSpeed / MPI
 // rendezvous variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, NODE_RANK, a hostfile), NCCL hints from the topology, and gpucloud's own
-// (GPUCLOUD_CHECKPOINT_DIR, GPUCLOUD_RESTART_COUNT, job identity). Pure functions; thread-safe.
+// LOCAL_WORLD_SIZE, NODE_RANK, a hostfile), NCCL hints from the topology, gpucloud's own
+// (GPUCLOUD_CHECKPOINT_DIR, GPUCLOUD_RESTART_COUNT, job identity), and what Volcano's job
+// plugins give a pod, so that unmodified Volcano jobs run: the env plugin's VK_TASK_INDEX and
+// VC_TASK_INDEX, the svc plugin's VC_<TASK>_HOSTS and VC_<TASK>_NUM, and the contents of its
+// /etc/volcano/<task>.host files (VolcanoHostFiles; the agent writes and mounts them). Where
+// Volcano names a pod by DNS, gpucloud gives its node's address (tasks use the host's
+// network). Pure functions; thread-safe.
 #ifndef GPUCLOUD_AGENT_TASK_ENV_H_
 #define GPUCLOUD_AGENT_TASK_ENV_H_
 
@@ -19,6 +24,7 @@ struct TaskEnvInput {
   std::string job;
   std::string job_uid;
   std::string task;
+  int replica = 0;  // the index of this replica within its task (VK_TASK_INDEX)
   int attempt = 0;
   std::vector<std::string> gpu_uuids;        // "GPU-..." or "MIG-..."; empty = no GPU
   std::optional<int> mps_thread_percentage;  // MPS shares only
@@ -33,17 +39,30 @@ struct TaskEnvInput {
   int node_rank = 0;
   int nodes = 1;
   std::string hostfile_path;  // written by the executor; empty = none
+  // Every task of the job: its replicas' addresses in replica order (Assignment::task_hosts).
+  std::map<std::string, std::vector<std::string>> task_hosts;
   std::string checkpoint_dir;
   int restart_count = 0;
   std::map<std::string, std::string> user_env;  // from the job spec
 };
 
 // The variables to set. The user's own come first and gpucloud's override them where they
-// collide (a task cannot fake its rank or see other GPUs).
+// collide (a task cannot fake its rank or see other GPUs). VC_<TASK>_HOSTS (addresses joined by
+// ',') and VC_<TASK>_NUM for every task of `task_hosts` whose name is an RFC 1123 label, with
+// the name upper-cased and '-' turned into '_', as Volcano's svc plugin names them.
 std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in);
 
 // A DeepSpeed / MPI hostfile: "host slots=N" per line, in rank order.
 std::string Hostfile(const std::vector<std::pair<std::string, int>>& hosts_and_slots);
+
+// The files Volcano's svc plugin mounts at /etc/volcano: file name -> content. For each task,
+// "<task>.host" with '-' turned into '_' (Volcano's name: task "mpi-worker" gives
+// "mpi_worker.host"), holding its replicas' addresses one a line in replica order, with no
+// newline after the last, byte for byte as Volcano writes it (its examples read the file with
+// `tr "\n" ","`, which a trailing newline would turn into a trailing comma). A task whose name
+// is not an RFC 1123 label (so could name a path outside the directory) is left out.
+std::map<std::string, std::string> VolcanoHostFiles(
+    const std::map<std::string, std::vector<std::string>>& task_hosts);
 
 }  // namespace gpucloud::agent
 

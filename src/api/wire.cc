@@ -277,6 +277,7 @@ std::string AssignmentToJson(const Assignment& a) {
          {"cpuMilli", a.cpu_milli},
          {"memoryMiB", a.memory_mib},
          {"graceSeconds", a.grace_seconds}};
+  if (!a.task_hosts.empty()) j["taskHosts"] = a.task_hosts;
   if (a.checkpoint_node_local) j["checkpointNodeLocal"] = true;
   if (a.checkpoint_replicate) j["checkpointReplicate"] = true;
   // Absent when unset, so that an older agent's decoder is not surprised by what it lacks.
@@ -321,6 +322,19 @@ void ReadImageAndUser(Reader& r, const Json& j, Assignment* a) {
     *out = v;
   }
   r.Bool(j, "runAsNonRoot", "", &a->run_as_non_root);
+}
+
+// taskHosts: task name -> its replicas' addresses. Optional (an older server sends none). Only
+// the types are checked: names and addresses are the server's and the nodes' own, and refusing
+// the whole assignment for one of them would leave the job Scheduled and never started (the
+// agent leaves out of /etc/volcano a name that is no task name).
+void ReadTaskHosts(Reader& r, const Json& j, Assignment* a) {
+  const Json* v = r.Field(j, "taskHosts", "", false);
+  if (v == nullptr) return;
+  if (!v->is_object()) return r.Fail("taskHosts", "must be a map of task name to addresses");
+  for (auto it = v->begin(); it != v->end() && !r.error; ++it) {
+    r.StrList(*v, it.key().c_str(), "taskHosts", &a->task_hosts[it.key()]);
+  }
 }
 
 }  // namespace
@@ -384,6 +398,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   r.Int(j, "cpuMilli", "", &a.cpu_milli);
   r.Int(j, "memoryMiB", "", &a.memory_mib);
   r.Int(j, "graceSeconds", "", &a.grace_seconds);
+  ReadTaskHosts(r, j, &a);
   ReadImageAndUser(r, j, &a);
   if (absl::Status s = r.Done(); !s.ok()) return s;
   // An empty command is not refused here: an image's entrypoint runs without one, and for a host

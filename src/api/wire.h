@@ -78,6 +78,12 @@ struct Assignment {
   std::string master_addr;
   int master_port = 29500;
   std::vector<std::pair<std::string, int>> hosts;  // hostfile: address, slots (rank order)
+  // Every task of the job: its replicas' node addresses in replica order (an address twice when
+  // two replicas share a node), for Volcano's /etc/volcano/<task>.host and VC_<TASK>_HOSTS.
+  // JSON "taskHosts": {"worker": ["10.0.0.1", ...]}, absent when empty (an older server's
+  // assignment decodes with it empty). The addresses are those of `hosts`, as nodes registered
+  // them; the decoder checks only that it is a map of string lists.
+  std::map<std::string, std::vector<std::string>> task_hosts;
   std::vector<AssignedGpu> gpus;
   // The task's OCI image reference; empty = a host process. Without a command, the image's
   // entrypoint runs (with `command` then holding only the spec's args, as Kubernetes does).

@@ -133,6 +133,39 @@ TEST(Wire, AnOlderServersAssignmentIsAHostProcessWithTheAgentsUser) {
             "imagePullPolicy: must be Always, IfNotPresent or Never");
 }
 
+TEST(Wire, AnAssignmentCarriesEveryTasksHostsForVolcanosFiles) {
+  Assignment a;
+  a.name = "ns.job.0";
+  a.namespace_ = "ns";
+  a.job = "job";
+  a.job_uid = "u-1";
+  a.task_hosts = {{"mpimaster", {"10.0.0.1"}}, {"mpi-worker", {"10.0.0.2", "10.0.0.2"}}};
+  std::string json = AssignmentToJson(a);
+  EXPECT_NE(json.find(R"("taskHosts":{"mpi-worker":["10.0.0.2","10.0.0.2"],"mpimaster":)"),
+            std::string::npos)
+      << json;
+  absl::StatusOr<Assignment> back = AssignmentFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->task_hosts, a.task_hosts);
+  // None: the key is left out, and an older server's assignment (without it) decodes empty.
+  a.task_hosts.clear();
+  json = AssignmentToJson(a);
+  EXPECT_EQ(json.find("taskHosts"), std::string::npos) << json;
+  back = AssignmentFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->task_hosts.empty());
+  // Wrong types are refused, naming the field.
+  std::string base =
+      "{\"metadata\": {\"name\": \"a\", \"namespace\": \"n\"}, \"job\": \"j\", "
+      "\"jobUid\": \"u\", \"attempt\": 1, \"rank\": 0, \"worldSize\": 1, \"taskHosts\": ";
+  auto why = [&](const std::string& task_hosts) {
+    return std::string(AssignmentFromJson(base + task_hosts + "}").status().message());
+  };
+  EXPECT_EQ(why(R"(["10.0.0.1"])"), "taskHosts: must be a map of task name to addresses");
+  EXPECT_EQ(why(R"({"w": "10.0.0.1"})"), "taskHosts.w: must be a list of strings");
+  EXPECT_EQ(why(R"({"w": ["a", 1]})"), "taskHosts.w[1]: must be a string");
+}
+
 TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {
   Assignment a;
   a.name = "ns.job.1";

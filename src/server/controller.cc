@@ -107,6 +107,11 @@ std::string AssignmentKey(const std::string& node, const std::string& name) {
   return Cat("/assignments/", node, "/", name);
 }
 
+// Where the other nodes of a gang reach `node`: its registered address, else its host name.
+const std::string& NodeAddress(const api::NodeInfo& node) {
+  return node.address.empty() ? node.hostname : node.address;
+}
+
 }  // namespace
 
 struct Controller::Pass {
@@ -835,18 +840,20 @@ absl::Status Controller::Schedule(Pass& pass) {
       std::stable_sort(replicas.begin(), replicas.end(), [&](const auto& a, const auto& b) {
         return std::pair(task_order[a.task], a.replica) < std::pair(task_order[b.task], b.replica);
       });
-      // Node ranks by each node's lowest rank; local ranks within a node.
+      // Node ranks by each node's lowest rank; local ranks within a node; each task's replicas'
+      // addresses in replica order (ranks follow it within a task).
       std::vector<std::string> node_order;
       std::map<std::string, int> local_count;
+      std::map<std::string, std::vector<std::string>> task_hosts;
       for (const sched::ReplicaPlacement& r : replicas) {
         const std::string& node = state.node(r.node).name;
         if (!local_count.contains(node)) node_order.push_back(node);
         ++local_count[node];
+        task_hosts[r.task].push_back(NodeAddress(*pass.ready.at(node)));
       }
       std::vector<std::pair<std::string, int>> hosts;
       for (const std::string& node : node_order) {
-        const api::NodeInfo& info = *pass.ready.at(node);
-        hosts.emplace_back(info.address.empty() ? info.hostname : info.address, local_count[node]);
+        hosts.emplace_back(NodeAddress(*pass.ready.at(node)), local_count[node]);
       }
       int master_port =
           20000 +
@@ -879,6 +886,7 @@ absl::Status Controller::Schedule(Pass& pass) {
         a.master_addr = hosts[0].first;
         a.master_port = master_port;
         a.hosts = hosts;
+        a.task_hosts = task_hosts;
         std::vector<std::string> gpu_names;
         for (const sched::GpuAssignment& g : r.gpus) {
           api::AssignedGpu ag;

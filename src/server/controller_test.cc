@@ -183,6 +183,48 @@ TEST_F(ControllerTest, AGangIsBoundInOneTransactionWithConsistentRanks) {
   EXPECT_EQ(EventReasons("gang"), std::vector<std::string>{"Scheduled"});
 }
 
+TEST_F(ControllerTest, EveryAssignmentCarriesEachTasksHostsInReplicaOrder) {
+  for (const char* node : {"node-a", "node-b", "node-c"}) Register(node, 4);
+  Submit(R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: mpi}
+spec:
+  tasks:
+  - name: mpimaster
+    command: [mpiexec, hello]
+  - name: mpi-worker
+    replicas: 3
+    command: [sleep, "1"]
+    resources: {gpu: {count: 4}}
+)");
+  Pass();
+  ASSERT_EQ(Status("mpi").phase, "Scheduled");
+  std::vector<api::Assignment> all;
+  std::map<std::string, std::string> node_of;  // assignment name -> node address
+  for (const char* node : {"node-a", "node-b", "node-c"}) {
+    for (const store::KeyValue& kv : Assignments(node)) {
+      absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(kv.value);
+      ASSERT_TRUE(a.ok()) << a.status();
+      node_of[a->name] = Cat("10.0.0.", node[5] - 'a' + 1);
+      all.push_back(*std::move(a));
+    }
+  }
+  ASSERT_EQ(all.size(), 4u);
+  std::set<std::string> workers_at;
+  for (const api::Assignment& a : all) {
+    EXPECT_EQ(a.task_hosts, all[0].task_hosts);  // every replica sees the same table
+    ASSERT_EQ(a.task_hosts.size(), 2u);
+    ASSERT_EQ(a.task_hosts.at("mpimaster").size(), 1u);
+    ASSERT_EQ(a.task_hosts.at("mpi-worker").size(), 3u);
+    // Its own entry, at its replica index, is its node's address.
+    ASSERT_LT(a.replica, static_cast<int>(a.task_hosts.at(a.task).size()));
+    EXPECT_EQ(a.task_hosts.at(a.task)[a.replica], node_of[a.name]) << a.name;
+    if (a.task == "mpi-worker") workers_at.insert(node_of[a.name]);
+  }
+  // One worker per node (each takes a node's four GPUs).
+  EXPECT_EQ(workers_at, (std::set<std::string>{"10.0.0.1", "10.0.0.2", "10.0.0.3"}));
+}
+
 TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
   Register("node-a", 4);
   Submit(GangJob("job", 2, 1));
