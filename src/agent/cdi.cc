@@ -345,4 +345,19 @@ absl::StatusOr<bool> RemoveCdiSpec(const std::string& dir) {
 
 std::string CdiDeviceName(const std::string& name) { return Cat(kCdiKind, "=", name); }
 
+std::string RefreshCdiSpec(const std::string& dir, const NodeGpus& gpus) {
+  absl::StatusOr<NvidiaDriverFiles> files = ScanNvidiaDriver("/");
+  absl::StatusOr<std::string> spec =
+      files.ok() ? BuildCdiSpec(*files, gpus) : absl::StatusOr<std::string>(files.status());
+  if (!spec.ok()) {
+    absl::StatusOr<bool> removed = RemoveCdiSpec(dir);
+    return removed.ok() && *removed
+               ? Cat("removed the CDI spec in ", dir, ": ", spec.status().message())
+               : "";
+  }
+  absl::StatusOr<bool> wrote = WriteCdiSpec(dir, *spec);
+  if (!wrote.ok()) return Cat("cannot write the CDI spec: ", wrote.status().message());
+  return *wrote ? Cat("wrote the CDI spec for ", gpus.gpus.size(), " GPUs to ", dir) : "";
+}
+
 }  // namespace gpucloud::agent

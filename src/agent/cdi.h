@@ -116,6 +116,11 @@ absl::StatusOr<bool> WriteCdiSpec(const std::string& dir, const std::string& spe
 // Removes DIR/gpucloud-nvidia.json if it exists. Returns whether it removed one.
 absl::StatusOr<bool> RemoveCdiSpec(const std::string& dir);
 
+// Scans this machine's driver ("/"), builds the spec for `gpus` and writes it to `dir` when it
+// changed, or removes the one there when there is nothing to inject. Returns what to log ("" when
+// nothing changed). For the node agent's start.
+std::string RefreshCdiSpec(const std::string& dir, const NodeGpus& gpus);
+
 // The fully qualified name a runtime takes for a device of this spec: "nvidia.com/gpu=" + name,
 // where name is "<index>", "GPU-...", "MIG-..." or "all".
 std::string CdiDeviceName(const std::string& name);

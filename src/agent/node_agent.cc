@@ -457,35 +457,10 @@ struct NodeAgent::Impl {
     return g.uuid;
   }
 
-  // The environment's inputs that do not depend on where the task runs.
-  TaskEnvInput EnvInput(const api::Assignment& a) {
-    TaskEnvInput in;
-    in.namespace_ = a.namespace_;
-    in.job = a.job;
-    in.job_uid = a.job_uid;
-    in.task = a.task;
-    in.attempt = a.attempt;
-    for (const api::AssignedGpu& g : a.gpus) {
-      in.gpu_uuids.push_back(g.mode == "mig" ? MigUuid(g) : g.uuid);
-      if (g.mode == "shared" && g.mps)
-        in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
-    }
-    in.master_addr = a.master_addr;
-    in.master_port = a.master_port;
-    in.world_size = a.world_size;
-    in.rank = a.rank;
-    in.local_rank = a.local_rank;
-    in.local_world_size = a.local_world_size;
-    in.node_rank = a.node_rank;
-    in.nodes = a.nodes;
-    in.restart_count = a.restart_count;
-    return in;
-  }
-
   LaunchInput Launch(const Local& t) {
     LaunchInput in;
     in.a = t.a;
-    in.env = EnvInput(t.a);
+    in.env = EnvInputOf(t.a, [this](const api::AssignedGpu& g) { return MigUuid(g); });
     in.exec_id = t.exec_id;
     in.log_path = t.log_path;
     in.status_path = StatusPath(t);
@@ -934,54 +909,10 @@ struct NodeAgent::Impl {
     return changed;
   }
 
-  // STATE_DIR: 0711, so that tasks reach their sandboxes and node-local checkpoints through it
-  // (and every directory above it must let them); the agent's own records, logs and exit files
-  // in 0700 directories.
-  absl::Status PrepareStateDir() {
-    std::error_code ec;
-    fs::create_directories(o.state_dir, ec);
-    if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
-    fs::permissions(o.state_dir,
-                    fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
-                    fs::perm_options::replace, ec);
-    for (const char* sub : {"/tasks", "/logs", "/run"}) {
-      fs::create_directories(o.state_dir + sub, ec);
-      fs::permissions(o.state_dir + sub, fs::perms::owner_all, fs::perm_options::replace, ec);
-    }
-    if (ec) return absl::InternalError(Cat("--state-dir ", o.state_dir, ": ", ec.message()));
-    if (!launch_policy.switch_users) return absl::OkStatus();
-    for (fs::path p = fs::absolute(o.state_dir).lexically_normal(); p != p.parent_path();
-         p = p.parent_path()) {
-      struct stat st {};
-      if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-        return absl::FailedPreconditionError(
-            Cat("--state-dir ", o.state_dir, ": ", p.string(), " (mode ",
-                fmt::format("{:o}", st.st_mode & 07777),
-                ") does not let other users pass, so tasks, which run as unprivileged users, "
-                "could not reach their directories: chmod o+x it, or choose another --state-dir"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // The CDI spec of the node's NVIDIA GPUs, for containers (rewritten only when it changed: a
-  // new driver, new GPUs); removed when there are none.
+  // The CDI spec of the node's NVIDIA GPUs, for containers.
   void WriteCdi(const NodeGpus& gpus) {
     if (o.cdi_spec_dir.empty() || backend.Name() != "nvml") return;
-    absl::StatusOr<NvidiaDriverFiles> files = ScanNvidiaDriver("/");
-    absl::StatusOr<std::string> spec =
-        files.ok() ? BuildCdiSpec(*files, gpus) : absl::StatusOr<std::string>(files.status());
-    if (!spec.ok()) {
-      (void)RemoveCdiSpec(o.cdi_spec_dir);
-      Log(Cat("no CDI spec for containers: ", spec.status().message()));
-      return;
-    }
-    absl::StatusOr<bool> wrote = WriteCdiSpec(o.cdi_spec_dir, *spec);
-    if (!wrote.ok()) {
-      Log(Cat("cannot write the CDI spec: ", wrote.status().message()));
-    } else if (*wrote) {
-      Log(Cat("wrote the CDI spec for ", gpus.gpus.size(), " GPUs to ", o.cdi_spec_dir));
-    }
+    if (std::string said = RefreshCdiSpec(o.cdi_spec_dir, gpus); !said.empty()) Log(said);
   }
 
   // Unused images older than image_gc_age go, once an hour.
@@ -1002,7 +933,9 @@ struct NodeAgent::Impl {
       discovered = *d;
     }
     gpu_count = static_cast<int>(d->gpus.size());
-    if (absl::Status s = PrepareStateDir(); !s.ok()) return s;
+    if (absl::Status s = PrepareStateDir(o.state_dir, launch_policy.switch_users); !s.ok()) {
+      return s;
+    }
     WriteCdi(*d);
     LoadRecords();
     if (!Register()) return absl::OkStatus();

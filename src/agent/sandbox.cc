@@ -73,6 +73,32 @@ absl::StatusOr<std::string> ResolveHostWorkdir(const std::string& requested,
           "the node's --workdir)"));
 }
 
+absl::Status PrepareStateDir(const std::string& state_dir, bool for_other_users) {
+  std::error_code ec;
+  fs::create_directories(state_dir, ec);
+  if (ec) return absl::InternalError(Cat("--state-dir ", state_dir, ": ", ec.message()));
+  fs::permissions(state_dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::replace, ec);
+  for (const char* sub : {"/tasks", "/logs", "/run"}) {
+    if (!ec) fs::create_directories(state_dir + sub, ec);
+    if (!ec) fs::permissions(state_dir + sub, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
+  if (ec) return absl::InternalError(Cat("--state-dir ", state_dir, ": ", ec.message()));
+  if (!for_other_users) return absl::OkStatus();
+  for (fs::path p = fs::absolute(state_dir).lexically_normal(); p != p.parent_path();
+       p = p.parent_path()) {
+    struct stat st {};
+    if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      return absl::FailedPreconditionError(
+          Cat("--state-dir ", state_dir, ": ", p.string(), " (mode ",
+              fmt::format("{:o}", st.st_mode & 07777),
+              ") does not let other users pass, so tasks, which run as unprivileged users, could "
+              "not reach their directories: chmod o+x it, or choose another --state-dir"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id) {
   fs::path target = fs::path(dir).lexically_normal();
   std::vector<fs::path> missing;

@@ -58,6 +58,12 @@ absl::StatusOr<std::string> ResolveHostWorkdir(const std::string& requested,
 // Whether `path` lies inside `dir` (lexically, after normalisation; `dir` itself counts).
 bool PathInside(const std::string& path, const std::string& dir);
 
+// The agent's STATE_DIR: 0711, so that tasks reach their sandboxes and node-local checkpoints
+// through it, with the agent's own records, logs and exit files in 0700 directories (tasks/,
+// logs/, run/). With `for_other_users` (tasks run as other users), every directory above it
+// must let others pass: FailedPrecondition naming the one that does not. Internal on I/O errors.
+absl::Status PrepareStateDir(const std::string& state_dir, bool for_other_users);
+
 // Creates `dir` (and the missing directories above it, 0711), then makes it 0700 and the
 // identity's. Internal naming the path on failure.
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id);

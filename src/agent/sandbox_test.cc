@@ -87,5 +87,29 @@ TEST(PrepareTaskDir, TheTasksAloneAndTraversableAbove) {
   EXPECT_TRUE(PrepareTaskDir(dir, id).ok());  // again: no change, no error
 }
 
+TEST(PrepareStateDir, PassableByTasksPrivateInsideAndRefusedUnderAClosedParent) {
+  testing_util::TempDir tmp("gpucloud-state");
+  std::string state = tmp.path().string() + "/open/state";
+  ASSERT_TRUE(std::filesystem::create_directories(tmp.path() / "open"));
+  ASSERT_TRUE(PrepareStateDir(state, true).ok());
+  auto mode = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(state), 0711u);
+  for (const char* sub : {"/tasks", "/logs", "/run"}) EXPECT_EQ(mode(state + sub), 0700u) << sub;
+  // A parent that other users cannot pass: tasks could not reach their directories.
+  std::string closed = tmp.path().string() + "/closed";
+  ASSERT_TRUE(std::filesystem::create_directories(closed));
+  ASSERT_EQ(chmod(closed.c_str(), 0700), 0);
+  absl::Status s = PrepareStateDir(closed + "/state", true);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find(closed + " (mode 700) does not let other users pass"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(PrepareStateDir(closed + "/state", false).ok());  // tasks run as the agent
+}
+
 }  // namespace
 }  // namespace gpucloud::agent

@@ -101,6 +101,32 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
 
 }  // namespace
 
+TaskEnvInput EnvInputOf(const api::Assignment& a,
+                        const std::function<std::string(const api::AssignedGpu&)>& mig_uuid) {
+  TaskEnvInput in;
+  in.namespace_ = a.namespace_;
+  in.job = a.job;
+  in.job_uid = a.job_uid;
+  in.task = a.task;
+  in.attempt = a.attempt;
+  for (const api::AssignedGpu& g : a.gpus) {
+    in.gpu_uuids.push_back(g.mode == "mig" ? mig_uuid(g) : g.uuid);
+    if (g.mode == "shared" && g.mps) {
+      in.mps_thread_percentage = static_cast<int>(g.fraction_milli / 10);
+    }
+  }
+  in.master_addr = a.master_addr;
+  in.master_port = a.master_port;
+  in.world_size = a.world_size;
+  in.rank = a.rank;
+  in.local_rank = a.local_rank;
+  in.local_world_size = a.local_world_size;
+  in.node_rank = a.node_rank;
+  in.nodes = a.nodes;
+  in.restart_count = a.restart_count;
+  return in;
+}
+
 absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchInput& in, const LaunchPolicy& policy) {
   absl::StatusOr<TaskIdentity> id = Identity(in, policy);
   if (!id.ok()) return Refuse(id.status(), "InvalidSecurityContext");

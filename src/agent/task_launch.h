@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,6 +62,12 @@ struct LaunchPlan {
   std::string container_name;  // "gpucloud-" + the exec id, when a container
   std::string hostfile;        // host path of the hostfile (in the sandbox)
 };
+
+// The environment's inputs that do not depend on where the task runs (but hostfile_path and
+// checkpoint_dir): its identity, its GPUs (a MIG slice by the UUID `mig_uuid` gives), its rank
+// in the gang.
+TaskEnvInput EnvInputOf(const api::Assignment& a,
+                        const std::function<std::string(const api::AssignedGpu&)>& mig_uuid);
 
 // The plan, or the reason the task cannot start here (FailedPrecondition for a host process on
 // a node that runs none, InvalidArgument naming the field for a bad identity or working
