@@ -466,6 +466,7 @@ struct NodeAgent::Impl {
     in.status_path = StatusPath(t);
     in.sandbox = SandboxPath(t);
     in.checkpoint_dir = t.checkpoint_dir;
+    if (!t.a.image.empty() && !t.a.task_hosts.empty()) in.volcano_dir = VolcanoDir(t);
     for (const char* k : {"PATH", "LANG", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME"}) {
       if (const char* v = getenv(k); v != nullptr) in.host_env[k] = v;
     }
@@ -475,6 +476,10 @@ struct NodeAgent::Impl {
     }
     in.node_name = o.node_name;
     return in;
+  }
+
+  std::string VolcanoDir(const Local& t) const {
+    return Cat(o.state_dir, "/run/", t.exec_id, "/volcano");
   }
 
   std::string SandboxPath(const Local& t) const { return Cat(o.state_dir, "/sandbox/", t.exec_id); }
@@ -535,8 +540,31 @@ struct NodeAgent::Impl {
     std::error_code ec;
     fs::create_directories(Cat(o.state_dir, "/run/", t.exec_id), ec);
     if (absl::Status s = WritePrivateFile(t.plan.hostfile, Hostfile(a.hosts)); !s.ok()) return s;
+    if (absl::Status s = WriteVolcanoFiles(t); !s.ok()) return s;
     if (chown(t.plan.hostfile.c_str(), id.uid, id.gid) != 0) {
       return absl::InternalError(Cat("cannot give ", t.plan.hostfile, " to its task"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Volcano's /etc/volcano/<task>.host files, for a container (mounted read-only: the directory
+  // and files readable by its user; the run directory above them is the agent's).
+  absl::Status WriteVolcanoFiles(const Local& t) {
+    if (t.a.image.empty() || t.a.task_hosts.empty()) return absl::OkStatus();
+    const std::string dir = VolcanoDir(t);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::permissions(dir,
+                    fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                        fs::perms::others_read | fs::perms::others_exec,
+                    fs::perm_options::replace, ec);
+    if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
+    for (const auto& [name, content] : VolcanoHostFiles(t.a.task_hosts)) {
+      const std::string path = Cat(dir, "/", name);
+      if (absl::Status s = WritePrivateFile(path, content); !s.ok()) return s;
+      if (chmod(path.c_str(), 0644) != 0) {
+        return absl::InternalError(Cat("cannot make ", path, " readable"));
+      }
     }
     return absl::OkStatus();
   }

@@ -78,6 +78,7 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
   c.uid = plan.identity.uid;
   c.gid = plan.identity.gid;
   c.mounts.push_back({in.sandbox, kContainerScratchDir, false});
+  if (!in.volcano_dir.empty()) c.mounts.push_back({in.volcano_dir, "/etc/volcano", true});
   if (!in.checkpoint_dir.empty()) {
     c.mounts.push_back({in.checkpoint_dir, kContainerCheckpointDir, false});
   }
@@ -124,6 +125,8 @@ TaskEnvInput EnvInputOf(const api::Assignment& a,
   in.node_rank = a.node_rank;
   in.nodes = a.nodes;
   in.restart_count = a.restart_count;
+  in.replica = a.replica;
+  in.task_hosts = a.task_hosts;
   return in;
 }
 

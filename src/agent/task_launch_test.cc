@@ -125,6 +125,14 @@ TEST(PlanLaunch, AContainerSeesOnlyItsMountsAndNothingOfTheHostsEnvironment) {
                   "type=bind,source=/ckpt/team-a/train,destination=/gpucloud/checkpoints,"
                   "rw=true"));
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--mount"), 2);
+  // Volcano's host files, read-only, where Volcano's examples read them.
+  in.volcano_dir = "/s/run/team-a.train.0.1/volcano";
+  absl::StatusOr<LaunchPlan> volcano = PlanLaunch(in, Policy());
+  ASSERT_TRUE(volcano.ok());
+  EXPECT_TRUE(Has(volcano->spec.argv, "--mount",
+                  "type=bind,source=/s/run/team-a.train.0.1/volcano,destination=/etc/volcano,"
+                  "ro=true"));
+  in.volcano_dir.clear();
   EXPECT_TRUE(Has(argv, "--env", "GPUCLOUD_CHECKPOINT_DIR=/gpucloud/checkpoints"));
   EXPECT_TRUE(Has(argv, "--env", "GPUCLOUD_HOSTFILE=/gpucloud/scratch/hostfile"));
   EXPECT_TRUE(Has(argv, "--env", "HOME=/custom"));

@@ -17,7 +17,8 @@ scripts/build-images pushed to it. Checks, each a row of the summary table:
      runAsUser 0 fails naming securityContext.runAsUser;
   7. a layer whose digest does not match is refused (the task waits with the reason, nothing
      of the image is left in the node's store); a registry that wants credentials answers the
-     node 401 until its credentials file has them, and then the job runs.
+     node 401 until its credentials file has them, and then the job runs;
+  8. Volcano's VK_TASK_INDEX, VC_<TASK>_HOSTS and /etc/volcano/<task>.host reach a container.
 Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or the registry.
 
 Usage: containers.py BUILD_DIR SOURCE_DIR
@@ -213,6 +214,19 @@ def check_isolation(c, res, busybox):
               "bootstrap token not readable (not in its file system)")
 
 
+def check_volcano(c, res, busybox):
+    doc = job("vc", busybox, ["sh", "-c", "echo index=$VK_TASK_INDEX/$VC_TASK_INDEX;"
+                                          " echo hosts=$VC_MAIN_HOSTS; cat /etc/volcano/main.host"])
+    doc["spec"]["tasks"][0]["replicas"] = 2
+    c.apply(doc)
+    phase = c.wait_phase("vc", ("Succeeded", "Failed"), 60)
+    out = c.logs("vc", "--rank", "1")
+    res.check("8 Volcano's task index, hosts and /etc/volcano/<task>.host are in the container",
+              phase == "Succeeded" and "index=1/1" in out and
+              "hosts=127.0.0.1,127.0.0.1" in out and "127.0.0.1\n127.0.0.1" in out,
+              " ".join(out.split())[:200])
+
+
 def check_cache(c, res, busybox):
     before = c.reg.blob_downloads()
     c.apply(job("again", busybox, ["sh", "-c", "echo again"]))
@@ -362,6 +376,7 @@ def main():
                 c.start()
                 for check in (lambda: check_isolation(c, res, busybox),
                               lambda: check_cache(c, res, busybox),
+                              lambda: check_volcano(c, res, busybox),
                               lambda: check_trainer(c, res, trainer),
                               lambda: check_readoption(c, res, busybox),
                               lambda: check_pull_failures(c, res),
