@@ -224,7 +224,8 @@ ImagePuller::State ImagePuller::Ensure(const std::string& image, PullPolicy poli
   }
   if (policy == PullPolicy::kNever) {
     again.state.error = Cat("ErrImageNeverPull: image ", image,
-                            " is not on this node and its imagePullPolicy is Never");
+                            " is not on this node and its imagePullPolicy is Never (looked for "
+                            "again every 10s)");
     again.state.retry_at = absl::Now() + absl::Seconds(10);  // an operator may load it
     return again.state;
   }

@@ -584,12 +584,11 @@ struct NodeAgent::Impl {
       Exec(t);
       return true;
     }
-    std::string message =
-        !st.error.empty() && !st.pulling
-            ? Cat(st.error, "; next try in ",
-                  absl::FormatDuration(absl::Trunc(
-                      std::max(st.retry_at - absl::Now(), absl::ZeroDuration()), absl::Seconds(1))))
-            : Cat("Pulling: image ", t.a.image);
+    // Fixed for one failure (no countdown), so that it changes, and is reported, once a try.
+    std::string message = st.pulling || st.error.empty() ? Cat("Pulling: image ", t.a.image)
+                          : st.failures == 0             ? st.error
+                                                         : Cat(st.error, "; next try in ",
+                                                               absl::FormatDuration(PullBackoff(st.failures)));
     if (message == t.report.message) return false;
     if (!st.error.empty() && !st.pulling) Log(Cat("task ", t.a.name, ": ", st.error));
     t.report.message = std::move(message);

@@ -318,6 +318,16 @@ absl::Status Controller::SyncNodes(Pass& pass) {
 
 namespace {
 
+// The event of a Starting task's message: "Pulling: ..." is Normal, a failed pull
+// ("ImagePullBackOff: ...", "ErrImageNeverPull: ...") a Warning with that reason.
+std::pair<std::string, std::string> StartingEvent(const std::string& message) {
+  if (message.starts_with("Pulling")) return {"Normal", "Pulling"};
+  for (const char* reason : {"ImagePullBackOff", "ErrImageNeverPull"}) {
+    if (message.starts_with(reason)) return {"Warning", reason};
+  }
+  return {"Normal", "Starting"};
+}
+
 // The report of one replica's task for the job's current attempt, if its node sent one.
 const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports,
                                 const PlacedReplica& r, const std::string& uid, int attempt) {
@@ -461,8 +471,16 @@ void Controller::StepJobs(Pass& pass) {
         const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
         if (t == nullptr) continue;
         s.NoteCheckpoints(t->checkpoint_ms, t->replicated_ms);
-        s.tasks[r.name] = t->message.empty() ? std::string(api::TaskStateName(t->state))
-                                             : Cat(api::TaskStateName(t->state), ": ", t->message);
+        std::string said = t->message.empty() ? std::string(api::TaskStateName(t->state))
+                                              : Cat(api::TaskStateName(t->state), ": ", t->message);
+        if (t->state == api::TaskState::kStarting && !t->message.empty() &&
+            s.tasks[r.name] != said) {
+          // Why a task is not running yet (its image being pulled, a pull that failed): once
+          // each time it changes.
+          auto [type, reason] = StartingEvent(t->message);
+          event(type, reason, Cat("rank ", r.rank, " on ", r.node, ": ", t->message));
+        }
+        s.tasks[r.name] = std::move(said);
         if (t->state == api::TaskState::kRunning) ++running;
         if (t->state == api::TaskState::kSucceeded) ++succeeded;
         if (t->state == api::TaskState::kFailed && t->exit_code == kExitTempFail) {

@@ -225,6 +225,36 @@ spec:
   EXPECT_EQ(workers_at, (std::set<std::string>{"10.0.0.1", "10.0.0.2", "10.0.0.3"}));
 }
 
+// A task waiting for its image: an event each time the agent's reason changes (not on every
+// heartbeat), Pulling as Normal, a failed pull as a Warning; the job neither fails nor counts it.
+TEST_F(ControllerTest, AnImagePullIsInTheJobsEventsOnceEachTimeItChanges) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 1));
+  Pass();
+  api::TaskReport r = Report("job", 0, api::TaskState::kStarting);
+  r.message = "Pulling: image registry.local/x:1";
+  Heartbeat("node-a", {r});
+  Pass();
+  Heartbeat("node-a", {r});
+  Pass();
+  r.message = "ImagePullBackOff: image registry.local/x:1: manifest unknown; next try in 5s";
+  Heartbeat("node-a", {r});
+  Pass();
+  Heartbeat("node-a", {r});
+  Pass();
+  EXPECT_EQ(EventReasons("job"),
+            (std::vector<std::string>{"Scheduled", "Pulling", "ImagePullBackOff"}));
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.restarts, 0);
+  EXPECT_EQ(s.tasks.at("default.job.0"),
+            "Starting: ImagePullBackOff: image registry.local/x:1: manifest unknown; next try in "
+            "5s");
+  Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Running");
+}
+
 TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
   Register("node-a", 4);
   Submit(GangJob("job", 2, 1));

@@ -277,6 +277,9 @@ def check_pull_failures(c, res):
                "the pull of a missing tag to fail")
     res.check("5 a missing tag waits with the registry's reason",
               "manifest unknown" in msg and c.phase("missing") not in ("Failed",), msg[:200])
+    events = c.gpuctl("events", "missing")
+    res.check("5 the failed pull is in the job's events", "ImagePullBackOff" in events and
+              "manifest unknown" in events, " ".join(events.split())[-200:])
     c.gpuctl("delete", "job", "missing")
     c.apply(job("never", "localhost/not-here:1", ["sh"], policy="Never"))
     msg = wait(lambda: "ErrImageNeverPull" in c.tasks("never") and c.tasks("never"), 60,
