@@ -174,6 +174,15 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
                   "registry credentials for pulls (containers-auth.json, as podman login writes)");
   run->add_option("--registry-cert-dir", options.container.cert_dir,
                   "a directory of registry CA certificates (*.crt), as podman pull --cert-dir");
+  double image_store_max_gib = 0;
+  run->add_option("--image-store-max-gib", image_store_max_gib,
+                  "the most disk the image store may use: least recently used images go (0: no "
+                  "limit)")
+      ->check(CLI::NonNegativeNumber);
+  double image_gc_hours = 24;
+  run->add_option("--image-gc-hours", image_gc_hours,
+                  "images no task used for this long are removed (checked hourly)")
+      ->check(CLI::PositiveNumber);
   run->add_option("--cdi-spec-dir", options.cdi_spec_dir,
                   "where the CDI spec of the NVIDIA GPUs is written (\"\" = nowhere)");
   for (CLI::App* sub : {discover, metrics, serve, run}) {
@@ -234,6 +243,8 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
       }
       options.labels[l.substr(0, eq)] = l.substr(eq + 1);
     }
+    options.image_store_max_bytes = static_cast<int64_t>(image_store_max_gib * (1LL << 30));
+    options.image_gc_age = absl::Hours(image_gc_hours);
     if (!image_store.empty()) {
       std::string dir = std::filesystem::absolute(image_store).lexically_normal().string();
       options.container.storage_root = dir + "/storage";

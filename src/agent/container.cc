@@ -95,10 +95,75 @@ std::vector<std::string> PodmanRemoveArgv(const ContainerRuntimeOptions& o,
   return argv;
 }
 
-std::vector<std::string> PodmanPruneArgv(const ContainerRuntimeOptions& o, absl::Duration age) {
+absl::StatusOr<std::vector<StoredImage>> ParseImageList(const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_array()) return absl::InvalidArgumentError("podman images: not a JSON list");
+  std::vector<StoredImage> out;
+  for (const nlohmann::json& i : j) {
+    if (!i.is_object() || !i.contains("Id") || !i["Id"].is_string()) {
+      return absl::InvalidArgumentError("podman images: an entry without an Id");
+    }
+    StoredImage s;
+    s.id = i["Id"].get<std::string>();
+    if (i.contains("Names") && i["Names"].is_array()) {
+      for (const nlohmann::json& n : i["Names"]) {
+        if (n.is_string()) s.names.push_back(n.get<std::string>());
+      }
+    }
+    if (i.contains("Size") && i["Size"].is_number_integer()) s.size = i["Size"].get<int64_t>();
+    if (i.contains("Created") && i["Created"].is_number_integer()) {
+      s.created_s = i["Created"].get<int64_t>();
+    }
+    if (i.contains("Containers") && i["Containers"].is_number_integer()) {
+      s.containers = i["Containers"].get<int>();
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<StoredImage> PlanImageEviction(const std::vector<StoredImage>& images,
+                                           int64_t max_bytes, int64_t unused_since_s,
+                                           const std::map<std::string, int64_t>& last_used_s,
+                                           const std::set<std::string>& keep) {
+  int64_t total = 0;
+  std::vector<std::pair<int64_t, const StoredImage*>> candidates;  // (last use, image)
+  for (const StoredImage& i : images) {
+    total += i.size;
+    bool kept = i.containers > 0;
+    int64_t used = i.created_s;
+    for (const std::string& n : i.names) {
+      kept = kept || keep.contains(n);
+      if (auto it = last_used_s.find(n); it != last_used_s.end()) used = std::max(used, it->second);
+    }
+    if (!kept) candidates.push_back({used, &i});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<StoredImage> remove;
+  for (const auto& [used, image] : candidates) {
+    if (used >= unused_since_s && (max_bytes < 0 || total <= max_bytes)) break;
+    remove.push_back(*image);
+    total -= image->size;
+  }
+  return remove;
+}
+
+std::vector<std::string> PodmanImagesArgv(const ContainerRuntimeOptions& o) {
   std::vector<std::string> argv = PodmanGlobalArgv(o);
-  argv.insert(argv.end(), {"image", "prune", "--all", "--force", "--filter",
-                           Cat("until=", absl::ToInt64Seconds(age), "s")});
+  argv.insert(argv.end(), {"images", "--format", "json"});
+  return argv;
+}
+
+std::vector<std::string> PodmanRemoveImageArgv(const ContainerRuntimeOptions& o,
+                                               const StoredImage& image) {
+  std::vector<std::string> argv = PodmanGlobalArgv(o);
+  argv.push_back("rmi");
+  if (image.names.empty()) {
+    argv.push_back(image.id);
+  } else {
+    argv.insert(argv.end(), image.names.begin(), image.names.end());
+  }
   return argv;
 }
 
@@ -269,6 +334,7 @@ void ImagePuller::Pull(const std::string& image) {
     s.error.clear();
     s.failures = 0;
     s.pull_time = absl::Now() - start;
+    ++s.pulls;
     return;
   }
   s.ready = false;

@@ -9,7 +9,7 @@
 // Images are pulled ahead of the run by ImagePuller, one background `podman pull` per image,
 // with the node's registry credentials and CA directory; a failed pull is retried with back-off
 // (Kubernetes' ImagePullBackOff) and never counts as a failed run. Podman's store is the node's
-// image cache, shared between tasks; PodmanPruneArgv removes what no container uses.
+// image cache, shared between tasks; PlanImageEviction decides what of it goes.
 #ifndef GPUCLOUD_AGENT_CONTAINER_H_
 #define GPUCLOUD_AGENT_CONTAINER_H_
 
@@ -20,11 +20,13 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/job.h"
 
@@ -91,9 +93,34 @@ std::vector<std::string> PodmanRunArgv(const ContainerRuntimeOptions& o, const C
 std::vector<std::string> PodmanRemoveArgv(const ContainerRuntimeOptions& o,
                                           const std::string& name);
 
-// `podman image prune --all --force --filter until=AGE`: the images no container uses that are
-// older than `age`.
-std::vector<std::string> PodmanPruneArgv(const ContainerRuntimeOptions& o, absl::Duration age);
+// An image in the node's store, as `podman images --format json` lists it.
+struct StoredImage {
+  std::string id;
+  std::vector<std::string> names;  // "registry.local/x:1", ...
+  int64_t size = 0;                // bytes
+  int64_t created_s = 0;           // unix seconds (a reproducible build may say 1970)
+  int containers = 0;              // containers that use it (running or not)
+};
+
+// The images of `podman images --format json`; InvalidArgument for output that is not such a
+// list.
+absl::StatusOr<std::vector<StoredImage>> ParseImageList(const std::string& json);
+
+// Garbage collection: which images to remove, in order. Only images no container uses and
+// no name of which is in `keep` (the images of tasks waiting or running) may go; of those, every
+// one last used before `unused_since_s`, then the least recently used until the store holds at
+// most `max_bytes` (< 0: no limit). An image's last use is the agent's last pull or start with
+// any of its names (`last_used_s`), else its creation time.
+std::vector<StoredImage> PlanImageEviction(const std::vector<StoredImage>& images,
+                                           int64_t max_bytes, int64_t unused_since_s,
+                                           const std::map<std::string, int64_t>& last_used_s,
+                                           const std::set<std::string>& keep);
+
+// `podman images --format json`, and `podman rmi` of an image by all its names (by its id when
+// it has none) — never --force, which would also remove a container that started meanwhile.
+std::vector<std::string> PodmanImagesArgv(const ContainerRuntimeOptions& o);
+std::vector<std::string> PodmanRemoveImageArgv(const ContainerRuntimeOptions& o,
+                                               const StoredImage& image);
 
 // The reason a pull failed, from Podman's error output: its last "Error: ..." line (or the last
 // non-empty line), without Podman's prefix, at most 300 bytes.
@@ -117,6 +144,7 @@ class ImagePuller {
     int failures = 0;
     absl::Time retry_at = absl::InfinitePast();
     absl::Duration pull_time = absl::ZeroDuration();  // of the last successful pull
+    int pulls = 0;                                    // successful pulls so far
   };
 
   explicit ImagePuller(ContainerRuntimeOptions options);

@@ -97,15 +97,18 @@ TEST(PodmanRunArgv, WithoutACommandTheImageDecides) {
   EXPECT_EQ(tail, (std::vector<std::string>{t.image, "--steps", "5"}));
 }
 
-TEST(PodmanArgv, RemoveAndPrune) {
+TEST(PodmanArgv, RemoveAndImages) {
   ContainerRuntimeOptions o;
   o.storage_root = "/s";
   EXPECT_EQ(PodmanRemoveArgv(o, "c1"),
             (std::vector<std::string>{"podman", "--root", "/s", "rm", "--force", "--ignore",
                                       "--time", "0", "c1"}));
-  EXPECT_EQ(PodmanPruneArgv({}, absl::Hours(24)),
-            (std::vector<std::string>{"podman", "image", "prune", "--all", "--force", "--filter",
-                                      "until=86400s"}));
+  EXPECT_EQ(PodmanImagesArgv({}),
+            (std::vector<std::string>{"podman", "images", "--format", "json"}));
+  EXPECT_EQ(PodmanRemoveImageArgv({}, {"abc", {}, 1, 0, 0}),
+            (std::vector<std::string>{"podman", "rmi", "abc"}));
+  EXPECT_EQ(PodmanRemoveImageArgv({}, {"abc", {"r/x:1", "s/x:1"}, 1, 0, 0}),
+            (std::vector<std::string>{"podman", "rmi", "r/x:1", "s/x:1"}));
 }
 
 TEST(PullErrorReason, TakesPodmansErrorLine) {
@@ -132,6 +135,51 @@ TEST(RunCaptured, GivesStatusAndOutput) {
   EXPECT_EQ(out, "a\nb\n");
   EXPECT_EQ(RunCaptured({"/nonexistent/podman"}, &out), -1);
   EXPECT_NE(out.find("No such file"), std::string::npos) << out;
+}
+
+TEST(ImageGc, ParsesPodmansListing) {
+  absl::StatusOr<std::vector<StoredImage>> list = ParseImageList(R"([
+    {"Id": "aaa", "Names": ["r/x:1", "r/x:latest"], "Size": 1000, "Created": 50,
+     "Containers": 1},
+    {"Id": "bbb", "Names": null, "Size": 20, "Created": 0, "Containers": 0}])");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].id, "aaa");
+  EXPECT_EQ((*list)[0].names, (std::vector<std::string>{"r/x:1", "r/x:latest"}));
+  EXPECT_EQ((*list)[0].size, 1000);
+  EXPECT_EQ((*list)[0].containers, 1);
+  EXPECT_TRUE((*list)[1].names.empty());
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseImageList("{}").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseImageList("[{\"Size\": 1}]").status()));
+}
+
+TEST(ImageGc, EvictsTheLeastRecentlyUsedUnusedImagesUntilTheStoreFits) {
+  auto ids = [](const std::vector<StoredImage>& v) {
+    std::vector<std::string> out;
+    for (const StoredImage& i : v) out.push_back(i.id);
+    return out;
+  };
+  std::vector<StoredImage> images = {
+      {"in-use", {"r/a:1"}, 400, 10, 1},     // a container uses it
+      {"waiting", {"r/b:1"}, 400, 20, 0},    // a task waits for it
+      {"old-built", {"r/c:1"}, 300, 0, 0},   // built in 1970, used a minute ago
+      {"new-unused", {"r/d:1"}, 300, 90, 0}  // created recently, never used here
+  };
+  std::map<std::string, int64_t> last_used = {{"r/c:1", 100}};
+  std::set<std::string> keep = {"r/b:1"};
+  // 1400 bytes against 2000: nothing goes.
+  EXPECT_TRUE(PlanImageEviction(images, 2000, 0, last_used, keep).empty());
+  EXPECT_TRUE(PlanImageEviction(images, -1, 0, last_used, keep).empty());
+  // Against 1000: the least recently used that may go (d, at 90) first, then c (100).
+  EXPECT_EQ(ids(PlanImageEviction(images, 1000, 0, last_used, keep)),
+            (std::vector<std::string>{"new-unused", "old-built"}));
+  EXPECT_EQ(ids(PlanImageEviction(images, 1100, 0, last_used, keep)),
+            (std::vector<std::string>{"new-unused"}));
+  // What is in use or wanted stays even when the store does not fit.
+  EXPECT_EQ(PlanImageEviction(images, 0, 0, last_used, keep).size(), 2u);
+  // By age: unused since 95 means d (90) goes, c (used at 100, built in 1970) stays.
+  EXPECT_EQ(ids(PlanImageEviction(images, -1, 95, last_used, keep)),
+            (std::vector<std::string>{"new-unused"}));
 }
 
 }  // namespace

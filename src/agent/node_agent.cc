@@ -127,7 +127,10 @@ struct NodeAgent::Impl {
   Executor exec;
   LaunchPolicy launch_policy;
   ImagePuller puller;
-  absl::Time pruned_at = absl::Now();
+  absl::Time collected_at = absl::Now();
+  bool pulled_since_gc = false;
+  std::map<std::string, int64_t> image_last_used;  // image -> unix s of its last pull or start
+  std::map<std::string, int> pulls_logged;         // image -> ImagePuller::State::pulls logged
   std::atomic<bool> stop{false};
 
   std::mutex mu;
@@ -577,7 +580,13 @@ struct NodeAgent::Impl {
     ImagePuller::State st = puller.Ensure(t.a.image, policy, t.exec_id);
     if (st.ready) {
       t.waiting_image = false;
-      if (st.pull_time > absl::ZeroDuration()) {
+      // A new image in the store (pulled, or first seen by this agent): the store may be over
+      // its limit now.
+      pulled_since_gc = pulled_since_gc || !image_last_used.contains(t.a.image);
+      image_last_used[t.a.image] = absl::ToUnixSeconds(absl::Now());
+      if (int& logged = pulls_logged[t.a.image]; st.pulls > logged) {
+        logged = st.pulls;
+        pulled_since_gc = true;
         Log(Cat("task ", t.a.name, ": image ", t.a.image, " pulled in ",
                 absl::FormatDuration(st.pull_time)));
       }
@@ -942,14 +951,36 @@ struct NodeAgent::Impl {
     if (std::string said = RefreshCdiSpec(o.cdi_spec_dir, gpus); !said.empty()) Log(said);
   }
 
-  // Unused images older than image_gc_age go, once an hour.
-  void PruneImages() {
-    if (absl::Now() - pruned_at < absl::Hours(1)) return;
-    pruned_at = absl::Now();
+  // Image garbage collection (PlanImageEviction): once an hour the images unused for
+  // image_gc_age go; with image_store_max_bytes, also after each pull, the least recently used
+  // until the store fits. Never an image a task of this node runs or waits for.
+  void CollectImages() {
+    const absl::Time now = absl::Now();
+    bool limit = o.image_store_max_bytes > 0;
+    if (now - collected_at < absl::Hours(1) && !(limit && pulled_since_gc)) return;
+    collected_at = now;
+    pulled_since_gc = false;
     std::string out;
-    if (RunCaptured(PodmanPruneArgv(o.container, o.image_gc_age), &out) == 0) {
-      puller.Invalidate();
+    if (RunCaptured(PodmanImagesArgv(o.container), &out) != 0) return;  // no Podman here
+    absl::StatusOr<std::vector<StoredImage>> images = ParseImageList(out);
+    if (!images.ok()) {
+      Log(Cat("image collection: ", images.status().message()));
+      return;
     }
+    std::set<std::string> keep;
+    for (const auto& [name, t] : tasks) {
+      if (!t.ended_at && !t.a.image.empty()) keep.insert(t.a.image);
+    }
+    std::vector<StoredImage> remove =
+        PlanImageEviction(*images, limit ? o.image_store_max_bytes : -1,
+                          absl::ToUnixSeconds(now - o.image_gc_age), image_last_used, keep);
+    for (const StoredImage& image : remove) {
+      std::string what = image.names.empty() ? image.id.substr(0, 12) : Join(image.names, ", ");
+      bool removed = RunCaptured(PodmanRemoveImageArgv(o.container, image), &out) == 0;
+      Log(removed ? Cat("image collection: removed ", what, " (", image.size >> 20, " MiB)")
+                  : Cat("image collection: cannot remove ", what, ": ", PullErrorReason(out)));
+    }
+    if (!remove.empty()) puller.Invalidate();
   }
 
   absl::Status Run() {
@@ -978,7 +1009,7 @@ struct NodeAgent::Impl {
       if (stop) break;
       bool changed = Reconcile();
       changed = PollTasks() || changed;
-      PruneImages();
+      CollectImages();
       changed = PollXids() || changed;
       // A chatty task's output goes out a bounded piece per pass, the heartbeat on time.
       const bool due = changed || absl::Now() - last_heartbeat >= o.heartbeat;

@@ -61,7 +61,10 @@ struct NodeAgentOptions {
   // Where the CDI spec of this node's NVIDIA GPUs is written ("" = nowhere); Podman reads
   // /etc/cdi and /var/run/cdi.
   std::string cdi_spec_dir = "/var/run/cdi";
-  absl::Duration image_gc_age = absl::Hours(24);  // unused images older than this are pruned
+  // Image garbage collection: images no task of this node used for this long go (checked once
+  // an hour); with a store limit, the least recently used go after each pull until it fits.
+  absl::Duration image_gc_age = absl::Hours(24);
+  int64_t image_store_max_bytes = 0;  // 0: no limit
 };
 
 class NodeAgent {

@@ -18,7 +18,9 @@ scripts/build-images pushed to it. Checks, each a row of the summary table:
   7. a layer whose digest does not match is refused (the task waits with the reason, nothing
      of the image is left in the node's store); a registry that wants credentials answers the
      node 401 until its credentials file has them, and then the job runs;
-  8. Volcano's VK_TASK_INDEX, VC_<TASK>_HOSTS and /etc/volcano/<task>.host reach a container.
+  8. Volcano's VK_TASK_INDEX, VC_<TASK>_HOSTS and /etc/volcano/<task>.host reach a container;
+  9. an image store over its limit (--image-store-max-gib) loses the unused images, not those
+     of running tasks.
 Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or the registry.
 
 Usage: containers.py BUILD_DIR SOURCE_DIR
@@ -83,7 +85,7 @@ class Cluster:
                 return line.split(":", 1)[1].strip()
         return None
 
-    def start_agent(self):
+    def start_agent(self, extra=()):
         self.spawn("agent", [
             f"{self.build}/apps/gpucloud", "agent", "run", "--server", self.url, "--ca",
             os.path.join(self.data, "ca.crt"), "--token-file",
@@ -91,7 +93,7 @@ class Cluster:
             "--node-name", "node-a", "--address", "127.0.0.1", "--state-dir", self.agent_dir,
             "--image-store", self.store, "--registry-cert-dir", self.cert_dir,
             "--registry-auth-file", self.auth_file,
-            "--container-runtime", "runc", "--cdi-spec-dir", ""])
+            "--container-runtime", "runc", "--cdi-spec-dir", "", *extra])
 
     def kill_agent(self):
         p = self.procs.pop("agent")
@@ -342,6 +344,20 @@ def check_registry_refusals(c, res, creg, areg):
               phase == "Succeeded" and "authorized" in c.logs("auth"), f"phase {phase}")
 
 
+def check_image_gc(c, res, busybox, trainer):
+    """A store over its limit loses the least recently used images no task needs."""
+    c.kill_agent()
+    c.start_agent(["--image-store-max-gib", "0.00001"])  # 10 KiB: every unused image goes
+    c.apply(job("gc", trainer, ["sh", "-c", "sleep 3"]))
+    c.wait_phase("gc", ("Running", "Succeeded"), 60)
+    gone = wait(lambda: c.podman("image", "exists", busybox).returncode != 0, 30,
+                "the unused busybox image to be collected")
+    kept = c.podman("image", "exists", trainer).returncode == 0
+    res.check("9 over its limit the store loses unused images, not a running task's",
+              gone and kept, "busybox removed, the running trainer's image kept")
+    c.gpuctl("delete", "job", "gc")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -384,7 +400,8 @@ def main():
                               lambda: check_readoption(c, res, busybox),
                               lambda: check_pull_failures(c, res),
                               lambda: check_refusals(c, res, busybox),
-                              lambda: check_registry_refusals(c, res, creg, areg)):
+                              lambda: check_registry_refusals(c, res, creg, areg),
+                              lambda: check_image_gc(c, res, busybox, trainer)):
                     try:
                         check()
                     except AssertionError as e:
@@ -394,7 +411,7 @@ def main():
                 c.podman("rm", "-af", "-t", "0")
                 subprocess.run(["umount", "-R", "-l", os.path.join(work, "images")],
                                capture_output=True)
-                if any(r[1] == "FAIL" for r in res.rows):
+                if any(r[1] == "FAIL" for r in res.rows) or os.environ.get("CONTAINERS_LOGS"):
                     for name in ("server", "agent"):
                         p = os.path.join(work, f"{name}.log")
                         if os.path.exists(p):
