@@ -6,8 +6,9 @@
 //   2. BuildCdiSpec(files, gpus, ids): a pure function from what was found and what the agent
 //      discovered to the spec's JSON text (deterministic: same inputs, same bytes).
 //   3. WriteCdiSpec(dir, spec): writes DIR/gpucloud-nvidia.json atomically, only when its content
-//      changed, so the agent can regenerate the spec at every start and whenever the driver
-//      version changes (a stale spec is a known failure of the NVIDIA toolkit).
+//      changed. The node agent regenerates it at each start (RefreshCdiSpec): a driver changed
+//      under a running agent is picked up at its next start (a stale spec is a known failure
+//      of the NVIDIA toolkit).
 //
 // The spec (cdiVersion "0.5.0", kind "nvidia.com/gpu") names these devices:
 //   "<index>" and "GPU-<uuid>"  a whole GPU: /dev/nvidia<minor> (minor = index unless told);

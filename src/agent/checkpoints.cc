@@ -1,5 +1,8 @@
 #include "agent/checkpoints.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -41,6 +44,13 @@ absl::StatusOr<int> CopyCheckpoints(const std::string& from, const std::string& 
   if (!fs::is_directory(from, ec)) return 0;
   fs::create_directories(to, ec);
   if (ec) return absl::InternalError(Cat("checkpoint copy: ", to, ": ", ec.message()));
+  // The agent writes only into a directory of its own: one a task owns (a job whose
+  // checkpoint.dir names another's replica) could be raced into sending its copies elsewhere.
+  struct stat st {};
+  if (lstat(to.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        Cat("checkpoint copy: ", to, " is not a directory of the agent's own; nothing copied"));
+  }
   int copied = 0;
   for (fs::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();

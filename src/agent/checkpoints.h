@@ -25,7 +25,8 @@ namespace gpucloud::agent {
 int64_t NewestCheckpointMs(const std::string& dir);
 
 // Copies the complete checkpoints of `from` that `to` lacks (creating `to`). Returns how many it
-// copied; an error names the entry that could not be copied.
+// copied; an error names the entry that could not be copied. FailedPrecondition when `to` is not
+// a directory of this process's own user (a link, or a task's).
 absl::StatusOr<int> CopyCheckpoints(const std::string& from, const std::string& to);
 
 // Replicates tasks' node-local checkpoint directories to their replica directories in the

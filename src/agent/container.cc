@@ -110,6 +110,11 @@ absl::StatusOr<std::vector<StoredImage>> ParseImageList(const std::string& json)
         if (n.is_string()) s.names.push_back(n.get<std::string>());
       }
     }
+    if (i.contains("RepoDigests") && i["RepoDigests"].is_array()) {
+      for (const nlohmann::json& n : i["RepoDigests"]) {
+        if (n.is_string()) s.digests.push_back(n.get<std::string>());
+      }
+    }
     if (i.contains("Size") && i["Size"].is_number_integer()) s.size = i["Size"].get<int64_t>();
     if (i.contains("Created") && i["Created"].is_number_integer()) {
       s.created_s = i["Created"].get<int64_t>();
@@ -122,19 +127,44 @@ absl::StatusOr<std::vector<StoredImage>> ParseImageList(const std::string& json)
   return out;
 }
 
+std::string CanonicalImageName(std::string_view ref) {
+  std::string r(ref);
+  size_t slash = r.find('/');
+  std::string first = slash == std::string::npos ? "" : r.substr(0, slash);
+  bool has_domain =
+      !first.empty() && (first.find('.') != std::string::npos ||
+                         first.find(':') != std::string::npos || first == "localhost");
+  if (!has_domain) r = (slash == std::string::npos ? "docker.io/library/" : "docker.io/") + r;
+  size_t last_slash = r.rfind('/');
+  bool tagged = r.find(':', last_slash) != std::string::npos;
+  if (!tagged && r.find('@') == std::string::npos) r += ":latest";
+  return r;
+}
+
 std::vector<StoredImage> PlanImageEviction(const std::vector<StoredImage>& images,
                                            int64_t max_bytes, int64_t unused_since_s,
                                            const std::map<std::string, int64_t>& last_used_s,
                                            const std::set<std::string>& keep) {
+  std::set<std::string> kept_names;
+  for (const std::string& k : keep) kept_names.insert(CanonicalImageName(k));
+  std::map<std::string, int64_t> used_by_name;
+  for (const auto& [k, t] : last_used_s) {
+    int64_t& u = used_by_name[CanonicalImageName(k)];
+    u = std::max(u, t);
+  }
   int64_t total = 0;
   std::vector<std::pair<int64_t, const StoredImage*>> candidates;  // (last use, image)
   for (const StoredImage& i : images) {
     total += i.size;
     bool kept = i.containers > 0;
     int64_t used = i.created_s;
-    for (const std::string& n : i.names) {
-      kept = kept || keep.contains(n);
-      if (auto it = last_used_s.find(n); it != last_used_s.end()) used = std::max(used, it->second);
+    for (const std::vector<std::string>* refs : {&i.names, &i.digests}) {
+      for (const std::string& n : *refs) {
+        kept = kept || kept_names.contains(n);
+        if (auto it = used_by_name.find(n); it != used_by_name.end()) {
+          used = std::max(used, it->second);
+        }
+      }
     }
     if (!kept) candidates.push_back({used, &i});
   }

@@ -96,21 +96,28 @@ std::vector<std::string> PodmanRemoveArgv(const ContainerRuntimeOptions& o,
 // An image in the node's store, as `podman images --format json` lists it.
 struct StoredImage {
   std::string id;
-  std::vector<std::string> names;  // "registry.local/x:1", ...
-  int64_t size = 0;                // bytes
-  int64_t created_s = 0;           // unix seconds (a reproducible build may say 1970)
-  int containers = 0;              // containers that use it (running or not)
+  std::vector<std::string> names;    // "registry.local/x:1", ...
+  std::vector<std::string> digests;  // "registry.local/x@sha256:...", for matching only
+  int64_t size = 0;                  // bytes
+  int64_t created_s = 0;             // unix seconds (a reproducible build may say 1970)
+  int containers = 0;                // containers that use it (running or not)
 };
 
 // The images of `podman images --format json`; InvalidArgument for output that is not such a
 // list.
 absl::StatusOr<std::vector<StoredImage>> ParseImageList(const std::string& json);
 
+// The name Podman keeps an image reference under: Docker Hub's domain and "library/" made
+// explicit, ":latest" when it names neither tag nor digest ("pytorch/pytorch" ->
+// "docker.io/pytorch/pytorch:latest").
+std::string CanonicalImageName(std::string_view ref);
+
 // Garbage collection: which images to remove, in order. Only images no container uses and
 // no name of which is in `keep` (the images of tasks waiting or running) may go; of those, every
 // one last used before `unused_since_s`, then the least recently used until the store holds at
 // most `max_bytes` (< 0: no limit). An image's last use is the agent's last pull or start with
-// any of its names (`last_used_s`), else its creation time.
+// any of its names (`last_used_s`), else its creation time. `keep` and `last_used_s` hold
+// references as tasks name them; they are compared in CanonicalImageName's form.
 std::vector<StoredImage> PlanImageEviction(const std::vector<StoredImage>& images,
                                            int64_t max_bytes, int64_t unused_since_s,
                                            const std::map<std::string, int64_t>& last_used_s,

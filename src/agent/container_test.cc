@@ -105,9 +105,9 @@ TEST(PodmanArgv, RemoveAndImages) {
                                       "--time", "0", "c1"}));
   EXPECT_EQ(PodmanImagesArgv({}),
             (std::vector<std::string>{"podman", "images", "--format", "json"}));
-  EXPECT_EQ(PodmanRemoveImageArgv({}, {"abc", {}, 1, 0, 0}),
+  EXPECT_EQ(PodmanRemoveImageArgv({}, {"abc", {}, {}, 1, 0, 0}),
             (std::vector<std::string>{"podman", "rmi", "abc"}));
-  EXPECT_EQ(PodmanRemoveImageArgv({}, {"abc", {"r/x:1", "s/x:1"}, 1, 0, 0}),
+  EXPECT_EQ(PodmanRemoveImageArgv({}, {"abc", {"r/x:1", "s/x:1"}, {}, 1, 0, 0}),
             (std::vector<std::string>{"podman", "rmi", "r/x:1", "s/x:1"}));
 }
 
@@ -153,6 +153,19 @@ TEST(ImageGc, ParsesPodmansListing) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseImageList("[{\"Size\": 1}]").status()));
 }
 
+TEST(ImageGc, CanonicalNamesAreHowPodmanListsImages) {
+  EXPECT_EQ(CanonicalImageName("busybox"), "docker.io/library/busybox:latest");
+  EXPECT_EQ(CanonicalImageName("pytorch/pytorch:2.0"), "docker.io/pytorch/pytorch:2.0");
+  EXPECT_EQ(CanonicalImageName("registry.local:5000/x"), "registry.local:5000/x:latest");
+  EXPECT_EQ(CanonicalImageName("localhost/gpucloud/trainer:1"), "localhost/gpucloud/trainer:1");
+  EXPECT_EQ(CanonicalImageName("127.0.0.1:5000/a/b@sha256:ab"), "127.0.0.1:5000/a/b@sha256:ab");
+  // A job's short name and a digest keep the image Podman lists under the long ones.
+  std::vector<StoredImage> images = {{"hub", {"docker.io/pytorch/pytorch:2.0"}, {}, 100, 0, 0},
+                                     {"pinned", {}, {"r.local/x@sha256:ab"}, 100, 0, 0}};
+  EXPECT_TRUE(
+      PlanImageEviction(images, 0, 0, {}, {"pytorch/pytorch:2.0", "r.local/x@sha256:ab"}).empty());
+}
+
 TEST(ImageGc, EvictsTheLeastRecentlyUsedUnusedImagesUntilTheStoreFits) {
   auto ids = [](const std::vector<StoredImage>& v) {
     std::vector<std::string> out;
@@ -160,13 +173,13 @@ TEST(ImageGc, EvictsTheLeastRecentlyUsedUnusedImagesUntilTheStoreFits) {
     return out;
   };
   std::vector<StoredImage> images = {
-      {"in-use", {"r/a:1"}, 400, 10, 1},     // a container uses it
-      {"waiting", {"r/b:1"}, 400, 20, 0},    // a task waits for it
-      {"old-built", {"r/c:1"}, 300, 0, 0},   // built in 1970, used a minute ago
-      {"new-unused", {"r/d:1"}, 300, 90, 0}  // created recently, never used here
+      {"in-use", {"r.io/a:1"}, {}, 400, 10, 1},     // a container uses it
+      {"waiting", {"r.io/b:1"}, {}, 400, 20, 0},    // a task waits for it
+      {"old-built", {"r.io/c:1"}, {}, 300, 0, 0},   // built in 1970, used a minute ago
+      {"new-unused", {"r.io/d:1"}, {}, 300, 90, 0}  // created recently, never used here
   };
-  std::map<std::string, int64_t> last_used = {{"r/c:1", 100}};
-  std::set<std::string> keep = {"r/b:1"};
+  std::map<std::string, int64_t> last_used = {{"r.io/c:1", 100}};
+  std::set<std::string> keep = {"r.io/b:1"};
   // 1400 bytes against 2000: nothing goes.
   EXPECT_TRUE(PlanImageEviction(images, 2000, 0, last_used, keep).empty());
   EXPECT_TRUE(PlanImageEviction(images, -1, 0, last_used, keep).empty());

@@ -78,11 +78,13 @@ void CloseAboveStdio(int sweep_limit) {
   for (int fd = 3; fd < sweep_limit; ++fd) (void)close(fd);
 }
 
-// Who a task runs as (TaskSpecToRun::uid), for the child: after fork, so no allocation.
+// Who a task runs as (TaskSpecToRun::uid), for the child: after fork, so no allocation. Its
+// working directory is entered as that user (a path the user could not reach stays closed).
 struct Creds {
   bool set = false;
   uid_t uid = 0;
   gid_t gid = 0;
+  const char* workdir = nullptr;
 };
 
 // Becomes the task's user (async-signal-safe): no supplementary groups, the group, the user,
@@ -91,6 +93,7 @@ int DropPrivileges(const Creds& c) {
   if (!c.set) return 0;
   if (setgroups(0, nullptr) != 0 || setgid(c.gid) != 0 || setuid(c.uid) != 0) return errno;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  if (chdir(c.workdir) != 0) return errno;
   return 0;
 }
 
@@ -276,7 +279,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   if (!spec.status_path.empty()) unlink(spec.status_path.c_str());
   const int sweep_limit = DescriptorSweepLimit();
   Creds creds;
-  if (spec.uid) creds = {true, *spec.uid, spec.gid};
+  if (spec.uid) creds = {true, *spec.uid, spec.gid, workdir.c_str()};
   int go[2], failed[2];  // parent -> child: attached, go; child -> parent: exec's errno
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(failed, O_CLOEXEC) != 0) {
     close(log);
@@ -304,7 +307,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (devnull > STDERR_FILENO) close(devnull);
     CloseAboveStdioOnExec(sweep_limit);  // failed[1] is close-on-exec already
-    if (chdir(workdir.c_str()) != 0) {
+    if (!creds.set && chdir(workdir.c_str()) != 0) {
       int e = errno;
       (void)!write(failed[1], &e, sizeof e);
       _exit(127);

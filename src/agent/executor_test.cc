@@ -126,6 +126,27 @@ TEST_F(ExecutorTest, ATaskRunsAsItsUserAndCannotReadTheAgentsFiles) {
   }
 }
 
+// The working directory is entered as the task's user: one under a directory only root may
+// pass is refused, with or without the shim.
+TEST_F(ExecutorTest, AWorkingDirectoryTheUserCannotReachIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a task as another user";
+  std::string closed = (dir_ / "closed").string();
+  ASSERT_TRUE(std::filesystem::create_directories(closed + "/inner"));
+  ASSERT_EQ(chmod(closed.c_str(), 0700), 0);
+  ASSERT_EQ(chmod((closed + "/inner").c_str(), 0777), 0);
+  for (bool shim : {false, true}) {
+    Executor ex;
+    TaskSpecToRun t = Shell(shim ? "ws" : "wb", "pwd");
+    t.workdir = closed + "/inner";
+    t.uid = 4242;
+    t.gid = 4242;
+    if (shim) t.status_path = (dir_ / "wstatus").string();
+    absl::Status s = ex.Start(t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+    EXPECT_NE(s.message().find("Permission denied"), std::string::npos) << s;
+  }
+}
+
 // A program the task's user may not execute is refused at start, as a missing one is.
 TEST_F(ExecutorTest, AProgramTheUserMayNotRunIsReportedAtStart) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a task as another user";

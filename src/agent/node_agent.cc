@@ -1,5 +1,6 @@
 #include "agent/node_agent.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_split.h"
 #include "agent/assignment_events.h"
 #include "agent/cdi.h"
 #include "agent/checkpoints.h"
@@ -390,6 +392,7 @@ struct NodeAgent::Impl {
         t.report.message = "it ended while the agent was away; its exit status is unknown";
         t.ended_at = absl::Now();
         Log(Cat("task ", t.a.name, " was lost while the agent was away"));
+        if (!t.container_name.empty()) RemoveContainer(t);  // its podman run was killed
       }
       SetCheckpointDir(t);
       tasks[a->name] = std::move(t);
@@ -523,31 +526,55 @@ struct NodeAgent::Impl {
   }
 
   // The sandbox, the checkpoint directory (node-local ones restored from their replica) and the
-  // hostfile, all the task's own.
+  // hostfile, all the task's own. What the agent writes there, it writes while the directory is
+  // root's, through descriptors: no task of the same user can plant a link in its way.
   absl::Status PrepareDirs(Local& t) {
-    const api::Assignment& a = t.a;
     const TaskIdentity& id = t.plan.identity;
-    if (absl::Status s = PrepareTaskDir(SandboxPath(t), id); !s.ok()) return s;
-    if (!t.checkpoint_dir.empty()) {
-      if (absl::Status s = PrepareTaskDir(t.checkpoint_dir, id); !s.ok()) return s;
-    }
+    std::error_code ec;
+    RemoveTaskDir(SandboxPath(t), id);  // an earlier start's, if any
+    absl::StatusOr<int> sandbox = OpenTaskDir(SandboxPath(t));
+    if (!sandbox.ok()) return sandbox.status();
+    absl::Status s = WriteTaskFile(*sandbox, "hostfile", Hostfile(t.a.hosts), id);
+    if (s.ok()) s = GiveTaskDir(*sandbox, SandboxPath(t), id);
+    close(*sandbox);
+    if (s.ok() && !t.checkpoint_dir.empty()) s = PrepareCheckpointDir(t);
+    fs::create_directories(Cat(o.state_dir, "/run/", t.exec_id), ec);
+    if (s.ok()) s = WriteVolcanoFiles(t);
+    return s;
+  }
+
+  static absl::Status WriteTaskFile(int dirfd, const char* name, const std::string& content,
+                                    const TaskIdentity& id) {
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 &&
+              write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+    ok = ok && fchown(fd, id.uid, id.gid) == 0;
+    if (fd >= 0) close(fd);
+    return ok ? absl::OkStatus()
+              : absl::InternalError(
+                    Cat("cannot write the task's ", name, ": ", std::strerror(errno)));
+  }
+
+  // The checkpoint directory, taken back from its task's user while the agent restores replicas
+  // into it (a restart after a lost node), then given to the task.
+  absl::Status PrepareCheckpointDir(const Local& t) {
+    const api::Assignment& a = t.a;
+    absl::StatusOr<int> dir = OpenTaskDir(t.checkpoint_dir);
+    if (!dir.ok()) return dir.status();
+    absl::Status s = absl::OkStatus();
     if (a.checkpoint_node_local && a.checkpoint_replicate && !a.checkpoint_dir.empty()) {
-      // A restart here: bring the replicas this node lacks (from the node that was lost).
-      absl::StatusOr<int> n = CopyCheckpoints(a.checkpoint_dir, t.checkpoint_dir);
+      s = GiveTaskDir(*dir, t.checkpoint_dir, TaskIdentity{0, 0});
+      absl::StatusOr<int> n =
+          s.ok() ? CopyCheckpoints(a.checkpoint_dir, t.checkpoint_dir) : absl::StatusOr<int>(0);
       if (!n.ok()) {
         Log(Cat("task ", a.name, ": ", n.status().message()));
       } else if (*n > 0) {
         Log(Cat("task ", a.name, ": restored ", *n, " checkpoints from ", a.checkpoint_dir));
       }
     }
-    std::error_code ec;
-    fs::create_directories(Cat(o.state_dir, "/run/", t.exec_id), ec);
-    if (absl::Status s = WritePrivateFile(t.plan.hostfile, Hostfile(a.hosts)); !s.ok()) return s;
-    if (absl::Status s = WriteVolcanoFiles(t); !s.ok()) return s;
-    if (chown(t.plan.hostfile.c_str(), id.uid, id.gid) != 0) {
-      return absl::InternalError(Cat("cannot give ", t.plan.hostfile, " to its task"));
-    }
-    return absl::OkStatus();
+    if (s.ok()) s = GiveTaskDir(*dir, t.checkpoint_dir, t.plan.identity);
+    close(*dir);
+    return s;
   }
 
   // Volcano's /etc/volcano/<task>.host files, for a container (mounted read-only: the directory
@@ -577,7 +604,8 @@ struct NodeAgent::Impl {
   // Returns true when the task changed (started, or its message did).
   bool StartWhenPulled(Local& t) {
     PullPolicy policy = ResolvePullPolicy(t.a.image_pull_policy, t.a.image);
-    ImagePuller::State st = puller.Ensure(t.a.image, policy, t.exec_id);
+    // Always: one pull per attempt of the job, whatever number of its ranks run here.
+    ImagePuller::State st = puller.Ensure(t.a.image, policy, Cat(t.a.job_uid, ".", t.a.attempt));
     if (st.ready) {
       t.waiting_image = false;
       // A new image in the store (pulled, or first seen by this agent): the store may be over
@@ -638,7 +666,7 @@ struct NodeAgent::Impl {
       Log(Cat("stopping ", t.a.name, " (attempt ", t.a.attempt, ")"));
     }
     int sig = hard ? SIGKILL : SIGTERM;
-    if (hard && !t.container_name.empty()) RemoveContainer(t);
+    if (hard && !t.container_name.empty() && !t.waiting_image) RemoveContainer(t);
     if (t.in_executor) {
       (void)(hard ? exec.Kill(t.exec_id) : exec.Terminate(t.exec_id));
     } else if (t.adopted_pid > 0) {
@@ -701,6 +729,7 @@ struct NodeAgent::Impl {
         std::error_code ec;
         fs::remove(RecordPath(t.exec_id), ec);
         fs::remove_all(Cat(o.state_dir, "/run/", t.exec_id), ec);
+        RemoveTaskDir(SandboxPath(t), t.plan.identity);
         exec.Forget(t.exec_id);
         replicator.Untrack(t.exec_id);
         it = tasks.erase(it);
@@ -734,6 +763,7 @@ struct NodeAgent::Impl {
         } else {
           t.report.state = t.stopping ? api::TaskState::kStopped : api::TaskState::kLost;
           t.report.message = "it ended after the agent restarted; its exit status is unknown";
+          if (!t.container_name.empty()) RemoveContainer(t);
         }
       } else {
         continue;
@@ -945,6 +975,27 @@ struct NodeAgent::Impl {
     return changed;
   }
 
+  // Containers of this node that no task record names any more (an agent killed with its
+  // records lost, a kill before the record was saved) go: nothing runs unaccounted for.
+  void RemoveOrphanContainers() {
+    std::vector<std::string> argv = PodmanGlobalArgv(o.container);
+    argv.insert(argv.end(), {"ps", "--all", "--filter", "label=gpucloud.node=" + o.node_name,
+                             "--format", "{{.Names}}"});
+    std::string out;
+    if (RunCaptured(argv, &out) != 0) return;  // no Podman here
+    std::set<std::string> known;
+    for (const auto& [name, t] : tasks) {
+      if (!t.container_name.empty()) known.insert(t.container_name);
+    }
+    std::vector<std::string> names = absl::StrSplit(out, '\n', absl::SkipWhitespace());
+    for (const std::string& name : names) {
+      if (known.contains(name)) continue;
+      Log(Cat("removing container ", name, ": no task of this node is its"));
+      std::string ignored;
+      (void)RunCaptured(PodmanRemoveArgv(o.container, name), &ignored);
+    }
+  }
+
   // The CDI spec of the node's NVIDIA GPUs, for containers.
   void WriteCdi(const NodeGpus& gpus) {
     if (o.cdi_spec_dir.empty() || backend.Name() != "nvml") return;
@@ -995,7 +1046,12 @@ struct NodeAgent::Impl {
       return s;
     }
     WriteCdi(*d);
+    if (o.allow_host_processes && !launch_policy.switch_users) {
+      Log("warning: the agent is not root, so tasks without an image run as its own user and "
+          "can read what it can (its state and tokens): for a single user's machine only");
+    }
     LoadRecords();
+    RemoveOrphanContainers();
     if (!Register()) return absl::OkStatus();
     watcher = std::thread([this] { Watch(); });
     absl::Time last_heartbeat = absl::InfinitePast();

@@ -1,6 +1,9 @@
 #include "agent/sandbox.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,7 +42,16 @@ absl::StatusOr<TaskIdentity> ResolveTaskIdentity(std::string_view ns, bool has_i
     id.uid = static_cast<uid_t>(*run_as_user);
     id.gid = id.uid;
   }
-  if (run_as_group) id.gid = static_cast<gid_t>(*run_as_group);
+  if (run_as_group) {
+    if (!has_image && *run_as_group != own) {
+      return absl::InvalidArgumentError(
+          Cat("securityContext.runAsGroup: ", *run_as_group,
+              " applies only to a task with an image; a host process runs as its namespace's "
+              "group ",
+              own));
+    }
+    id.gid = static_cast<gid_t>(*run_as_group);
+  }
   if ((id.uid == 0 || id.gid == 0) && !allow_root) {
     return absl::InvalidArgumentError(
         Cat(id.uid == 0 ? "securityContext.runAsUser" : "securityContext.runAsGroup",
@@ -99,25 +111,98 @@ absl::Status PrepareStateDir(const std::string& state_dir, bool for_other_users)
   return absl::OkStatus();
 }
 
-absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id) {
+namespace {
+
+absl::Status Errno(std::string_view what, const std::string& path) {
+  return absl::InternalError(Cat("cannot ", what, " ", path, ": ", std::strerror(errno)));
+}
+
+// Opens directory `name` in `dirfd` without following a symbolic link that is not root's (the
+// kernel's protected_symlinks rule: a tenant's link is never followed by the agent, an
+// operator's is).
+int OpenDirAt(int dirfd, const std::string& name) {
+  int fd = openat(dirfd, name.c_str(), O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC);
+  if (fd >= 0 || (errno != ELOOP && errno != ENOTDIR)) return fd;
+  struct stat st {};
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return -1;
+  if (!S_ISLNK(st.st_mode) || st.st_uid != 0) {
+    errno = ELOOP;
+    return -1;
+  }
+  return openat(dirfd, name.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+}
+
+}  // namespace
+
+absl::StatusOr<int> OpenTaskDir(const std::string& dir) {
   fs::path target = fs::path(dir).lexically_normal();
-  std::vector<fs::path> missing;
-  std::error_code ec;
-  for (fs::path p = target; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    missing.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (mkdir(it->c_str(), 0711) != 0 && errno != EEXIST) {
-      return absl::InternalError(Cat("cannot create ", it->string(), ": ", std::strerror(errno)));
+  if (!target.is_absolute()) target = fs::absolute(target).lexically_normal();
+  int fd = open("/", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  fs::path at = "/";
+  for (const fs::path& part : target.relative_path()) {
+    if (part.empty() || part == ".") continue;
+    at /= part;
+    int next = OpenDirAt(fd, part.string());
+    if (next < 0 && errno == ENOENT) {
+      if (mkdirat(fd, part.c_str(), 0711) != 0 && errno != EEXIST) {
+        close(fd);
+        return Errno("create", at.string());
+      }
+      next = OpenDirAt(fd, part.string());
+      if (next >= 0 && fchmod(next, at == target ? 0700 : 0711) != 0) {  // whatever the umask
+        close(next);
+        next = -1;
+      }
     }
-    (void)chmod(it->c_str(), 0711);  // whatever the umask
+    close(fd);
+    if (next < 0) {
+      return errno == ELOOP ? absl::InternalError(Cat("cannot use ", at.string(),
+                                                      ": a symbolic link that is not root's"))
+                            : Errno("open", at.string());
+    }
+    fd = next;
   }
-  if (chown(target.c_str(), id.uid, id.gid) != 0 || chmod(target.c_str(), 0700) != 0) {
+  return fd;
+}
+
+absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id) {
+  if (fchown(fd, id.uid, id.gid) != 0 || fchmod(fd, 0700) != 0) {
     return absl::InternalError(
-        Cat("cannot give ", target.string(), " to user ", id.uid, ": ", std::strerror(errno)));
+        Cat("cannot give ", dir, " to user ", id.uid, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+void RemoveTaskDir(const std::string& dir, const TaskIdentity& id) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  if (st.st_uid != geteuid()) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (setgroups(0, nullptr) != 0 || setgid(id.gid) != 0 || setuid(id.uid) != 0) _exit(1);
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir, ec)) fs::remove_all(e.path(), ec);
+      _exit(0);
+    }
+    if (pid > 0) {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  std::error_code ec;
+  if (st.st_uid == geteuid()) {
+    fs::remove_all(dir, ec);  // the agent's own (it never gave it away)
+  } else {
+    rmdir(dir.c_str());  // left when the task's user could not empty it: kept, not forced
+  }
+}
+
+absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id) {
+  absl::StatusOr<int> fd = OpenTaskDir(dir);
+  if (!fd.ok()) return fd.status();
+  absl::Status s = GiveTaskDir(*fd, dir, id);
+  close(*fd);
+  return s;
 }
 
 }  // namespace gpucloud::agent

@@ -10,9 +10,11 @@
 //                                       hostfile; the default working directory
 //   checkpoints/<namespace>/<job>/      0700, the task's: node-local checkpoints
 // and the job's own checkpoint directory under the server's checkpoint root, made 0700 and the
-// task's. Directories leading there that the agent creates are 0711. A host process may work
-// only inside these (and the operator's --workdir); a container sees only these, mounted.
-// Pure functions, but for PrepareTaskDir. Thread-safe.
+// task's. Directories leading there that the agent creates are 0711. A host process starts in
+// one of these (or the operator's --workdir) and, as its own user, can write nowhere else of the
+// node's it is not given; a container sees only these, mounted.
+// Pure functions, but for the directory functions at the end (file system I/O; the agent's
+// user). Thread-safe.
 #ifndef GPUCLOUD_AGENT_SANDBOX_H_
 #define GPUCLOUD_AGENT_SANDBOX_H_
 
@@ -39,8 +41,8 @@ struct TaskIdentity {
 
 // As whom a task runs: its securityContext's user and group when it has an image, else its
 // namespace's. InvalidArgument naming the field for root without `allow_root`, and for a
-// runAsUser on a host process that is not its namespace's (a host process could read another
-// namespace's files as that user).
+// runAsUser or runAsGroup on a host process that is not its namespace's (as another user or
+// group a host process could read what is theirs: another namespace's files, a disk device).
 absl::StatusOr<TaskIdentity> ResolveTaskIdentity(std::string_view ns, bool has_image,
                                                  std::optional<int64_t> run_as_user,
                                                  std::optional<int64_t> run_as_group,
@@ -64,8 +66,22 @@ bool PathInside(const std::string& path, const std::string& dir);
 // must let others pass: FailedPrecondition naming the one that does not. Internal on I/O errors.
 absl::Status PrepareStateDir(const std::string& state_dir, bool for_other_users);
 
-// Creates `dir` (and the missing directories above it, 0711), then makes it 0700 and the
-// identity's. Internal naming the path on failure.
+// Opens `dir` (a descriptor the caller closes), creating it 0700 and the missing directories
+// above it 0711, all root's. Walks it a component at a time and follows no symbolic link that is
+// not root's: a task that owns a directory on the way (a job's checkpoint directory holding
+// another's) cannot send the agent elsewhere. Internal naming the path on failure.
+absl::StatusOr<int> OpenTaskDir(const std::string& dir);
+
+// Makes the directory open at `fd` 0700 and the identity's (fchown: whatever its path names by
+// now). Internal naming `dir` on failure.
+absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id);
+
+// Removes a task's directory: its contents as the task's user (in a child process that became
+// it, so a link the task left there, or one it plants meanwhile, reaches only what is its own),
+// then the directory itself. Nothing when there is none. Best effort.
+void RemoveTaskDir(const std::string& dir, const TaskIdentity& id);
+
+// OpenTaskDir then GiveTaskDir.
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id);
 
 }  // namespace gpucloud::agent

@@ -36,6 +36,10 @@ TEST(ResolveTaskIdentity, NamespaceUserUnlessTheImageSaysOtherwise) {
   EXPECT_TRUE(absl::IsInvalidArgument(id.status()));
   EXPECT_NE(id.status().message().find("securityContext.runAsUser"), std::string::npos);
   EXPECT_TRUE(ResolveTaskIdentity("team-a", false, own, std::nullopt, false).ok());
+  id = ResolveTaskIdentity("team-a", false, std::nullopt, 6, false);  // the disk group
+  EXPECT_NE(id.status().message().find("securityContext.runAsGroup: 6 applies only"),
+            std::string::npos)
+      << id.status();
   // Root only where the operator allows it.
   id = ResolveTaskIdentity("team-a", true, 0, std::nullopt, false);
   EXPECT_EQ(id.status().message(),
@@ -85,6 +89,30 @@ TEST(PrepareTaskDir, TheTasksAloneAndTraversableAbove) {
   ASSERT_EQ(stat((tmp.path().string() + "/checkpoints/ns").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0711u);       // others pass through, and cannot list
   EXPECT_TRUE(PrepareTaskDir(dir, id).ok());  // again: no change, no error
+}
+
+// A task that owns a directory on the way (its checkpoint directory, holding another job's)
+// cannot send the agent elsewhere with a link; an operator's (root's) link is followed.
+TEST(PrepareTaskDir, FollowsNoLinkButRoots) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to own links as another user";
+  testing_util::TempDir tmp("gpucloud-links");
+  const std::string root = tmp.path().string();
+  ASSERT_TRUE(std::filesystem::create_directories(root + "/elsewhere"));
+  ASSERT_TRUE(std::filesystem::create_directories(root + "/ckpt/ns/a"));
+  ASSERT_EQ(symlink((root + "/elsewhere").c_str(), (root + "/ckpt/ns/a/x").c_str()), 0);
+  ASSERT_EQ(lchown((root + "/ckpt/ns/a/x").c_str(), 4242, 4242), 0);  // the tenant's link
+  absl::Status s = PrepareTaskDir(root + "/ckpt/ns/a/x", {4242, 4242});
+  EXPECT_NE(s.message().find("a symbolic link that is not root's"), std::string::npos) << s;
+  s = PrepareTaskDir(root + "/ckpt/ns/a/x/y", {4242, 4242});
+  EXPECT_FALSE(s.ok());
+  struct stat st {};
+  ASSERT_EQ(stat((root + "/elsewhere").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);  // not given away
+  EXPECT_FALSE(std::filesystem::exists(root + "/elsewhere/y"));
+  // The operator's link (root's) is followed.
+  ASSERT_EQ(lchown((root + "/ckpt/ns/a/x").c_str(), 0, 0), 0);
+  EXPECT_TRUE(PrepareTaskDir(root + "/ckpt/ns/a/x/y", {4242, 4242}).ok());
+  EXPECT_TRUE(std::filesystem::exists(root + "/elsewhere/y"));
 }
 
 TEST(PrepareStateDir, PassableByTasksPrivateInsideAndRefusedUnderAClosedParent) {

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/text.h"
@@ -55,6 +56,26 @@ absl::StatusOr<LaunchPlan> PlanHost(const LaunchInput& in, const LaunchPolicy& p
     plan.spec.gid = plan.identity.gid;
   }
   return plan;
+}
+
+// What Podman would read as something else than an image, or a mount source with its option
+// separator: refused whatever the server let through (a job stored before it checked them).
+absl::Status CheckContainerInput(const LaunchInput& in) {
+  const std::string& image = in.a.image;
+  bool bad_image = image.empty() || image[0] == '-' ||
+                   std::any_of(image.begin(), image.end(),
+                               [](unsigned char c) { return c <= ' ' || c == 0x7f; });
+  if (bad_image) {
+    return absl::InvalidArgumentError(
+        Cat("InvalidImage: spec.tasks[].image: \"", image, "\" is not an image reference"));
+  }
+  for (const std::string* dir : {&in.sandbox, &in.checkpoint_dir, &in.volcano_dir}) {
+    if (dir->find(',') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          Cat("InvalidPath: ", *dir, " holds a ',', which Podman's --mount cannot take"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPlan plan) {
@@ -141,6 +162,7 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchInput& in, const LaunchPolicy&
   plan.spec.log_max_bytes = 0;  // the node agent's shipper rotates it, once shipped
   plan.spec.status_path = in.status_path;
   if (in.a.image.empty()) return PlanHost(in, policy, std::move(plan));
+  if (absl::Status s = CheckContainerInput(in); !s.ok()) return s;
   return PlanContainer(in, policy, std::move(plan));
 }
 

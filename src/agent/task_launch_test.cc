@@ -178,6 +178,19 @@ TEST(PlanLaunch, ContainersOnANodeWithoutHostProcessesAndTheirRootRules) {
             "true");
 }
 
+TEST(PlanLaunch, AnImageOrPathPodmanWouldMisreadIsRefused) {
+  LaunchInput in = Input();
+  for (const char* bad : {"--privileged", "a b", "x\ny"}) {
+    in.a.image = bad;
+    EXPECT_TRUE(std::string(PlanLaunch(in, Policy()).status().message())
+                    .starts_with("InvalidImage: spec.tasks[].image:"))
+        << bad;
+  }
+  in.a.image = "busybox:1";
+  in.checkpoint_dir = "/ckpt/team-a/x,U=true";
+  EXPECT_TRUE(std::string(PlanLaunch(in, Policy()).status().message()).starts_with("InvalidPath"));
+}
+
 TEST(ContainerExit, PodmansCodes) {
   TaskExit e;
   e.exit_code = 137;

@@ -774,10 +774,10 @@ spec:
 
 TEST_F(ControllerTest, CheckpointDirsResolveInsideTheNamespacesTree) {
   Register("node-a", 4);
-  Submit(GangJob("rel", 1, 1, 3, "  checkpoint: {dir: runs/rel}\n"));
+  Submit(GangJob("rel", 1, 1, 3, "  checkpoint: {dir: runs-rel}\n"));
   Submit(GangJob("abs", 1, 1, 3, "  checkpoint: {dir: /ckpt/default/x/../abs}\n"));
   Pass();
-  EXPECT_EQ(Status("rel").checkpoint_dir, "/ckpt/default/runs/rel");
+  EXPECT_EQ(Status("rel").checkpoint_dir, "/ckpt/default/runs-rel");
   EXPECT_EQ(Status("abs").checkpoint_dir, "/ckpt/default/abs");
 }
 

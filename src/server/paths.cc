@@ -1,5 +1,7 @@
 #include "server/paths.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <system_error>
 
@@ -22,6 +24,25 @@ bool StrictlyInside(const fs::path& p, const fs::path& tree) {
   return t == tree.end() && q != p.end();
 }
 
+// One directory name of letters, digits, '.', '_' and '-' (not "." or ".."): every directory
+// above a job's checkpoint directory is then the operator's, so no tenant owns a directory on
+// the way to another's (the agent gives a job's directory to its task's user), and the path holds
+// nothing a mount option could be read from (',', '=', ':').
+bool PlainName(const fs::path& p) {
+  const std::string s = p.string();
+  if (s.empty() || s == "." || s == ".." || std::distance(p.begin(), p.end()) != 1) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+absl::Status NotPlain(std::string_view dir, const fs::path& tree) {
+  return absl::InvalidArgumentError(
+      Cat("spec.checkpoint.dir: must be one directory name (letters, digits, '.', '_', '-') in "
+          "the namespace's checkpoint tree ",
+          tree.string(), "/, got \"", dir, "\""));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveCheckpointDir(std::string_view root, std::string_view namespace_,
@@ -39,6 +60,7 @@ absl::StatusOr<std::string> ResolveCheckpointDir(std::string_view root, std::str
               "tree ",
               tree.string(), "/, got \"", dir, "\""));
     }
+    if (!PlainName(d)) return NotPlain(dir, tree);
     return (tree / d).string();
   }
   std::error_code ec;
@@ -48,6 +70,9 @@ absl::StatusOr<std::string> ResolveCheckpointDir(std::string_view root, std::str
     return absl::InvalidArgumentError(
         Cat("spec.checkpoint.dir: must lie inside the namespace's checkpoint tree ",
             abs_tree.string(), "/ (or be relative to it), got \"", dir, "\""));
+  }
+  if (!PlainName(d.filename()) || Trimmed(d.parent_path()) != abs_tree) {
+    return NotPlain(dir, abs_tree);
   }
   return d.string();
 }

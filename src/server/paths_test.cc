@@ -21,8 +21,15 @@ TEST(CheckpointDir, DefaultIsTheJobsDirectoryInItsNamespace) {
 
 TEST(CheckpointDir, RelativeResolvesInsideTheNamespacesTree) {
   EXPECT_EQ(Resolve("run1"), "/srv/ckpt/team-a/run1");
-  EXPECT_EQ(Resolve("runs/1/"), "/srv/ckpt/team-a/runs/1");
   EXPECT_EQ(Resolve("runs/../run2"), "/srv/ckpt/team-a/run2");
+  EXPECT_EQ(Resolve("run_2.v-1/"), "/srv/ckpt/team-a/run_2.v-1");
+  // One directory name: no tenant owns a directory above another's; nothing a mount option
+  // could be read from.
+  for (const char* bad : {"runs/1", "jobA/x", "x,U=true", "a:b", "a b", "x=1"}) {
+    EXPECT_EQ(Resolve(bad).substr(0, 47), "error: spec.checkpoint.dir: must be one directo") << bad;
+  }
+  EXPECT_EQ(Resolve("/srv/ckpt/team-a/jobA/x").substr(0, 47),
+            "error: spec.checkpoint.dir: must be one directo");
   EXPECT_EQ(Resolve("./run3"), "/srv/ckpt/team-a/run3");
 }
 

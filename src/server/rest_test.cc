@@ -317,8 +317,10 @@ TEST_F(RestTest, ACheckpointDirOutsideTheNamespacesTreeIsRefused) {
   EXPECT_EQ(Body(Call("POST", kJobs, with_dir("bad", "/etc")))["message"],
             "spec.checkpoint.dir: must lie inside the namespace's checkpoint tree "
             "/srv/ckpt/team-a/ (or be relative to it), got \"/etc\"");
-  EXPECT_EQ(Call("POST", kJobs, with_dir("rel", "runs/1")).status, 201);
-  EXPECT_EQ(Call("POST", kJobs, with_dir("abs", "/srv/ckpt/team-a/runs/2")).status, 201);
+  EXPECT_EQ(Call("POST", kJobs, with_dir("rel", "runs-1")).status, 201);
+  EXPECT_EQ(Call("POST", kJobs, with_dir("abs", "/srv/ckpt/team-a/runs-2")).status, 201);
+  // Nested: another job's directory could be the tenant's own.
+  EXPECT_EQ(Call("POST", kJobs, with_dir("nested", "rel/x")).status, 422);
   // An existing job cannot be moved out of its tree either.
   EXPECT_EQ(Call("PUT", std::string(kJobs) + "/rel", with_dir("rel", "/srv/ckpt/team-b")).status,
             422);

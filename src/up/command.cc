@@ -1,6 +1,7 @@
 #include "up/command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,9 @@
 namespace gpucloud::up {
 
 int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  // Keys, tokens, the store and logs are the operator's alone (tasks pass through the data
+  // directory to their checkpoints, so nothing in it may be readable by others).
+  umask(077);
   CLI::App app{"gpucloud up: a control plane and an agent for this machine, in one command"};
   server::ControlPlaneOptions o;
   std::string listen = "127.0.0.1:8443", simulate, node_name;

@@ -938,7 +938,7 @@ def run_attacks(c, res, mon):
              ("protocol errors", attack_protocol),
              ("connections", lambda c, r: attack_connections(c, r, mon)),
              ("admission", attack_admission), ("fork bomb", attack_fork_bomb),
-             ("node", attack_node),
+             ("node", attack_node), ("secrets", attack_secrets),
              ("streams", attack_streams)]
     for name, fn in steps:
         t = time.time()
@@ -968,7 +968,6 @@ def final_checks(c, res, mon, last_job):
             res.check("9 alice's job after the attacks", True, f"{last_job} Succeeded")
         except TimeoutError as e:
             res.check("9 alice's job after the attacks", False, str(e))
-    attack_secrets(c, res)
     check_files_private(c, res)
     ready = c.ready_nodes()
     res.check("9 nodes Ready at the end", ready == 2, f"{ready}/2 Ready")
