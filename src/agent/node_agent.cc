@@ -133,6 +133,7 @@ struct NodeAgent::Impl {
   bool pulled_since_gc = false;
   std::map<std::string, int64_t> image_last_used;  // image -> unix s of its last pull or start
   std::map<std::string, int> pulls_logged;         // image -> ImagePuller::State::pulls logged
+  std::set<std::string> pre_pulled;                // the operator's prePull images, once each
   std::atomic<bool> stop{false};
 
   std::mutex mu;
@@ -961,6 +962,13 @@ struct NodeAgent::Impl {
         Log("the operator reset this node's GPU health");
       }
       health_reset_seen = gen;
+      if (j.is_object() && j.contains("prePull") && j["prePull"].is_array()) {
+        for (const Json& image : j["prePull"]) {
+          if (!image.is_string() || !pre_pulled.insert(image.get<std::string>()).second) continue;
+          Log(Cat("pulling image ", image.get<std::string>(), " ahead of its tasks"));
+          puller.Prefetch(image.get<std::string>());
+        }
+      }
     }
   }
 

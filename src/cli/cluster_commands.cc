@@ -3,22 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <map>
 #include <ostream>
 #include <set>
 
+#include "absl/time/clock.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
 #include "core/text.h"
-#include "absl/time/clock.h"
 
 namespace gpucloud::cli {
 namespace {
 
 using Json = nlohmann::json;
 
-std::string JobsPath(const std::string& ns) { return Cat("/apis/gpucloud/v1/namespaces/", ns, "/jobs"); }
+std::string JobsPath(const std::string& ns) {
+  return Cat("/apis/gpucloud/v1/namespaces/", ns, "/jobs");
+}
 
 const Json& Field(const Json& j, const char* key) {
   static const Json kNull;
@@ -40,10 +41,12 @@ int64_t Int(const Json& j, const char* key) {
 std::string NodeState(const Json& node) {
   const Json& st = Field(node, "status");
   const Json& spec = Field(node, "spec");
-  std::string s = Field(st, "ready").is_boolean() && Field(st, "ready").get<bool>() ? "Ready" : "NotReady";
+  std::string s =
+      Field(st, "ready").is_boolean() && Field(st, "ready").get<bool>() ? "Ready" : "NotReady";
   if (Field(spec, "draining").is_boolean() && Field(spec, "draining").get<bool>()) {
     s += ",Draining";
-  } else if (Field(spec, "unschedulable").is_boolean() && Field(spec, "unschedulable").get<bool>()) {
+  } else if (Field(spec, "unschedulable").is_boolean() &&
+             Field(spec, "unschedulable").get<bool>()) {
     s += ",SchedulingDisabled";
   }
   return s;
@@ -60,7 +63,7 @@ std::string GpuSummary(const Json& node) {
 
 // GPUs held per node by jobs that hold some (from the jobs' placements).
 struct NodeUse {
-  std::map<std::string, std::set<int>> gpus;        // node -> GPU indexes held
+  std::map<std::string, std::set<int>> gpus;             // node -> GPU indexes held
   std::map<std::string, std::vector<std::string>> jobs;  // node -> "ns/job"
 };
 
@@ -69,11 +72,14 @@ NodeUse UseOf(const std::vector<Json>& jobs) {
   for (const Json& job : jobs) {
     const Json& st = Field(job, "status");
     std::string phase = Str(st, "phase", "Pending");
-    if (phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled") continue;
-    std::string key = Cat(Str(Field(job, "metadata"), "namespace"), "/", Str(Field(job, "metadata"), "name"));
+    if (phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled")
+      continue;
+    std::string key =
+        Cat(Str(Field(job, "metadata"), "namespace"), "/", Str(Field(job, "metadata"), "name"));
     for (const Json& r : Field(st, "placement")) {
       std::string node = Str(r, "node");
-      for (const Json& g : Field(r, "gpus")) use.gpus[node].insert(static_cast<int>(Int(g, "index")));
+      for (const Json& g : Field(r, "gpus"))
+        use.gpus[node].insert(static_cast<int>(Int(g, "index")));
       auto& list = use.jobs[node];
       if (list.empty() || list.back() != key) list.push_back(key);
     }
@@ -120,7 +126,8 @@ std::string GpuTimeLine(const Json& st) {
   if (phase == "Scheduled" || phase == "Running") {
     int64_t now = absl::ToUnixMillis(absl::Now());
     double gpus = Num(st, "gpus");
-    if (Int(st, "scheduledMs") > 0) allocated += gpus * std::max<int64_t>(0, now - Int(st, "scheduledMs")) / 1000.0;
+    if (Int(st, "scheduledMs") > 0)
+      allocated += gpus * std::max<int64_t>(0, now - Int(st, "scheduledMs")) / 1000.0;
     if (Int(st, "attemptStartedMs") > 0) {
       productive += gpus * std::max<int64_t>(0, now - Int(st, "attemptStartedMs")) / 1000.0;
     }
@@ -139,7 +146,8 @@ std::string Ms(int64_t ms) {
 
 void PrintJobsTable(const std::vector<Json>& jobs, bool with_namespace, std::ostream& out) {
   if (with_namespace) out << fmt::format("{:<16} ", "NAMESPACE");
-  out << fmt::format("{:<24} {:<11} {:>7}  {:<20} {}\n", "NAME", "PHASE", "ATTEMPT", "NODES", "MESSAGE");
+  out << fmt::format("{:<24} {:<11} {:>7}  {:<20} {}\n", "NAME", "PHASE", "ATTEMPT", "NODES",
+                     "MESSAGE");
   for (const Json& j : jobs) {
     const Json& st = Field(j, "status");
     std::set<std::string> nodes;
@@ -180,21 +188,27 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << "Phase:         " << Str(st, "phase", "Pending") << "\n"
         << "Reason:        " << Str(st, "reason", "-") << "\n"
         << "Message:       " << Str(st, "message", "-") << "\n"
-        << "Attempt:       " << Int(st, "attempt") << " (restarts after failures " << Int(st, "restarts")
-        << ", after interruptions " << Int(st, "interruptions") << ")\n"
+        << "Attempt:       " << Int(st, "attempt") << " (restarts after failures "
+        << Int(st, "restarts") << ", after interruptions " << Int(st, "interruptions") << ")\n"
         << "Checkpoints:   " << Str(st, "checkpointDir", "-")
-        << (Int(st, "lastCheckpointMs") > 0 ? Cat("  (newest seen ", Ms(Int(st, "lastCheckpointMs")), ")") : "")
+        << (Int(st, "lastCheckpointMs") > 0
+                ? Cat("  (newest seen ", Ms(Int(st, "lastCheckpointMs")), ")")
+                : "")
         << "\n"
         << "GPU time:      " << GpuTimeLine(st) << "\n"
         << "Recoveries:    " << Int(st, "recoveries")
-        << (Int(st, "recoveries") > 0 ? Cat(" (the last back to running in ", Int(st, "lastRecoveryMs") / 1000.0, " s)") : "")
+        << (Int(st, "recoveries") > 0
+                ? Cat(" (the last back to running in ", Int(st, "lastRecoveryMs") / 1000.0, " s)")
+                : "")
         << "\n"
-        << "Submitted:     " << Ms(Int(st, "submittedMs")) << "  first started: " << Ms(Int(st, "startedMs"))
-        << "  this attempt scheduled: " << Ms(Int(st, "scheduledMs")) << "  finished: " << Ms(Int(st, "finishedMs"))
-        << "  (unix seconds)\n";
+        << "Submitted:     " << Ms(Int(st, "submittedMs"))
+        << "  first started: " << Ms(Int(st, "startedMs"))
+        << "  this attempt scheduled: " << Ms(Int(st, "scheduledMs"))
+        << "  finished: " << Ms(Int(st, "finishedMs")) << "  (unix seconds)\n";
     if (!Field(st, "placement").empty()) {
       out << "Tasks:\n";
-      out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", "RANK", "TASK", "NODE", "GPUS", "STATE");
+      out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", "RANK", "TASK", "NODE", "GPUS",
+                         "STATE");
       for (const Json& r : Field(st, "placement")) {
         std::vector<std::string> gpus;
         for (const Json& g : Field(r, "gpus")) gpus.push_back(std::to_string(Int(g, "index")));
@@ -215,19 +229,21 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << Str(st, "readyMessage") << ")\n"
         << "Address:       " << Str(st, "address") << "  Hostname: " << Str(st, "hostname") << "\n"
         << "Pool:          " << Str(Field(*node, "spec"), "pool", "-") << "\n"
-        << "Driver:        " << Str(st, "driverVersion", "-") << "  CUDA: " << Int(st, "cudaVersion")
-        << "  Backend: " << Str(st, "backend") << "\n"
-        << "Capacity:      " << Int(st, "cpuMilli") / 1000 << " CPUs, " << Int(st, "memoryMiB") / 1024
-        << " GiB, " << GpuSummary(*node) << "\n";
+        << "Driver:        " << Str(st, "driverVersion", "-")
+        << "  CUDA: " << Int(st, "cudaVersion") << "  Backend: " << Str(st, "backend") << "\n"
+        << "Capacity:      " << Int(st, "cpuMilli") / 1000 << " CPUs, "
+        << Int(st, "memoryMiB") / 1024 << " GiB, " << GpuSummary(*node) << "\n";
     std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
     NodeUse use = jobs ? UseOf(Items(*jobs)) : NodeUse{};
     out << "GPUs:\n";
-    out << fmt::format("  {:<5} {:<14} {:<44} {:<8} {}\n", "INDEX", "TYPE", "UUID", "HEALTHY", "USED");
+    out << fmt::format("  {:<5} {:<14} {:<44} {:<8} {}\n", "INDEX", "TYPE", "UUID", "HEALTHY",
+                       "USED");
     for (const Json& g : Field(st, "gpus")) {
       bool used = use.gpus[name].contains(static_cast<int>(Int(g, "index")));
-      out << fmt::format("  {:<5} {:<14} {:<44} {:<8} {}\n", Int(g, "index"), Str(g, "type"), Str(g, "uuid"),
-                         Field(g, "healthy").is_boolean() && !Field(g, "healthy").get<bool>() ? "no" : "yes",
-                         used ? "yes" : "-");
+      out << fmt::format(
+          "  {:<5} {:<14} {:<44} {:<8} {}\n", Int(g, "index"), Str(g, "type"), Str(g, "uuid"),
+          Field(g, "healthy").is_boolean() && !Field(g, "healthy").get<bool>() ? "no" : "yes",
+          used ? "yes" : "-");
     }
     const Json& topo = Field(st, "gpuTopology");
     if (topo.is_array() && !topo.empty()) {
@@ -236,7 +252,8 @@ int Describe(const api::Client& client, const std::string& resource, const std::
       out << "\n";
       for (size_t i = 0; i < topo.size(); ++i) {
         out << fmt::format("  {:<6}", Cat("GPU", i));
-        for (const Json& cell : topo[i]) out << fmt::format(" {:<6}", cell.is_string() ? cell.get<std::string>() : "?");
+        for (const Json& cell : topo[i])
+          out << fmt::format(" {:<6}", cell.is_string() ? cell.get<std::string>() : "?");
         out << "\n";
       }
     }
@@ -250,10 +267,12 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     const Json& jobs = Field(*c, "jobGpuSeconds");
     const Json& rec = Field(*c, "recoveries");
     const Json& secs = Field(*c, "gpuSeconds");
-    out << "Nodes:         " << Int(nodes, "ready") << " Ready, " << Int(nodes, "notReady") << " NotReady\n";
+    out << "Nodes:         " << Int(nodes, "ready") << " Ready, " << Int(nodes, "notReady")
+        << " NotReady\n";
     out << "GPUs:         ";
     for (auto it = Field(*c, "gpus").begin(); it != Field(*c, "gpus").end(); ++it) {
-      out << fmt::format(" {} {:g} of {}", it.key(), Num(it.value(), "allocated"), Int(it.value(), "total"));
+      out << fmt::format(" {} {:g} of {}", it.key(), Num(it.value(), "allocated"),
+                         Int(it.value(), "total"));
     }
     out << (Field(*c, "gpus").empty() ? " -" : " allocated") << "\n";
     out << fmt::format("Availability:  {:.4f}% of {} registered (GPU on a Ready node, healthy)\n",
@@ -261,8 +280,8 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     out << fmt::format("Job GPU time:  allocated {}, productive {}, lost {}; goodput {:.1f}%\n",
                        GpuTime(Num(jobs, "allocated")), GpuTime(Num(jobs, "productive")),
                        GpuTime(Num(jobs, "lost")), 100 * Num(jobs, "goodput"));
-    out << fmt::format("Recoveries:    {} (mean {:.1f} s, max {:.1f} s to running again)\n", Int(rec, "count"),
-                       Num(rec, "meanSeconds"), Num(rec, "maxSeconds"));
+    out << fmt::format("Recoveries:    {} (mean {:.1f} s, max {:.1f} s to running again)\n",
+                       Int(rec, "count"), Num(rec, "meanSeconds"), Num(rec, "maxSeconds"));
     out << "(since the server started)\n";
     return kExitOk;
   }
@@ -280,10 +299,11 @@ int Logs(const api::Client& client, const std::string& job, const std::string& n
     out << r->body;
     return kExitOk;
   }
-  absl::StatusOr<api::HttpResponse> r = client.Stream(path + "&follow=true", [&](const std::string& line) {
-    out << line << "\n";
-    out.flush();
-  });
+  absl::StatusOr<api::HttpResponse> r =
+      client.Stream(path + "&follow=true", [&](const std::string& line) {
+        out << line << "\n";
+        out.flush();
+      });
   if (!r.ok() || r->status != 200) {
     err << "gpuctl: " << (r.ok() ? StatusMessage(*r) : std::string(r.status().message())) << "\n";
     return kExitInvalid;
@@ -305,7 +325,8 @@ int Events(const api::Client& client, const std::string& job, const std::string&
 
 int Cancel(const api::Client& client, const std::string& job, const std::string& ns,
            std::ostream& out, std::ostream& err) {
-  std::optional<api::HttpResponse> r = Send(client, "POST", Cat(JobsPath(ns), "/", job, "/cancel"), "", err);
+  std::optional<api::HttpResponse> r =
+      Send(client, "POST", Cat(JobsPath(ns), "/", job, "/cancel"), "", err);
   if (!r) return kExitInvalid;
   out << StatusMessage(*r) << "\n";
   return kExitOk;
@@ -319,22 +340,38 @@ int NodeVerb(const api::Client& client, const std::string& verb, const std::stri
   out << "node " << node
       << (verb == "cordon"     ? " cordoned"
           : verb == "uncordon" ? " uncordoned"
-          : verb == "drain"    ? " draining"
-                               : Cat(" is reclaimed in ", seconds, " s: its jobs checkpoint and requeue"))
+          : verb == "drain"
+              ? " draining"
+              : Cat(" is reclaimed in ", seconds, " s: its jobs checkpoint and requeue"))
       << "\n";
   return kExitOk;
 }
 
 int ReclaimPool(const api::Client& client, const std::string& pool, int seconds, std::ostream& out,
                 std::ostream& err) {
-  std::optional<api::HttpResponse> r =
-      Send(client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/reclaim?seconds=", seconds), "", err);
+  std::optional<api::HttpResponse> r = Send(
+      client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/reclaim?seconds=", seconds), "", err);
   if (!r) return kExitInvalid;
   Json j = Json::parse(r->body, nullptr, false);
   std::vector<std::string> nodes;
-  for (const Json& n : Field(j, "nodes")) nodes.push_back(n.is_string() ? n.get<std::string>() : "?");
+  for (const Json& n : Field(j, "nodes"))
+    nodes.push_back(n.is_string() ? n.get<std::string>() : "?");
   out << "pool " << pool << " (" << Join(nodes, ", ") << ") is reclaimed in " << seconds
       << " s: its jobs checkpoint and requeue\n";
+  return kExitOk;
+}
+
+int PrePullPool(const api::Client& client, const std::string& pool, const std::string& image,
+                std::ostream& out, std::ostream& err) {
+  std::optional<api::HttpResponse> r = Send(
+      client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/prepull?image=", image), "", err);
+  if (!r) return kExitInvalid;
+  Json j = Json::parse(r->body, nullptr, false);
+  std::vector<std::string> nodes;
+  for (const Json& n : Field(j, "nodes"))
+    nodes.push_back(n.is_string() ? n.get<std::string>() : "?");
+  out << "pool " << pool << " (" << Join(nodes, ", ") << ") pulls " << image
+      << " ahead of its tasks (its agents log when they have it)\n";
   return kExitOk;
 }
 
@@ -344,7 +381,8 @@ int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
   std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
   if (!jobs) return kExitInvalid;
   NodeUse use = UseOf(Items(*jobs));
-  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", "NODE", "STATUS", "GPUS", "USED", "FREE", "JOBS");
+  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", "NODE", "STATUS", "GPUS", "USED",
+                     "FREE", "JOBS");
   int total = 0, used_total = 0;
   for (const Json& n : Items(*nodes)) {
     std::string name = Str(Field(n, "metadata"), "name");
@@ -355,7 +393,8 @@ int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
     out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", name, NodeState(n), gpus, used,
                        gpus - used, use.jobs[name].empty() ? "-" : Join(use.jobs[name], ","));
   }
-  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}\n", "TOTAL", "", total, used_total, total - used_total);
+  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}\n", "TOTAL", "", total, used_total,
+                     total - used_total);
   return kExitOk;
 }
 

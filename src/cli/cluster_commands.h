@@ -11,16 +11,16 @@
 #define GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
 
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/client.h"
 
 namespace gpucloud::cli {
 
-void PrintJobsTable(const std::vector<nlohmann::json>& jobs, bool with_namespace, std::ostream& out);
+void PrintJobsTable(const std::vector<nlohmann::json>& jobs, bool with_namespace,
+                    std::ostream& out);
 void PrintNodesTable(const std::vector<nlohmann::json>& nodes, std::ostream& out);
 
 int Describe(const api::Client& client, const std::string& resource, const std::string& name,
@@ -35,6 +35,9 @@ int Cancel(const api::Client& client, const std::string& job, const std::string&
 // A spot reclamation notice for every node of a pool.
 int ReclaimPool(const api::Client& client, const std::string& pool, int seconds, std::ostream& out,
                 std::ostream& err);
+// gpuctl images pull --pool POOL IMAGE: every node of the pool pulls IMAGE ahead of its tasks.
+int PrePullPool(const api::Client& client, const std::string& pool, const std::string& image,
+                std::ostream& out, std::ostream& err);
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
              std::ostream& out, std::ostream& err, int seconds = 0);
 int Top(const api::Client& client, std::ostream& out, std::ostream& err);

@@ -417,6 +417,15 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   reclaim->add_option("--in", reclaim_in, "seconds until the node is reclaimed")
       ->check(CLI::Range(1, 86400));
   node_verbs.push_back(reclaim);
+  CLI::App* images = app.add_subcommand("images", "Container images on the nodes: images pull");
+  CLI::App* images_pull = images->add_subcommand(
+      "pull",
+      "Every node of --pool pulls IMAGE now, ahead of its tasks (a large image then does "
+      "not delay a gang's start)");
+  std::string pull_pool, pull_image;
+  images_pull->add_option("--pool", pull_pool, "the node pool")->required();
+  images_pull->add_option("image", pull_image, "IMAGE")->required();
+  images->require_subcommand(1);
   CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
 
   try {
@@ -440,6 +449,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     if (v->parsed() && !node_name.empty()) named.emplace_back("NODE", node_name);
   }
   if (reclaim->parsed() && !reclaim_pool.empty()) named.emplace_back("--pool", reclaim_pool);
+  if (images_pull->parsed()) named.emplace_back("--pool", pull_pool);
   if (!NamesAreLabels(named, err)) return kExitUsage;
   auto with_client = [&](auto&& f) {
     std::optional<api::Client> client = Connect(config, err);
@@ -465,6 +475,10 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     return with_client([&](api::Client& c) { return Events(c, events_job, ns, out, err); });
   if (cancel->parsed())
     return with_client([&](api::Client& c) { return Cancel(c, cancel_job, ns, out, err); });
+  if (images_pull->parsed()) {
+    return with_client(
+        [&](api::Client& c) { return PrePullPool(c, pull_pool, pull_image, out, err); });
+  }
   if (reclaim->parsed() && !reclaim_pool.empty()) {
     return with_client(
         [&](api::Client& c) { return ReclaimPool(c, reclaim_pool, reclaim_in, out, err); });

@@ -869,6 +869,41 @@ TEST_F(NodeLocalCheckpoints, WithoutAReplicaTheJobStartsFromScratchAndSaysSo) {
   EXPECT_EQ(reasons.back(), "Scheduled");
 }
 
+// gpuctl images pull --pool: durable on every node of the pool, told to its agents with each
+// heartbeat answer, kept over a re-registration; bad input changes nothing.
+TEST_F(ControllerTest, APrePullReachesThePoolsAgentsAndOutlivesReRegistration) {
+  Register("spot-a", 4, "spot");
+  Register("od-a", 4, "on-demand");
+  auto prepull = [&](const std::string& pool, std::map<std::string, std::string> query,
+                     bool admin = true) {
+    return api_->Handle({"POST",
+                         Cat("/apis/gpucloud/v1/pools/", pool, "/prepull"),
+                         std::move(query),
+                         "",
+                         {admin ? "root" : "bob", "", admin}});
+  };
+  auto heartbeat = [&](const std::string& node) {
+    return Json::parse(
+        Call("POST", Cat(api::NodePath(node), "/heartbeat"), api::HeartbeatToJson({})).body);
+  };
+  int64_t rev = store_->Revision();
+  EXPECT_EQ(prepull("spot", {}).status, 400);
+  EXPECT_EQ(prepull("spot", {{"image", "--privileged"}}).status, 400);
+  EXPECT_EQ(prepull("spot", {{"image", "r.local/x:1"}}, false).status, 403);
+  EXPECT_EQ(prepull("none", {{"image", "r.local/x:1"}}).status, 404);
+  EXPECT_EQ(store_->Revision(), rev);  // nothing written
+  Response r = prepull("spot", {{"image", "r.local/big:1"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["nodes"], Json::parse(R"(["spot-a"])"));
+  ASSERT_EQ(prepull("spot", {{"image", "r.local/small:2"}}).status, 200);
+  ASSERT_EQ(prepull("spot", {{"image", "r.local/big:1"}}).status, 200);  // again: moves last
+  EXPECT_EQ(heartbeat("spot-a")["prePull"], Json::parse(R"(["r.local/small:2", "r.local/big:1"])"));
+  EXPECT_FALSE(heartbeat("od-a").contains("prePull"));
+  Register("spot-a", 4, "spot");  // the agent restarts
+  EXPECT_EQ(Json::parse(store_->Get("/nodes/spot-a")->value)["spec"]["prePull"].size(), 2u);
+  EXPECT_EQ(heartbeat("spot-a")["prePull"].size(), 2u);
+}
+
 TEST_F(ControllerTest, APoolNoticeReachesEveryNodeOfThePoolAndOutlivesReRegistration) {
   Register("spot-a", 4, "spot");
   Register("spot-b", 4, "spot");

@@ -44,4 +44,15 @@ void NodeTable::Forget(const std::string& node) {
   nodes_.erase(node);
 }
 
+void NodeTable::SetPrePull(const std::string& node, std::vector<std::string> images) {
+  absl::MutexLock lock(&mu_);
+  pre_pull_[node] = std::move(images);
+}
+
+std::vector<std::string> NodeTable::PrePull(const std::string& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = pre_pull_.find(node);
+  return it == pre_pull_.end() ? std::vector<std::string>{} : it->second;
+}
+
 }  // namespace gpucloud::server

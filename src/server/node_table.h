@@ -39,12 +39,17 @@ class NodeTable {
   // told to its agent with every heartbeat answer.
   void SetHealthReset(const std::string& node, int64_t generation);
   int64_t HealthReset(const std::string& node) const;
+  // The images the operator asked the node to pull ahead of its tasks (spec.prePull), told to
+  // its agent with every heartbeat answer.
+  void SetPrePull(const std::string& node, std::vector<std::string> images);
+  std::vector<std::string> PrePull(const std::string& node) const;
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, NodeReport> nodes_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> health_reset_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<std::string>> pre_pull_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpucloud::server

@@ -245,6 +245,17 @@ Response RestApi::Handle(const Request& r) {
   if (r.who.node && !log_upload) {
     return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
   }
+  if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "prepull" && nodes_ != nullptr) {
+    if (r.method != "POST")
+      return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+    if (!ValidateDnsLabel(parts[1]).ok()) {
+      return Status(400, "BadRequest", Cat("pool \"", parts[1], "\" is not a DNS label"));
+    }
+    if (!r.who.admin)
+      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not pre-pull on pools"));
+    if (std::optional<Response> bad = RefuseQuery(r, {"image"})) return *bad;
+    return PrePullPool(r, parts[1]);
+  }
   if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "reclaim" && nodes_ != nullptr) {
     if (r.method != "POST")
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));

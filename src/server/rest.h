@@ -114,6 +114,9 @@ class RestApi {
   Response Heartbeat(const Request& r, const std::string& name);
   Response SetNodeFlags(const Request& r, const std::string& name, const std::string& verb);
   Response ReclaimPool(const Request& r, const std::string& pool);
+  // POST pools/{pool}/prepull?image=REF: every node of the pool pulls the image ahead of its
+  // tasks (spec.prePull, durable, the newest kPrePullKept; told to agents with heartbeats).
+  Response PrePullPool(const Request& r, const std::string& pool);
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
   Response Cancel(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);

@@ -1,5 +1,6 @@
 // The cluster half of the REST API: nodes and their agents' traffic (registration, heartbeats,
 // assignments), cordon/uncordon/drain, and the job sub-resources (cancel, events, logs).
+#include <algorithm>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -35,6 +36,19 @@ std::optional<int64_t> NoticeSeconds(const Request& r) {
   if (!seconds || *seconds < 1 || *seconds > 86400) return std::nullopt;
   return seconds;
 }
+// The images a node's spec asks it to pre-pull (spec.prePull), oldest first.
+std::vector<std::string> PrePullOf(const Json& doc) {
+  std::vector<std::string> out;
+  if (!doc.is_object() || !doc.contains("spec") || !doc["spec"].is_object()) return out;
+  const Json& list = doc["spec"].contains("prePull") ? doc["spec"]["prePull"] : Json();
+  if (!list.is_array()) return out;
+  for (const Json& i : list) {
+    if (i.is_string()) out.push_back(i.get<std::string>());
+  }
+  return out;
+}
+constexpr size_t kPrePullKept = 16;
+
 Response NoticeRequired() {
   return Status(400, "BadRequest", "seconds: the notice period is required, 1 to 86400");
 }
@@ -176,7 +190,11 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
     Json old = current.ok() ? Json::parse(current->value, nullptr, false) : Json::object();
     bool unschedulable = false, draining = false;
     int64_t health_reset = 0, reclaim_at = 0;
+    Json pre_pull = Json::array();
     if (old.contains("spec") && old["spec"].is_object()) {
+      if (old["spec"].contains("prePull") && old["spec"]["prePull"].is_array()) {
+        pre_pull = old["spec"]["prePull"];
+      }
       unschedulable = old["spec"].value("unschedulable", false);
       draining = old["spec"].value("draining", false);
       health_reset = old["spec"].value("healthReset", int64_t{0});
@@ -187,6 +205,7 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
     if (draining) doc["spec"]["draining"] = true;
     if (reclaim_at > 0) doc["spec"]["reclaimAtMs"] = reclaim_at;
     if (health_reset > 0) doc["spec"]["healthReset"] = health_reset;
+    if (!pre_pull.empty()) doc["spec"]["prePull"] = pre_pull;
     std::string uid = old.contains("metadata") ? old["metadata"].value("uid", "") : "";
     doc["metadata"]["uid"] = uid.empty() ? NewUid() : uid;
     std::string created =
@@ -212,6 +231,7 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
     if (nodes_ != nullptr) {
       nodes_->Record(name, {}, clock_.NowMillis());
       nodes_->SetHealthReset(name, health_reset);
+      nodes_->SetPrePull(name, PrePullOf(doc));
     }
     if (kick_) kick_();
     doc["metadata"]["resourceVersion"] = std::to_string(*rev);
@@ -228,7 +248,11 @@ Response RestApi::Heartbeat(const Request& r, const std::string& name) {
     return Status(404, "NotFound", Cat("node ", name, " is not registered (register it first)"));
   }
   if (nodes_->Record(name, std::move(*hb), clock_.NowMillis()) && kick_) kick_();
-  return {200, Cat("{\"ok\":true,\"healthReset\":", nodes_->HealthReset(name), "}\n")};
+  Json out{{"ok", true}, {"healthReset", nodes_->HealthReset(name)}};
+  if (std::vector<std::string> images = nodes_->PrePull(name); !images.empty()) {
+    out["prePull"] = images;
+  }
+  return {200, out.dump() + "\n"};
 }
 
 Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const std::string& verb) {
@@ -268,6 +292,48 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
     return {200, WithRevision({key, doc.dump(2), 0, *rev, 0}).dump(2) + "\n"};
   }
   return Status(409, "Conflict", Cat(key, " keeps changing; retry"));
+}
+
+Response RestApi::PrePullPool(const Request& r, const std::string& pool) {
+  auto q = r.query.find("image");
+  std::optional<std::string> image =
+      q == r.query.end() ? std::nullopt : std::optional<std::string>(q->second);
+  if (!image || image->empty() || image->size() > 4096 || (*image)[0] == '-' ||
+      std::any_of(image->begin(), image->end(),
+                  [](unsigned char c) { return c <= ' ' || c == 0x7f; })) {
+    return Status(400, "BadRequest", "image: give an image reference (?image=registry/x:1)");
+  }
+  // Every node of the pool in one transaction; the newest kPrePullKept images per node.
+  for (int tries = 0; tries < 5; ++tries) {
+    absl::StatusOr<store::ListResult> list = store_.List("/nodes/");
+    if (!list.ok()) return FromStatus(list.status());
+    std::vector<store::Op> ops;
+    std::vector<std::pair<std::string, std::vector<std::string>>> updated;
+    for (const store::KeyValue& kv : list->items) {
+      Json doc = Json::parse(kv.value, nullptr, false);
+      if (!doc.is_object() || !doc["spec"].is_object() || doc["spec"].value("pool", "") != pool)
+        continue;
+      std::vector<std::string> images = PrePullOf(doc);
+      std::erase(images, *image);
+      images.push_back(*image);
+      if (images.size() > kPrePullKept) images.erase(images.begin());
+      doc["spec"]["prePull"] = images;
+      ops.push_back({store::Op::Kind::kPut, kv.key, doc.dump(2), kv.mod_revision});
+      updated.emplace_back(doc["metadata"].value("name", ""), std::move(images));
+    }
+    if (ops.empty()) return Status(404, "NotFound", Cat("no node is in pool \"", pool, "\""));
+    absl::StatusOr<int64_t> rev = store_.Txn(ops);
+    if (absl::IsAborted(rev.status())) continue;
+    if (!rev.ok()) return FromStatus(rev.status());
+    Json names = Json::array();
+    for (auto& [name, images] : updated) {
+      names.push_back(name);
+      nodes_->SetPrePull(name, std::move(images));
+    }
+    Json out{{"kind", "PoolPrePull"}, {"pool", pool}, {"image", *image}, {"nodes", names}};
+    return {200, out.dump(2) + "\n"};
+  }
+  return Status(409, "Conflict", "the pool's nodes keep changing; retry");
 }
 
 Response RestApi::ReclaimPool(const Request& r, const std::string& pool) {

@@ -20,7 +20,8 @@ scripts/build-images pushed to it. Checks, each a row of the summary table:
      node 401 until its credentials file has them, and then the job runs;
   8. Volcano's VK_TASK_INDEX, VC_<TASK>_HOSTS and /etc/volcano/<task>.host reach a container;
   9. an image store over its limit (--image-store-max-gib) loses the unused images, not those
-     of running tasks.
+     of running tasks;
+ 10. `gpuctl images pull --pool` puts an image on the pool's nodes before any job needs it.
 Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or the registry.
 
 Usage: containers.py BUILD_DIR SOURCE_DIR
@@ -90,7 +91,8 @@ class Cluster:
             f"{self.build}/apps/gpucloud", "agent", "run", "--server", self.url, "--ca",
             os.path.join(self.data, "ca.crt"), "--token-file",
             os.path.join(self.data, "bootstrap.token"), "--simulate", "1xH100",
-            "--node-name", "node-a", "--address", "127.0.0.1", "--state-dir", self.agent_dir,
+            "--node-name", "node-a", "--address", "127.0.0.1", "--pool", "gpu",
+            "--state-dir", self.agent_dir,
             "--image-store", self.store, "--registry-cert-dir", self.cert_dir,
             "--registry-auth-file", self.auth_file,
             "--container-runtime", "runc", "--cdi-spec-dir", "", *extra])
@@ -344,6 +346,15 @@ def check_registry_refusals(c, res, creg, areg):
               phase == "Succeeded" and "authorized" in c.logs("auth"), f"phase {phase}")
 
 
+def check_prepull(c, res, reg):
+    ref = f"{reg.addr}/gpucloud/prepulled:1"
+    out = c.gpuctl("images", "pull", "--pool", "gpu", ref)
+    there = wait(lambda: c.podman("image", "exists", ref).returncode == 0, 60,
+                 "the pre-pulled image on the node")
+    res.check("10 gpuctl images pull --pool puts the image on the pool's nodes, no job needed",
+              there and "node-a" in out, out.strip())
+
+
 def check_image_gc(c, res, busybox, trainer):
     """A store over its limit loses the least recently used images no task needs."""
     c.kill_agent()
@@ -382,6 +393,7 @@ def main():
             trainer = f"{reg.addr}/gpucloud/trainer:1"
             oci.push_image(builder, oci.BUSYBOX, reg, "gpucloud/busybox:1")
             oci.push_image(builder, oci.TRAINER, reg, "gpucloud/trainer:1")
+            oci.push_image(builder, oci.BUSYBOX, reg, "gpucloud/prepulled:1")
             push_corrupted(builder, creg, work)
             oci.push_image(builder, oci.BUSYBOX, areg, "gpucloud/busybox:1",
                            authfile=areg.auth_file(areg.username, areg.password))
@@ -401,6 +413,7 @@ def main():
                               lambda: check_pull_failures(c, res),
                               lambda: check_refusals(c, res, busybox),
                               lambda: check_registry_refusals(c, res, creg, areg),
+                              lambda: check_prepull(c, res, reg),
                               lambda: check_image_gc(c, res, busybox, trainer)):
                     try:
                         check()
