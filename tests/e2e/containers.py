@@ -422,8 +422,7 @@ def main():
             finally:
                 c.stop()
                 c.podman("rm", "-af", "-t", "0")
-                subprocess.run(["umount", "-R", "-l", os.path.join(work, "images")],
-                               capture_output=True)
+                oci.unmount_under(os.path.join(work, "images"))
                 if any(r[1] == "FAIL" for r in res.rows) or os.environ.get("CONTAINERS_LOGS"):
                     for name in ("server", "agent"):
                         p = os.path.join(work, f"{name}.log")

@@ -297,13 +297,18 @@ class Podman:
         if os.path.isdir(self.root):
             with contextlib.suppress(Exception):
                 self.run(["rm", "--all", "--force", "--time", "0"], check=False, timeout=60)
-        # The overlay driver bind-mounts its home on itself and mounts layers under it.
-        with open("/proc/self/mounts") as f:
-            points = [line.split()[1] for line in f]
-        mine = [p.encode().decode("unicode_escape") for p in points]
-        mine = [p for p in mine if p == self.tmpdir or p.startswith(self.tmpdir + "/")]
-        for point in sorted(mine, key=len, reverse=True):
-            subprocess.run(["umount", "--lazy", point], stderr=subprocess.DEVNULL)
+        unmount_under(self.tmpdir)
+
+
+def unmount_under(directory):
+    """Lazily unmounts everything mounted at or below `directory`, deepest first: Podman's
+    overlay driver bind-mounts its home on itself and mounts layers under it, and leaves them
+    when its process ends."""
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1].encode().decode("unicode_escape") for line in f]
+    mine = [p for p in points if p == directory or p.startswith(directory + "/")]
+    for point in sorted(mine, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], stderr=subprocess.DEVNULL)
 
 
 def push_image(podman, local_ref, registry, remote_ref, authfile=None):
