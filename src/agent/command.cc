@@ -179,6 +179,10 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
                   "the most disk the image store may use: least recently used images go (0: no "
                   "limit)")
       ->check(CLI::NonNegativeNumber);
+  double pull_timeout_minutes = 30;
+  run->add_option("--image-pull-timeout", pull_timeout_minutes,
+                  "minutes a pull may take before it is stopped and retried later")
+      ->check(CLI::PositiveNumber);
   double image_gc_hours = 24;
   run->add_option("--image-gc-hours", image_gc_hours,
                   "images no task used for this long are removed (checked hourly)")
@@ -245,6 +249,7 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
     }
     options.image_store_max_bytes = static_cast<int64_t>(image_store_max_gib * (1LL << 30));
     options.image_gc_age = absl::Hours(image_gc_hours);
+    options.container.pull_timeout = absl::Minutes(pull_timeout_minutes);
     if (!image_store.empty()) {
       std::string dir = std::filesystem::absolute(image_store).lexically_normal().string();
       options.container.storage_root = dir + "/storage";

@@ -1,6 +1,7 @@
 #include "agent/container.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -226,7 +227,9 @@ absl::Duration PullBackoff(int failures) {
   return std::min(d, absl::Minutes(5));
 }
 
-int RunCaptured(const std::vector<std::string>& argv, std::string* output) {
+int RunCaptured(const std::vector<std::string>& argv, std::string* output, absl::Duration timeout) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   int fds[2];
   if (argv.empty() || pipe2(fds, O_CLOEXEC) != 0) return -1;
   posix_spawn_file_actions_t actions;
@@ -255,11 +258,24 @@ int RunCaptured(const std::vector<std::string>& argv, std::string* output) {
   close(fds[1]);
   std::string out;
   char buf[4096];
-  for (ssize_t n; rc == 0 && (n = read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
+  bool timed_out = false;
+  while (rc == 0) {
+    int ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
+      ms =
+          static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      timed_out = true;
+      kill(pid, SIGKILL);
       break;
     }
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > (64 << 10)) out.erase(0, out.size() - (64 << 10));
   }
@@ -270,6 +286,13 @@ int RunCaptured(const std::vector<std::string>& argv, std::string* output) {
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    if (output != nullptr) {
+      *output = Cat(out, "\nError: ", argv[0], " took longer than ", absl::FormatDuration(timeout),
+                    " and was stopped\n");
+    }
+    return -2;
   }
   if (output != nullptr) *output = std::move(out);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -353,7 +376,7 @@ void ImagePuller::Pull(const std::string& image) {
   argv.push_back(image);
   absl::Time start = absl::Now();
   std::string out;
-  int rc = RunCaptured(argv, &out);
+  int rc = RunCaptured(argv, &out, options_.pull_timeout);
   std::lock_guard lock(mu_);
   auto it = images_.find(image);
   if (it == images_.end()) return;  // shutting down

@@ -47,6 +47,8 @@ struct ContainerRuntimeOptions {
   // Podman's defaults are higher than some hosts allow.
   int64_t nofile = 65536;
   int64_t nproc = 65536;
+  // A pull that takes longer (a registry that stalls) is stopped and counts as a failed one.
+  absl::Duration pull_timeout = absl::Minutes(30);
 };
 
 struct Mount {
@@ -137,8 +139,11 @@ std::string PullErrorReason(const std::string& podman_output);
 absl::Duration PullBackoff(int failures);
 
 // Runs a command to its end with stdin from /dev/null and stdout and stderr captured together
-// (at most 64 KiB kept, the end). Returns the exit status (-1 when it could not start).
-int RunCaptured(const std::vector<std::string>& argv, std::string* output);
+// (at most 64 KiB kept, the end). Returns the exit status (-1 when it could not start; -2 when
+// it ran past `timeout` and was killed, the output then ending in an "Error: ..." line saying
+// so).
+int RunCaptured(const std::vector<std::string>& argv, std::string* output,
+                absl::Duration timeout = absl::InfiniteDuration());
 
 // Pulls images in the background and remembers which are ready. Thread-safe: Ensure from the
 // agent's loop, the pulls on their own threads (one per image at a time).

@@ -135,6 +135,14 @@ TEST(RunCaptured, GivesStatusAndOutput) {
   EXPECT_EQ(out, "a\nb\n");
   EXPECT_EQ(RunCaptured({"/nonexistent/podman"}, &out), -1);
   EXPECT_NE(out.find("No such file"), std::string::npos) << out;
+  // Past its time it is killed, and says so where PullErrorReason looks.
+  absl::Time start = absl::Now();
+  EXPECT_EQ(
+      RunCaptured({"/bin/sh", "-c", "echo started; exec sleep 30"}, &out, absl::Milliseconds(200)),
+      -2);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(PullErrorReason(out), "/bin/sh took longer than 200ms and was stopped");
+  EXPECT_NE(out.find("started"), std::string::npos);
 }
 
 TEST(ImageGc, ParsesPodmansListing) {
