@@ -532,7 +532,7 @@ struct NodeAgent::Impl {
   absl::Status PrepareDirs(Local& t) {
     const TaskIdentity& id = t.plan.identity;
     std::error_code ec;
-    RemoveTaskDir(SandboxPath(t), id);  // an earlier start's, if any
+    RemoveTaskDir(SandboxPath(t));  // an earlier start's, if any
     absl::StatusOr<int> sandbox = OpenTaskDir(SandboxPath(t));
     if (!sandbox.ok()) return sandbox.status();
     absl::Status s = WriteTaskFile(*sandbox, "hostfile", Hostfile(t.a.hosts), id);
@@ -730,7 +730,7 @@ struct NodeAgent::Impl {
         std::error_code ec;
         fs::remove(RecordPath(t.exec_id), ec);
         fs::remove_all(Cat(o.state_dir, "/run/", t.exec_id), ec);
-        RemoveTaskDir(SandboxPath(t), t.plan.identity);
+        RemoveTaskDir(SandboxPath(t));
         exec.Forget(t.exec_id);
         replicator.Untrack(t.exec_id);
         it = tasks.erase(it);

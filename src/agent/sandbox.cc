@@ -173,13 +173,15 @@ absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id)
   return absl::OkStatus();
 }
 
-void RemoveTaskDir(const std::string& dir, const TaskIdentity& id) {
+void RemoveTaskDir(const std::string& dir) {
   struct stat st {};
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
   if (st.st_uid != geteuid()) {
     pid_t pid = fork();
     if (pid == 0) {
-      if (setgroups(0, nullptr) != 0 || setgid(id.gid) != 0 || setuid(id.uid) != 0) _exit(1);
+      if (setgroups(0, nullptr) != 0 || setgid(st.st_gid) != 0 || setuid(st.st_uid) != 0) {
+        _exit(1);
+      }
       std::error_code ec;
       for (const auto& e : fs::directory_iterator(dir, ec)) fs::remove_all(e.path(), ec);
       _exit(0);

@@ -76,10 +76,10 @@ absl::StatusOr<int> OpenTaskDir(const std::string& dir);
 // now). Internal naming `dir` on failure.
 absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id);
 
-// Removes a task's directory: its contents as the task's user (in a child process that became
-// it, so a link the task left there, or one it plants meanwhile, reaches only what is its own),
-// then the directory itself. Nothing when there is none. Best effort.
-void RemoveTaskDir(const std::string& dir, const TaskIdentity& id);
+// Removes a task's directory: its contents as the directory's owner, the task's user (in a child
+// process that became it, so a link the task left there, or one it plants meanwhile, reaches only
+// what is its own), then the directory itself. Nothing when there is none. Best effort.
+void RemoveTaskDir(const std::string& dir);
 
 // OpenTaskDir then GiveTaskDir.
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id);

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "testing/temp_dir.h"
 
 namespace gpucloud::agent {
@@ -113,6 +116,30 @@ TEST(PrepareTaskDir, FollowsNoLinkButRoots) {
   ASSERT_EQ(lchown((root + "/ckpt/ns/a/x").c_str(), 0, 0), 0);
   EXPECT_TRUE(PrepareTaskDir(root + "/ckpt/ns/a/x/y", {4242, 4242}).ok());
   EXPECT_TRUE(std::filesystem::exists(root + "/elsewhere/y"));
+}
+
+// A task's directory goes as its owner: what that user may not remove (a root-only directory in
+// it) stays, whatever the caller knows of the task (a re-adopted task's record has no identity).
+TEST(RemoveTaskDir, RemovesAsTheDirectorysOwner) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to own directories as another user";
+  testing_util::TempDir tmp("gpucloud-remove");
+  const std::string dir = tmp.path().string() + "/sandbox";
+  ASSERT_TRUE(std::filesystem::create_directories(dir + "/work/deep"));
+  std::ofstream(dir + "/work/deep/f") << "x";
+  for (const char* p : {"", "/work", "/work/deep", "/work/deep/f"}) {
+    ASSERT_EQ(lchown((dir + p).c_str(), 4242, 4242), 0) << p;
+  }
+  ASSERT_EQ(symlink("/etc/hostname", (dir + "/link").c_str()), 0);
+  RemoveTaskDir(dir);
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_TRUE(std::filesystem::exists("/etc/hostname"));
+  // A root-only directory inside: the owner cannot remove it, so it stays.
+  ASSERT_TRUE(std::filesystem::create_directories(dir + "/root-only"));
+  std::ofstream(dir + "/root-only/f") << "x";
+  ASSERT_EQ(chmod((dir + "/root-only").c_str(), 0700), 0);
+  ASSERT_EQ(chown(dir.c_str(), 4242, 4242), 0);
+  RemoveTaskDir(dir);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/root-only/f"));
 }
 
 TEST(PrepareStateDir, PassableByTasksPrivateInsideAndRefusedUnderAClosedParent) {
