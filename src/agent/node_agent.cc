@@ -604,7 +604,7 @@ struct NodeAgent::Impl {
   // its message says why (pulling, or the last pull's failure and when the next one is).
   // Returns true when the task changed (started, or its message did).
   bool StartWhenPulled(Local& t) {
-    PullPolicy policy = ResolvePullPolicy(t.a.image_pull_policy, t.a.image);
+    const PullPolicy policy = t.a.image_pull_policy;  // resolved by AssignmentFromJson
     // Always: one pull per attempt of the job, whatever number of its ranks run here.
     ImagePuller::State st = puller.Ensure(t.a.image, policy, Cat(t.a.job_uid, ".", t.a.attempt));
     if (st.ready) {

@@ -926,7 +926,7 @@ absl::Status Controller::Schedule(Pass& pass) {
         a.working_dir = spec->working_dir;
         a.image = spec->image;
         if (!a.image.empty()) {
-          a.image_pull_policy = ResolvePullPolicy(spec->image_pull_policy, spec->image);
+          a.image_pull_policy = spec->image_pull_policy;  // AssignmentToJson resolves a default
           a.image_entrypoint = spec->command.empty();
         }
         a.run_as_user = spec->security_context.run_as_user;
