@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include "core/text.h"
 
@@ -30,28 +31,19 @@ absl::StatusOr<TaskIdentity> ResolveTaskIdentity(std::string_view ns, bool has_i
                                                  std::optional<int64_t> run_as_group,
                                                  bool allow_root) {
   const uid_t own = NamespaceUid(ns);
+  // A host process keeps its namespace's user and group.
+  for (auto [field, what, value] : {std::tuple("runAsUser", "user", run_as_user),
+                                    std::tuple("runAsGroup", "group", run_as_group)}) {
+    if (value && !has_image && *value != own) {
+      return absl::InvalidArgumentError(
+          Cat("securityContext.", field, ": ", *value,
+              " applies only to a task with an image; a host process runs as its namespace's ",
+              what, " ", own));
+    }
+  }
   TaskIdentity id{own, own};
-  if (run_as_user) {
-    if (!has_image && *run_as_user != own) {
-      return absl::InvalidArgumentError(
-          Cat("securityContext.runAsUser: ", *run_as_user,
-              " applies only to a task with an image; a host process runs as its namespace's "
-              "user ",
-              own));
-    }
-    id.uid = static_cast<uid_t>(*run_as_user);
-    id.gid = id.uid;
-  }
-  if (run_as_group) {
-    if (!has_image && *run_as_group != own) {
-      return absl::InvalidArgumentError(
-          Cat("securityContext.runAsGroup: ", *run_as_group,
-              " applies only to a task with an image; a host process runs as its namespace's "
-              "group ",
-              own));
-    }
-    id.gid = static_cast<gid_t>(*run_as_group);
-  }
+  if (run_as_user) id.uid = id.gid = static_cast<uid_t>(*run_as_user);
+  if (run_as_group) id.gid = static_cast<gid_t>(*run_as_group);
   if ((id.uid == 0 || id.gid == 0) && !allow_root) {
     return absl::InvalidArgumentError(
         Cat(id.uid == 0 ? "securityContext.runAsUser" : "securityContext.runAsGroup",
