@@ -347,30 +347,39 @@ int NodeVerb(const api::Client& client, const std::string& verb, const std::stri
   return kExitOk;
 }
 
-int ReclaimPool(const api::Client& client, const std::string& pool, int seconds, std::ostream& out,
-                std::ostream& err) {
-  std::optional<api::HttpResponse> r = Send(
-      client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/reclaim?seconds=", seconds), "", err);
-  if (!r) return kExitInvalid;
+namespace {
+
+// POSTs an operator's verb ("reclaim?seconds=60") on every node of a pool; the names of the
+// nodes it reached ("a, b"), or nullopt (the error said on `err`).
+std::optional<std::string> PostPoolVerb(const api::Client& client, const std::string& pool,
+                                        const std::string& verb, std::ostream& err) {
+  std::optional<api::HttpResponse> r =
+      Send(client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/", verb), "", err);
+  if (!r) return std::nullopt;
   Json j = Json::parse(r->body, nullptr, false);
   std::vector<std::string> nodes;
   for (const Json& n : Field(j, "nodes"))
     nodes.push_back(n.is_string() ? n.get<std::string>() : "?");
-  out << "pool " << pool << " (" << Join(nodes, ", ") << ") is reclaimed in " << seconds
+  return Join(nodes, ", ");
+}
+
+}  // namespace
+
+int ReclaimPool(const api::Client& client, const std::string& pool, int seconds, std::ostream& out,
+                std::ostream& err) {
+  std::optional<std::string> nodes =
+      PostPoolVerb(client, pool, Cat("reclaim?seconds=", seconds), err);
+  if (!nodes) return kExitInvalid;
+  out << "pool " << pool << " (" << *nodes << ") is reclaimed in " << seconds
       << " s: its jobs checkpoint and requeue\n";
   return kExitOk;
 }
 
 int PrePullPool(const api::Client& client, const std::string& pool, const std::string& image,
                 std::ostream& out, std::ostream& err) {
-  std::optional<api::HttpResponse> r = Send(
-      client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/prepull?image=", image), "", err);
-  if (!r) return kExitInvalid;
-  Json j = Json::parse(r->body, nullptr, false);
-  std::vector<std::string> nodes;
-  for (const Json& n : Field(j, "nodes"))
-    nodes.push_back(n.is_string() ? n.get<std::string>() : "?");
-  out << "pool " << pool << " (" << Join(nodes, ", ") << ") pulls " << image
+  std::optional<std::string> nodes = PostPoolVerb(client, pool, "prepull?image=" + image, err);
+  if (!nodes) return kExitInvalid;
+  out << "pool " << pool << " (" << *nodes << ") pulls " << image
       << " ahead of its tasks (its agents log when they have it)\n";
   return kExitOk;
 }

@@ -245,27 +245,22 @@ Response RestApi::Handle(const Request& r) {
   if (r.who.node && !log_upload) {
     return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
   }
-  if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "prepull" && nodes_ != nullptr) {
+  if (parts.size() == 3 && parts[0] == "pools" && nodes_ != nullptr &&
+      (parts[2] == "prepull" || parts[2] == "reclaim")) {
+    // An operator's verb on every node of a pool: POST, admins, one query parameter.
+    const bool prepull = parts[2] == "prepull";
     if (r.method != "POST")
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
     if (!ValidateDnsLabel(parts[1]).ok()) {
       return Status(400, "BadRequest", Cat("pool \"", parts[1], "\" is not a DNS label"));
     }
-    if (!r.who.admin)
-      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not pre-pull on pools"));
-    if (std::optional<Response> bad = RefuseQuery(r, {"image"})) return *bad;
-    return PrePullPool(r, parts[1]);
-  }
-  if (parts.size() == 3 && parts[0] == "pools" && parts[2] == "reclaim" && nodes_ != nullptr) {
-    if (r.method != "POST")
-      return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
-    if (!ValidateDnsLabel(parts[1]).ok()) {
-      return Status(400, "BadRequest", Cat("pool \"", parts[1], "\" is not a DNS label"));
+    if (!r.who.admin) {
+      return Status(
+          403, "Forbidden",
+          Cat("user ", r.who.user, " may not ", prepull ? "pre-pull on" : "reclaim", " pools"));
     }
-    if (!r.who.admin)
-      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not reclaim pools"));
-    if (std::optional<Response> bad = RefuseQuery(r, {"seconds"})) return *bad;
-    return ReclaimPool(r, parts[1]);
+    if (std::optional<Response> bad = RefuseQuery(r, {prepull ? "image" : "seconds"})) return *bad;
+    return prepull ? PrePullPool(r, parts[1]) : ReclaimPool(r, parts[1]);
   }
   if (parts.size() == 1 && parts[0] == "cluster" && summary_) {
     if (r.method != "GET")
