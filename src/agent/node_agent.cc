@@ -401,10 +401,12 @@ struct NodeAgent::Impl {
     }
   }
 
+  // The agent's own directory for a task (0700 under STATE_DIR/run): its exit file, its
+  // Volcano files.
+  std::string RunDir(const Local& t) const { return Cat(o.state_dir, "/run/", t.exec_id); }
+
   // Where the task's shim writes how it ended (TaskSpecToRun::status_path).
-  std::string StatusPath(const Local& t) const {
-    return Cat(o.state_dir, "/run/", t.exec_id, "/exit");
-  }
+  std::string StatusPath(const Local& t) const { return RunDir(t) + "/exit"; }
 
   // A task's exit: a container's read through Podman's codes, and the container removed should
   // its `podman run` have been killed (the container lives on in conmon, outside the group).
@@ -485,9 +487,7 @@ struct NodeAgent::Impl {
     return in;
   }
 
-  std::string VolcanoDir(const Local& t) const {
-    return Cat(o.state_dir, "/run/", t.exec_id, "/volcano");
-  }
+  std::string VolcanoDir(const Local& t) const { return RunDir(t) + "/volcano"; }
 
   std::string SandboxPath(const Local& t) const { return Cat(o.state_dir, "/sandbox/", t.exec_id); }
 
@@ -539,7 +539,7 @@ struct NodeAgent::Impl {
     if (s.ok()) s = GiveTaskDir(*sandbox, SandboxPath(t), id);
     close(*sandbox);
     if (s.ok() && !t.checkpoint_dir.empty()) s = PrepareCheckpointDir(t);
-    fs::create_directories(Cat(o.state_dir, "/run/", t.exec_id), ec);
+    fs::create_directories(RunDir(t), ec);
     if (s.ok()) s = WriteVolcanoFiles(t);
     return s;
   }
@@ -729,7 +729,7 @@ struct NodeAgent::Impl {
       if (!wanted && t.ended_at && now - *t.ended_at > absl::Minutes(5)) {
         std::error_code ec;
         fs::remove(RecordPath(t.exec_id), ec);
-        fs::remove_all(Cat(o.state_dir, "/run/", t.exec_id), ec);
+        fs::remove_all(RunDir(t), ec);
         RemoveTaskDir(SandboxPath(t));
         exec.Forget(t.exec_id);
         replicator.Untrack(t.exec_id);

@@ -113,9 +113,9 @@ class Cluster:
                 p.kill()
                 p.wait()
 
-    def gpuctl(self, *args, check=True, stdin=None):
+    def gpuctl(self, *args, check=True):
         r = subprocess.run([f"{self.build}/apps/gpuctl", *args], capture_output=True, text=True,
-                           input=stdin, env=dict(os.environ, GPUCLOUD_CONFIG=self.config),
+                           env=dict(os.environ, GPUCLOUD_CONFIG=self.config),
                            timeout=60)
         if check and r.returncode != 0:
             raise AssertionError(f"gpuctl {' '.join(args)}: {r.stdout}{r.stderr}")
@@ -153,12 +153,10 @@ class Cluster:
                               capture_output=True, text=True, timeout=60)
 
 
-def job(name, image, command, gpu=0, policy=None, restarts=0, security=None, args=None):
+def job(name, image, command, gpu=0, policy=None, restarts=0, security=None):
     task = {"name": "main", "command": command}
     if image:
         task["image"] = image
-    if args is not None:
-        task["args"] = args
     if gpu:
         task["resources"] = {"gpu": gpu}
     if policy:
