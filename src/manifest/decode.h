@@ -14,6 +14,7 @@
 #include "core/gpu_catalog.h"
 #include "core/job.h"
 #include "core/node_pool.h"
+#include "core/policy.h"
 #include "core/queue.h"
 #include "core/runtime_class.h"
 #include "core/sched_config.h"
@@ -99,6 +100,21 @@ std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx,
 std::optional<RuntimeClass> DecodeRuntimeClass(Context& ctx, MapReader& doc);
 std::optional<Job> DecodePod(Context& ctx, MapReader& doc);
 std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc);
+std::optional<Policy> DecodePolicy(Context& ctx, MapReader& doc);
+// Reads `Version` and `Statement` of an IAM document from `m` (the caller calls m.Finish()).
+bool DecodePolicyDocument(Context& ctx, MapReader& m, PolicyDocument* doc);
+
+// One YAML document of a file, parsed, and the 0-based line of the file where it starts.
+struct LoadedDocument {
+  YAML::Node node;
+  int first_line = 0;
+  bool syntax_error = false;  // reported already; nothing to decode
+};
+// Checks the file's size and UTF-8, splits it at its document markers and parses each document,
+// skipping empty ones. Problems are appended to `errors` (a size or UTF-8 problem leaves no
+// documents).
+std::vector<LoadedDocument> LoadDocuments(std::string_view text, const std::string& file,
+                                          std::vector<Diagnostic>* errors);
 
 }  // namespace gpucloud::manifest::internal
 

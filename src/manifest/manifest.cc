@@ -107,10 +107,39 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
   return Decoded{};
 }
 
-// Decodes one object at `root` (a document, or an item of a List) and appends it to `out`.
-// `seen` maps each object's key ("Job ns/name") to its index in `out`.
-void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Manifest>* out,
-                  std::unordered_map<std::string, size_t>* seen) {
+// What the documents of one file decoded to.
+struct Collected {
+  std::vector<Manifest> manifests;
+  std::vector<PolicyManifest> policies;
+  // Each object's key ("Job ns/name") to its index in `manifests`.
+  std::unordered_map<std::string, size_t> seen;
+};
+
+// A gpucloud/v1 Policy into out->policies; the same policy twice is harmless, two different ones
+// of one name an error.
+void DecodePolicyObject(Context& ctx, MapReader& m, const Field& root, int document,
+                        Collected* out) {
+  int errors_before = ctx.sink.error_count();
+  std::optional<Policy> policy = internal::DecodePolicy(ctx, m);
+  m.Ignore("status");
+  m.Finish();
+  if (!policy || ctx.sink.error_count() > errors_before) return;
+  for (const PolicyManifest& earlier : out->policies) {
+    if (earlier.policy.metadata.name != policy->metadata.name) continue;
+    if (!(earlier.policy == *policy)) {
+      ctx.sink.Error(root.mark, ChildPath(root.path, "metadata.name"),
+                     Cat("duplicate Policy ", policy->metadata.name,
+                         " with different content (also document ", earlier.document, ")"));
+    }
+    return;
+  }
+  out->policies.push_back(PolicyManifest{ctx.sink.file(), document, std::move(*policy)});
+}
+
+// Decodes one object at `root` (a document, or an item of a List) into `collected`.
+void DecodeObject(Context& ctx, const Field& root, int document, Collected* collected) {
+  std::vector<Manifest>* out = &collected->manifests;
+  std::unordered_map<std::string, size_t>* seen = &collected->seen;
   Sink& sink = ctx.sink;
   int errors_before = sink.error_count();
   MapReader m(sink, root);
@@ -120,6 +149,10 @@ void DecodeObject(Context& ctx, const Field& root, int document, std::vector<Man
   std::optional<std::string> api = api_field ? ReadString(sink, *api_field) : std::nullopt;
   std::optional<std::string> kind = kind_field ? ReadString(sink, *kind_field) : std::nullopt;
   if (!api || !kind) return;
+  if (*api == kApiVersion && *kind == "Policy") {
+    DecodePolicyObject(ctx, m, root, document, collected);
+    return;
+  }
   Decoded decoded = DecodeDocument(ctx, m, *api, *api_field, *kind, *kind_field);
   // A stored object's status is the server's; reading it back (gpuctl get -o yaml, then apply)
   // must not fail on it, and it never changes a spec.
@@ -169,36 +202,30 @@ const ObjectMeta& MetaOf(const Object& object) {
   return std::visit([](const auto& o) -> const ObjectMeta& { return o.metadata; }, object);
 }
 
-ParseResult ParseManifests(std::string_view text, std::string_view file,
-                           const GpuCatalog& catalog) {
-  ParseResult result;
-  std::string file_name(file);
+namespace internal {
+
+std::vector<LoadedDocument> LoadDocuments(std::string_view text, const std::string& file_name,
+                                          std::vector<Diagnostic>* errors) {
+  std::vector<LoadedDocument> docs;
   if (text.size() > kMaxManifestBytes) {
-    result.errors.push_back(
-        Diagnostic{.file = file_name,
-                   .message = Cat("file is too large: ", text.size(), " bytes (the limit is ",
-                                  kMaxManifestBytes, ")")});
-    return result;
+    errors->push_back(Diagnostic{.file = file_name,
+                                 .message = Cat("file is too large: ", text.size(),
+                                                " bytes (the limit is ", kMaxManifestBytes, ")")});
+    return docs;
   }
   if (size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
     size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
     line_start = (line_start == std::string_view::npos || bad == 0) ? 0 : line_start + 1;
     int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
-    result.errors.push_back(Diagnostic{
+    errors->push_back(Diagnostic{
         .file = file_name,
         .line = line,
         .column = static_cast<int>(bad - line_start) + 1,
         .message = fmt::format("invalid UTF-8 (byte 0x{:02X}): manifests must be UTF-8 text",
                                static_cast<unsigned char>(text[bad]))});
-    return result;
+    return docs;
   }
   // Load every document first, so that diagnostics can say how many there are.
-  struct Loaded {
-    YAML::Node node;
-    int first_line;
-    bool syntax_error = false;  // reported below; nothing to decode
-  };
-  std::vector<Loaded> docs;
   std::vector<Diagnostic> syntax_errors;
   for (const DocumentText& doc : SplitDocuments(text)) {
     try {
@@ -220,14 +247,24 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
                                          .message = Cat("invalid YAML: ", e.what())});
     }
   }
-
-  const int count = static_cast<int>(docs.size());
   for (Diagnostic& d : syntax_errors) {
-    d.document_count = count;
-    result.errors.push_back(std::move(d));
+    d.document_count = static_cast<int>(docs.size());
+    errors->push_back(std::move(d));
   }
-  std::vector<Manifest> manifests;
-  std::unordered_map<std::string, size_t> seen;
+  return docs;
+}
+
+}  // namespace internal
+
+ParseResult ParseManifests(std::string_view text, std::string_view file,
+                           const GpuCatalog& catalog) {
+  ParseResult result;
+  std::string file_name(file);
+  std::vector<internal::LoadedDocument> docs =
+      internal::LoadDocuments(text, file_name, &result.errors);
+  const int count = static_cast<int>(docs.size());
+  Collected collected;
+  std::vector<Manifest>& manifests = collected.manifests;
   for (int i = 0; i < count; ++i) {
     const YAML::Node& doc = docs[i].node;
     if (docs[i].syntax_error) continue;
@@ -248,11 +285,11 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
       list.Finish();
       if (!items_field) continue;
       if (std::optional<std::vector<Field>> items = ReadList(sink, *items_field)) {
-        for (const Field& item : *items) DecodeObject(ctx, item, i + 1, &manifests, &seen);
+        for (const Field& item : *items) DecodeObject(ctx, item, i + 1, &collected);
       }
       continue;
     }
-    DecodeObject(ctx, root, i + 1, &manifests, &seen);
+    DecodeObject(ctx, root, i + 1, &collected);
   }
   // Report in reading order: by document, then line, then column.
   auto in_reading_order = [](const Diagnostic& a, const Diagnostic& b) {
@@ -264,7 +301,10 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
     std::vector<Diagnostic> errors = ResolveRuntimeClasses(manifests);
     result.errors.insert(result.errors.end(), errors.begin(), errors.end());
   }
-  if (result.errors.empty()) result.manifests = std::move(manifests);
+  if (result.errors.empty()) {
+    result.manifests = std::move(manifests);
+    result.policies = std::move(collected.policies);
+  }
   return result;
 }
 

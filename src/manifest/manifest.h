@@ -1,13 +1,14 @@
 // Manifests: the YAML and JSON documents users already write, read into gpucloud's specs and
 // printed back in the normalized gpucloud/v1 form.
 //
-// Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass and SchedulerConfiguration; Kubernetes
-// v1 Pod and node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job. Kubernetes and
-// Volcano objects are converted to gpucloud Jobs (GPU resources from `nvidia.com/gpu`,
-// `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from `nodeSelector`
-// accelerator labels). Validation is strict, like `kubectl --validate=strict`; every error names
-// file, document, field path, line and column. Nothing here does I/O.
-// Stateless functions; thread-safe.
+// Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration and Policy
+// (the last into ParseResult::policies, with ParsePolicyDocument for a lone IAM document);
+// Kubernetes v1 Pod and node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job.
+// Kubernetes and Volcano objects are converted to gpucloud Jobs (GPU resources from
+// `nvidia.com/gpu`, `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from
+// `nodeSelector` accelerator labels). Validation is strict, like `kubectl --validate=strict`; every
+// error names file, document, field path, line and column. Nothing here does I/O. Stateless
+// functions; thread-safe.
 #ifndef GPUCLOUD_MANIFEST_MANIFEST_H_
 #define GPUCLOUD_MANIFEST_MANIFEST_H_
 
@@ -21,6 +22,7 @@
 #include "core/gpu_catalog.h"
 #include "core/job.h"
 #include "core/node_pool.h"
+#include "core/policy.h"
 #include "core/queue.h"
 #include "core/runtime_class.h"
 #include "core/sched_config.h"
@@ -64,8 +66,17 @@ struct Manifest {
   Object object;
 };
 
+// A gpucloud/v1 Policy read from one document. Policies are kept apart from `Object` (they are
+// not scheduling objects: nothing prints, summarizes or stores them as such yet).
+struct PolicyManifest {
+  std::string file;
+  int document = 0;  // 1-based index in its file
+  Policy policy;
+};
+
 struct ParseResult {
-  std::vector<Manifest> manifests;  // empty when there are errors
+  std::vector<Manifest> manifests;       // empty when there are errors
+  std::vector<PolicyManifest> policies;  // the Policy documents; empty when there are errors
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
   bool ok() const { return errors.empty(); }
@@ -75,6 +86,23 @@ struct ParseResult {
 // documents are returned or, if any has an error, none (with the errors of every document).
 ParseResult ParseManifests(std::string_view text, std::string_view file,
                            const GpuCatalog& catalog = GpuCatalog::Default());
+
+// One IAM policy document, for `gpuctl policy simulate` and the server's policy API: either a
+// gpucloud/v1 Policy manifest or a bare IAM document ({"Version": "2012-10-17", "Statement":
+// [...]}), in YAML or JSON, validated as strictly as ParseManifests validates a Policy (every
+// error names the field path, line and column). The file must hold exactly one document.
+struct PolicyDocumentResult {
+  std::string name;  // metadata.name of a Policy manifest; empty for a bare document
+  PolicyDocument document;
+  std::vector<Diagnostic> errors;
+  std::vector<Diagnostic> warnings;
+  bool ok() const { return errors.empty(); }
+};
+PolicyDocumentResult ParsePolicyDocument(std::string_view text, std::string_view file);
+
+// The gpucloud/v1 Policy manifest of `policy`, as pretty-printed JSON (which is also YAML).
+// Parsing it back yields an equal document; store-owned metadata fields are not printed.
+std::string PolicyToJson(const Policy& policy);
 
 // Applies RuntimeClasses among `manifests` to the Jobs that name them: their node selectors and
 // tolerations are merged into the job. A selector key the job already sets to another value is
