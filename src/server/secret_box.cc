@@ -134,6 +134,7 @@ std::string Rfc3339(absl::Time t) {
 std::string RingText(const std::map<std::string, std::shared_ptr<const Kek>>& keys,
                      const std::string& current) {
   std::vector<const Kek*> order;
+  order.reserve(keys.size());
   for (const auto& [id, k] : keys) order.push_back(k.get());
   std::stable_sort(order.begin(), order.end(),
                    [](const Kek* a, const Kek* b) { return a->created() < b->created(); });

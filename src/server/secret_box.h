@@ -86,7 +86,8 @@ class KeyRing {
   std::shared_ptr<const Kek> FindKek(const std::string& id) const;
   using KekMap = std::map<std::string, std::shared_ptr<const Kek>>;
   KeyRing(std::string dir, KekMap keys, std::string current);
-  // Writes `keys` with `current` to the file, then makes them the ring's. Holds write_mu_.
+  // Writes `keys` with `current` to the file, then makes them the ring's. The caller holds
+  // write_mu_.
   absl::Status Commit(KekMap keys, std::string current) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   const std::string dir_;  // constant after construction
