@@ -102,7 +102,11 @@ bool DecodeConditionOperator(Context& ctx, const std::string& name, const Field&
   if (!keys.valid()) return false;
   bool ok = true;
   for (const std::string& key_name : keys.Keys()) {
-    std::optional<Field> v = keys.Take(key_name);
+    std::optional<Field> v = keys.Require(key_name);  // a key with no value is an error
+    if (!v) {
+      ok = false;
+      continue;
+    }
     const ConditionKeyInfo* key = FindConditionKey(key_name);
     if (key == nullptr) {
       std::vector<std::string> known;
@@ -157,8 +161,8 @@ bool DecodeConditions(Context& ctx, const Field& f, std::vector<Condition>* out)
   if (!ops.valid()) return false;
   bool ok = true;
   for (const std::string& name : ops.Keys()) {
-    std::optional<Field> v = ops.Take(name);
-    ok = DecodeConditionOperator(ctx, name, *v, out) && ok;
+    std::optional<Field> v = ops.Require(name);
+    ok = v && DecodeConditionOperator(ctx, name, *v, out) && ok;
   }
   ops.Finish();
   return ok;

@@ -278,6 +278,12 @@ TEST(PolicyParser, BadPoliciesNameFieldAndLocation) {
       {"syntax_error", "Statement: [\n",
        "p.yaml:2:1: invalid YAML: end of sequence flow not found (check the indentation of this "
        "line and the lines above it)\n"},
+      // Found by the fuzzer: an operator or a key with no value.
+      {"condition_key_without_value",
+       "Statement:\n- Effect: Allow\n  Action: jobs:Create\n  Resource: \"*\"\n  Condition:\n"
+       "    StringLike: {gpucloud:GpuType: }\n    NumericLessThan:\n",
+       "p.yaml:6:18: Statement[0].Condition.StringLike.gpucloud:GpuType: is required, got null\n"
+       "p.yaml:7:5: Statement[0].Condition.NumericLessThan: is required, got null\n"},
       // YAML reads a plain Null as null, not as the operator's name: it must be quoted.
       {"unquoted_null",
        "Statement:\n- Effect: Allow\n  Action: jobs:Create\n  Resource: \"*\"\n  Condition:\n"
