@@ -1,0 +1,450 @@
+#include "server/audit_log.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/text.h"
+
+namespace gpucloud::server {
+namespace {
+
+using nlohmann::json;
+using store::Op;
+
+// '*' matches any run of characters; everything else itself.
+bool GlobMatch(const std::string& pattern, const std::string& text) {
+  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+bool Matches(const AuditFilter& f, const AuditRecord& r) {
+  return (f.user.empty() || f.user == r.username) &&
+         (f.action.empty() || GlobMatch(f.action, r.action)) &&
+         (f.namespace_.empty() || f.namespace_ == r.object_namespace) &&
+         (f.since_ms == 0 || r.stage_ms >= f.since_ms) &&
+         (f.until_ms == 0 || r.stage_ms < f.until_ms) && r.seq > f.after_seq;
+}
+
+std::vector<std::string> Values(const std::vector<store::KeyValue>& kvs) {
+  std::vector<std::string> out;
+  out.reserve(kvs.size());
+  for (const store::KeyValue& kv : kvs) out.push_back(kv.value);
+  return out;
+}
+
+}  // namespace
+
+AuditLog::AuditLog(store::Store& store, const Clock& clock, AuditKey key, AuditLogOptions options)
+    : store_(store), clock_(clock), key_(std::move(key)), options_(std::move(options)) {}
+
+std::string AuditLog::RecordKey(int64_t seq) const {
+  return fmt::format("{}records/{:020d}", options_.prefix, seq);
+}
+std::string AuditLog::DigestKey(int64_t seq) const {
+  return fmt::format("{}digests/{:020d}", options_.prefix, seq);
+}
+
+// The chain's records are contiguous, from seq 1 (or the one after retention's anchor digest,
+// the oldest digest) to the head: the head is first + Count - 1.
+absl::Status AuditLog::Open() {
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  head_ = Head{};
+  absl::StatusOr<store::ListResult> digests = store_.List(options_.prefix + "digests/");
+  if (!digests.ok()) return digests.status();
+  std::vector<int64_t> digest_seqs;
+  for (const store::KeyValue& d : digests->items) {
+    absl::StatusOr<AuditDigest> digest = DecodeDigest(d.value);
+    if (digest.ok()) digest_seqs.push_back(digest->seq);
+  }
+  std::sort(digest_seqs.begin(), digest_seqs.end());
+  signed_seq_ = digest_seqs.empty() ? 0 : digest_seqs.back();
+  absl::StatusOr<int64_t> count = store_.Count(options_.prefix + "records/");
+  if (!count.ok()) return count.status();
+  if (*count > 0) {
+    int64_t first = digest_seqs.empty() ? 1 : digest_seqs.front() + 1;
+    if (absl::StatusOr<store::KeyValue> one = store_.Get(RecordKey(1)); one.ok()) first = 1;
+    head_.seq = first + *count - 1;
+    absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(head_.seq));
+    absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_.seq + 1));
+    absl::StatusOr<AuditRecord> r =
+        last.ok() ? DecodeRecord(last->value) : absl::NotFoundError("missing");
+    if (!r.ok() || RecordHash(*r) != r->hash || !absl::IsNotFound(next.status())) {
+      return absl::DataLossError(Cat("audit log: the records are not a contiguous chain from seq ",
+                                     first, " (", *count, " records): run a verification"));
+    }
+    head_.hash = r->hash;
+  }
+  if (signed_seq_ > head_.seq) {
+    return absl::DataLossError(Cat("audit log: truncated: a digest covers seq ", signed_seq_,
+                                   ", the last record is ", head_.seq));
+  }
+  last_sign_ms_ = clock_.NowMillis();
+  broken_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+// Chains `records` after the head and writes them (each key created: none may exist) with `ops`
+// in one transaction.
+absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
+                                               std::vector<Op> ops) {
+  if (!broken_.ok()) return broken_;
+  if (records.empty() && ops.empty()) return store_.Revision();
+  int64_t seq = head_.seq;
+  std::string hash = head_.hash;
+  ops.reserve(ops.size() + records.size());
+  for (AuditRecord& r : records) {
+    r.seq = ++seq;
+    r.prev_hash = hash;
+    r.hash = RecordHash(r);
+    hash = r.hash;
+    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), EncodeRecord(r), 0});
+  }
+  absl::StatusOr<int64_t> rev = store_.Txn(ops);
+  if (rev.ok()) {
+    head_ = Head{seq, hash};
+    return rev;
+  }
+  if (records.empty()) return rev.status();
+  if (std::optional<int64_t> applied = ResyncHeadLocked(seq, ops.back().value)) return *applied;
+  return broken_.ok() ? rev.status() : broken_;
+}
+
+// After a failed transaction that meant to write records up to `seq` (the last one `last_text`):
+// learns from the store whether it was applied after all (an error after the commit; then
+// returns its revision) and whether another writer took the next seq (then this log stops
+// writing: broken_).
+std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t seq, const std::string& last_text) {
+  absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_.seq + 1));
+  if (!next.ok()) return std::nullopt;  // not applied (or unreadable: the next create tells)
+  absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(seq));
+  if (last.ok() && last->value == last_text) {
+    absl::StatusOr<AuditRecord> r = DecodeRecord(last_text);
+    if (r.ok()) {
+      head_ = Head{seq, r->hash};  // ours, applied
+      return last->mod_revision;
+    }
+  }
+  broken_ = absl::FailedPreconditionError(
+      "audit log: another writer appended to the chain; reopen the log");
+  return std::nullopt;
+}
+
+std::vector<AuditRecord> AuditLog::TakeBuffer() {
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  std::vector<AuditRecord> out(std::make_move_iterator(buffer_.begin()),
+                               std::make_move_iterator(buffer_.end()));
+  buffer_.clear();
+  return out;
+}
+
+void AuditLog::PutBackBuffer(std::vector<AuditRecord> records) {
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  buffer_.insert(buffer_.begin(), std::make_move_iterator(records.begin()),
+                 std::make_move_iterator(records.end()));
+}
+
+absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op> ops) {
+  for (const Op& op : ops) {
+    if (op.key.starts_with(options_.prefix)) {
+      return absl::InvalidArgumentError(Cat("audit log: ", op.key, " is the audit log's key"));
+    }
+  }
+  if (record.stage_ms == 0) record.stage_ms = clock_.NowMillis();
+  // Group commit: the first caller to find no commit in flight leads, and commits its own
+  // mutation with every one that queued meanwhile; the others wait for their result.
+  Pending mine{std::move(record), std::move(ops)};
+  std::unique_lock<std::mutex> queue_lock(queue_mu_);
+  queue_.push_back(&mine);
+  while (!mine.done) {
+    if (leading_) {
+      queue_cv_.wait(queue_lock);
+      continue;
+    }
+    leading_ = true;
+    size_t n = std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_commit_batch)));
+    std::vector<Pending*> batch(queue_.begin(), queue_.begin() + n);
+    queue_.erase(queue_.begin(), queue_.begin() + n);
+    queue_lock.unlock();
+    {
+      std::lock_guard<std::mutex> lock(commit_mu_);
+      CommitBatchLocked(batch);
+    }
+    queue_lock.lock();
+    for (Pending* p : batch) p->done = true;
+    leading_ = false;
+    queue_cv_.notify_all();
+  }
+  return std::move(mine.result);
+}
+
+// Commits `batch` (in order) with the buffered records before it: as few transactions as the
+// mutations' keys allow (two that touch one key go in different ones); a transaction that fails
+// is redone one mutation at a time, so that each gets its own answer.
+void AuditLog::CommitBatchLocked(const std::vector<Pending*>& batch) {
+  std::vector<AuditRecord> buffered = TakeBuffer();
+  size_t from = 0;
+  while (from < batch.size()) {
+    std::set<std::string> keys;
+    size_t to = from;
+    for (; to < batch.size(); ++to) {
+      bool clash = false;
+      for (const Op& op : batch[to]->ops) clash = clash || keys.count(op.key) > 0;
+      if (clash && to > from) break;
+      for (const Op& op : batch[to]->ops) keys.insert(op.key);
+    }
+    std::vector<AuditRecord> records = buffered;
+    std::vector<Op> ops;
+    for (size_t i = from; i < to; ++i) {
+      records.push_back(batch[i]->record);
+      ops.insert(ops.end(), batch[i]->ops.begin(), batch[i]->ops.end());
+    }
+    absl::StatusOr<int64_t> rev = CommitLocked(std::move(records), std::move(ops));
+    if (rev.ok()) {
+      for (size_t i = from; i < to; ++i) batch[i]->result = rev;
+      buffered.clear();
+    } else if (to - from == 1) {
+      batch[from]->result = rev.status();
+    } else {
+      for (size_t i = from; i < to; ++i) {
+        std::vector<AuditRecord> one = buffered;
+        one.push_back(batch[i]->record);
+        batch[i]->result = CommitLocked(std::move(one), batch[i]->ops);
+        if (batch[i]->result.ok()) buffered.clear();
+      }
+    }
+    from = to;
+  }
+  // The buffered records are committed even when every mutation failed; else kept for later.
+  if (!buffered.empty() && !CommitLocked(buffered, {}).ok()) PutBackBuffer(std::move(buffered));
+}
+
+absl::Status AuditLog::Record(AuditRecord record) {
+  int64_t now = clock_.NowMillis();
+  if (record.stage_ms == 0) record.stage_ms = now;
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(buffer_mu_);
+    if (buffer_.size() >= static_cast<size_t>(options_.max_buffered)) {
+      ++dropped_;
+      return absl::UnavailableError("audit log: the buffer is full (the store is failing)");
+    }
+    if (buffer_.empty()) oldest_buffered_ms_ = now;
+    buffer_.push_back(std::move(record));
+    full = buffer_.size() >= static_cast<size_t>(options_.max_batch);
+  }
+  return full ? Flush() : absl::OkStatus();
+}
+
+absl::Status AuditLog::Flush() {
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  std::vector<AuditRecord> records = TakeBuffer();
+  if (records.empty()) return absl::OkStatus();
+  absl::StatusOr<int64_t> rev = CommitLocked(records, {});
+  if (!rev.ok()) PutBackBuffer(std::move(records));
+  return rev.status();
+}
+
+absl::StatusOr<std::optional<AuditDigest>> AuditLog::SignDigest() {
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  if (!broken_.ok()) return broken_;
+  int64_t now = clock_.NowMillis();
+  last_sign_ms_ = now;
+  if (head_.seq == 0 || head_.seq <= signed_seq_) return std::optional<AuditDigest>();
+  absl::StatusOr<AuditDigest> d = server::SignDigest(head_.seq, head_.hash, now, key_);
+  if (!d.ok()) return d.status();
+  std::string text = EncodeDigest(*d);
+  absl::StatusOr<int64_t> rev = store_.Txn({Op{Op::Kind::kPut, DigestKey(d->seq), text, 0}});
+  if (!rev.ok()) {
+    absl::StatusOr<store::KeyValue> stored = store_.Get(DigestKey(d->seq));
+    if (!stored.ok() || stored->value != text) return rev.status();  // else applied after all
+  }
+  signed_seq_ = d->seq;
+  return std::optional<AuditDigest>(*d);
+}
+
+absl::Status AuditLog::Tick(int64_t now_ms) {
+  bool flush_due = false;
+  {
+    std::lock_guard<std::mutex> lock(buffer_mu_);
+    flush_due = !buffer_.empty() && now_ms - oldest_buffered_ms_ >= options_.flush_delay_ms;
+  }
+  bool sign_due = false;
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    sign_due = now_ms - last_sign_ms_ >= options_.sign_interval_ms;
+  }
+  if (sign_due) return SignDigest().status();  // flushes first
+  return flush_due ? Flush() : absl::OkStatus();
+}
+
+absl::Status AuditLog::Close() { return SignDigest().status(); }
+
+int64_t AuditLog::head_seq() const {
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  return head_.seq;
+}
+
+int64_t AuditLog::dropped() const {
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  return dropped_;
+}
+
+absl::StatusOr<store::ListResult> AuditLog::ListRecords() {
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  return store_.List(options_.prefix + "records/");
+}
+
+absl::StatusOr<std::vector<AuditRecord>> AuditLog::Query(const AuditFilter& filter) {
+  absl::StatusOr<store::ListResult> list = ListRecords();
+  if (!list.ok()) return list.status();
+  std::vector<AuditRecord> out;
+  for (const store::KeyValue& kv : list->items) {
+    absl::StatusOr<AuditRecord> r = DecodeRecord(kv.value);
+    if (!r.ok()) return absl::DataLossError(Cat(kv.key, ": ", r.status().message()));
+    if (!Matches(filter, *r)) continue;
+    out.push_back(std::move(*r));
+    if (filter.limit > 0 && static_cast<int64_t>(out.size()) >= filter.limit) break;
+  }
+  return out;
+}
+
+absl::Status AuditLog::ExportJsonLines(std::ostream& out, const AuditFilter& filter) {
+  absl::StatusOr<store::ListResult> list = ListRecords();
+  if (!list.ok()) return list.status();
+  int64_t written = 0;
+  for (const store::KeyValue& kv : list->items) {
+    absl::StatusOr<AuditRecord> r = DecodeRecord(kv.value);
+    if (!r.ok()) return absl::DataLossError(Cat(kv.key, ": ", r.status().message()));
+    if (!Matches(filter, *r)) continue;
+    out << kv.value << '\n';
+    if (filter.limit > 0 && ++written >= filter.limit) break;
+  }
+  out.flush();
+  return out ? absl::OkStatus() : absl::UnavailableError("audit export: cannot write");
+}
+
+absl::StatusOr<std::vector<std::string>> AuditLog::DigestTexts() {
+  absl::StatusOr<store::ListResult> list = store_.List(options_.prefix + "digests/");
+  if (!list.ok()) return list.status();
+  return Values(list->items);
+}
+
+absl::Status AuditLog::ReadLogLocked(LogSnapshot& out) {
+  absl::StatusOr<store::ListResult> records = store_.List(options_.prefix + "records/");
+  if (!records.ok()) return records.status();
+  absl::StatusOr<store::ListResult> digests = store_.List(options_.prefix + "digests/");
+  if (!digests.ok()) return digests.status();
+  out.records = std::move(records->items);
+  out.digests = std::move(digests->items);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VerifyReport> AuditLog::Verify() {
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  // Records and digests read under the lock: no digest is newer than the records read.
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  LogSnapshot log;
+  if (absl::Status s = ReadLogLocked(log); !s.ok()) return s;
+  return VerifyChain(Values(log.records), Values(log.digests), key_);
+}
+
+// How many of the oldest records `policy` lets go (the newest always stays).
+size_t AuditLog::RetainCount(const std::vector<store::KeyValue>& records,
+                             const RetentionPolicy& policy) const {
+  if (records.size() < 2) return 0;
+  size_t cut = 0;
+  size_t keep_max = records.size() - 1;
+  if (policy.max_age_ms > 0) {
+    int64_t oldest_kept = clock_.NowMillis() - policy.max_age_ms;
+    while (cut < keep_max) {
+      absl::StatusOr<AuditRecord> r = DecodeRecord(records[cut].value);
+      if (!r.ok() || r->stage_ms >= oldest_kept) break;
+      ++cut;
+    }
+  }
+  if (policy.max_records > 0 && records.size() - cut > static_cast<size_t>(policy.max_records)) {
+    cut = records.size() - static_cast<size_t>(policy.max_records);
+  }
+  if (policy.max_bytes > 0) {
+    int64_t bytes = 0;
+    for (size_t i = cut; i < records.size(); ++i) bytes += records[i].value.size();
+    while (cut < records.size() && bytes > policy.max_bytes) bytes -= records[cut++].value.size();
+  }
+  return std::min(cut, keep_max);
+}
+
+absl::StatusOr<int64_t> AuditLog::Retain(const RetentionPolicy& policy) {
+  if (absl::StatusOr<std::optional<AuditDigest>> d = SignDigest(); !d.ok()) return d.status();
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  if (!broken_.ok()) return broken_;
+  LogSnapshot log;
+  if (absl::Status s = ReadLogLocked(log); !s.ok()) return s;
+  VerifyReport report = VerifyChain(Values(log.records), Values(log.digests), key_);
+  if (!report.ok) {
+    return absl::FailedPreconditionError(
+        Cat("audit retention refused: the log does not verify: ", report.what));
+  }
+  size_t cut = RetainCount(log.records, policy);
+  size_t batch = static_cast<size_t>(std::max(1, options_.retain_batch));
+  for (size_t from = 0; from < cut; from += batch) {
+    size_t to = std::min(cut, from + batch);
+    absl::Status s = RetainBatchLocked(log, from, to);
+    if (!s.ok()) return s;
+  }
+  return static_cast<int64_t>(cut);
+}
+
+// Deletes records [from, to) and the digests before the last of them, and anchors what remains:
+// a signed digest of record to-1 (whose hash record `to` holds as prevHash), in one transaction.
+absl::Status AuditLog::RetainBatchLocked(LogSnapshot& log, size_t from, size_t to) {
+  absl::StatusOr<AuditRecord> last = DecodeRecord(log.records[to - 1].value);
+  if (!last.ok()) return last.status();  // verified above: cannot happen
+  std::vector<Op> ops;
+  for (size_t i = from; i < to; ++i) {
+    ops.push_back(Op{Op::Kind::kDelete, log.records[i].key, "", log.records[i].mod_revision});
+  }
+  std::vector<store::KeyValue> kept_digests;
+  bool anchored = false;
+  for (const store::KeyValue& kv : log.digests) {
+    absl::StatusOr<AuditDigest> d = DecodeDigest(kv.value);
+    if (d.ok() && d->seq < last->seq) {
+      ops.push_back(Op{Op::Kind::kDelete, kv.key, "", kv.mod_revision});
+      continue;
+    }
+    anchored = anchored || (d.ok() && d->seq == last->seq);
+    kept_digests.push_back(kv);
+  }
+  if (!anchored) {
+    absl::StatusOr<AuditDigest> anchor =
+        server::SignDigest(last->seq, last->hash, clock_.NowMillis(), key_);
+    if (!anchor.ok()) return anchor.status();
+    ops.push_back(Op{Op::Kind::kPut, DigestKey(anchor->seq), EncodeDigest(*anchor), 0});
+  }
+  absl::StatusOr<int64_t> rev = store_.Txn(ops);
+  if (!rev.ok()) return rev.status();
+  if (!anchored) {
+    absl::StatusOr<store::KeyValue> kv = store_.Get(DigestKey(last->seq));
+    if (kv.ok()) kept_digests.insert(kept_digests.begin(), *kv);
+  }
+  log.digests = std::move(kept_digests);
+  return absl::OkStatus();
+}
+
+}  // namespace gpucloud::server
