@@ -301,6 +301,11 @@ int64_t AuditLog::head_seq() const {
   return head_.seq;
 }
 
+size_t AuditLog::QueuedForTest() {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return queue_.size();
+}
+
 int64_t AuditLog::dropped() const {
   std::lock_guard<std::mutex> lock(buffer_mu_);
   return dropped_;

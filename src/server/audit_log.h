@@ -125,6 +125,8 @@ class AuditLog {
   int64_t head_seq() const;
   // Records dropped by Record() because the buffer was full.
   int64_t dropped() const;
+  // How many CommitWith calls wait for the one in flight (tests).
+  size_t QueuedForTest();
 
  private:
   struct Head {
