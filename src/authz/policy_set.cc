@@ -9,17 +9,19 @@
 namespace gpucloud::authz {
 namespace {
 
-// A pattern as tokens: a byte (0..255), kStar or kQuestion; variables are kept as parts and
-// substituted (literally) per request.
-constexpr int kStar = 256;
-constexpr int kQuestion = 257;
-
+// A compiled pattern. All literal text lives in one string; pieces refer into it. A pattern
+// that is "*" or has neither wildcards nor variables takes a fast path.
 struct Pattern {
-  enum class Kind { kAny, kExact, kTokens, kWithVariables };
+  enum class Kind : uint8_t { kAny, kExact, kPieces };
+  struct Piece {
+    PatternPart::Kind kind;
+    ConditionKeyId variable;  // kVariable
+    uint32_t offset, size;    // kLiteral: the text in `text`
+  };
   Kind kind = Kind::kExact;
-  std::string exact;               // kExact
-  std::vector<int> tokens;         // kTokens
-  std::vector<PatternPart> parts;  // kWithVariables
+  std::string text;          // kExact: all of it; kPieces: the literals, back to back
+  uint32_t prefix_size = 0;  // kPieces: the literal text before the first wildcard or variable
+  std::vector<Piece> pieces;
 };
 
 struct CompiledCondition {
@@ -87,96 +89,94 @@ KeyValues Lookup(const Request& r, ConditionKeyId key) {
   return v;
 }
 
-bool MatchTokens(const int* pat, size_t pn, std::string_view text, bool ignore_case) {
-  auto fold = [&](int c) {
-    return ignore_case && c < 256 ? std::tolower(static_cast<unsigned char>(c)) : c;
-  };
-  size_t p = 0, t = 0, star = SIZE_MAX, mark = 0;
-  while (t < text.size()) {
-    int c = static_cast<unsigned char>(text[t]);
-    if (p < pn && (pat[p] == kQuestion || (pat[p] < 256 && fold(pat[p]) == fold(c)))) {
-      ++p;
-      ++t;
-    } else if (p < pn && pat[p] == kStar) {
-      star = p++;
-      mark = t;
-    } else if (star != SIZE_MAX) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pn && pat[p] == kStar) ++p;
-  return p == pn;
+bool StartsWith(std::string_view text, size_t at, std::string_view chunk, bool ignore_case) {
+  if (text.size() - at < chunk.size()) return false;
+  std::string_view part = text.substr(at, chunk.size());
+  return ignore_case ? EqualsIgnoreCase(part, chunk) : part == chunk;
 }
 
-void AppendTokens(const PatternPart& part, std::string_view variable_value, std::vector<int>* out) {
-  switch (part.kind) {
-    case PatternPart::Kind::kStar:
-      out->push_back(kStar);
-      return;
-    case PatternPart::Kind::kQuestion:
-      out->push_back(kQuestion);
-      return;
-    case PatternPart::Kind::kLiteral:
-      variable_value = part.text;
-      break;
-    case PatternPart::Kind::kVariable:
-      break;
-  }
-  for (char c : variable_value) out->push_back(static_cast<unsigned char>(c));
-}
-
-Pattern CompilePattern(std::vector<PatternPart> parts) {
+Pattern CompilePattern(const std::vector<PatternPart>& parts) {
   Pattern p;
   if (parts.size() == 1 && parts[0].kind == PatternPart::Kind::kStar) {
     p.kind = Pattern::Kind::kAny;
     return p;
   }
-  bool has_variable = false, has_wildcard = false;
+  bool literal_only = true;
   for (const PatternPart& part : parts) {
-    has_variable |= part.kind == PatternPart::Kind::kVariable;
-    has_wildcard |=
-        part.kind == PatternPart::Kind::kStar || part.kind == PatternPart::Kind::kQuestion;
+    if (part.kind != PatternPart::Kind::kLiteral) {
+      literal_only = false;
+      p.pieces.push_back({part.kind, part.variable, 0, 0});
+      continue;
+    }
+    if (literal_only) p.prefix_size += static_cast<uint32_t>(part.text.size());
+    p.pieces.push_back({part.kind, part.variable, static_cast<uint32_t>(p.text.size()),
+                        static_cast<uint32_t>(part.text.size())});
+    p.text += part.text;
   }
-  if (has_variable) {
-    p.kind = Pattern::Kind::kWithVariables;
-    p.parts = std::move(parts);
-  } else if (has_wildcard) {
-    p.kind = Pattern::Kind::kTokens;
-    for (const PatternPart& part : parts) AppendTokens(part, "", &p.tokens);
-  } else {
-    p.kind = Pattern::Kind::kExact;
-    for (const PatternPart& part : parts) p.exact += part.text;
-  }
+  p.kind = literal_only ? Pattern::Kind::kExact : Pattern::Kind::kPieces;
   return p;
 }
 
-// Does `p` match `text`? A variable the request does not carry makes the pattern match nothing.
+// Glob matching over pieces with one backtrack point (the last '*'), so never exponential. A
+// variable is its request value, literally; a variable the request does not carry makes the
+// pattern match nothing.
+bool MatchPieces(const Pattern& p, std::string_view text, const Request& r, bool ignore_case) {
+  const size_t n = p.pieces.size();
+  size_t pi = 0, t = 0, star = SIZE_MAX, star_t = 0;
+  while (true) {
+    bool advanced = false;
+    if (pi < n) {
+      const Pattern::Piece& piece = p.pieces[pi];
+      std::string_view chunk;
+      switch (piece.kind) {
+        case PatternPart::Kind::kStar:
+          star = pi++;
+          star_t = t;
+          continue;
+        case PatternPart::Kind::kQuestion:
+          advanced = t < text.size();
+          if (advanced) ++t;
+          break;
+        case PatternPart::Kind::kLiteral:
+          chunk = std::string_view(p.text).substr(piece.offset, piece.size);
+          advanced = StartsWith(text, t, chunk, ignore_case);
+          break;
+        case PatternPart::Kind::kVariable: {
+          KeyValues v = Lookup(r, piece.variable);
+          if (!v.present || v.count != 1) return false;
+          chunk = v.Text(0);
+          advanced = StartsWith(text, t, chunk, ignore_case);
+          break;
+        }
+      }
+      if (advanced) {
+        if (piece.kind != PatternPart::Kind::kQuestion) t += chunk.size();
+        ++pi;
+        continue;
+      }
+    } else if (t == text.size()) {
+      return true;
+    }
+    if (star == SIZE_MAX || star_t >= text.size()) return false;
+    pi = star + 1;
+    t = ++star_t;
+  }
+}
+
 bool PatternMatches(const Pattern& p, std::string_view text, const Request& r, bool ignore_case) {
   switch (p.kind) {
     case Pattern::Kind::kAny:
       return true;
     case Pattern::Kind::kExact:
-      return ignore_case ? EqualsIgnoreCase(p.exact, text) : p.exact == text;
-    case Pattern::Kind::kTokens:
-      return MatchTokens(p.tokens.data(), p.tokens.size(), text, ignore_case);
-    case Pattern::Kind::kWithVariables:
+      return ignore_case ? EqualsIgnoreCase(p.text, text) : p.text == text;
+    case Pattern::Kind::kPieces:
       break;
   }
-  std::vector<int> tokens;
-  tokens.reserve(text.size() + 8);
-  for (const PatternPart& part : p.parts) {
-    std::string_view value;
-    if (part.kind == PatternPart::Kind::kVariable) {
-      KeyValues v = Lookup(r, part.variable);
-      if (!v.present || v.count != 1) return false;
-      value = v.Text(0);
-    }
-    AppendTokens(part, value, &tokens);
+  // Most patterns fail on their literal prefix ("gpucloud:job/team-a/"): check it first.
+  if (!StartsWith(text, 0, std::string_view(p.text).substr(0, p.prefix_size), ignore_case)) {
+    return false;
   }
-  return MatchTokens(tokens.data(), tokens.size(), text, ignore_case);
+  return MatchPieces(p, text, r, ignore_case);
 }
 
 // Does one request value match any of the condition's values, by the operator's positive form?
@@ -289,7 +289,7 @@ absl::StatusOr<CompiledCondition> CompileCondition(const Condition& c) {
           c.op == ConditionOperator::kStringLike || c.op == ConditionOperator::kStringNotLike;
       absl::StatusOr<std::vector<PatternPart>> parts = ParsePattern(value, like);
       s = parts.status();
-      if (parts.ok()) out.strings.push_back(CompilePattern(std::move(*parts)));
+      if (parts.ok()) out.strings.push_back(CompilePattern(*parts));
     } else if (key->type == ConditionKeyType::kIp) {
       absl::StatusOr<IpNetwork> n = ParseIpNetwork(value);
       s = n.status();

@@ -232,5 +232,37 @@ TEST(PolicyProperties, IndexAgreesWithStatementByStatement) {
   EXPECT_GT(denies, kRounds / 10);
 }
 
+// Resource wildcards agree with core's reference matcher, backtracking included, and a policy
+// variable's value is literal text (a '*' in it matches only '*').
+TEST(PolicyProperties, ResourceWildcardsAgreeWithWildcardMatch) {
+  std::mt19937 rng(99);
+  auto random_text = [&](std::string_view alphabet, int max) {
+    std::string out;
+    for (int n = static_cast<int>(rng() % (max + 1)); n > 0; --n) {
+      out += alphabet[rng() % alphabet.size()];
+    }
+    return out;
+  };
+  for (int i = 0; i < 5000; ++i) {
+    std::string pattern = "x" + random_text("ab*?", 6);
+    std::string name = "x" + random_text("ab", 8);
+    Statement s{.effect = PolicyEffect::kAllow,
+                .actions = {"nodes:Get"},
+                .resources = {"gpucloud:node/" + pattern}};
+    std::vector<NamedPolicy> policies = {{"p", PolicyDocument{.statements = {s}}}};
+    Request r{{"u", PrincipalType::kUser, {}, "", ""}, "nodes:Get", "gpucloud:node/" + name, {}};
+    EXPECT_EQ(Evaluate(policies, r) == Effect::kAllow, WildcardMatch(pattern, name, false))
+        << pattern << " " << name;
+  }
+  Statement own{.effect = PolicyEffect::kAllow,
+                .actions = {"jobs:Get"},
+                .resources = {"gpucloud:job/${gpucloud:PrincipalNamespace}/*"}};
+  std::vector<NamedPolicy> policies = {{"p", PolicyDocument{.statements = {own}}}};
+  Request star{{"u", PrincipalType::kUser, {}, "*", ""}, "jobs:Get", "gpucloud:job/team-a/x", {}};
+  EXPECT_EQ(Evaluate(policies, star), Effect::kImplicitDeny);
+  star.resource = "gpucloud:job/*/x";
+  EXPECT_EQ(Evaluate(policies, star), Effect::kAllow);
+}
+
 }  // namespace
 }  // namespace gpucloud::authz
