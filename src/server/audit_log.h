@@ -112,7 +112,8 @@ class AuditLog {
   absl::Status ExportJsonLines(std::ostream& out, const AuditFilter& filter);
   // The stored digests' JSON, oldest first.
   absl::StatusOr<std::vector<std::string>> DigestTexts();
-  // VerifyChain over everything in the store (after a Flush).
+  // VerifyChain over everything in the store (after a Flush), read without holding up writers;
+  // what was committed meanwhile may or may not be included.
   absl::StatusOr<VerifyReport> Verify();
   // Deletes the oldest records beyond `policy`, keeping the log verifiable: each batch of
   // deletions stores, in the same transaction, a signed digest of the last record it deletes
