@@ -29,20 +29,26 @@ asan:
 	@$(MAKE) --no-print-directory test BUILD_DIR=build-asan BUILD_TYPE=Debug \
 	  CMAKE_ARGS="-DGPUCLOUD_SANITIZE=ON"
 
-# libFuzzer on the manifest parser, the REST request path and the agent's watch events (clang).
+# libFuzzer on the manifest parser, the REST request path, the agent's watch events and the policy
+# parser (clang).
 # FUZZ_SECONDS=600 make fuzz for a long run (each target that long).
 fuzz:
 	@scripts/install-deps --with-fuzz
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DGPUCLOUD_FUZZ=ON >/dev/null
-	@cmake --build build-fuzz --target manifest_fuzzer rest_fuzzer assignment_event_fuzzer
-	@mkdir -p fuzz-corpus/manifest fuzz-corpus/rest fuzz-corpus/assignment-events
+	@cmake --build build-fuzz --target manifest_fuzzer rest_fuzzer assignment_event_fuzzer \
+	  policy_fuzzer
+	@mkdir -p fuzz-corpus/manifest fuzz-corpus/rest fuzz-corpus/assignment-events \
+	  fuzz-corpus/policy
 	@build-fuzz/src/manifest/manifest_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -dict=src/manifest/fuzz/manifest.dict fuzz-corpus/manifest examples testdata/manifests
 	@build-fuzz/src/server/rest_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -dict=src/server/fuzz/rest.dict fuzz-corpus/rest src/server/fuzz/seeds
 	@build-fuzz/src/agent/assignment_event_fuzzer -max_total_time=$(FUZZ_SECONDS) \
 	  -print_final_stats=1 fuzz-corpus/assignment-events src/agent/fuzz/seeds
+	@build-fuzz/src/manifest/policy_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -dict=src/manifest/fuzz/policy.dict fuzz-corpus/policy examples/policies \
+	  src/manifest/fuzz/policy_seeds
 
 bench: build
 	@$(BUILD_DIR)/bench/manifest_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
