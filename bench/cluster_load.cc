@@ -1,6 +1,7 @@
 // Cluster load generator (issue 5): against a running `gpucloud server`, it
-//   1. registers A simulated agents (8 GPUs each), each on its own keep-alive TLS connection,
-//      and keeps them heartbeating once a second for the rest of the run;
+//   1. joins A simulated agents (each gets its own node certificate with the bootstrap token,
+//      as agents do), registers them (8 GPUs each), each on its own keep-alive mutual-TLS
+//      connection, and keeps them heartbeating once a second for the rest of the run;
 //   2. on that otherwise idle cluster, submits jobs one at a time and reads how long each took
 //      from submission to binding (the server's own timestamps: status.submittedMs and
 //      status.scheduledMs);
@@ -16,12 +17,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
+#include "agent/node_identity.h"
 #include "api/client.h"
 #include "api/wire.h"
 #include "core/text.h"
@@ -104,13 +107,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(admin.status().message()).c_str());
     return 1;
   }
-  gpucloud::api::ClientConfig node_config = *admin;
-  std::ifstream(dir + "/bootstrap.token") >> node_config.token;
+  gpucloud::api::ClientConfig bootstrap = *admin;
+  std::ifstream(dir + "/bootstrap.token") >> bootstrap.token;
 
-  // 1. Agents: register, then heartbeat once a second each, spread over the second.
+  // 1. Agents: join (each its own node certificate, as agents do), register, then heartbeat
+  // once a second each, spread over the second.
+  std::vector<gpucloud::api::ClientConfig> node_configs;
+  std::filesystem::create_directories(dir + "/load-certs");
+  for (int i = 0; i < agents; ++i) {
+    std::string path = Cat(dir, "/load-certs/load-", i, ".pem");
+    absl::StatusOr<gpucloud::agent::NodeCertificateInfo> cert =
+        gpucloud::agent::RequestNodeCertificate(gpucloud::api::Client(bootstrap), Cat("load-", i),
+                                                path);
+    if (!cert.ok()) {
+      std::fprintf(stderr, "load-%d cannot join: %s\n", i,
+                   std::string(cert.status().message()).c_str());
+      return 1;
+    }
+    node_configs.push_back(gpucloud::agent::WithNodeCredential(bootstrap, path));
+  }
   std::vector<std::unique_ptr<gpucloud::api::Client>> clients;
   for (int i = 0; i < agents; ++i)
-    clients.push_back(std::make_unique<gpucloud::api::Client>(node_config));
+    clients.push_back(std::make_unique<gpucloud::api::Client>(node_configs[i]));
   Latencies heartbeats, creates;
   std::atomic<bool> stop{false}, measuring{false};
   std::atomic<int> registered{0};
@@ -160,7 +178,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> watch_threads;
   for (int i = 0; watch && i < agents; ++i) {
     watch_threads.emplace_back([&, i] {
-      gpucloud::api::Client client(node_config);
+      gpucloud::api::Client client(node_configs[i]);
       std::string target = Cat(gpucloud::api::AssignmentsPath(Cat("load-", i)),
                                "?watch=true&allowWatchBookmarks=true&timeoutSeconds=3600");
       bool counted = false;

@@ -24,6 +24,7 @@
 #include "agent/exporter.h"
 #include "agent/health.h"
 #include "agent/log_shipping.h"
+#include "agent/node_identity.h"
 #include "agent/sandbox.h"
 #include "agent/task_env.h"
 #include "agent/task_launch.h"
@@ -124,6 +125,9 @@ struct NodeAgent::Impl {
 
   api::Client client;
   api::Client watch_client;
+  const api::ClientConfig bootstrap_config;  // as given: the bootstrap token's, or a certificate
+  NodeCertificateInfo credential;            // the node certificate the clients present
+  absl::Time renew_retry_at = absl::InfinitePast();
   GpuBackend& backend;
   NodeAgentOptions o;
   Executor exec;
@@ -166,6 +170,7 @@ struct NodeAgent::Impl {
   Impl(api::ClientConfig server, GpuBackend& b, NodeAgentOptions opts)
       : client(server),
         watch_client(server),
+        bootstrap_config(server),
         backend(b),
         o(std::move(opts)),
         launch_policy(PolicyOf(o)),
@@ -219,6 +224,68 @@ struct NodeAgent::Impl {
     }
     n.gpu_topology = found->topology;
     return api::NodeToJson(n, false);
+  }
+
+  // --- the node's certificate (node_identity.h) ---------------------------------------------
+
+  // Authenticates with the node certificate in the state directory when it is this node's and
+  // has not expired; else asks for one with the bootstrap token, again and again (the server may
+  // be down, or refuse while another agent holds the name). False when stopping.
+  bool EnsureCredential() {
+    if (bootstrap_config.token.empty()) return true;  // a certificate was configured: use it
+    const std::string path = NodeCredentialPath(o.state_dir);
+    absl::Duration backoff = absl::Milliseconds(200);
+    while (!stop) {
+      absl::StatusOr<NodeCertificateInfo> have = ReadNodeCredential(path);
+      if (have.ok() && have->common_name == Cat("node:", o.node_name) &&
+          have->not_after > absl::Now() + absl::Minutes(1)) {
+        UseCredential(*have);
+        return true;
+      }
+      absl::StatusOr<NodeCertificateInfo> got =
+          RequestNodeCertificate(api::Client(bootstrap_config), o.node_name, path);
+      if (got.ok()) {
+        Log("joined with the bootstrap token");
+        UseCredential(*got);
+        return true;
+      }
+      Log(Cat("cannot get a node certificate: ", got.status().message()));
+      if (!Sleep(backoff)) return false;
+      backoff = std::min(backoff * 2, absl::Seconds(8));
+    }
+    return false;
+  }
+
+  void UseCredential(const NodeCertificateInfo& info) {
+    const api::ClientConfig c =
+        WithNodeCredential(bootstrap_config, NodeCredentialPath(o.state_dir));
+    client.SetConfig(c);
+    watch_client.SetConfig(c);
+    credential = info;
+    Log(Cat("authenticating as ", info.common_name, " (certificate valid until ",
+            absl::FormatTime(info.not_after), ")"));
+  }
+
+  // Renews the certificate with itself once two thirds of its life are gone (retrying each
+  // minute); one that expired regardless (the server was away) is asked for again with the
+  // bootstrap token. The clients pick up the new file on their next connection.
+  void MaybeRenewCredential() {
+    const absl::Time now = absl::Now();
+    if (bootstrap_config.token.empty() || now < renew_retry_at ||
+        !RenewalDue(credential.not_before, credential.not_after, now)) {
+      return;
+    }
+    const std::string path = NodeCredentialPath(o.state_dir);
+    const bool expired = now >= credential.not_after;
+    absl::StatusOr<NodeCertificateInfo> got =
+        RequestNodeCertificate(expired ? api::Client(bootstrap_config) : client, o.node_name, path);
+    if (!got.ok()) {
+      Log(Cat("cannot renew the node certificate: ", got.status().message()));
+      renew_retry_at = now + absl::Minutes(1);
+      return;
+    }
+    credential = *got;
+    Log(Cat("renewed the node certificate (valid until ", absl::FormatTime(got->not_after), ")"));
   }
 
   bool Register() {
@@ -1060,7 +1127,7 @@ struct NodeAgent::Impl {
     }
     LoadRecords();
     RemoveOrphanContainers();
-    if (!Register()) return absl::OkStatus();
+    if (!EnsureCredential() || !Register()) return absl::OkStatus();
     watcher = std::thread([this] { Watch(); });
     absl::Time last_heartbeat = absl::InfinitePast();
     bool log_backlog = false;
@@ -1081,6 +1148,7 @@ struct NodeAgent::Impl {
       if (due) {
         Heartbeat();
         last_heartbeat = absl::Now();
+        MaybeRenewCredential();
       }
     }
     if (watcher.joinable()) watcher.join();

@@ -1,10 +1,9 @@
 #include "api/client.h"
 
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
-
-#include <fstream>
-#include <openssl/ssl.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -13,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <optional>
 
@@ -37,8 +37,9 @@ std::string DefaultConfigPath(const std::string& flag) {
 absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path) {
   std::ifstream f(path);
   if (!f) {
-    return absl::InvalidArgumentError(Cat(path, ": cannot read the client config (set one up "
-                                                "from the server's admin.config)"));
+    return absl::InvalidArgumentError(Cat(path,
+                                          ": cannot read the client config (set one up "
+                                          "from the server's admin.config)"));
   }
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return ParseClientConfig(text, path);
@@ -52,14 +53,26 @@ absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const st
     return absl::InvalidArgumentError(Cat(path, ": invalid YAML: ", e.msg));
   }
   ClientConfig c;
-  for (const char* key : {"server", "certificate-authority", "token"}) {
-    if (!doc.IsMap() || !doc[key] || !doc[key].IsScalar() || doc[key].Scalar().empty()) {
-      return absl::InvalidArgumentError(Cat(path, ": ", key, ": is required"));
+  auto given = [&](const char* key) {
+    return doc.IsMap() && doc[key] && doc[key].IsScalar() && !doc[key].Scalar().empty();
+  };
+  const bool certificate = given("client-certificate") || given("client-key");
+  for (const char* key :
+       {"server", "certificate-authority", certificate ? "client-certificate" : "token"}) {
+    if (!given(key)) return absl::InvalidArgumentError(Cat(path, ": ", key, ": is required"));
+  }
+  if (certificate) {
+    if (!given("client-key")) {
+      return absl::InvalidArgumentError(
+          Cat(path, ": client-key: is required with client-certificate"));
     }
+    c.cert_path = doc["client-certificate"].Scalar();
+    c.key_path = doc["client-key"].Scalar();
   }
   std::string server = doc["server"].Scalar();
   if (!server.starts_with("https://")) {
-    return absl::InvalidArgumentError(Cat(path, ": server: must start with https://, got ", server));
+    return absl::InvalidArgumentError(
+        Cat(path, ": server: must start with https://, got ", server));
   }
   std::string hostport = server.substr(8);
   if (size_t slash = hostport.find('/'); slash != std::string::npos) hostport.resize(slash);
@@ -73,8 +86,15 @@ absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const st
     }
   }
   c.ca_path = doc["certificate-authority"].Scalar();
-  c.token = doc["token"].Scalar();
+  if (given("token")) c.token = doc["token"].Scalar();
   return c;
+}
+
+// A file's inode and modification time (ns): what changes when it is replaced.
+std::pair<ino_t, int64_t> FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return {};
+  return {st.st_ino, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 // One TLS 1.3 connection to the configured server, verified against its CA.
@@ -83,10 +103,20 @@ struct Connection {
   asio::ssl::context ctx{asio::ssl::context::tls_client};
   std::optional<beast::ssl_stream<beast::tcp_stream>> stream;
 
+  // The client certificate file's identity when it was loaded (a renewal replaces the file).
+  std::pair<ino_t, int64_t> cert_file{};
+
   absl::Status Open(const ClientConfig& c) {
     beast::error_code ec;
     ctx.load_verify_file(c.ca_path, ec);
     if (ec) return absl::InvalidArgumentError(Cat(c.ca_path, ": ", ec.message()));
+    if (!c.cert_path.empty()) {
+      cert_file = FileIdentity(c.cert_path);
+      ctx.use_certificate_chain_file(c.cert_path, ec);
+      if (ec) return absl::InvalidArgumentError(Cat(c.cert_path, ": ", ec.message()));
+      ctx.use_private_key_file(c.key_path, asio::ssl::context::pem, ec);
+      if (ec) return absl::InvalidArgumentError(Cat(c.key_path, ": ", ec.message()));
+    }
     ctx.set_verify_mode(asio::ssl::verify_peer);
     SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_3_VERSION);
     stream.emplace(io, ctx);
@@ -96,7 +126,8 @@ struct Connection {
     asio::ip::tcp::resolver resolver(io);
     auto endpoints = resolver.resolve(c.host, std::to_string(c.port), ec);
     if (!ec) beast::get_lowest_layer(*stream).connect(endpoints, ec);
-    if (ec) return absl::UnavailableError(Cat("cannot reach ", c.host, ":", c.port, ": ", ec.message()));
+    if (ec)
+      return absl::UnavailableError(Cat("cannot reach ", c.host, ":", c.port, ": ", ec.message()));
     stream->handshake(asio::ssl::stream_base::client, ec);
     if (ec) return absl::UnavailableError(Cat("TLS with ", c.host, ": ", ec.message()));
     return absl::OkStatus();
@@ -106,6 +137,11 @@ struct Connection {
 Client::Client(ClientConfig config) : config_(std::move(config)) {}
 Client::~Client() = default;
 Client::Client(const Client& other) : config_(other.config_) {}
+
+void Client::SetConfig(ClientConfig config) {
+  config_ = std::move(config);
+  conn_.reset();
+}
 
 namespace {
 
@@ -120,15 +156,16 @@ bool Readable(Stream& stream, const beast::flat_buffer& buffered, int seconds) {
 
 }  // namespace
 
-absl::StatusOr<HttpResponse> Client::Stream(
-    const std::string& target, const std::function<void(const std::string&)>& on_line,
-    int idle_seconds, const std::atomic<bool>* cancel) const {
+absl::StatusOr<HttpResponse> Client::Stream(const std::string& target,
+                                            const std::function<void(const std::string&)>& on_line,
+                                            int idle_seconds,
+                                            const std::atomic<bool>* cancel) const {
   Connection conn;
   if (absl::Status s = conn.Open(config_); !s.ok()) return s;
   auto& stream = *conn.stream;
   http::request<http::empty_body> req{http::verb::get, target, 11};
   req.set(http::field::host, config_.host);
-  req.set(http::field::authorization, "Bearer " + config_.token);
+  if (!config_.token.empty()) req.set(http::field::authorization, "Bearer " + config_.token);
   beast::error_code ec;
   http::write(stream, req, ec);
   if (ec) return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
@@ -153,7 +190,8 @@ absl::StatusOr<HttpResponse> Client::Stream(
   parser.on_chunk_body(on_chunk);
   while (!parser.is_done()) {
     if (idle_seconds > 0 && !Readable(stream, buf, idle_seconds)) {
-      return absl::UnavailableError(Cat("watch on ", config_.host, ": silent for ", idle_seconds, " s"));
+      return absl::UnavailableError(
+          Cat("watch on ", config_.host, ": silent for ", idle_seconds, " s"));
     }
     http::read_some(stream, buf, parser, ec);
     if (ec) break;
@@ -166,7 +204,7 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
                                           const std::string& body) const {
   http::request<http::string_body> req{http::string_to_verb(std::string(method)), target, 11};
   req.set(http::field::host, config_.host);
-  req.set(http::field::authorization, "Bearer " + config_.token);
+  if (!config_.token.empty()) req.set(http::field::authorization, "Bearer " + config_.token);
   req.set(http::field::content_type, "application/yaml");
   req.keep_alive(true);
   req.body() = body;
@@ -174,6 +212,10 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
   // A kept-alive connection may have been closed by the server meanwhile: then the request
   // never arrived (nothing was read back), and it is sent once more on a new connection.
   for (int round = 0; round < 2; ++round) {
+    if (conn_ && !config_.cert_path.empty() &&
+        conn_->cert_file != FileIdentity(config_.cert_path)) {
+      conn_.reset();  // the certificate was renewed: present the new one
+    }
     bool reused = conn_ != nullptr;
     if (!conn_) {
       auto c = std::make_unique<Connection>();

@@ -4,6 +4,9 @@
 //   server: https://127.0.0.1:8443
 //   certificate-authority: /path/to/ca.crt
 //   token: 64-hex-digit token
+// or, instead of the token, a client certificate (mutual TLS):
+//   client-certificate: /path/to/node.crt
+//   client-key: /path/to/node.key
 // The paths of objects (ObjectPath) follow the server's REST API. Thread-compatible.
 #ifndef GPUCLOUD_API_CLIENT_H_
 #define GPUCLOUD_API_CLIENT_H_
@@ -23,7 +26,11 @@ struct ClientConfig {
   std::string host;
   int port = 443;
   std::string ca_path;
-  std::string token;
+  std::string token;  // sent as "Authorization: Bearer" when not empty
+  // A client certificate and its key (PEM files; an agent's node certificate): presented in the
+  // TLS handshake when set. A Client reconnects when the certificate file is replaced (renewed).
+  std::string cert_path;
+  std::string key_path;
 };
 
 // Reads a config file; InvalidArgument naming the file and the missing or bad field.
@@ -47,6 +54,8 @@ class Client {
   Client(const Client& other);
   Client& operator=(const Client&) = delete;
   const ClientConfig& config() const { return config_; }
+  // Talks with `config` from now on (a new connection).
+  void SetConfig(ClientConfig config);
   // One request (on a kept-alive connection); Unavailable when the server cannot be reached,
   // does not answer within 30 s, or its certificate is not signed by the configured CA.
   absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& target,

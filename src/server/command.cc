@@ -88,7 +88,7 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   CLI::App app{"gpucloud server: the control plane"};
   std::string listen = "127.0.0.1:8443", scheduler_config;
   ControlPlaneOptions o;
-  double heartbeat_timeout_s = 3, grace_s = 30;
+  double heartbeat_timeout_s = 3, grace_s = 30, node_cert_hours = 24;
   app.add_option("--data-dir", o.data_dir, "where the store, certificates, tokens and logs live");
   app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
   app.add_option("--scheduler-config", scheduler_config, "a SchedulerConfiguration YAML file");
@@ -107,6 +107,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--max-log-bytes-per-namespace", o.max_log_bytes_per_namespace,
                  "bytes of task output one namespace's logs may hold on the server (0: no limit)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--node-cert-hours", node_cert_hours,
+                 "hours an agent's client certificate is valid (renewed at two thirds of it)")
+      ->check(CLI::Range(0.01, 24.0 * 365));
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);
@@ -127,6 +130,7 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   o.data_dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
+  o.node_certificate_ttl = absl::Seconds(node_cert_hours * 3600);
   if (!scheduler_config.empty()) {
     absl::StatusOr<SchedulerConfig> c = LoadSchedulerConfig(scheduler_config);
     if (!c.ok()) {

@@ -18,6 +18,7 @@
 #include "server/credentials.h"
 #include "server/https_server.h"
 #include "server/log_store.h"
+#include "server/node_certs.h"
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "store/sqlite_store.h"
@@ -32,6 +33,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<RestApi> api;
   std::unique_ptr<NodeTable> nodes;
+  std::unique_ptr<NodeCertificates> node_certs;
   std::unique_ptr<LogStore> logs;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<HttpsServer> https;
@@ -89,12 +91,15 @@ absl::Status ControlPlane::Start() {
   m.tokens = std::move(*tokens);
   // A new admin is valid from the first request on, but stored only once the server listens
   // and its config is written (below): a start that fails loses nothing.
-  if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true, false});
+  if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true});
   {
     std::ifstream f(creds->bootstrap_token_path);
     std::getline(f, m.bootstrap);
   }
   m.nodes = std::make_unique<NodeTable>();
+  m.node_certs =
+      std::make_unique<NodeCertificates>(*m.store, m.clock, dir, m.options.node_certificate_ttl);
+  if (absl::Status s = m.node_certs->Load(); !s.ok()) return s;
   m.logs = std::make_unique<LogStore>(dir + "/logs", m.options.max_log_bytes_per_namespace);
   ControllerOptions co;
   co.scheduler = m.options.scheduler;
@@ -110,6 +115,7 @@ absl::Status ControlPlane::Start() {
   m.api = std::make_unique<RestApi>(*m.store, m.clock, std::random_device{}());
   m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
   m.api->SetCheckpointRoot(co.checkpoint_root);
+  m.api->AttachNodeCertificates(m.node_certs.get());
   Controller* controller = m.controller.get();
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
@@ -120,7 +126,9 @@ absl::Status ControlPlane::Start() {
       .cert_path = creds->cert_path,
       .key_path = creds->key_path,
       .extra_metrics = [controller] { return RenderClusterMetrics(controller->Metrics()); },
-      .logs = m.logs.get()};
+      .logs = m.logs.get(),
+      .node_certs = m.node_certs.get(),
+      .client_ca_path = creds->ca_cert_path};
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
   if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;

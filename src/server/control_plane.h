@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "core/sched_config.h"
 #include "server/compactor.h"
 
@@ -30,6 +31,8 @@ struct ControlPlaneOptions {
   // Bytes of task output one namespace's logs may hold on the server (0: no limit).
   int64_t max_log_bytes_per_namespace = int64_t{20} << 30;
   CompactionPolicy compaction;
+  // How long an agent's client certificate is valid (it renews at two thirds of that).
+  absl::Duration node_certificate_ttl = absl::Hours(24);
 };
 
 class ControlPlane {

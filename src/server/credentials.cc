@@ -102,9 +102,10 @@ bool AddExt(X509* cert, X509* issuer, int nid, const char* value) {
   return ok;
 }
 
-// A certificate for `key` named `cn`, signed by `issuer_key` (self-signed when issuer is null).
-absl::StatusOr<Cert> MakeCert(EVP_PKEY* key, const std::string& cn, X509* issuer,
-                              EVP_PKEY* issuer_key, bool ca, const std::string& san) {
+// A version 3 certificate for `key` with a random serial, subject O=`org`, CN=`cn`, valid
+// from `not_before` to `not_after` (seconds from `now`), not yet signed.
+Cert NewCert(EVP_PKEY* key, const std::string& org, const std::string& cn, time_t now,
+             long not_before, long not_after) {
   Cert c(X509_new());
   unsigned char serial[16];
   RAND_bytes(serial, sizeof serial);
@@ -113,14 +114,22 @@ absl::StatusOr<Cert> MakeCert(EVP_PKEY* key, const std::string& cn, X509* issuer
   BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(c.get()));
   BN_free(bn);
   X509_set_version(c.get(), 2);
-  X509_gmtime_adj(X509_getm_notBefore(c.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(c.get()), ca ? 10L * 365 * 86400 : 2L * 365 * 86400);
+  X509_time_adj_ex(X509_getm_notBefore(c.get()), 0, not_before, &now);
+  X509_time_adj_ex(X509_getm_notAfter(c.get()), 0, not_after, &now);
   X509_set_pubkey(c.get(), key);
   X509_NAME* name = X509_get_subject_name(c.get());
   X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("gpucloud"), -1, -1, 0);
+                             reinterpret_cast<const unsigned char*>(org.c_str()), -1, -1, 0);
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
                              reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  return c;
+}
+
+// A certificate for `key` named `cn`, signed by `issuer_key` (self-signed when issuer is null).
+absl::StatusOr<Cert> MakeCert(EVP_PKEY* key, const std::string& cn, X509* issuer,
+                              EVP_PKEY* issuer_key, bool ca, const std::string& san) {
+  Cert c =
+      NewCert(key, "gpucloud", cn, time(nullptr), -3600, ca ? 10L * 365 * 86400 : 2L * 365 * 86400);
   X509* iss = issuer ? issuer : c.get();
   X509_set_issuer_name(c.get(), X509_get_subject_name(iss));
   bool ok = AddExt(c.get(), iss, NID_basic_constraints, ca ? "critical,CA:TRUE" : "CA:FALSE") &&
@@ -154,6 +163,82 @@ std::string Sha256Hex(const std::string& text) {
   std::string out;
   for (unsigned int i = 0; i < n; ++i) out += fmt::format("{:02x}", md[i]);
   return out;
+}
+
+namespace {
+
+using Csr = std::unique_ptr<X509_REQ, Deleter<X509_REQ, X509_REQ_free>>;
+
+// The subject's common name of `req`, or "" when it has none (or several).
+std::string CommonName(X509_NAME* name) {
+  if (X509_NAME_entry_count(name) < 1) return "";
+  int at = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+  if (at < 0 || X509_NAME_get_index_by_NID(name, NID_commonName, at) >= 0) return "";
+  ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, at));
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
+                     ASN1_STRING_length(value));
+}
+
+// Whether `key` is an EC key on P-256 (the only kind of key a node may ask to have signed).
+bool IsP256(EVP_PKEY* key) {
+  char group[64] = {};
+  size_t n = 0;
+  return EVP_PKEY_is_a(key, "EC") &&
+         EVP_PKEY_get_utf8_string_param(key, "group", group, sizeof group, &n) == 1 &&
+         std::string(group) == "prime256v1";
+}
+
+}  // namespace
+
+std::string CertificateSerial(X509* cert) {
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get_serialNumber(cert), nullptr);
+  char* hex = BN_bn2hex(bn);
+  std::string out = ToLower(hex);
+  OPENSSL_free(hex);
+  BN_free(bn);
+  return out;
+}
+
+std::string CertificateCommonName(X509* cert) { return CommonName(X509_get_subject_name(cert)); }
+
+absl::StatusOr<SignedCertificate> SignClientCsr(const std::string& dir, const std::string& csr_pem,
+                                                const std::string& org, const std::string& cn,
+                                                absl::Time now, absl::Duration ttl) {
+  BIO* bio = BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size()));
+  Csr req(PEM_read_bio_X509_REQ(bio, nullptr, nullptr, nullptr));
+  BIO_free(bio);
+  if (!req) return absl::InvalidArgumentError("the body is not a PEM certificate signing request");
+  Key key(X509_REQ_get_pubkey(req.get()));
+  if (!key || X509_REQ_verify(req.get(), key.get()) != 1) {
+    return absl::InvalidArgumentError("the request's signature does not verify with its key");
+  }
+  if (!IsP256(key.get())) {
+    return absl::InvalidArgumentError("the request's key must be an EC key on P-256");
+  }
+  if (std::string asked = CommonName(X509_REQ_get_subject_name(req.get())); asked != cn) {
+    return absl::InvalidArgumentError(
+        Cat("the request asks for CN \"", asked, "\"; this path signs only \"", cn, "\""));
+  }
+  absl::StatusOr<Key> ca_key = ReadKey(dir + "/ca.key");
+  if (!ca_key.ok()) return ca_key.status();
+  absl::StatusOr<Cert> ca = ReadCert(dir + "/ca.crt");
+  if (!ca.ok()) return ca.status();
+  // Valid five minutes before now, for clocks a little behind the server's.
+  Cert c = NewCert(key.get(), org, cn, absl::ToTimeT(now), -300, absl::ToInt64Seconds(ttl));
+  X509_set_issuer_name(c.get(), X509_get_subject_name(ca->get()));
+  bool ok = AddExt(c.get(), ca->get(), NID_basic_constraints, "critical,CA:FALSE") &&
+            AddExt(c.get(), ca->get(), NID_key_usage, "critical,digitalSignature") &&
+            AddExt(c.get(), ca->get(), NID_ext_key_usage, "clientAuth") &&
+            AddExt(c.get(), ca->get(), NID_subject_key_identifier, "hash") &&
+            AddExt(c.get(), ca->get(), NID_authority_key_identifier, "keyid");
+  if (!ok || X509_sign(c.get(), ca_key->get(), EVP_sha256()) == 0) {
+    return OpenSslError(Cat("cannot sign the certificate for ", cn));
+  }
+  const ASN1_TIME* end = X509_get0_notAfter(c.get());
+  tm t{};
+  ASN1_TIME_to_tm(end, &t);
+  return SignedCertificate{Pem(c.get()), CertificateSerial(c.get()),
+                           absl::FromTM(t, absl::UTCTimeZone())};
 }
 
 absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
@@ -274,9 +359,9 @@ absl::StatusOr<TokenBook> TokenBook::Load(const std::string& dir) {
       return absl::DataLossError(
           Cat(dir, "/tokens:", n, ": role \"", role, "\" is not admin, tenant or node"));
     }
-    if (auto [it, fresh] = book.by_hash_.try_emplace(
-            hash, Identity{user, ns == "-" ? "" : ns, role == "admin", role == "node"});
-        !fresh) {
+    Identity who{user, ns == "-" ? "" : ns, role == "admin"};
+    who.bootstrap = role == "node";  // an agent's join token: it asks for a node certificate
+    if (auto [it, fresh] = book.by_hash_.try_emplace(hash, std::move(who)); !fresh) {
       return absl::DataLossError(Cat(dir, "/tokens:", n, ": the token of user ", user,
                                      " is already on an earlier line (for ", it->second.user,
                                      "); each token may appear once"));

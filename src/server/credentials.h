@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/rest.h"
+
+typedef struct x509_st X509;  // OpenSSL's
 
 namespace gpucloud::server {
 
@@ -49,6 +52,27 @@ std::string AdminConfigText(const std::string& url, const std::string& ca_path,
 std::string NewToken();
 
 std::string Sha256Hex(const std::string& text);
+
+// A client certificate the CA signed.
+struct SignedCertificate {
+  std::string pem;
+  std::string serial;  // lower-case hex, as CertificateSerial gives it
+  absl::Time not_after;
+};
+
+// Signs `csr_pem` (a PEM certificate signing request) with the CA under `dir`: a certificate
+// for client authentication only (extended key usage clientAuth, not a CA) for subject
+// O=`org`, CN=`cn`, valid from five minutes before `now` until `now` + `ttl`. The request must ask
+// for exactly that CN, be signed by its own key, and that key must be EC P-256. InvalidArgument
+// (saying which) when not; Internal on OpenSSL or file errors.
+absl::StatusOr<SignedCertificate> SignClientCsr(const std::string& dir, const std::string& csr_pem,
+                                                const std::string& org, const std::string& cn,
+                                                absl::Time now, absl::Duration ttl);
+
+// The serial (lower-case hex) and the subject's common name ("" when it has none or several)
+// of a certificate (an OpenSSL X509*).
+std::string CertificateSerial(X509* cert);
+std::string CertificateCommonName(X509* cert);
 
 // Bearer tokens by hash.
 class TokenBook {

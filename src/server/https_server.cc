@@ -108,6 +108,16 @@ class TlsConn {
   asio::awaitable<void> WriteAll(const std::string& data, beast::error_code& ec) {
     if (!data.empty()) co_await Drive(Op::kWrite, const_cast<char*>(data.data()), data.size(), ec);
   }
+  // After the handshake: the client certificate's subject CN and serial, when the client gave
+  // one and it verified against the CA; nullopt otherwise.
+  std::optional<std::pair<std::string, std::string>> PeerCertificate() const {
+    if (ssl_ == nullptr || SSL_get_verify_result(ssl_) != X509_V_OK) return std::nullopt;
+    X509* peer = SSL_get1_peer_certificate(ssl_);
+    if (peer == nullptr) return std::nullopt;
+    std::pair<std::string, std::string> out{CertificateCommonName(peer), CertificateSerial(peer)};
+    X509_free(peer);
+    return out;
+  }
 
  private:
   enum class Op { kAccept, kRead, kWrite };
@@ -150,6 +160,8 @@ class TlsConn {
 struct Link {
   std::shared_ptr<Conn> conn;
   TlsConn& tls;
+  // The verified client certificate's CN and serial (an agent's), for the whole connection.
+  std::optional<std::pair<std::string, std::string>> peer;
   // What is read but not parsed yet (the start of a pipelined request).
   beast::flat_buffer buffer;
   // Closes the socket unless disarmed (or armed again) within `d`.
@@ -374,6 +386,7 @@ struct HttpsServer::Impl {
     co_await tls.Handshake(ec);
     link.Disarm();
     if (ec) co_return;
+    link.peer = tls.PeerCertificate();
     co_await ServeRequests(link);
   }
 
@@ -468,6 +481,22 @@ struct HttpsServer::Impl {
     }
   }
 
+  // Who sent `req`: its bearer token's identity, else the connection's node certificate's
+  // (a node that was deleted, or whose certificate expired, is nobody).
+  std::optional<Identity> Authenticate(const Link& l, const HttpRequest& req) {
+    std::string auth(req[http::field::authorization]);
+    if (auth.starts_with("Bearer ")) return tokens.Find(auth.substr(7));
+    if (!auth.empty() || !l.peer || options.node_certs == nullptr) return std::nullopt;
+    std::optional<std::string> node =
+        options.node_certs->Authenticate(l.peer->first, l.peer->second);
+    if (!node) return std::nullopt;
+    Identity who;
+    who.user = l.peer->first;
+    who.node = true;
+    who.node_name = *node;
+    return who;
+  }
+
   // Serves one request; false when the connection is to be closed after it.
   asio::awaitable<bool> ServeOne(Conn& c, Link& stream, const HttpRequest& req) {
     absl::Time started_at = absl::Now();
@@ -479,20 +508,20 @@ struct HttpsServer::Impl {
       const Response ok{200, "ok\n", "text/plain"};
       co_return co_await Write(stream, req, ok);
     }
-    std::string auth(req[http::field::authorization]);
-    std::optional<Identity> who =
-        auth.starts_with("Bearer ") ? tokens.Find(auth.substr(7)) : std::nullopt;
+    std::optional<Identity> who = Authenticate(stream, req);
     auto observe = [&](int status) {
       metrics.Observe(r.method, ResourceOfPath(r.path), status,
                       absl::ToDoubleSeconds(absl::Now() - started_at));
     };
     if (!who) {
       observe(401);
-      const Response unauthorized{
-          401,
-          "{\"apiVersion\":\"v1\",\"kind\":\"Status\",\"status\":\"Failure\","
-          "\"reason\":\"Unauthorized\",\"code\":401,\"message\":\"a valid "
-          "bearer token is required\"}\n"};
+      const bool certificate = stream.peer && req[http::field::authorization].empty();
+      const Response unauthorized =
+          Status(401, "Unauthorized",
+                 certificate ? Cat("the node certificate for ", stream.peer->first,
+                                   " is no longer valid (the node was deleted, or the certificate "
+                                   "expired or was renewed twice since): join again")
+                             : "a valid bearer token is required");
       co_return co_await Write(stream, req, unauthorized);
     }
     r.who = *who;
@@ -734,6 +763,17 @@ absl::Status HttpsServer::Start() {
   m.tls_context.use_certificate_chain_file(m.options.cert_path, ec);
   if (!ec) m.tls_context.use_private_key_file(m.options.key_path, asio::ssl::context::pem, ec);
   if (ec) return absl::InternalError(Cat("TLS: ", ec.message()));
+  if (m.options.node_certs != nullptr) {
+    // Agents authenticate with client certificates of the server's CA; everyone else need
+    // not present one (a bearer token then says who they are).
+    SSL_CTX* ctx = m.tls_context.native_handle();
+    if (SSL_CTX_load_verify_locations(ctx, m.options.client_ca_path.c_str(), nullptr) != 1) {
+      return absl::InternalError(Cat("TLS: cannot read the client CA ", m.options.client_ca_path));
+    }
+    SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(m.options.client_ca_path.c_str()));
+    SSL_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  }
   tcp::endpoint ep(asio::ip::make_address(m.options.address, ec), m.options.port);
   if (ec) return absl::InvalidArgumentError(Cat("--listen: bad address ", m.options.address));
   m.acceptor.open(ep.protocol(), ec);

@@ -1,7 +1,8 @@
 // HttpsServer: the control plane's HTTPS front (Boost.Beast on Asio, OpenSSL, TLS 1.3 only):
-// authenticates the bearer token, hands each request to RestApi and writes its answer; a watch
-// (GET ...?watch=true&resourceVersion=R[&timeoutSeconds=S]) is streamed as newline-delimited
-// JSON events with chunked transfer until the timeout (default 300 s) or the client leaves.
+// authenticates the bearer token or an agent's client certificate, hands each request to
+// RestApi and writes its answer; a watch (GET ...?watch=true&resourceVersion=R
+// [&timeoutSeconds=S]) is streamed as newline-delimited JSON events with chunked transfer until
+// the timeout (default 300 s) or the client leaves.
 // GET /metrics (with a token) serves the API's Prometheus metrics (ApiMetrics); GET /healthz
 // (without) answers "ok". Keep-alive supported; Start returns once it listens.
 //
@@ -39,6 +40,7 @@
 #include "absl/time/time.h"
 #include "server/credentials.h"
 #include "server/log_store.h"
+#include "server/node_certs.h"
 #include "server/rest.h"
 #include "store/store.h"
 
@@ -55,6 +57,11 @@ class HttpsServer {
     std::function<std::string()> extra_metrics;
     // For followed logs (GET .../logs?follow=true): waits for appends. Optional.
     LogStore* logs = nullptr;
+    // Nodes' client certificates (mutual TLS): with `node_certs`, a client may present a
+    // certificate signed by the CA at `client_ca_path`; a request without a bearer token is
+    // then the node that certificate names, if NodeCertificates still knows it.
+    NodeCertificates* node_certs = nullptr;
+    std::string client_ca_path;
     int max_connections = 4096;
     absl::Duration handshake_timeout = absl::Seconds(10);
     absl::Duration read_timeout = absl::Seconds(60);

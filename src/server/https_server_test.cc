@@ -14,10 +14,15 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "api/client.h"
+#include "core/private_file.h"
 #include "core/text.h"
+#include "server/node_certs.h"
 #include "server/test_client.h"
+#include "server/test_csr.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
 
@@ -424,6 +429,125 @@ TEST_F(HttpsServerTest, EveryNamespaceWatchSendsEventsNotLists) {
   // One ADDED event for the one job, not the list again every second.
   EXPECT_EQ(std::count(w.body().begin(), w.body().end(), '\n'), 1) << w.body();
   EXPECT_NE(w.body().find("\"type\":\"ADDED\""), std::string::npos) << w.body();
+}
+
+}  // namespace
+}  // namespace gpucloud::server
+
+namespace gpucloud::server {
+namespace {
+
+// Issue 14: agents authenticate with their own client certificates (mutual TLS), and a node
+// acts on itself alone (NodeRestriction); the bootstrap token only asks for a certificate.
+class NodeTlsTest : public HttpsServerTest {
+ protected:
+  void SetUp() override {
+    HttpsServerTest::SetUp();
+    // Certificates are valid from the API's clock on, and TLS checks them against the real one.
+    clock_.Set(absl::ToUnixMillis(absl::Now()));
+    certs_ = std::make_unique<NodeCertificates>(*store_, clock_, dir_.string(), absl::Hours(1));
+    ASSERT_TRUE(certs_->Load().ok());
+    api_->AttachNodeCertificates(certs_.get());
+    bootstrap_token_ = NewToken();
+    Identity bootstrap{"system:bootstrap"};
+    bootstrap.bootstrap = true;
+    tokens_.Add(bootstrap_token_, bootstrap);
+    StartServer({.node_certs = certs_.get(), .client_ca_path = creds_.ca_cert_path});
+  }
+  api::ClientConfig Config() const {
+    return {"127.0.0.1", server_->port(), creds_.ca_cert_path, ""};
+  }
+  // Joins node `name` with the bootstrap token, as an agent does: its key and certificate in
+  // one file, and a client that presents it.
+  absl::StatusOr<api::Client> Join(const std::string& name) {
+    api::ClientConfig c = Config();
+    c.token = bootstrap_token_;
+    testing_util::KeyAndCsr k = testing_util::MakeKeyAndCsr("node:" + name);
+    absl::StatusOr<api::HttpResponse> r =
+        api::Client(c).Call("POST", Cat(kNodes, "/", name, "/certificate"), k.csr_pem);
+    if (!r.ok()) return r.status();
+    if (r->status != 201) return absl::PermissionDeniedError(Cat(r->status, " ", r->body));
+    nlohmann::json doc = nlohmann::json::parse(r->body);
+    std::string path = (dir_ / (name + ".pem")).string();
+    if (absl::Status s =
+            WritePrivateFile(path, k.key_pem + doc["status"]["certificate"].get<std::string>());
+        !s.ok()) {
+      return s;
+    }
+    c.token.clear();
+    c.cert_path = c.key_path = path;
+    return api::Client(c);
+  }
+  static constexpr char kNodes[] = "/apis/gpucloud/v1/nodes";
+  std::unique_ptr<NodeCertificates> certs_;
+  std::string bootstrap_token_;
+};
+
+int StatusOf(const absl::StatusOr<api::HttpResponse>& r) { return r.ok() ? r->status : -1; }
+
+TEST_F(NodeTlsTest, ANodeCertificateActsOnItsOwnNodeOnly) {
+  absl::StatusOr<api::Client> a = Join("gpu-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(Join("gpu-b").ok());
+  EXPECT_EQ(StatusOf(a->Call("GET", Cat(kNodes, "/gpu-a/assignments"))), 200);
+  absl::StatusOr<api::HttpResponse> other = a->Call("GET", Cat(kNodes, "/gpu-b/assignments"));
+  ASSERT_EQ(StatusOf(other), 403);
+  EXPECT_NE(other->body.find("node gpu-a may not read the assignments of node gpu-b"),
+            std::string::npos)
+      << other->body;
+  EXPECT_EQ(StatusOf(a->Call("POST", Cat(kNodes, "/gpu-b/heartbeat"), "{}")), 403);
+  EXPECT_EQ(StatusOf(a->Call("PUT", Cat(kNodes, "/gpu-b"), "{}")), 403);
+  // Nor does it reach tenants' objects, or sign itself another node's certificate.
+  EXPECT_EQ(StatusOf(a->Call("GET", kJobs)), 403);
+  EXPECT_EQ(StatusOf(a->Call("POST", Cat(kNodes, "/gpu-b/certificate"),
+                             testing_util::MakeKeyAndCsr("node:gpu-b").csr_pem)),
+            403);
+}
+
+TEST_F(NodeTlsTest, TheBootstrapTokenOnlyJoinsAndCannotTakeOverALiveNode) {
+  api::ClientConfig c = Config();
+  c.token = bootstrap_token_;
+  api::Client bootstrap(c);
+  EXPECT_EQ(StatusOf(bootstrap.Call("GET", Cat(kNodes, "/gpu-a/assignments"))), 403);
+  EXPECT_EQ(StatusOf(bootstrap.Call("POST", Cat(kNodes, "/gpu-a/heartbeat"), "{}")), 403);
+  EXPECT_EQ(StatusOf(bootstrap.Call("GET", kJobs)), 403);
+  ASSERT_TRUE(Join("gpu-a").ok());
+  absl::StatusOr<api::Client> again = Join("gpu-a");
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("403"), std::string::npos) << again.status();
+  // A CSR for another name than the path's is refused, naming the field.
+  absl::StatusOr<api::HttpResponse> bad = bootstrap.Call(
+      "POST", Cat(kNodes, "/gpu-c/certificate"), testing_util::MakeKeyAndCsr("admin").csr_pem);
+  ASSERT_EQ(StatusOf(bad), 422);
+  EXPECT_NE(bad->body.find("body: the request asks for CN \\\"admin\\\""), std::string::npos)
+      << bad->body;
+}
+
+TEST_F(NodeTlsTest, DeletingTheNodeRevokesItsCertificateOnOpenConnections) {
+  absl::StatusOr<api::Client> a = Join("gpu-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(StatusOf(a->Call("GET", Cat(kNodes, "/gpu-a/assignments"))), 200);
+  ASSERT_TRUE(store_->Txn({NodeCertificates::ForgetOp("gpu-a")}).ok());
+  certs_->Forget("gpu-a");
+  // The same kept-alive connection: refused from the next request on, saying why.
+  absl::StatusOr<api::HttpResponse> r = a->Call("GET", Cat(kNodes, "/gpu-a/assignments"));
+  ASSERT_EQ(StatusOf(r), 401);
+  EXPECT_NE(r->body.find("the node certificate for node:gpu-a is no longer valid"),
+            std::string::npos)
+      << r->body;
+}
+
+TEST_F(NodeTlsTest, ACertificateFromAnotherCaFailsTheHandshake) {
+  testing_util::TempDir other("gpucloud-other-ca");
+  absl::StatusOr<Credentials> foreign = EnsureCredentials(other.path().string());
+  ASSERT_TRUE(foreign.ok());
+  // The other CA's server certificate and key, presented as a client certificate.
+  api::ClientConfig c = Config();
+  c.cert_path = foreign->cert_path;
+  c.key_path = foreign->key_path;
+  absl::StatusOr<api::HttpResponse> r =
+      api::Client(c).Call("GET", Cat(kNodes, "/gpu-a/assignments"));
+  EXPECT_TRUE(!r.ok() || r->status == 401) << (r.ok() ? r->body : r.status().ToString());
 }
 
 }  // namespace

@@ -136,6 +136,8 @@ Response FromStatus(const absl::Status& s) {
       return Status(410, "Expired", std::string(s.message()));
     case absl::StatusCode::kInvalidArgument:
       return Status(400, "BadRequest", std::string(s.message()));
+    case absl::StatusCode::kPermissionDenied:
+      return Status(403, "Forbidden", std::string(s.message()));
     default:
       return Status(500, "InternalError", std::string(s.message()));
   }
@@ -240,6 +242,13 @@ Response RestApi::Handle(const Request& r) {
   if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
   std::vector<std::string> parts = SplitAny(r.path.substr(kPrefix.size()), "/");
   if (std::optional<Response> bad = RefuseSegments(r, parts)) return *bad;
+  if (r.who.bootstrap && !(r.method == "POST" && parts.size() == 3 && parts[0] == "nodes" &&
+                           parts[2] == "certificate")) {
+    return Status(403, "Forbidden",
+                  Cat("user ", r.who.user,
+                      " (a bootstrap token) may only ask for a node certificate "
+                      "(POST nodes/NAME/certificate)"));
+  }
   if (!parts.empty() && parts[0] == "nodes") return HandleNodes(r, parts);
   const bool log_upload = r.method == "POST" && parts.size() == 5 && parts[4] == "logs";
   if (r.who.node && !log_upload) {

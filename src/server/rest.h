@@ -12,6 +12,8 @@
 //   POST nodes/{name}/heartbeat          (agents) task reports and GPU health, once a second
 //   GET  nodes/{name}/assignments[?watch=true&resourceVersion=R]        (agents) what to run
 //   POST nodes/{name}/cordon|uncordon|drain                             (admins)
+//   POST nodes/{name}/certificate        (bootstrap token, the node, admins) a PEM CSR for
+//                                        "node:NAME" in, the signed client certificate out
 // DELETE of a job whose tasks run cancels it first (202) and removes it once they stopped.
 // POST on a collection creates (409 if it exists); PUT on an item applies (creates or updates;
 // with metadata.resourceVersion it is a compare-and-swap, 409 when stale; applying what is
@@ -47,13 +49,19 @@
 namespace gpucloud::server {
 
 class LogStore;
+class NodeCertificates;
 class NodeTable;
 
 struct Identity {
   std::string user;
   std::string namespace_;  // the tenant's namespace; ignored for admins
   bool admin = false;
-  bool node = false;  // an agent (bootstrap token): nodes, heartbeats, assignments, log upload
+  // A node (its agent's client certificate): its own node object, heartbeats, assignments, and
+  // logs of the tasks placed on it (NodeRestriction); `node_name` says which node.
+  bool node = false;
+  std::string node_name;
+  // An agent's bootstrap token: it may only ask for a node certificate (NodeCertificates).
+  bool bootstrap = false;
 };
 
 struct Request {
@@ -98,6 +106,9 @@ class RestApi {
   // when it is created or applied. Empty (the default): not checked here, and the controller
   // fails such a job when it binds it. Set before serving.
   void SetCheckpointRoot(std::string root) { checkpoint_root_ = std::move(root); }
+  // Where nodes' certificates are signed and recorded (POST nodes/{name}/certificate; a
+  // node's delete revokes them). Without it, that path answers 404. Set before serving.
+  void AttachNodeCertificates(NodeCertificates* certs) { node_certs_ = certs; }
 
  private:
   struct Route;
@@ -113,6 +124,8 @@ class RestApi {
   Response RegisterNode(const Request& r, const std::string& name);
   Response Heartbeat(const Request& r, const std::string& name);
   Response SetNodeFlags(const Request& r, const std::string& name, const std::string& verb);
+  Response DeleteNode(const Request& r, const std::string& name);
+  Response IssueNodeCertificate(const Request& r, const std::string& name);
   Response ReclaimPool(const Request& r, const std::string& pool);
   // POST pools/{pool}/prepull?image=REF: every node of the pool pulls the image ahead of its
   // tasks (spec.prePull, durable, the newest kPrePullKept; told to agents with heartbeats).
@@ -128,6 +141,7 @@ class RestApi {
   Rng rng_;
   NodeTable* nodes_ = nullptr;
   LogStore* logs_ = nullptr;
+  NodeCertificates* node_certs_ = nullptr;
   std::function<void()> kick_;
   std::function<std::string()> summary_;
   int64_t max_jobs_per_namespace_ = 10'000;

@@ -9,7 +9,9 @@
 #include "api/wire.h"
 #include "core/text.h"
 #include "server/events.h"
+#include "server/job_status.h"
 #include "server/log_store.h"
+#include "server/node_certs.h"
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "server/rest_util.h"
@@ -71,6 +73,16 @@ void RemoveLogsOfDeletedJobs(store::Store& store, LogStore& logs, const std::str
 // for only part of it: the part before N is stored, the rest refused. The agent gives the
 // refused part up (it says so in the log) and tries again after Retry-After: room comes back
 // only when jobs are deleted.
+// Whether the job's current attempt places the rank of `key` on `node` (NodeRestriction for
+// log upload: a node ships only its own tasks' output).
+bool PlacedOn(const Json& job, const LogKey& key, const std::string& node) {
+  if (!job.is_object() || !job.contains("status")) return false;
+  JobStatus s = JobStatusFromJson(job);
+  if (s.attempt != key.attempt) return false;
+  return std::any_of(s.placement.begin(), s.placement.end(),
+                     [&](const PlacedReplica& p) { return p.rank == key.rank && p.node == node; });
+}
+
 Response AppendLog(store::Store& store, LogStore& logs, absl::Time now, const LogKey& key,
                    int64_t offset, const std::string& data) {
   absl::StatusOr<LogAppend> a = logs.Append(key, offset, data);
@@ -111,7 +123,14 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
   if (!route.name.empty() && !ValidateDnsLabel(route.name).ok()) {
     return Status(400, "BadRequest", Cat("name \"", route.name, "\" is not a DNS label"));
   }
-  const bool agent_or_admin = r.who.admin || r.who.node;
+  // NodeRestriction: a node acts on its own node object alone.
+  const bool agent_or_admin = r.who.admin || (r.who.node && r.who.node_name == route.name);
+  auto not_yours = [&](const char* what) {
+    return Status(403, "Forbidden",
+                  r.who.node ? Cat("node ", r.who.node_name, " may not ", what, " node ",
+                                   route.name, " (only itself)")
+                             : Cat("user ", r.who.user, " is not a node (", what, ")"));
+  };
   if (parts.size() == 1) {
     if (r.method != "GET")
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
@@ -123,32 +142,28 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
     if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     if (r.method == "GET") return Read(r, route);
     if (r.method == "PUT") {
-      if (!agent_or_admin)
-        return Status(403, "Forbidden", Cat("user ", r.who.user, " may not register nodes"));
+      if (!agent_or_admin) return not_yours("register");
       return RegisterNode(r, route.name);
     }
     if (r.method == "DELETE") {
       if (!r.who.admin)
         return Status(403, "Forbidden", Cat("user ", r.who.user, " may not delete nodes"));
-      absl::StatusOr<int64_t> rev =
-          store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", std::nullopt}});
-      if (!rev.ok()) return FromStatus(rev.status());
-      if (nodes_ != nullptr) nodes_->Forget(route.name);
-      if (kick_) kick_();
-      return Status(200, "Deleted", Cat("Node ", route.name, " deleted at revision ", *rev));
+      return DeleteNode(r, route.name);
     }
     return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
   }
   const std::string& sub = parts[2];
+  if (sub == "certificate" && r.method == "POST") {
+    if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
+    return IssueNodeCertificate(r, route.name);
+  }
   if (sub == "heartbeat" && r.method == "POST") {
-    if (!agent_or_admin)
-      return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    if (!agent_or_admin) return not_yours("heartbeat for");
     if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     return Heartbeat(r, route.name);
   }
   if (sub == "assignments" && r.method == "GET") {
-    if (!agent_or_admin)
-      return Status(403, "Forbidden", Cat("user ", r.who.user, " is not a node"));
+    if (!agent_or_admin) return not_yours("read the assignments of");
     std::string prefix = Cat("/assignments/", route.name, "/");
     if (std::optional<Response> bad =
             RefuseQuery(r, {"watch", "resourceVersion", "timeoutSeconds", "allowWatchBookmarks"})) {
@@ -174,6 +189,52 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
     return SetNodeFlags(r, route.name, sub);
   }
   return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
+}
+
+Response RestApi::DeleteNode(const Request& r, const std::string& name) {
+  (void)r;
+  // Its certificates go with it, in the same transaction: a deleted node's agent is refused at
+  // once, and a bootstrap token may join a machine under its name again.
+  std::vector<store::Op> ops = {{store::Op::Kind::kDelete, Cat("/nodes/", name), "", std::nullopt}};
+  if (node_certs_ != nullptr && store_.Get(NodeCertificates::ForgetOp(name).key).ok()) {
+    ops.push_back(NodeCertificates::ForgetOp(name));
+  }
+  absl::StatusOr<int64_t> rev = store_.Txn(ops);
+  if (!rev.ok()) return FromStatus(rev.status());
+  if (node_certs_ != nullptr) node_certs_->Forget(name);
+  if (nodes_ != nullptr) nodes_->Forget(name);
+  if (kick_) kick_();
+  return Status(200, "Deleted", Cat("Node ", name, " deleted at revision ", *rev));
+}
+
+Response RestApi::IssueNodeCertificate(const Request& r, const std::string& name) {
+  if (node_certs_ == nullptr) return Status(404, "NotFound", "this server signs no certificates");
+  using Asker = NodeCertificates::Asker;
+  Asker asker;
+  if (r.who.admin) {
+    asker = Asker::kAdmin;
+  } else if (r.who.node) {
+    asker = Asker::kNode;
+  } else if (r.who.bootstrap) {
+    asker = Asker::kBootstrap;
+  } else {
+    return Status(403, "Forbidden", Cat("user ", r.who.user, " may not ask for node certificates"));
+  }
+  absl::StatusOr<NodeCertificates::Issued> issued =
+      node_certs_->Issue(name, r.body, asker, r.who.node_name);
+  if (absl::IsInvalidArgument(issued.status())) {
+    return Status(422, "Invalid", Cat("body: ", issued.status().message()));
+  }
+  if (!issued.ok()) return FromStatus(issued.status());
+  Json out{{"apiVersion", "gpucloud/v1"},
+           {"kind", "NodeCertificate"},
+           {"metadata", {{"name", name}}},
+           {"status",
+            {{"certificate", issued->certificate_pem},
+             {"serial", issued->serial},
+             {"notAfter",
+              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", issued->not_after, absl::UTCTimeZone())}}}};
+  return {201, out.dump(2) + "\n"};
 }
 
 Response RestApi::RegisterNode(const Request& r, const std::string& name) {
@@ -487,6 +548,12 @@ Response RestApi::Logs(const Request& r, const Route& route) {
   if (r.method == "POST") {
     if (!r.who.admin && !r.who.node) {
       return Status(403, "Forbidden", Cat("user ", r.who.user, " may not write logs"));
+    }
+    if (r.who.node && !PlacedOn(doc, key, r.who.node_name)) {
+      return Status(403, "Forbidden",
+                    Cat("node ", r.who.node_name, " runs no rank ", key.rank, " of attempt ",
+                        key.attempt, " of job ", route.namespace_, "/", route.name,
+                        ": a node writes only its own tasks' logs"));
     }
     if (!rank || !attempt || !offset) {
       return Status(400, "BadRequest", "rank, attempt and offset are required to append to a log");

@@ -362,7 +362,7 @@ TEST_F(RestTest, AChunkOverTheNamespacesLogQuotaIs429AndKeepsWhatFits) {
   api_->AttachCluster(&nodes, &logs, nullptr);
   ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
   const std::string path = std::string(kJobs) + "/train/logs";
-  const Identity agent{"node-a", "", false, true};
+  const Identity agent{"root", "", true};  // NodeRestriction is tested on its own
   auto ship = [&](const std::string& offset, const std::string& data) {
     return Call("POST", path, data, {{"rank", "0"}, {"attempt", "0"}, {"offset", offset}}, agent);
   };
@@ -410,7 +410,7 @@ TEST_F(RestTest, AFullNamespaceGetsBackTheLogsOfJobsDeletedBehindTheLogStore) {
   const std::string path = std::string(kJobs) + "/train/logs";
   auto ship = [&](const std::string& offset, const std::string& data) {
     return Call("POST", path, data, {{"rank", "0"}, {"attempt", "0"}, {"offset", offset}},
-                {"node-a", "", false, true});
+                {"root", "", true});
   };
   // Jobs the controller deleted once their tasks stopped: their logs are still on disk.
   ASSERT_TRUE(logs.Append({"team-a", "gone", 0, 0}, 0, "0123456789").ok());

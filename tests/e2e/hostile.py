@@ -772,6 +772,68 @@ def attack_node(c, res):
             s.close()
 
 
+class NodeApi(Api):
+    """An HTTPS client that presents a node's client certificate (mutual TLS), without a token."""
+
+    def __init__(self, port, ca, credential):
+        super().__init__(port, ca, None)
+        self.ctx.load_cert_chain(credential)
+
+
+def make_csr(work, cn):
+    """A new P-256 key and a PEM certificate signing request for CN=cn (as an agent makes)."""
+    key, csr = os.path.join(work, "forged.key"), os.path.join(work, "forged.csr")
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-subj", f"/CN={cn}", "-keyout", key,
+                    "-out", csr], check=True, capture_output=True, timeout=30)
+    with open(csr) as f:
+        return f.read()
+
+
+def attack_node_identity(c, res):
+    """Issue 14: the shared bootstrap token only joins new nodes; each agent then speaks with
+    its own certificate, for its own node only (NodeRestriction)."""
+    with open(os.path.join(c.data, "bootstrap.token")) as f:
+        boot = Api(c.port, c.ca, f.read().strip())
+    nodes = "/apis/gpucloud/v1/nodes"
+    fake = {"apiVersion": "gpucloud/v1", "kind": "Node", "metadata": {"name": "fake"},
+            "spec": {"address": "10.6.6.6", "gpus": [
+                {"uuid": f"GPU-{i}", "type": "H100-80GB"} for i in range(64)]}}
+    answers = {
+        "read node-a's assignments": boot.call("GET", f"{nodes}/node-a/assignments")[0],
+        "heartbeat for node-a": boot.call("POST", f"{nodes}/node-a/heartbeat", {"tasks": []})[0],
+        "register a 64-GPU node": boot.call("PUT", f"{nodes}/fake", fake)[0],
+        "list jobs": boot.call("GET", "/apis/gpucloud/v1/namespaces/team-a/jobs")[0],
+        "a certificate for live node-a": boot.call(
+            "POST", f"{nodes}/node-a/certificate", make_csr(c.work, "node:node-a"))[0]}
+    res.check("the bootstrap token only joins new nodes",
+              all(st == 403 for st in answers.values()),
+              ", ".join(f"{k} -> {v}" for k, v in answers.items()))
+    a = NodeApi(c.port, c.ca, os.path.join(c.work, "agent-a", "node.pem"))
+    own = a.call("GET", f"{nodes}/node-a/assignments")[0]
+    theirs = {
+        "read node-b's assignments": a.call("GET", f"{nodes}/node-b/assignments")[0],
+        "heartbeat for node-b": a.call("POST", f"{nodes}/node-b/heartbeat", {"tasks": []})[0],
+        "re-register node-b": a.call("PUT", f"{nodes}/node-b", fake)[0],
+        "node-b's certificate": a.call("POST", f"{nodes}/node-b/certificate",
+                                       make_csr(c.work, "node:node-b"))[0]}
+    res.check("node-a's certificate acts for node-a only",
+              own == 200 and all(st == 403 for st in theirs.values()),
+              f"own assignments -> {own}; " + ", ".join(f"{k} -> {v}" for k, v in theirs.items()))
+    # A log of a task on node-b, appended with node-a's certificate.
+    status, _, body = c.create(c.alice, job_doc("placed", "team-a", ["sleep", "30"]))
+    assert status == 201, f"create placed: {status} {body[:300]!r}"
+    c.wait_phase("team-a", "placed", ("Running",), 30)
+    on = {p["node"] for p in c.job("team-a", "placed")["status"].get("placement", [])}
+    other = NodeApi(c.port, c.ca, os.path.join(
+        c.work, "agent-b" if "node-a" in on else "agent-a", "node.pem"))
+    st, _, _ = other.call("POST", "/apis/gpucloud/v1/namespaces/team-a/jobs/placed/logs"
+                          "?rank=0&attempt=0&offset=0", "forged line\n")
+    res.check("a node cannot write another node's task log", st == 403,
+              f"job on {sorted(on)}; the other node's append -> {st}")
+    c.admin.call("DELETE", "/apis/gpucloud/v1/namespaces/team-a/jobs/placed")
+
+
 SECRETS_VIEW = """import glob, json, os
 out = {'uid': os.getuid(), 'gid': os.getgid(), 'read': [], 'listed': []}
 paths = list(ARGS['files'])
@@ -938,7 +1000,8 @@ def run_attacks(c, res, mon):
              ("protocol errors", attack_protocol),
              ("connections", lambda c, r: attack_connections(c, r, mon)),
              ("admission", attack_admission), ("fork bomb", attack_fork_bomb),
-             ("node", attack_node), ("secrets", attack_secrets),
+             ("node", attack_node), ("node identity", attack_node_identity),
+             ("secrets", attack_secrets),
              ("streams", attack_streams)]
     for name, fn in steps:
         t = time.time()
