@@ -250,6 +250,7 @@ Response RestApi::Handle(const Request& r) {
                       "(POST nodes/NAME/certificate)"));
   }
   if (!parts.empty() && parts[0] == "nodes") return HandleNodes(r, parts);
+  if (!parts.empty() && parts[0] == "audit") return HandleAudit(r, parts);
   const bool log_upload = r.method == "POST" && parts.size() == 5 && parts[4] == "logs";
   if (r.who.node && !log_upload) {
     return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));

@@ -48,6 +48,7 @@
 
 namespace gpucloud::server {
 
+class AuditLog;
 class LogStore;
 class NodeCertificates;
 class NodeTable;
@@ -62,6 +63,8 @@ struct Identity {
   std::string node_name;
   // An agent's bootstrap token: it may only ask for a node certificate (NodeCertificates).
   bool bootstrap = false;
+  std::string token_name;  // the bearer token's name, for the audit log ("" for certificates)
+  std::vector<std::string> groups;
 };
 
 struct Request {
@@ -82,6 +85,11 @@ struct Response {
   int64_t revision = 0;
   std::string watch_prefix;                    // a watch batch: the store prefix watched
   std::map<std::string, std::string> headers;  // extra response headers
+  // What authorization decided, for the audit log: the action ("jobs:Create"), the resource
+  // ("gpucloud:job/team-a/train"), "allow" or "deny", and the statement that decided.
+  struct Authorization {
+    std::string action, resource, decision, reason;
+  } authorization;
 };
 
 inline constexpr size_t kMaxBodyBytes = 1 << 20;
@@ -109,6 +117,9 @@ class RestApi {
   // Where nodes' certificates are signed and recorded (POST nodes/{name}/certificate; a
   // node's delete revokes them). Without it, that path answers 404. Set before serving.
   void AttachNodeCertificates(NodeCertificates* certs) { node_certs_ = certs; }
+  // The audit log, read through GET audit/records|digests|key (rest_audit.cc). Without it,
+  // those paths answer 404. Set before serving.
+  void AttachAudit(AuditLog* audit) { audit_ = audit; }
 
  private:
   struct Route;
@@ -130,6 +141,8 @@ class RestApi {
   // POST pools/{pool}/prepull?image=REF: every node of the pool pulls the image ahead of its
   // tasks (spec.prePull, durable, the newest kPrePullKept; told to agents with heartbeats).
   Response PrePullPool(const Request& r, const std::string& pool);
+  // rest_audit.cc: GET audit/records, audit/digests, audit/key.
+  Response HandleAudit(const Request& r, const std::vector<std::string>& parts);
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
   Response Cancel(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);
@@ -142,6 +155,7 @@ class RestApi {
   NodeTable* nodes_ = nullptr;
   LogStore* logs_ = nullptr;
   NodeCertificates* node_certs_ = nullptr;
+  AuditLog* audit_ = nullptr;
   std::function<void()> kick_;
   std::function<std::string()> summary_;
   int64_t max_jobs_per_namespace_ = 10'000;
