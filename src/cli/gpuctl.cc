@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "api/client.h"
+#include "cli/audit_commands.h"
 #include "cli/cluster_commands.h"
+#include "cli/iam_commands.h"
 #include "cli/manifest_files.h"
 #include "cli/remote.h"
 #include "core/gpu_catalog.h"
@@ -341,7 +343,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   apply->add_option("-f,--filename", apply_files, "Manifest file, directory, or - for stdin")
       ->required();
   CLI::App* get =
-      app.add_subcommand("get", "List or show objects: get jobs|queues|nodepools [NAME]");
+      app.add_subcommand("get",
+                         "List or show objects: get jobs|nodes|queues|nodepools|users|groups|"
+                         "tokens|policies [NAME]");
   get->add_option("args", get_args, "RESOURCE [NAME]")->required()->expected(1, 2);
   get->add_option("-n,--namespace", ns, "Namespace (jobs)");
   get->add_option("-o,--output", get_format, "table, json or yaml")
@@ -427,6 +431,10 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   images_pull->add_option("image", pull_image, "IMAGE")->required();
   images->require_subcommand(1);
   CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
+  // Identity, policies and the audit log (issue 14): create, revoke, attach, detach, whoami,
+  // auth can-i, policy simulate; audit verify, audit query.
+  IamCommands iam(app);
+  AuditCommands audit(app);
 
   try {
     app.parse(argc, argv);
@@ -495,6 +503,23 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     }
   }
   if (top->parsed()) return with_client([&](api::Client& c) { return Top(c, out, err); });
+  auto connect = [&]() -> std::optional<CallFn> {
+    std::optional<api::Client> client = Connect(config, err);
+    if (!client) return std::nullopt;
+    return ClientCall(*client);
+  };
+  if (iam.parsed()) return iam.Run(connect, out, err);
+  if (audit.parsed()) return audit.Run(connect, out, err);
+  if (get->parsed() && IsIamResource(get_args[0])) {
+    if (get_watch) {
+      err << "gpuctl get -w: not for " << get_args[0] << "\n";
+      return kExitUsage;
+    }
+    std::optional<CallFn> call = connect();
+    if (!call) return kExitInvalid;
+    return GetIamObjects(*call, get_args[0], get_args.size() > 1 ? get_args[1] : "", get_format,
+                         out, err);
+  }
   if (validate->parsed()) return Validate(validate_files, in, out, err);
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
   if (catalog->parsed()) return Catalog(out);
