@@ -623,13 +623,11 @@ bool IamCommands::parsed() const {
   return false;
 }
 
-int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std::ostream& out,
-                     std::ostream& err) {
+// What the parsed command puts into paths and bodies, checked before anything is sent: nullopt
+// when it is fine, else the exit code (the reason said on `err`). Fills `authorize` for can-i.
+std::optional<int> IamCommands::CheckFlags(nlohmann::json& authorize, std::ostream& err) const {
   const Flags& f = *flags_;
-  if (f.simulate->parsed()) return SimulatePolicies(f.sim, out, err);
-  // Check what goes into paths and bodies before connecting.
   std::vector<std::pair<std::string_view, std::string>> labels;
-  nlohmann::json body;
   if (f.create_user->parsed() || f.create_group->parsed() || f.revoke_token->parsed()) {
     labels.emplace_back("NAME", f.name);
   }
@@ -652,8 +650,7 @@ int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std:
                           slash == std::string::npos ? "" : f.service_account.substr(slash + 1));
     }
   }
-  const bool attaching = f.attach->parsed() || f.detach->parsed();
-  if (attaching) {
+  if (f.attach->parsed() || f.detach->parsed()) {
     if (f.user.empty() == f.group.empty()) {
       err << "gpuctl: give --user USER or --group GROUP\n";
       return kExitUsage;
@@ -662,16 +659,25 @@ int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std:
     labels.emplace_back(f.user.empty() ? "--group" : "--user", f.user.empty() ? f.group : f.user);
   }
   if (f.can_i->parsed()) {
-    absl::StatusOr<nlohmann::json> b = AuthorizeBody(f.can);
-    if (!b.ok()) {
-      err << "gpuctl auth can-i: " << b.status().message() << "\n";
+    absl::StatusOr<nlohmann::json> body = AuthorizeBody(f.can);
+    if (!body.ok()) {
+      err << "gpuctl auth can-i: " << body.status().message() << "\n";
       return kExitUsage;
     }
-    body = *b;
+    authorize = *std::move(body);
   }
   for (const auto& [what, value] : labels) {
     if (!IsLabel(what, value, err)) return kExitUsage;
   }
+  return std::nullopt;
+}
+
+int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std::ostream& out,
+                     std::ostream& err) {
+  const Flags& f = *flags_;
+  if (f.simulate->parsed()) return SimulatePolicies(f.sim, out, err);
+  nlohmann::json body;
+  if (std::optional<int> bad = CheckFlags(body, err)) return *bad;
   std::optional<CallFn> call = connect();
   if (!call) return kExitFailed;
   if (f.create_user->parsed()) {
@@ -693,7 +699,7 @@ int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std:
     out << "token " << f.name << " revoked\n";
     return kExitOk;
   }
-  if (attaching) {
+  if (f.attach->parsed() || f.detach->parsed()) {
     return ChangeAttachment(*call, f.policy, f.user.empty() ? "groups" : "users",
                             f.user.empty() ? "group" : "user", f.user.empty() ? f.group : f.user,
                             f.attach->parsed(), out, err);

@@ -131,6 +131,7 @@ class IamCommands {
 
  private:
   struct Flags;
+  std::optional<int> CheckFlags(nlohmann::json& authorize, std::ostream& err) const;
   std::shared_ptr<Flags> flags_;
 };
 
