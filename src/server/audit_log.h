@@ -122,6 +122,8 @@ class AuditLog {
   // Returns how many records were deleted.
   absl::StatusOr<int64_t> Retain(const RetentionPolicy& policy);
 
+  // The key that signs digests (its PublicPem() verifies them).
+  const AuditKey& key() const { return key_; }
   // The newest committed record's seq (0 for an empty log).
   int64_t head_seq() const;
   // Records dropped by Record() because the buffer was full.
