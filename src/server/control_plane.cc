@@ -3,21 +3,29 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/private_file.h"
 #include "core/text.h"
+#include "server/audit_log.h"
+#include "server/audited_store.h"
 #include "server/compactor.h"
 #include "server/controller.h"
 #include "server/credentials.h"
 #include "server/https_server.h"
 #include "server/log_store.h"
+#include "server/identity_book.h"
 #include "server/node_certs.h"
 #include "server/node_table.h"
 #include "server/rest.h"
@@ -31,9 +39,14 @@ struct ControlPlane::Impl {
   std::optional<Credentials> creds;
   std::optional<TokenBook> tokens;
   std::unique_ptr<store::Store> store;
+  std::unique_ptr<AuditLog> audit;
+  std::unique_ptr<AuditedStore> audited;  // the API's view of `store` (with `audit`)
+  std::jthread audit_ticker;              // AuditLog::Tick every 50 ms until stopped
+  bool audit_closed = false;
   std::unique_ptr<RestApi> api;
   std::unique_ptr<NodeTable> nodes;
   std::unique_ptr<NodeCertificates> node_certs;
+  std::unique_ptr<IdentityBook> identities;
   std::unique_ptr<LogStore> logs;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<HttpsServer> https;
@@ -112,10 +125,18 @@ absl::Status ControlPlane::Start() {
       m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
   m.controller =
       std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
-  m.api = std::make_unique<RestApi>(*m.store, m.clock, std::random_device{}());
+  if (absl::Status s = OpenAudit(); !s.ok()) return s;
+  store::Store& api_store = m.audited ? *m.audited : *m.store;
+  m.api = std::make_unique<RestApi>(api_store, m.clock, std::random_device{}());
+  m.api->AttachAudit(m.audit.get());
   m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
   m.api->SetCheckpointRoot(co.checkpoint_root);
   m.api->AttachNodeCertificates(m.node_certs.get());
+  m.identities = std::make_unique<IdentityBook>(api_store, m.clock, m.api->authorizer());
+  if (absl::Status s = m.identities->Load(); !s.ok()) return s;
+  m.api->AttachIdentities(m.identities.get());
+  m.tokens->SetFallback(
+      [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });
   Controller* controller = m.controller.get();
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
@@ -128,13 +149,48 @@ absl::Status ControlPlane::Start() {
       .extra_metrics = [controller] { return RenderClusterMetrics(controller->Metrics()); },
       .logs = m.logs.get(),
       .node_certs = m.node_certs.get(),
-      .client_ca_path = creds->ca_cert_path};
+      .client_ca_path = creds->ca_cert_path,
+      .audit = m.audit.get()};
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
   if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;
   m.controller->Start();
   m.compactor = std::make_unique<Compactor>(*m.store, m.options.compaction);
   m.compactor->Start();
+  if (m.audit) {
+    m.audit_ticker = std::jthread([&m](std::stop_token stop) {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      while (!stop.stop_requested()) {
+        cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
+        if (stop.stop_requested()) break;
+        if (absl::Status s = m.audit->Tick(m.clock.NowMillis()); !s.ok()) {
+          std::fprintf(stderr, "gpucloud server: audit log: %s\n", s.ToString().c_str());
+        }
+      }
+    });
+  }
+  return absl::OkStatus();
+}
+
+// The audit log over the store, signing with the HTTPS server's key (DATA_DIR/server.key). A
+// log that does not open (records cut or altered) stops the start, with the first bad record:
+// serving on would acknowledge changes with no record in a verifiable chain.
+absl::Status ControlPlane::OpenAudit() {
+  Impl& m = *impl_;
+  if (!m.options.audit) return absl::OkStatus();
+  absl::StatusOr<AuditKey> key = AuditKey::FromPemFile(m.creds->key_path);
+  if (!key.ok()) return key.status();
+  m.audit = std::make_unique<AuditLog>(*m.store, m.clock, *std::move(key));
+  if (absl::Status s = m.audit->Open(); !s.ok()) {
+    absl::StatusOr<VerifyReport> report = m.audit->Verify();
+    m.audit.reset();
+    if (!report.ok() || report->ok) return s;
+    return absl::DataLossError(
+        Cat(s.message(), "; first bad record: seq ", report->first_bad_seq, ": ", report->what));
+  }
+  m.audited = std::make_unique<AuditedStore>(*m.store, *m.audit);
   return absl::OkStatus();
 }
 
@@ -169,6 +225,17 @@ void ControlPlane::Stop() {
   if (m.compactor) m.compactor->Stop();
   if (m.controller) m.controller->Stop();
   if (m.https) m.https->Stop();
+  if (m.audit_ticker.joinable()) {
+    m.audit_ticker.request_stop();
+    m.audit_ticker.join();
+  }
+  if (m.audit && !m.audit_closed) {
+    m.audit_closed = true;  // Stop runs again from the destructor: closed once
+    // Every request has been answered: flush what is buffered and sign the head.
+    if (absl::Status s = m.audit->Close(); !s.ok()) {
+      std::fprintf(stderr, "gpucloud server: audit log: closing: %s\n", s.ToString().c_str());
+    }
+  }
 }
 
 std::string ControlPlane::url() const {

@@ -33,6 +33,10 @@ struct ControlPlaneOptions {
   CompactionPolicy compaction;
   // How long an agent's client certificate is valid (it renews at two thirds of that).
   absl::Duration node_certificate_ttl = absl::Hours(24);
+  // The audit log (docs/audit.md): every API request recorded in the store, a mutation in its
+  // transaction, digests signed with the server's key every 10 minutes and on Stop. Off only
+  // for benchmarks that measure its cost.
+  bool audit = true;
 };
 
 class ControlPlane {
@@ -51,6 +55,7 @@ class ControlPlane {
 
  private:
   absl::Status WriteAdminConfig();
+  absl::Status OpenAudit();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -29,6 +29,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
 #include "core/text.h"
+#include "server/audited_store.h"
 #include "server/metrics.h"
 #include "server/rate_limit.h"
 #include "server/rest_util.h"
@@ -162,6 +163,7 @@ struct Link {
   TlsConn& tls;
   // The verified client certificate's CN and serial (an agent's), for the whole connection.
   std::optional<std::pair<std::string, std::string>> peer;
+  std::string peer_ip;  // the client's address, for the audit log
   // What is read but not parsed yet (the start of a pipelined request).
   beast::flat_buffer buffer;
   // Closes the socket unless disarmed (or armed again) within `d`.
@@ -371,6 +373,7 @@ struct HttpsServer::Impl {
     socket.set_option(tcp::no_delay(true), ec);
     TlsConn tls(socket, tls_context.native_handle());
     Link link{conn, tls};
+    if (auto remote = socket.remote_endpoint(ec); !ec) link.peer_ip = remote.address().to_string();
     link.Arm(options.handshake_timeout);
     co_await socket.async_wait(tcp::socket::wait_read, Into(ec));
     if (ec || stopping) co_return;
@@ -509,6 +512,9 @@ struct HttpsServer::Impl {
       co_return co_await Write(stream, req, ok);
     }
     std::optional<Identity> who = Authenticate(stream, req);
+    if (who) r.who = *who;
+    AuditRequest audit;
+    BeginAudit(audit, stream, req, r, started_at);
     auto observe = [&](int status) {
       metrics.Observe(r.method, ResourceOfPath(r.path), status,
                       absl::ToDoubleSeconds(absl::Now() - started_at));
@@ -516,21 +522,22 @@ struct HttpsServer::Impl {
     if (!who) {
       observe(401);
       const bool certificate = stream.peer && req[http::field::authorization].empty();
-      const Response unauthorized =
+      Response unauthorized =
           Status(401, "Unauthorized",
                  certificate ? Cat("the node certificate for ", stream.peer->first,
                                    " is no longer valid (the node was deleted, or the certificate "
                                    "expired or was renewed twice since): join again")
                              : "a valid bearer token is required");
+      FinishAudit(audit, unauthorized);
       co_return co_await Write(stream, req, unauthorized);
     }
-    r.who = *who;
     const bool watch = r.method == "GET" && QueryTrue(r, "watch");
     const bool follow = r.method == "GET" && r.path.ends_with("/logs") && QueryTrue(r, "follow");
     const bool stream_request = watch || follow;
     const bool tenant = !r.who.admin && !r.who.node;  // admins and agents are not limited
     if (std::optional<Response> refusal = Admit(r, tenant, stream_request)) {
       observe(refusal->status);
+      FinishAudit(audit, *refusal);
       co_return co_await Write(stream, req, *refusal);
     }
     absl::Cleanup release = [&] {
@@ -538,21 +545,41 @@ struct HttpsServer::Impl {
     };
     asio::thread_pool& pool = tenant ? tenant_pool : system_pool;
     if (watch) {
-      co_await StreamWatch(c, pool, stream, req, r);
+      co_await StreamWatch(c, pool, stream, req, r, audit);
       co_return false;
     }
     if (follow) {
-      co_await StreamLogs(c, pool, stream, req, r);
+      co_await StreamLogs(c, pool, stream, req, r, audit);
       co_return false;
     }
     const bool metrics_request = r.path == "/metrics" && r.method == "GET";
     std::function<Response()> handle = [&]() {
-      return metrics_request ? Response{200, RenderMetrics(), "text/plain; version=0.0.4"}
-                             : api.Handle(r);
+      AuditScope scope(options.audit != nullptr ? &audit : nullptr);  // the API's Txns record it
+      Response out = metrics_request ? Response{200, RenderMetrics(), "text/plain; version=0.0.4"}
+                                     : api.Handle(r);
+      FinishAudit(audit, out);
+      return out;
     };
     Response resp = co_await CallOn(pool, handle);
     observe(resp.status);
     co_return co_await Write(stream, req, resp);
+  }
+
+  // The record of `r` (audited_store.h), when the server keeps an audit log.
+  void BeginAudit(AuditRequest& a, const Link& l, const HttpRequest& req, const Request& r,
+                  absl::Time received) {
+    if (options.audit == nullptr) return;
+    a.record = AuditRecordFor(r, l.peer_ip, std::string(req[http::field::user_agent]), NewAuditId(),
+                              absl::ToUnixMillis(received));
+  }
+  // Records the answer `resp` unless a Txn recorded the request, and names the record in the
+  // answer's Audit-Id header. A record that cannot be buffered is logged; the answer goes.
+  void FinishAudit(AuditRequest& a, Response& resp) {
+    if (options.audit == nullptr) return;
+    resp.headers["Audit-Id"] = a.record.audit_id;
+    if (absl::Status s = FinishAuditRequest(*options.audit, a, resp); !s.ok()) {
+      Log(Cat("audit record of ", a.record.audit_id, " not kept: ", s.ToString()));
+    }
   }
 
   // A tenant's request over its rate or its in-flight share: the 429 to answer. Otherwise the
@@ -654,7 +681,8 @@ struct HttpsServer::Impl {
 
   // A followed log: what is there, then what arrives, until the job ends or the client leaves.
   asio::awaitable<void> StreamLogs(Conn& c, asio::thread_pool& pool, Link& stream,
-                                   const HttpRequest& req, const Request& request) {
+                                   const HttpRequest& req, const Request& request,
+                                   AuditRequest& audit) {
     Request r = request;
     r.query.erase("follow");
     int64_t offset = std::max<int64_t>(0, QueryInt(r, "offset").value_or(0));
@@ -662,6 +690,7 @@ struct HttpsServer::Impl {
     auto read = [&] { return CallOn(pool, handle); };
     int64_t seen = log_feed ? log_feed->position() : 0;  // before the read: no append is missed
     Response chunk = co_await read();
+    FinishAudit(audit, chunk);  // the stream is one request: recorded as its first answer
     if (chunk.status != 200) {
       co_await Write(stream, req, chunk);
       co_return;
@@ -696,7 +725,8 @@ struct HttpsServer::Impl {
   }
 
   asio::awaitable<void> StreamWatch(Conn& c, asio::thread_pool& pool, Link& stream,
-                                    const HttpRequest& req, const Request& request) {
+                                    const HttpRequest& req, const Request& request,
+                                    AuditRequest& audit) {
     Request r = request;
     int64_t timeout_s = QueryInt(r, "timeoutSeconds").value_or(300);
     if (timeout_s < 0 || timeout_s > 999'999) timeout_s = 300;  // a bad timeout: the default
@@ -704,12 +734,12 @@ struct HttpsServer::Impl {
     std::function<Response()> handle = [&] { return api.Handle(r); };
     auto read = [&] { return CallOn(pool, handle); };
     Response batch = co_await read();  // validates everything; errors are answered plainly
+    FinishAudit(audit, batch);         // the stream is one request: recorded as its first answer
     if (batch.status != 200) {
       co_await Write(stream, req, batch);
       co_return;
     }
-    const std::map<std::string, std::string> no_headers;
-    if (!co_await WriteStreamHead(stream, req, "application/x-ndjson", no_headers)) co_return;
+    if (!co_await WriteStreamHead(stream, req, "application/x-ndjson", batch.headers)) co_return;
     absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
     absl::Time last_write = absl::InfinitePast();
     const std::string prefix = batch.watch_prefix;

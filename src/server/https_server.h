@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/audit_log.h"
 #include "server/credentials.h"
 #include "server/log_store.h"
 #include "server/node_certs.h"
@@ -62,6 +63,9 @@ class HttpsServer {
     // then the node that certificate names, if NodeCertificates still knows it.
     NodeCertificates* node_certs = nullptr;
     std::string client_ca_path;
+    // The audit log (audited_store.h): every request but /healthz gets a record, and its id as
+    // the answer's `Audit-Id` header; the API's Txns commit with it. Optional.
+    AuditLog* audit = nullptr;
     int max_connections = 4096;
     absl::Duration handshake_timeout = absl::Seconds(10);
     absl::Duration read_timeout = absl::Seconds(60);
