@@ -655,7 +655,10 @@ std::optional<int> IamCommands::CheckFlags(nlohmann::json& authorize, std::ostre
       err << "gpuctl: give --user USER or --group GROUP\n";
       return kExitUsage;
     }
-    labels.emplace_back("POLICY", f.policy);
+    // A built-in policy is named "gpucloud:<label>" (authz/builtin_policies.h).
+    std::string_view policy = f.policy;
+    if (policy.starts_with("gpucloud:")) policy.remove_prefix(9);
+    labels.emplace_back("POLICY", std::string(policy));
     labels.emplace_back(f.user.empty() ? "--group" : "--user", f.user.empty() ? f.group : f.user);
   }
   if (f.can_i->parsed()) {

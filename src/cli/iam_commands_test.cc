@@ -340,6 +340,15 @@ TEST(IamCommands, AttachAndDetachNoOpsAndGivingUp) {
   EXPECT_EQ(s.sent.size(), 10u);
   EXPECT_EQ(json::parse(s.sent[1].body)["spec"]["policies"], json::array());
   EXPECT_EQ(RunIam({"attach", "policy", "p"}, s).code, kExitUsage);  // neither --user nor --group
+  EXPECT_EQ(RunIam({"attach", "policy", "a/b", "--user", "u"}, s).code, kExitUsage);
+  EXPECT_EQ(RunIam({"attach", "policy", "gpucloud:a/b", "--user", "u"}, s).code, kExitUsage);
+  // A built-in policy's name is not a DNS label, and may be attached.
+  s.sent.clear();
+  s.answers = {{200, R"({"metadata":{"name":"u","resourceVersion":"3"},"spec":{}})"}, {200, "{}"}};
+  Ran builtin = RunIam({"attach", "policy", "gpucloud:tenant", "--user", "u"}, s);
+  EXPECT_EQ(builtin.code, 0) << builtin.err;
+  ASSERT_EQ(s.sent.size(), 2u);
+  EXPECT_EQ(json::parse(s.sent[1].body)["spec"]["policies"], json::parse(R"(["gpucloud:tenant"])"));
 }
 
 TEST(IamCommands, CanIAsksAuthorizeAndExitsLikeKubectl) {
