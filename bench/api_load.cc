@@ -2,7 +2,9 @@
 // with synchronous=FULL) and C client threads, each on one keep-alive TLS connection, creating
 // Jobs for D seconds. Prints durable creates per second, latency percentiles and the process's
 // CPU time and peak memory (clients included: they share the process).
-// Usage: api_load [CLIENTS=16] [SECONDS=5]
+// Usage: api_load [CLIENTS=16] [SECONDS=5] [audit]
+// With `audit`, the server keeps the audit log as `gpucloud server` does (docs/audit.md): each
+// create commits with its record; without, it measures the store alone.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -16,10 +18,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "server/audit_log.h"
+#include "server/audited_store.h"
 #include "server/credentials.h"
 #include "server/https_server.h"
 #include "server/rest.h"
@@ -33,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   int clients = argc > 1 ? std::atoi(argv[1]) : 16;
   int seconds = argc > 2 ? std::atoi(argv[2]) : 5;
+  const bool audit = argc > 3 && std::string(argv[3]) == "audit";
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("gpucloud-api-load-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
@@ -41,10 +48,20 @@ int main(int argc, char** argv) {
   auto tokens = *gpucloud::server::TokenBook::Load(dir.string());
   auto store = std::move(*gpucloud::store::OpenSqliteStore((dir / "store.db").string()));
   gpucloud::SystemClock clock;
-  gpucloud::server::RestApi api(*store, clock, 1);
+  std::unique_ptr<gpucloud::server::AuditLog> log;
+  std::unique_ptr<gpucloud::server::AuditedStore> audited;
+  if (audit) {
+    log = std::make_unique<gpucloud::server::AuditLog>(
+        *store, clock, *gpucloud::server::AuditKey::FromPemFile(creds.key_path));
+    if (!log->Open().ok()) return 1;
+    audited = std::make_unique<gpucloud::server::AuditedStore>(*store, *log);
+  }
+  gpucloud::server::RestApi api(audit ? *audited : *store, clock, 1);
   api.SetMaxJobsPerNamespace(0);  // a throughput test: creates are not bounded by the quota
-  gpucloud::server::HttpsServer server(api, tokens, *store,
-                                       {.cert_path = creds.cert_path, .key_path = creds.key_path});
+  api.AttachAudit(log.get());
+  gpucloud::server::HttpsServer server(
+      api, tokens, *store,
+      {.cert_path = creds.cert_path, .key_path = creds.key_path, .audit = log.get()});
   if (!server.Start().ok()) return 1;
   std::atomic<bool> go{true};
   std::mutex mu;
@@ -93,6 +110,7 @@ int main(int argc, char** argv) {
   for (std::thread& t : threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
   server.Stop();
+  if (log && !log->Close().ok()) return 1;
   std::sort(latencies_ms.begin(), latencies_ms.end());
   auto pct = [&](double p) {
     if (latencies_ms.empty()) return 0.0;
@@ -105,10 +123,12 @@ int main(int argc, char** argv) {
   double cpu =
       ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   std::printf(
-      "clients %d, %.1f s: %zu durable creates (%d errors), %.0f creates/s; latency ms p50 %.2f "
+      "audit %s, clients %d, %.1f s: %zu durable creates (%d errors), %.0f creates/s; latency ms "
+      "p50 %.2f "
       "p99 %.2f max %.2f; process CPU %.1f s (%.0f%% of one core), peak RSS %ld MiB\n",
-      clients, elapsed, latencies_ms.size(), errors.load(), latencies_ms.size() / elapsed, pct(50),
-      pct(99), latencies_ms.empty() ? 0 : latencies_ms.back(), cpu, 100 * cpu / elapsed,
+      audit ? "on" : "off", clients, elapsed, latencies_ms.size(), errors.load(),
+      latencies_ms.size() / elapsed, pct(50), pct(99),
+      latencies_ms.empty() ? 0 : latencies_ms.back(), cpu, 100 * cpu / elapsed,
       ru.ru_maxrss / 1024);
   std::filesystem::remove_all(dir);
   return errors > 0 ? 1 : 0;
