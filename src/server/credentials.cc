@@ -389,7 +389,7 @@ void TokenBook::Add(const std::string& token, Identity who) {
 std::optional<Identity> TokenBook::Find(const std::string& token) const {
   if (token.empty()) return std::nullopt;
   auto it = by_hash_.find(Sha256Hex(token));
-  if (it == by_hash_.end()) return std::nullopt;
+  if (it == by_hash_.end()) return fallback_ ? fallback_(token) : std::nullopt;
   return it->second;
 }
 

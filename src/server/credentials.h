@@ -10,6 +10,7 @@
 #ifndef GPUCLOUD_SERVER_CREDENTIALS_H_
 #define GPUCLOUD_SERVER_CREDENTIALS_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -84,11 +85,17 @@ class TokenBook {
   bool HasAdmin() const;
   // Makes `token` valid as `who` (before the server starts serving).
   void Add(const std::string& token, Identity who);
-  // The identity of `token`, or nullopt when it is not valid.
+  // The identity of `token`, or nullopt when it is not valid: the file's tokens first, then
+  // the fallback's (the API's tokens: IdentityBook::Authenticate).
   std::optional<Identity> Find(const std::string& token) const;
+  // Set before the server starts; must be thread-safe.
+  void SetFallback(std::function<std::optional<Identity>(const std::string&)> fallback) {
+    fallback_ = std::move(fallback);
+  }
 
  private:
   std::map<std::string, Identity> by_hash_;
+  std::function<std::optional<Identity>(const std::string&)> fallback_;
 };
 
 }  // namespace gpucloud::server

@@ -492,7 +492,7 @@ TEST_F(NodeTlsTest, ANodeCertificateActsOnItsOwnNodeOnly) {
   EXPECT_EQ(StatusOf(a->Call("GET", Cat(kNodes, "/gpu-a/assignments"))), 200);
   absl::StatusOr<api::HttpResponse> other = a->Call("GET", Cat(kNodes, "/gpu-b/assignments"));
   ASSERT_EQ(StatusOf(other), 403);
-  EXPECT_NE(other->body.find("node gpu-a may not read the assignments of node gpu-b"),
+  EXPECT_NE(other->body.find("node gpu-a may not nodes:GetAssignments on gpucloud:node/gpu-b"),
             std::string::npos)
       << other->body;
   EXPECT_EQ(StatusOf(a->Call("POST", Cat(kNodes, "/gpu-b/heartbeat"), "{}")), 403);

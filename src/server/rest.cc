@@ -5,8 +5,11 @@
 #include <optional>
 #include <vector>
 
+#include "authz/policy_set.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/authorizer.h"
+#include "server/identity_book.h"
 #include "server/paths.h"
 #include "server/rest_util.h"
 
@@ -225,7 +228,12 @@ std::optional<Response> RefuseSegments(const Request& r, const std::vector<std::
 }  // namespace
 
 RestApi::RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed)
-    : store_(store), clock_(clock), rng_(uid_seed) {}
+    : store_(store),
+      clock_(clock),
+      rng_(uid_seed),
+      authorizer_(std::make_unique<Authorizer>(clock)) {}
+
+RestApi::~RestApi() = default;
 
 std::string RestApi::NewUid() {
   absl::MutexLock lock(&mu_);
@@ -249,12 +257,49 @@ Response RestApi::Handle(const Request& r) {
                       " (a bootstrap token) may only ask for a node certificate "
                       "(POST nodes/NAME/certificate)"));
   }
+  std::optional<RequestedAction> what = ActionOf(r.method, parts, QueryTrue(r, "watch"));
+  if (!what) return Dispatch(r, parts);  // 404 or 405, or a path with its own rules
+  // A job's create or update is decided on what it asks for (JobContexts); anything else on
+  // the path alone.
+  std::vector<authz::RequestContext> contexts;
+  const bool job_write = what->action == "jobs:Create" || what->action == "jobs:Update";
+  if (job_write) {
+    manifest::ParseResult p = manifest::ParseManifests(r.body, "body");
+    const Job* job =
+        p.ok() && p.manifests.size() == 1 ? std::get_if<Job>(&p.manifests[0].object) : nullptr;
+    if (job == nullptr) return Dispatch(r, parts);  // the handler says what is wrong with it
+    if (what->action == "jobs:Create") {
+      what->resource = ResourceName(ResourceType::kJob, parts[1], job->metadata.name);
+    }
+    contexts = JobContexts(*job, GpuCatalog::Default());
+  } else {
+    contexts.emplace_back();
+    if (what->action.starts_with("tokens:") && identities_ != nullptr) {
+      // Whose token: a tenant manages its own (gpucloud:tenant's condition).
+      std::string owner = r.who.user;
+      if (parts.size() == 2) owner = identities_->TokenOwner(parts[1]);
+      if (r.method == "POST") {
+        Json body = Json::parse(r.body, nullptr, false);
+        owner = body.is_object() ? body.value("user", "") : "";
+      }
+      (void)contexts[0].Set(ConditionKeyId::kResourceOwner, owner);
+    }
+  }
+  authz::Decision allowed;
+  for (authz::RequestContext& c : contexts) {
+    authz::Decision d = authorizer_->Decide(r.who, *what, std::move(c));
+    if (!d.allowed()) return Denied(r.who, *what, d);
+    allowed = d;
+  }
+  Response out = Dispatch(r, parts);
+  out.authorization = {what->action, what->resource, "allow", allowed.StatementName()};
+  return out;
+}
+
+Response RestApi::Dispatch(const Request& r, const std::vector<std::string>& parts) {
+  if (IsIamPath(parts)) return HandleIam(r, parts);
   if (!parts.empty() && parts[0] == "nodes") return HandleNodes(r, parts);
   if (!parts.empty() && parts[0] == "audit") return HandleAudit(r, parts);
-  const bool log_upload = r.method == "POST" && parts.size() == 5 && parts[4] == "logs";
-  if (r.who.node && !log_upload) {
-    return Status(403, "Forbidden", Cat("user ", r.who.user, " (a node) may only use nodes"));
-  }
   if (parts.size() == 3 && parts[0] == "pools" && nodes_ != nullptr &&
       (parts[2] == "prepull" || parts[2] == "reclaim")) {
     // An operator's verb on every node of a pool: POST, admins, one query parameter.
@@ -263,11 +308,6 @@ Response RestApi::Handle(const Request& r) {
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
     if (!ValidateDnsLabel(parts[1]).ok()) {
       return Status(400, "BadRequest", Cat("pool \"", parts[1], "\" is not a DNS label"));
-    }
-    if (!r.who.admin) {
-      return Status(
-          403, "Forbidden",
-          Cat("user ", r.who.user, " may not ", prepull ? "pre-pull on" : "reclaim", " pools"));
     }
     if (std::optional<Response> bad = RefuseQuery(r, {prepull ? "image" : "seconds"})) return *bad;
     return prepull ? PrePullPool(r, parts[1]) : ReclaimPool(r, parts[1]);
@@ -297,9 +337,6 @@ Response RestApi::Handle(const Request& r) {
   // Every namespace's jobs at once: for admins (gpuctl get jobs -A, gpuctl top).
   if (route.resource != nullptr && route.resource->namespaced && route.namespace_.empty() &&
       parts.size() == i + 1 && r.method == "GET") {
-    if (!r.who.admin) {
-      return Status(403, "Forbidden", Cat("user ", r.who.user, " may not list every namespace"));
-    }
     if (std::optional<Response> bad = RefuseQuery(r, kCollectionQuery)) return *bad;
     if (QueryTrue(r, "watch")) return Watch(r, Cat("/", route.resource->plural, "/"));
     absl::StatusOr<store::ListResult> list = store_.List(Cat("/", route.resource->plural, "/"));
@@ -318,19 +355,6 @@ Response RestApi::Handle(const Request& r) {
     route.name = parts[i + 1];
     if (!ValidateDnsLabel(route.name).ok()) {
       return Status(400, "BadRequest", Cat("name \"", route.name, "\" is not a DNS label"));
-    }
-  }
-  // Tenancy: a tenant sees its own namespace only; cluster-wide objects are read by all and
-  // written by admins.
-  bool write = r.method != "GET";
-  if (!r.who.admin && !r.who.node) {
-    if (route.resource->namespaced && route.namespace_ != r.who.namespace_) {
-      return Status(403, "Forbidden",
-                    Cat("user ", r.who.user, " may not access namespace ", route.namespace_));
-    }
-    if (!route.resource->namespaced && write) {
-      return Status(403, "Forbidden",
-                    Cat("user ", r.who.user, " may not change ", route.resource->plural));
     }
   }
   if (parts.size() == i + 3) {

@@ -39,6 +39,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,9 @@
 namespace gpucloud::server {
 
 class AuditLog;
+class Authorizer;
+class IdentityBook;
+struct IamKind;
 class LogStore;
 class NodeCertificates;
 class NodeTable;
@@ -65,6 +70,10 @@ struct Identity {
   bool bootstrap = false;
   std::string token_name;  // the bearer token's name, for the audit log ("" for certificates)
   std::vector<std::string> groups;
+  // The policies that decide what it may do (authorizer.h), by name. nullopt: its role's
+  // built-in policy (gpucloud:admin for an admin, gpucloud:node for a node, gpucloud:tenant
+  // for a user with a namespace; none otherwise).
+  std::optional<std::vector<std::string>> policies;
 };
 
 struct Request {
@@ -99,7 +108,11 @@ class RestApi {
  public:
   // Borrows `store` and `clock`. `uid_seed` seeds object uids (tests fix it).
   RestApi(store::Store& store, const Clock& clock, uint64_t uid_seed);
+  ~RestApi();
+  // Authorizes `request` (authorizer.h: a 403 names the action, resource and statement) and
+  // serves it.
   Response Handle(const Request& request);
+  Authorizer& authorizer() { return *authorizer_; }
   // The cluster half: heartbeats go to `nodes`, logs to `logs`, and `kick` wakes the controller
   // when something it must act on arrived; `summary` answers GET .../cluster (availability,
   // goodput, recoveries: JSON). Without it, those paths answer 404.
@@ -120,9 +133,13 @@ class RestApi {
   // The audit log, read through GET audit/records|digests|key (rest_audit.cc). Without it,
   // those paths answer 404. Set before serving.
   void AttachAudit(AuditLog* audit) { audit_ = audit; }
+  // Users, groups, service accounts, policies and tokens (identity_book.h); without it their
+  // paths answer 404. Set before serving.
+  void AttachIdentities(IdentityBook* identities) { identities_ = identities; }
 
  private:
   struct Route;
+  Response Dispatch(const Request& r, const std::vector<std::string>& parts);
   Response HandleObjects(const Request& r, const Route& route);  // jobs, queues, nodepools
   Response Create(const Request& r, const Route& route);
   Response Apply(const Request& r, const Route& route);
@@ -141,6 +158,18 @@ class RestApi {
   // POST pools/{pool}/prepull?image=REF: every node of the pool pulls the image ahead of its
   // tasks (spec.prePull, durable, the newest kPrePullKept; told to agents with heartbeats).
   Response PrePullPool(const Request& r, const std::string& pool);
+  // rest_iam.cc: users, groups, policies, tokens, whoami, authorize,
+  // namespaces/{ns}/serviceaccounts.
+  static bool IsIamPath(const std::vector<std::string>& parts);
+  Response HandleIam(const Request& r, const std::vector<std::string>& parts);
+  Response HandleIamObjects(const Request& r, const IamKind& kind, const std::string& prefix,
+                            const std::string& name);
+  Response PutIamObject(const std::string& key, const std::string& doc, bool create);
+  Response HandlePolicies(const Request& r, const std::string& name);
+  Response HandleTokens(const Request& r, const std::string& name);
+  Response CreateToken(const Request& r);
+  Response WhoAmI(const Request& r);
+  Response AuthorizeFor(const Request& r);
   // rest_audit.cc: GET audit/records, audit/digests, audit/key.
   Response HandleAudit(const Request& r, const std::vector<std::string>& parts);
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
@@ -156,6 +185,8 @@ class RestApi {
   LogStore* logs_ = nullptr;
   NodeCertificates* node_certs_ = nullptr;
   AuditLog* audit_ = nullptr;
+  IdentityBook* identities_ = nullptr;
+  std::unique_ptr<Authorizer> authorizer_;
   std::function<void()> kick_;
   std::function<std::string()> summary_;
   int64_t max_jobs_per_namespace_ = 10'000;

@@ -133,7 +133,9 @@ TEST_F(RestTest, ATenantSeesOnlyItsNamespace) {
   ASSERT_EQ(Call("POST", kJobs, kJob, {}, alice).status, 201);
   Response peek = Call("GET", std::string(kJobs) + "/train", "", {}, bob);
   EXPECT_EQ(peek.status, 403);
-  EXPECT_EQ(Body(peek)["message"], "user bob may not access namespace team-a");
+  EXPECT_EQ(Body(peek)["message"],
+            "user bob may not jobs:Get on gpucloud:job/team-a/train: no policy attached to it "
+            "allows it");
   EXPECT_EQ(Call("DELETE", std::string(kJobs) + "/train", "", {}, bob).status, 403);
   EXPECT_EQ(Call("GET", kJobs, "", {}, bob).status, 403);
   EXPECT_EQ(Call("GET", std::string(kJobs) + "/train", "", {}, alice).status, 200);

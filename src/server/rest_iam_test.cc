@@ -1,0 +1,234 @@
+// The identity API through RestApi and the IdentityBook (issue 14): users, groups, policies and
+// tokens; a stored policy deciding a real create; revocation and expiry at once; POST authorize
+// agreeing with what the API really does.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "server/identity_book.h"
+#include "server/rest.h"
+#include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::json;
+constexpr char kApi[] = "/apis/gpucloud/v1";
+
+std::string JobOn(const std::string& name, const std::string& type) {
+  return "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: " + name +
+         "}\nspec:\n  tasks:\n  - name: w\n    resources: {gpu: {count: 8, types: [" + type +
+         "]}}\n";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class RestIamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenSqliteStore((tmp_.path() / "s.db").string()));
+    api_ = std::make_unique<RestApi>(*store_, clock_, 3);
+    book_ = std::make_unique<IdentityBook>(*store_, clock_, api_->authorizer());
+    ASSERT_TRUE(book_->Load().ok());
+    api_->AttachIdentities(book_.get());
+  }
+  Response Call(const std::string& method, const std::string& path, const std::string& body,
+                const Identity& who) {
+    return api_->Handle({method, kApi + path, {}, body, who});
+  }
+  Response Admin(const std::string& method, const std::string& path, const std::string& body = "") {
+    return Call(method, path, body, admin_);
+  }
+  // A token for `user` (made by the admin) and who it authenticates.
+  std::pair<std::string, Identity> TokenFor(const std::string& user, const std::string& ttl) {
+    const std::string name =
+        user + "-t" + (tokens_made_++ == 0 ? "" : std::to_string(tokens_made_));
+    Response r =
+        Admin("POST", "/tokens", Json{{"user", user}, {"ttl", ttl}, {"name", name}}.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    std::string secret = Json::parse(r.body)["status"]["token"];
+    std::optional<Identity> who = book_->Authenticate(secret);
+    EXPECT_TRUE(who.has_value());
+    return {secret, who.value_or(Identity{})};
+  }
+  void MakeAlice(const std::string& groups) {
+    if (Admin("GET", "/policies/h100-a100-ml-platform-only").status == 200) return PutAlice(groups);
+    ASSERT_EQ(Admin("POST", "/policies",
+                    ReadFile(std::string(GPUCLOUD_SOURCE_DIR) +
+                             "/examples/policies/gpu-types-ml-platform.yaml"))
+                  .status,
+              201);
+    PutAlice(groups);
+  }
+  void PutAlice(const std::string& groups) {
+    Response u = Admin("PUT", "/users/alice",
+                       R"({"apiVersion": "gpucloud/v1", "kind": "User",
+                           "metadata": {"name": "alice"},
+                           "spec": {"namespace": "team-a", "groups": )" +
+                           groups + R"(, "policies": ["gpucloud:tenant",
+                           "h100-a100-ml-platform-only"]}})");
+    ASSERT_TRUE(u.status == 200 || u.status == 201) << u.body;
+  }
+
+  int tokens_made_ = 0;
+  testing_util::TempDir tmp_{"gpucloud-rest-iam"};
+  FakeClock clock_{1'800'000'000'000};
+  Identity admin_{"root", "", true};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<RestApi> api_;
+  std::unique_ptr<IdentityBook> book_;
+};
+
+TEST_F(RestIamTest, AStoredPolicyDeniesH100ToAUserOutsideTheGroupNamingTheStatement) {
+  MakeAlice("[]");
+  auto [secret, alice] = TokenFor("alice", "30d");
+  EXPECT_EQ(alice.user, "alice");
+  EXPECT_EQ(alice.namespace_, "team-a");
+  EXPECT_EQ(alice.token_name, "alice-t");
+  Response h100 = Call("POST", "/namespaces/team-a/jobs", JobOn("big", "H100-80GB"), alice);
+  ASSERT_EQ(h100.status, 403) << h100.body;
+  EXPECT_NE(h100.body.find("user alice may not jobs:Create on gpucloud:job/team-a/big: denied by "
+                           "policy h100-a100-ml-platform-only, statement 0 (Sid "
+                           "OnlyMlPlatformOnH100OrA100)"),
+            std::string::npos)
+      << h100.body;
+  EXPECT_EQ(h100.authorization.decision, "deny");
+  // Nothing was written; a job on another type is the tenant policy's to allow.
+  EXPECT_EQ(Call("GET", "/namespaces/team-a/jobs/big", "", alice).status, 404);
+  Response l4 = Call("POST", "/namespaces/team-a/jobs", JobOn("small", "T4"), alice);
+  EXPECT_EQ(l4.status, 201) << l4.body;
+  EXPECT_EQ(l4.authorization.reason, "policy gpucloud:tenant, statement 0 (Sid OwnNamespaceJobs)");
+  // A job that names no type could land on an H100: it is decided for every type, and denied.
+  Response any = Call("POST", "/namespaces/team-a/jobs",
+                      "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: any}\nspec:\n"
+                      "  tasks:\n  - {name: w, resources: {gpu: {count: 1}}}\n",
+                      alice);
+  EXPECT_EQ(any.status, 403) << any.body;
+  // In the group, on the next request (the token is the same).
+  MakeAlice(R"(["ml-platform"])");
+  std::optional<Identity> again = book_->Authenticate(secret);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(Call("POST", "/namespaces/team-a/jobs", JobOn("big", "H100-80GB"), *again).status, 201);
+  // Her policies never reach another namespace.
+  EXPECT_EQ(Call("GET", "/namespaces/team-b/jobs", "", *again).status, 403);
+}
+
+TEST_F(RestIamTest, ARevokedOrExpiredTokenIsNobodyAtOnce) {
+  MakeAlice("[]");
+  auto [secret, alice] = TokenFor("alice", "90m");
+  Response list = Admin("GET", "/tokens");
+  ASSERT_EQ(list.status, 200);
+  Json items = Json::parse(list.body)["items"];
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0]["spec"]["user"], "alice");
+  EXPECT_FALSE(items[0].contains("hash"));  // never shown, nor the secret
+  EXPECT_EQ(list.body.find(secret), std::string::npos);
+  clock_.Advance(89 * 60 * 1000);
+  EXPECT_TRUE(book_->Authenticate(secret));
+  clock_.Advance(60 * 1000);
+  EXPECT_FALSE(book_->Authenticate(secret));  // expired
+  EXPECT_EQ(Admin("POST", "/tokens", R"({"user": "bob-is-not-here"})").status, 422);
+  auto [third, again] = TokenFor("alice", "1d");
+  (void)again;
+  ASSERT_TRUE(book_->Authenticate(third));
+  EXPECT_EQ(Admin("DELETE", "/tokens/alice-t2").status, 200);
+  EXPECT_FALSE(book_->Authenticate(third));
+  // Deleting the user kills her tokens too.
+  auto [fourth, _] = TokenFor("alice", "1d");
+  ASSERT_EQ(Admin("DELETE", "/users/alice").status, 200);
+  EXPECT_FALSE(book_->Authenticate(fourth));
+}
+
+TEST_F(RestIamTest, ATenantManagesOnlyItsOwnTokens) {
+  MakeAlice("[]");
+  ASSERT_EQ(Admin("PUT", "/users/bob",
+                  R"({"apiVersion": "gpucloud/v1", "kind": "User", "metadata": {"name": "bob"},
+                      "spec": {"namespace": "team-b", "policies": ["gpucloud:tenant"]}})")
+                .status,
+            201);
+  auto [s1, alice] = TokenFor("alice", "1d");
+  auto [s2, bob] = TokenFor("bob", "1d");
+  Response mine = Call("POST", "/tokens", R"({"user": "alice", "name": "laptop"})", alice);
+  EXPECT_EQ(mine.status, 201) << mine.body;
+  EXPECT_EQ(Call("POST", "/tokens", R"({"user": "bob"})", alice).status, 403);
+  EXPECT_EQ(Call("DELETE", "/tokens/bob-t", "", alice).status, 403);
+  Json listed = Json::parse(Call("GET", "/tokens", "", alice).body)["items"];
+  std::vector<std::string> names;
+  for (const Json& t : listed) names.push_back(t["metadata"]["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"alice-t", "laptop"}));
+  EXPECT_EQ(Call("POST", "/users", R"({"apiVersion": "gpucloud/v1", "kind": "User",
+                                       "metadata": {"name": "eve"}})",
+                 alice)
+                .status,
+            403);
+  Response me = Call("GET", "/whoami", "", alice);
+  ASSERT_EQ(me.status, 200);
+  EXPECT_EQ(Json::parse(me.body)["namespace"], "team-a");
+  EXPECT_EQ(Json::parse(me.body)["token"], "alice-t");
+}
+
+TEST_F(RestIamTest, BadObjectsAreRefusedNamingTheFieldAndNothingIsWritten) {
+  Response unknown = Admin("POST", "/users",
+                           R"({"apiVersion": "gpucloud/v1", "kind": "User",
+                               "metadata": {"name": "x"}, "spec": {"role": "admin"}})");
+  EXPECT_EQ(unknown.status, 422);
+  EXPECT_NE(unknown.body.find("spec.role: unknown field"), std::string::npos) << unknown.body;
+  Response policy = Admin("POST", "/policies",
+                          "apiVersion: gpucloud/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n"
+                          "  Version: \"2012-10-17\"\n  Statement:\n  - Effect: Allow\n"
+                          "    Action: jobs:Launch\n    Resource: \"*\"\n");
+  EXPECT_EQ(policy.status, 422);
+  EXPECT_NE(policy.body.find("body:8:13: spec.Statement[0].Action: unknown action"),
+            std::string::npos)
+      << policy.body;
+  EXPECT_NE(policy.body.find("jobs:Launch"), std::string::npos) << policy.body;
+  Response ttl = Admin("POST", "/tokens", R"({"user": "nobody", "ttl": "3y"})");
+  EXPECT_EQ(ttl.status, 422);
+  EXPECT_EQ(Json::parse(Admin("GET", "/users").body)["items"].size(), 0u);
+  EXPECT_EQ(Json::parse(Admin("GET", "/policies").body)["items"].size(), 0u);
+  EXPECT_EQ(Json::parse(Admin("GET", "/tokens").body)["items"].size(), 0u);
+}
+
+// POST authorize (what `gpuctl auth can-i` asks) agrees with what the API does, over a table.
+TEST_F(RestIamTest, AuthorizeAgreesWithTheRealDecisions) {
+  MakeAlice("[]");
+  auto [secret, alice] = TokenFor("alice", "1d");
+  struct Case {
+    std::string ns, type;
+  };
+  int n = 0;
+  for (const Case& c : {Case{"team-a", "H100-80GB"}, Case{"team-a", "A100-80GB"},
+                        Case{"team-a", "T4"}, Case{"team-b", "T4"}, Case{"team-b", "H100-80GB"}}) {
+    const std::string name = "j" + std::to_string(n++);
+    Json ask{{"action", "jobs:Create"},
+             {"resource", "gpucloud:job/" + c.ns + "/" + name},
+             {"context", {{"gpucloud:GpuType", c.type}, {"gpucloud:GpuCount", "8"}}}};
+    Response said = Call("POST", "/authorize", ask.dump(), alice);
+    ASSERT_EQ(said.status, 200) << said.body;
+    Response did = Call("POST", "/namespaces/" + c.ns + "/jobs", JobOn(name, c.type), alice);
+    EXPECT_EQ(Json::parse(said.body)["allowed"].get<bool>(), did.status == 201)
+        << c.ns << " " << c.type << ": " << said.body << " vs " << did.status;
+    // The admin asking on her behalf gets the same answer.
+    ask["user"] = "alice";
+    EXPECT_EQ(Json::parse(Admin("POST", "/authorize", ask.dump()).body)["allowed"],
+              Json::parse(said.body)["allowed"]);
+  }
+  // She may not ask on someone else's behalf.
+  EXPECT_EQ(Call("POST", "/authorize",
+                 R"({"user": "root", "action": "jobs:Get", "resource": "gpucloud:job/a/b"})", alice)
+                .status,
+            403);
+  EXPECT_EQ(Call("POST", "/authorize", R"({"action": "jobs:Fly", "resource": "*"})", alice).status,
+            422);
+}
+
+}  // namespace
+}  // namespace gpucloud::server
