@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -119,10 +120,13 @@ void PrintAuditTable(const std::vector<std::string>& lines, std::ostream& out) {
 
 namespace {
 
-// Every record of the server's log, oldest first, page by page (afterSeq = the last seq seen)
-// until a page comes back empty; nullopt (said on `err`) on a failed request or a line without
-// a seq, which would stop the paging.
-std::optional<std::string> FetchAllRecords(const CallFn& call, std::ostream& err) {
+// The server's log, oldest first, page by page (afterSeq = the last seq seen). The log grows
+// while it is read (each of these GETs is recorded too), so reading stops at the first page
+// shorter than asked for once it reaches `signed_through` (the newest digest fetched before),
+// or at an empty page; what was recorded after that is not needed to check the signed log.
+// nullopt (said on `err`) on a failed request.
+std::optional<std::string> FetchRecords(const CallFn& call, int64_t signed_through,
+                                        std::ostream& err) {
   std::string all;
   AuditQuery q{.limit = kVerifyPageSize};
   while (true) {
@@ -130,25 +134,37 @@ std::optional<std::string> FetchAllRecords(const CallFn& call, std::ostream& err
         SendRequest(call, "GET", Cat(kApiRoot, AuditRecordsPath(q)), "", err, "audit records");
     if (!r) return std::nullopt;
     std::vector<std::string> lines = SplitJsonLines(r->body);
+    for (const std::string& line : lines) all += line + "\n";
     if (lines.empty()) return all;
     nlohmann::json last = nlohmann::json::parse(lines.back(), nullptr, false);
     if (!last.is_object() || !last["seq"].is_number_integer() ||
         last["seq"].get<int64_t>() <= q.after_seq) {
-      // Verification names what is wrong with such a line; the paging just stops here.
-      for (const std::string& line : lines) all += line + "\n";
-      return all;
+      return all;  // verification names what is wrong with such a line
     }
-    for (const std::string& line : lines) all += line + "\n";
     q.after_seq = last["seq"].get<int64_t>();
+    if (static_cast<int64_t>(lines.size()) < q.limit && q.after_seq >= signed_through) return all;
   }
 }
 
+// The newest digest's seq among JSON lines (0 when none decodes: VerifyChain says why).
+int64_t NewestDigestSeq(const std::string& digests) {
+  int64_t newest = 0;
+  for (const std::string& line : SplitJsonLines(digests)) {
+    nlohmann::json d = nlohmann::json::parse(line, nullptr, false);
+    if (d.is_object() && d["seq"].is_number_integer()) {
+      newest = std::max(newest, d["seq"].get<int64_t>());
+    }
+  }
+  return newest;
+}
+
+// Digests first, then the records they cover (and any after), then the key.
 int VerifyServerLog(const CallFn& call, std::ostream& out, std::ostream& err) {
-  std::optional<std::string> records = FetchAllRecords(call, err);
-  if (!records) return kExitFailed;
   std::optional<api::HttpResponse> digests =
       SendRequest(call, "GET", Cat(kApiRoot, "audit/digests"), "", err, "audit digests");
   if (!digests) return kExitFailed;
+  std::optional<std::string> records = FetchRecords(call, NewestDigestSeq(digests->body), err);
+  if (!records) return kExitFailed;
   std::optional<api::HttpResponse> key =
       SendRequest(call, "GET", Cat(kApiRoot, "audit/key"), "", err, "audit key");
   if (!key) return kExitFailed;

@@ -1,9 +1,10 @@
 // gpuctl's audit-log commands (issue 14; docs/audit.md has the record format):
 //   audit verify [--file EXPORT.jsonl --digests D.jsonl --key K.pem]
 //       checks the hash chain and the signed digests with server/audit_chain.h's VerifyChain:
-//       of an export on disk, or else of the server's log (GET audit/records, paged with
-//       afterSeq, audit/digests and audit/key), verified here and not by the server. Prints OK
-//       with counts (exit 0) or the first bad record and what is wrong (exit 1).
+//       of an export on disk, or else of the server's log (GET audit/digests, then
+//       audit/records paged with afterSeq up to the newest digest and beyond, then audit/key),
+//       verified here and not by the server. Prints OK with counts (exit 0) or the first bad
+//       record and what is wrong (exit 1).
 //   audit query [--user U] [--action A] [-n NS] [--since T] [--until T] [--limit N] [-o json]
 //       GET audit/records: a table (time, user, action, resource, decision, code), or the
 //       records as JSON lines, as stored.

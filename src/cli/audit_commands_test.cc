@@ -27,36 +27,41 @@ struct Log {
   std::vector<std::string> records;
   std::vector<std::string> digests;
   AuditKey key = AuditKey::Generate();
+  std::string head = server::kGenesisHash;
 
   explicit Log(int n, int64_t signed_at) {
-    std::string prev = server::kGenesisHash;
     for (int i = 1; i <= n; ++i) {
-      AuditRecord r;
-      r.seq = i;
-      r.audit_id = Cat("req-", i);
-      r.request_uri = "/apis/gpucloud/v1/namespaces/team-a/jobs";
-      r.verb = "create";
-      r.username = i % 2 ? "alice" : "bob";
-      r.groups = {"ml-team"};
-      r.source_ips = {"10.0.0.7"};
-      r.object_resource = "jobs";
-      r.object_namespace = "team-a";
-      r.object_name = Cat("train-", i);
-      r.response_code = i == 3 ? 403 : 201;
-      r.request_received_ms = kStartMs + i * 1000;
-      r.stage_ms = kStartMs + i * 1000 + 8;
-      r.action = "jobs:Create";
-      r.resource = Cat("gpucloud:job/team-a/train-", i);
-      r.decision = i == 3 ? "deny" : "allow";
-      r.reason = "policy p, statement 0";
-      r.prev_hash = prev;
-      r.hash = server::RecordHash(r);
-      prev = r.hash;
-      records.push_back(server::EncodeRecord(r));
+      Append();
       if (i == signed_at) {
-        digests.push_back(server::EncodeDigest(*server::SignDigest(i, r.hash, kStartMs, key)));
+        digests.push_back(server::EncodeDigest(*server::SignDigest(i, head, kStartMs, key)));
       }
     }
+  }
+  // One more record, chained to the last.
+  void Append() {
+    const int i = static_cast<int>(records.size()) + 1;
+    AuditRecord r;
+    r.seq = i;
+    r.audit_id = Cat("req-", i);
+    r.request_uri = "/apis/gpucloud/v1/namespaces/team-a/jobs";
+    r.verb = "create";
+    r.username = i % 2 ? "alice" : "bob";
+    r.groups = {"ml-team"};
+    r.source_ips = {"10.0.0.7"};
+    r.object_resource = "jobs";
+    r.object_namespace = "team-a";
+    r.object_name = Cat("train-", i);
+    r.response_code = i == 3 ? 403 : 201;
+    r.request_received_ms = kStartMs + i * 1000;
+    r.stage_ms = kStartMs + i * 1000 + 8;
+    r.action = "jobs:Create";
+    r.resource = Cat("gpucloud:job/team-a/train-", i);
+    r.decision = i == 3 ? "deny" : "allow";
+    r.reason = "policy p, statement 0";
+    r.prev_hash = head;
+    r.hash = server::RecordHash(r);
+    head = r.hash;
+    records.push_back(server::EncodeRecord(r));
   }
   static std::string Lines(const std::vector<std::string>& lines) {
     std::string text;
@@ -158,10 +163,12 @@ TEST(AuditVerify, ExportedFilesThroughGpuctl) {
   std::filesystem::remove_all(dir);
 }
 
-// A fake server's audit endpoints: records paged by afterSeq and limit.
+// A fake server's audit endpoints: records paged by afterSeq and limit, at most `page` an
+// answer whatever the limit; like the real server, each GET of records adds a record to the
+// log (its own, recorded after the answer).
 struct FakeAuditServer {
   Log log{12, 10};
-  int64_t page = 5;  // at most this many records per answer, whatever the limit
+  int64_t page = 1'000'000;
   std::vector<std::string> targets;
   CallFn Call() {
     return [this](std::string_view, const std::string& target,
@@ -171,15 +178,18 @@ struct FakeAuditServer {
       if (path == "audit/digests") return api::HttpResponse{200, Log::Lines(log.digests)};
       if (path == "audit/key") return api::HttpResponse{200, log.key.PublicPem()};
       if (!path.starts_with("audit/records")) return api::HttpResponse{404, "{}"};
-      int64_t after = 0;
-      if (size_t at = path.find("afterSeq="); at != std::string::npos) {
-        after = std::stoll(path.substr(at + 9));
-      }
+      auto param = [&](const std::string& name) -> int64_t {
+        size_t at = path.find(name + "=");
+        return at == std::string::npos ? 0 : std::stoll(path.substr(at + name.size() + 1));
+      };
+      const int64_t after = param("afterSeq");
+      const int64_t limit = param("limit") > 0 ? std::min(param("limit"), page) : page;
       std::string body;
       for (int64_t seq = after + 1;
-           seq <= static_cast<int64_t>(log.records.size()) && seq <= after + page; ++seq) {
+           seq <= static_cast<int64_t>(log.records.size()) && seq <= after + limit; ++seq) {
         body += log.records[seq - 1] + "\n";
       }
+      log.Append();
       return api::HttpResponse{200, body};
     };
   }
@@ -199,18 +209,16 @@ Ran RunAudit(std::vector<std::string> args, FakeAuditServer& server) {
   return {code, out.str(), err.str()};
 }
 
-TEST(AuditVerify, TheServersLogIsReadPageByPageAndVerifiedHere) {
+// The log grows while gpuctl reads it; reading still ends, once past the newest digest.
+TEST(AuditVerify, TheServersLogIsReadAndVerifiedHere) {
   FakeAuditServer s;
   Ran r = RunAudit({"audit", "verify"}, s);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
             "OK: 12 records verified (seq 1 to 12), signed through seq 10; 2 not yet signed\n");
   std::vector<std::string> want = {
-      "/apis/gpucloud/v1/audit/records?limit=5000",
-      "/apis/gpucloud/v1/audit/records?afterSeq=5&limit=5000",
-      "/apis/gpucloud/v1/audit/records?afterSeq=10&limit=5000",
-      "/apis/gpucloud/v1/audit/records?afterSeq=12&limit=5000",
       "/apis/gpucloud/v1/audit/digests",
+      "/apis/gpucloud/v1/audit/records?limit=5000",
       "/apis/gpucloud/v1/audit/key",
   };
   EXPECT_EQ(s.targets, want);
@@ -218,6 +226,24 @@ TEST(AuditVerify, TheServersLogIsReadPageByPageAndVerifiedHere) {
   Ran bad = RunAudit({"audit", "verify"}, s);
   EXPECT_EQ(bad.code, 1);
   EXPECT_EQ(bad.out, "FAILED: record 7: record 7 was modified: its hash does not match\n");
+}
+
+// A server that answers fewer records than asked for: pages until the newest digest.
+TEST(AuditVerify, ShortPagesAreReadOnUpToTheNewestDigest) {
+  FakeAuditServer s;
+  s.page = 4;
+  Ran r = RunAudit({"audit", "verify"}, s);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "OK: 12 records verified (seq 1 to 12), signed through seq 10; 2 not yet signed\n");
+  std::vector<std::string> want = {
+      "/apis/gpucloud/v1/audit/digests",
+      "/apis/gpucloud/v1/audit/records?limit=5000",
+      "/apis/gpucloud/v1/audit/records?afterSeq=4&limit=5000",
+      "/apis/gpucloud/v1/audit/records?afterSeq=8&limit=5000",
+      "/apis/gpucloud/v1/audit/key",
+  };
+  EXPECT_EQ(s.targets, want);
 }
 
 TEST(AuditQuery, PathTableAndJsonLines) {
@@ -243,9 +269,10 @@ TEST(AuditQuery, PathTableAndJsonLines) {
             "gpucloud:job/team-a/train-2          allow    201\n"
             "2025-12-01T14:40:03.008000Z alice            jobs:Create          "
             "gpucloud:job/team-a/train-3          deny     403\n");
+  const std::string stored = Log::Lines(s.log.records);  // before this query's own record
   Ran json = RunAudit({"audit", "query", "-o", "json"}, s);
   EXPECT_EQ(json.code, 0);
-  EXPECT_EQ(json.out, Log::Lines(s.log.records));  // the stored lines, byte for byte
+  EXPECT_EQ(json.out, stored);  // the stored lines, byte for byte
   EXPECT_EQ(RunAudit({"audit", "query", "--limit", "0"}, s).code, kExitUsage);
   EXPECT_EQ(SplitJsonLines("a\r\n\nb"), (std::vector<std::string>{"a", "b"}));
 }

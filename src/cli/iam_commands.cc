@@ -488,6 +488,7 @@ absl::StatusOr<nlohmann::json> AuthorizeBody(const CanIFlags& f) {
     std::vector<const GpuType*> types = GpuCatalog::Default().Resolve(f.gpu_type);
     if (types.size() != 1) {
       std::vector<std::string> names;
+      names.reserve(types.size());
       for (const GpuType* t : types) names.push_back(t->name);
       return absl::InvalidArgumentError(
           types.empty() ? Cat("--gpu-type: unknown GPU type \"", f.gpu_type, "\" (gpuctl catalog)")
