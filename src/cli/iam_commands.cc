@@ -473,6 +473,36 @@ int Whoami(const CallFn& call, const std::string& format, std::ostream& out, std
   return kExitOk;
 }
 
+// The gpucloud/v1 Policy manifest of `file` (a Policy manifest or a bare IAM document, checked
+// as strictly as the server checks it), named `name` or its metadata.name; nullopt, the
+// diagnostics (file:line:column) on `err`, when it does not read, parse or have a name.
+std::optional<nlohmann::json> PolicyBody(const std::string& file, const std::string& name,
+                                         std::ostream& err) {
+  absl::StatusOr<std::string> text = ReadWholeFile(file);
+  if (!text.ok()) {
+    err << text.status().message() << "\n";
+    return std::nullopt;
+  }
+  manifest::PolicyDocumentResult p = manifest::ParsePolicyDocument(*text, file);
+  for (const manifest::Diagnostic& d : p.warnings) err << d.ToString() << "\n";
+  for (const manifest::Diagnostic& d : p.errors) err << d.ToString() << "\n";
+  if (!p.ok()) return std::nullopt;
+  if (!p.name.empty() && !name.empty() && p.name != name) {
+    err << "gpuctl create policy: --name " << name << ", but " << file << " names it " << p.name
+        << "\n";
+    return std::nullopt;
+  }
+  Policy policy;
+  policy.metadata.name = p.name.empty() ? name : p.name;
+  if (policy.metadata.name.empty()) {
+    err << "gpuctl create policy: " << file << " is a bare IAM document: give it a --name\n";
+    return std::nullopt;
+  }
+  if (!IsLabel("policy name", policy.metadata.name, err)) return std::nullopt;
+  policy.spec = std::move(p.document);
+  return nlohmann::json::parse(manifest::PolicyToJson(policy));
+}
+
 struct CanIFlags {
   std::vector<std::string> args;  // VERB RESOURCE [NAME]
   std::string ns = std::string(kDefaultNamespace), gpu_type, gpus, mig_profile, queue, as;
@@ -533,6 +563,7 @@ struct IamCommands::Flags {
   CLI::App* create_user = nullptr;
   CLI::App* create_group = nullptr;
   CLI::App* create_token = nullptr;
+  CLI::App* create_policy = nullptr;
   CLI::App* revoke_token = nullptr;
   CLI::App* attach = nullptr;
   CLI::App* detach = nullptr;
@@ -540,6 +571,7 @@ struct IamCommands::Flags {
   CLI::App* can_i = nullptr;
   CLI::App* simulate = nullptr;
   std::string name, ns, policy, user, group, service_account, ttl = "30d", format = "table";
+  std::string policy_file;
   std::vector<std::string> groups, policies;
   CanIFlags can;
   SimulateOptions sim;
@@ -558,6 +590,10 @@ void DeclareCreate(CLI::App& app, auto& f) {
   f.create_group = create->add_subcommand("group", "create group NAME [--policy P]...");
   f.create_group->add_option("name", f.name, "NAME")->required();
   f.create_group->add_option("--policy", f.policies, "a policy attached to the group");
+  f.create_policy = create->add_subcommand(
+      "policy", "create policy -f FILE [--name N]: a Policy manifest or a bare IAM document");
+  f.create_policy->add_option("-f,--filename", f.policy_file, "the policy file")->required();
+  f.create_policy->add_option("--name", f.name, "its name (a bare IAM document has none)");
   f.create_token =
       create->add_subcommand("token", "An API token for a user or service account, shown once");
   CLI::Option* user = f.create_token->add_option("--user", f.user, "the user");
@@ -617,8 +653,8 @@ IamCommands::IamCommands(CLI::App& app) : flags_(std::make_shared<Flags>()) {
 
 bool IamCommands::parsed() const {
   const Flags& f = *flags_;
-  for (CLI::App* c : {f.create_user, f.create_group, f.create_token, f.revoke_token, f.attach,
-                      f.detach, f.whoami, f.can_i, f.simulate}) {
+  for (CLI::App* c : {f.create_user, f.create_group, f.create_token, f.create_policy,
+                      f.revoke_token, f.attach, f.detach, f.whoami, f.can_i, f.simulate}) {
     if (c->parsed()) return true;
   }
   return false;
@@ -682,6 +718,10 @@ int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std:
   if (f.simulate->parsed()) return SimulatePolicies(f.sim, out, err);
   nlohmann::json body;
   if (std::optional<int> bad = CheckFlags(body, err)) return *bad;
+  std::optional<nlohmann::json> policy;  // read and checked before connecting
+  if (f.create_policy->parsed() && !(policy = PolicyBody(f.policy_file, f.name, err))) {
+    return kExitFailed;
+  }
   std::optional<CallFn> call = connect();
   if (!call) return kExitFailed;
   if (f.create_user->parsed()) {
@@ -690,6 +730,10 @@ int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std:
   }
   if (f.create_group->parsed()) {
     return CreateObject(*call, "groups", "group", f.name, GroupBody(f.name, f.policies), out, err);
+  }
+  if (f.create_policy->parsed()) {
+    return CreateObject(*call, "policies", "policy", (*policy)["metadata"]["name"], *policy, out,
+                        err);
   }
   if (f.create_token->parsed()) {
     nlohmann::json request =

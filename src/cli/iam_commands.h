@@ -2,6 +2,7 @@
 // /apis/gpucloud/v1 (users, groups, tokens, policies, whoami, authorize):
 //   create user NAME [--group G]... [--policy P]... [--namespace NS]
 //   create group NAME [--policy P]...
+//   create policy -f FILE [--name N]   (checked here first, as strictly as the server does)
 //   create token --user U | --service-account NS/NAME [--ttl 30d] [--name N] [-o json]
 //   get users|groups|tokens|policies [NAME] [-o table|json|yaml]   (through `gpuctl get`)
 //   revoke token NAME

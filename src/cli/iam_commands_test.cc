@@ -1,6 +1,7 @@
 #include "cli/iam_commands.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <deque>
@@ -238,6 +239,43 @@ TEST(IamCommands, CreateUserAndGroupPost) {
   EXPECT_EQ(g.out, "group ml-team created\n");
   EXPECT_EQ(s.sent[1].target, "/apis/gpucloud/v1/groups");
   EXPECT_EQ(json::parse(s.sent[1].body), GroupBody("ml-team", {"p1"}));
+}
+
+TEST(IamCommands, CreatePolicyChecksTheFileFirst) {
+  FakeServer s;
+  s.answers = {{201, "{}"}, {201, "{}"}};
+  Ran r =
+      RunIam({"create", "policy", "-f", Src("examples/policies/gpu-types-ml-platform.yaml")}, s);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "policy h100-a100-ml-platform-only created\n");
+  ASSERT_EQ(s.sent.size(), 1u);
+  EXPECT_EQ(s.sent[0].method + " " + s.sent[0].target, "POST /apis/gpucloud/v1/policies");
+  json body = json::parse(s.sent[0].body);
+  EXPECT_EQ(body["kind"], "Policy");
+  EXPECT_EQ(body["metadata"]["name"], "h100-a100-ml-platform-only");
+  EXPECT_EQ(body["spec"]["Statement"][0]["Sid"], "OnlyMlPlatformOnH100OrA100");
+
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("gpuctl-create-policy-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "bare.json")
+      << R"({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "jobs:Get",
+             "Resource": "*"}]})";
+  std::ofstream(dir / "bad.yaml") << "Version: \"2012-10-17\"\nStatement:\n- Effect: Maybe\n"
+                                     "  Action: jobs:Get\n  Resource: \"*\"\n";
+  const std::string bare = (dir / "bare.json").string(), bad = (dir / "bad.yaml").string();
+  Ran unnamed = RunIam({"create", "policy", "-f", bare}, s);
+  EXPECT_EQ(unnamed.code, 1);
+  EXPECT_NE(unnamed.err.find("give it a --name"), std::string::npos) << unnamed.err;
+  Ran invalid = RunIam({"create", "policy", "-f", bad, "--name", "p"}, s);
+  EXPECT_EQ(invalid.code, 1);
+  EXPECT_NE(invalid.err.find(bad + ":3:"), std::string::npos) << invalid.err;  // line:column
+  EXPECT_EQ(RunIam({"create", "policy", "-f", bare, "--name", "Not/A/Label"}, s).code, 1);
+  EXPECT_EQ(s.sent.size(), 1u);  // none of those was sent
+  Ran named = RunIam({"create", "policy", "-f", bare, "--name", "read-jobs"}, s);
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_EQ(json::parse(s.sent[1].body)["metadata"]["name"], "read-jobs");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(IamCommands, ServerErrorsPrintTheStatusMessage) {
