@@ -13,7 +13,8 @@
 //    request needs no other record.
 // 3. After the answer, FinishAuditRequest records (AuditLog::Record, buffered) the requests
 //    that committed nothing — reads, denials, 4xx and 5xx — with stage "ResponseComplete", the
-//    response code and what authorization decided.
+//    response code and what authorization decided; except a node's successful heartbeat
+//    (Kubernetes' level None: once a second from every agent, and it writes nothing).
 // 4. Outside a scope (the controller, the compactor, node certificates' bookkeeping) Txn goes
 //    straight to the store, unaudited.
 // 5. Keys under the audit prefix are not the API's: Get of one is NotFound, a List, Count or

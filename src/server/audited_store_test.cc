@@ -165,6 +165,13 @@ TEST_F(AuditedStoreTest, RequestsThroughTheApiAreRecordedWithWhoWhatAndCode) {
   EXPECT_EQ(all[0].verb, "create");
   EXPECT_EQ(all[0].stage, kAuditCommittedStage);
   EXPECT_EQ(all[0].object_name, "train");  // from the key it wrote, not the body
+  // What authorization decided is in the record committed with the write, too.
+  EXPECT_EQ(all[0].action, "jobs:Create");
+  EXPECT_EQ(all[0].resource, "gpucloud:job/team-a/train");
+  EXPECT_EQ(all[0].decision, "allow");
+  EXPECT_EQ(all[0].reason, "policy gpucloud:tenant, statement 0 (Sid OwnNamespaceJobs)");
+  EXPECT_EQ(all[4].action, "jobs:List");
+  EXPECT_EQ(all[4].decision, "deny");
   EXPECT_EQ(all[1].verb, "get");
   EXPECT_EQ(all[1].response_code, 200);
   EXPECT_EQ(all[1].object_name, "train");
@@ -186,6 +193,29 @@ TEST_F(AuditedStoreTest, RequestsThroughTheApiAreRecordedWithWhoWhatAndCode) {
   absl::StatusOr<VerifyReport> report = log_->Verify();
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok) << report->what;
+}
+
+// The audit policy's level None: a node's successful heartbeat is not recorded; a refused one
+// is.
+TEST_F(AuditedStoreTest, ANodesSuccessfulHeartbeatIsNotRecordedButARefusedOneIs) {
+  Identity node;
+  node.user = "node:n1";
+  node.node = true;
+  node.node_name = "n1";
+  Response ok{200};
+  ok.authorization = {"nodes:Heartbeat", "gpucloud:node/n1", "allow", "policy gpucloud:node"};
+  Response refused{403};
+  refused.authorization = {"nodes:Heartbeat", "gpucloud:node/n2", "deny", "no statement"};
+  Request beat{"POST", "/apis/gpucloud/v1/nodes/n1/heartbeat", {}, "{}", node};
+  for (const Response* resp : {&ok, &refused}) {
+    AuditRequest audit;
+    audit.record = AuditRecordFor(beat, "10.0.0.9", "agent", NewAuditId(), kStart);
+    ASSERT_TRUE(FinishAuditRequest(*log_, audit, *resp).ok());
+  }
+  std::vector<AuditRecord> all = All();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].response_code, 403);
+  EXPECT_EQ(all[0].node_name, "n1");
 }
 
 TEST_F(AuditedStoreTest, NoRecordHoldsTheRequestBody) {

@@ -110,6 +110,13 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--node-cert-hours", node_cert_hours,
                  "hours an agent's client certificate is valid (renewed at two thirds of it)")
       ->check(CLI::Range(0.01, 24.0 * 365));
+  double audit_days = 366;
+  app.add_option("--audit-retention-days", audit_days,
+                 "days of audit records kept (0: all); older ones go every 10 minutes")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--audit-max-records", o.audit_retention.max_records,
+                 "audit records kept at most (0: no bound); the oldest go first")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);
@@ -131,6 +138,7 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
   o.node_certificate_ttl = absl::Seconds(node_cert_hours * 3600);
+  o.audit_retention.max_age_ms = static_cast<int64_t>(audit_days * 24 * 3600 * 1000);
   if (!scheduler_config.empty()) {
     absl::StatusOr<SchedulerConfig> c = LoadSchedulerConfig(scheduler_config);
     if (!c.ok()) {

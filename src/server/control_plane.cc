@@ -24,14 +24,16 @@
 #include "server/controller.h"
 #include "server/credentials.h"
 #include "server/https_server.h"
-#include "server/log_store.h"
 #include "server/identity_book.h"
+#include "server/log_store.h"
 #include "server/node_certs.h"
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "store/sqlite_store.h"
 
 namespace gpucloud::server {
+
+constexpr int64_t kRetainEveryMs = 10 * 60 * 1000;
 
 struct ControlPlane::Impl {
   ControlPlaneOptions options;
@@ -162,11 +164,21 @@ absl::Status ControlPlane::Start() {
       std::mutex mu;
       std::condition_variable_any cv;
       std::unique_lock lock(mu);
+      int64_t retained_ms = m.clock.NowMillis();
       while (!stop.stop_requested()) {
         cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
         if (stop.stop_requested()) break;
-        if (absl::Status s = m.audit->Tick(m.clock.NowMillis()); !s.ok()) {
+        const int64_t now = m.clock.NowMillis();
+        if (absl::Status s = m.audit->Tick(now); !s.ok()) {
           std::fprintf(stderr, "gpucloud server: audit log: %s\n", s.ToString().c_str());
+        }
+        if (now - retained_ms >= kRetainEveryMs) {  // retention, every 10 minutes
+          retained_ms = now;
+          if (absl::StatusOr<int64_t> gone = m.audit->Retain(m.options.audit_retention);
+              !gone.ok()) {
+            std::fprintf(stderr, "gpucloud server: audit log retention: %s\n",
+                         gone.status().ToString().c_str());
+          }
         }
       }
     });
@@ -174,13 +186,13 @@ absl::Status ControlPlane::Start() {
   return absl::OkStatus();
 }
 
-// The audit log over the store, signing with the HTTPS server's key (DATA_DIR/server.key). A
+// The audit log over the store, signing with its own key (DATA_DIR/audit.key). A
 // log that does not open (records cut or altered) stops the start, with the first bad record:
 // serving on would acknowledge changes with no record in a verifiable chain.
 absl::Status ControlPlane::OpenAudit() {
   Impl& m = *impl_;
   if (!m.options.audit) return absl::OkStatus();
-  absl::StatusOr<AuditKey> key = AuditKey::FromPemFile(m.creds->key_path);
+  absl::StatusOr<AuditKey> key = AuditKey::FromPemFile(m.creds->audit_key_path);
   if (!key.ok()) return key.status();
   m.audit = std::make_unique<AuditLog>(*m.store, m.clock, *std::move(key));
   if (absl::Status s = m.audit->Open(); !s.ok()) {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/sched_config.h"
+#include "server/audit_log.h"
 #include "server/compactor.h"
 
 namespace gpucloud::server {
@@ -37,6 +38,9 @@ struct ControlPlaneOptions {
   // transaction, digests signed with the server's key every 10 minutes and on Stop. Off only
   // for benchmarks that measure its cost.
   bool audit = true;
+  // What the audit log keeps (checked every 10 minutes): a year of records by default, as
+  // ISO 27001 / SOC 2 auditors expect (0: no bound).
+  RetentionPolicy audit_retention{.max_age_ms = int64_t{366} * 24 * 3600 * 1000};
 };
 
 class ControlPlane {

@@ -319,6 +319,12 @@ absl::StatusOr<Credentials> EnsureCredentials(const std::string& dir,
     }
     if (absl::Status s = WriteDurable(out.bootstrap_token_path, token + "\n"); !s.ok()) return s;
   }
+  out.audit_key_path = base + "/audit.key";
+  if (!std::filesystem::exists(out.audit_key_path)) {
+    Key key(EVP_EC_gen("P-256"));
+    if (!key) return OpenSslError("cannot make a key");
+    if (absl::Status s = WriteDurable(out.audit_key_path, Pem(key.get())); !s.ok()) return s;
+  }
   // No admin yet (a first start, or one that failed before its admin config was written): one is
   // made here and kept only once the caller commits it (CommitAdminToken).
   absl::StatusOr<TokenBook> book = TokenBook::Load(dir);

@@ -30,6 +30,10 @@ struct Credentials {
   std::string key_path;
   std::string admin_token;           // only on the first start; empty afterwards
   std::string bootstrap_token_path;  // DIR/bootstrap.token: the agents' join token (mode 0600)
+  // DIR/audit.key: the key that signs the audit log's digests (EC P-256, 0600). Its own, made
+  // once: the server certificate's key is made again when the server's names change, and the
+  // digests it signed must stay verifiable.
+  std::string audit_key_path;
 };
 
 // Creates what is missing under `dir`; keeps what exists. The paths returned are absolute (a

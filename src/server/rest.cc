@@ -8,6 +8,7 @@
 #include "authz/policy_set.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/audited_store.h"
 #include "server/authorizer.h"
 #include "server/identity_book.h"
 #include "server/paths.h"
@@ -291,8 +292,10 @@ Response RestApi::Handle(const Request& r) {
     if (!d.allowed()) return Denied(r.who, *what, d);
     allowed = d;
   }
+  Response::Authorization decided{what->action, what->resource, "allow", allowed.StatementName()};
+  NoteAuditAuthorization(decided);  // for the records committed with the request's writes
   Response out = Dispatch(r, parts);
-  out.authorization = {what->action, what->resource, "allow", allowed.StatementName()};
+  out.authorization = std::move(decided);
   return out;
 }
 
