@@ -475,7 +475,8 @@ class SqliteStore final : public Store {
       Stmt put(writer_, "put", "INSERT OR REPLACE INTO objects VALUES(?1, ?2, ?3, ?4, ?5)");
       absl::Status s =
           put.Bind(1, op.key).Bind(2, op.value).Bind(3, create).Bind(4, rev).Bind(5, version).Run();
-      return s.ok() ? LogChange(rev, op.key, 0, op.value, create, version) : s;
+      if (!s.ok() || op.unlogged) return s;
+      return LogChange(rev, op.key, 0, op.value, create, version);
     }
     Stmt del(writer_, "delete", "DELETE FROM objects WHERE key = ?1");
     absl::Status s = del.Bind(1, op.key).Run();

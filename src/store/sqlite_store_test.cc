@@ -53,6 +53,27 @@ TEST_F(SqliteStoreTest, CreateUpdateDeleteWithRevisions) {
   EXPECT_TRUE(absl::IsInvalidArgument(s->Txn({}).status()));
 }
 
+// An unlogged put (the audit log's records) is stored and read like any, but no watch sees it:
+// its transaction's other writes are in the change log at the same revision.
+TEST_F(SqliteStoreTest, AnUnloggedPutIsStoredButNotInTheChangeLog) {
+  std::unique_ptr<Store> s = Open();
+  Op record = Put("/audit/records/1", "r1", 0);
+  record.unlogged = true;
+  ASSERT_EQ(*s->Txn({Put("/jobs/a/x", "v1", 0), record}), 1);
+  EXPECT_EQ(s->Get("/audit/records/1")->value, "r1");
+  EXPECT_EQ(s->List("/audit/")->items.size(), 1u);
+  absl::StatusOr<std::vector<Event>> all = s->Changes("/", 0, 100);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].kv.key, "/jobs/a/x");
+  EXPECT_TRUE(s->Changes("/audit/", 0, 100)->empty());
+  // Its revision still counts, and a reopened store keeps it.
+  s.reset();
+  s = Open();
+  EXPECT_EQ(s->Revision(), 1);
+  EXPECT_EQ(s->Get("/audit/records/1")->value, "r1");
+}
+
 TEST_F(SqliteStoreTest, TransactionsAreAllOrNothing) {
   std::unique_ptr<Store> s = Open();
   ASSERT_TRUE(s->Txn({Put("/b/1", "x", 0)}).ok());

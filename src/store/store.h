@@ -36,12 +36,16 @@ struct KeyValue {
 
 // One write of a transaction. `expect_mod_revision`: nullopt = no condition; 0 = the key must
 // not exist (create); R > 0 = the key must exist at mod_revision R (update or delete by CAS).
+// `unlogged`: a put that no watch needs (the audit log's records): it may be left out of the
+// change log (Changes never returns it; the SQLite backend leaves it out, so it is written once,
+// not twice). The object itself is stored and read like any other.
 struct Op {
   enum class Kind { kPut, kDelete };
   Kind kind = Kind::kPut;
   std::string key;
   std::string value;  // kPut
   std::optional<int64_t> expect_mod_revision;
+  bool unlogged = false;
 };
 
 struct Event {
