@@ -9,12 +9,14 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/time/clock.h"
 #include "core/parse.h"
 #include "core/private_file.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "server/control_plane.h"
 #include "server/credentials.h"
+#include "server/secret_store.h"
 
 namespace gpucloud::server {
 
@@ -77,6 +79,31 @@ int RunAdminConfig(int argc, const char* const* argv, std::ostream& out, std::os
   return 0;
 }
 
+// `gpucloud server rotate-keys --data-dir DIR [--key-dir KEYS]`: a new current key for the
+// Secrets, with the server stopped (it holds KEYS/lock while it runs, and this refuses then).
+// The server rewraps what older keys seal in the background when it next starts.
+int RunRotateKeys(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"gpucloud server rotate-keys: make a new current key for the Secrets"};
+  std::string dir = ".gpucloud", key_dir;
+  app.add_option("--data-dir", dir, "the server's data directory")->check(CLI::ExistingDirectory);
+  app.add_option("--key-dir", key_dir, "the key ring's directory (default DATA_DIR/keys)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  if (key_dir.empty()) key_dir = dir + "/keys";
+  absl::StatusOr<KeyInfo> key = RotateKeysOffline(key_dir, absl::Now());
+  if (!key.ok()) {
+    err << "gpucloud server rotate-keys: " << key.status().message() << "\n";
+    return 1;
+  }
+  out << "new current key " << key->id << " in " << key_dir
+      << "/kek.json; the server rewraps the secrets of older keys in the background when it "
+         "next starts, then retires those keys\n";
+  return 0;
+}
+
 }  // namespace
 
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -84,6 +111,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   umask(077);
   if (argc >= 2 && std::string_view(argv[1]) == "admin-config") {
     return RunAdminConfig(argc - 1, argv + 1, out, err);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "rotate-keys") {
+    return RunRotateKeys(argc - 1, argv + 1, out, err);
   }
   CLI::App app{"gpucloud server: the control plane"};
   std::string listen = "127.0.0.1:8443", scheduler_config;
@@ -117,6 +147,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--audit-max-records", o.audit_retention.max_records,
                  "audit records kept at most (0: no bound); the oldest go first")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--key-dir", o.key_dir,
+                 "the Secrets' key ring, kept out of store backups (default DATA_DIR/keys)");
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);
@@ -135,6 +167,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   // Absolute, so that what is derived from it (the checkpoint root tasks are given, the paths in
   // admin.config) means the same from any working directory.
   o.data_dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
+  if (!o.key_dir.empty()) {
+    o.key_dir = std::filesystem::absolute(o.key_dir).lexically_normal().string();
+  }
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
   o.node_certificate_ttl = absl::Seconds(node_cert_hours * 3600);

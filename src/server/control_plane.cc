@@ -29,6 +29,7 @@
 #include "server/node_certs.h"
 #include "server/node_table.h"
 #include "server/rest.h"
+#include "server/secret_store.h"
 #include "store/sqlite_store.h"
 
 namespace gpucloud::server {
@@ -49,6 +50,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<NodeTable> nodes;
   std::unique_ptr<NodeCertificates> node_certs;
   std::unique_ptr<IdentityBook> identities;
+  std::unique_ptr<SecretStore> secrets;  // the Secrets and their key ring (holds its lock)
   std::unique_ptr<LogStore> logs;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<HttpsServer> https;
@@ -137,6 +139,11 @@ absl::Status ControlPlane::Start() {
   m.identities = std::make_unique<IdentityBook>(api_store, m.clock, m.api->authorizer());
   if (absl::Status s = m.identities->Load(); !s.ok()) return s;
   m.api->AttachIdentities(m.identities.get());
+  SecretStoreOptions so{.key_dir = m.options.key_dir.empty() ? dir + "/keys" : m.options.key_dir};
+  absl::StatusOr<std::unique_ptr<SecretStore>> secrets = SecretStore::Open(api_store, m.clock, so);
+  if (!secrets.ok()) return secrets.status();
+  m.secrets = *std::move(secrets);
+  m.api->AttachSecrets(m.secrets.get());
   m.tokens->SetFallback(
       [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });
   Controller* controller = m.controller.get();
@@ -157,6 +164,7 @@ absl::Status ControlPlane::Start() {
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
   if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;
   m.controller->Start();
+  m.secrets->Start();  // rotation when due, and rewrapping after one
   m.compactor = std::make_unique<Compactor>(*m.store, m.options.compaction);
   m.compactor->Start();
   if (m.audit) {
@@ -237,6 +245,7 @@ void ControlPlane::Stop() {
   if (m.compactor) m.compactor->Stop();
   if (m.controller) m.controller->Stop();
   if (m.https) m.https->Stop();
+  if (m.secrets) m.secrets->Stop();
   if (m.audit_ticker.joinable()) {
     m.audit_ticker.request_stop();
     m.audit_ticker.join();

@@ -41,6 +41,8 @@ struct ControlPlaneOptions {
   // What the audit log keeps (checked every 10 minutes): a year of records by default, as
   // ISO 27001 / SOC 2 auditors expect (0: no bound).
   RetentionPolicy audit_retention{.max_age_ms = int64_t{366} * 24 * 3600 * 1000};
+  // The Secrets' key ring (docs/secrets.md); "" = DATA_DIR/keys.
+  std::string key_dir;
 };
 
 class ControlPlane {

@@ -303,6 +303,9 @@ Response RestApi::Dispatch(const Request& r, const std::vector<std::string>& par
   if (IsIamPath(parts)) return HandleIam(r, parts);
   if (!parts.empty() && parts[0] == "nodes") return HandleNodes(r, parts);
   if (!parts.empty() && parts[0] == "audit") return HandleAudit(r, parts);
+  if (parts.size() >= 3 && parts[0] == "namespaces" && parts[2] == "secrets") {
+    return HandleSecrets(r, parts);
+  }
   if (parts.size() == 3 && parts[0] == "pools" && nodes_ != nullptr &&
       (parts[2] == "prepull" || parts[2] == "reclaim")) {
     // An operator's verb on every node of a pool: POST, admins, one query parameter.

@@ -57,6 +57,7 @@ struct IamKind;
 class LogStore;
 class NodeCertificates;
 class NodeTable;
+class SecretStore;
 
 struct Identity {
   std::string user;
@@ -136,6 +137,9 @@ class RestApi {
   // Users, groups, service accounts, policies and tokens (identity_book.h); without it their
   // paths answer 404. Set before serving.
   void AttachIdentities(IdentityBook* identities) { identities_ = identities; }
+  // Secrets (namespaces/{ns}/secrets[/{name}], rest_secrets.cc; values sealed by `secrets`,
+  // never answered); without it those paths answer 404. Set before serving.
+  void AttachSecrets(SecretStore* secrets) { secrets_ = secrets; }
 
  private:
   struct Route;
@@ -170,6 +174,9 @@ class RestApi {
   Response CreateToken(const Request& r);
   Response WhoAmI(const Request& r);
   Response AuthorizeFor(const Request& r);
+  // rest_secrets.cc: namespaces/{ns}/secrets[/{name}].
+  Response HandleSecrets(const Request& r, const std::vector<std::string>& parts);
+  Response PutSecret(const Request& r, const std::string& ns, const std::string& path_name);
   // rest_audit.cc: GET audit/records, audit/digests, audit/key.
   Response HandleAudit(const Request& r, const std::vector<std::string>& parts);
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
@@ -186,6 +193,7 @@ class RestApi {
   NodeCertificates* node_certs_ = nullptr;
   AuditLog* audit_ = nullptr;
   IdentityBook* identities_ = nullptr;
+  SecretStore* secrets_ = nullptr;
   std::unique_ptr<Authorizer> authorizer_;
   std::function<void()> kick_;
   std::function<std::string()> summary_;
