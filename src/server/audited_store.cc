@@ -88,6 +88,11 @@ void NoteAuditAuthorization(const Response::Authorization& decided) {
   request->record.reason = decided.reason;
 }
 
+void NoteAuditAnnotation(const std::string& key, std::string value) {
+  AuditRequest* request = AuditScope::Current();
+  if (request != nullptr) request->record.annotations[key] = std::move(value);
+}
+
 std::string NewAuditId() {
   unsigned char b[16];
   if (RAND_bytes(b, sizeof b) != 1) {

@@ -62,6 +62,11 @@ class AuditScope {
 // Response::authorization, when set, fills the fields still empty at FinishAuditRequest.
 void NoteAuditAuthorization(const Response::Authorization& decided);
 
+// Adds an annotation to the record of the request being served on this thread (none outside
+// one): gpucloud.io/estimated-hourly-cost and gpucloud.io/gpu-type of a job's create, for the
+// anomaly rules.
+void NoteAuditAnnotation(const std::string& key, std::string value);
+
 // A new random request id (a UUID version 4), also answered to the client as `Audit-Id`.
 std::string NewAuditId();
 

@@ -5,7 +5,9 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/gpu_catalog.h"
 #include "server/audit_log.h"
 #include "server/rest.h"
 #include "store/sqlite_store.h"
@@ -170,6 +172,15 @@ TEST_F(AuditedStoreTest, RequestsThroughTheApiAreRecordedWithWhoWhatAndCode) {
   EXPECT_EQ(all[0].resource, "gpucloud:job/team-a/train");
   EXPECT_EQ(all[0].decision, "allow");
   EXPECT_EQ(all[0].reason, "policy gpucloud:tenant, statement 0 (Sid OwnNamespaceJobs)");
+  // For the anomaly rules: the dearest hourly cost the job could run up (one GPU of any type:
+  // the catalog's dearest), and no single GPU type (it takes any).
+  const GpuType* dearest = &GpuCatalog::Default().types()[0];
+  for (const GpuType& t : GpuCatalog::Default().types()) {
+    if (t.on_demand_price_per_hour.raw() > dearest->on_demand_price_per_hour.raw()) dearest = &t;
+  }
+  EXPECT_EQ(all[0].annotations["gpucloud.io/estimated-hourly-cost"],
+            absl::StrFormat("%.2f", dearest->on_demand_price_per_hour.raw() / 1e6));
+  EXPECT_FALSE(all[0].annotations.contains("gpucloud.io/gpu-type"));
   EXPECT_EQ(all[4].action, "jobs:List");
   EXPECT_EQ(all[4].decision, "deny");
   EXPECT_EQ(all[1].verb, "get");

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "authz/policy_set.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
@@ -243,6 +244,28 @@ std::string RestApi::NewUid() {
                      ((b >> 48) & 0x3fff) | 0x8000, b & 0xffffffffffff);
 }
 
+namespace {
+
+// What the anomaly rules read of a job's create or update (docs/audit.md): the dearest estimated
+// hourly cost over the GPU types it could get, and the type when there is only one.
+void NoteJobForAudit(const std::vector<authz::RequestContext>& contexts) {
+  double cost = 0;
+  std::vector<std::string> types;
+  for (const authz::RequestContext& c : contexts) {
+    if (const auto* v = c.Get(ConditionKeyId::kEstimatedHourlyCost); v && !v->empty()) {
+      cost = std::max(cost, v->front().number);
+    }
+    if (const auto* v = c.Get(ConditionKeyId::kGpuType); v && !v->empty()) {
+      types.push_back(v->front().text);
+    }
+  }
+  NoteAuditAnnotation("gpucloud.io/estimated-hourly-cost", absl::StrFormat("%.2f", cost));
+  // The GPU type, when the job can get only one (a job that takes any is no first use of each).
+  if (types.size() == 1) NoteAuditAnnotation("gpucloud.io/gpu-type", types[0]);
+}
+
+}  // namespace
+
 Response RestApi::Handle(const Request& r) {
   if (r.body.size() > kMaxBodyBytes) {
     return Status(413, "RequestEntityTooLarge",
@@ -273,6 +296,7 @@ Response RestApi::Handle(const Request& r) {
       what->resource = ResourceName(ResourceType::kJob, parts[1], job->metadata.name);
     }
     contexts = JobContexts(*job, GpuCatalog::Default());
+    NoteJobForAudit(contexts);
   } else {
     contexts.emplace_back();
     if (what->action.starts_with("tokens:") && identities_ != nullptr) {
