@@ -15,8 +15,8 @@
 //    that committed nothing — reads, denials, 4xx and 5xx — with stage "ResponseComplete", the
 //    response code and what authorization decided; except a node's successful heartbeat
 //    (Kubernetes' level None: once a second from every agent, and it writes nothing).
-// 4. Outside a scope (the controller, the compactor, node certificates' bookkeeping) Txn goes
-//    straight to the store, unaudited.
+// 4. Outside a scope (the controller, the compactor) Txn goes straight to the store,
+//    unaudited.
 // 5. Keys under the audit prefix are not the API's: Get of one is NotFound, a List, Count or
 //    Changes of a prefix that covers them leaves them out, and a Txn on one is InvalidArgument.
 // Thread-safe (the base store and the log are; the current request is per thread).

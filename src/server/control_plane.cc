@@ -114,9 +114,6 @@ absl::Status ControlPlane::Start() {
     std::getline(f, m.bootstrap);
   }
   m.nodes = std::make_unique<NodeTable>();
-  m.node_certs =
-      std::make_unique<NodeCertificates>(*m.store, m.clock, dir, m.options.node_certificate_ttl);
-  if (absl::Status s = m.node_certs->Load(); !s.ok()) return s;
   m.logs = std::make_unique<LogStore>(dir + "/logs", m.options.max_log_bytes_per_namespace);
   ControllerOptions co;
   co.scheduler = m.options.scheduler;
@@ -135,6 +132,10 @@ absl::Status ControlPlane::Start() {
   m.api->AttachAudit(m.audit.get());
   m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
   m.api->SetCheckpointRoot(co.checkpoint_root);
+  // Through the API's store: a certificate's issue is audited with its request.
+  m.node_certs =
+      std::make_unique<NodeCertificates>(api_store, m.clock, dir, m.options.node_certificate_ttl);
+  if (absl::Status s = m.node_certs->Load(); !s.ok()) return s;
   m.api->AttachNodeCertificates(m.node_certs.get());
   m.identities = std::make_unique<IdentityBook>(api_store, m.clock, m.api->authorizer());
   if (absl::Status s = m.identities->Load(); !s.ok()) return s;
