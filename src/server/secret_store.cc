@@ -88,7 +88,8 @@ absl::StatusOr<std::unique_ptr<KeyRing>> LoadRing(store::Store& store, const std
   absl::StatusOr<std::unique_ptr<KeyRing>> ring = KeyRing::Load(dir);
   if (absl::IsNotFound(ring.status())) {
     return absl::FailedPreconditionError(
-        Cat("the store holds ", *secrets, " secrets but their key ring ", dir,
+        Cat("the store holds ", *secrets, *secrets == 1 ? " secret" : " secrets",
+            " but their key ring ", dir,
             "/kek.json is missing: restore it (or pass --key-dir); without it they cannot be "
             "decrypted, and a new ring is not made in its place"));
   }
