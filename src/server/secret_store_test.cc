@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "server/control_plane.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
 
@@ -238,6 +239,40 @@ TEST_F(SecretStoreTest, TheBackgroundLoopRewrapsAfterARotation) {
   }
   s->Stop();
   EXPECT_EQ((*s->Reveal("team-a", "hf"))["token"], "t");
+}
+
+// The server itself: it holds the ring's lock while it runs (rotate-keys refuses), and a store
+// with secrets but no ring does not start.
+TEST(SecretStoreServerTest, TheServerHoldsTheRingAndRefusesToStartWithoutIt) {
+  testing_util::TempDir tmp("secret-server");
+  ControlPlaneOptions o;
+  o.data_dir = tmp / "data";
+  o.port = 0;
+  {
+    ControlPlane cp(o);
+    ASSERT_TRUE(cp.Start().ok());
+    absl::StatusOr<KeyInfo> refused = RotateKeysOffline(tmp / "data/keys", absl::Now());
+    EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+    cp.Stop();
+  }
+  {  // a secret in the store, as the API writes it
+    std::unique_ptr<store::Store> st = std::move(*store::OpenSqliteStore(tmp / "data/store.db"));
+    FakeClock clock;
+    absl::StatusOr<std::unique_ptr<SecretStore>> s =
+        SecretStore::Open(*st, clock, SecretStoreOptions{.key_dir = tmp / "data/keys"});
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)->Put("team-a", "hf", SecretDoc("team-a", "hf"), {{"t", "v"}}, 0).ok());
+  }
+  std::filesystem::rename(tmp / "data/keys", tmp / "keys-elsewhere");
+  {
+    ControlPlane cp(o);
+    absl::Status s = cp.Start();
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    EXPECT_NE(s.message().find("keys/kek.json is missing"), std::string::npos) << s;
+  }
+  o.key_dir = tmp / "keys-elsewhere";  // --key-dir
+  ControlPlane cp(o);
+  EXPECT_TRUE(cp.Start().ok());
 }
 
 }  // namespace
