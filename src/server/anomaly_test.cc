@@ -5,9 +5,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "core/clock.h"
+#include "server/audit_log.h"
 #include "store/sqlite_store.h"
 
 namespace gpucloud::server {
@@ -329,6 +332,101 @@ TEST(AnomalyTest, RecorderWritesEventsAndKeepsABoundedNumber) {
   list = store.List(kAnomalyPrefix);
   ASSERT_EQ(list->items.size(), 2u);
   EXPECT_EQ(nlohmann::json::parse(list->items[1].value)["identity"], "bob");
+}
+
+std::unique_ptr<store::Store> TempStore(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  absl::StatusOr<std::unique_ptr<store::Store>> opened = store::OpenSqliteStore(dir / "store.db");
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  return opened.ok() ? std::move(*opened) : nullptr;
+}
+
+// The audit log's observer: each committed record once, in seq order, with its seq and hash;
+// buffered records only once flushed; a mutation that fails shows nothing.
+TEST(AuditObserverTest, SeesCommittedRecordsInOrder) {
+  std::unique_ptr<store::Store> store = TempStore("anomaly_observer");
+  ASSERT_NE(store, nullptr);
+  FakeClock clock(Ms("2026-12-01T12:00:00Z"));
+  AuditLog log(*store, clock, AuditKey::Generate());
+  ASSERT_TRUE(log.Open().ok());
+  std::vector<AuditRecord> seen;
+  log.SetObserver([&seen](const AuditRecord& r) { seen.push_back(r); });
+  ASSERT_TRUE(log.Record(Denied("mallory", 0)).ok());
+  EXPECT_TRUE(seen.empty());  // buffered, not committed
+  ASSERT_TRUE(log.CommitWith(Create("alice", "team-a", 0, 80),
+                             {{store::Op::Kind::kPut, "/jobs/team-a/train", "{}", 0}})
+                  .ok());
+  ASSERT_EQ(seen.size(), 2u);  // the buffered record went first, in the same transaction
+  EXPECT_EQ(seen[0].seq, 1);
+  EXPECT_EQ(seen[0].username, "mallory");
+  EXPECT_EQ(seen[0].stage_ms, clock.NowMillis());  // a zero stage time became now
+  EXPECT_EQ(seen[1].seq, 2);
+  EXPECT_EQ(seen[1].prev_hash, seen[0].hash);
+  EXPECT_EQ(seen[1].hash, RecordHash(seen[1]));
+  // The same key again: AlreadyExists, nothing committed, nothing seen.
+  EXPECT_FALSE(log.CommitWith(Create("alice", "team-a", 0, 80),
+                              {{store::Op::Kind::kPut, "/jobs/team-a/train", "{}", 0}})
+                   .ok());
+  EXPECT_EQ(seen.size(), 2u);
+  ASSERT_TRUE(log.Record(Denied("mallory", 0)).ok());
+  ASSERT_TRUE(log.Flush().ok());
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2].seq, 3);
+}
+
+TEST(AuditObserverTest, ConcurrentCommitsAreSeenOnceInSeqOrder) {
+  std::unique_ptr<store::Store> store = TempStore("anomaly_observer_concurrent");
+  ASSERT_NE(store, nullptr);
+  SystemClock clock;
+  AuditLog log(*store, clock, AuditKey::Generate());
+  ASSERT_TRUE(log.Open().ok());
+  std::vector<int64_t> seqs;  // the observer is called one at a time: no lock needed
+  log.SetObserver([&seqs](const AuditRecord& r) { seqs.push_back(r.seq); });
+  constexpr int kThreads = 4, kEach = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&log, t] {
+      for (int i = 0; i < kEach; ++i) {
+        std::string key = "/jobs/team-a/j" + std::to_string(t) + "-" + std::to_string(i);
+        EXPECT_TRUE(
+            log.CommitWith(Create("alice", "team-a", 0, 1), {{store::Op::Kind::kPut, key, "{}", 0}})
+                .ok());
+        EXPECT_TRUE(log.Record(Denied("bob", 0)).ok());
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  ASSERT_TRUE(log.Flush().ok());
+  ASSERT_EQ(seqs.size(), static_cast<size_t>(2 * kThreads * kEach));
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], static_cast<int64_t>(i + 1));
+}
+
+// The detector over the log's observer, as the server wires it: a burst of denials is a hit.
+TEST(AuditObserverTest, DetectorOverTheLog) {
+  std::unique_ptr<store::Store> store = TempStore("anomaly_observer_detector");
+  ASSERT_NE(store, nullptr);
+  FakeClock clock(Ms("2026-12-01T12:00:00Z"));
+  AuditLog log(*store, clock, AuditKey::Generate());
+  ASSERT_TRUE(log.Open().ok());
+  AnomalyRules rules = Only(kRuleDenyBurst);
+  rules.deny_burst_count = 2;
+  AnomalyRecorder recorder(*store, Make(rules));
+  ASSERT_TRUE(recorder.Load().ok());
+  log.SetObserver([&recorder](const AuditRecord& r) { recorder.Observe(r); });
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(1000);
+    ASSERT_TRUE(log.Record(Denied("mallory", 0)).ok());
+  }
+  ASSERT_TRUE(log.Flush().ok());
+  absl::StatusOr<store::ListResult> events = store->List(kAnomalyPrefix);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->items.size(), 1u);
+  nlohmann::json e = nlohmann::json::parse(events->items[0].value);
+  EXPECT_EQ(e["rule"], kRuleDenyBurst);
+  EXPECT_EQ(e["auditSeq"], 3);
+  EXPECT_EQ(recorder.detector().Counts().at(kRuleDenyBurst), 1);
 }
 
 }  // namespace

@@ -119,11 +119,18 @@ absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
   absl::StatusOr<int64_t> rev = store_.Txn(ops);
   if (rev.ok()) {
     head_ = Head{seq, hash};
-    return rev;
+  } else if (records.empty()) {
+    return rev.status();
+  } else if (std::optional<int64_t> applied = ResyncHeadLocked(seq, ops.back().value)) {
+    rev = *applied;
+  } else {
+    return broken_.ok() ? rev.status() : broken_;
   }
-  if (records.empty()) return rev.status();
-  if (std::optional<int64_t> applied = ResyncHeadLocked(seq, ops.back().value)) return *applied;
-  return broken_.ok() ? rev.status() : broken_;
+  if (observed_) {
+    committed_.insert(committed_.end(), std::make_move_iterator(records.begin()),
+                      std::make_move_iterator(records.end()));
+  }
+  return rev;
 }
 
 // After a failed transaction that meant to write records up to `seq` (the last one `last_text`):
@@ -191,6 +198,8 @@ absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op>
     leading_ = false;
     queue_cv_.notify_all();
   }
+  queue_lock.unlock();
+  NotifyObserver();
   return std::move(mine.result);
 }
 
@@ -253,12 +262,38 @@ absl::Status AuditLog::Record(AuditRecord record) {
 }
 
 absl::Status AuditLog::Flush() {
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    std::vector<AuditRecord> records = TakeBuffer();
+    if (records.empty()) return absl::OkStatus();
+    absl::StatusOr<int64_t> rev = CommitLocked(records, {});
+    if (!rev.ok()) PutBackBuffer(std::move(records));
+    status = rev.status();
+  }
+  NotifyObserver();
+  return status;
+}
+
+void AuditLog::SetObserver(std::function<void(const AuditRecord&)> observer) {
+  std::lock_guard<std::mutex> observer_lock(observer_mu_);
   std::lock_guard<std::mutex> lock(commit_mu_);
-  std::vector<AuditRecord> records = TakeBuffer();
-  if (records.empty()) return absl::OkStatus();
-  absl::StatusOr<int64_t> rev = CommitLocked(records, {});
-  if (!rev.ok()) PutBackBuffer(std::move(records));
-  return rev.status();
+  observer_ = std::move(observer);
+  observed_ = static_cast<bool>(observer_);
+  committed_.clear();
+}
+
+// Shows the committed records to the observer: taken from committed_ while observer_mu_ is held,
+// so that a later batch (higher seqs) waits for an earlier one to be shown.
+void AuditLog::NotifyObserver() {
+  std::lock_guard<std::mutex> observer_lock(observer_mu_);
+  std::vector<AuditRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    records.swap(committed_);
+  }
+  if (!observer_) return;
+  for (const AuditRecord& r : records) observer_(r);
 }
 
 absl::StatusOr<std::optional<AuditDigest>> AuditLog::SignDigest() {

@@ -19,6 +19,7 @@
 // 4. Sequence numbers and hashes are assigned inside the transaction that writes the records, so
 //    a crash (kill -9) at any point leaves a chain that verifies: buffered records are lost,
 //    never a gap or a fork.
+// 5. An observer (SetObserver) sees each record once it is committed, in seq order.
 // The destructor does not flush (like a crash): call Close() on shutdown.
 // Thread-safe. Writes of the chain are serialised (one store transaction at a time).
 #ifndef GPUCLOUD_SERVER_AUDIT_LOG_H_
@@ -27,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -122,6 +124,12 @@ class AuditLog {
   // Returns how many records were deleted.
   absl::StatusOr<int64_t> Retain(const RetentionPolicy& policy);
 
+  // `observer` is called with each record once it is committed (durable, seq and hash set), in
+  // seq order, one call at a time, by the thread that committed it after it let go of the log's
+  // locks (its request waits for it: keep it short). It must not call this log (it would wait
+  // for itself). Set it before the log is used; records committed before are not shown.
+  void SetObserver(std::function<void(const AuditRecord&)> observer);
+
   // The key that signs digests (its PublicPem() verifies them).
   const AuditKey& key() const { return key_; }
   // The newest committed record's seq (0 for an empty log).
@@ -157,6 +165,7 @@ class AuditLog {
   size_t RetainCount(const std::vector<store::KeyValue>& records,
                      const RetentionPolicy& policy) const;
   absl::Status RetainBatchLocked(LogSnapshot& log, size_t from, size_t to);
+  void NotifyObserver();
   std::string RecordKey(int64_t seq) const;
   std::string DigestKey(int64_t seq) const;
 
@@ -168,10 +177,16 @@ class AuditLog {
 
   // Taken while the chain is written (a store transaction in flight); before buffer_mu_.
   mutable std::mutex commit_mu_;
-  Head head_;                 // guarded by commit_mu_
-  int64_t signed_seq_ = 0;    // guarded by commit_mu_: the newest digest's seq
-  int64_t last_sign_ms_ = 0;  // guarded by commit_mu_
-  absl::Status broken_;       // guarded by commit_mu_: set when another writer was seen
+  Head head_;                           // guarded by commit_mu_
+  int64_t signed_seq_ = 0;              // guarded by commit_mu_: the newest digest's seq
+  int64_t last_sign_ms_ = 0;            // guarded by commit_mu_
+  absl::Status broken_;                 // guarded by commit_mu_: set when another writer was seen
+  bool observed_ = false;               // guarded by commit_mu_: an observer is set
+  std::vector<AuditRecord> committed_;  // guarded by commit_mu_: not yet shown to the observer
+
+  // Held while the observer is called (one call at a time, in seq order); before commit_mu_.
+  std::mutex observer_mu_;
+  std::function<void(const AuditRecord&)> observer_;  // guarded by observer_mu_
 
   // CommitWith's group commit: the callers waiting, and whether one of them is committing.
   std::mutex queue_mu_;
