@@ -74,9 +74,12 @@ std::optional<absl::TimeZone> ParseTimeZone(const std::string& name) {
   return tz;
 }
 
+// A job's create that was allowed and done: its record committed with the job (stage Committed,
+// the request's first transaction: audited_store.h), or one answered 2xx.
 bool IsAllowedCreate(const AuditRecord& r) {
-  return r.action == "jobs:Create" && r.decision == "allow" && r.response_code >= 200 &&
-         r.response_code < 300;
+  if (r.action != "jobs:Create" || r.decision != "allow") return false;
+  if (r.stage == "Committed") return !r.annotations.contains("gpucloud.io/txn");
+  return r.response_code >= 200 && r.response_code < 300;
 }
 
 double CostOf(const AuditRecord& r) {

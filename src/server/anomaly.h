@@ -2,14 +2,16 @@
 // committed audit records, in seq order, and reports hits. It is pure: time comes from each
 // record (stageTimestamp, else requestReceivedTimestamp), never from a clock, so a stream of
 // records always gives the same hits. The rules, each switched off by a zero threshold:
-// 1. off-hours-launch: an allowed, successful jobs:Create whose estimated hourly cost (the
+// A create below is an allowed jobs:Create that was done: the record committed with the job
+// (stage "Committed", the request's first transaction) or one answered 2xx.
+// 1. off-hours-launch: a create whose estimated hourly cost (the
 //    annotation gpucloud.io/estimated-hourly-cost, dollars) is over off_hours_min_cost, at a
 //    local time in [off_hours_start_hour:00, off_hours_end_hour:00) (wrapping midnight) in the
 //    namespace's time zone (namespace_time_zones, else default_time_zone).
 // 2. deny-burst: more than deny_burst_count records with decision "deny" from one identity
 //    within deny_burst_window_ms (the window (t - W, t]); after a hit that identity's count
 //    starts again, so one burst is one hit.
-// 3. first-use-gpu-type / first-use-namespace: an allowed, successful jobs:Create by an identity
+// 3. first-use-gpu-type / first-use-namespace: a create by an identity
 //    of a GPU type (annotation gpucloud.io/gpu-type) or a namespace it was not seen to use.
 //    Memory is bounded: at most first_use_max_identities identities (the least recently active
 //    is forgotten) of at most first_use_max_entries entries each (the least recently used is

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +13,8 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "server/audit_log.h"
+#include "server/audited_store.h"
+#include "server/rest.h"
 #include "store/sqlite_store.h"
 
 namespace gpucloud::server {
@@ -34,7 +38,8 @@ AuditRecord Create(const std::string& user, const std::string& ns, int64_t t, do
   r.resource = "gpucloud:job/" + ns + "/train";
   r.object_namespace = ns;
   r.decision = "allow";
-  r.response_code = 201;
+  r.stage = "Committed";  // as the record committed with the job is (audited_store.h)
+  r.response_code = 0;
   r.stage_ms = t;
   if (cost > 0) r.annotations[kCostAnnotation] = std::to_string(cost);
   if (!gpu.empty()) r.annotations[kGpuTypeAnnotation] = gpu;
@@ -120,15 +125,22 @@ TEST(AnomalyTest, OffHoursLaunchTable) {
   }
 }
 
-TEST(AnomalyTest, OffHoursIgnoresDeniedAndFailedCreates) {
+TEST(AnomalyTest, OffHoursCountsOnlyDoneCreatesOnce) {
   auto d = Make(Only(kRuleOffHoursLaunch));
   AuditRecord denied = Create("alice", "team-a", Ms("2026-12-01T21:00:00Z"), 80);
   denied.decision = "deny";
   denied.response_code = 403;
   AuditRecord failed = Create("alice", "team-a", Ms("2026-12-01T21:00:00Z"), 80);
+  failed.stage = "ResponseComplete";
   failed.response_code = 422;
+  AuditRecord second_txn = Create("alice", "team-a", Ms("2026-12-01T21:00:00Z"), 80);
+  second_txn.annotations["gpucloud.io/txn"] = "2";
   EXPECT_TRUE(d->Observe(denied).empty());
   EXPECT_TRUE(d->Observe(failed).empty());
+  EXPECT_TRUE(d->Observe(second_txn).empty());
+  AuditRecord answered = failed;
+  answered.response_code = 201;
+  EXPECT_EQ(d->Observe(answered).size(), 1u);
 }
 
 TEST(AnomalyTest, BadRulesAreRefused) {
@@ -427,6 +439,80 @@ TEST(AuditObserverTest, DetectorOverTheLog) {
   EXPECT_EQ(e["rule"], kRuleDenyBurst);
   EXPECT_EQ(e["auditSeq"], 3);
   EXPECT_EQ(recorder.detector().Counts().at(kRuleDenyBurst), 1);
+}
+
+// Through the API as the server serves it: the create's record (committed with the job) is a
+// first use of its namespace, three denials a burst; GET audit/anomalies lists them for admins.
+TEST(AuditObserverTest, HitsThroughTheApiAndTheAnomaliesEndpoint) {
+  std::unique_ptr<store::Store> base = TempStore("anomaly_api");
+  ASSERT_NE(base, nullptr);
+  FakeClock clock(Ms("2026-12-01T12:00:00Z"));
+  AuditLog log(*base, clock, AuditKey::Generate());
+  ASSERT_TRUE(log.Open().ok());
+  AnomalyRules rules = Only(kRuleDenyBurst);
+  rules.deny_burst_count = 2;
+  rules.first_use = true;
+  AnomalyRecorder recorder(*base, Make(rules));
+  ASSERT_TRUE(recorder.Load().ok());
+  log.SetObserver([&recorder](const AuditRecord& r) { recorder.Observe(r); });
+  AuditedStore audited(*base, log);
+  RestApi api(audited, clock, 7);
+  api.AttachAudit(&log);
+  auto serve = [&](Request r) {
+    AuditRequest audit;
+    audit.record = AuditRecordFor(r, "10.0.0.7", "gpuctl/test", NewAuditId(), clock.NowMillis());
+    Response resp;
+    {
+      AuditScope scope(&audit);
+      resp = api.Handle(r);
+    }
+    EXPECT_TRUE(FinishAuditRequest(log, audit, resp).ok());
+    return resp;
+  };
+  Identity alice{.user = "alice", .namespace_ = "team-a"};
+  Identity admin{.user = "admin", .admin = true};
+  const std::string job = R"(apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: worker
+    replicas: 1
+    resources: {gpu: {count: 1}}
+)";
+  ASSERT_EQ(serve({"POST", "/apis/gpucloud/v1/namespaces/team-a/jobs", {}, job, alice}).status,
+            201);
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(1000);
+    EXPECT_EQ(serve({"GET", "/apis/gpucloud/v1/namespaces/team-b/jobs", {}, "", alice}).status,
+              403);
+  }
+  ASSERT_TRUE(log.Flush().ok());
+  Response all = serve({"GET", "/apis/gpucloud/v1/audit/anomalies", {}, "", admin});
+  ASSERT_EQ(all.status, 200) << all.body;
+  EXPECT_EQ(all.content_type, "application/jsonl");
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(all.body);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u) << all.body;
+  EXPECT_EQ(lines[0]["rule"], kRuleFirstUseNamespace);
+  EXPECT_EQ(lines[0]["identity"], "alice");
+  EXPECT_EQ(lines[0]["namespace"], "team-a");
+  EXPECT_EQ(lines[1]["rule"], kRuleDenyBurst);
+  // The hit names its record: the audit log has it, a denial of alice's.
+  absl::StatusOr<std::vector<AuditRecord>> rec =
+      log.Query({.after_seq = lines[1]["auditSeq"].get<int64_t>() - 1, .limit = 1});
+  ASSERT_TRUE(rec.ok());
+  ASSERT_EQ(rec->size(), 1u);
+  EXPECT_EQ((*rec)[0].decision, "deny");
+  EXPECT_EQ((*rec)[0].username, "alice");
+  Response burst =
+      serve({"GET", "/apis/gpucloud/v1/audit/anomalies", {{"rule", "deny-burst"}}, "", admin});
+  EXPECT_EQ(std::count(burst.body.begin(), burst.body.end(), '\n'), 1) << burst.body;
+  EXPECT_EQ(serve({"GET", "/apis/gpucloud/v1/audit/anomalies", {{"bogus", "1"}}, "", admin}).status,
+            400);
+  EXPECT_EQ(serve({"GET", "/apis/gpucloud/v1/audit/anomalies", {}, "", alice}).status, 403);
+  EXPECT_EQ(serve({"DELETE", "/apis/gpucloud/v1/audit/anomalies", {}, "", admin}).status, 405);
 }
 
 }  // namespace

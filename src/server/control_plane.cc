@@ -42,6 +42,7 @@ struct ControlPlane::Impl {
   std::optional<Credentials> creds;
   std::optional<TokenBook> tokens;
   std::unique_ptr<store::Store> store;
+  std::unique_ptr<AnomalyRecorder> anomalies;  // the audit log's observer: outlives it
   std::unique_ptr<AuditLog> audit;
   std::unique_ptr<AuditedStore> audited;  // the API's view of `store` (with `audit`)
   std::jthread audit_ticker;              // AuditLog::Tick every 50 ms until stopped
@@ -151,16 +152,23 @@ absl::Status ControlPlane::Start() {
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
       [controller] { return ClusterSummaryJson(controller->Metrics()); });
+  AnomalyRecorder* anomalies = m.anomalies.get();  // null without the audit log
+  auto metrics = [controller, anomalies] {
+    std::string text = RenderClusterMetrics(controller->Metrics());
+    if (anomalies != nullptr) text += anomalies->detector().RenderMetrics();
+    return text;
+  };
   HttpsServer::Options ho{
       .address = m.options.address,
       .port = m.options.port,
       .cert_path = creds->cert_path,
       .key_path = creds->key_path,
-      .extra_metrics = [controller] { return RenderClusterMetrics(controller->Metrics()); },
+      .extra_metrics = metrics,
       .logs = m.logs.get(),
       .node_certs = m.node_certs.get(),
       .client_ca_path = creds->ca_cert_path,
-      .audit = m.audit.get()};
+      .audit = m.audit.get(),
+  };
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
   if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;
@@ -212,6 +220,14 @@ absl::Status ControlPlane::OpenAudit() {
         Cat(s.message(), "; first bad record: seq ", report->first_bad_seq, ": ", report->what));
   }
   m.audited = std::make_unique<AuditedStore>(*m.store, *m.audit);
+  // The anomaly rules watch every committed record; their Events go to the store directly.
+  absl::StatusOr<std::unique_ptr<AnomalyDetector>> detector =
+      AnomalyDetector::Create(m.options.anomaly_rules);
+  if (!detector.ok()) return detector.status();
+  m.anomalies = std::make_unique<AnomalyRecorder>(*m.store, *std::move(detector));
+  if (absl::Status s = m.anomalies->Load(); !s.ok()) return s;
+  m.audit->SetObserver(
+      [anomalies = m.anomalies.get()](const AuditRecord& r) { anomalies->Observe(r); });
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/sched_config.h"
+#include "server/anomaly.h"
 #include "server/audit_log.h"
 #include "server/compactor.h"
 
@@ -41,6 +42,9 @@ struct ControlPlaneOptions {
   // What the audit log keeps (checked every 10 minutes): a year of records by default, as
   // ISO 27001 / SOC 2 auditors expect (0: no bound).
   RetentionPolicy audit_retention{.max_age_ms = int64_t{366} * 24 * 3600 * 1000};
+  // The anomaly rules over the audit log's records (docs/audit.md, "Anomaly rules"): hits are
+  // Events at GET audit/anomalies and gpucloud_audit_anomalies_total{rule} in /metrics.
+  AnomalyRules anomaly_rules;
   // The Secrets' key ring (docs/secrets.md); "" = DATA_DIR/keys.
   std::string key_dir;
 };

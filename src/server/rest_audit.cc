@@ -1,5 +1,5 @@
-// GET /apis/gpucloud/v1/audit/{records,digests,key,verify}: the audit log, for admins
-// (docs/audit.md, "Reading the log over the API").
+// GET /apis/gpucloud/v1/audit/{records,digests,key,verify,anomalies}: the audit log and the hits
+// of its anomaly rules, for admins (docs/audit.md, "Reading the log over the API").
 #include <cctype>
 #include <optional>
 #include <sstream>
@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "core/text.h"
+#include "server/anomaly.h"
 #include "server/audit_log.h"
 #include "server/rest.h"
 #include "server/rest_util.h"
@@ -60,6 +61,28 @@ std::optional<Response> ParseAuditFilter(const Request& r, AuditFilter& f) {
   return std::nullopt;
 }
 
+// GET audit/anomalies[?rule=R&user=U]: the stored anomaly Events (anomaly.h), oldest first, as
+// JSON lines.
+Response AnomaliesResponse(const Request& r, store::Store& store) {
+  if (auto bad = RefuseQuery(r, {"rule", "user"})) return *bad;
+  auto text = [&r](const char* key) {
+    auto it = r.query.find(key);
+    return it == r.query.end() ? std::string() : it->second;
+  };
+  const std::string rule = text("rule"), user = text("user");
+  absl::StatusOr<store::ListResult> list = store.List(kAnomalyPrefix);
+  if (!list.ok()) return FromStatus(list.status());
+  std::string body;
+  for (const store::KeyValue& kv : list->items) {
+    Json e = Json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
+    if (e.is_discarded() || !e.is_object()) continue;
+    if (!rule.empty() && e.value("rule", "") != rule) continue;
+    if (!user.empty() && e.value("identity", "") != user) continue;
+    body += kv.value + "\n";
+  }
+  return {200, body, "application/jsonl"};
+}
+
 Json VerifyReportJson(const VerifyReport& v) {
   return Json{{"ok", v.ok},
               {"firstBadSeq", v.first_bad_seq},
@@ -78,7 +101,8 @@ Response RestApi::HandleAudit(const Request& r, const std::vector<std::string>& 
     return Status(404, "NotFound", Cat("no such path ", r.path));
   }
   const std::string& what = parts[1];
-  if (what != "records" && what != "digests" && what != "key" && what != "verify") {
+  if (what != "records" && what != "digests" && what != "key" && what != "verify" &&
+      what != "anomalies") {
     return Status(404, "NotFound", Cat("no such path ", r.path));
   }
   if (r.method != "GET") {
@@ -94,6 +118,7 @@ Response RestApi::HandleAudit(const Request& r, const std::vector<std::string>& 
     if (absl::Status s = audit_->ExportJsonLines(out, filter); !s.ok()) return FromStatus(s);
     return {200, out.str(), "application/jsonl"};
   }
+  if (what == "anomalies") return AnomaliesResponse(r, store_);
   if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
   if (what == "digests") {
     absl::StatusOr<std::vector<std::string>> digests = audit_->DigestTexts();
