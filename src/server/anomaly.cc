@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <list>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -15,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "core/text.h"
+#include "manifest/json_yaml.h"
 
 namespace gpucloud::server {
 namespace {
@@ -121,32 +125,144 @@ absl::Status ValidateAnomalyRules(const AnomalyRules& r) {
     return absl::InvalidArgumentError(Cat("anomaly rules: ", field, ": ", why));
   };
   if (r.off_hours_start_hour < 0 || r.off_hours_start_hour > 23) {
-    return bad("offHoursStartHour", "must be 0..23");
+    return bad("offHours.startHour", "must be 0..23");
   }
   if (r.off_hours_end_hour < 0 || r.off_hours_end_hour > 23) {
-    return bad("offHoursEndHour", "must be 0..23");
+    return bad("offHours.endHour", "must be 0..23");
   }
-  if (r.off_hours_min_cost < 0) return bad("offHoursMinCost", "must not be negative");
+  if (r.off_hours_min_cost < 0) return bad("offHours.minHourlyCost", "must not be negative");
   if (r.deny_burst_count < 0 || r.deny_burst_window_ms < 0) {
-    return bad("denyBurst", "count and window must not be negative");
+    return bad("denyBurst", "count and windowSeconds must not be negative");
   }
   if (r.cost_jump_factor < 0 || r.cost_jump_min_cost < 0) {
-    return bad("costJump", "factor and floor must not be negative");
+    return bad("costJump", "factor and minHourlyCost must not be negative");
   }
   if (r.first_use_max_identities < 1 || r.first_use_max_entries < 1 ||
       r.deny_burst_max_identities < 1 || r.cost_jump_max_identities < 1 ||
       r.cost_jump_max_creates < 1) {
-    return bad("max*", "the memory bounds must be at least 1");
+    return bad("maxIdentities, maxEntries, maxCreates", "must be at least 1");
   }
   if (!ParseTimeZone(r.default_time_zone)) {
-    return bad("defaultTimeZone", Cat("unknown time zone \"", r.default_time_zone, "\""));
+    return bad("offHours.defaultTimeZone", Cat("unknown time zone \"", r.default_time_zone, "\""));
   }
   for (const auto& [ns, zone] : r.namespace_time_zones) {
     if (!ParseTimeZone(zone)) {
-      return bad("namespaceTimeZones", Cat(ns, ": unknown time zone \"", zone, "\""));
+      return bad("offHours.namespaceTimeZones", Cat(ns, ": unknown time zone \"", zone, "\""));
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+using nlohmann::json;
+
+// One section's fields: name -> how to read its value (an error names the field).
+using FieldReaders = std::map<std::string, std::function<absl::Status(const json&)>>;
+
+absl::Status ReadSection(const json& doc, const std::string& section, const FieldReaders& fields) {
+  if (!doc.contains(section)) return absl::OkStatus();
+  const json& j = doc[section];
+  if (!j.is_object()) return absl::InvalidArgumentError(Cat(section, ": must be a mapping"));
+  for (const auto& [key, value] : j.items()) {
+    auto it = fields.find(key);
+    if (it == fields.end()) {
+      return absl::InvalidArgumentError(Cat(section, ".", key, ": unknown field"));
+    }
+    if (absl::Status s = it->second(value); !s.ok()) {
+      return absl::InvalidArgumentError(Cat(section, ".", key, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+std::function<absl::Status(const json&)> Number(T& out, double scale = 1) {
+  return [&out, scale](const json& v) {
+    if (!v.is_number()) return absl::InvalidArgumentError("must be a number");
+    if (std::is_integral_v<T> && scale == 1 && !v.is_number_integer()) {
+      return absl::InvalidArgumentError("must be an integer");
+    }
+    out = static_cast<T>(v.get<double>() * scale);
+    return absl::OkStatus();
+  };
+}
+
+std::function<absl::Status(const json&)> Text(std::string& out) {
+  return [&out](const json& v) {
+    if (!v.is_string()) return absl::InvalidArgumentError("must be a string");
+    out = v.get<std::string>();
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<AnomalyRules> ParseAnomalyRules(const std::string& yaml) {
+  absl::StatusOr<std::string> text = manifest::YamlToJson(yaml);
+  if (!text.ok())
+    return absl::InvalidArgumentError(Cat("anomaly rules: ", text.status().message()));
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  AnomalyRules r;
+  if (doc.is_discarded()) return absl::InvalidArgumentError("anomaly rules: not YAML");
+  if (doc.is_null()) return r;  // an empty document: the defaults
+  if (!doc.is_object()) return absl::InvalidArgumentError("anomaly rules: must be a mapping");
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "offHours" && key != "denyBurst" && key != "firstUse" && key != "costJump") {
+      return absl::InvalidArgumentError(Cat("anomaly rules: ", key, ": unknown field"));
+    }
+  }
+  auto zones = [&r](const json& v) {
+    if (!v.is_object()) return absl::InvalidArgumentError("must be a mapping of namespaces");
+    for (const auto& [ns, zone] : v.items()) {
+      if (!zone.is_string()) return absl::InvalidArgumentError(Cat(ns, ": must be a string"));
+      r.namespace_time_zones[ns] = zone.get<std::string>();
+    }
+    return absl::OkStatus();
+  };
+  auto flag = [&r](const json& v) {
+    if (!v.is_boolean()) return absl::InvalidArgumentError("must be true or false");
+    r.first_use = v.get<bool>();
+    return absl::OkStatus();
+  };
+  const std::vector<std::pair<std::string, FieldReaders>> sections = {
+      {"offHours",
+       {{"minHourlyCost", Number(r.off_hours_min_cost)},
+        {"startHour", Number(r.off_hours_start_hour)},
+        {"endHour", Number(r.off_hours_end_hour)},
+        {"defaultTimeZone", Text(r.default_time_zone)},
+        {"namespaceTimeZones", zones}}},
+      {"denyBurst",
+       {{"count", Number(r.deny_burst_count)},
+        {"windowSeconds", Number(r.deny_burst_window_ms, 1000)},
+        {"maxIdentities", Number(r.deny_burst_max_identities)}}},
+      {"firstUse",
+       {{"enabled", flag},
+        {"maxIdentities", Number(r.first_use_max_identities)},
+        {"maxEntries", Number(r.first_use_max_entries)},
+        {"warmupSeconds", Number(r.first_use_warmup_ms, 1000)}}},
+      {"costJump",
+       {{"factor", Number(r.cost_jump_factor)},
+        {"minHourlyCost", Number(r.cost_jump_min_cost)},
+        {"maxIdentities", Number(r.cost_jump_max_identities)},
+        {"maxCreates", Number(r.cost_jump_max_creates)}}},
+  };
+  for (const auto& [section, fields] : sections) {
+    if (absl::Status s = ReadSection(doc, section, fields); !s.ok()) {
+      return absl::InvalidArgumentError(Cat("anomaly rules: ", s.message()));
+    }
+  }
+  if (absl::Status s = ValidateAnomalyRules(r); !s.ok()) return s;
+  return r;
+}
+
+absl::StatusOr<AnomalyRules> LoadAnomalyRulesFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(Cat("cannot read ", path));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  absl::StatusOr<AnomalyRules> rules = ParseAnomalyRules(text);
+  if (!rules.ok()) return absl::InvalidArgumentError(Cat(path, ": ", rules.status().message()));
+  return rules;
 }
 
 absl::StatusOr<std::unique_ptr<AnomalyDetector>> AnomalyDetector::Create(AnomalyRules rules) {

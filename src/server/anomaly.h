@@ -77,6 +77,16 @@ struct AnomalyRules {
 // InvalidArgument naming the field for hours outside 0..23, negative bounds or an unknown
 // time zone.
 absl::Status ValidateAnomalyRules(const AnomalyRules& rules);
+// The rules from a YAML (or JSON) document over the defaults, in sections whose fields say what
+// they set (docs/audit.md, "Anomaly rules"):
+//   offHours: {minHourlyCost, startHour, endHour, defaultTimeZone, namespaceTimeZones: {NS: TZ}}
+//   denyBurst: {count, windowSeconds, maxIdentities}
+//   firstUse: {enabled, maxIdentities, maxEntries, warmupSeconds}
+//   costJump: {factor, minHourlyCost, maxIdentities, maxCreates}
+// InvalidArgument naming the field ("denyBurst.count") for an unknown field, a wrong type or a
+// value ValidateAnomalyRules refuses; NotFound for a file that cannot be read.
+absl::StatusOr<AnomalyRules> ParseAnomalyRules(const std::string& yaml);
+absl::StatusOr<AnomalyRules> LoadAnomalyRulesFile(const std::string& path);
 
 struct AnomalyHit {
   std::string rule;  // kRule...

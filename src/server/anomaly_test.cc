@@ -155,6 +155,49 @@ TEST(AnomalyTest, BadRulesAreRefused) {
   EXPECT_EQ(AnomalyDetector::Create(r).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(AnomalyTest, RulesFromYaml) {
+  absl::StatusOr<AnomalyRules> r = ParseAnomalyRules(R"(
+offHours:
+  minHourlyCost: 30.5
+  startHour: 19
+  namespaceTimeZones: {team-a: Asia/Tokyo, team-b: "UTC-05:00"}
+denyBurst: {count: 5, windowSeconds: 30}
+firstUse: {enabled: false}
+costJump: {factor: 2, minHourlyCost: 10}
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->off_hours_min_cost, 30.5);
+  EXPECT_EQ(r->off_hours_start_hour, 19);
+  EXPECT_EQ(r->off_hours_end_hour, 7);  // the default stays
+  EXPECT_EQ(r->namespace_time_zones.at("team-b"), "UTC-05:00");
+  EXPECT_EQ(r->deny_burst_count, 5);
+  EXPECT_EQ(r->deny_burst_window_ms, 30'000);
+  EXPECT_FALSE(r->first_use);
+  EXPECT_EQ(r->cost_jump_factor, 2);
+  EXPECT_EQ(r->cost_jump_min_cost, 10);
+  EXPECT_TRUE(ParseAnomalyRules("").ok());
+  struct Bad {
+    std::string yaml, field;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"offHours: {startHour: 25}", "offHours.startHour"},
+           {"offHours: {startHour: 7.5}", "offHours.startHour: must be an integer"},
+           {"offHours: {namespaceTimeZones: {team-a: Mars/Base}}", "team-a"},
+           {"denyBurst: {cuont: 3}", "denyBurst.cuont: unknown field"},
+           {"denyBurst: {count: three}", "denyBurst.count: must be a number"},
+           {"firstUse: {enabled: 1}", "firstUse.enabled: must be true or false"},
+           {"burst: {}", "burst: unknown field"},
+           {"costJump: 3", "costJump: must be a mapping"},
+       }) {
+    absl::StatusOr<AnomalyRules> parsed = ParseAnomalyRules(bad.yaml);
+    ASSERT_FALSE(parsed.ok()) << bad.yaml;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(bad.field), std::string::npos) << parsed.status();
+  }
+  EXPECT_EQ(LoadAnomalyRulesFile("/nonexistent/rules.yaml").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(AnomalyTest, DenyBurstThresholdEdges) {
   AnomalyRules rules = Only(kRuleDenyBurst);
   rules.deny_burst_count = 3;           // more than 3 ...
