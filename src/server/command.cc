@@ -149,6 +149,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->check(CLI::NonNegativeNumber);
   app.add_option("--key-dir", o.key_dir,
                  "the Secrets' key ring, kept out of store backups (default DATA_DIR/keys)");
+  std::string anomaly_rules;
+  app.add_option("--anomaly-rules", anomaly_rules,
+                 "a YAML file of the audit log's anomaly rules (docs/audit.md)");
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);
@@ -181,6 +184,14 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       return 2;
     }
     o.scheduler = *c;
+  }
+  if (!anomaly_rules.empty()) {
+    absl::StatusOr<AnomalyRules> rules = LoadAnomalyRulesFile(anomaly_rules);
+    if (!rules.ok()) {
+      err << "gpucloud server: --anomaly-rules: " << rules.status().message() << "\n";
+      return 2;
+    }
+    o.anomaly_rules = *std::move(rules);
   }
   // A client that goes away must not kill the server (TLS writes to a closed socket, or output
   // to a closed pipe): such writes fail with EPIPE instead.
