@@ -146,6 +146,15 @@ absl::Status ControlPlane::Start() {
   if (!secrets.ok()) return secrets.status();
   m.secrets = *std::move(secrets);
   m.api->AttachSecrets(m.secrets.get());
+  // Tenants added by hand to DATA_DIR/tokens become API users and tokens (once).
+  absl::StatusOr<int> moved = m.identities->MigrateTokenFile(dir);
+  if (!moved.ok()) return moved.status();
+  if (*moved > 0) {
+    absl::StatusOr<TokenBook> reread = TokenBook::Load(dir);
+    if (!reread.ok()) return reread.status();
+    m.tokens = std::move(*reread);
+    if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true});
+  }
   m.tokens->SetFallback(
       [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });
   Controller* controller = m.controller.get();

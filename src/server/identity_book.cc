@@ -1,7 +1,11 @@
 #include "server/identity_book.h"
 
+#include <fstream>
 #include <set>
+#include <sstream>
 
+#include "core/object_meta.h"
+#include "core/private_file.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "server/credentials.h"
@@ -124,6 +128,58 @@ std::optional<Identity> IdentityBook::Authenticate(const std::string& token) con
   }
   who.token_name = t.name;
   return who;
+}
+
+absl::StatusOr<int> IdentityBook::MigrateTokenFile(const std::string& dir) {
+  const std::string path = dir + "/tokens";
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string line, kept;
+  int moved = 0, n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::istringstream fields(line);
+    std::string hash, user, ns, role;
+    if (line.empty() || line[0] == '#' || !(fields >> hash >> user >> ns >> role) ||
+        role != "tenant") {
+      kept += line + "\n";  // TokenBook::Load judges these lines
+      continue;
+    }
+    if (!ValidateDnsLabel(user).ok() || !ValidateDnsLabel(ns).ok()) {
+      return absl::DataLossError(
+          Cat(path, ":", n, ": user and namespace must be DNS labels to move into the API"));
+    }
+    std::vector<store::Op> ops;
+    bool known = false;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      known = tokens_by_hash_.contains(hash);
+      if (!users_.contains(user)) {
+        Json u{{"apiVersion", "gpucloud/v1"},
+               {"kind", "User"},
+               {"metadata", {{"name", user}}},
+               {"spec", {{"namespace", ns}, {"policies", {"gpucloud:tenant"}}}}};
+        ops.push_back({store::Op::Kind::kPut, Cat("/iam/users/", user), u.dump(2), 0});
+      }
+    }
+    if (!known) {
+      Json t{{"apiVersion", "gpucloud/v1"},
+             {"kind", "Token"},
+             {"metadata", {{"name", Cat(user, "-tokens-file")}}},
+             {"spec", {{"user", user}, {"expiresAtMs", 0}, {"createdBy", "tokens file"}}},
+             {"hash", hash}};
+      ops.push_back({store::Op::Kind::kPut, TokenKey(Cat(user, "-tokens-file")), t.dump(2), 0});
+    }
+    for (const store::Op& op : ops) {
+      Json doc = Json::parse(op.value);
+      if (absl::StatusOr<int64_t> rev = Put(op.key, doc, 0); !rev.ok()) return rev.status();
+    }
+    ++moved;
+  }
+  if (moved > 0) {
+    if (absl::Status s = WritePrivateFile(path, kept, FileSync::kDurable); !s.ok()) return s;
+  }
+  return moved;
 }
 
 std::optional<Identity> IdentityBook::IdentityOfUser(const std::string& name) const {

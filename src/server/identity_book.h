@@ -55,6 +55,15 @@ class IdentityBook {
                               std::optional<int64_t> expect);
   absl::StatusOr<int64_t> Delete(const std::string& key, std::optional<int64_t> expect);
 
+  // Moves the hand-written tenant tokens of DIR/tokens (lines "SHA256 USER NAMESPACE tenant",
+  // how tenants were added before the API) into the API, so that they can be listed and
+  // revoked: a User (its namespace, policy gpucloud:tenant) unless one exists, and a Token
+  // "USER-tokens-file" with the same hash and no expiry; then rewrites the file without those
+  // lines (admin and bootstrap tokens stay). Tokens keep working throughout; a start that stops
+  // between the two steps moves nothing twice. Returns how many moved; the store's and the
+  // file's errors (DataLoss for a line that does not parse).
+  absl::StatusOr<int> MigrateTokenFile(const std::string& dir);
+
   // The user a stored token belongs to ("" when no such token, or a service account's).
   std::string TokenOwner(const std::string& token_name) const;
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "server/credentials.h"
 #include "server/identity_book.h"
 #include "server/rest.h"
 #include "store/sqlite_store.h"
@@ -195,6 +196,32 @@ TEST_F(RestIamTest, BadObjectsAreRefusedNamingTheFieldAndNothingIsWritten) {
   EXPECT_EQ(Json::parse(Admin("GET", "/users").body)["items"].size(), 0u);
   EXPECT_EQ(Json::parse(Admin("GET", "/policies").body)["items"].size(), 0u);
   EXPECT_EQ(Json::parse(Admin("GET", "/tokens").body)["items"].size(), 0u);
+}
+
+// Tenants once added by hand to the tokens file move into the API: listed, revocable, and
+// working as before; admin and bootstrap lines stay.
+TEST_F(RestIamTest, HandWrittenTenantTokensMoveIntoTheApiOnce) {
+  const std::string secret(64, 'a');
+  const std::string file = (tmp_.path() / "tokens").string();
+  {
+    std::ofstream f(file);
+    f << std::string(64, 'b') << " admin - admin\n"
+      << Sha256Hex(secret) << " carol team-c tenant\n"
+      << std::string(64, 'c') << " system:node - node\n";
+  }
+  absl::StatusOr<int> moved = book_->MigrateTokenFile(tmp_.path().string());
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 1);
+  EXPECT_EQ(ReadFile(file), std::string(64, 'b') + " admin - admin\n" + std::string(64, 'c') +
+                                " system:node - node\n");
+  std::optional<Identity> carol = book_->Authenticate(secret);
+  ASSERT_TRUE(carol);
+  EXPECT_EQ(carol->namespace_, "team-c");
+  EXPECT_EQ(Call("POST", "/namespaces/team-c/jobs", JobOn("x", "T4"), *carol).status, 201);
+  EXPECT_EQ(Call("GET", "/namespaces/team-a/jobs", "", *carol).status, 403);
+  EXPECT_EQ(*book_->MigrateTokenFile(tmp_.path().string()), 0);
+  EXPECT_EQ(Admin("DELETE", "/tokens/carol-tokens-file").status, 200);
+  EXPECT_FALSE(book_->Authenticate(secret));
 }
 
 // POST authorize (what `gpuctl auth can-i` asks) agrees with what the API does, over a table.
