@@ -103,29 +103,6 @@ absl::StatusOr<nlohmann::json> ParseAnswer(const api::HttpResponse& r) {
 
 }  // namespace
 
-CallFn ClientCall(const api::Client& client) {
-  auto shared = std::make_shared<api::Client>(client);
-  return [shared](std::string_view method, const std::string& target, const std::string& body) {
-    return shared->Call(method, target, body);
-  };
-}
-
-std::optional<api::HttpResponse> SendRequest(const CallFn& call, std::string_view method,
-                                             const std::string& path, const std::string& body,
-                                             std::ostream& err, const std::string& what) {
-  absl::StatusOr<api::HttpResponse> r = call(method, path, body);
-  std::string prefix = what.empty() ? "gpuctl: " : Cat("gpuctl: ", what, ": ");
-  if (!r.ok()) {
-    err << prefix << r.status().message() << "\n";
-    return std::nullopt;
-  }
-  if (r->status < 200 || r->status > 299) {
-    err << prefix << StatusMessage(*r) << "\n";
-    return std::nullopt;
-  }
-  return *r;
-}
-
 bool IsIamResource(std::string_view resource) { return !IamPlural(resource).empty(); }
 
 absl::Status ValidateTtl(std::string_view ttl) {

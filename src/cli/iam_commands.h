@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/client.h"
+#include "cli/remote.h"
 
 namespace CLI {
 class App;
@@ -38,18 +39,6 @@ class App;
 namespace gpucloud::cli {
 
 inline constexpr std::string_view kApiRoot = "/apis/gpucloud/v1/";
-
-// One request to the server, as api::Client::Call makes it: Unavailable and the like when it
-// could not be made, else the answer whatever its status.
-using CallFn = std::function<absl::StatusOr<api::HttpResponse>(
-    std::string_view method, const std::string& target, const std::string& body)>;
-// A CallFn over its own copy of `client`.
-CallFn ClientCall(const api::Client& client);
-// The answer when the request went through with a 2xx status; otherwise says why on `err`
-// ("gpuctl: " and `what`, then the Status message) and returns nullopt.
-std::optional<api::HttpResponse> SendRequest(const CallFn& call, std::string_view method,
-                                             const std::string& path, const std::string& body,
-                                             std::ostream& err, const std::string& what = "");
 
 // --- Pure parts -----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 #include "cli/remote.h"
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -26,12 +27,17 @@ std::optional<api::Client> Connect(const std::string& config_flag, std::ostream&
   return api::Client(*c);
 }
 
-// The answer when the request went through with a 2xx status; otherwise says why on `err`
-// (prefixed with `what` when given) and returns nullopt.
-std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
-                                      const std::string& path, const std::string& body,
-                                      std::ostream& err, const std::string& what) {
-  absl::StatusOr<api::HttpResponse> r = client.Call(method, path, body);
+CallFn ClientCall(const api::Client& client) {
+  auto shared = std::make_shared<api::Client>(client);
+  return [shared](std::string_view method, const std::string& target, const std::string& body) {
+    return shared->Call(method, target, body);
+  };
+}
+
+std::optional<api::HttpResponse> SendRequest(const CallFn& call, std::string_view method,
+                                             const std::string& path, const std::string& body,
+                                             std::ostream& err, const std::string& what) {
+  absl::StatusOr<api::HttpResponse> r = call(method, path, body);
   std::string prefix = what.empty() ? "gpuctl: " : Cat("gpuctl: ", what, ": ");
   if (!r.ok()) {
     err << prefix << r.status().message() << "\n";
@@ -42,6 +48,14 @@ std::optional<api::HttpResponse> Send(const api::Client& client, std::string_vie
     return std::nullopt;
   }
   return *r;
+}
+
+std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
+                                      const std::string& path, const std::string& body,
+                                      std::ostream& err, const std::string& what) {
+  return SendRequest([&client](std::string_view m, const std::string& t,
+                               const std::string& b) { return client.Call(m, t, b); },
+                     method, path, body, err, what);
 }
 
 }  // namespace gpucloud::cli

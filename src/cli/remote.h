@@ -3,6 +3,7 @@
 #ifndef GPUCLOUD_CLI_REMOTE_H_
 #define GPUCLOUD_CLI_REMOTE_H_
 
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -16,8 +17,18 @@ namespace gpucloud::cli {
 std::string StatusMessage(const api::HttpResponse& r);
 // A client from the config; on failure says why on `err` and returns nullopt.
 std::optional<api::Client> Connect(const std::string& config_flag, std::ostream& err);
+// One request to the server, as api::Client::Call makes it: Unavailable and the like when it
+// could not be made, else the answer whatever its status (a fake server's in tests).
+using CallFn = std::function<absl::StatusOr<api::HttpResponse>(
+    std::string_view method, const std::string& target, const std::string& body)>;
+// A CallFn over its own copy of `client`.
+CallFn ClientCall(const api::Client& client);
 // The answer when the request went through with a 2xx status; otherwise says why on `err`
-// (prefixed with `what` when given) and returns nullopt.
+// ("gpuctl: ", then `what` when given, then the Status message) and returns nullopt.
+std::optional<api::HttpResponse> SendRequest(const CallFn& call, std::string_view method,
+                                             const std::string& path, const std::string& body,
+                                             std::ostream& err, const std::string& what = "");
+// The same through `client` (on its kept-alive connection).
 std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
                                       const std::string& path, const std::string& body,
                                       std::ostream& err, const std::string& what = "");

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/policy.h"
 #include "core/text.h"
 
 namespace gpucloud::server {
@@ -12,30 +13,9 @@ namespace {
 using nlohmann::json;
 using store::Op;
 
-// '*' matches any run of characters; everything else itself.
-bool GlobMatch(const std::string& pattern, const std::string& text) {
-  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (p < pattern.size() && pattern[p] == text[t]) {
-      ++p;
-      ++t;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
 bool Matches(const AuditFilter& f, const AuditRecord& r) {
   return (f.user.empty() || f.user == r.username) &&
-         (f.action.empty() || GlobMatch(f.action, r.action)) &&
+         (f.action.empty() || WildcardMatch(f.action, r.action, /*ignore_case=*/true)) &&
          (f.namespace_.empty() || f.namespace_ == r.object_namespace) &&
          (f.since_ms == 0 || r.stage_ms >= f.since_ms) &&
          (f.until_ms == 0 || r.stage_ms < f.until_ms) && r.seq > f.after_seq;

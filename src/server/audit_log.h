@@ -56,7 +56,7 @@ struct AuditLogOptions {
 // Which records Query and ExportJsonLines return; empty fields match everything.
 struct AuditFilter {
   std::string user;        // user.username, exactly
-  std::string action;      // exactly, or a pattern with '*' ("jobs:*")
+  std::string action;      // a pattern as in policies: '*', '?', any case ("jobs:*")
   std::string namespace_;  // objectRef.namespace, exactly
   int64_t since_ms = 0;    // stageTimestamp >= since_ms (0: no bound)
   int64_t until_ms = 0;    // stageTimestamp < until_ms (0: no bound)

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "authz/policy_set.h"
 #include "core/text.h"
+#include "manifest/json_yaml.h"
 #include "manifest/manifest.h"
 #include "server/audited_store.h"
 #include "server/authorizer.h"
@@ -24,6 +25,17 @@ constexpr Resource kResources[] = {
     {"jobs", "Job", true}, {"queues", "Queue", false}, {"nodepools", "NodePool", false}};
 
 }  // namespace
+
+std::string ParseJsonBody(const std::string& body, Json* out) {
+  std::string text = body;
+  if (size_t at = text.find_first_not_of(" \t\r\n"); at == std::string::npos || text[at] != '{') {
+    absl::StatusOr<std::string> json = manifest::YamlToJson(text);
+    if (!json.ok()) return Cat("body: ", json.status().message());
+    text = *json;
+  }
+  *out = Json::parse(text, nullptr, false);
+  return out->is_object() ? "" : "body: must be a JSON or YAML object";
+}
 
 Response Status(int code, std::string_view reason, std::string message) {
   Json j = Json::object();

@@ -30,25 +30,6 @@ const IamKind kUsers{
 const IamKind kGroups{"groups", "Group", {{"policies", "policies"}}};
 const IamKind kServiceAccounts{"serviceaccounts", "ServiceAccount", {{"policies", "policies"}}};
 
-// The body as JSON (YAML is read too). nullopt and `error` set when it is neither.
-std::optional<Json> BodyJson(const std::string& body, std::string* error) {
-  std::string text = body;
-  if (size_t at = text.find_first_not_of(" \t\r\n"); at == std::string::npos || text[at] != '{') {
-    absl::StatusOr<std::string> json = manifest::YamlToJson(text);
-    if (!json.ok()) {
-      *error = Cat("body: ", json.status().message());
-      return std::nullopt;
-    }
-    text = *json;
-  }
-  Json doc = Json::parse(text, nullptr, false);
-  if (!doc.is_object()) {
-    *error = "body: must be a JSON or YAML object";
-    return std::nullopt;
-  }
-  return doc;
-}
-
 // A name list of spec.`field`: each a DNS label, or for policies a built-in's name too.
 std::string CheckNames(const Json& v, std::string_view field, bool policies) {
   if (!v.is_array()) return Cat("spec.", field, ": must be a list of names");
@@ -195,16 +176,17 @@ Response RestApi::HandleIamObjects(const Request& r, const IamKind& rules,
   if (r.method != "POST" && r.method != "PUT") {
     return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
   }
-  std::string error;
-  std::optional<Json> doc = BodyJson(r.body, &error);
-  if (!doc) return Status(422, "Invalid", error);
+  Json doc;
+  if (std::string e = ParseJsonBody(r.body, &doc); !e.empty()) {
+    return Status(422, "Invalid", e);
+  }
   const std::string target =
-      create && (*doc)["metadata"].is_object() ? (*doc)["metadata"].value("name", "") : name;
+      create && doc["metadata"].is_object() ? doc["metadata"].value("name", "") : name;
   if (!ValidateDnsLabel(target).ok()) {
     return Status(422, "Invalid", "metadata.name: must be a DNS label");
   }
-  if (std::string e = Validate(*doc, rules, target); !e.empty()) return Status(422, "Invalid", e);
-  return PutIamObject(prefix + target, doc->dump(), create);
+  if (std::string e = Validate(doc, rules, target); !e.empty()) return Status(422, "Invalid", e);
+  return PutIamObject(prefix + target, doc.dump(), create);
 }
 
 // Writes a validated object: a create must not exist; a PUT with metadata.resourceVersion is a
@@ -307,15 +289,16 @@ Response RestApi::HandleTokens(const Request& r, const std::string& name) {
 }
 
 Response RestApi::CreateToken(const Request& r) {
-  std::string error;
-  std::optional<Json> body = BodyJson(r.body, &error);
-  if (!body) return Status(422, "Invalid", error);
-  for (const auto& [key, _] : body->items()) {
+  Json body;
+  if (std::string e = ParseJsonBody(r.body, &body); !e.empty()) {
+    return Status(422, "Invalid", e);
+  }
+  for (const auto& [key, _] : body.items()) {
     if (key != "user" && key != "serviceAccount" && key != "ttl" && key != "name") {
       return Status(422, "Invalid", Cat(key, ": unknown field (user, serviceAccount, ttl, name)"));
     }
   }
-  const std::string user = body->value("user", ""), sa = body->value("serviceAccount", "");
+  const std::string user = body.value("user", ""), sa = body.value("serviceAccount", "");
   if (user.empty() == sa.empty()) {
     return Status(422, "Invalid", "user, serviceAccount: give exactly one");
   }
@@ -325,9 +308,9 @@ Response RestApi::CreateToken(const Request& r) {
   if (!sa.empty() && !store_.Get(Cat("/iam/serviceaccounts/", sa)).ok()) {
     return Status(422, "Invalid", Cat("serviceAccount: there is no service account \"", sa, "\""));
   }
-  std::optional<absl::Duration> ttl = ParseTtl(body->value("ttl", "30d"));
+  std::optional<absl::Duration> ttl = ParseTtl(body.value("ttl", "30d"));
   if (!ttl) return Status(422, "Invalid", "ttl: must be like 90m, 12h or 30d (1m to 366d)");
-  std::string name = body->value("name", "");
+  std::string name = body.value("name", "");
   if (name.empty()) name = Cat(user.empty() ? "sa" : user, "-", NewToken().substr(0, 8));
   if (!ValidateDnsLabel(name).ok()) return Status(422, "Invalid", "name: must be a DNS label");
   const std::string secret = NewToken();
@@ -369,11 +352,12 @@ Response RestApi::WhoAmI(const Request& r) {
 // policies:Simulate on the user) on another user's behalf.
 Response RestApi::AuthorizeFor(const Request& r) {
   if (r.method != "POST") return Status(405, "MethodNotAllowed", "authorize takes POST");
-  std::string error;
-  std::optional<Json> body = BodyJson(r.body, &error);
-  if (!body) return Status(422, "Invalid", error);
+  Json body;
+  if (std::string e = ParseJsonBody(r.body, &body); !e.empty()) {
+    return Status(422, "Invalid", e);
+  }
   Identity who = r.who;
-  if (std::string user = body->value("user", ""); !user.empty() && user != r.who.user) {
+  if (std::string user = body.value("user", ""); !user.empty() && user != r.who.user) {
     RequestedAction simulate{"policies:Simulate", Cat("gpucloud:user/", user)};
     authz::Decision may = authorizer_->Decide(r.who, simulate, {});
     if (!may.allowed()) return Denied(r.who, simulate, may);
@@ -381,7 +365,7 @@ Response RestApi::AuthorizeFor(const Request& r) {
     if (!other) return Status(404, "NotFound", Cat("user ", user, " not found"));
     who = *other;
   }
-  RequestedAction what{body->value("action", ""), body->value("resource", "")};
+  RequestedAction what{body.value("action", ""), body.value("resource", "")};
   if (!FindPolicyAction(what.action)) {
     return Status(422, "Invalid", Cat("action: \"", what.action, "\" is not a gpucloud action"));
   }
@@ -389,9 +373,9 @@ Response RestApi::AuthorizeFor(const Request& r) {
     return Status(422, "Invalid", Cat("resource: ", s.ok() ? "is required" : s.message()));
   }
   authz::RequestContext context;
-  if (body->contains("context")) {
-    if (!(*body)["context"].is_object()) return Status(422, "Invalid", "context: must be a map");
-    for (const auto& [key, value] : (*body)["context"].items()) {
+  if (body.contains("context")) {
+    if (!body["context"].is_object()) return Status(422, "Invalid", "context: must be a map");
+    for (const auto& [key, value] : body["context"].items()) {
       std::string text = value.is_string() ? value.get<std::string>() : value.dump();
       if (absl::Status s = context.Set(key, text); !s.ok()) {
         return Status(422, "Invalid", Cat("context.", key, ": ", s.message()));

@@ -30,18 +30,6 @@ struct SecretWrite {
   std::optional<int64_t> resource_version;
 };
 
-// The body as JSON (YAML is read too); "" or the error.
-std::string ParseBody(const std::string& body, Json* out) {
-  std::string text = body;
-  if (size_t at = text.find_first_not_of(" \t\r\n"); at == std::string::npos || text[at] != '{') {
-    absl::StatusOr<std::string> json = manifest::YamlToJson(text);
-    if (!json.ok()) return Cat("body: ", json.status().message());
-    text = *json;
-  }
-  *out = Json::parse(text, nullptr, false);
-  return out->is_object() ? "" : "body: must be a JSON or YAML object";
-}
-
 // A data key as Kubernetes takes it: [-._a-zA-Z0-9]+, at most 253, not "." or "..".
 std::string CheckDataKey(std::string_view field, const std::string& key) {
   const bool chars = !key.empty() && key.size() <= 253 &&
@@ -125,7 +113,7 @@ std::string CheckType(const std::string& type, const std::map<std::string, std::
 std::string ParseSecret(const std::string& body, const std::string& ns, const std::string& name,
                         SecretWrite* out) {
   Json doc;
-  if (std::string e = ParseBody(body, &doc); !e.empty()) return e;
+  if (std::string e = ParseJsonBody(body, &doc); !e.empty()) return e;
   for (const auto& [key, value] : doc.items()) {
     if (key == "status") return "status: is the server's (sizes of the stored values)";
     if (key != "apiVersion" && key != "kind" && key != "metadata" && key != "type" &&
@@ -208,7 +196,7 @@ Response RestApi::PutSecret(const Request& r, const std::string& ns, const std::
   std::string name = path_name;
   if (create) {
     Json peek;
-    if (std::string e = ParseBody(r.body, &peek); !e.empty()) return Status(422, "Invalid", e);
+    if (std::string e = ParseJsonBody(r.body, &peek); !e.empty()) return Status(422, "Invalid", e);
     if (peek.contains("metadata") && peek["metadata"].is_object()) {
       name = peek["metadata"].value("name", "");
     }

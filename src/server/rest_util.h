@@ -38,6 +38,10 @@ struct RestApi::Route {
   std::string Key() const { return Prefix() + name; }
 };
 
+// A request body as JSON (YAML is read too, as YAML 1.2's core schema types it) into `out`:
+// "" when it is an object, else the error ("body: ...").
+std::string ParseJsonBody(const std::string& body, Json* out);
+
 // A Kubernetes Status object as the answer.
 Response Status(int code, std::string_view reason, std::string message);
 // The answer for a store or validation error (404, 409, 410, 400, 500).
