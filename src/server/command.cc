@@ -140,6 +140,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--node-cert-hours", node_cert_hours,
                  "hours an agent's client certificate is valid (renewed at two thirds of it)")
       ->check(CLI::Range(0.01, 24.0 * 365));
+  app.add_flag("--audit,!--no-audit", o.audit,
+               "keep the audit log (default on; off only to measure what it costs)");
   double audit_days = 366;
   app.add_option("--audit-retention-days", audit_days,
                  "days of audit records kept (0: all); older ones go every 10 minutes")

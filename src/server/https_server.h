@@ -20,9 +20,9 @@
 // `handshake_timeout`, a request (idle time before it included) arrive within `read_timeout`,
 // and every write finish within `write_timeout`, or the connection is closed. A header over
 // `max_header_bytes` is answered 431, a body over kMaxBodyBytes 413, plain HTTP on the TLS port
-// 400, a request the parser rejects 400. A tenant (neither admin nor node) has at most
-// `max_requests_per_tenant` requests and `max_streams_per_tenant` watches or followed logs in
-// flight, and makes `tenant_requests_per_second` on average (bursts of
+// 400, a request the parser rejects 400. A tenant (neither admin, node nor bootstrap token)
+// has at most `max_requests_per_tenant` requests and `max_streams_per_tenant` watches or
+// followed logs in flight, and makes `tenant_requests_per_second` on average (bursts of
 // `tenant_request_burst`); more are answered 429 with Retry-After, so one tenant's flood
 // cannot take the threads and the store that agents' heartbeats need. An exception thrown while
 // serving a request is that request's 500 (logged), never the process's end. A failed accept (out
