@@ -4,6 +4,10 @@
 //   /apis/gpucloud/v1/queues[/{name}]                     Queues (cluster-wide)
 //   /apis/gpucloud/v1/nodepools[/{name}]                  NodePools (cluster-wide)
 //   /apis/gpucloud/v1/nodes[/{name}]                      Nodes, registered by their agents
+//   /apis/gpucloud/v1/users|groups|policies|tokens[/{name}], namespaces/{ns}/serviceaccounts,
+//     whoami, authorize                                   identities (rest_iam.cc)
+//   /apis/gpucloud/v1/namespaces/{ns}/secrets[/{name}]    Secrets, values never answered
+//   /apis/gpucloud/v1/audit/records|digests|key|verify|anomalies   the audit log (rest_audit.cc)
 // and sub-resources (rest_cluster.cc):
 //   POST .../jobs/{name}/cancel          stop the job's tasks (grace period), keep the job
 //   GET  .../jobs/{name}/events          what happened to the job and why
@@ -29,9 +33,10 @@
 // Kubernetes reads them: true/True/TRUE/1, false/False/FALSE/0, anything else 400. Every path
 // segment is a DNS label, once percent-decoded ("%2F" stays encoded, so it is none): an empty
 // segment, "..", a name holding '/', '?' or NUL are 400, never another object's path.
-// Errors are Kubernetes Status objects. A tenant (non-admin) reads and writes only its own
-// namespace; cluster-wide objects are written by admins only. A 2xx answer to a write means
-// the store committed it to disk.
+// Errors are Kubernetes Status objects. Every request is first decided by its identity's
+// policies (authorizer.h: a 403 names the action, resource and statement); the built-in ones
+// keep a tenant in its own namespace, cluster-wide objects for admins, a node to itself. A 2xx
+// answer to a write means the store committed it to disk.
 // Thread-safe (the store is; the uid generator is guarded).
 #ifndef GPUCLOUD_SERVER_REST_H_
 #define GPUCLOUD_SERVER_REST_H_
