@@ -294,7 +294,18 @@ Response RestApi::Handle(const Request& r) {
                       "(POST nodes/NAME/certificate)"));
   }
   std::optional<RequestedAction> what = ActionOf(r.method, parts, QueryTrue(r, "watch"));
-  if (!what) return Dispatch(r, parts);  // 404 or 405, or a path with its own rules
+  if (!what) {
+    // Paths with rules of their own: a node certificate (NodeCertificates decides who may ask),
+    // whoami (oneself), authorize (checks policies:Simulate to ask for another).
+    const bool own_rules =
+        (parts.size() == 3 && parts[0] == "nodes" && parts[2] == "certificate") ||
+        (parts.size() == 1 && (parts[0] == "whoami" || parts[0] == "authorize"));
+    // Anything else names no action: the API answers it 404 or 405. Only admins get that answer
+    // from the handlers; others get 404 here, so that no handler's mistake about methods can
+    // ever serve an unauthorized request.
+    if (own_rules || r.who.admin) return Dispatch(r, parts);
+    return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
+  }
   // A job's create or update is decided on what it asks for (JobContexts); anything else on
   // the path alone.
   std::vector<authz::RequestContext> contexts;

@@ -160,7 +160,10 @@ Response RestApi::HandleIamObjects(const Request& r, const IamKind& rules,
     return {200, Listed(rules.kind, items, list->revision).dump(2) + "\n"};
   }
   const bool create = r.method == "POST" && name.empty();
-  if (!create && name.empty()) {
+  // POST on the collection, PUT on an item: the two that authorization decided as Create and
+  // Update (ActionOf); anything else, a POST on an item included, is refused here.
+  const bool write = create || (r.method == "PUT" && !name.empty());
+  if (!write && (name.empty() || (r.method != "GET" && r.method != "DELETE"))) {
     return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
   }
   if (r.method == "GET") {
@@ -172,9 +175,6 @@ Response RestApi::HandleIamObjects(const Request& r, const IamKind& rules,
     absl::StatusOr<int64_t> rev = identities_->Delete(prefix + name, std::nullopt);
     if (!rev.ok()) return FromStatus(rev.status());
     return Status(200, "Deleted", Cat(rules.kind, " ", name, " deleted at revision ", *rev));
-  }
-  if (r.method != "POST" && r.method != "PUT") {
-    return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
   }
   Json doc;
   if (std::string e = ParseJsonBody(r.body, &doc); !e.empty()) {

@@ -176,6 +176,27 @@ TEST_F(RestIamTest, ATenantManagesOnlyItsOwnTokens) {
   EXPECT_EQ(Json::parse(me.body)["token"], "alice-t");
 }
 
+// A method that names no action (a POST on an item, a PATCH) is served by no handler: a tenant
+// cannot slip a write past the policies through one.
+TEST_F(RestIamTest, AMethodWithNoActionWritesNothing) {
+  MakeAlice("[]");
+  auto [secret, alice] = TokenFor("alice", "1d");
+  const std::string promote = R"({"apiVersion": "gpucloud/v1", "kind": "User",
+      "metadata": {"name": "alice"},
+      "spec": {"namespace": "team-a", "policies": ["gpucloud:admin"]}})";
+  for (const char* method : {"POST", "PATCH"}) {
+    Response r = Call(method, "/users/alice", promote, alice);
+    EXPECT_EQ(r.status, 404) << method << " " << r.body;
+    EXPECT_EQ(Call(method, "/groups/ml-platform", "{}", alice).status, 404) << method;
+  }
+  Response admin_post = Admin("POST", "/users/alice", promote);
+  EXPECT_EQ(admin_post.status, 405) << admin_post.body;  // an admin is told why
+  std::optional<Identity> after = book_->Authenticate(secret);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->policies,
+            (std::vector<std::string>{"gpucloud:tenant", "h100-a100-ml-platform-only"}));
+}
+
 TEST_F(RestIamTest, BadObjectsAreRefusedNamingTheFieldAndNothingIsWritten) {
   Response unknown = Admin("POST", "/users",
                            R"({"apiVersion": "gpucloud/v1", "kind": "User",
