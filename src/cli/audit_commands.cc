@@ -198,7 +198,8 @@ AuditCommands::AuditCommands(CLI::App& app) : flags_(std::make_shared<Flags>()) 
   f.query->add_option("--action", f.q.action, "an action or pattern: jobs:Create, jobs:*");
   f.query->add_option("-n,--namespace", f.q.namespace_, "objectRef.namespace");
   f.query->add_option("--since", f.q.since, "from this time (RFC 3339 or Unix seconds), inclusive");
-  f.query->add_option("--until", f.q.until, "until this time (RFC 3339 or Unix seconds), exclusive");
+  f.query->add_option("--until", f.q.until,
+                      "until this time (RFC 3339 or Unix seconds), exclusive");
   f.query->add_option("--limit", f.q.limit, "at most this many records")
       ->check(CLI::PositiveNumber);
   f.query->add_option("-o,--output", f.format, "table or json (the records as JSON lines)")

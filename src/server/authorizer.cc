@@ -109,9 +109,8 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
   if (top == "namespaces" && parts.size() >= 3 && parts.size() <= 4 && parts[2] == "secrets") {
     std::string verb = ObjectVerb(method, parts.size() == 4, watch);
     if (verb.empty() || verb == "Watch") return std::nullopt;
-    return RequestedAction{
-        Cat("secrets:", verb),
-        ResourceName(ResourceType::kSecret, parts[1], parts.size() == 4 ? parts[3] : "*")};
+    return RequestedAction{Cat("secrets:", verb), ResourceName(ResourceType::kSecret, parts[1],
+                                                               parts.size() == 4 ? parts[3] : "*")};
   }
   if (top == "tokens" && parts.size() <= 2) {
     const bool item = parts.size() == 2;

@@ -65,8 +65,7 @@ TEST(ActionOfTest, EveryRouteNeedsItsAction) {
       {"GET", "namespaces/team-a/secrets/hf", false, "secrets:Get gpucloud:secret/team-a/hf"},
       {"POST", "namespaces/team-a/secrets", false, "secrets:Create gpucloud:secret/team-a/*"},
       {"PUT", "namespaces/team-a/secrets/hf", false, "secrets:Update gpucloud:secret/team-a/hf"},
-      {"DELETE", "namespaces/team-a/secrets/hf", false,
-       "secrets:Delete gpucloud:secret/team-a/hf"},
+      {"DELETE", "namespaces/team-a/secrets/hf", false, "secrets:Delete gpucloud:secret/team-a/hf"},
       {"GET", "namespaces/team-a/secrets", true, "none"},
       {"POST", "namespaces/team-a/secrets/hf", false, "none"},
       // Paths with rules of their own, or none: the API answers them.
