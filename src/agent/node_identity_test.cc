@@ -1,46 +1,17 @@
 #include "agent/node_identity.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include <fstream>
 
+#include "testing/pem.h"
 #include "testing/temp_dir.h"
 
 namespace gpucloud::agent {
 namespace {
 
-// A PEM key and a self-signed certificate for CN=`cn`, valid for `days` from now.
 std::pair<std::string, std::string> KeyAndCert(const std::string& cn, long days) {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  X509* cert = X509_new();
-  X509_set_version(cert, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), days * 86400);
-  X509_set_pubkey(cert, key);
-  X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
-  X509_set_issuer_name(cert, X509_get_subject_name(cert));
-  X509_sign(cert, key, EVP_sha256());
-  auto text = [](auto write) {
-    BIO* b = BIO_new(BIO_s_mem());
-    write(b);
-    char* data = nullptr;
-    long n = BIO_get_mem_data(b, &data);
-    std::string out(data, n);
-    BIO_free(b);
-    return out;
-  };
-  std::pair<std::string, std::string> out{
-      text(
-          [&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); }),
-      text([&](BIO* b) { PEM_write_bio_X509(b, cert); })};
-  X509_free(cert);
-  EVP_PKEY_free(key);
-  return out;
+  return testing_util::MakeKeyAndSelfSignedCert(cn, days);
 }
 
 TEST(NodeIdentityTest, RenewalIsDueOnceTwoThirdsOfTheLifeAreGone) {

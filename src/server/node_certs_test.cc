@@ -8,8 +8,8 @@
 
 #include "core/text.h"
 #include "server/credentials.h"
-#include "server/test_csr.h"
 #include "store/sqlite_store.h"
+#include "testing/pem.h"
 #include "testing/temp_dir.h"
 
 namespace gpucloud::server {
