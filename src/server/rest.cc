@@ -26,6 +26,14 @@ constexpr Resource kResources[] = {
 
 }  // namespace
 
+const manifest::ParseResult& ParsedBody(const Request& r) {
+  if (!r.parsed_body) {
+    r.parsed_body =
+        std::make_shared<const manifest::ParseResult>(manifest::ParseManifests(r.body, "body"));
+  }
+  return *r.parsed_body;
+}
+
 std::string ParseJsonBody(const std::string& body, Json* out) {
   std::string text = body;
   if (size_t at = text.find_first_not_of(" \t\r\n"); at == std::string::npos || text[at] != '{') {
@@ -311,7 +319,7 @@ Response RestApi::Handle(const Request& r) {
   std::vector<authz::RequestContext> contexts;
   const bool job_write = what->action == "jobs:Create" || what->action == "jobs:Update";
   if (job_write) {
-    manifest::ParseResult p = manifest::ParseManifests(r.body, "body");
+    const manifest::ParseResult& p = ParsedBody(r);
     const Job* job =
         p.ok() && p.manifests.size() == 1 ? std::get_if<Job>(&p.manifests[0].object) : nullptr;
     if (job == nullptr) return Dispatch(r, parts);  // the handler says what is wrong with it
@@ -327,8 +335,8 @@ Response RestApi::Handle(const Request& r) {
       std::string owner = r.who.user;
       if (parts.size() == 2) owner = identities_->TokenOwner(parts[1]);
       if (r.method == "POST") {
-        Json body = Json::parse(r.body, nullptr, false);
-        owner = body.is_object() ? body.value("user", "") : "";
+        Json body;
+        owner = ParseJsonBody(r.body, &body).empty() ? body.value("user", "") : "";
       }
       (void)contexts[0].Set(ConditionKeyId::kResourceOwner, owner);
     }
@@ -451,7 +459,7 @@ struct Parsed {
 
 Parsed ParseBody(const Request& r, std::string_view kind, const std::string& namespace_,
                  const std::string& name) {
-  manifest::ParseResult p = manifest::ParseManifests(r.body, "body");
+  const manifest::ParseResult& p = ParsedBody(r);
   if (!p.ok()) {
     std::vector<std::string> lines;
     for (const manifest::Diagnostic& d : p.errors) lines.push_back(d.ToString());
@@ -462,7 +470,7 @@ Parsed ParseBody(const Request& r, std::string_view kind, const std::string& nam
             Status(422, "Invalid",
                    Cat("the body holds ", p.manifests.size(), " objects; send exactly one"))};
   }
-  manifest::Object o = std::move(p.manifests[0].object);
+  manifest::Object o = p.manifests[0].object;
   if (manifest::KindOf(o) != kind) {
     return {std::nullopt,
             Status(422, "Invalid",

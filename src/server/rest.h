@@ -53,6 +53,10 @@
 #include "core/clock.h"
 #include "store/store.h"
 
+namespace gpucloud::manifest {
+struct ParseResult;
+}  // namespace gpucloud::manifest
+
 namespace gpucloud::server {
 
 class AuditLog;
@@ -88,6 +92,9 @@ struct Request {
   std::map<std::string, std::string> query;
   std::string body;
   Identity who;
+  // The body read as manifests, once: authorization reads a job's write before its handler
+  // stores it (RestApi's; not for callers to set).
+  mutable std::shared_ptr<const manifest::ParseResult> parsed_body;
 };
 
 struct Response {

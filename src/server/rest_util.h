@@ -38,6 +38,9 @@ struct RestApi::Route {
   std::string Key() const { return Prefix() + name; }
 };
 
+// The request's body read as manifests, parsed on the first call and kept in the request.
+const manifest::ParseResult& ParsedBody(const Request& r);
+
 // A request body as JSON (YAML is read too, as YAML 1.2's core schema types it) into `out`:
 // "" when it is an object, else the error ("body: ...").
 std::string ParseJsonBody(const std::string& body, Json* out);
