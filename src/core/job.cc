@@ -1,5 +1,7 @@
 #include "core/job.h"
 
+#include <utility>
+
 namespace gpucloud {
 
 std::string_view BillingClassName(BillingClass c) {
@@ -18,6 +20,55 @@ std::optional<BillingClass> ParseBillingClass(std::string_view text) {
   if (text == "on-demand") return BillingClass::kOnDemand;
   if (text == "reserved") return BillingClass::kReserved;
   if (text == "spot") return BillingClass::kSpot;
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr std::pair<LifecycleEvent, std::string_view> kEventNames[] = {
+    {LifecycleEvent::kAny, "*"},
+    {LifecycleEvent::kPodFailed, "PodFailed"},
+    {LifecycleEvent::kPodEvicted, "PodEvicted"},
+    {LifecycleEvent::kTaskCompleted, "TaskCompleted"},
+    {LifecycleEvent::kTaskFailed, "TaskFailed"},
+    {LifecycleEvent::kJobUnknown, "JobUnknown"},
+};
+
+constexpr std::pair<LifecycleAction, std::string_view> kActionNames[] = {
+    {LifecycleAction::kRestartJob, "RestartJob"},
+    {LifecycleAction::kCompleteJob, "CompleteJob"},
+    {LifecycleAction::kAbortJob, "AbortJob"},
+    {LifecycleAction::kTerminateJob, "TerminateJob"},
+};
+
+}  // namespace
+
+std::string_view LifecycleEventName(LifecycleEvent e) {
+  for (const auto& [value, name] : kEventNames) {
+    if (value == e) return name;
+  }
+  return "*";
+}
+
+std::optional<LifecycleEvent> ParseLifecycleEvent(std::string_view text) {
+  for (const auto& [value, name] : kEventNames) {
+    if (name == text) return value;
+  }
+  return std::nullopt;
+}
+
+std::string_view LifecycleActionName(LifecycleAction a) {
+  for (const auto& [value, name] : kActionNames) {
+    if (value == a) return name;
+  }
+  return "RestartJob";
+}
+
+std::optional<LifecycleAction> ParseLifecycleAction(std::string_view text) {
+  if (text == "RestartTask" || text == "RestartPod") return LifecycleAction::kRestartJob;
+  for (const auto& [value, name] : kActionNames) {
+    if (name == text) return value;
+  }
   return std::nullopt;
 }
 

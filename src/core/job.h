@@ -118,6 +118,38 @@ struct RestartPolicy {
   bool operator==(const RestartPolicy&) const = default;
 };
 
+// What a job does when something happens to it (Volcano's `policies`: event or exit code ->
+// action). Without a matching policy, the platform's default applies: a failed task restarts the
+// job while restarts are left, and the job succeeds when every replica has.
+enum class LifecycleEvent {
+  kAny,            // Volcano "*": any of the events below
+  kPodFailed,      // a replica exited non-zero (or was lost or stopped)
+  kPodEvicted,     // a replica was moved off its node (drain, spot reclaim, preemption)
+  kTaskCompleted,  // every replica of one task (the policy's, or any) exited with code 0
+  kTaskFailed,     // a replica of one task failed: Volcano raises it with PodFailed
+  kJobUnknown,     // a replica's node stopped heartbeating
+};
+std::string_view LifecycleEventName(LifecycleEvent e);  // Volcano's spelling: "PodFailed", "*"
+std::optional<LifecycleEvent> ParseLifecycleEvent(std::string_view text);
+
+enum class LifecycleAction {
+  kRestartJob,    // stop every task and start the job again (uses one of its restarts)
+  kCompleteJob,   // stop the other tasks; the job Succeeded
+  kAbortJob,      // stop every task; the job Failed with reason Aborted
+  kTerminateJob,  // stop every task; the job Failed with reason Terminated
+};
+std::string_view LifecycleActionName(LifecycleAction a);  // "RestartJob", ...
+// Also reads Volcano's "RestartTask" and "RestartPod" as kRestartJob (a gang restarts whole).
+std::optional<LifecycleAction> ParseLifecycleAction(std::string_view text);
+
+struct LifecyclePolicy {
+  std::vector<LifecycleEvent> events;  // empty when `exit_code` is set
+  std::optional<int32_t> exit_code;    // a replica failed with this code (never 0)
+  LifecycleAction action = LifecycleAction::kRestartJob;
+  std::string task;  // the task whose replicas raise the event; empty = any task (job level)
+  bool operator==(const LifecyclePolicy&) const = default;
+};
+
 inline constexpr std::string_view kDefaultQueue = "default";
 inline constexpr int32_t kMaxPriority = 1'000'000;
 
@@ -134,6 +166,8 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   RestartPolicy restart;
   std::optional<int64_t> runtime_estimate_seconds;  // the user's estimate, for SJF and backfill
+  // Task-level policies first (in task order), then job-level ones; the first match decides.
+  std::vector<LifecyclePolicy> policies;
 
   int32_t TotalReplicas() const;
   // Gang size with the default applied: min_available, or all replicas when it is 0.

@@ -35,6 +35,22 @@ TEST(Enums, NamesRoundTrip) {
   EXPECT_FALSE(ParseBillingClass("ondemand").has_value());
 }
 
+TEST(Enums, LifecycleNamesAreVolcanos) {
+  for (LifecycleEvent e :
+       {LifecycleEvent::kAny, LifecycleEvent::kPodFailed, LifecycleEvent::kPodEvicted,
+        LifecycleEvent::kTaskCompleted, LifecycleEvent::kTaskFailed, LifecycleEvent::kJobUnknown}) {
+    EXPECT_EQ(ParseLifecycleEvent(LifecycleEventName(e)), e);
+  }
+  EXPECT_EQ(LifecycleEventName(LifecycleEvent::kAny), "*");
+  for (LifecycleAction a : {LifecycleAction::kRestartJob, LifecycleAction::kCompleteJob,
+                            LifecycleAction::kAbortJob, LifecycleAction::kTerminateJob}) {
+    EXPECT_EQ(ParseLifecycleAction(LifecycleActionName(a)), a);
+  }
+  EXPECT_EQ(ParseLifecycleAction("RestartTask"), LifecycleAction::kRestartJob);
+  EXPECT_FALSE(ParseLifecycleEvent("podfailed").has_value());
+  EXPECT_FALSE(ParseLifecycleAction("EnqueueJob").has_value());
+}
+
 TEST(NodePool, EffectivePriceUsesClassDiscount) {
   NodePoolSpec p{.gpu_type = "H100-80GB", .billing = BillingClass::kSpot};
   const GpuCatalog& cat = GpuCatalog::Default();
