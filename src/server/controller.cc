@@ -15,6 +15,7 @@
 #include "sched/job_request.h"
 #include "sched/scheduler.h"
 #include "server/events.h"
+#include "server/job_machine.h"
 #include "server/job_status.h"
 #include "server/paths.h"
 
@@ -22,9 +23,6 @@ namespace gpucloud::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// sysexits.h's EX_TEMPFAIL: "temporary failure, the user is invited to retry".
-constexpr int kExitTempFail = 75;
 
 constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
                                   1,     2.5,  5,    10,   30,  60,   300};
@@ -318,16 +316,6 @@ absl::Status Controller::SyncNodes(Pass& pass) {
 
 namespace {
 
-// The event of a Starting task's message: "Pulling: ..." is Normal, a failed pull
-// ("ImagePullBackOff: ...", "ErrImageNeverPull: ...") a Warning with that reason.
-std::pair<std::string, std::string> StartingEvent(const std::string& message) {
-  if (message.starts_with("Pulling")) return {"Normal", "Pulling"};
-  for (const char* reason : {"ImagePullBackOff", "ErrImageNeverPull"}) {
-    if (message.starts_with(reason)) return {"Warning", reason};
-  }
-  return {"Normal", "Starting"};
-}
-
 // The report of one replica's task for the job's current attempt, if its node sent one.
 const api::TaskReport* ReportOf(const std::map<std::string, NodeReport>& reports,
                                 const PlacedReplica& r, const std::string& uid, int attempt) {
@@ -421,186 +409,39 @@ void Controller::StepJobs(Pass& pass) {
       }
       if (!news && !(old.phase == "Scheduled" && !old.tasks.empty())) continue;
     }
-    JobStatus s = old;
+    std::vector<ReplicaView> views;
+    views.reserve(old.placement.size());
+    for (const PlacedReplica& r : old.placement) {
+      ReplicaView& v = views.emplace_back();
+      v.replica = &r;
+      v.node_ready = pass.ready.contains(r.node);
+      if (!v.node_ready) continue;
+      v.draining = pass.draining.contains(r.node);
+      if (auto rc = pass.reclaiming.find(r.node); rc != pass.reclaiming.end()) {
+        v.reclaim_at_ms = rc->second;
+      }
+      v.gpu_problem = GpuProblem(pass.ready, pass.reports, pass.at_risk, r);
+      v.gpu_risk = GpuRisk(pass.at_risk, r);
+      v.report = ReportOf(pass.reports, r, uid, old.attempt);
+    }
+    JobRules rules;
+    rules.stop_grace_ms = options_.stop_grace_ms;
+    if (entry.job) {
+      rules.restart = entry.job->spec.restart;
+      rules.policies = entry.job->spec.policies;
+      rules.node_local_checkpoints = entry.job->spec.checkpoint.node_local;
+    }
+    JobStep step = NextStatus(old, views, rules, now);
+    JobStatus& s = step.status;
+    std::vector<JobEvent>& events = step.events;
     std::vector<store::Op> ops;
-    std::vector<JobEvent> events;
-    auto event = [&](std::string type, std::string reason, std::string message) {
-      events.push_back({std::move(type), std::move(reason), std::move(message)});
-    };
-    auto delete_assignments = [&]() {
-      for (const PlacedReplica& r : s.placement) {
+    if (step.delete_assignments) {
+      for (const PlacedReplica& r : old.placement) {
         ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
       }
-    };
-    const RestartPolicy policy = entry.job ? entry.job->spec.restart : RestartPolicy{};
-    // Stops the job's tasks; its GPUs stay reserved until they have stopped.
-    auto stop = [&](std::string phase, std::string next, std::string reason, std::string message,
-                    int64_t grace_ms) {
-      delete_assignments();
-      s.phase = std::move(phase);
-      s.next = std::move(next);
-      s.reason = reason;
-      s.message = message;
-      s.stop_deadline_ms = now + grace_ms + 5000;
-      s.EndRun(now);
-      // A restart: its time to recovery is measured from here.
-      if (s.next == "Pending" && s.interrupted_ms == 0) s.interrupted_ms = now;
-      event(reason == "Succeeded" ? "Normal" : "Warning", std::move(reason), std::move(message));
-    };
-
-    if (s.Terminal()) {
-      if (!s.delete_requested) continue;
-    } else if (s.Active()) {
-      std::vector<std::string> lost, drained, failed, broken, retry, reclaimed, risky;
-      int64_t reclaim_at = 0;
-      int succeeded = 0, running = 0;
-      for (const PlacedReplica& r : s.placement) {
-        if (!pass.ready.contains(r.node)) {
-          lost.push_back(r.node);
-          continue;
-        }
-        if (pass.draining.contains(r.node)) drained.push_back(r.node);
-        if (auto rc = pass.reclaiming.find(r.node); rc != pass.reclaiming.end()) {
-          reclaim_at = reclaim_at == 0 ? rc->second : std::min(reclaim_at, rc->second);
-          reclaimed.push_back(r.node);
-        }
-        if (std::string p = GpuProblem(pass.ready, pass.reports, pass.at_risk, r); !p.empty()) {
-          broken.push_back(p);
-        }
-        if (std::string p = GpuRisk(pass.at_risk, r); !p.empty()) risky.push_back(p);
-        const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
-        if (t == nullptr) continue;
-        s.NoteCheckpoints(t->checkpoint_ms, t->replicated_ms);
-        std::string said = t->message.empty() ? std::string(api::TaskStateName(t->state))
-                                              : Cat(api::TaskStateName(t->state), ": ", t->message);
-        if (t->state == api::TaskState::kStarting && !t->message.empty() &&
-            s.tasks[r.name] != said) {
-          // Why a task is not running yet (its image being pulled, a pull that failed): once
-          // each time it changes.
-          auto [type, reason] = StartingEvent(t->message);
-          event(type, reason, Cat("rank ", r.rank, " on ", r.node, ": ", t->message));
-        }
-        s.tasks[r.name] = std::move(said);
-        if (t->state == api::TaskState::kRunning) ++running;
-        if (t->state == api::TaskState::kSucceeded) ++succeeded;
-        if (t->state == api::TaskState::kFailed && t->exit_code == kExitTempFail) {
-          retry.push_back(Cat("rank ", r.rank, " on ", r.node, ": exit code 75 (try again later)"));
-        } else if (t->state == api::TaskState::kFailed || t->state == api::TaskState::kLost ||
-                   t->state == api::TaskState::kStopped) {
-          failed.push_back(Cat("rank ", r.rank, " on ", r.node, ": ", api::TaskStateName(t->state),
-                               t->message.empty() ? "" : " (" + t->message + ")"));
-        }
-      }
-      if (s.cancel_requested) {
-        stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user",
-             options_.stop_grace_ms);
-      } else if (!lost.empty()) {
-        ++s.interruptions;
-        stop("Restarting", "Pending", "NodeLost",
-             Cat("node ", lost[0], " stopped heartbeating; restarting from the last checkpoint"),
-             options_.stop_grace_ms);
-      } else if (!broken.empty()) {
-        ++s.interruptions;
-        stop("Restarting", "Pending", "GpuFailed",
-             Cat(broken[0], "; restarting on healthy GPUs from the last checkpoint"),
-             options_.stop_grace_ms);
-      } else if (!retry.empty() && failed.empty()) {
-        // EX_TEMPFAIL: the task could not start yet (e.g. the previous attempt on a partitioned
-        // node still holds the job's checkpoint lock). Retried soon, without using a restart.
-        ++s.interruptions;
-        s.not_before_ms = now + 1000;
-        stop("Restarting", "Pending", "Retrying", Cat(retry[0], "; retrying in 1 s"),
-             options_.stop_grace_ms);
-      } else if (!failed.empty()) {
-        if (s.restarts < policy.max_restarts) {
-          int64_t backoff_s = policy.backoff_seconds << std::min(s.restarts, 10);
-          ++s.restarts;
-          s.not_before_ms = now + backoff_s * 1000;
-          stop("Restarting", "Pending", "TaskFailed",
-               Cat(failed[0], "; restart ", s.restarts, " of ", policy.max_restarts, " in ",
-                   backoff_s, " s, from the last checkpoint"),
-               options_.stop_grace_ms);
-        } else {
-          stop("Stopping", "Failed", "TaskFailed",
-               Cat(failed[0], "; no restarts left (", policy.max_restarts, ")"),
-               options_.stop_grace_ms);
-        }
-      } else if (succeeded == static_cast<int>(s.placement.size()) && succeeded > 0) {
-        delete_assignments();
-        s.phase = "Succeeded";
-        s.reason = "Succeeded";
-        s.message = Cat("all ", succeeded, " tasks exited with code 0");
-        s.finished_ms = now;
-        pass.settled += SettleAttempt(s, now, /*completed=*/true, s.last_checkpoint_ms);
-        event("Normal", "Succeeded", s.message);
-      } else if (!reclaimed.empty()) {
-        // Checkpoint and requeue before the node goes: the grace period, but no later than
-        // 5 s before the reclamation.
-        ++s.interruptions;
-        int64_t left = reclaim_at - now;
-        stop("Preempting", "Pending", "SpotReclaim",
-             Cat("node ", reclaimed[0], " is reclaimed in ", std::max<int64_t>(0, left / 1000),
-                 " s; checkpointing and requeueing"),
-             std::clamp<int64_t>(left - 10'000, 0, options_.stop_grace_ms));
-      } else if (!drained.empty()) {
-        ++s.interruptions;
-        stop("Preempting", "Pending", "Drained",
-             Cat("node ", drained[0],
-                 " is being drained; restarting elsewhere from the last checkpoint"),
-             options_.stop_grace_ms);
-      } else if (!risky.empty()) {
-        // Predictive drain: checkpoint and move before the GPU fails.
-        ++s.interruptions;
-        stop("Preempting", "Pending", "PredictedFailure",
-             Cat(risky[0], "; checkpointing and moving to healthy GPUs"), options_.stop_grace_ms);
-      } else if (s.phase == "Scheduled" && running > 0) {
-        s.phase = "Running";
-        s.reason = "Started";
-        s.message = Cat(running, " of ", s.placement.size(), " tasks running");
-        if (s.started_ms == 0) s.started_ms = now;
-        if (s.attempt_started_ms == 0) s.attempt_started_ms = now;
-        if (s.interrupted_ms > 0) {
-          // Running again after a failure: the time to recovery.
-          s.last_recovery_ms = now - s.interrupted_ms;
-          s.interrupted_ms = 0;
-          ++s.recoveries;
-          s.message += Cat("; recovered in ", s.last_recovery_ms / 1000.0, " s");
-          pass.recovery_seconds.push_back(s.last_recovery_ms / 1000.0);
-        }
-        event("Normal", "Started", s.message);
-      }
-    } else if (s.phase == "Pending" && s.cancel_requested) {
-      s.phase = "Cancelled";
-      s.reason = "Cancelled";
-      s.message = "cancelled by the user before it started";
-      s.finished_ms = now;
-      event("Normal", "Cancelled", s.message);
     }
-    if (s.Stopping()) {
-      bool any_running = false;
-      for (const PlacedReplica& r : s.placement) {
-        if (!pass.ready.contains(r.node)) continue;
-        const api::TaskReport* t = ReportOf(pass.reports, r, uid, s.attempt);
-        if (t == nullptr) continue;
-        if (!api::IsTerminal(t->state)) any_running = true;
-        // The checkpoint a stopping task writes on SIGTERM.
-        s.NoteCheckpoints(t->checkpoint_ms, t->replicated_ms);
-      }
-      if (!any_running || now >= s.stop_deadline_ms) {
-        if (entry.job && entry.job->spec.checkpoint.node_local) {
-          s.checkpoint_nodes.clear();
-          for (const PlacedReplica& r : s.placement) s.checkpoint_nodes.push_back(r.node);
-          s.checkpoint_gpus = s.gpus;
-        }
-        pass.settled +=
-            SettleAttempt(s, now, /*completed=*/s.next == "Cancelled", s.last_checkpoint_ms);
-        s.phase = s.next;
-        s.next.clear();
-        s.placement.clear();
-        s.stop_deadline_ms = 0;
-        if (s.Terminal()) s.finished_ms = now;
-      }
-    }
+    pass.settled += step.settled;
+    if (step.recovery_seconds) pass.recovery_seconds.push_back(*step.recovery_seconds);
     if (s.Terminal() && s.delete_requested) {
       ops.push_back({store::Op::Kind::kDelete, key, "", obj.mod_revision});
       for (const std::string& k : EventKeysOf(store_, ns, name)) {

@@ -1,0 +1,392 @@
+#include "server/job_machine.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "core/text.h"
+
+namespace gpucloud::server {
+namespace {
+
+// The event of a Starting task's message: "Pulling: ..." is Normal, a failed pull
+// ("ImagePullBackOff: ...", "ErrImageNeverPull: ...") a Warning with that reason.
+std::pair<std::string, std::string> StartingEvent(const std::string& message) {
+  std::string reason = message.substr(0, message.find(':'));
+  if (reason == "Pulling") return {"Normal", "Pulling"};
+  return {"Warning", reason.empty() ? "Starting" : reason};
+}
+
+const std::string& TaskOf(const ReplicaView& v) { return v.replica->placement.task; }
+
+// What the replicas' observations add up to.
+struct Observed {
+  struct Where {
+    std::string what;  // for the message: a node, a GPU's problem, "rank R on N: ..."
+    std::string task;
+    std::optional<int> exit_code;  // failures only
+  };
+  std::vector<Where> lost, broken, retry, failed, reclaimed, drained, risky;
+  int64_t reclaim_at = 0;
+  int succeeded = 0, running = 0;
+  std::map<std::string, std::pair<int, int>> per_task;  // task -> (succeeded, replicas)
+};
+
+class Stepper {
+ public:
+  Stepper(const JobStatus& old, const JobRules& rules, int64_t now) : rules_(rules), now_(now) {
+    out_.status = old;
+  }
+
+  JobStep Take() { return std::move(out_); }
+  JobStatus& s() { return out_.status; }
+
+  void Event(std::string type, std::string reason, std::string message) {
+    out_.events.push_back({std::move(type), std::move(reason), std::move(message)});
+  }
+
+  // Stops the job's tasks; its GPUs stay reserved until they have stopped.
+  void Stop(std::string phase, std::string next, std::string reason, std::string message,
+            int64_t grace_ms) {
+    JobStatus& st = s();
+    out_.delete_assignments = true;
+    st.phase = std::move(phase);
+    st.next = std::move(next);
+    st.reason = reason;
+    st.message = message;
+    st.stop_deadline_ms = now_ + grace_ms + 5000;
+    st.EndRun(now_);
+    // A restart: its time to recovery is measured from here.
+    if (st.next == "Pending" && st.interrupted_ms == 0) st.interrupted_ms = now_;
+    bool normal = reason == "Succeeded" || reason == "Completed";
+    Event(normal ? "Normal" : "Warning", std::move(reason), std::move(message));
+  }
+
+  // A restart that is not the job's fault (a node or GPU went): not counted.
+  void Interrupt(std::string phase, std::string reason, std::string message) {
+    ++s().interruptions;
+    Stop(std::move(phase), "Pending", std::move(reason), std::move(message), rules_.stop_grace_ms);
+  }
+
+  // A restart the restart policy counts, or the end when none are left.
+  void RestartCounted(const std::string& reason, const std::string& what) {
+    JobStatus& st = s();
+    const RestartPolicy& policy = rules_.restart;
+    if (st.restarts < policy.max_restarts) {
+      int64_t backoff_s = policy.backoff_seconds << std::min(st.restarts, 10);
+      ++st.restarts;
+      st.not_before_ms = now_ + backoff_s * 1000;
+      Stop("Restarting", "Pending", reason,
+           Cat(what, "; restart ", st.restarts, " of ", policy.max_restarts, " in ", backoff_s,
+               " s, from the last checkpoint"),
+           rules_.stop_grace_ms);
+    } else {
+      Stop("Stopping", "Failed", reason,
+           Cat(what, "; no restarts left (", policy.max_restarts, ")"), rules_.stop_grace_ms);
+    }
+  }
+
+  // A lifecycle policy's action on `what`; false when the default applies (RestartJob on an
+  // event whose default restart is the same, or no policy).
+  bool Apply(const LifecyclePolicy* p, LifecycleEvent event, const std::string& what,
+             bool restart_is_default) {
+    if (p == nullptr) return false;
+    std::string why = Cat(what, " (policy: ", LifecycleEventName(event), " -> ",
+                          LifecycleActionName(p->action), ")");
+    switch (p->action) {
+      case LifecycleAction::kRestartJob:
+        if (restart_is_default) return false;
+        RestartCounted("RestartJob", why);
+        return true;
+      case LifecycleAction::kCompleteJob:
+        Stop("Stopping", "Succeeded", "Completed", Cat(why, "; completing the job"),
+             rules_.stop_grace_ms);
+        return true;
+      case LifecycleAction::kAbortJob:
+        Stop("Stopping", "Failed", "Aborted", Cat(why, "; aborting the job"), rules_.stop_grace_ms);
+        return true;
+      case LifecycleAction::kTerminateJob:
+        Stop("Stopping", "Failed", "Terminated", Cat(why, "; terminating the job"),
+             rules_.stop_grace_ms);
+        return true;
+    }
+    return false;
+  }
+
+  const JobRules& rules() const { return rules_; }
+  int64_t now() const { return now_; }
+  JobStep& out() { return out_; }
+
+ private:
+  JobStep out_;
+  const JobRules& rules_;
+  const int64_t now_;
+};
+
+// Reads every replica's view into `o`, noting reports and checkpoints in the status.
+Observed Observe(Stepper& st, const std::vector<ReplicaView>& replicas) {
+  Observed o;
+  JobStatus& s = st.s();
+  for (const ReplicaView& v : replicas) {
+    const PlacedReplica& r = *v.replica;
+    const std::string& task = TaskOf(v);
+    auto& [task_succeeded, task_replicas] = o.per_task[task];
+    ++task_replicas;
+    if (!v.node_ready) {
+      o.lost.push_back({r.node, task, std::nullopt});
+      continue;
+    }
+    if (v.draining) o.drained.push_back({r.node, task, std::nullopt});
+    if (v.reclaim_at_ms != 0) {
+      o.reclaim_at = o.reclaim_at == 0 ? v.reclaim_at_ms : std::min(o.reclaim_at, v.reclaim_at_ms);
+      o.reclaimed.push_back({r.node, task, std::nullopt});
+    }
+    if (!v.gpu_problem.empty()) o.broken.push_back({v.gpu_problem, task, std::nullopt});
+    if (!v.gpu_risk.empty()) o.risky.push_back({v.gpu_risk, task, std::nullopt});
+    const api::TaskReport* t = v.report;
+    if (t == nullptr) continue;
+    s.NoteCheckpoints(t->checkpoint_ms, t->replicated_ms);
+    std::string said = t->message.empty() ? std::string(api::TaskStateName(t->state))
+                                          : Cat(api::TaskStateName(t->state), ": ", t->message);
+    if (t->state == api::TaskState::kStarting && !t->message.empty() && s.tasks[r.name] != said) {
+      // Why a task is not running yet (its image being pulled, a pull that failed): once
+      // each time it changes.
+      auto [type, reason] = StartingEvent(t->message);
+      st.Event(type, reason, Cat("rank ", r.rank, " on ", r.node, ": ", t->message));
+    }
+    s.tasks[r.name] = std::move(said);
+    if (t->state == api::TaskState::kRunning) ++o.running;
+    if (t->state == api::TaskState::kSucceeded) {
+      ++o.succeeded;
+      ++task_succeeded;
+    }
+    if (t->state == api::TaskState::kFailed && t->exit_code == kExitTempFail) {
+      o.retry.push_back(
+          {Cat("rank ", r.rank, " on ", r.node, ": exit code 75 (try again later)"), task, 75});
+    } else if (t->state == api::TaskState::kFailed || t->state == api::TaskState::kLost ||
+               t->state == api::TaskState::kStopped) {
+      std::optional<int> code;
+      if (t->state == api::TaskState::kFailed && t->exit_code > 0) code = t->exit_code;
+      o.failed.push_back({Cat("rank ", r.rank, " on ", r.node, ": ", api::TaskStateName(t->state),
+                              t->message.empty() ? "" : " (" + t->message + ")"),
+                          task, code});
+    }
+  }
+  return o;
+}
+
+// The first of `where` whose policy for `event` takes an action other than the default.
+bool ApplyFirst(Stepper& st, const std::vector<Observed::Where>& where, LifecycleEvent event,
+                bool restart_is_default) {
+  for (const Observed::Where& w : where) {
+    const LifecyclePolicy* p = MatchPolicy(st.rules().policies, event, w.task, w.exit_code);
+    if (st.Apply(p, event, w.what, restart_is_default)) return true;
+  }
+  return false;
+}
+
+// A failed replica's policy: PodFailed, TaskFailed or its exit code.
+bool ApplyFailure(Stepper& st, const std::vector<Observed::Where>& failed) {
+  for (const Observed::Where& w : failed) {
+    for (LifecycleEvent e : {LifecycleEvent::kPodFailed, LifecycleEvent::kTaskFailed}) {
+      const LifecyclePolicy* p = MatchPolicy(st.rules().policies, e, w.task, w.exit_code);
+      if (p == nullptr) continue;
+      if (p->action == LifecycleAction::kRestartJob) return false;  // the default
+      return st.Apply(p, e, w.what, /*restart_is_default=*/true);
+    }
+  }
+  return false;
+}
+
+// Tasks whose replicas all exited 0 while others have not: Volcano's TaskCompleted.
+bool ApplyTaskCompleted(Stepper& st, const Observed& o) {
+  for (const auto& [task, counts] : o.per_task) {
+    if (counts.first == 0 || counts.first != counts.second) continue;
+    const LifecyclePolicy* p =
+        MatchPolicy(st.rules().policies, LifecycleEvent::kTaskCompleted, task, std::nullopt);
+    std::string what = Cat("every replica of task ", task, " exited with code 0");
+    if (st.Apply(p, LifecycleEvent::kTaskCompleted, what, /*restart_is_default=*/false)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Started(Stepper& st, const Observed& o, size_t replicas) {
+  JobStatus& s = st.s();
+  const int64_t now = st.now();
+  s.phase = "Running";
+  s.reason = "Started";
+  s.message = Cat(o.running, " of ", replicas, " tasks running");
+  if (s.started_ms == 0) s.started_ms = now;
+  if (s.attempt_started_ms == 0) s.attempt_started_ms = now;
+  if (s.interrupted_ms > 0) {
+    // Running again after a failure: the time to recovery.
+    s.last_recovery_ms = now - s.interrupted_ms;
+    s.interrupted_ms = 0;
+    ++s.recoveries;
+    s.message += Cat("; recovered in ", s.last_recovery_ms / 1000.0, " s");
+    st.out().recovery_seconds = s.last_recovery_ms / 1000.0;
+  }
+  st.Event("Normal", "Started", s.message);
+}
+
+void Succeeded(Stepper& st, int succeeded) {
+  JobStatus& s = st.s();
+  st.out().delete_assignments = true;
+  s.phase = "Succeeded";
+  s.reason = "Succeeded";
+  s.message = Cat("all ", succeeded, " tasks exited with code 0");
+  s.finished_ms = st.now();
+  st.out().settled += SettleAttempt(s, st.now(), /*completed=*/true, s.last_checkpoint_ms);
+  st.Event("Normal", "Succeeded", s.message);
+}
+
+// Interruptions the job did not cause, in order of urgency; false when there are none.
+bool StepInterruptions(Stepper& st, const Observed& o) {
+  if (!o.lost.empty()) {
+    if (ApplyFirst(st, o.lost, LifecycleEvent::kJobUnknown, true)) return true;
+    st.Interrupt(
+        "Restarting", "NodeLost",
+        Cat("node ", o.lost[0].what, " stopped heartbeating; restarting from the last checkpoint"));
+    return true;
+  }
+  if (!o.broken.empty()) {
+    if (ApplyFirst(st, o.broken, LifecycleEvent::kPodEvicted, true)) return true;
+    st.Interrupt("Restarting", "GpuFailed",
+                 Cat(o.broken[0].what, "; restarting on healthy GPUs from the last checkpoint"));
+    return true;
+  }
+  if (!o.retry.empty() && o.failed.empty()) {
+    // EX_TEMPFAIL: the task could not start yet (e.g. the previous attempt on a partitioned
+    // node still holds the job's checkpoint lock). Retried soon, without using a restart.
+    st.s().not_before_ms = st.now() + 1000;
+    st.Interrupt("Restarting", "Retrying", Cat(o.retry[0].what, "; retrying in 1 s"));
+    return true;
+  }
+  return false;
+}
+
+// Evictions: the node goes (spot), drains, or a GPU is expected to fail.
+bool StepEvictions(Stepper& st, const Observed& o) {
+  if (!o.reclaimed.empty()) {
+    if (ApplyFirst(st, o.reclaimed, LifecycleEvent::kPodEvicted, true)) return true;
+    // Checkpoint and requeue before the node goes: the grace period, but no later than
+    // 5 s before the reclamation.
+    ++st.s().interruptions;
+    int64_t left = o.reclaim_at - st.now();
+    st.Stop("Preempting", "Pending", "SpotReclaim",
+            Cat("node ", o.reclaimed[0].what, " is reclaimed in ",
+                std::max<int64_t>(0, left / 1000), " s; checkpointing and requeueing"),
+            std::clamp<int64_t>(left - 10'000, 0, st.rules().stop_grace_ms));
+    return true;
+  }
+  if (!o.drained.empty()) {
+    if (ApplyFirst(st, o.drained, LifecycleEvent::kPodEvicted, true)) return true;
+    st.Interrupt("Preempting", "Drained",
+                 Cat("node ", o.drained[0].what,
+                     " is being drained; restarting elsewhere from the last checkpoint"));
+    return true;
+  }
+  if (!o.risky.empty()) {
+    // Predictive drain: checkpoint and move before the GPU fails.
+    if (ApplyFirst(st, o.risky, LifecycleEvent::kPodEvicted, true)) return true;
+    st.Interrupt("Preempting", "PredictedFailure",
+                 Cat(o.risky[0].what, "; checkpointing and moving to healthy GPUs"));
+    return true;
+  }
+  return false;
+}
+
+void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
+  Observed o = Observe(st, replicas);
+  JobStatus& s = st.s();
+  if (s.cancel_requested) {
+    st.Stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user",
+            st.rules().stop_grace_ms);
+    return;
+  }
+  if (StepInterruptions(st, o)) return;
+  if (!o.failed.empty()) {
+    if (!ApplyFailure(st, o.failed)) st.RestartCounted("TaskFailed", o.failed[0].what);
+    return;
+  }
+  if (o.succeeded == static_cast<int>(replicas.size()) && o.succeeded > 0) {
+    Succeeded(st, o.succeeded);
+    return;
+  }
+  if (ApplyTaskCompleted(st, o)) return;
+  if (StepEvictions(st, o)) return;
+  if (s.phase == "Scheduled" && o.running > 0) Started(st, o, replicas.size());
+}
+
+// A stopping job: done once every task has stopped, or its grace period is over.
+void StepStopping(Stepper& st, const std::vector<ReplicaView>& replicas) {
+  JobStatus& s = st.s();
+  bool any_running = false;
+  for (const ReplicaView& v : replicas) {
+    if (!v.node_ready || v.report == nullptr) continue;
+    if (!api::IsTerminal(v.report->state)) any_running = true;
+    // The checkpoint a stopping task writes on SIGTERM.
+    s.NoteCheckpoints(v.report->checkpoint_ms, v.report->replicated_ms);
+  }
+  const int64_t now = st.now();
+  if (any_running && now < s.stop_deadline_ms) return;
+  if (st.rules().node_local_checkpoints) {
+    s.checkpoint_nodes.clear();
+    for (const PlacedReplica& r : s.placement) s.checkpoint_nodes.push_back(r.node);
+    s.checkpoint_gpus = s.gpus;
+  }
+  bool completed = s.next == "Cancelled" || s.next == "Succeeded";
+  st.out().settled += SettleAttempt(s, now, completed, s.last_checkpoint_ms);
+  s.phase = s.next;
+  s.next.clear();
+  s.placement.clear();
+  s.stop_deadline_ms = 0;
+  if (s.Terminal()) s.finished_ms = now;
+}
+
+bool Matches(const LifecyclePolicy& p, LifecycleEvent event, std::optional<int> exit_code) {
+  if (p.exit_code) {
+    bool failure = event == LifecycleEvent::kPodFailed || event == LifecycleEvent::kTaskFailed;
+    return failure && exit_code == p.exit_code;
+  }
+  for (LifecycleEvent e : p.events) {
+    if (e == event) return true;
+    // "*" stands for the events that interrupt or fail a job, not for a task's completion.
+    if (e == LifecycleEvent::kAny && event != LifecycleEvent::kTaskCompleted) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const LifecyclePolicy* MatchPolicy(const std::vector<LifecyclePolicy>& policies,
+                                   LifecycleEvent event, const std::string& task,
+                                   std::optional<int> exit_code) {
+  for (const LifecyclePolicy& p : policies) {
+    if (!p.task.empty() && p.task != task) continue;
+    if (Matches(p, event, exit_code)) return &p;
+  }
+  return nullptr;
+}
+
+JobStep NextStatus(const JobStatus& old, const std::vector<ReplicaView>& replicas,
+                   const JobRules& rules, int64_t now_ms) {
+  Stepper st(old, rules, now_ms);
+  JobStatus& s = st.s();
+  if (s.Terminal()) return st.Take();
+  if (s.Active()) {
+    StepActive(st, replicas);
+  } else if (s.phase == "Pending" && s.cancel_requested) {
+    s.phase = "Cancelled";
+    s.reason = "Cancelled";
+    s.message = "cancelled by the user before it started";
+    s.finished_ms = now_ms;
+    st.Event("Normal", "Cancelled", s.message);
+  }
+  if (s.Stopping()) StepStopping(st, replicas);
+  return st.Take();
+}
+
+}  // namespace gpucloud::server

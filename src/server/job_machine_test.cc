@@ -1,0 +1,313 @@
+#include "server/job_machine.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <functional>
+
+namespace gpucloud::server {
+namespace {
+
+constexpr int64_t kNow = 1'000'000;
+
+// A running job with a "ps" task (rank 0) and a "worker" task (ranks 1 and 2), each replica on
+// its own node, and what one pass observes of it.
+struct Job3 {
+  Job3() {
+    old_.phase = "Running";
+    old_.attempt = 1;
+    old_.scheduled_ms = kNow - 70'000;
+    old_.attempt_started_ms = kNow - 60'000;
+    old_.gpus = 3;
+    const char* tasks[] = {"ps", "worker", "worker"};
+    for (int rank = 0; rank < 3; ++rank) {
+      PlacedReplica r;
+      r.name = "ns.job." + std::to_string(rank);
+      r.node = "node-" + std::to_string(rank);
+      r.rank = rank;
+      r.placement.task = tasks[rank];
+      old_.placement.push_back(r);
+      reports_.push_back(Report(api::TaskState::kRunning));
+    }
+    rules_.restart = {.max_restarts = 2, .backoff_seconds = 10};
+    rules_.stop_grace_ms = 30'000;
+  }
+
+  static api::TaskReport Report(api::TaskState state, int exit_code = -1) {
+    api::TaskReport t;
+    t.state = state;
+    t.exit_code = exit_code;
+    return t;
+  }
+
+  std::vector<ReplicaView> Views() {
+    std::vector<ReplicaView> views;
+    for (size_t i = 0; i < old_.placement.size(); ++i) {
+      ReplicaView v;
+      v.replica = &old_.placement[i];
+      v.report = &reports_[i];
+      views.push_back(v);
+    }
+    for (auto& [i, f] : edits_) f(views[i]);
+    return views;
+  }
+
+  JobStep Step() { return NextStatus(old_, Views(), rules_, kNow); }
+
+  void Edit(size_t i, std::function<void(ReplicaView&)> f) { edits_.emplace_back(i, f); }
+  void Policy(std::vector<LifecycleEvent> events, LifecycleAction a, std::string task = "",
+              std::optional<int32_t> code = std::nullopt) {
+    rules_.policies.push_back({std::move(events), code, a, std::move(task)});
+  }
+
+  JobStatus old_;
+  std::deque<api::TaskReport> reports_;
+  std::vector<std::pair<size_t, std::function<void(ReplicaView&)>>> edits_;
+  JobRules rules_;
+};
+
+class JobMachineTest : public ::testing::Test, public Job3 {};
+
+struct Case {
+  const char* name;
+  std::function<void(Job3&)> setup;
+  const char* phase;
+  const char* next;
+  const char* reason;
+  int restarts;
+  int interruptions;
+};
+
+TEST_F(JobMachineTest, DefaultsTableByTable) {
+  const Case cases[] = {
+      {"node lost", [](auto& t) { t.Edit(1, [](ReplicaView& v) { v.node_ready = false; }); },
+       "Restarting", "Pending", "NodeLost", 0, 1},
+      {"gpu failed",
+       [](auto& t) {
+         t.Edit(2, [](ReplicaView& v) { v.gpu_problem = "GPU 0 on node-2: Xid 79"; });
+       },
+       "Restarting", "Pending", "GpuFailed", 0, 1},
+      {"task failed", [](auto& t) { t.reports_[1] = Report(api::TaskState::kFailed, 1); },
+       "Restarting", "Pending", "TaskFailed", 1, 0},
+      {"tempfail", [](auto& t) { t.reports_[1] = Report(api::TaskState::kFailed, 75); },
+       "Restarting", "Pending", "Retrying", 0, 1},
+      {"spot reclaim",
+       [](auto& t) { t.Edit(0, [](ReplicaView& v) { v.reclaim_at_ms = kNow + 60'000; }); },
+       "Preempting", "Pending", "SpotReclaim", 0, 1},
+      {"drained", [](auto& t) { t.Edit(0, [](ReplicaView& v) { v.draining = true; }); },
+       "Preempting", "Pending", "Drained", 0, 1},
+      {"predicted failure",
+       [](auto& t) { t.Edit(0, [](ReplicaView& v) { v.gpu_risk = "GPU 1 is likely to fail"; }); },
+       "Preempting", "Pending", "PredictedFailure", 0, 1},
+      {"cancelled", [](auto& t) { t.old_.cancel_requested = true; }, "Cancelling", "Cancelled",
+       "Cancelled", 0, 0},
+      {"all succeeded",
+       [](auto& t) {
+         for (auto& r : t.reports_) r = Report(api::TaskState::kSucceeded, 0);
+       },
+       "Succeeded", "", "Succeeded", 0, 0},
+      {"one task done, no policy",
+       [](auto& t) {
+         t.reports_[1] = t.reports_[2] = Report(api::TaskState::kSucceeded, 0);
+         t.old_.reason = "Started";
+       },
+       "Running", "", "Started", 0, 0},
+  };
+  for (const Case& c : cases) {
+    Job3 t;
+    c.setup(t);
+    JobStep step = t.Step();
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(step.status.phase, c.phase);
+    EXPECT_EQ(step.status.next, c.next);
+    EXPECT_EQ(step.status.reason, c.reason);
+    EXPECT_EQ(step.status.restarts, c.restarts);
+    EXPECT_EQ(step.status.interruptions, c.interruptions);
+    bool changed = std::string(c.phase) != "Running";
+    EXPECT_EQ(step.delete_assignments, changed);
+    EXPECT_EQ(step.events.size(), changed ? 1u : 0u);
+  }
+}
+
+TEST_F(JobMachineTest, FailureWithoutRestartsLeftFails) {
+  old_.restarts = 2;
+  reports_[2] = Report(api::TaskState::kFailed, 1);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Stopping");
+  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_NE(step.status.message.find("no restarts left (2)"), std::string::npos);
+}
+
+TEST_F(JobMachineTest, CountedRestartBacksOffExponentially) {
+  old_.restarts = 1;
+  reports_[1] = Report(api::TaskState::kFailed, 1);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.restarts, 2);
+  EXPECT_EQ(step.status.not_before_ms, kNow + 20'000);
+  EXPECT_EQ(step.status.interrupted_ms, kNow);
+}
+
+TEST_F(JobMachineTest, ScheduledBecomesRunningAndMeasuresRecovery) {
+  old_.phase = "Scheduled";
+  old_.attempt_started_ms = 0;
+  old_.interrupted_ms = kNow - 4'000;
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Running");
+  EXPECT_EQ(step.status.attempt_started_ms, kNow);
+  ASSERT_TRUE(step.recovery_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*step.recovery_seconds, 4.0);
+  EXPECT_EQ(step.status.recoveries, 1);
+  EXPECT_FALSE(step.delete_assignments);
+}
+
+// Volcano's TensorFlow example: the parameter server runs for ever; the job ends when its
+// workers complete.
+TEST_F(JobMachineTest, TaskCompletedCompleteJobEndsTheJobAsSucceeded) {
+  Policy({LifecycleEvent::kTaskCompleted}, LifecycleAction::kCompleteJob, "worker");
+  reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Stopping");
+  EXPECT_EQ(step.status.next, "Succeeded");
+  EXPECT_EQ(step.status.reason, "Completed");
+  EXPECT_TRUE(step.delete_assignments);
+  ASSERT_EQ(step.events.size(), 1u);
+  EXPECT_EQ(step.events[0].type, "Normal");
+  EXPECT_NE(step.events[0].message.find("TaskCompleted -> CompleteJob"), std::string::npos);
+
+  // The parameter server stops on SIGTERM: the job is Succeeded, its work all kept.
+  old_ = step.status;
+  reports_[0] = Report(api::TaskState::kStopped);
+  JobStep done = Step();
+  EXPECT_EQ(done.status.phase, "Succeeded");
+  EXPECT_EQ(done.status.finished_ms, kNow);
+  EXPECT_TRUE(done.status.placement.empty());
+  EXPECT_DOUBLE_EQ(done.settled.allocated, 3 * 70.0);
+  EXPECT_DOUBLE_EQ(done.settled.productive, 3 * 60.0);
+  EXPECT_DOUBLE_EQ(done.settled.lost, 0);
+}
+
+TEST_F(JobMachineTest, TaskCompletedForAnotherTaskDoesNothing) {
+  Policy({LifecycleEvent::kTaskCompleted}, LifecycleAction::kCompleteJob, "ps");
+  reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Running");
+  EXPECT_FALSE(step.delete_assignments);
+}
+
+TEST_F(JobMachineTest, PodFailedAbortJobFailsWithoutRestarting) {
+  Policy({LifecycleEvent::kPodFailed}, LifecycleAction::kAbortJob);
+  reports_[1] = Report(api::TaskState::kFailed, 1);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Stopping");
+  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_EQ(step.status.reason, "Aborted");
+  EXPECT_EQ(step.status.restarts, 0);
+}
+
+TEST_F(JobMachineTest, ExitCodePolicyMatchesItsCodeOnly) {
+  Policy({}, LifecycleAction::kTerminateJob, "", 3);
+  reports_[1] = Report(api::TaskState::kFailed, 4);
+  EXPECT_EQ(Step().status.reason, "TaskFailed");  // the default restart
+  reports_[1] = Report(api::TaskState::kFailed, 3);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.reason, "Terminated");
+  EXPECT_EQ(step.status.next, "Failed");
+}
+
+TEST_F(JobMachineTest, TaskLevelPolicyAppliesToItsTaskOnly) {
+  Policy({LifecycleEvent::kTaskFailed}, LifecycleAction::kTerminateJob, "ps");
+  reports_[1] = Report(api::TaskState::kFailed, 1);  // a worker
+  EXPECT_EQ(Step().status.reason, "TaskFailed");
+  reports_[1] = Report(api::TaskState::kRunning);
+  reports_[0] = Report(api::TaskState::kFailed, 1);  // the ps
+  EXPECT_EQ(Step().status.reason, "Terminated");
+}
+
+TEST_F(JobMachineTest, AnyEventMatchesInterruptionsButNotCompletion) {
+  Policy({LifecycleEvent::kAny}, LifecycleAction::kAbortJob);
+  Edit(0, [](ReplicaView& v) { v.node_ready = false; });
+  EXPECT_EQ(Step().status.reason, "Aborted");
+  edits_.clear();
+  reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
+  EXPECT_EQ(Step().status.phase, "Running");
+}
+
+TEST_F(JobMachineTest, PodEvictedPolicyOnDrain) {
+  Policy({LifecycleEvent::kPodEvicted}, LifecycleAction::kTerminateJob);
+  Edit(2, [](ReplicaView& v) { v.draining = true; });
+  JobStep step = Step();
+  EXPECT_EQ(step.status.reason, "Terminated");
+  EXPECT_EQ(step.status.interruptions, 0);
+}
+
+TEST_F(JobMachineTest, RestartJobOnCompletionCountsARestart) {
+  Policy({LifecycleEvent::kTaskCompleted}, LifecycleAction::kRestartJob, "worker");
+  reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Restarting");
+  EXPECT_EQ(step.status.reason, "RestartJob");
+  EXPECT_EQ(step.status.restarts, 1);
+}
+
+TEST_F(JobMachineTest, RestartJobOnFailureIsTheDefault) {
+  Policy({LifecycleEvent::kPodFailed}, LifecycleAction::kRestartJob);
+  reports_[1] = Report(api::TaskState::kFailed, 1);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.reason, "TaskFailed");
+  EXPECT_EQ(step.status.restarts, 1);
+}
+
+TEST_F(JobMachineTest, StoppingWaitsForTasksOrTheDeadline) {
+  old_.phase = "Restarting";
+  old_.next = "Pending";
+  old_.stop_deadline_ms = kNow + 1;
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Restarting");  // tasks still running
+  old_.stop_deadline_ms = kNow;
+  step = Step();
+  EXPECT_EQ(step.status.phase, "Pending");
+  EXPECT_TRUE(step.status.placement.empty());
+  EXPECT_EQ(step.status.stop_deadline_ms, 0);
+}
+
+TEST_F(JobMachineTest, StoppingOnLostNodesDoesNotWaitForThem) {
+  old_.phase = "Restarting";
+  old_.next = "Pending";
+  old_.stop_deadline_ms = kNow + 60'000;
+  reports_[0] = reports_[1] = Report(api::TaskState::kStopped);
+  Edit(2, [](ReplicaView& v) { v.node_ready = false; });
+  EXPECT_EQ(Step().status.phase, "Pending");
+}
+
+TEST_F(JobMachineTest, NodeLocalCheckpointsRememberWhereRanksRan) {
+  rules_.node_local_checkpoints = true;
+  old_.phase = "Preempting";
+  old_.next = "Pending";
+  for (auto& r : reports_) r = Report(api::TaskState::kStopped);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.checkpoint_nodes, (std::vector<std::string>{"node-0", "node-1", "node-2"}));
+  EXPECT_DOUBLE_EQ(step.status.checkpoint_gpus, 3);
+}
+
+TEST_F(JobMachineTest, PendingCancelledAndTerminalJobs) {
+  old_ = JobStatus{};
+  old_.cancel_requested = true;
+  JobStep step = NextStatus(old_, {}, rules_, kNow);
+  EXPECT_EQ(step.status.phase, "Cancelled");
+  EXPECT_EQ(step.status.finished_ms, kNow);
+  old_ = step.status;
+  EXPECT_EQ(NextStatus(old_, {}, rules_, kNow + 5).status, old_);
+}
+
+TEST(MatchPolicy, FirstMatchDecidesAndTaskLevelFirst) {
+  std::vector<LifecyclePolicy> p = {
+      {{LifecycleEvent::kPodFailed}, std::nullopt, LifecycleAction::kTerminateJob, "ps"},
+      {{LifecycleEvent::kPodFailed}, std::nullopt, LifecycleAction::kAbortJob, ""},
+  };
+  EXPECT_EQ(MatchPolicy(p, LifecycleEvent::kPodFailed, "ps", 1), &p[0]);
+  EXPECT_EQ(MatchPolicy(p, LifecycleEvent::kPodFailed, "worker", 1), &p[1]);
+  EXPECT_EQ(MatchPolicy(p, LifecycleEvent::kPodEvicted, "worker", std::nullopt), nullptr);
+}
+
+}  // namespace
+}  // namespace gpucloud::server
