@@ -10,20 +10,36 @@
 #include <vector>
 
 #include "agent/gpu_backend.h"
+#include "agent/health.h"
 
 namespace gpucloud::agent {
 
-// One HELP and TYPE line per metric, then one sample per GPU that reports it, labelled gpu,
-// UUID, pci_bus_id, device, modelName, Hostname and DCGM_FI_DRIVER_VERSION (in that order).
-// With `owners`, a GPU a task uses also carries that task's labels namespace, job_name and task
-// (as dcgm-exporter adds namespace, pod and container on Kubernetes). Never `job`: Prometheus
-// sets `job` on every series it scrapes (the scrape job), so a target's own `job` label would
-// be renamed `exported_job`.
+// One HELP and TYPE line per metric, then one sample per GPU that reports it (a field the
+// backend cannot read is left out, never shown as 0), labelled gpu, UUID, pci_bus_id, device,
+// modelName, Hostname and DCGM_FI_DRIVER_VERSION (in that order). A GPU in MIG mode shows the
+// readings NVML gives per MIG instance (framebuffer, profiling ratios) once per instance,
+// labelled GPU_I_PROFILE and GPU_I_ID too (after modelName), as dcgm-exporter does.
+// A GPU a task uses also carries that task's labels namespace, job_name and task (as
+// dcgm-exporter adds namespace, pod and container on Kubernetes); a MIG instance, its task's.
+// Never `job`: Prometheus sets `job` on every series it scrapes (the scrape job), so a target's
+// own `job` label would be renamed `exported_job`.
 struct GpuOwner {
   std::string namespace_;
   std::string job;
-  std::string task;  // "{task}-{replica}"
+  std::string task;    // "{task}-{replica}"
+  int mig_start = -1;  // the MIG instance the task has (its first memory slice); -1: whole GPU
 };
+struct ExportContext {
+  std::string_view hostname;  // the node's name (the agent's --node-name)
+  // GPU index -> the tasks on it (several on a GPU in MIG mode, one per instance).
+  const std::multimap<int, GpuOwner>* owners = nullptr;
+  // With `health`, the families gpucloud_gpu_healthy (1/0, with the first cause as `reason`
+  // when 0) and gpucloud_gpu_at_risk (1/0) follow, one sample per GPU of `node`, lost ones too.
+  const std::map<int, GpuCondition>* health = nullptr;
+};
+std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
+                            const ExportContext& context);
+// The same, with whole-GPU owners only and no health.
 std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
                             std::string_view hostname,
                             const std::map<int, GpuOwner>* owners = nullptr);

@@ -21,9 +21,9 @@ namespace gpucloud::agent {
 
 struct GpuDevice {
   int index = 0;
-  std::string uuid;         // "GPU-..."
-  std::string name;         // as the driver reports it, e.g. "NVIDIA H200"
-  std::string pci_bus_id;   // "00000000:19:00.0"
+  std::string uuid;        // "GPU-..."
+  std::string name;        // as the driver reports it, e.g. "NVIDIA H200"
+  std::string pci_bus_id;  // "00000000:19:00.0"
   MiB memory;
   bool mig_enabled = false;
   std::string catalog_type;  // GpuCatalog::FromHardware's answer, e.g. "H200-141GB"
@@ -35,8 +35,8 @@ struct GpuDevice {
 };
 
 struct NodeGpus {
-  std::string backend;         // "nvml" or "simulated"
-  std::string driver_version;  // "580.159.04"
+  std::string backend;          // "nvml" or "simulated"
+  std::string driver_version;   // "580.159.04"
   int cuda_driver_version = 0;  // 12040 = 12.4
   std::vector<GpuDevice> gpus;
   // How each pair of GPUs is connected, as `nvidia-smi topo -m` prints it: "X" (itself),
@@ -59,6 +59,35 @@ struct GpuSample {
   std::optional<uint64_t> ecc_corrected;    // volatile
   std::optional<uint64_t> ecc_uncorrected;  // volatile
   std::optional<uint64_t> remapped_rows;    // rows remapped so far (correctable + not)
+  // The same rows by cause, and whether a remapping failed (nvmlDeviceGetRemappedRows).
+  std::optional<uint64_t> remapped_rows_correctable;
+  std::optional<uint64_t> remapped_rows_uncorrectable;
+  std::optional<bool> row_remap_failed;
+  std::optional<int> memory_temperature_c;  // HBM
+  std::optional<int> enc_util_percent;
+  std::optional<int> dec_util_percent;
+  std::optional<uint64_t> pcie_replays;  // since the driver loaded
+  // NVLink traffic since the driver loaded, in KiB, received plus sent over every link.
+  std::optional<uint64_t> nvlink_kib;
+  // The value of the last Xid the backend saw on this GPU, 0 when none; unset when the backend
+  // does not watch Xids (as DCGM_FI_DEV_XID_ERRORS).
+  std::optional<int> last_xid;
+  // Profiling ratios (0 to 1) over the time since the previous sample (NVML's GPM on Hopper
+  // and later): the graphics engine active, the tensor pipes active.
+  std::optional<double> gr_engine_active;
+  std::optional<double> tensor_active;
+
+  // One MIG instance of a GPU in MIG mode: what NVML tells of it alone.
+  struct MigInstance {
+    int gpu_instance_id = 0;  // NVML's GPU instance id (dcgm-exporter's GPU_I_ID)
+    std::string profile;      // "3g.40gb" (GPU_I_PROFILE)
+    int start = 0;            // its first memory slice (MigPlacement::start)
+    std::optional<MiB> fb_used;
+    std::optional<MiB> fb_free;
+    std::optional<double> gr_engine_active;
+    std::optional<double> tensor_active;
+  };
+  std::vector<MigInstance> mig;  // by start; empty when not in MIG mode
 };
 
 struct XidEvent {
@@ -73,8 +102,8 @@ class GpuBackend {
   virtual absl::StatusOr<NodeGpus> Discover() = 0;
   // One reading of every GPU that answers (a lost GPU is missing).
   virtual absl::StatusOr<std::vector<GpuSample>> Sample() = 0;
-  // Xid events since the last call. The simulated backend returns injected ones; the NVML
-  // backend does not read NVML's event set yet (none).
+  // Xid events since the last call: the simulated backend's injected ones, NVML's event set
+  // (critical Xids and double-bit ECC errors, as Xid 48).
   virtual std::vector<XidEvent> TakeXids() { return {}; }
   // Fault injection, for tests and demos: `fault` is "xid" (value: the Xid), "temperature"
   // (value: degrees C), "ecc" (value: uncorrectable errors to add), "ecc-corrected" and

@@ -159,7 +159,8 @@ struct NodeAgent::Impl {
   mutable std::mutex metrics_mu;
   NodeGpus discovered;                  // guarded by metrics_mu
   std::vector<GpuSample> last_samples;  // guarded by metrics_mu
-  std::map<int, GpuOwner> owners;       // guarded by metrics_mu
+  std::multimap<int, GpuOwner> owners;       // guarded by metrics_mu
+  std::map<int, GpuCondition> shown_health;  // guarded by metrics_mu; health's, for /metrics
   struct Energy {
     std::string ns, job, task;
     int rank = 0, attempt = 0;
@@ -950,7 +951,8 @@ struct NodeAgent::Impl {
       e.rank = t.a.rank;
       e.attempt = t.a.attempt;
       for (const api::AssignedGpu& g : t.a.gpus) {
-        owners[g.index] = {t.a.namespace_, t.a.job, e.task};
+        int mig_start = g.mode == "mig" ? g.mig_start : -1;
+        owners.insert({g.index, {t.a.namespace_, t.a.job, e.task, mig_start}});
         double share = g.mode == "whole"    ? 1.0
                        : g.mode == "shared" ? g.fraction_milli / 1000.0
                                             : 0.0;
@@ -974,8 +976,8 @@ struct NodeAgent::Impl {
     for (const auto& [id, e] : energy) {
       tasks_energy.push_back({e.ns, e.job, e.task, e.rank, e.attempt, e.joules});
     }
-    return Cat(DcgmMetricsText(discovered, last_samples, HostName(), &owners),
-               TaskEnergyMetricsText(tasks_energy, HostName()));
+    return Cat(DcgmMetricsText(discovered, last_samples, {o.node_name, &owners, &shown_health}),
+               TaskEnergyMetricsText(tasks_energy, o.node_name));
   }
 
   void Heartbeat() {
@@ -1006,6 +1008,10 @@ struct NodeAgent::Impl {
                     c.at_risk ? ": likely to fail: " + c.risk : ": no longer at risk"));
         }
       }
+    }
+    {
+      std::lock_guard lock(metrics_mu);
+      shown_health = health.conditions();
     }
     for (int g = 0; g < gpu_count; ++g) {
       auto c = health.conditions().find(g);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <utility>
 
 #include "core/text.h"
 
@@ -53,6 +55,45 @@ struct nvmlGpuInstanceInfo_t {
   nvmlGpuInstancePlacement_t placement;
 };
 
+// Field values (nvmlDeviceGetFieldValues): the ids read here, and the union as a 64-bit value.
+struct nvmlFieldValue_t {
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;  // nvmlValueType_t: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint
+  nvmlReturn_t nvmlReturn;
+  union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+  } value;
+};
+constexpr unsigned int kFieldMemoryTemp = 82, kFieldNvlinkDataTx = 138, kFieldNvlinkDataRx = 139;
+constexpr unsigned int kAllLinks = 0xFFFFFFFFu;  // scopeId: summed over every link
+// GPU Performance Monitoring (Hopper and later; drivers from R520).
+using nvmlGpmSample_t = struct nvmlGpmSample_st*;
+struct nvmlGpmSupport_t {
+  unsigned int version;  // NVML_GPM_SUPPORT_VERSION (1)
+  unsigned int isSupportedDevice;
+};
+struct nvmlGpmMetric_t {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct {
+    char *shortName, *longName, *unit;
+  } metricInfo;
+};
+struct nvmlGpmMetricsGet_t {
+  unsigned int version;  // NVML_GPM_METRICS_GET_VERSION (1)
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1, sample2;
+  nvmlGpmMetric_t metrics[210];  // NVML_GPM_METRIC_MAX of recent drivers; only numMetrics read
+};
+constexpr unsigned int kGpmGraphicsUtil = 1, kGpmAnyTensorUtil = 5;  // percent, 0 to 100
+
 template <typename F>
 F Symbol(void* lib, const char* versioned, const char* plain = nullptr) {
   void* f = dlsym(lib, versioned);
@@ -64,6 +105,7 @@ class NvmlBackend final : public GpuBackend {
  public:
   NvmlBackend(void* lib, const GpuCatalog& catalog) : lib_(lib), catalog_(catalog) {}
   ~NvmlBackend() override {
+    for (auto& [key, sample] : gpm_previous_) gpm_free_(sample);
     if (events_ != nullptr && event_set_free_ != nullptr) event_set_free_(events_);
     if (initialized_ && shutdown_) shutdown_();
     dlclose(lib_);
@@ -124,6 +166,19 @@ class NvmlBackend final : public GpuBackend {
     attributes_ = Symbol<decltype(attributes_)>(lib_, "nvmlDeviceGetAttributes_v2");
     gi_by_id_ = Symbol<decltype(gi_by_id_)>(lib_, "nvmlDeviceGetGpuInstanceById");
     gi_info_ = Symbol<decltype(gi_info_)>(lib_, "nvmlGpuInstanceGetInfo");
+    pcie_replays_ = Symbol<decltype(pcie_replays_)>(lib_, "nvmlDeviceGetPcieReplayCounter");
+    enc_util_ = Symbol<decltype(enc_util_)>(lib_, "nvmlDeviceGetEncoderUtilization");
+    dec_util_ = Symbol<decltype(dec_util_)>(lib_, "nvmlDeviceGetDecoderUtilization");
+    field_values_ = Symbol<decltype(field_values_)>(lib_, "nvmlDeviceGetFieldValues");
+    gpm_support_ = Symbol<decltype(gpm_support_)>(lib_, "nvmlGpmQueryDeviceSupport");
+    gpm_alloc_ = Symbol<decltype(gpm_alloc_)>(lib_, "nvmlGpmSampleAlloc");
+    gpm_free_ = Symbol<decltype(gpm_free_)>(lib_, "nvmlGpmSampleFree");
+    gpm_get_ = Symbol<decltype(gpm_get_)>(lib_, "nvmlGpmSampleGet");
+    gpm_mig_get_ = Symbol<decltype(gpm_mig_get_)>(lib_, "nvmlGpmMigSampleGet");
+    gpm_metrics_ = Symbol<decltype(gpm_metrics_)>(lib_, "nvmlGpmMetricsGet");
+    if (!gpm_support_ || !gpm_alloc_ || !gpm_free_ || !gpm_get_ || !gpm_metrics_) {
+      gpm_support_ = nullptr;  // GPM needs all of them (a driver before R520 has none)
+    }
     nvmlReturn_t rc = init_();
     if (rc == kDriverNotLoaded) {
       return absl::UnavailableError("NVML: the NVIDIA driver is not loaded");
@@ -149,6 +204,7 @@ class NvmlBackend final : public GpuBackend {
     }
     absl::StatusOr<std::vector<nvmlDevice_t>> devices = Devices();
     if (!devices.ok()) return devices.status();
+    mig_instances_.clear();
     for (size_t i = 0; i < devices->size(); ++i) {
       nvmlDevice_t d = (*devices)[i];
       GpuDevice g;
@@ -287,6 +343,8 @@ class NvmlBackend final : public GpuBackend {
         continue;
       }
       g.mig_layout.push_back({profile->name, static_cast<int>(info.placement.start)});
+      mig_instances_[g.index].push_back(
+          {mig, static_cast<int>(gi), profile->name, static_cast<int>(info.placement.start)});
       g.mig_uuid_by_start[static_cast<int>(info.placement.start)] = uuid;
     }
     std::sort(g.mig_layout.begin(), g.mig_layout.end(),
@@ -359,10 +417,120 @@ class NvmlBackend final : public GpuBackend {
       if (get_remapped_ != nullptr &&
           get_remapped_(d, &corr, &unc, &pending, &failed) == kSuccess) {
         s.remapped_rows = static_cast<uint64_t>(corr) + unc;
+        s.remapped_rows_correctable = corr;
+        s.remapped_rows_uncorrectable = unc;
+        s.row_remap_failed = failed != 0;
       }
+      SampleMore(d, s);
       out.push_back(s);
     }
     return out;
+  }
+
+  // The readings beyond the basic ones: PCIe replays, the video engines, the field values
+  // (memory temperature, NVLink traffic), the last Xid, GPM's profiling ratios and the MIG
+  // instances. Each is left unset when NVML cannot read it.
+  void SampleMore(nvmlDevice_t d, GpuSample& s) {
+    unsigned int v = 0, period = 0;
+    if (pcie_replays_ != nullptr && pcie_replays_(d, &v) == kSuccess) s.pcie_replays = v;
+    if (enc_util_ != nullptr && enc_util_(d, &v, &period) == kSuccess)
+      s.enc_util_percent = static_cast<int>(v);
+    if (dec_util_ != nullptr && dec_util_(d, &v, &period) == kSuccess)
+      s.dec_util_percent = static_cast<int>(v);
+    if (field_values_ != nullptr) {
+      nvmlFieldValue_t f[3] = {};
+      f[0].fieldId = kFieldMemoryTemp;
+      f[1].fieldId = kFieldNvlinkDataTx;
+      f[2].fieldId = kFieldNvlinkDataRx;
+      f[1].scopeId = f[2].scopeId = kAllLinks;
+      if (field_values_(d, 3, f) == kSuccess) {
+        if (f[0].nvmlReturn == kSuccess)
+          s.memory_temperature_c = static_cast<int>(FieldValue(f[0]));
+        if (f[1].nvmlReturn == kSuccess && f[2].nvmlReturn == kSuccess) {
+          s.nvlink_kib = static_cast<uint64_t>(FieldValue(f[1]) + FieldValue(f[2]));
+        }
+      }
+    }
+    if (auto e = std::find_if(event_devices_.begin(), event_devices_.end(),
+                              [&](const auto& kv) { return kv.second == s.index; });
+        e != event_devices_.end()) {
+      auto last = last_xid_.find(s.index);
+      s.last_xid = last == last_xid_.end() ? 0 : last->second;
+    }
+    Gpm(d, s.index, -1, s.gr_engine_active, s.tensor_active);
+    auto mig = mig_instances_.find(s.index);
+    if (mig == mig_instances_.end()) return;
+    for (const MigInstance& m : mig->second) {
+      GpuSample::MigInstance i;
+      i.gpu_instance_id = m.gpu_instance_id;
+      i.profile = m.profile;
+      i.start = m.start;
+      nvmlMemory_t mem{};
+      if (get_memory_(m.handle, &mem) == kSuccess) {
+        i.fb_used = MiB(static_cast<int64_t>(mem.used >> 20));
+        i.fb_free = MiB(static_cast<int64_t>(mem.free >> 20));
+      }
+      Gpm(d, s.index, m.gpu_instance_id, i.gr_engine_active, i.tensor_active);
+      s.mig.push_back(std::move(i));
+    }
+  }
+
+  static double FieldValue(const nvmlFieldValue_t& f) {
+    switch (f.valueType) {
+      case 0:
+        return f.value.dVal;
+      case 1:
+        return f.value.uiVal;
+      case 2:
+        return static_cast<double>(f.value.ulVal);
+      case 4:
+        return static_cast<double>(f.value.sllVal);
+      case 5:
+        return f.value.siVal;
+      default:
+        return static_cast<double>(f.value.ullVal);
+    }
+  }
+
+  // GPM: a sample of the GPU (gpu_instance -1) or of one of its MIG instances now; with the
+  // previous one, the graphics engine's and the tensor pipes' activity in between, as ratios.
+  // A GPU without GPM support (before Hopper) is asked once.
+  void Gpm(nvmlDevice_t d, int gpu, int gpu_instance, std::optional<double>& graphics,
+           std::optional<double>& tensor) {
+    if (gpm_support_ == nullptr) return;
+    auto supported = gpm_supported_.find(gpu);
+    if (supported == gpm_supported_.end()) {
+      nvmlGpmSupport_t support{1, 0};
+      bool yes = gpm_support_(d, &support) == kSuccess && support.isSupportedDevice != 0;
+      supported = gpm_supported_.emplace(gpu, yes).first;
+    }
+    if (!supported->second || (gpu_instance >= 0 && gpm_mig_get_ == nullptr)) return;
+    nvmlGpmSample_t now = nullptr;
+    if (gpm_alloc_(&now) != kSuccess) return;
+    nvmlReturn_t rc = gpu_instance < 0
+                          ? gpm_get_(d, now)
+                          : gpm_mig_get_(d, static_cast<unsigned int>(gpu_instance), now);
+    if (rc != kSuccess) {
+      gpm_free_(now);
+      return;
+    }
+    auto& previous = gpm_previous_[{gpu, gpu_instance}];
+    if (previous != nullptr) {
+      auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+      *get = {};
+      get->version = 1;
+      get->numMetrics = 2;
+      get->sample1 = previous;
+      get->sample2 = now;
+      get->metrics[0].metricId = kGpmGraphicsUtil;
+      get->metrics[1].metricId = kGpmAnyTensorUtil;
+      if (gpm_metrics_(get.get()) == kSuccess) {
+        if (get->metrics[0].nvmlReturn == kSuccess) graphics = get->metrics[0].value / 100.0;
+        if (get->metrics[1].nvmlReturn == kSuccess) tensor = get->metrics[1].value / 100.0;
+      }
+      gpm_free_(previous);
+    }
+    previous = now;
   }
 
   // The Xid event loop of NVIDIA's device plugin, without its thread: each GPU is registered
@@ -398,6 +566,7 @@ class NvmlBackend final : public GpuBackend {
       if (data.eventType & kEventXidCritical)
         out.push_back({gpu, static_cast<int>(data.eventData)});
       if (data.eventType & kEventDoubleBitEcc) out.push_back({gpu, 48});
+      if (!out.empty() && gpu >= 0) last_xid_[gpu] = out.back().xid;
     }
     return out;
   }
@@ -464,6 +633,26 @@ class NvmlBackend final : public GpuBackend {
   nvmlReturn_t (*register_events_)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
   nvmlReturn_t (*event_wait_)(nvmlEventSet_t, nvmlEventData_t*, unsigned int) = nullptr;
   nvmlReturn_t (*event_set_free_)(nvmlEventSet_t) = nullptr;
+  nvmlReturn_t (*pcie_replays_)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*enc_util_)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*dec_util_)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*field_values_)(nvmlDevice_t, int, nvmlFieldValue_t*) = nullptr;
+  nvmlReturn_t (*gpm_support_)(nvmlDevice_t, nvmlGpmSupport_t*) = nullptr;
+  nvmlReturn_t (*gpm_alloc_)(nvmlGpmSample_t*) = nullptr;
+  nvmlReturn_t (*gpm_free_)(nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*gpm_get_)(nvmlDevice_t, nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*gpm_mig_get_)(nvmlDevice_t, unsigned int, nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*gpm_metrics_)(nvmlGpmMetricsGet_t*) = nullptr;
+  std::map<int, bool> gpm_supported_;                            // by GPU index
+  std::map<std::pair<int, int>, nvmlGpmSample_t> gpm_previous_;  // by GPU and GPU instance
+  struct MigInstance {                                           // a MIG device Discover found
+    nvmlDevice_t handle;
+    int gpu_instance_id;
+    std::string profile;
+    int start;
+  };
+  std::map<int, std::vector<MigInstance>> mig_instances_;  // by GPU index
+  std::map<int, int> last_xid_;  // by GPU index: the last Xid TakeXids saw
   nvmlEventSet_t events_ = nullptr;
   bool events_tried_ = false;
   std::map<nvmlDevice_t, int> event_devices_;

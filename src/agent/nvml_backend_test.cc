@@ -1,5 +1,6 @@
 #include "agent/nvml_backend.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -19,6 +20,7 @@ class FakeNvml : public ::testing::Test {
     unsetenv("FAKE_NVML_GPUS");
     unsetenv("FAKE_NVML_NVLINK");
     unsetenv("FAKE_NVML_MIG");
+    unsetenv("FAKE_NVML_GPM");
   }
   // Opens the fake library and discovers its GPUs (as the FAKE_NVML_* variables set them).
   static absl::StatusOr<NodeGpus> Discover() {
@@ -111,6 +113,80 @@ TEST_F(FakeNvml, SamplesLeaveUnsupportedReadingsUnset) {
   EXPECT_EQ((*s)[0].ecc_corrected, 5u);
   EXPECT_EQ((*s)[0].remapped_rows, 4u);
   EXPECT_FALSE((*s)[0].sm_clock_mhz.has_value());  // the fake says NOT_SUPPORTED
+}
+
+TEST_F(FakeNvml, SamplesReadDcgmExportersOtherDefaultFields) {
+  setenv("FAKE_NVML_GPUS", "3", 1);
+  setenv("FAKE_NVML_NVLINK", "0-1", 1);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::vector<GpuSample>> s = (*b)->Sample();
+  unsetenv("FAKE_NVML_NVLINK");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 3u);
+  const GpuSample& g = (*s)[0];
+  EXPECT_EQ(g.pcie_replays, 7u);
+  EXPECT_EQ(g.enc_util_percent, 11);
+  EXPECT_EQ(g.dec_util_percent, 22);
+  EXPECT_EQ(g.memory_temperature_c, 71);  // a field value (NVML_FI_DEV_MEMORY_TEMP)
+  EXPECT_EQ(g.nvlink_kib, 3000u);         // data sent plus received, over all links
+  EXPECT_EQ(g.remapped_rows_correctable, 3u);
+  EXPECT_EQ(g.remapped_rows_uncorrectable, 1u);
+  EXPECT_EQ(g.row_remap_failed, false);
+  EXPECT_FALSE((*s)[2].nvlink_kib.has_value());  // no NVLink: the field is not supported
+  // Xids are watched once TakeXids registered the GPUs: none yet is 0, not unknown.
+  EXPECT_FALSE(g.last_xid.has_value());
+  // GPM is not supported here (FAKE_NVML_GPM unset): no profiling ratios.
+  EXPECT_FALSE(g.gr_engine_active.has_value());
+  EXPECT_FALSE(g.tensor_active.has_value());
+}
+
+TEST_F(FakeNvml, TheLastXidOfEachGpuOnceTheEventSetWatchesThem) {
+  setenv("FAKE_NVML_XIDS", "1:31,1:79", 1);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->TakeXids().size(), 2u);
+  unsetenv("FAKE_NVML_XIDS");
+  absl::StatusOr<std::vector<GpuSample>> s = (*b)->Sample();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)[0].last_xid, 0);
+  EXPECT_EQ((*s)[1].last_xid, 79);
+}
+
+TEST_F(FakeNvml, GpmGivesProfilingRatiosBetweenTwoSamplesOfTheGpuAndItsMigInstances) {
+  // A handle of our own keeps the fake loaded after the backend closes it, to count its
+  // GPM samples left allocated.
+  void* fake = dlopen(FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(fake, nullptr);
+  auto live = reinterpret_cast<int (*)()>(dlsym(fake, "nvmlGpmLiveForTest"));
+  ASSERT_NE(live, nullptr);
+  setenv("FAKE_NVML_GPM", "1", 1);
+  setenv("FAKE_NVML_MIG", "1:3/4@0,1/1@4", 1);
+  {
+    absl::StatusOr<std::unique_ptr<GpuBackend>> b = OpenNvml(FAKE_NVML);
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_TRUE((*b)->Discover().ok());
+    absl::StatusOr<std::vector<GpuSample>> first = (*b)->Sample();
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_FALSE((*first)[0].gr_engine_active.has_value());  // one sample: no interval yet
+    absl::StatusOr<std::vector<GpuSample>> s = (*b)->Sample();
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_DOUBLE_EQ(*(*s)[0].gr_engine_active, 0.45);  // GPM's 45 %, as DCGM's ratio
+    EXPECT_DOUBLE_EQ(*(*s)[0].tensor_active, 0.125);
+    EXPECT_TRUE((*s)[0].mig.empty());
+    // GPU 1's MIG instances, each with its GPU instance id, profile, memory and GPM ratios.
+    ASSERT_EQ((*s)[1].mig.size(), 2u);
+    const GpuSample::MigInstance& i = (*s)[1].mig[1];
+    EXPECT_EQ(i.gpu_instance_id, 2);
+    EXPECT_EQ(i.profile, "1g.10gb");
+    EXPECT_EQ(i.start, 4);
+    EXPECT_EQ(i.fb_used, MiB(1024));
+    EXPECT_DOUBLE_EQ(*i.tensor_active, 0.125);
+    EXPECT_EQ(live(), 4);  // the latest sample of 2 GPUs and 2 MIG instances is kept...
+  }
+  EXPECT_EQ(live(), 0);  // ...and freed with the backend
+  unsetenv("FAKE_NVML_GPM");
+  dlclose(fake);
 }
 
 TEST_F(FakeNvml, ErrorsAreNamed) {

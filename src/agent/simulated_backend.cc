@@ -1,9 +1,10 @@
 #include "agent/simulated_backend.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <charconv>
-
-#include <yaml-cpp/yaml.h>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -15,7 +16,9 @@ namespace {
 
 class SimulatedBackend final : public GpuBackend {
  public:
-  explicit SimulatedBackend(NodeGpus gpus) : gpus_(std::move(gpus)), faults_(gpus_.gpus.size()) {
+  // `mig`: the MIG instances of each GPU in MIG mode, as samples show them (their memory).
+  SimulatedBackend(NodeGpus gpus, std::map<int, std::vector<GpuSample::MigInstance>> mig)
+      : gpus_(std::move(gpus)), mig_(std::move(mig)), faults_(gpus_.gpus.size()) {
     // Simulated wiring: NV18 (an NVSwitch) within an NVLink island, SYS otherwise.
     const size_t n = gpus_.gpus.size();
     gpus_.topology.assign(n, std::vector<std::string>(n));
@@ -49,6 +52,20 @@ class SimulatedBackend final : public GpuBackend {
       s.ecc_corrected = f.ecc_corrected;
       s.ecc_uncorrected = f.ecc_uncorrected;
       s.remapped_rows = f.remapped_rows;
+      // Remapped rows injected count as correctable ones; a remapping never fails here.
+      s.remapped_rows_correctable = f.remapped_rows;
+      s.remapped_rows_uncorrectable = 0;
+      s.row_remap_failed = false;
+      s.memory_temperature_c = *s.temperature_c + 5;  // HBM runs a little warmer
+      s.enc_util_percent = 0;
+      s.dec_util_percent = 0;
+      s.pcie_replays = 0;
+      // Idle NVLinks still carry link-maintenance traffic: 1 KiB a sample.
+      if (g.nvlink_island >= 0) s.nvlink_kib = static_cast<uint64_t>(samples_ - f.reset_at);
+      s.last_xid = f.last_xid;
+      s.gr_engine_active = 0.0;  // idle, as GPU_UTIL says
+      s.tensor_active = 0.0;
+      if (auto m = mig_.find(g.index); m != mig_.end()) s.mig = m->second;
       out.push_back(s);
     }
     return out;
@@ -60,11 +77,13 @@ class SimulatedBackend final : public GpuBackend {
   absl::Status Inject(std::string_view fault, int gpu, int64_t value) override {
     std::lock_guard lock(mu_);
     if (gpu < 0 || gpu >= static_cast<int>(faults_.size())) {
-      return absl::InvalidArgumentError(Cat("gpu: ", gpu, " is not a GPU index here (0 to ", faults_.size() - 1, ")"));
+      return absl::InvalidArgumentError(
+          Cat("gpu: ", gpu, " is not a GPU index here (0 to ", faults_.size() - 1, ")"));
     }
     Faults& f = faults_[gpu];
     if (fault == "xid") {
       xids_.push_back({gpu, static_cast<int>(value)});
+      f.last_xid = static_cast<int>(value);
     } else if (fault == "temperature") {
       f.temperature_c = static_cast<int>(value);
     } else if (fault == "ecc") {
@@ -80,7 +99,8 @@ class SimulatedBackend final : public GpuBackend {
       f.reset_at = samples_;
     } else {
       return absl::InvalidArgumentError(
-          Cat("fault: \"", fault, "\" is not xid, temperature, ecc, ecc-corrected, remap, lost or reset"));
+          Cat("fault: \"", fault,
+              "\" is not xid, temperature, ecc, ecc-corrected, remap, lost or reset"));
     }
     return absl::OkStatus();
   }
@@ -92,9 +112,11 @@ class SimulatedBackend final : public GpuBackend {
     uint64_t ecc_corrected = 0;  // precursors: the risk model's evidence
     uint64_t remapped_rows = 0;
     bool lost = false;
+    int last_xid = 0;      // DCGM_FI_DEV_XID_ERRORS: the last one injected
     int64_t reset_at = 0;  // the sample count when the GPU was last reset
   };
   NodeGpus gpus_;
+  const std::map<int, std::vector<GpuSample::MigInstance>> mig_;
   std::mutex mu_;
   int64_t samples_ = 0;
   std::vector<Faults> faults_;
@@ -107,6 +129,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
                                                                  const GpuCatalog& catalog,
                                                                  const std::string& node_name) {
   NodeGpus node;
+  std::map<int, std::vector<GpuSample::MigInstance>> mig;
   node.backend = "simulated";
   node.driver_version = "simulated";
   node.cuda_driver_version = 12040;
@@ -114,7 +137,8 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
   auto add = [&](const GpuType& type, int island, const std::vector<MigPlacement>& layout) {
     GpuDevice g;
     g.index = static_cast<int>(node.gpus.size());
-    g.uuid = node_name.empty() ? Cat("GPU-simulated-", g.index) : Cat("GPU-sim-", node_name, "-", g.index);
+    g.uuid = node_name.empty() ? Cat("GPU-simulated-", g.index)
+                               : Cat("GPU-sim-", node_name, "-", g.index);
     g.name = Cat("Simulated ", type.name);
     g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + g.index);
     g.memory = type.memory;
@@ -122,7 +146,22 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
     g.nvlink_island = island;
     g.mig_enabled = !layout.empty();
     g.mig_layout = layout;
-    for (const MigPlacement& m : layout) g.mig_uuid_by_start[m.start] = Cat("MIG-", g.uuid.substr(4), "-", m.start);
+    for (const MigPlacement& m : layout)
+      g.mig_uuid_by_start[m.start] = Cat("MIG-", g.uuid.substr(4), "-", m.start);
+    // GPU instance ids as NVML numbers them: in creation order (here, the layout's), from 1.
+    for (size_t i = 0; i < layout.size(); ++i) {
+      GpuSample::MigInstance instance;
+      instance.gpu_instance_id = static_cast<int>(i) + 1;
+      instance.profile = layout[i].profile;
+      instance.start = layout[i].start;
+      instance.fb_used = MiB(0);
+      for (const MigProfile& p : type.mig_profiles) {
+        if (p.name == layout[i].profile) instance.fb_free = p.memory;
+      }
+      instance.gr_engine_active = 0.0;
+      instance.tensor_active = 0.0;
+      mig[g.index].push_back(std::move(instance));
+    }
     node.gpus.push_back(std::move(g));
   };
   std::string path(spec);
@@ -146,10 +185,12 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
           return absl::InvalidArgumentError(Cat(where, ".", key, ": unknown field"));
         }
       }
-      if (!group.IsMap() || !group["type"]) return absl::InvalidArgumentError(Cat(where, ".type: is required"));
+      if (!group.IsMap() || !group["type"])
+        return absl::InvalidArgumentError(Cat(where, ".type: is required"));
       std::vector<const GpuType*> types = catalog.Resolve(group["type"].Scalar());
       if (types.empty()) {
-        return absl::InvalidArgumentError(Cat(where, ".type: unknown GPU type \"", group["type"].Scalar(),
+        return absl::InvalidArgumentError(Cat(where, ".type: unknown GPU type \"",
+                                              group["type"].Scalar(),
                                               "\" (known: ", catalog.KnownNames(), ")"));
       }
       const GpuType* type = types.back();
@@ -160,11 +201,13 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
       } catch (const YAML::Exception&) {
         return absl::InvalidArgumentError(Cat(where, ": count and nvlinkIsland are integers"));
       }
-      if (count < 1 || count > 64) return absl::InvalidArgumentError(Cat(where, ".count: 1 to 64, got ", count));
+      if (count < 1 || count > 64)
+        return absl::InvalidArgumentError(Cat(where, ".count: 1 to 64, got ", count));
       std::vector<MigPlacement> layout;
       if (group["mig"]) {
         if (!group["mig"].IsSequence()) {
-          return absl::InvalidArgumentError(Cat(where, ".mig: a list of PROFILE@START, e.g. [3g.40gb@0, 3g.40gb@4]"));
+          return absl::InvalidArgumentError(
+              Cat(where, ".mig: a list of PROFILE@START, e.g. [3g.40gb@0, 3g.40gb@4]"));
         }
         for (size_t k = 0; k < group["mig"].size(); ++k) {
           std::string m = group["mig"][k].Scalar();
@@ -175,7 +218,8 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
             if (ec != std::errc() || e != m.data() + m.size()) start = -1;
           }
           if (start < 0) {
-            return absl::InvalidArgumentError(Cat(where, ".mig[", k, "]: \"", m, "\" is not PROFILE@START"));
+            return absl::InvalidArgumentError(
+                Cat(where, ".mig[", k, "]: \"", m, "\" is not PROFILE@START"));
           }
           layout.push_back({m.substr(0, at), start});
         }
@@ -185,14 +229,15 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
       }
       for (int c = 0; c < count; ++c) add(*type, island, layout);
     }
-    if (node.gpus.empty()) return absl::InvalidArgumentError(Cat("--simulate: ", path, ": no GPUs given"));
-    return std::make_unique<SimulatedBackend>(std::move(node));
+    if (node.gpus.empty())
+      return absl::InvalidArgumentError(Cat("--simulate: ", path, ": no GPUs given"));
+    return std::make_unique<SimulatedBackend>(std::move(node), std::move(mig));
   }
   for (const std::string& part : SplitAny(spec, ",")) {
     size_t x = part.find('x');
     int count = 0;
-    auto [end, ec] = std::from_chars(part.data(), part.data() + (x == std::string::npos ? 0 : x),
-                                     count);
+    auto [end, ec] =
+        std::from_chars(part.data(), part.data() + (x == std::string::npos ? 0 : x), count);
     if (x == std::string::npos || ec != std::errc() || end != part.data() + x || count < 1 ||
         count > 64) {
       return absl::InvalidArgumentError(
@@ -200,14 +245,14 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> MakeSimulatedBackend(std::string_vie
     }
     std::vector<const GpuType*> types = catalog.Resolve(part.substr(x + 1));
     if (types.empty()) {
-      return absl::InvalidArgumentError(Cat("--simulate: \"", part, "\": unknown GPU type (known: ",
-                                            catalog.KnownNames(), ")"));
+      return absl::InvalidArgumentError(
+          Cat("--simulate: \"", part, "\": unknown GPU type (known: ", catalog.KnownNames(), ")"));
     }
     const GpuType* type = types.back();  // a family names its largest model ("a100": 80GB)
     for (int i = 0; i < count; ++i) add(*type, -1, {});
   }
   if (node.gpus.empty()) return absl::InvalidArgumentError("--simulate: no GPUs given");
-  return std::make_unique<SimulatedBackend>(std::move(node));
+  return std::make_unique<SimulatedBackend>(std::move(node), std::move(mig));
 }
 
 }  // namespace gpucloud::agent

@@ -1,15 +1,21 @@
 // A test helper for prometheus_text_test.py: the metrics text of both daemons, rendered by their
 // real code from representative data (jobs in several phases and queues, nodes, GPUs of two
-// types, live jobs, recoveries; simulated GPUs with tasks on them).
+// types, live jobs, recoveries; simulated GPUs with tasks on them, NVLink, MIG instances and
+// an unhealthy GPU).
 //   metrics_text server   prints the server's /metrics text (ApiMetrics + cluster metrics).
 //   metrics_text agent    serves the node agent's metrics text on the agent's metrics server
 //                         (127.0.0.1, a free port), prints "PORT\n", and stops when stdin closes.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "agent/exporter.h"
+#include "agent/health.h"
 #include "agent/metrics_server.h"
 #include "agent/simulated_backend.h"
 #include "server/controller.h"
@@ -49,25 +55,40 @@ std::string ServerText() {
   return server::RenderClusterMetrics(m).insert(0, api.Render(42));
 }
 
+// Four NVLinked H100s, an A100 and an A100 in MIG mode; GPU 3 had an Xid 79.
+constexpr char kAgentGpus[] =
+    "gpus:\n"
+    "  - {type: H100, count: 4, nvlinkIsland: 0}\n"
+    "  - {type: A100-80GB, count: 1}\n"
+    "  - {type: A100-80GB, count: 1, mig: [3g.40gb@0, 3g.40gb@4]}\n";
+
 int ServeAgentText() {
-  auto backend = agent::MakeSimulatedBackend("4xH100,2xA100-80GB");
+  std::string spec = std::filesystem::temp_directory_path() /
+                     ("metrics_text_gpus." + std::to_string(getpid()) + ".yaml");
+  std::ofstream(spec) << kAgentGpus;
+  auto backend = agent::MakeSimulatedBackend(spec);
+  std::filesystem::remove(spec);
   if (!backend.ok()) {
     std::cerr << backend.status() << "\n";
     return 1;
   }
+  (void)(*backend)->Inject("xid", 3, 79);
   auto node = (*backend)->Discover();
   auto samples = (*backend)->Sample();
   if (!node.ok() || !samples.ok()) {
     std::cerr << "simulated GPUs: " << node.status() << " " << samples.status() << "\n";
     return 1;
   }
-  std::map<int, agent::GpuOwner> owners = {{0, {"default", "train", "worker-0"}},
-                                           {1, {"default", "train", "worker-1"}},
-                                           {4, {"research", "sweep-1", "main-0"}}};
+  std::multimap<int, agent::GpuOwner> owners = {{0, {"default", "train", "worker-0"}},
+                                                {1, {"default", "train", "worker-1"}},
+                                                {4, {"research", "sweep-1", "main-0"}},
+                                                {5, {"research", "mig-1", "main-0", 4}}};
+  std::map<int, agent::GpuCondition> health = {{3, {false, agent::DescribeXid(79), false, ""}},
+                                               {2, {true, "", true, "remapped rows"}}};
   std::vector<agent::TaskEnergy> energy = {{"default", "train", "worker-0", 0, 1, 1234.5},
                                            {"default", "train", "worker-1", 1, 1, 1200},
                                            {"research", "sweep-1", "main-0", 0, 0, 88}};
-  std::string text = agent::DcgmMetricsText(*node, *samples, "node-a", &owners) +
+  std::string text = agent::DcgmMetricsText(*node, *samples, {"node-a", &owners, &health}) +
                      agent::TaskEnergyMetricsText(energy, "node-a");
   agent::MetricsServer server([&] { return text; }, "127.0.0.1", 0);
   if (absl::Status s = server.Start(); !s.ok()) {

@@ -249,6 +249,106 @@ int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* d, unsigned int link, nvmlPciInfo_
   return 0;
 }
 
+// More readings: PCIe replays, the video engines, field values (memory temperature; NVLink
+// traffic on GPUs with an active link, else not supported).
+int nvmlDeviceGetPcieReplayCounter(void*, unsigned int* n) {
+  *n = 7;
+  return 0;
+}
+int nvmlDeviceGetEncoderUtilization(void*, unsigned int* u, unsigned int* period) {
+  *u = 11;
+  *period = 167000;
+  return 0;
+}
+int nvmlDeviceGetDecoderUtilization(void*, unsigned int* u, unsigned int* period) {
+  *u = 22;
+  *period = 167000;
+  return 0;
+}
+struct nvmlFieldValue_t {
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType, nvmlReturn;
+  union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long long ullVal;
+  } value;
+};
+int nvmlDeviceGetFieldValues(void* d, int count, nvmlFieldValue_t* values) {
+  int gpu = static_cast<Device*>(d)->index;
+  for (int i = 0; i < count; ++i) {
+    nvmlFieldValue_t& f = values[i];
+    f.nvmlReturn = 0;
+    if (f.fieldId == 82) {  // NVML_FI_DEV_MEMORY_TEMP
+      f.valueType = 1;
+      f.value.uiVal = 71;
+    } else if ((f.fieldId == 138 || f.fieldId == 139) && f.scopeId == 0xFFFFFFFFu &&
+               Peer(gpu, 0) != -1) {  // NVLink data TX / RX, all links, in KiB
+      f.valueType = 3;
+      f.value.ullVal = f.fieldId == 138 ? 1000 : 2000;
+    } else {
+      f.nvmlReturn = 3;  // not supported
+    }
+  }
+  return 0;
+}
+
+// GPM (FAKE_NVML_GPM=1: supported): graphics 45 %, any tensor 12.5 % between two samples, on
+// the GPU and on each MIG instance. nvmlGpmLiveForTest: the samples allocated and not freed
+// (a test looks it up with dlsym, for leaks).
+static int gpm_live = 0;
+struct nvmlGpmSupport_t {
+  unsigned int version, isSupportedDevice;
+};
+struct nvmlGpmMetric_t {
+  unsigned int metricId;
+  int nvmlReturn;
+  double value;
+  char *shortName, *longName, *unit;
+};
+struct nvmlGpmMetricsGet_t {
+  unsigned int version, numMetrics;
+  void *sample1, *sample2;
+  nvmlGpmMetric_t metrics[210];  // numMetrics of them used
+};
+int nvmlGpmQueryDeviceSupport(void*, nvmlGpmSupport_t* s) {
+  if (s->version != 1) return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+  s->isSupportedDevice = EnvInt("FAKE_NVML_GPM", 0) == 1;
+  return 0;
+}
+int nvmlGpmSampleAlloc(void** sample) {
+  *sample = new int(0);
+  ++gpm_live;
+  return 0;
+}
+int nvmlGpmSampleFree(void* sample) {
+  delete static_cast<int*>(sample);
+  --gpm_live;
+  return 0;
+}
+int nvmlGpmSampleGet(void*, void* sample) {
+  *static_cast<int*>(sample) = 1;
+  return 0;
+}
+int nvmlGpmMigSampleGet(void* d, unsigned int gi, void* sample) {
+  int gpu = static_cast<Device*>(d)->index;
+  if (gi < 1 || static_cast<int>(gi) > kMigCount[gpu]) return 2;
+  *static_cast<int*>(sample) = 1;
+  return 0;
+}
+int nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* m) {
+  if (m->version != 1) return 25;
+  if (m->sample1 == nullptr || m->sample2 == nullptr || m->sample1 == m->sample2) return 2;
+  for (unsigned int i = 0; i < m->numMetrics; ++i) {
+    nvmlGpmMetric_t& metric = m->metrics[i];
+    metric.nvmlReturn = 0;
+    metric.value = metric.metricId == 1 ? 45.0 : metric.metricId == 5 ? 12.5 : 0.0;
+  }
+  return 0;
+}
+int nvmlGpmLiveForTest() { return gpm_live; }
+
 // Events: FAKE_NVML_XIDS="GPU:XID,..." are delivered once, in order, to the event set.
 struct nvmlEventData_t {
   void* device;
