@@ -15,7 +15,7 @@ namespace {
 std::string ObjectVerb(const std::string& method, bool item, bool watch) {
   if (method == "GET") return item ? "Get" : (watch ? "Watch" : "List");
   if (method == "POST" && !item) return "Create";
-  if (method == "PUT" && item) return "Update";
+  if ((method == "PUT" || method == "PATCH") && item) return "Update";
   if (method == "DELETE" && item) return "Delete";
   return "";
 }
@@ -32,6 +32,12 @@ std::optional<RequestedAction> JobAction(const std::string& method, const std::s
   }
   const std::string& sub = rest[1];
   if (sub == "cancel" && method == "POST") return RequestedAction{"jobs:Cancel", resource};
+  // The status sub-resource: read as the job; a write is decided as the job's update (and then
+  // refused: the controller alone writes a status).
+  if (sub == "status" && method == "GET") return RequestedAction{"jobs:Get", resource};
+  if (sub == "status" && (method == "PUT" || method == "PATCH")) {
+    return RequestedAction{"jobs:Update", resource};
+  }
   if (sub == "events" && method == "GET") return RequestedAction{"jobs:Events", resource};
   if (sub == "logs" && method == "GET") return RequestedAction{"jobs:Logs", resource};
   if (sub == "logs" && method == "POST") return RequestedAction{"jobs:WriteLogs", resource};
@@ -76,6 +82,12 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
   if (top == "nodes") {
     if (parts.size() == 3 && parts[2] == "certificate") return std::nullopt;
     return NodeAction(method, parts, watch);
+  }
+  if (top == "runtimeclasses" && parts.size() <= 2) {  // cluster-wide, as node.k8s.io's
+    std::string verb = ObjectVerb(method, parts.size() == 2, watch);
+    if (verb.empty()) return std::nullopt;
+    return RequestedAction{Cat("runtimeclasses:", verb),
+                           Cat("gpucloud:runtimeclass/", parts.size() == 2 ? parts[1] : "*")};
   }
   if ((top == "queues" || top == "nodepools") && parts.size() <= 2) {
     std::string verb = ObjectVerb(method, parts.size() == 2, watch);
@@ -128,6 +140,12 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
                            Cat("gpucloud:audit/", parts[1])};
   }
   return std::nullopt;
+}
+
+bool IsDiscoveryPath(std::string_view path) {
+  if (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
+  return path == "/api" || path == "/apis" || path == "/apis/gpucloud" ||
+         path == "/apis/gpucloud/v1" || path == "/version";
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -40,6 +41,11 @@ struct RequestedAction {
 // decides who may ask).
 std::optional<RequestedAction> ActionOf(const std::string& method,
                                         const std::vector<std::string>& parts, bool watch);
+
+// The discovery paths (/api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version, each with or
+// without a trailing '/'): readable by every authenticated identity, as Kubernetes'
+// system:discovery role allows, and decided by no policy (they name no object).
+bool IsDiscoveryPath(std::string_view path);
 
 class Authorizer {
  public:

@@ -58,6 +58,13 @@ TEST(ActionOfTest, EveryRouteNeedsItsAction) {
       {"GET", "nodes/n1/assignments", true, "nodes:GetAssignments gpucloud:node/n1"},
       {"POST", "nodes/n1/cordon", false, "nodes:Cordon gpucloud:node/n1"},
       {"POST", "nodes/n1/reclaim", false, "nodes:Drain gpucloud:node/n1"},
+      {"GET", "runtimeclasses", false, "runtimeclasses:List gpucloud:runtimeclass/*"},
+      {"GET", "runtimeclasses", true, "runtimeclasses:Watch gpucloud:runtimeclass/*"},
+      {"POST", "runtimeclasses", false, "runtimeclasses:Create gpucloud:runtimeclass/*"},
+      {"GET", "runtimeclasses/gpu", false, "runtimeclasses:Get gpucloud:runtimeclass/gpu"},
+      {"PUT", "runtimeclasses/gpu", false, "runtimeclasses:Update gpucloud:runtimeclass/gpu"},
+      {"PATCH", "runtimeclasses/gpu", false, "runtimeclasses:Update gpucloud:runtimeclass/gpu"},
+      {"DELETE", "runtimeclasses/gpu", false, "runtimeclasses:Delete gpucloud:runtimeclass/gpu"},
       {"GET", "cluster", false, "cluster:GetSummary gpucloud:cluster/summary"},
       {"GET", "audit/records", false, "audit:Read gpucloud:audit/records"},
       {"GET", "audit/verify", false, "audit:Verify gpucloud:audit/verify"},
@@ -70,7 +77,15 @@ TEST(ActionOfTest, EveryRouteNeedsItsAction) {
       {"POST", "namespaces/team-a/secrets/hf", false, "none"},
       // Paths with rules of their own, or none: the API answers them.
       {"POST", "nodes/n1/certificate", false, "none"},
-      {"PATCH", "namespaces/team-a/jobs/train", false, "none"},
+      {"PATCH", "namespaces/team-a/jobs/train", false, "jobs:Update gpucloud:job/team-a/train"},
+      {"PATCH", "queues/gold", false, "queues:Update gpucloud:queue/gold"},
+      {"GET", "namespaces/team-a/jobs/train/status", false, "jobs:Get gpucloud:job/team-a/train"},
+      {"PUT", "namespaces/team-a/jobs/train/status", false,
+       "jobs:Update gpucloud:job/team-a/train"},
+      {"PATCH", "namespaces/team-a/jobs/train/status", false,
+       "jobs:Update gpucloud:job/team-a/train"},
+      {"POST", "namespaces/team-a/jobs/train/status", false, "none"},
+      {"PATCH", "namespaces/team-a/jobs", false, "none"},
       {"POST", "namespaces/team-a/jobs/train", false, "none"},
       {"GET", "namespaces/team-a/jobs/train/nope", false, "none"},
       {"GET", "nothing", false, "none"},
@@ -173,6 +188,17 @@ TEST(AuthorizerTest, RolesKeepTheirBuiltInPoliciesAndStoredOnesAreAttachedByName
   clock.Set(
       absl::ToUnixMillis(absl::FromCivil(absl::CivilHour(2026, 12, 2, 23), absl::UTCTimeZone())));
   EXPECT_TRUE(authorizer.Decide(alice, get, {}).allowed());
+}
+
+TEST(ActionOfTest, DiscoveryPathsAreEveryAuthenticatedIdentitysAndNothingElseIs) {
+  for (const char* path : {"/api", "/api/", "/apis", "/apis/", "/apis/gpucloud",
+                           "/apis/gpucloud/v1", "/apis/gpucloud/v1/", "/version", "/version/"}) {
+    EXPECT_TRUE(IsDiscoveryPath(path)) << path;
+  }
+  for (const char* path : {"/", "/apis/gpucloud/v1/jobs", "/apis/other", "/api/v1", "/versions",
+                           "/apis/gpucloud/v2", "/apis//", "/apisx"}) {
+    EXPECT_FALSE(IsDiscoveryPath(path)) << path;
+  }
 }
 
 TEST(AuthorizerTest, ANodeActsOnItselfAlone) {

@@ -14,6 +14,7 @@
 #include "server/authorizer.h"
 #include "server/identity_book.h"
 #include "server/paths.h"
+#include "server/rest_paging.h"
 #include "server/rest_util.h"
 
 namespace gpucloud::server {
@@ -21,8 +22,10 @@ namespace {
 
 constexpr std::string_view kPrefix = "/apis/gpucloud/v1/";
 
-constexpr Resource kResources[] = {
-    {"jobs", "Job", true}, {"queues", "Queue", false}, {"nodepools", "NodePool", false}};
+constexpr Resource kResources[] = {{"jobs", "Job", true},
+                                   {"queues", "Queue", false},
+                                   {"nodepools", "NodePool", false},
+                                   {"runtimeclasses", "RuntimeClass", false}};
 
 }  // namespace
 
@@ -88,7 +91,8 @@ std::string PercentDecode(std::string_view s, bool keep_slash = false) {
 }
 
 bool IsBoolKey(std::string_view key) {
-  return key == "watch" || key == "follow" || key == "allowWatchBookmarks";
+  return key == "watch" || key == "follow" || key == "allowWatchBookmarks" || key == "timestamps" ||
+         key == "previous";
 }
 
 }  // namespace
@@ -137,6 +141,10 @@ std::optional<Response> RefuseQuery(const Request& r, std::span<const std::strin
       return Status(
           400, "BadRequest",
           Cat(key, ": \"", value, "\" is not a boolean (true, True, 1, false, False, 0)"));
+    }
+    if (key == "dryRun" && value != "All") {
+      return Status(400, "BadRequest",
+                    Cat("dryRun: \"", value, "\" is not a dry run (the one value is All)"));
     }
     if (key == "timeoutSeconds" && *QueryInt(r, "timeoutSeconds", 999'999) < 0) {
       return Status(400, "BadRequest",
@@ -291,6 +299,7 @@ Response RestApi::Handle(const Request& r) {
     return Status(413, "RequestEntityTooLarge",
                   Cat("the body has ", r.body.size(), " bytes; the limit is ", kMaxBodyBytes));
   }
+  if (IsDiscoveryPath(r.path)) return Discovery(r);  // every authenticated identity's
   if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
   std::vector<std::string> parts = SplitAny(r.path.substr(kPrefix.size()), "/");
   if (std::optional<Response> bad = RefuseSegments(r, parts)) return *bad;
@@ -301,6 +310,8 @@ Response RestApi::Handle(const Request& r) {
                       " (a bootstrap token) may only ask for a node certificate "
                       "(POST nodes/NAME/certificate)"));
   }
+  // A merge patch is served as the PUT of its result, authorized and validated as one.
+  if (r.method == "PATCH") return Patch(r, parts);
   std::optional<RequestedAction> what = ActionOf(r.method, parts, QueryTrue(r, "watch"));
   if (!what) {
     // Paths with rules of their own: a node certificate (NodeCertificates decides who may ask),
@@ -400,14 +411,7 @@ Response RestApi::Dispatch(const Request& r, const std::vector<std::string>& par
       parts.size() == i + 1 && r.method == "GET") {
     if (std::optional<Response> bad = RefuseQuery(r, kCollectionQuery)) return *bad;
     if (QueryTrue(r, "watch")) return Watch(r, Cat("/", route.resource->plural, "/"));
-    absl::StatusOr<store::ListResult> list = store_.List(Cat("/", route.resource->plural, "/"));
-    if (!list.ok()) return FromStatus(list.status());
-    Json out{{"apiVersion", "gpucloud/v1"},
-             {"kind", Cat(route.resource->kind, "List")},
-             {"metadata", {{"resourceVersion", std::to_string(list->revision)}}},
-             {"items", Json::array()}};
-    for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
-    return {200, out.dump(2) + "\n"};
+    return ListObjects(r, Cat("/", route.resource->plural, "/"), route.resource->kind);
   }
   if (route.resource == nullptr || route.resource->namespaced != !route.namespace_.empty()) {
     return Status(404, "NotFound", Cat("no such resource ", r.path));
@@ -433,9 +437,11 @@ Response RestApi::HandleObjects(const Request& r, const Route& route) {
   const bool known = get || (r.method == "POST" && !item) || (r.method == "PUT" && item) ||
                      (r.method == "DELETE" && item);
   if (!known) return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
-  std::optional<Response> bad = get && !item           ? RefuseQuery(r, kCollectionQuery)
-                                : r.method == "DELETE" ? RefuseQuery(r, {"resourceVersion"})
-                                                       : RefuseQuery(r, kNoQuery);
+  std::optional<Response> bad = get && !item ? RefuseQuery(r, kCollectionQuery)
+                                : get        ? RefuseQuery(r, kNoQuery)
+                                : r.method == "DELETE"
+                                    ? RefuseQuery(r, {"resourceVersion", "dryRun"})
+                                    : RefuseQuery(r, {"dryRun"});
   if (bad) return *bad;
   if (get && item) return Read(r, route);
   if (get && QueryTrue(r, "watch")) return Watch(r, route.Prefix());
@@ -504,12 +510,45 @@ std::optional<Response> CheckJobPaths(const manifest::Object& o, const std::stri
   return std::nullopt;
 }
 
+// A job naming a RuntimeClass the store holds gets its node selector and tolerations, as
+// `gpuctl validate` applies one from the same files (manifest::ResolveRuntimeClasses): 422 when
+// the job's own selector contradicts it. One the store lacks is applied by nobody: `warning`
+// says so (Kubernetes' Warning header).
+std::optional<Response> ResolveRuntimeClass(store::Store& store, manifest::Object& o,
+                                            std::string* warning) {
+  Job* job = std::get_if<Job>(&o);
+  if (job == nullptr || job->spec.runtime_class.empty()) return std::nullopt;
+  absl::StatusOr<store::KeyValue> kv = store.Get(Cat("/runtimeclasses/", job->spec.runtime_class));
+  if (absl::IsNotFound(kv.status())) {
+    *warning = Cat("299 - \"RuntimeClass ", job->spec.runtime_class,
+                   " does not exist: its node selector and tolerations are not applied\"");
+    return std::nullopt;
+  }
+  if (!kv.ok()) return FromStatus(kv.status());
+  manifest::ParseResult stored = manifest::ParseManifests(kv->value, kv->key);
+  if (!stored.ok() || stored.manifests.size() != 1) {
+    return Status(500, "InternalError", Cat(kv->key, ": the stored object does not parse"));
+  }
+  std::vector<manifest::Manifest> both(2);
+  both[0].file = "body";
+  both[0].object = std::move(o);
+  both[1] = std::move(stored.manifests[0]);
+  std::vector<manifest::Diagnostic> errors = manifest::ResolveRuntimeClasses(both);
+  o = std::move(both[0].object);
+  if (errors.empty()) return std::nullopt;
+  std::vector<std::string> lines;
+  for (const manifest::Diagnostic& d : errors) lines.push_back(d.ToString());
+  return Status(422, "Invalid", Join(lines, "\n"));
+}
+
 }  // namespace
 
 Response RestApi::Create(const Request& r, const Route& route) {
   Parsed p = ParseBody(r, route.resource->kind, route.namespace_, "");
   if (p.error) return *p.error;
   if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
+  std::string warning;
+  if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
   ObjectMeta& meta = MetaOfMutable(*p.object);
   Route item = route;
   item.name = meta.name;
@@ -529,17 +568,29 @@ Response RestApi::Create(const Request& r, const Route& route) {
   if (route.resource->plural == "jobs") {
     doc["status"] = Json{{"phase", "Pending"}, {"submittedMs", clock_.NowMillis()}};
   }
+  Response created{201};
+  if (!warning.empty()) created.headers["Warning"] = warning;
+  if (DryRun(r)) {  // as it would be stored, less the revision it would get
+    if (absl::StatusOr<store::KeyValue> kv = store_.Get(item.Key()); kv.ok()) {
+      return FromStatus(absl::AlreadyExistsError(Cat(item.Key(), " already exists")));
+    }
+    created.body = doc.dump(2) + "\n";
+    return created;
+  }
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0}});
   if (!rev.ok()) return FromStatus(rev.status());
   if (kick_) kick_();
   doc["metadata"]["resourceVersion"] = std::to_string(*rev);
-  return {201, doc.dump(2) + "\n"};
+  created.body = doc.dump(2) + "\n";
+  return created;
 }
 
 Response RestApi::Apply(const Request& r, const Route& route) {
   Parsed p = ParseBody(r, route.resource->kind, route.namespace_, route.name);
   if (p.error) return *p.error;
   if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
+  std::string warning;
+  if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
   ObjectMeta& meta = MetaOfMutable(*p.object);
   const int64_t precondition = meta.resource_version;
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
@@ -595,6 +646,8 @@ Response RestApi::Apply(const Request& r, const Route& route) {
     if (old.contains("status")) j["status"] = old["status"];
     value = j.dump(2);
   }
+  if (DryRun(r))
+    return {200, WithRevision({route.Key(), value, 0, current->mod_revision, 0}).dump(2) + "\n"};
   absl::StatusOr<int64_t> rev =
       store_.Txn({{store::Op::Kind::kPut, route.Key(), value, current->mod_revision}});
   if (!rev.ok()) return FromStatus(rev.status());
@@ -612,29 +665,88 @@ Response RestApi::Read(const Request&, const Route& route) {
     }
     return FromStatus(kv.status());
   }
-  return {200, WithRevision(*kv).dump(2) + "\n"};
+  return {200, Present(*kv).dump(2) + "\n"};
+}
+
+Json RestApi::Present(const store::KeyValue& kv) const {
+  Json j = WithRevision(kv);
+  if (nodes_ != nullptr && kv.key.starts_with("/nodes/")) ApplyLiveGpuHealth(*nodes_, j);
+  return j;
 }
 
 Response RestApi::List(const Request& r, const Route& route) {
+  return ListObjects(r, route.Prefix(), route.resource->kind);
+}
+
+namespace {
+
+// The page of `items` after `after_key` (every matching one when `limit` is 0), and how many
+// matching ones follow it.
+struct Page {
+  std::vector<Json> items;
+  std::string last_key;
+  int64_t remaining = 0;
+};
+
+template <typename Present>
+Page PageOf(const std::vector<store::KeyValue>& items, const Selector& sel,
+            const std::string& after_key, int64_t limit, Present present) {
+  Page page;
+  for (const store::KeyValue& kv : items) {
+    if (!after_key.empty() && kv.key <= after_key) continue;
+    Json j = present(kv);
+    if (!sel.Matches(j)) continue;
+    if (limit > 0 && static_cast<int64_t>(page.items.size()) >= limit) {
+      ++page.remaining;
+      continue;
+    }
+    page.last_key = kv.key;
+    page.items.push_back(std::move(j));
+  }
+  return page;
+}
+
+}  // namespace
+
+Response RestApi::ListObjects(const Request& r, const std::string& prefix, std::string_view kind) {
   absl::StatusOr<Selector> sel =
       ParseSelector(r.query.contains("labelSelector") ? r.query.at("labelSelector") : "");
   if (!sel.ok()) return FromStatus(sel.status());
-  if (std::optional<int64_t> rv = QueryInt(r, "resourceVersion"); rv && *rv < 0) {
-    return Status(
-        400, "BadRequest",
-        Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+  for (const char* key : {"resourceVersion", "limit"}) {
+    if (std::optional<int64_t> v = QueryInt(r, key); v && *v < 0) {
+      return Status(400, "BadRequest",
+                    Cat(key, ": \"", r.query.at(key), "\" is not a non-negative integer"));
+    }
   }
-  absl::StatusOr<store::ListResult> list = store_.List(route.Prefix());
+  std::optional<ContinueToken> token;
+  if (auto c = r.query.find("continue"); c != r.query.end() && !c->second.empty()) {
+    token = DecodeContinue(c->second);
+    if (!token || token->prefix != prefix) {
+      return Status(400, "BadRequest", "continue: is not a continue token of this list");
+    }
+    if (token->revision < store_.CompactedRevision()) {
+      return Status(410, "Expired",
+                    Cat("continue: the list's revision ", token->revision,
+                        " was compacted; the token is too old to continue a consistent list: "
+                        "start a new list without continue"));
+    }
+  }
+  absl::StatusOr<store::ListResult> list = store_.List(prefix);
   if (!list.ok()) return FromStatus(list.status());
-  Json out = Json::object();
-  out["apiVersion"] = "gpucloud/v1";
-  out["kind"] = Cat(route.resource->kind, "List");
-  out["metadata"] = Json{{"resourceVersion", std::to_string(list->revision)}};
-  out["items"] = Json::array();
-  for (const store::KeyValue& kv : list->items) {
-    Json j = WithRevision(kv);
-    if (sel->Matches(j)) out["items"].push_back(std::move(j));
+  const int64_t revision = token ? token->revision : list->revision;
+  Page page =
+      PageOf(list->items, *sel, token ? token->after_key : "", QueryInt(r, "limit").value_or(0),
+             [this](const store::KeyValue& kv) { return Present(kv); });
+  Json meta{{"resourceVersion", std::to_string(revision)}};
+  if (page.remaining > 0) {
+    meta["continue"] = EncodeContinue({prefix, revision, page.last_key});
+    meta["remainingItemCount"] = page.remaining;
   }
+  Json out{{"apiVersion", "gpucloud/v1"},
+           {"kind", Cat(kind, "List")},
+           {"metadata", std::move(meta)},
+           {"items", Json::array()}};
+  for (Json& j : page.items) out["items"].push_back(std::move(j));
   return {200, out.dump(2) + "\n"};
 }
 
@@ -656,13 +768,16 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
         400, "BadRequest",
         Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
   }
+  if (r.query.contains("continue")) {
+    return Status(400, "BadRequest", "continue: a watch takes no continue token (a list does)");
+  }
   Response out{200, "", "application/x-ndjson"};
   out.watch_prefix = prefix;
   if (after.value_or(0) == 0) {  // the current state, then changes from there
     absl::StatusOr<store::ListResult> list = store_.List(prefix);
     if (!list.ok()) return FromStatus(list.status());
     for (const store::KeyValue& kv : list->items) {
-      Json object = WithRevision(kv);
+      Json object = Present(kv);
       if (sel->Matches(object)) out.body += WatchEvent("ADDED", std::move(object));
     }
     out.revision = list->revision;
@@ -689,7 +804,7 @@ Response RestApi::Watch(const Request& r, const std::string& prefix) {
     revision = events->back().revision;
   }
   for (const store::Event& e : *events) {
-    Json object = WithRevision(e.kv);
+    Json object = Present(e.kv);
     if (!sel->Matches(object)) continue;
     const char* type = e.kind == store::Event::Kind::kDelete ? "DELETED"
                        : e.kv.version == 1                   ? "ADDED"
@@ -707,6 +822,16 @@ Response RestApi::Delete(const Request& r, const Route& route) {
     return Status(
         400, "BadRequest",
         Cat("resourceVersion: \"", r.query.at("resourceVersion"), "\" is not a revision"));
+  }
+  if (DryRun(r)) {
+    absl::StatusOr<store::KeyValue> kv = store_.Get(route.Key());
+    if (!kv.ok()) return FromStatus(kv.status());
+    if (expect && *expect != kv->mod_revision) {
+      return FromStatus(absl::AbortedError(Cat(route.Key(), " was changed: it is at revision ",
+                                               kv->mod_revision, ", not ", *expect)));
+    }
+    return Status(200, "Deleted",
+                  Cat(route.resource->kind, " ", route.Key(), " would be deleted (dry run)"));
   }
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, route.Key(), "", expect}});
   if (!rev.ok()) return FromStatus(rev.status());

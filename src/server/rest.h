@@ -3,15 +3,21 @@
 //   /apis/gpucloud/v1/namespaces/{ns}/jobs[/{name}]      Jobs (namespaced)
 //   /apis/gpucloud/v1/queues[/{name}]                     Queues (cluster-wide)
 //   /apis/gpucloud/v1/nodepools[/{name}]                  NodePools (cluster-wide)
+//   /apis/gpucloud/v1/runtimeclasses[/{name}]             RuntimeClasses (cluster-wide); a job
+//                                        naming one gets its node selector and tolerations
 //   /apis/gpucloud/v1/nodes[/{name}]                      Nodes, registered by their agents
 //   /apis/gpucloud/v1/users|groups|policies|tokens[/{name}], namespaces/{ns}/serviceaccounts,
 //     whoami, authorize                                   identities (rest_iam.cc)
 //   /apis/gpucloud/v1/namespaces/{ns}/secrets[/{name}]    Secrets, values never answered
 //   /apis/gpucloud/v1/audit/records|digests|key|verify|anomalies   the audit log (rest_audit.cc)
+//   /api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version   discovery (rest_discovery.cc),
+//                                        for every authenticated identity
 // and sub-resources (rest_cluster.cc):
+//   GET  .../jobs/{name}/status          the job; writes of it are 405 (the controller's)
 //   POST .../jobs/{name}/cancel          stop the job's tasks (grace period), keep the job
 //   GET  .../jobs/{name}/events          what happened to the job and why
-//   GET  .../jobs/{name}/logs?rank=R&attempt=A&offset=O[&follow=true]   a task's output
+//   GET  .../jobs/{name}/logs?rank=R&attempt=A&offset=O[&follow=true][&tailLines=N]
+//        [&previous=true]                a task's output (X-Gpucloud-Offset: where it goes on)
 //   POST .../jobs/{name}/logs?rank=R&attempt=A&offset=O                 (agents) ship output
 //   POST nodes/{name}/heartbeat          (agents) task reports and GPU health, once a second
 //   GET  nodes/{name}/assignments[?watch=true&resourceVersion=R]        (agents) what to run
@@ -22,14 +28,17 @@
 // POST on a collection creates (409 if it exists); PUT on an item applies (creates or updates;
 // with metadata.resourceVersion it is a compare-and-swap, 409 when stale; applying what is
 // already stored writes nothing); GET reads an item or lists a collection (labelSelector=k=v,
-// k!=v, k); GET with watch=true&resourceVersion=R returns the changes after R as
-// newline-delimited JSON events (ADDED, MODIFIED, DELETED), or 410 when R was compacted
-// (without resourceVersion, or with 0, it starts from the current state: an ADDED event per
-// object; a future R is 504 after a short wait; one batch holds at most kMaxWatchBatch events);
-// DELETE removes (optionally ?resourceVersion=R). Bodies are YAML or JSON manifests, validated
+// k!=v, k; limit/continue page it: rest_paging.h); GET with watch=true&resourceVersion=R returns
+// the changes after R as newline-delimited JSON events (ADDED, MODIFIED, DELETED), or 410 when R
+// was compacted (without resourceVersion, or with 0, it starts from the current state: an ADDED
+// event per object; a future R is 504 after a short wait; one batch holds at most kMaxWatchBatch
+// events); DELETE removes (optionally ?resourceVersion=R). PATCH (rest_patch.cc) applies a JSON
+// merge patch to the stored object and serves the result as its PUT; other patch types are 415.
+// dryRun=All on POST, PUT, PATCH and DELETE: authorized and validated alike, nothing written,
+// the would-be object answered. Bodies are YAML or JSON manifests, validated
 // like `gpuctl validate`; a bad one gets 422 naming the field and line, and nothing is written.
-// A query parameter a path does not implement (fieldSelector, limit, dryRun, ...) is refused
-// with 400 naming it, never ignored; booleans (watch, follow, allowWatchBookmarks) read as
+// A query parameter a path does not implement (fieldSelector, sinceSeconds, ...) is refused
+// with 400 naming it, never ignored; booleans (watch, follow, previous, ...) read as
 // Kubernetes reads them: true/True/TRUE/1, false/False/FALSE/0, anything else 400. Every path
 // segment is a DNS label, once percent-decoded ("%2F" stays encoded, so it is none): an empty
 // segment, "..", a name holding '/', '?' or NUL are 400, never another object's path.
@@ -45,8 +54,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -64,6 +75,7 @@ class Authorizer;
 class IdentityBook;
 struct IamKind;
 class LogStore;
+struct LogKey;
 class NodeCertificates;
 class NodeTable;
 class SecretStore;
@@ -87,11 +99,13 @@ struct Identity {
 };
 
 struct Request {
-  std::string method;  // "GET", "POST", "PUT", "DELETE"
+  std::string method;  // "GET", "POST", "PUT", "PATCH", "DELETE"
   std::string path;
   std::map<std::string, std::string> query;
   std::string body;
   Identity who;
+  // The Content-Type header (PATCH reads it: only application/merge-patch+json is served).
+  std::string content_type;
   // The body read as manifests, once: authorization reads a job's write before its handler
   // stores it (RestApi's; not for callers to set).
   mutable std::shared_ptr<const manifest::ParseResult> parsed_body;
@@ -156,13 +170,21 @@ class RestApi {
  private:
   struct Route;
   Response Dispatch(const Request& r, const std::vector<std::string>& parts);
+  // rest_patch.cc: PATCH of jobs, queues, nodepools and runtimeclasses (a JSON merge patch).
+  Response Patch(const Request& r, const std::vector<std::string>& parts);
+  // rest_discovery.cc: GET /api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version.
+  Response Discovery(const Request& r);
   Response HandleObjects(const Request& r, const Route& route);  // jobs, queues, nodepools
   Response Create(const Request& r, const Route& route);
   Response Apply(const Request& r, const Route& route);
   Response Read(const Request& r, const Route& route);
   Response List(const Request& r, const Route& route);
+  // A list of the objects under `prefix` (labelSelector, limit/continue: rest_paging.h).
+  Response ListObjects(const Request& r, const std::string& prefix, std::string_view kind);
   Response Watch(const Request& r, const std::string& prefix);
   Response Delete(const Request& r, const Route& route);
+  // The stored object as answered: its revision, and a node's live GPU health (NodeTable).
+  nlohmann::ordered_json Present(const store::KeyValue& kv) const;
   // rest_cluster.cc
   Response HandleNodes(const Request& r, const std::vector<std::string>& parts);
   Response RegisterNode(const Request& r, const std::string& name);
@@ -194,6 +216,10 @@ class RestApi {
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
   Response Cancel(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);
+  struct LogQuery {
+    std::optional<int64_t> rank, attempt, offset, limit, tail_lines;
+  };
+  Response ReadLog(const LogKey& key, const LogQuery& q);
   std::string NewUid();
 
   store::Store& store_;

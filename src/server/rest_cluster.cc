@@ -107,7 +107,60 @@ Response AppendLog(store::Store& store, LogStore& logs, absl::Time now, const Lo
   return out;
 }
 
+// The last `n` lines of `text` (a last line without its newline counts as one).
+std::string_view LastLines(std::string_view text, int64_t n) {
+  if (n == 0) return {};
+  size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n') --end;
+  for (size_t at = end; at > 0; --at) {
+    if (text[at - 1] == '\n' && --n == 0) return text.substr(at);
+  }
+  return text;
+}
+
+// 400 for the log options the log store cannot serve: it keeps bytes, not a time per line.
+std::optional<Response> RefuseUntimedLogOptions(const Request& r) {
+  for (const char* key : {"sinceSeconds", "timestamps"}) {
+    if (key == std::string_view("timestamps") && !QueryTrue(r, key)) continue;
+    if (r.query.contains(key)) {
+      return Status(400, "BadRequest",
+                    Cat(key,
+                        ": is not supported: the log store keeps a task's output as bytes, "
+                        "without the time of each line"));
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+void ApplyLiveGpuHealth(const NodeTable& nodes, Json& doc) {
+  if (!doc.is_object() || !doc.contains("metadata") || !doc["metadata"].is_object()) return;
+  std::optional<NodeReport> report = nodes.Get(doc["metadata"].value("name", ""));
+  if (!report || report->heartbeat == nullptr) return;
+  auto status = doc.find("status");
+  if (status == doc.end() || !status->is_object() || !status->contains("gpus")) return;
+  Json& gpus = (*status)["gpus"];
+  if (!gpus.is_array()) return;
+  for (const api::GpuHealth& h : report->heartbeat->gpus) {
+    for (Json& g : gpus) {
+      if (!g.is_object() || g.value("index", -1) != h.index) continue;
+      g["healthy"] = h.healthy;
+      if (!h.healthy) {
+        g["reason"] = h.reason;
+      } else {
+        g.erase("reason");
+      }
+      g["atRisk"] = h.at_risk;
+      if (h.at_risk) {
+        g["risk"] = h.risk;
+      } else {
+        g.erase("risk");
+      }
+    }
+  }
+  (*status)["lastHeartbeatMs"] = report->last_heartbeat_ms;
+}
 
 void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
                             std::function<std::string()> summary) {
@@ -331,7 +384,7 @@ Response RestApi::SetNodeFlags(const Request& r, const std::string& name, const 
     if (nodes_ != nullptr) nodes_->SetHealthReset(name, health_reset);
     if (kick_) kick_();
     (void)r;
-    return {200, WithRevision({key, doc.dump(2), 0, *rev, 0}).dump(2) + "\n"};
+    return {200, Present({key, doc.dump(2), 0, *rev, 0}).dump(2) + "\n"};
   }
   return Status(409, "Conflict", Cat(key, " keeps changing; retry"));
 }
@@ -420,12 +473,24 @@ Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::
   }
   if (sub == "logs" && r.method == "GET") {
     // follow: a followed log is the HTTPS front's loop over these reads.
-    if ((bad = RefuseQuery(r, {"rank", "attempt", "offset", "limitBytes", "follow"}))) return *bad;
+    if ((bad = RefuseQuery(r, {"rank", "attempt", "offset", "limitBytes", "follow", "tailLines",
+                               "sinceSeconds", "timestamps", "previous"}))) {
+      return *bad;
+    }
     return Logs(r, route);
   }
   if (sub == "logs" && r.method == "POST") {
     if ((bad = RefuseQuery(r, {"rank", "attempt", "offset"}))) return *bad;
     return Logs(r, route);
+  }
+  if (sub == "status") {  // the object; its status is the controller's to write
+    if (r.method != "GET") {
+      return Status(405, "MethodNotAllowed",
+                    Cat(r.method, " is not allowed on ", r.path,
+                        ": a job's status is written by the controller alone"));
+    }
+    if ((bad = RefuseQuery(r, kNoQuery))) return *bad;
+    return Read(r, route);
   }
   if (sub == "events" && r.method == "GET") {
     if ((bad = RefuseQuery(r, kNoQuery))) return *bad;
@@ -466,6 +531,13 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     bool holds_nothing =
         Terminal(phase) ||
         (phase == "Pending" && !(doc.contains("status") && doc["status"].contains("placement")));
+    if (and_delete && DryRun(r)) {
+      return Status(holds_nothing ? 200 : 202, holds_nothing ? "Deleted" : "Deleting",
+                    Cat("Job ", route.Key(),
+                        holds_nothing ? " would be deleted"
+                                      : " would have its tasks stopped, then be deleted",
+                        " (dry run)"));
+    }
     if (and_delete && holds_nothing) {
       std::vector<store::Op> ops{
           {store::Op::Kind::kDelete, route.Key(), "", current->mod_revision}};
@@ -503,11 +575,12 @@ Response RestApi::Logs(const Request& r, const Route& route) {
   if (logs_ == nullptr) return Status(404, "NotFound", "this server keeps no logs");
   constexpr int64_t kInt = std::numeric_limits<int32_t>::max();
   constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
-  std::optional<int64_t> rank, attempt, offset, limit;
-  for (auto [name, max, out] : {std::tuple{"rank", kInt, &rank},
-                                {"attempt", kInt, &attempt},
-                                {"offset", kAny, &offset},
-                                {"limitBytes", kAny, &limit}}) {
+  LogQuery q;
+  for (auto [name, max, out] : {std::tuple{"rank", kInt, &q.rank},
+                                {"attempt", kInt, &q.attempt},
+                                {"offset", kAny, &q.offset},
+                                {"limitBytes", kAny, &q.limit},
+                                {"tailLines", kInt, &q.tail_lines}}) {
     *out = QueryInt(r, name, max);
     if (*out && **out < 0) {
       return Status(400, "BadRequest",
@@ -515,6 +588,7 @@ Response RestApi::Logs(const Request& r, const Route& route) {
                         max == kAny ? "" : Cat(" from 0 to ", max)));
     }
   }
+  if (std::optional<Response> bad = RefuseUntimedLogOptions(r)) return *bad;
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
   if (!current.ok()) {
     if (absl::IsNotFound(current.status())) {
@@ -524,8 +598,22 @@ Response RestApi::Logs(const Request& r, const Route& route) {
   }
   Json doc = Json::parse(current->value, nullptr, false);
   int current_attempt = doc.contains("status") ? doc["status"].value("attempt", 0) : 0;
-  LogKey key{route.namespace_, route.name, static_cast<int>(attempt.value_or(current_attempt)),
-             static_cast<int>(rank.value_or(0))};
+  if (QueryTrue(r, "previous")) {
+    if (current_attempt == 0) {
+      return Status(400, "BadRequest",
+                    Cat("previous: job ", route.namespace_, "/", route.name,
+                        " has had no attempt before its current one (0)"));
+    }
+    // With attempt (a followed log's later reads name the attempt they follow), the same one.
+    if (q.attempt && *q.attempt != current_attempt - 1) {
+      return Status(
+          400, "BadRequest",
+          Cat("previous: is attempt ", current_attempt - 1, ", but attempt says ", *q.attempt));
+    }
+    q.attempt = current_attempt - 1;
+  }
+  LogKey key{route.namespace_, route.name, static_cast<int>(q.attempt.value_or(current_attempt)),
+             static_cast<int>(q.rank.value_or(0))};
   if (r.method == "POST") {
     if (r.who.node && !PlacedOn(doc, key, r.who.node_name)) {
       return Status(403, "Forbidden",
@@ -533,17 +621,35 @@ Response RestApi::Logs(const Request& r, const Route& route) {
                         key.attempt, " of job ", route.namespace_, "/", route.name,
                         ": a node writes only its own tasks' logs"));
     }
-    if (!rank || !attempt || !offset) {
+    if (!q.rank || !q.attempt || !q.offset) {
       return Status(400, "BadRequest", "rank, attempt and offset are required to append to a log");
     }
-    return AppendLog(store_, *logs_, absl::FromUnixMillis(clock_.NowMillis()), key, *offset,
+    return AppendLog(store_, *logs_, absl::FromUnixMillis(clock_.NowMillis()), key, *q.offset,
                      r.body);
   }
-  // At most LogStore::kMaxReadBytes per answer, whatever limitBytes asks: clients page on with
-  // the offset (and a followed log does).
-  Response out{200, logs_->Read(key, offset.value_or(0), limit.value_or(1 << 20)), "text/plain"};
+  Response out = ReadLog(key, q);
   out.more = !Terminal(PhaseOf(doc)) && key.attempt == current_attempt;
+  return out;
+}
+
+Response RestApi::ReadLog(const LogKey& key, const LogQuery& q) {
+  // At most LogStore::kMaxReadBytes per answer, whatever limitBytes asks: clients page on with
+  // the offset (and a followed log does). tailLines: the last lines of the log's last window of
+  // that size; X-Gpucloud-Offset says where the log goes on (to follow it from there).
+  int64_t offset = q.offset.value_or(0);
+  std::string text;
+  if (q.tail_lines && !q.offset) {
+    offset = std::max<int64_t>(0, logs_->Size(key) - LogStore::kMaxReadBytes);
+    text = logs_->Read(key, offset, LogStore::kMaxReadBytes);
+    const int64_t end = offset + static_cast<int64_t>(text.size());
+    text = std::string(LastLines(text, *q.tail_lines));
+    offset = end - static_cast<int64_t>(text.size());
+  } else {
+    text = logs_->Read(key, offset, q.limit.value_or(1 << 20));
+  }
+  Response out{200, std::move(text), "text/plain"};
   out.headers["X-Gpucloud-Attempt"] = std::to_string(key.attempt);
+  out.headers["X-Gpucloud-Offset"] = std::to_string(offset + static_cast<int64_t>(out.body.size()));
   return out;
 }
 

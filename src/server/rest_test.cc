@@ -168,7 +168,8 @@ TEST_F(RestTest, BadInputGetsAClearErrorAndChangesNothing) {
   EXPECT_EQ(Call("POST", kJobs, std::string(kMaxBodyBytes + 1, 'x')).status, 413);
   EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/namespaces/Team_A/jobs").status, 400);
   EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/widgets").status, 404);
-  EXPECT_EQ(Call("PATCH", std::string(kJobs) + "/train").status, 405);
+  EXPECT_EQ(Call("PATCH", std::string(kJobs) + "/train").status, 400);  // no merge patch
+  EXPECT_EQ(Call("PATCH", kJobs, "{}").status, 405);                    // no object
   EXPECT_EQ(Call("GET", kJobs, "", {{"watch", "true"}, {"resourceVersion", "abc"}}).status, 400);
   EXPECT_EQ(store_->Revision(), rev);  // nothing half-written
 }
@@ -473,14 +474,15 @@ TEST_F(RestTest, UnsupportedQueryParametersAreRefusedNamingThem) {
   };
   const std::vector<Case> cases = {
       {"GET", kJobs, {{"fieldSelector", "metadata.name=x"}}, "fieldSelector"},
-      {"GET", kJobs, {{"limit", "10"}}, "limit"},
+      {"GET", kJobs, {{"limit", "ten"}}, "limit"},
       {"GET", "/apis/gpucloud/v1/jobs", {{"continue", "abc"}}, "continue"},
       {"DELETE", job, {{"fieldSelector", "metadata.name=other"}}, "fieldSelector"},
       {"GET", job, {{"watch", "true"}}, "watch"},
-      {"PUT", job, {{"dryRun", "All"}}, "dryRun"},
-      {"POST", kJobs, {{"dryRun", "All"}}, "dryRun"},
+      {"PUT", job, {{"dryRun", "all"}}, "dryRun"},
+      {"POST", kJobs, {{"dryRun", ""}}, "dryRun"},
+      {"GET", job, {{"dryRun", "All"}}, "dryRun"},
       {"GET", job + "/events", {{"limit", "1"}}, "limit"},
-      {"GET", job + "/logs", {{"tailLines", "5"}}, "tailLines"},
+      {"GET", job + "/logs", {{"sinceTime", "2026-01-01T00:00:00Z"}}, "sinceTime"},
       {"POST", job + "/cancel", {{"gracePeriodSeconds", "0"}}, "gracePeriodSeconds"},
       {"GET",
        "/apis/gpucloud/v1/nodes",

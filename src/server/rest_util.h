@@ -74,16 +74,28 @@ inline std::optional<Response> RefuseQuery(const Request& r,
                                            std::initializer_list<std::string_view> allowed) {
   return RefuseQuery(r, std::span<const std::string_view>(allowed.begin(), allowed.size()));
 }
+// True for a dry run (dryRun=All; RefuseQuery refuses any other value): the request is
+// authorized and validated exactly as it would be, nothing is written, and the would-be object
+// is answered.
+inline bool DryRun(const Request& r) { return r.query.contains("dryRun"); }
 // A path that takes no query parameter.
 inline constexpr std::span<const std::string_view> kNoQuery{};
 // What a GET of a collection takes (a list or, with watch=true, a watch). A list always reads
 // the newest state, which every resourceVersion a list may ask for allows ("", 0, not older
 // than R); timeoutSeconds bounds a watch (a list answers at once).
-inline constexpr std::string_view kCollectionQuery[] = {"labelSelector", "watch", "resourceVersion",
-                                                        "timeoutSeconds", "allowWatchBookmarks"};
+// limit and continue page a list (rest_paging.h); a watch ignores limit, as Kubernetes does.
+inline constexpr std::string_view kCollectionQuery[] = {
+    "labelSelector",       "watch", "resourceVersion", "timeoutSeconds",
+    "allowWatchBookmarks", "limit", "continue"};
 
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);
+
+// A node object (`doc`) with its GPUs' live health from its agent's latest heartbeat in
+// `nodes` (status.gpus[i].healthy, reason, atRisk, risk; status.lastHeartbeatMs): what the
+// controller schedules by, so that every reader of the API sees the one truth. A node without a
+// heartbeat is left as registered.
+void ApplyLiveGpuHealth(const NodeTable& nodes, Json& doc);
 
 }  // namespace gpucloud::server
 

@@ -1,0 +1,396 @@
+// Tests of the API's parity with Kubernetes (issue 16): discovery, merge patch, the status
+// sub-resource, paging, dry runs, log options, RuntimeClasses and live GPU health on nodes.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "api/wire.h"
+#include "core/policy.h"
+#include "core/text.h"
+#include "server/log_store.h"
+#include "server/node_table.h"
+#include "server/rest.h"
+#include "server/rest_util.h"
+#include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::json;
+
+const char* kJob = R"(apiVersion: gpucloud/v1
+kind: Job
+metadata:
+  name: train
+  labels: {team: vision}
+spec:
+  tasks:
+  - name: worker
+    replicas: 2
+    resources: {gpu: {count: 1}}
+)";
+
+class ParityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*store::OpenSqliteStore((dir_ / "s.db").string()));
+    api_ = std::make_unique<RestApi>(*store_, clock_, 7);
+    api_->AttachCluster(&nodes_, &logs_, nullptr);
+  }
+  Response Call(std::string method, std::string path, std::string body = "",
+                std::map<std::string, std::string> query = {}, Identity who = {"root", "", true}) {
+    return api_->Handle(
+        {std::move(method), std::move(path), std::move(query), std::move(body), who});
+  }
+  static Json Body(const Response& r) { return Json::parse(r.body); }
+  static constexpr char kJobs[] = "/apis/gpucloud/v1/namespaces/team-a/jobs";
+  static Identity Tenant() { return {"alice", "team-a", false}; }
+  static Identity Node() {
+    Identity n;
+    n.user = "node:n1";
+    n.node = true;
+    n.node_name = "n1";
+    return n;
+  }
+
+  testing_util::TempDir tmp_{"gpucloud-parity"};
+  const std::filesystem::path& dir_ = tmp_.path();
+  FakeClock clock_{1'700'000'000'000};
+  std::unique_ptr<store::Store> store_;
+  NodeTable nodes_;
+  LogStore logs_{(dir_ / "logs").string()};
+  std::unique_ptr<RestApi> api_;
+};
+
+TEST_F(ParityTest, DiscoveryIsServedAsKubernetesServesIt) {
+  for (const Identity& who : {Identity{"root", "", true}, Tenant(), Node()}) {
+    Response groups = Call("GET", "/apis", "", {{"timeout", "32s"}}, who);
+    ASSERT_EQ(groups.status, 200) << groups.body;
+    Json g = Body(groups);
+    EXPECT_EQ(g["kind"], "APIGroupList");
+    ASSERT_EQ(g["groups"].size(), 1u);
+    EXPECT_EQ(g["groups"][0]["name"], "gpucloud");
+    EXPECT_EQ(g["groups"][0]["preferredVersion"]["groupVersion"], "gpucloud/v1");
+    EXPECT_EQ(g["groups"][0]["versions"][0]["version"], "v1");
+  }
+  Json versions = Body(Call("GET", "/api", "", {}, Tenant()));
+  EXPECT_EQ(versions["kind"], "APIVersions");
+  EXPECT_TRUE(versions["versions"].is_array());
+  EXPECT_TRUE(versions["serverAddressByClientCIDRs"].is_array());
+  Json group = Body(Call("GET", "/apis/gpucloud", "", {}, Tenant()));
+  EXPECT_EQ(group["kind"], "APIGroup");
+  EXPECT_EQ(group["name"], "gpucloud");
+  Json version = Body(Call("GET", "/version", "", {}, Tenant()));
+  EXPECT_EQ(version["gitVersion"], "v" GPUCLOUD_VERSION_FOR_TEST);
+  for (const char* key : {"major", "minor", "gitCommit", "gitTreeState", "buildDate", "goVersion",
+                          "compiler", "platform"}) {
+    EXPECT_TRUE(version[key].is_string()) << key;
+  }
+  EXPECT_EQ(Call("POST", "/apis", "{}").status, 405);
+  EXPECT_EQ(Call("GET", "/apis", "", {{"watch", "true"}}).status, 400);
+}
+
+TEST_F(ParityTest, DiscoveryListsWhatTheApiServes) {
+  Response res = Call("GET", "/apis/gpucloud/v1/", "", {}, Tenant());
+  ASSERT_EQ(res.status, 200) << res.body;
+  Json list = Body(res);
+  EXPECT_EQ(list["kind"], "APIResourceList");
+  EXPECT_EQ(list["groupVersion"], "gpucloud/v1");
+  std::map<std::string, Json> by_name;
+  for (const Json& r : list["resources"]) {
+    for (const char* key : {"name", "singularName", "kind"}) EXPECT_TRUE(r[key].is_string());
+    EXPECT_TRUE(r["namespaced"].is_boolean());
+    EXPECT_FALSE(r["verbs"].empty());
+    by_name[r["name"]] = r;
+  }
+  ASSERT_TRUE(by_name.contains("jobs"));
+  EXPECT_EQ(by_name["jobs"]["singularName"], "job");
+  EXPECT_TRUE(by_name["jobs"]["namespaced"]);
+  EXPECT_EQ(by_name["jobs"]["kind"], "Job");
+  EXPECT_TRUE(by_name.contains("jobs/status"));
+  EXPECT_TRUE(by_name.contains("jobs/logs"));
+  EXPECT_EQ(by_name["nodes"]["shortNames"], Json::array({"no"}));
+  // Every collection this server was given answers (identities and secrets are not attached).
+  for (const char* name : {"jobs", "queues", "nodepools", "nodes"}) {
+    ASSERT_TRUE(by_name.contains(name)) << name;
+    std::string path = by_name[name]["namespaced"]
+                           ? Cat("/apis/gpucloud/v1/namespaces/team-a/", name)
+                           : Cat("/apis/gpucloud/v1/", name);
+    EXPECT_EQ(Call("GET", path).status, 200) << path;
+  }
+}
+
+TEST_F(ParityTest, AMergePatchIsAppliedToTheStoredObjectAndValidatedLikeAPut) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string path = std::string(kJobs) + "/train";
+  auto patch = [&](std::string body, std::string type = "application/merge-patch+json",
+                   Identity who = {"root", "", true}) {
+    Request r{"PATCH", path, {}, std::move(body), who};
+    r.content_type = std::move(type);
+    return api_->Handle(r);
+  };
+  Response p = patch(R"({"spec":{"priority":7},"metadata":{"labels":{"team":null,"x":"y"}}})");
+  ASSERT_EQ(p.status, 200) << p.body;
+  Json got = Body(Call("GET", path));
+  EXPECT_EQ(got["spec"]["priority"], 7);
+  EXPECT_EQ(got["spec"]["tasks"][0]["replicas"], 2);  // untouched
+  EXPECT_EQ(got["metadata"]["labels"], Json({{"x", "y"}}));
+  EXPECT_EQ(got["status"]["phase"], "Pending");  // the server's, kept
+  EXPECT_EQ(p.authorization.action, "jobs:Update");
+  // Validated like a PUT: a bad value is 422 naming the field, and nothing changes.
+  const std::string before = Call("GET", path).body;
+  Response bad = patch(R"({"spec":{"tasks":[{"name":"w","replicas":-1}]}})");
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("replicas"), std::string::npos) << bad.body;
+  EXPECT_EQ(patch(R"({"metadata":{"name":"other"}})").status, 400);
+  EXPECT_EQ(Call("GET", path).body, before);
+  // A resourceVersion in the patch is a precondition.
+  const std::string rv = got["metadata"]["resourceVersion"];
+  EXPECT_EQ(patch(R"({"metadata":{"resourceVersion":"1"},"spec":{"priority":8}})").status, 409);
+  EXPECT_EQ(
+      patch(Cat(R"({"metadata":{"resourceVersion":")", rv, R"("},"spec":{"priority":8}})")).status,
+      200);
+  // Other patch types are refused naming the one served; a body that is no object is 400.
+  for (const char* type : {"application/json-patch+json", "application/strategic-merge-patch+json",
+                           "application/apply-patch+yaml"}) {
+    Response r = patch(R"([{"op":"replace","path":"/spec/priority","value":1}])", type);
+    EXPECT_EQ(r.status, 415) << type;
+    EXPECT_NE(r.body.find("application/merge-patch+json"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(patch("[1]").status, 400);
+  // Another tenant's job is neither patched nor revealed; a missing one is 404.
+  EXPECT_EQ(
+      patch(R"({"spec":{"priority":1}})", "application/merge-patch+json", {"bob", "team-b", false})
+          .status,
+      403);
+  Request missing{"PATCH", std::string(kJobs) + "/nope", {}, "{}", Tenant()};
+  EXPECT_EQ(api_->Handle(missing).status, 404);
+  Request other{"PATCH", "/apis/gpucloud/v1/namespaces/team-b/jobs/nope", {}, "{}", Tenant()};
+  EXPECT_EQ(api_->Handle(other).status, 403);
+}
+
+TEST_F(ParityTest, AJobsStatusIsReadableAndWrittenOnlyByTheController) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string path = std::string(kJobs) + "/train/status";
+  Response g = Call("GET", path, "", {}, Tenant());
+  ASSERT_EQ(g.status, 200) << g.body;
+  EXPECT_EQ(Body(g)["status"]["phase"], "Pending");
+  EXPECT_EQ(Body(g)["kind"], "Job");
+  for (const char* method : {"PUT", "PATCH"}) {
+    Response w = Call(method, path, R"({"status":{"phase":"Succeeded"}})", {}, Tenant());
+    EXPECT_EQ(w.status, 405) << method << " " << w.body;
+    EXPECT_NE(w.body.find("controller"), std::string::npos) << w.body;
+  }
+  EXPECT_EQ(Body(Call("GET", path))["status"]["phase"], "Pending");
+  EXPECT_EQ(
+      Call("GET", "/apis/gpucloud/v1/namespaces/team-b/jobs/train/status", "", {}, Tenant()).status,
+      403);
+}
+
+TEST_F(ParityTest, ADryRunIsDecidedAndValidatedLikeTheRequestAndWritesNothing) {
+  const int64_t start = store_->Revision();
+  const std::map<std::string, std::string> dry = {{"dryRun", "All"}};
+  Response c = Call("POST", kJobs, kJob, dry, Tenant());
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(Body(c)["metadata"]["name"], "train");
+  EXPECT_EQ(Body(c)["status"]["phase"], "Pending");
+  EXPECT_EQ(store_->Revision(), start);
+  EXPECT_EQ(Call("GET", std::string(kJobs) + "/train").status, 404);
+  EXPECT_EQ(Call("POST", "/apis/gpucloud/v1/namespaces/team-b/jobs", kJob, dry, Tenant()).status,
+            403);
+  EXPECT_EQ(Call("POST", kJobs, "kind: Job\n", dry).status, 422);
+  EXPECT_EQ(Call("POST", kJobs, kJob, {{"dryRun", "Yes"}}).status, 400);
+  // On a stored object: PUT, PATCH and DELETE answer what would be, and change nothing.
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const int64_t stored = store_->Revision();
+  const std::string path = std::string(kJobs) + "/train";
+  Response put = Call("PUT", path, Cat(kJob, "  priority: 3\n"), dry);
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Body(put)["spec"]["priority"], 3);
+  Request patch{"PATCH", path, dry, R"({"spec":{"priority":4}})", Identity{"root", "", true}};
+  Response patched = api_->Handle(patch);
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(Body(patched)["spec"]["priority"], 4);
+  Response del = Call("DELETE", path, "", dry);
+  EXPECT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(Call("DELETE", std::string(kJobs) + "/nope", "", dry).status, 404);
+  EXPECT_EQ(Call("DELETE", "/apis/gpucloud/v1/queues/nope", "", dry).status, 404);
+  EXPECT_EQ(store_->Revision(), stored);
+  EXPECT_EQ(Body(Call("GET", path))["spec"].value("priority", 0), 0);
+}
+
+TEST_F(ParityTest, ListsArePagedWithAnOpaqueTokenStableUnderConcurrentCreates) {
+  for (const char* name : {"b", "d", "f", "h", "j"}) {
+    std::string job = kJob;
+    job.replace(job.find("name: train"), 11, Cat("name: ", name));
+    ASSERT_EQ(Call("POST", kJobs, job).status, 201);
+  }
+  const std::string first_revision = std::to_string(store_->Revision());
+  Response p1 = Call("GET", kJobs, "", {{"limit", "2"}}, Tenant());
+  ASSERT_EQ(p1.status, 200) << p1.body;
+  Json l1 = Body(p1);
+  ASSERT_EQ(l1["items"].size(), 2u);
+  EXPECT_EQ(l1["items"][1]["metadata"]["name"], "d");
+  EXPECT_EQ(l1["metadata"]["remainingItemCount"], 3);
+  EXPECT_EQ(l1["metadata"]["resourceVersion"], first_revision);
+  const std::string token = l1["metadata"]["continue"];
+  // Creates meanwhile, before and after the page's end: nothing listed twice, nothing skipped.
+  for (const char* name : {"a", "e", "z"}) {
+    std::string job = kJob;
+    job.replace(job.find("name: train"), 11, Cat("name: ", name));
+    ASSERT_EQ(Call("POST", kJobs, job).status, 201);
+  }
+  std::vector<std::string> names;
+  std::string next = token;
+  while (!next.empty()) {
+    Response p = Call("GET", kJobs, "", {{"limit", "2"}, {"continue", next}}, Tenant());
+    ASSERT_EQ(p.status, 200) << p.body;
+    Json l = Body(p);
+    EXPECT_EQ(l["metadata"]["resourceVersion"], first_revision);
+    for (const Json& item : l["items"]) names.push_back(item["metadata"]["name"]);
+    next = l["metadata"].value("continue", "");
+    if (!next.empty()) {
+      EXPECT_GT(l["metadata"]["remainingItemCount"], 0);
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"e", "f", "h", "j", "z"}));
+  // Without a limit: every item, no token.
+  Json all = Body(Call("GET", kJobs));
+  EXPECT_EQ(all["items"].size(), 8u);
+  EXPECT_FALSE(all["metadata"].contains("continue"));
+  // A selector filters before the limit counts.
+  Json sel = Body(Call("GET", kJobs, "", {{"limit", "100"}, {"labelSelector", "team=vision"}}));
+  EXPECT_EQ(sel["items"].size(), 8u);
+  // A token of another list, or none at all, is 400; one whose revision was compacted is 410.
+  EXPECT_EQ(Call("GET", "/apis/gpucloud/v1/queues", "", {{"continue", token}}).status, 400);
+  EXPECT_EQ(Call("GET", kJobs, "", {{"continue", "not-a-token"}}).status, 400);
+  EXPECT_EQ(Call("GET", kJobs, "", {{"limit", "-1"}}).status, 400);
+  ASSERT_TRUE(store_->Compact(store_->Revision()).ok());
+  Response expired = Call("GET", kJobs, "", {{"limit", "2"}, {"continue", token}});
+  EXPECT_EQ(expired.status, 410) << expired.body;
+  EXPECT_EQ(Body(expired)["reason"], "Expired");
+  // Every namespace's list pages too.
+  Json every = Body(Call("GET", "/apis/gpucloud/v1/jobs", "", {{"limit", "3"}}));
+  EXPECT_EQ(every["items"].size(), 3u);
+  EXPECT_EQ(every["metadata"]["remainingItemCount"], 5);
+}
+
+TEST_F(ParityTest, LogsTakeTailLinesAndPreviousAndRefuseWhatTheStoreCannotServe) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string logs = std::string(kJobs) + "/train/logs";
+  ASSERT_TRUE(logs_.Append({"team-a", "train", 0, 0}, 0, "one\ntwo\nthree\n").ok());
+  ASSERT_TRUE(logs_.Append({"team-a", "train", 1, 0}, 0, "again\nand\nfour").ok());
+  Response tail = Call("GET", logs, "", {{"tailLines", "2"}, {"attempt", "0"}}, Tenant());
+  ASSERT_EQ(tail.status, 200) << tail.body;
+  EXPECT_EQ(tail.body, "two\nthree\n");
+  EXPECT_EQ(tail.headers["X-Gpucloud-Offset"], "14");  // where a follow goes on from
+  EXPECT_EQ(Call("GET", logs, "", {{"tailLines", "0"}, {"attempt", "0"}}).body, "");
+  EXPECT_EQ(Call("GET", logs, "", {{"tailLines", "9"}, {"attempt", "0"}}).body,
+            "one\ntwo\nthree\n");
+  EXPECT_EQ(Call("GET", logs, "", {{"tailLines", "1"}, {"attempt", "1"}}).body, "four");
+  // previous: the attempt before the current one (the controller's status.attempt).
+  EXPECT_EQ(Call("GET", logs, "", {{"previous", "true"}}).status, 400);  // attempt 0 has none
+  std::string job = Call("GET", std::string(kJobs) + "/train").body;
+  Json doc = Json::parse(job);
+  doc["status"]["attempt"] = 1;
+  ASSERT_TRUE(
+      store_->Txn({{store::Op::Kind::kPut, "/jobs/team-a/train", doc.dump(), std::nullopt}}).ok());
+  Response prev = Call("GET", logs, "", {{"previous", "True"}, {"tailLines", "1"}}, Tenant());
+  ASSERT_EQ(prev.status, 200) << prev.body;
+  EXPECT_EQ(prev.body, "three\n");
+  EXPECT_EQ(prev.headers["X-Gpucloud-Attempt"], "0");
+  EXPECT_FALSE(prev.more);
+  EXPECT_EQ(Call("GET", logs, "", {{"previous", "true"}, {"attempt", "0"}}).status, 200);
+  EXPECT_EQ(Call("GET", logs, "", {{"previous", "true"}, {"attempt", "1"}}).status, 400);
+  EXPECT_EQ(Call("GET", logs, "", {{"previous", "maybe"}}).status, 400);
+  EXPECT_EQ(Call("GET", logs, "", {{"timestamps", "false"}}).status, 200);
+  for (auto [key, value] : {std::pair{"timestamps", "true"}, {"sinceSeconds", "60"}}) {
+    Response r = Call("GET", logs, "", {{key, value}});
+    EXPECT_EQ(r.status, 400) << key;
+    EXPECT_NE(r.body.find(key), std::string::npos) << r.body;
+  }
+}
+
+// Defect 11: the RuntimeClass of examples/ is accepted as a cluster-wide object, and a job that
+// names it gets its node selector.
+TEST_F(ParityTest, ARuntimeClassIsStoredListedUsedAndDeleted) {
+  if (!FindPolicyAction("runtimeclasses:Create")) {
+    GTEST_SKIP() << "needs the runtimeclasses:* actions in core/policy.cc's PolicyActions";
+  }
+  const std::string rcs = "/apis/gpucloud/v1/runtimeclasses";
+  const char* rc = R"(apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: gpu-runtime
+handler: nvidia
+scheduling:
+  nodeSelector:
+    accelerator: nvidia-a100
+)";
+  EXPECT_EQ(Call("POST", rcs, rc, {}, Tenant()).status, 403);  // cluster-wide: the admins'
+  Response c = Call("POST", rcs, rc);
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(Call("PUT", rcs + "/gpu-runtime", rc).status, 200);  // applied again: unchanged
+  Json listed = Body(Call("GET", rcs));
+  ASSERT_EQ(listed["items"].size(), 1u);
+  EXPECT_EQ(listed["kind"], "RuntimeClassList");
+  EXPECT_EQ(listed["items"][0]["metadata"]["name"], "gpu-runtime");
+  std::string job = Cat(kJob, "  runtimeClass: gpu-runtime\n");
+  Response j = Call("POST", kJobs, job, {}, Tenant());
+  ASSERT_EQ(j.status, 201) << j.body;
+  EXPECT_EQ(Body(j)["spec"]["nodeSelector"]["accelerator"], "nvidia-a100");
+  EXPECT_EQ(Call("PUT", std::string(kJobs) + "/train", job, {}, Tenant()).status, 200);
+  EXPECT_EQ(Call("DELETE", rcs + "/gpu-runtime").status, 200);
+  EXPECT_EQ(Call("GET", rcs + "/gpu-runtime").status, 404);
+  // A job naming one the server lacks is taken, with a warning that nothing applied it.
+  std::string other = kJob;
+  other.replace(other.find("name: train"), 11, "name: other");
+  Response w = Call("POST", kJobs, Cat(other, "  runtimeClass: gpu-runtime\n"));
+  ASSERT_EQ(w.status, 201) << w.body;
+  EXPECT_NE(w.headers["Warning"].find("gpu-runtime"), std::string::npos);
+}
+
+// Defect 10: after an Xid 79 the server stops scheduling on the GPU; what the API answers for
+// the node (describe node, top) says so too.
+TEST_F(ParityTest, ANodesGpuHealthIsWhatItsLatestHeartbeatSays) {
+  api::NodeInfo n;
+  n.name = "n1";
+  n.cpu_milli = 64'000;
+  n.memory_mib = 512 << 10;
+  for (int i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = Cat("GPU-n1-", i);
+    g.type = "H100-80GB";
+    g.memory = MiB(80 << 10);
+    n.gpus.push_back(g);
+  }
+  ASSERT_EQ(Call("PUT", api::NodePath("n1"), api::NodeToJson(n, false)).status, 201);
+  const std::string node = api::NodePath("n1");
+  EXPECT_TRUE(Body(Call("GET", node))["status"]["gpus"][1]["healthy"]);
+  api::Heartbeat hb;
+  hb.gpus.push_back({.index = 1, .healthy = false, .reason = "Xid 79 (fallen off the bus)"});
+  hb.gpus.push_back({.index = 0, .healthy = true, .at_risk = true, .risk = "ECC rising"});
+  ASSERT_EQ(Call("POST", node + "/heartbeat", api::HeartbeatToJson(hb), {}, Node()).status, 200);
+  Json got = Body(Call("GET", node, "", {}, Tenant()));
+  EXPECT_FALSE(got["status"]["gpus"][1]["healthy"]);
+  EXPECT_EQ(got["status"]["gpus"][1]["reason"], "Xid 79 (fallen off the bus)");
+  EXPECT_TRUE(got["status"]["gpus"][0]["healthy"]);
+  EXPECT_TRUE(got["status"]["gpus"][0]["atRisk"]);
+  EXPECT_EQ(got["status"]["lastHeartbeatMs"], clock_.NowMillis());
+  Json listed = Body(Call("GET", "/apis/gpucloud/v1/nodes"));
+  ASSERT_EQ(listed["items"].size(), 1u);
+  EXPECT_FALSE(listed["items"][0]["status"]["gpus"][1]["healthy"]);
+  // The GPU recovered (the operator reset it): the next heartbeat says so, and so does the API.
+  hb.gpus = {{.index = 1, .healthy = true}};
+  ASSERT_EQ(Call("POST", node + "/heartbeat", api::HeartbeatToJson(hb), {}, Node()).status, 200);
+  got = Body(Call("GET", node));
+  EXPECT_TRUE(got["status"]["gpus"][1]["healthy"]);
+  EXPECT_FALSE(got["status"]["gpus"][1].contains("reason"));
+}
+
+}  // namespace
+}  // namespace gpucloud::server
