@@ -14,6 +14,7 @@
 #include "sched/cluster_state.h"
 #include "sched/job_request.h"
 #include "sched/scheduler.h"
+#include "server/assignments.h"
 #include "server/events.h"
 #include "server/job_machine.h"
 #include "server/job_status.h"
@@ -105,11 +106,6 @@ std::string AssignmentKey(const std::string& node, const std::string& name) {
   return Cat("/assignments/", node, "/", name);
 }
 
-// Where the other nodes of a gang reach `node`: its registered address, else its host name.
-const std::string& NodeAddress(const api::NodeInfo& node) {
-  return node.address.empty() ? node.hostname : node.address;
-}
-
 }  // namespace
 
 struct Controller::Pass {
@@ -129,7 +125,21 @@ struct Controller::Pass {
   // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
   // every running job is not worth building 10 times a second, and scrapes are 15 s apart).
   bool live_jobs_due = false;
+  // Node -> the master ports of jobs whose rank 0 is there (MasterPortsOn; built when needed).
+  std::optional<std::map<std::string, std::set<int>>> master_ports;
 };
+
+std::set<int>& Controller::MasterPortsOn(Pass& pass, const std::string& node) {
+  if (!pass.master_ports) {
+    pass.master_ports.emplace();
+    for (auto& [key, obj] : jobs_.mutable_objects()) {
+      const JobStatus& s = JobOf(obj).status;
+      if (s.Terminal() || s.placement.empty() || s.master_port == 0) continue;
+      (*pass.master_ports)[s.placement[0].node].insert(s.master_port);
+    }
+  }
+  return (*pass.master_ports)[node];
+}
 
 Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock,
                        const GpuCatalog& catalog, ControllerOptions options)
@@ -692,99 +702,25 @@ absl::Status Controller::Schedule(Pass& pass) {
       s.scheduled_ms = now;
       s.tasks.clear();
       s.checkpoint_dir = *std::move(dir);
-      // Ranks in the order of the spec's tasks and their replicas.
-      std::vector<sched::ReplicaPlacement> replicas = d.allocation->replicas;
-      std::map<std::string, size_t> task_order;
-      for (size_t i = 0; i < job.spec.tasks.size(); ++i) task_order[job.spec.tasks[i].name] = i;
-      std::stable_sort(replicas.begin(), replicas.end(), [&](const auto& a, const auto& b) {
-        return std::pair(task_order[a.task], a.replica) < std::pair(task_order[b.task], b.replica);
-      });
-      // Node ranks by each node's lowest rank; local ranks within a node; each task's replicas'
-      // addresses in replica order (ranks follow it within a task).
-      std::vector<std::string> node_order;
-      std::map<std::string, int> local_count;
-      std::map<std::string, std::vector<std::string>> task_hosts;
-      for (const sched::ReplicaPlacement& r : replicas) {
+      std::vector<PlacedOn> placed;
+      for (const sched::ReplicaPlacement& r : d.allocation->replicas) {
         const std::string& node = state.node(r.node).name;
-        if (!local_count.contains(node)) node_order.push_back(node);
-        ++local_count[node];
-        task_hosts[r.task].push_back(NodeAddress(*pass.ready.at(node)));
+        placed.push_back({r, node, pass.ready.at(node).get()});
       }
-      std::vector<std::pair<std::string, int>> hosts;
-      for (const std::string& node : node_order) {
-        hosts.emplace_back(NodeAddress(*pass.ready.at(node)), local_count[node]);
+      BindInput in{
+          &job, UidOf(obj.doc), s.attempt, s.checkpoint_dir, 0, options_.stop_grace_ms / 1000};
+      Binding binding = AssignmentsFor(in, std::move(placed));
+      // The master port: not one another job's rank 0 already listens on at that node.
+      std::set<int>& taken = MasterPortsOn(pass, binding.placement[0].node);
+      s.master_port = MasterPort(in.uid, s.attempt, taken);
+      taken.insert(s.master_port);
+      for (api::Assignment& a : binding.assignments) a.master_port = s.master_port;
+      for (const api::Assignment& a : binding.assignments) {
+        ops.push_back({store::Op::Kind::kPut, AssignmentKey(binding.placement[a.rank].node, a.name),
+                       api::AssignmentToJson(a), std::nullopt});
       }
-      int master_port =
-          20000 +
-          static_cast<int>(std::hash<std::string>{}(Cat(UidOf(obj.doc), s.attempt)) % 20000);
-      std::map<std::string, int> local_next;
-      s.placement.clear();
-      std::vector<std::string> where;
-      for (size_t rank = 0; rank < replicas.size(); ++rank) {
-        const sched::ReplicaPlacement& r = replicas[rank];
-        const std::string& node = state.node(r.node).name;
-        const api::NodeInfo& info = *pass.ready.at(node);
-        const TaskSpec* spec = &job.spec.tasks[task_order[r.task]];
-        PlacedReplica pr{Cat(ns, ".", name, ".", rank), node, static_cast<int>(rank), r};
-        pr.placement.node = 0;
-        api::Assignment a;
-        a.name = pr.name;
-        a.namespace_ = ns;
-        a.job = name;
-        a.job_uid = UidOf(obj.doc);
-        a.attempt = s.attempt;
-        a.task = r.task;
-        a.replica = r.replica;
-        a.rank = static_cast<int>(rank);
-        a.world_size = static_cast<int>(replicas.size());
-        a.node_rank = static_cast<int>(std::find(node_order.begin(), node_order.end(), node) -
-                                       node_order.begin());
-        a.nodes = static_cast<int>(node_order.size());
-        a.local_rank = local_next[node]++;
-        a.local_world_size = local_count[node];
-        a.master_addr = hosts[0].first;
-        a.master_port = master_port;
-        a.hosts = hosts;
-        a.task_hosts = task_hosts;
-        std::vector<std::string> gpu_names;
-        for (const sched::GpuAssignment& g : r.gpus) {
-          api::AssignedGpu ag;
-          ag.index = g.gpu;
-          ag.uuid = info.gpus[g.gpu].uuid;
-          ag.mode = g.mode == GpuMode::kMig      ? "mig"
-                    : g.mode == GpuMode::kShared ? "shared"
-                                                 : "whole";
-          ag.mig_profile = g.mig.profile;
-          ag.mig_start = g.mig.start;
-          ag.fraction_milli = g.fraction.raw();
-          ag.mps = g.sharing == GpuSharing::kMps;
-          a.gpus.push_back(std::move(ag));
-          gpu_names.push_back(std::to_string(g.gpu));
-        }
-        a.command = spec->command;
-        a.command.insert(a.command.end(), spec->args.begin(), spec->args.end());
-        for (const EnvVar& e : spec->env) a.env[e.name] = e.value;
-        a.working_dir = spec->working_dir;
-        a.image = spec->image;
-        if (!a.image.empty()) {
-          a.image_pull_policy = spec->image_pull_policy;  // AssignmentToJson resolves a default
-          a.image_entrypoint = spec->command.empty();
-        }
-        a.run_as_user = spec->security_context.run_as_user;
-        a.run_as_group = spec->security_context.run_as_group;
-        a.run_as_non_root = spec->security_context.run_as_non_root;
-        a.checkpoint_dir = s.checkpoint_dir;
-        a.checkpoint_node_local = job.spec.checkpoint.node_local;
-        a.checkpoint_replicate = job.spec.checkpoint.replicate;
-        a.restart_count = s.attempt - 1;
-        a.cpu_milli = r.cpu.raw();
-        a.memory_mib = r.memory.raw();
-        a.grace_seconds = options_.stop_grace_ms / 1000;
-        ops.push_back({store::Op::Kind::kPut, AssignmentKey(node, a.name), api::AssignmentToJson(a),
-                       std::nullopt});
-        where.push_back(gpu_names.empty() ? node : Cat(node, " (GPU ", Join(gpu_names, ","), ")"));
-        s.placement.push_back(std::move(pr));
-      }
+      s.placement = std::move(binding.placement);
+      const std::vector<std::string>& where = binding.where;
       s.gpus = GpuEquivalents(s.placement);
       s.attempt_started_ms = 0;
       s.run_ended_ms = 0;

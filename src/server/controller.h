@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,8 @@ class Controller {
   absl::Status SyncNodes(Pass& pass);
   void StepJobs(Pass& pass);
   absl::Status Schedule(Pass& pass);
+  // The master ports in use on `node` this pass (jobs whose rank 0 runs or stops there).
+  std::set<int>& MasterPortsOn(Pass& pass, const std::string& node);
   // Runs independent transactions concurrently; results in order.
   std::vector<absl::StatusOr<int64_t>> TxnAll(const std::vector<std::vector<store::Op>>& txns);
 

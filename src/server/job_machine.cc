@@ -342,6 +342,7 @@ void StepStopping(Stepper& st, const std::vector<ReplicaView>& replicas) {
   s.phase = s.next;
   s.next.clear();
   s.placement.clear();
+  s.master_port = 0;
   s.stop_deadline_ms = 0;
   if (s.Terminal()) s.finished_ms = now;
 }

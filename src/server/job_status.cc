@@ -1,11 +1,10 @@
 #include "server/job_status.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
-
-#include <algorithm>
-#include <cstdlib>
 
 namespace gpucloud::server {
 namespace {
@@ -14,10 +13,14 @@ using Json = nlohmann::ordered_json;
 
 std::string_view ModeName(GpuMode m) {
   switch (m) {
-    case GpuMode::kWhole: return "whole";
-    case GpuMode::kMig: return "mig";
-    case GpuMode::kShared: return "shared";
-    case GpuMode::kNone: break;
+    case GpuMode::kWhole:
+      return "whole";
+    case GpuMode::kMig:
+      return "mig";
+    case GpuMode::kShared:
+      return "shared";
+    case GpuMode::kNone:
+      break;
   }
   return "none";
 }
@@ -47,10 +50,17 @@ double GpuEquivalents(const std::vector<PlacedReplica>& placement) {
   for (const PlacedReplica& r : placement) {
     for (const sched::GpuAssignment& g : r.placement.gpus) {
       switch (g.mode) {
-        case GpuMode::kWhole: n += 1; break;
-        case GpuMode::kShared: n += g.fraction.raw() / 1000.0; break;
-        case GpuMode::kMig: n += std::max(1, std::atoi(g.mig.profile.c_str())) / 7.0; break;
-        case GpuMode::kNone: break;
+        case GpuMode::kWhole:
+          n += 1;
+          break;
+        case GpuMode::kShared:
+          n += g.fraction.raw() / 1000.0;
+          break;
+        case GpuMode::kMig:
+          n += std::max(1, std::atoi(g.mig.profile.c_str())) / 7.0;
+          break;
+        case GpuMode::kNone:
+          break;
       }
     }
   }
@@ -60,9 +70,11 @@ double GpuEquivalents(const std::vector<PlacedReplica>& placement) {
 namespace {
 
 // The current attempt's GPU time if it ended at `now_ms` (SettleAttempt's arithmetic).
-GpuSeconds AttemptGpuSeconds(const JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms) {
+GpuSeconds AttemptGpuSeconds(const JobStatus& s, int64_t now_ms, bool completed,
+                             int64_t checkpoint_ms) {
   GpuSeconds add;
-  if (s.scheduled_ms > 0 && now_ms > s.scheduled_ms) add.allocated = s.gpus * (now_ms - s.scheduled_ms) / 1000.0;
+  if (s.scheduled_ms > 0 && now_ms > s.scheduled_ms)
+    add.allocated = s.gpus * (now_ms - s.scheduled_ms) / 1000.0;
   if (s.attempt_started_ms > 0) {
     int64_t end = s.run_ended_ms > 0 ? s.run_ended_ms : now_ms;
     double ran = std::max<int64_t>(0, end - s.attempt_started_ms);
@@ -87,10 +99,12 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
   return add;
 }
 
-std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec, const std::vector<PlacedReplica>& placement) {
+std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
+                       const std::vector<PlacedReplica>& placement) {
   if (!spec.node_local || s.checkpoint_nodes.empty()) return "";
   bool same = placement.size() == s.checkpoint_nodes.size();
-  for (size_t i = 0; same && i < placement.size(); ++i) same = placement[i].node == s.checkpoint_nodes[i];
+  for (size_t i = 0; same && i < placement.size(); ++i)
+    same = placement[i].node == s.checkpoint_nodes[i];
   std::string from;
   int64_t kept = s.last_checkpoint_ms;
   if (same) {
@@ -158,6 +172,7 @@ JobStatus JobStatusFromJson(const Json& doc) {
   s.last_replicated_ms = Get<int64_t>(j, "lastReplicatedMs", 0);
   s.checkpoint_nodes = Get<std::vector<std::string>>(j, "checkpointNodes", {});
   s.checkpoint_gpus = Get<double>(j, "checkpointGpus", 0);
+  s.master_port = Get<int>(j, "masterPort", 0);
   if (auto g = j.find("gpuSeconds"); g != j.end() && g->is_object()) {
     s.gpu_seconds.allocated = Get<double>(*g, "allocated", 0);
     s.gpu_seconds.productive = Get<double>(*g, "productive", 0);
@@ -235,6 +250,7 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
                            {"lost", s.gpu_seconds.lost},
                            {"goodput", s.gpu_seconds.goodput()}};
   }
+  if (s.master_port != 0) j["masterPort"] = s.master_port;
   if (!s.placement.empty()) {
     Json p = Json::array();
     for (const PlacedReplica& r : s.placement) {

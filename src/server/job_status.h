@@ -13,10 +13,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "sched/cluster_state.h"
 
@@ -50,20 +49,20 @@ struct GpuSeconds {
 
 struct JobStatus {
   std::string phase = "Pending";
-  std::string next;  // stopping phases: the phase after the tasks stopped
-  int attempt = 0;       // attempts started so far; the current one when scheduled
-  int restarts = 0;      // restarts after a task failed (counted against restartPolicy)
-  int interruptions = 0;  // restarts after a preemption, a drain or a lost node (not counted)
-  std::string reason;    // machine-readable: Unschedulable, Waiting, TaskFailed, NodeLost, ...
-  std::string message;   // for people
+  std::string next;           // stopping phases: the phase after the tasks stopped
+  int attempt = 0;            // attempts started so far; the current one when scheduled
+  int restarts = 0;           // restarts after a task failed (counted against restartPolicy)
+  int interruptions = 0;      // restarts after a preemption, a drain or a lost node (not counted)
+  std::string reason;         // machine-readable: Unschedulable, Waiting, TaskFailed, NodeLost, ...
+  std::string message;        // for people
   int64_t submitted_ms = 0;   // when the API accepted it (ms precision, unlike metadata)
   int64_t not_before_ms = 0;  // back-off: not scheduled before
   int64_t scheduled_ms = 0;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
   int64_t stop_deadline_ms = 0;
-  int64_t interrupted_ms = 0;     // when the current interruption began (0: none)
-  int64_t last_recovery_ms = 0;   // the last interruption's time to running again
+  int64_t interrupted_ms = 0;    // when the current interruption began (0: none)
+  int64_t last_recovery_ms = 0;  // the last interruption's time to running again
   int recoveries = 0;
   bool cancel_requested = false;
   bool delete_requested = false;
@@ -77,12 +76,15 @@ struct JobStatus {
   // Node-local checkpoints: where the last attempt's ranks ran (rank -> node), and its GPUs.
   std::vector<std::string> checkpoint_nodes;
   double checkpoint_gpus = 0;
-  GpuSeconds gpu_seconds;          // over the attempts that ended
+  GpuSeconds gpu_seconds;  // over the attempts that ended
   std::vector<PlacedReplica> placement;
+  int master_port = 0;  // the current attempt's rendezvous port on rank 0's node; 0: none
   std::map<std::string, std::string> tasks;  // assignment name -> last reported state
   bool operator==(const JobStatus&) const = default;
 
-  bool Terminal() const { return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled"; }
+  bool Terminal() const {
+    return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
+  }
   bool Stopping() const {
     return phase == "Preempting" || phase == "Restarting" || phase == "Cancelling" ||
            phase == "Stopping";
@@ -113,7 +115,8 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
 // s.checkpoint_nodes: where its checkpoints come from ("from the replica in DIR", "from
 // scratch: ...", or the local disks when every rank is back on its node), with the work that
 // did not survive moved from productive to lost. "" for other jobs. Clears checkpoint_nodes.
-std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec, const std::vector<PlacedReplica>& placement);
+std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
+                       const std::vector<PlacedReplica>& placement);
 
 // The job's GPU time so far, the current attempt included (its running time counted as
 // productive until something interrupts it).
