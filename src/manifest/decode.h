@@ -100,6 +100,8 @@ std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx,
 std::optional<RuntimeClass> DecodeRuntimeClass(Context& ctx, MapReader& doc);
 std::optional<Job> DecodePod(Context& ctx, MapReader& doc);
 std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc);
+std::optional<Job> DecodePyTorchJob(Context& ctx, MapReader& doc);  // kubeflow.org/v1
+std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc);      // kubeflow.org/v2beta1
 std::optional<Policy> DecodePolicy(Context& ctx, MapReader& doc);
 // Reads `Version` and `Statement` of an IAM document from `m` (the caller calls m.Finish()).
 bool DecodePolicyDocument(Context& ctx, MapReader& m, PolicyDocument* doc);

@@ -489,6 +489,12 @@ std::optional<Job> DecodeJob(Context& ctx, MapReader& doc) {
   }
   std::optional<Field> min_available = s.Take("minAvailable");
   ok = DecodeJobOptions(ctx, s, &job.spec) && ok;
+  if (std::optional<Field> p = s.Take("policies")) {
+    ok = DecodeLifecyclePolicies(ctx, *p, PolicySyntax::kGpucloud, "", &job.spec.tasks,
+                                 &job.spec.policies) &&
+         ok;
+    OrderLifecyclePolicies(&job.spec);
+  }
   s.Finish();
   if (!ok) return std::nullopt;
   // Taking "tasks" again: RequireTasks found it (ok), and it locates the replica total.

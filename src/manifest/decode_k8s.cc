@@ -1,5 +1,6 @@
 // Decoders of Kubernetes v1 Pod and Volcano batch.volcano.sh/v1alpha1 Job, converted to
-// gpucloud Jobs. Known Kubernetes fields that gpucloud does not act on are accepted with a
+// gpucloud Jobs (a Volcano Job's and its tasks' `policies` into JobSpec::policies, task-level
+// ones first). Known Kubernetes fields that gpucloud does not act on are accepted with a
 // warning; unknown fields are errors.
 #include "core/parse.h"
 #include "core/text.h"
@@ -213,14 +214,7 @@ bool MergeSecurityContext(Context& ctx, const Field& pod_field, const Field& con
   return CheckSecurityContext(ctx, at, *container);
 }
 
-// The parts of a PodSpec that become (part of) a gpucloud Job.
-struct PodParts {
-  TaskSpec task;
-  std::map<std::string, std::string> node_selector;
-  std::vector<Toleration> tolerations;
-  std::string runtime_class;
-  std::optional<Field> restart_policy;
-};
+}  // namespace
 
 std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const ObjectMeta& meta) {
   MapReader m(ctx.sink, f);
@@ -285,6 +279,8 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
   return parts;
 }
 
+namespace {
+
 bool MergeNodeSelector(Context& ctx, const Field& at, const std::map<std::string, std::string>& add,
                        std::map<std::string, std::string>* into) {
   for (const auto& [k, v] : add) {
@@ -300,25 +296,51 @@ bool MergeNodeSelector(Context& ctx, const Field& at, const std::map<std::string
 }
 
 // One entry of a Volcano Job's spec.tasks, appended to `job` as a task; its pod template's node
-// selector, tolerations and runtime class apply to the whole job.
-bool DecodeVolcanoTask(Context& ctx, const Field& item, Job* job) {
+// selector, tolerations and runtime class apply to the whole job. Its policies are appended to
+// `policies` with the task's name.
+bool DecodeVolcanoTask(Context& ctx, const Field& item, Job* job,
+                       std::vector<LifecyclePolicy>* policies) {
   MapReader t(ctx.sink, item);
   if (!t.valid()) return false;
   std::optional<Field> name = t.Take("name");
   int32_t replicas = 1;
   bool ok = t.Int32("replicas", &replicas, 1, kMaxReplicasPerJob);
-  for (const char* k : {"policies", "minAvailable", "maxRetry", "dependsOn"}) {
+  std::optional<Field> task_policies = t.Take("policies");
+  for (const char* k : {"minAvailable", "maxRetry", "dependsOn"}) {
     t.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
   std::optional<Field> tmpl = t.Require("template");
   t.Finish();
   if (!tmpl) return false;
-  MapReader tm(ctx.sink, *tmpl);
-  if (!tm.valid()) return false;
-  ObjectMeta pod_meta = job->metadata;
+  std::optional<PodParts> parts = DecodePodTemplate(ctx, *tmpl, job->metadata);
+  if (!parts) return false;
+  std::string task_name = parts->task.name;
+  if (name) {
+    std::optional<std::string> n = ReadString(ctx.sink, *name);
+    if (!n) return false;
+    task_name = *n;
+  }
+  if (!AddPodTask(ctx, *tmpl, name ? *name : item, task_name, replicas, std::move(*parts), job)) {
+    return false;
+  }
+  if (task_policies) {
+    ok = DecodeLifecyclePolicies(ctx, *task_policies, PolicySyntax::kVolcano, task_name, nullptr,
+                                 policies) &&
+         ok;
+  }
+  return ok;
+}
+
+}  // namespace
+
+std::optional<PodParts> DecodePodTemplate(Context& ctx, const Field& tmpl, const ObjectMeta& meta) {
+  MapReader tm(ctx.sink, tmpl);
+  if (!tm.valid()) return std::nullopt;
+  bool ok = true;
+  ObjectMeta pod_meta = meta;
   if (std::optional<Field> md = tm.Take("metadata")) {
     MapReader mm(ctx.sink, *md);
-    ok = mm.valid() && ok;
+    ok = mm.valid();
     if (mm.valid()) {
       std::map<std::string, std::string> labels, annotations;
       ok = mm.StringMap("labels", &labels, true) && ok;
@@ -330,31 +352,27 @@ bool DecodeVolcanoTask(Context& ctx, const Field& item, Job* job) {
   }
   std::optional<Field> pod_spec = tm.Require("spec");
   tm.Finish();
-  if (!pod_spec) return false;
-  std::optional<PodParts> parts = DecodePodSpec(ctx, *pod_spec, pod_meta);
-  if (!parts) return false;
-  TaskSpec task = std::move(parts->task);
+  if (!pod_spec || !ok) return std::nullopt;
+  return DecodePodSpec(ctx, *pod_spec, pod_meta);
+}
+
+bool AddPodTask(Context& ctx, const Field& at, const Field& name_at, const std::string& name,
+                int32_t replicas, PodParts parts, Job* job) {
+  if (!CheckTaskName(ctx, name_at, name, job->spec.tasks)) return false;
+  TaskSpec task = std::move(parts.task);
+  task.name = name;
   task.replicas = replicas;
-  if (name) {
-    std::optional<std::string> n = ReadString(ctx.sink, *name);
-    if (!n || !CheckTaskName(ctx, *name, *n, job->spec.tasks)) return false;
-    task.name = *n;
-  } else if (!CheckTaskName(ctx, item, task.name, job->spec.tasks)) {
-    return false;
-  }
-  ok = MergeNodeSelector(ctx, *pod_spec, parts->node_selector, &job->spec.node_selector) && ok;
-  for (Toleration& tol : parts->tolerations) {
+  bool ok = MergeNodeSelector(ctx, at, parts.node_selector, &job->spec.node_selector);
+  for (Toleration& tol : parts.tolerations) {
     if (std::find(job->spec.tolerations.begin(), job->spec.tolerations.end(), tol) ==
         job->spec.tolerations.end()) {
       job->spec.tolerations.push_back(std::move(tol));
     }
   }
-  if (!parts->runtime_class.empty()) job->spec.runtime_class = parts->runtime_class;
+  if (!parts.runtime_class.empty()) job->spec.runtime_class = parts.runtime_class;
   job->spec.tasks.push_back(std::move(task));
   return ok;
 }
-
-}  // namespace
 
 std::optional<Job> DecodePod(Context& ctx, MapReader& doc) {
   Job job;
@@ -395,14 +413,20 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
   ok = s.Int32("maxRetry", &job.spec.restart.max_restarts, 0, 1000) && ok;
   s.Ignore("schedulerName");  // gpucloud is the scheduler
   s.IgnoreWithWarning("plugins", "gpucloud sets the distributed-training environment itself");
-  for (const char* k : {"policies", "volumes", "ttlSecondsAfterFinished", "priorityClassName",
-                        "minSuccess", "runningEstimate", "networkTopology"}) {
+  std::optional<Field> job_policies = s.Take("policies");
+  for (const char* k : {"volumes", "ttlSecondsAfterFinished", "priorityClassName", "minSuccess",
+                        "runningEstimate", "networkTopology"}) {
     s.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
   std::optional<std::vector<Field>> items = RequireTasks(ctx, s);
   ok = items.has_value() && ok;
   for (const Field& item : items.value_or(std::vector<Field>{})) {
-    ok = DecodeVolcanoTask(ctx, item, &job) && ok;
+    ok = DecodeVolcanoTask(ctx, item, &job, &job.spec.policies) && ok;
+  }
+  if (job_policies) {
+    ok = DecodeLifecyclePolicies(ctx, *job_policies, PolicySyntax::kVolcano, "", nullptr,
+                                 &job.spec.policies) &&
+         ok;
   }
   s.Finish();
   if (!ok) return std::nullopt;

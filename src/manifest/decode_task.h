@@ -2,7 +2,9 @@
 #ifndef GPUCLOUD_MANIFEST_DECODE_TASK_H_
 #define GPUCLOUD_MANIFEST_DECODE_TASK_H_
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "manifest/decode.h"
@@ -29,6 +31,40 @@ bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out);
 // The job-wide options of a gpucloud/v1 Job spec (queue, priority, billing, nodeSelector,
 // tolerations, minCudaVersion, runtimeClass, checkpoint, restartPolicy, runtimeEstimate).
 bool DecodeJobOptions(Context& ctx, MapReader& spec, JobSpec* out);
+
+// Where a list of lifecycle policies is written: a Volcano Job's spec or task (`event` or
+// `events`, `exitCode`, `action`; `timeout` accepted with a warning) or a gpucloud/v1 Job's spec
+// (the same, without `timeout`, with `task`).
+enum class PolicySyntax { kVolcano, kGpucloud };
+// Appends the policies of the list `f` to *out. Each gets `task` (a Volcano task's own list;
+// "" at job level) unless a gpucloud/v1 entry names one, which must be one of `tasks` when
+// `tasks` is not null. An event or exit code named twice in one scope (a task, or the job) is
+// an error, as in Volcano.
+bool DecodeLifecyclePolicies(Context& ctx, const Field& f, PolicySyntax syntax,
+                             const std::string& task, const std::vector<TaskSpec>* tasks,
+                             std::vector<LifecyclePolicy>* out);
+// Puts task-level policies first, in task order, then job-level ones (JobSpec::policies'
+// order); stable within each.
+void OrderLifecyclePolicies(JobSpec* spec);
+
+// The parts of a Kubernetes PodSpec that become (part of) a gpucloud Job.
+struct PodParts {
+  TaskSpec task;
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  std::string runtime_class;
+  std::optional<Field> restart_policy;
+};
+// A PodSpec with exactly one container; the job's annotations (`meta`) may ask for a GPU share.
+std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const ObjectMeta& meta);
+// A pod template ({metadata, spec}) as Volcano tasks and Kubeflow replica specs write it: its
+// annotations join the job's for the GPU share; its labels and name are read and dropped.
+std::optional<PodParts> DecodePodTemplate(Context& ctx, const Field& tmpl, const ObjectMeta& meta);
+// Appends `parts.task` to the job as task `name` (checked at `name_at`) with `replicas`; the
+// pod's node selector, tolerations and runtime class apply to the whole job (a node selector
+// that conflicts with another task's is an error at `at`).
+bool AddPodTask(Context& ctx, const Field& at, const Field& name_at, const std::string& name,
+                int32_t replicas, PodParts parts, Job* job);
 
 }  // namespace gpucloud::manifest::internal
 

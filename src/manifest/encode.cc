@@ -110,6 +110,25 @@ Json Task(const TaskSpec& t) {
   return out;
 }
 
+// Lifecycle policies in JobSpec::policies' order (task-level first), which the decoder keeps.
+Json Policies(const std::vector<LifecyclePolicy>& policies) {
+  Json out = Json::array();
+  for (const LifecyclePolicy& p : policies) {
+    Json j = Json::object();
+    if (p.exit_code) {
+      j["exitCode"] = *p.exit_code;
+    } else {
+      Json events = Json::array();
+      for (LifecycleEvent e : p.events) events.push_back(LifecycleEventName(e));
+      j["events"] = std::move(events);
+    }
+    j["action"] = LifecycleActionName(p.action);
+    if (!p.task.empty()) j["task"] = p.task;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Json JobSpecJson(const JobSpec& s) {
   Json out = Json::object();
   out["queue"] = s.queue;
@@ -136,6 +155,7 @@ Json JobSpecJson(const JobSpec& s) {
   Json tasks = Json::array();
   for (const TaskSpec& t : s.tasks) tasks.push_back(Task(t));
   out["tasks"] = std::move(tasks);
+  if (!s.policies.empty()) out["policies"] = Policies(s.policies);
   return out;
 }
 

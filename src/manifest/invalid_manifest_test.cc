@@ -224,7 +224,7 @@ metadata: {name: train}
 kind: Deployment
 )",
      "job.yaml:1:13: apiVersion: unsupported apiVersion \"apps/v1\" (supported: gpucloud/v1, v1, "
-     "batch.volcano.sh/v1alpha1, node.k8s.io/v1)\n"},
+     "batch.volcano.sh/v1alpha1, kubeflow.org/v1, kubeflow.org/v2beta1, node.k8s.io/v1)\n"},
     {"missing_name", R"(apiVersion: gpucloud/v1
 kind: Job
 metadata: {namespace: team-a}

@@ -16,7 +16,8 @@ namespace {
 using internal::Context;
 
 constexpr std::string_view kSupportedApiVersions =
-    "gpucloud/v1, v1, batch.volcano.sh/v1alpha1, node.k8s.io/v1";
+    "gpucloud/v1, v1, batch.volcano.sh/v1alpha1, kubeflow.org/v1, kubeflow.org/v2beta1, "
+    "node.k8s.io/v1";
 
 // The text of one YAML document and the 0-based line of the file where it starts.
 struct DocumentText {
@@ -96,6 +97,14 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
   if (api_version == "batch.volcano.sh/v1alpha1") {
     if (kind == "Job") return lift(internal::DecodeVolcanoJob(ctx, m));
     return unknown_kind("Job");
+  }
+  if (api_version == "kubeflow.org/v1") {
+    if (kind == "PyTorchJob") return lift(internal::DecodePyTorchJob(ctx, m));
+    return unknown_kind("PyTorchJob");
+  }
+  if (api_version == "kubeflow.org/v2beta1") {
+    if (kind == "MPIJob") return lift(internal::DecodeMpiJob(ctx, m));
+    return unknown_kind("MPIJob");
   }
   if (api_version == "node.k8s.io/v1") {
     if (kind == "RuntimeClass") return lift(internal::DecodeRuntimeClass(ctx, m));

@@ -3,8 +3,9 @@
 //
 // Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration and Policy
 // (the last into ParseResult::policies, with ParsePolicyDocument for a lone IAM document);
-// Kubernetes v1 Pod and node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job.
-// Kubernetes and Volcano objects are converted to gpucloud Jobs (GPU resources from
+// Kubernetes v1 Pod and node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job;
+// Kubeflow kubeflow.org/v1 PyTorchJob and kubeflow.org/v2beta1 MPIJob.
+// Kubernetes, Volcano and Kubeflow objects are converted to gpucloud Jobs (GPU resources from
 // `nvidia.com/gpu`, `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from
 // `nodeSelector` accelerator labels). Validation is strict, like `kubectl --validate=strict`; every
 // error names file, document, field path, line and column. Nothing here does I/O. Stateless

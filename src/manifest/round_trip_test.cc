@@ -36,8 +36,10 @@ TEST(RoundTrip, EveryExample) {
     if (!entry.is_regular_file()) continue;
     std::string ext = entry.path().extension().string();
     if (ext != ".yaml" && ext != ".yml" && ext != ".json") continue;
-    // examples/agent holds the agent's own configs (simulated GPUs), not manifests.
-    if (entry.path().parent_path().filename() == "agent") continue;
+    // examples/agent holds the agent's own configs (simulated GPUs), examples/grafana
+    // dashboards: not manifests.
+    std::string dir = entry.path().parent_path().filename().string();
+    if (dir == "agent" || dir == "grafana") continue;
     std::ifstream f(entry.path());
     std::stringstream ss;
     ss << f.rdbuf();
