@@ -159,8 +159,9 @@ struct NodeAgent::Impl {
   mutable std::mutex metrics_mu;
   NodeGpus discovered;                  // guarded by metrics_mu
   std::vector<GpuSample> last_samples;  // guarded by metrics_mu
-  std::multimap<int, GpuOwner> owners;       // guarded by metrics_mu
-  std::map<int, GpuCondition> shown_health;  // guarded by metrics_mu; health's, for /metrics
+  std::multimap<int, GpuOwner> owners;  // guarded by metrics_mu
+  // guarded by metrics_mu; health's, for /metrics, from the first heartbeat on
+  std::optional<std::map<int, GpuCondition>> shown_health;
   struct Energy {
     std::string ns, job, task;
     int rank = 0, attempt = 0;
@@ -976,7 +977,8 @@ struct NodeAgent::Impl {
     for (const auto& [id, e] : energy) {
       tasks_energy.push_back({e.ns, e.job, e.task, e.rank, e.attempt, e.joules});
     }
-    return Cat(DcgmMetricsText(discovered, last_samples, {o.node_name, &owners, &shown_health}),
+    const auto* health_shown = shown_health ? &*shown_health : nullptr;
+    return Cat(DcgmMetricsText(discovered, last_samples, {o.node_name, &owners, health_shown}),
                TaskEnergyMetricsText(tasks_energy, o.node_name));
   }
 

@@ -7,8 +7,11 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <thread>
 
+#include "agent/metrics_server.h"
 #include "agent/node_agent.h"
 #include "agent/nvml_backend.h"
 #include "agent/simulated_backend.h"
@@ -33,6 +36,10 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   app.add_option("--simulate", simulate,
                  "simulated GPUs, e.g. 4xH100 (default: the real ones; 4xH100 without a driver)");
   app.add_option("--node-name", node_name, "the local node's name (default: the host name)");
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve the agent's GPU metrics (dcgm-exporter's names) on ADDR:PORT over HTTP, "
+                 "as `gpucloud agent run --metrics-listen` does (port 0: any)");
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
   try {
@@ -51,6 +58,15 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   }
   o.address = addr->host;
   o.port = addr->port;
+  std::optional<HostPort> metrics_addr;
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<HostPort> m = ParseHostPort("--metrics-listen", metrics_listen);
+    if (!m.ok()) {
+      err << "gpucloud up: " << m.status().message() << "\n";
+      return 2;
+    }
+    metrics_addr = *m;
+  }
   if (node_name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -103,18 +119,34 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   ao.allow_host_processes = true;
   ao.workdir = std::filesystem::current_path().string();
   agent::NodeAgent node(client, **backend, ao);
+  // The agent samples the GPUs with its heartbeats; the metrics server shows its view.
+  std::unique_ptr<agent::MetricsServer> metrics;
+  if (metrics_addr) {
+    metrics = std::make_unique<agent::MetricsServer>([&node] { return node.MetricsText(); },
+                                                     metrics_addr->host, metrics_addr->port);
+    if (absl::Status s = metrics->Start(); !s.ok()) {
+      err << "gpucloud up: " << s.message() << "\n";
+      cp.Stop();
+      return 1;
+    }
+  }
   absl::Status agent_status;
   std::thread agent_thread([&] { agent_status = node.Run(); });
 
   out << "gpucloud up: control plane at " << cp.url() << ", node " << node_name << " ("
-      << (*backend)->Name() << " GPUs)\n"
-      << "  use it:  export GPUCLOUD_CONFIG=" << cp.admin_config_path() << "\n"
+      << (*backend)->Name() << " GPUs)\n";
+  if (metrics) {
+    out << "  metrics: http://" << metrics_addr->host << ":" << metrics->port()
+        << "/metrics (the agent's GPUs; the control plane's at " << cp.url() << "/metrics)\n";
+  }
+  out << "  use it:  export GPUCLOUD_CONFIG=" << cp.admin_config_path() << "\n"
       << "           gpuctl run --gpus 1 -- python3 examples/trainer/train.py\n"
       << "           gpuctl get jobs; gpuctl logs JOB; gpuctl top\n"
       << "  stop it: Ctrl-C" << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
   out << "gpucloud up: stopping on signal " << sig << std::endl;
+  if (metrics) metrics->Stop();
   node.Stop();
   agent_thread.join();
   cp.Stop();
