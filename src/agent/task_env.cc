@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <string_view>
 
 #include "core/object_meta.h"
 #include "core/text.h"
@@ -32,10 +34,41 @@ void SetVolcanoEnv(const TaskEnvInput& in, std::map<std::string, std::string>& e
   }
 }
 
+// Paths the manifest wrote under Volcano's /etc/volcano, where this task finds those files.
+void RebaseVolcanoPaths(const std::string& volcano_dir, std::map<std::string, std::string>& env) {
+  constexpr std::string_view kVolcanoDir = "/etc/volcano";
+  if (volcano_dir.empty() || volcano_dir == kVolcanoDir) return;
+  for (auto& [name, value] : env) {
+    if (value.starts_with(kVolcanoDir) && value.size() > kVolcanoDir.size() &&
+        value[kVolcanoDir.size()] == '/') {
+      value = volcano_dir + value.substr(kVolcanoDir.size());
+    }
+  }
+}
+
+// torchrun's PET_ variables, as Kubeflow's training operator sets them for a PyTorchJob: one
+// torchrun agent per replica. WORLD_SIZE counts processes when the job says how many a replica
+// runs.
+void SetTorchrunEnv(const TaskEnvInput& in, const std::string& master_addr,
+                    std::map<std::string, std::string>& env) {
+  env["PET_NNODES"] = std::to_string(in.world_size);
+  env["PET_NODE_RANK"] = std::to_string(in.rank);
+  env["PET_MASTER_ADDR"] = master_addr;
+  env["PET_MASTER_PORT"] = std::to_string(in.master_port);
+  auto nproc = in.user_env.find("PET_NPROC_PER_NODE");
+  if (nproc == in.user_env.end()) return;
+  const std::string& n = nproc->second;
+  bool number = !n.empty() && n.size() <= 4 && n.find_first_not_of("0123456789") == n.npos;
+  if (number && std::stoi(n) > 0) {
+    env["WORLD_SIZE"] = std::to_string(static_cast<int64_t>(in.world_size) * std::stoi(n));
+  }
+}
+
 }  // namespace
 
 std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in) {
   std::map<std::string, std::string> env = in.user_env;
+  RebaseVolcanoPaths(in.volcano_dir, env);
   auto set = [&](const char* k, std::string v) { env[k] = std::move(v); };
   std::string gpus = in.gpu_uuids.empty() ? std::string() : Join(in.gpu_uuids, ",");
   // No GPU: hide them all ("void" is what NVIDIA's container runtime understands).
@@ -46,7 +79,8 @@ std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in) {
   } else {
     env.erase("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
   }
-  set("MASTER_ADDR", in.master_addr.empty() ? std::string("127.0.0.1") : in.master_addr);
+  const std::string master_addr = in.master_addr.empty() ? "127.0.0.1" : in.master_addr;
+  set("MASTER_ADDR", master_addr);
   set("MASTER_PORT", std::to_string(in.master_port));
   set("WORLD_SIZE", std::to_string(in.world_size));
   set("RANK", std::to_string(in.rank));
@@ -54,6 +88,7 @@ std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in) {
   set("LOCAL_WORLD_SIZE", std::to_string(in.local_world_size));
   set("NODE_RANK", std::to_string(in.node_rank));
   set("GROUP_RANK", std::to_string(in.node_rank));  // torchrun's name for it
+  SetTorchrunEnv(in, master_addr, env);
   // Open MPI's names for the same facts, for mpirun-free launches.
   set("OMPI_COMM_WORLD_SIZE", std::to_string(in.world_size));
   set("OMPI_COMM_WORLD_RANK", std::to_string(in.rank));

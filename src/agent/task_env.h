@@ -1,12 +1,13 @@
 // The environment of a training task: which GPUs it sees (CUDA_VISIBLE_DEVICES with GPU or MIG
 // UUIDs, NVIDIA_VISIBLE_DEVICES, the MPS thread share), the torchrun / DeepSpeed / MPI
 // rendezvous variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, NODE_RANK, a hostfile), NCCL hints from the topology, gpucloud's own
-// (GPUCLOUD_CHECKPOINT_DIR, GPUCLOUD_RESTART_COUNT, job identity), and what Volcano's job
-// plugins give a pod, so that unmodified Volcano jobs run: the env plugin's VK_TASK_INDEX and
-// VC_TASK_INDEX, the svc plugin's VC_<TASK>_HOSTS and VC_<TASK>_NUM, and the contents of its
-// /etc/volcano/<task>.host files (VolcanoHostFiles; the agent writes and mounts them). Where
-// Volcano names a pod by DNS, gpucloud gives its node's address (tasks use the host's
+// LOCAL_WORLD_SIZE, NODE_RANK, a hostfile, and torchrun's PET_NNODES, PET_NODE_RANK,
+// PET_MASTER_ADDR and PET_MASTER_PORT as Kubeflow's training operator sets them), NCCL hints from
+// the topology, gpucloud's own (GPUCLOUD_CHECKPOINT_DIR, GPUCLOUD_RESTART_COUNT, job identity), and
+// what Volcano's job plugins give a pod, so that unmodified Volcano jobs run: the env plugin's
+// VK_TASK_INDEX and VC_TASK_INDEX, the svc plugin's VC_<TASK>_HOSTS and VC_<TASK>_NUM, and the
+// contents of its /etc/volcano/<task>.host files (VolcanoHostFiles; the agent writes and mounts
+// them). Where Volcano names a pod by DNS, gpucloud gives its node's address (tasks use the host's
 // network). Pure functions; thread-safe.
 #ifndef GPUCLOUD_AGENT_TASK_ENV_H_
 #define GPUCLOUD_AGENT_TASK_ENV_H_
@@ -39,6 +40,9 @@ struct TaskEnvInput {
   int node_rank = 0;
   int nodes = 1;
   std::string hostfile_path;  // written by the executor; empty = none
+  // Where this task finds Volcano's <task>.host files (VolcanoHostFiles): "/etc/volcano" in a
+  // container, the agent's directory for a host process; empty = not provided.
+  std::string volcano_dir;
   // Every task of the job: its replicas' addresses in replica order (Assignment::task_hosts).
   std::map<std::string, std::vector<std::string>> task_hosts;
   std::string checkpoint_dir;
@@ -47,7 +51,13 @@ struct TaskEnvInput {
 };
 
 // The variables to set. The user's own come first and gpucloud's override them where they
-// collide (a task cannot fake its rank or see other GPUs). VC_<TASK>_HOSTS (addresses joined by
+// collide (a task cannot fake its rank or see other GPUs). PET_NPROC_PER_NODE is the user's
+// (a PyTorchJob's nprocPerNode, carried in the job's env), never set here; when it is a number
+// N, WORLD_SIZE is replicas x N, as the training operator counts it (torchrun re-exports the
+// per-process WORLD_SIZE and RANK; RANK stays the replica's). PET_NNODES is the replicas placed,
+// PET_NODE_RANK the replica's rank. A user value that is a path under /etc/volcano/ (an MPIJob
+// launcher's hostfile) is moved under `volcano_dir` when that is another directory. VC_<TASK>_HOSTS
+// (addresses joined by
 // ',') and VC_<TASK>_NUM for every task of `task_hosts` whose name is an RFC 1123 label, with
 // the name upper-cased and '-' turned into '_', as Volcano's svc plugin names them.
 std::map<std::string, std::string> BuildTaskEnv(const TaskEnvInput& in);

@@ -105,6 +105,56 @@ TEST(TaskEnv, VolcanoHostFilesAreWhatVolcanosSvcPluginWrites) {
   EXPECT_TRUE(VolcanoHostFiles({{"../etc", {"a"}}, {"a/b", {"a"}}, {"", {"a"}}}).empty());
 }
 
+// What Kubeflow's training operator gives a PyTorchJob's pods, from the same inputs: torchrun's
+// PET_ variables, one torchrun agent per replica (the master is rank 0).
+TEST(TaskEnv, TorchrunVariablesAsTheTrainingOperatorSetsThem) {
+  TaskEnvInput in;
+  in.master_addr = "10.0.0.1";
+  in.master_port = 23456;
+  in.world_size = 3;  // master + 2 workers
+  in.rank = 2;
+  in.node_rank = 1;
+  std::map<std::string, std::string> env = BuildTaskEnv(in);
+  EXPECT_EQ(env.at("PET_NNODES"), "3");
+  EXPECT_EQ(env.at("PET_NODE_RANK"), "2");  // the replica's rank, not its node's
+  EXPECT_EQ(env.at("PET_MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(env.at("PET_MASTER_PORT"), "23456");
+  EXPECT_FALSE(env.contains("PET_NPROC_PER_NODE"));  // torchrun's own default then
+  EXPECT_EQ(env.at("WORLD_SIZE"), "3");
+
+  // nprocPerNode comes in the job's env; WORLD_SIZE then counts processes, as the operator does.
+  in.user_env = {{"PET_NPROC_PER_NODE", "4"}, {"PET_NNODES", "9"}};
+  env = BuildTaskEnv(in);
+  EXPECT_EQ(env.at("PET_NPROC_PER_NODE"), "4");
+  EXPECT_EQ(env.at("PET_NNODES"), "3");  // the job cannot fake its size
+  EXPECT_EQ(env.at("WORLD_SIZE"), "12");
+  EXPECT_EQ(env.at("RANK"), "2");
+  EXPECT_EQ(env.at("OMPI_COMM_WORLD_SIZE"), "3");
+  for (const char* n : {"gpu", "auto", "0", "99999"}) {
+    in.user_env = {{"PET_NPROC_PER_NODE", n}};
+    EXPECT_EQ(BuildTaskEnv(in).at("WORLD_SIZE"), "3") << n;  // as the operator: not a count
+  }
+}
+
+// An MPIJob launcher's hostfile is the worker task's Volcano host file: /etc/volcano/worker.host
+// in a container, the same file where the agent put it for a host process.
+TEST(TaskEnv, VolcanoPathsInTheJobsEnvFollowTheHostFiles) {
+  TaskEnvInput in;
+  in.user_env = {{"OMPI_MCA_orte_default_hostfile", "/etc/volcano/worker.host"},
+                 {"OTHER", "/etc/volcanoes"},
+                 {"DIR", "/etc/volcano"}};
+  in.volcano_dir = "/etc/volcano";
+  EXPECT_EQ(BuildTaskEnv(in).at("OMPI_MCA_orte_default_hostfile"), "/etc/volcano/worker.host");
+  in.volcano_dir = "/var/lib/gpucloud/run/x/volcano";
+  std::map<std::string, std::string> env = BuildTaskEnv(in);
+  EXPECT_EQ(env.at("OMPI_MCA_orte_default_hostfile"),
+            "/var/lib/gpucloud/run/x/volcano/worker.host");
+  EXPECT_EQ(env.at("OTHER"), "/etc/volcanoes");
+  EXPECT_EQ(env.at("DIR"), "/etc/volcano");
+  in.volcano_dir.clear();  // not provided: left as written
+  EXPECT_EQ(BuildTaskEnv(in).at("OMPI_MCA_orte_default_hostfile"), "/etc/volcano/worker.host");
+}
+
 TEST(TaskEnv, Hostfile) {
   EXPECT_EQ(Hostfile({{"node-a", 4}, {"node-b", 4}}), "node-a slots=4\nnode-b slots=4\n");
 }
