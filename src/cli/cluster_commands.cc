@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
 #include "core/text.h"
@@ -144,10 +145,12 @@ std::string Ms(int64_t ms) {
 
 }  // namespace
 
-void PrintJobsTable(const std::vector<Json>& jobs, bool with_namespace, std::ostream& out) {
+void PrintJobsTable(const std::vector<Json>& jobs, bool with_namespace, std::ostream& out,
+                    bool wide) {
   if (with_namespace) out << fmt::format("{:<16} ", "NAMESPACE");
-  out << fmt::format("{:<24} {:<11} {:>7}  {:<20} {}\n", "NAME", "PHASE", "ATTEMPT", "NODES",
-                     "MESSAGE");
+  out << fmt::format("{:<24} {:<11} {:>7}  {:<20} ", "NAME", "PHASE", "ATTEMPT", "NODES");
+  if (wide) out << fmt::format("{:<16} {:>5}  ", "QUEUE", "GPUS");
+  out << "MESSAGE\n";
   for (const Json& j : jobs) {
     const Json& st = Field(j, "status");
     std::set<std::string> nodes;
@@ -156,20 +159,32 @@ void PrintJobsTable(const std::vector<Json>& jobs, bool with_namespace, std::ost
     std::string message = Str(st, "message");
     if (message.size() > 70) message = message.substr(0, 67) + "...";
     if (with_namespace) out << fmt::format("{:<16} ", Str(Field(j, "metadata"), "namespace"));
-    out << fmt::format("{:<24} {:<11} {:>7}  {:<20} {}\n", Str(Field(j, "metadata"), "name"),
+    out << fmt::format("{:<24} {:<11} {:>7}  {:<20} ", Str(Field(j, "metadata"), "name"),
                        Str(st, "phase", "Pending"), Int(st, "attempt"),
-                       node_list.empty() ? "-" : Join(node_list, ","), message);
+                       node_list.empty() ? "-" : Join(node_list, ","));
+    if (wide) {
+      out << fmt::format("{:<16} {:>5}  ", Str(Field(j, "spec"), "queue", "default"),
+                         fmt::format("{:g}", Num(st, "gpus")));
+    }
+    out << message << "\n";
   }
 }
 
-void PrintNodesTable(const std::vector<Json>& nodes, std::ostream& out) {
-  out << fmt::format("{:<20} {:<28} {:<18} {:>6} {:>9}  {}\n", "NAME", "STATUS", "GPUS", "CPU",
-                     "MEMORY", "ADDRESS");
+void PrintNodesTable(const std::vector<Json>& nodes, std::ostream& out, bool wide) {
+  out << fmt::format("{:<20} {:<28} {:<18} {:>6} {:>9}  ", "NAME", "STATUS", "GPUS", "CPU",
+                     "MEMORY");
+  if (wide) out << fmt::format("{:<16} {:<10} ", "POOL", "DRIVER");
+  out << "ADDRESS\n";
   for (const Json& n : nodes) {
     const Json& st = Field(n, "status");
-    out << fmt::format("{:<20} {:<28} {:<18} {:>6} {:>8}G  {}\n", Str(Field(n, "metadata"), "name"),
+    out << fmt::format("{:<20} {:<28} {:<18} {:>6} {:>8}G  ", Str(Field(n, "metadata"), "name"),
                        NodeState(n), GpuSummary(n), Int(st, "cpuMilli") / 1000,
-                       Int(st, "memoryMiB") / 1024, Str(st, "address"));
+                       Int(st, "memoryMiB") / 1024);
+    if (wide) {
+      out << fmt::format("{:<16} {:<10} ", Str(Field(n, "spec"), "pool", "-"),
+                         Str(st, "driverVersion", "-"));
+    }
+    out << Str(st, "address") << "\n";
   }
 }
 
@@ -289,21 +304,40 @@ int Describe(const api::Client& client, const std::string& resource, const std::
   return kExitUsage;
 }
 
-int Logs(const api::Client& client, const std::string& job, const std::string& ns, int rank,
-         int attempt, bool follow, std::ostream& out, std::ostream& err) {
-  std::string path = Cat(JobsPath(ns), "/", job, "/logs?rank=", rank);
-  if (attempt > 0) path += Cat("&attempt=", attempt);
-  if (!follow) {
-    std::optional<api::HttpResponse> r = Send(client, "GET", path, "", err);
+absl::StatusOr<std::string> LogsTarget(const LogsOptions& o) {
+  std::string path = Cat(JobsPath(o.ns), "/", o.job, "/logs?rank=", o.rank);
+  if (o.attempt > 0) path += Cat("&attempt=", o.attempt);
+  if (o.tail >= 0) path += Cat("&tailLines=", o.tail);
+  if (!o.since.empty()) {
+    absl::Duration d;
+    if (!absl::ParseDuration(o.since, &d) || d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          Cat("--since \"", o.since, "\" is not a positive duration (like 30s, 5m or 2h)"));
+    }
+    path += Cat("&sinceSeconds=", absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
+  }
+  if (o.timestamps) path += "&timestamps=true";
+  if (o.previous) path += "&previous=true";
+  if (o.follow) path += "&follow=true";
+  return path;
+}
+
+int Logs(const api::Client& client, const LogsOptions& o, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::string> path = LogsTarget(o);
+  if (!path.ok()) {
+    err << "gpuctl logs: " << path.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (!o.follow) {
+    std::optional<api::HttpResponse> r = Send(client, "GET", *path, "", err);
     if (!r) return kExitInvalid;
     out << r->body;
     return kExitOk;
   }
-  absl::StatusOr<api::HttpResponse> r =
-      client.Stream(path + "&follow=true", [&](const std::string& line) {
-        out << line << "\n";
-        out.flush();
-      });
+  absl::StatusOr<api::HttpResponse> r = client.Stream(*path, [&](const std::string& line) {
+    out << line << "\n";
+    out.flush();
+  });
   if (!r.ok() || r->status != 200) {
     err << "gpuctl: " << (r.ok() ? StatusMessage(*r) : std::string(r.status().message())) << "\n";
     return kExitInvalid;

@@ -1,6 +1,6 @@
 // gpuctl's commands about running work and the machines it runs on:
 //   describe job|node NAME        everything about one object, with its events
-//   logs JOB [--rank R] [--attempt A] [-f]
+//   logs JOB [--rank R] [--attempt A] [-f] [--tail N] [--since 5m] [--timestamps] [--previous]
 //   events JOB
 //   cancel JOB                    stop its tasks (grace period), keep the job
 //   cordon|uncordon|drain NODE    (admins)
@@ -19,14 +19,27 @@
 
 namespace gpucloud::cli {
 
-void PrintJobsTable(const std::vector<nlohmann::json>& jobs, bool with_namespace,
-                    std::ostream& out);
-void PrintNodesTable(const std::vector<nlohmann::json>& nodes, std::ostream& out);
+// `wide` (-o wide) adds a job's queue and GPUs, a node's pool and driver.
+void PrintJobsTable(const std::vector<nlohmann::json>& jobs, bool with_namespace, std::ostream& out,
+                    bool wide = false);
+void PrintNodesTable(const std::vector<nlohmann::json>& nodes, std::ostream& out,
+                     bool wide = false);
 
 int Describe(const api::Client& client, const std::string& resource, const std::string& name,
              const std::string& ns, std::ostream& out, std::ostream& err);
-int Logs(const api::Client& client, const std::string& job, const std::string& ns, int rank,
-         int attempt, bool follow, std::ostream& out, std::ostream& err);
+struct LogsOptions {
+  std::string job, ns;
+  int rank = 0;
+  int attempt = 0;  // 0: the current one
+  bool follow = false;
+  int tail = -1;      // --tail N: the last N lines (-1: all)
+  std::string since;  // --since 5m: a duration (s, m, h), as sinceSeconds
+  bool timestamps = false, previous = false;
+};
+// The logs request, with Kubernetes' names for the query parameters (tailLines, sinceSeconds,
+// timestamps, previous); InvalidArgument for a --since that is not a positive duration.
+absl::StatusOr<std::string> LogsTarget(const LogsOptions& o);
+int Logs(const api::Client& client, const LogsOptions& o, std::ostream& out, std::ostream& err);
 int Events(const api::Client& client, const std::string& job, const std::string& ns,
            std::ostream& out, std::ostream& err);
 int Cancel(const api::Client& client, const std::string& job, const std::string& ns,

@@ -12,7 +12,10 @@
 #include "cli/cluster_commands.h"
 #include "cli/iam_commands.h"
 #include "cli/manifest_files.h"
+#include "cli/object_commands.h"
 #include "cli/remote.h"
+#include "cli/resources.h"
+#include "cli/usage.h"
 #include "core/gpu_catalog.h"
 #include "core/object_meta.h"
 #include "core/parse.h"
@@ -21,11 +24,6 @@
 
 namespace gpucloud::cli {
 namespace {
-
-void PrintDiagnostics(const LoadedManifests& loaded, std::ostream& err) {
-  for (const manifest::Diagnostic& d : loaded.warnings) err << d.ToString() << "\n";
-  for (const manifest::Diagnostic& d : loaded.errors) err << d.ToString() << "\n";
-}
 
 int Validate(const std::vector<std::string>& files, std::istream& in, std::ostream& out,
              std::ostream& err) {
@@ -102,138 +100,6 @@ int Catalog(std::ostream& out) {
   return kExitOk;
 }
 
-int Apply(const std::vector<std::string>& files, const std::string& config, std::istream& in,
-          std::ostream& out, std::ostream& err) {
-  LoadedManifests loaded = LoadManifests(files, in);
-  PrintDiagnostics(loaded, err);
-  if (!loaded.errors.empty()) return kExitInvalid;
-  std::optional<api::Client> client = Connect(config, err);
-  if (!client) return kExitInvalid;
-  int code = kExitOk;
-  for (const manifest::Manifest& m : loaded.manifests) {
-    std::string path = api::ObjectPath(m.object);
-    std::string what = Cat(ToLower(manifest::KindOf(m.object)), " ",
-                           manifest::MetaOf(m.object).namespace_.empty()
-                               ? ""
-                               : manifest::MetaOf(m.object).namespace_ + "/",
-                           manifest::MetaOf(m.object).name);
-    if (path.empty()) {
-      err << "gpuctl: " << what << ": the server does not take this kind yet\n";
-      code = kExitInvalid;
-      continue;
-    }
-    std::optional<api::HttpResponse> r =
-        Send(*client, "PUT", path, manifest::ToYaml(m.object), err, what);
-    if (!r) {
-      code = kExitInvalid;
-      continue;
-    }
-    out << what << (r->status == 201 ? " created\n" : " configured\n");
-  }
-  return code;
-}
-
-int Get(const std::vector<std::string>& args, const std::string& ns, bool all_namespaces,
-        const std::string& format, int watch_seconds, const std::string& config, std::ostream& out,
-        std::ostream& err) {
-  std::string path = api::CollectionPath(args[0], ns);
-  if (path.empty()) {
-    err << "gpuctl: unknown resource \"" << args[0]
-        << "\" (known: jobs, nodes, queues, nodepools)\n";
-    return kExitUsage;
-  }
-  const bool jobs = args[0] == "jobs" || args[0] == "job";
-  const bool nodes = args[0] == "nodes" || args[0] == "node";
-  if (all_namespaces && jobs && args.size() == 1) path = "/apis/gpucloud/v1/jobs";
-  if (args.size() > 1) path += "/" + args[1];
-  std::optional<api::Client> client = Connect(config, err);
-  if (!client) return kExitInvalid;
-  std::optional<api::HttpResponse> r = Send(*client, "GET", path, "", err);
-  if (!r) return kExitInvalid;
-  if (format == "json") {
-    out << r->body;
-    return kExitOk;
-  }
-  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
-  std::vector<nlohmann::json> items;
-  if (j.contains("items")) {
-    for (const auto& item : j["items"]) items.push_back(item);
-  } else {
-    items.push_back(j);
-  }
-  if (format == "yaml") {
-    // The very object -o json prints, encoded as YAML: one document per item.
-    for (const nlohmann::json& item : items) {
-      absl::StatusOr<std::string> yaml = manifest::JsonToYaml(item.dump());
-      if (yaml.ok()) out << "---\n" << *yaml;
-    }
-    return kExitOk;
-  }
-  if (jobs) {
-    PrintJobsTable(items, all_namespaces, out);
-  } else if (nodes) {
-    PrintNodesTable(items, out);
-  } else {
-    out << fmt::format("{:<24} {:>8}  {}\n", "NAME", "REVISION", "SUMMARY");
-  }
-  for (const nlohmann::json& item : items) {
-    if (jobs || nodes) break;
-    manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
-    std::string summary = p.ok() && p.manifests.size() == 1
-                              ? manifest::Summarize(p.manifests[0].object)
-                              : std::string("?");
-    out << fmt::format("{:<24} {:>8}  {}\n", item["metadata"].value("name", "?"),
-                       item["metadata"].value("resourceVersion", "?"), summary);
-  }
-  if (watch_seconds < 0) return kExitOk;
-  // Then every change after the list, as it happens.
-  out.flush();
-  std::string rv = j["metadata"].value("resourceVersion", "0");
-  std::string target = Cat(path, "?watch=true&resourceVersion=", rv);
-  if (watch_seconds > 0) target += Cat("&timeoutSeconds=", watch_seconds);
-  absl::StatusOr<api::HttpResponse> w = client->Stream(target, [&](const std::string& line) {
-    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-    if (!e.is_object() || !e.contains("object")) return;
-    if (jobs || nodes) {
-      std::ostringstream row;
-      if (jobs) PrintJobsTable({e["object"]}, false, row);
-      if (nodes) PrintNodesTable({e["object"]}, row);
-      std::string text = row.str();
-      out << text.substr(text.find('\n') + 1);  // without the header
-      out.flush();
-      return;
-    }
-    const nlohmann::json& meta = e["object"]["metadata"];
-    out << fmt::format("{:<24} {:>8}  {}\n", meta.value("name", "?"),
-                       meta.value("resourceVersion", "?"), e.value("type", "?"));
-    out.flush();
-  });
-  if (!w.ok() || w->status != 200) {
-    err << "gpuctl: " << (w.ok() ? StatusMessage(*w) : std::string(w.status().message())) << "\n";
-    return kExitInvalid;
-  }
-  return kExitOk;
-}
-
-int Delete(const std::vector<std::string>& args, const std::string& ns, const std::string& config,
-           std::ostream& out, std::ostream& err) {
-  std::string path = api::CollectionPath(args[0], ns);
-  if (path.empty() || args.size() != 2) {
-    err << "gpuctl: delete RESOURCE NAME (resources: jobs, nodes, queues, nodepools)\n";
-    return kExitUsage;
-  }
-  std::optional<api::Client> client = Connect(config, err);
-  if (!client) return kExitInvalid;
-  std::optional<api::HttpResponse> r = Send(*client, "DELETE", path + "/" + args[1], "", err);
-  if (!r) return kExitInvalid;
-  if (r->status == 202) {
-    out << StatusMessage(*r) << "\n";  // a running job: cancelled first
-  } else {
-    out << args[0] << " " << args[1] << " deleted\n";
-  }
-  return kExitOk;
-}
-
 struct RunOptions {
   std::string name, ns = std::string(kDefaultNamespace), queue, type, image, workdir;
   int gpus = 1, replicas = 1;
@@ -289,33 +155,13 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
   return kExitOk;
 }
 
-// Names go into URL paths, so each is checked to be one DNS label before anything is sent: a
-// '/', '?', "%2F" or ".." in one would name another object (`gpuctl get job x/events` printed
-// x's events as if they were jobs). On the first bad one, says which and why on `err`.
-bool NamesAreLabels(const std::vector<std::pair<std::string_view, std::string>>& names,
-                    std::ostream& err) {
-  for (const auto& [what, value] : names) {
-    if (absl::Status s = ValidateDnsLabel(value); !s.ok()) {
-      std::string shown;
-      for (unsigned char c : value) {
-        shown += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, c);
-      }
-      err << "gpuctl: " << what << " \"" << shown << "\" is not a valid name: a DNS label ("
-          << "lower-case letters, digits and '-', starting and ending with a letter or digit, at "
-             "most 63 characters)\n";
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream& out,
               std::ostream& err) {
   CLI::App app{"gpuctl: the gpucloud command-line tool", "gpuctl"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gpuctl 0.1.0");
+  app.set_version_flag("--version", Cat("gpuctl ", kClientVersion));
 
   std::vector<std::string> validate_files;
   CLI::App* validate =
@@ -335,26 +181,11 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   CLI::App* catalog = app.add_subcommand(
       "catalog", "List the GPU types, their MIG profiles, relative speed and default price");
 
-  std::string config, ns = std::string(kDefaultNamespace), get_format = "table";
+  std::string config, ns = std::string(kDefaultNamespace);
   app.add_option("--config", config,
                  "client config (default $GPUCLOUD_CONFIG, ~/.gpucloud/config)");
-  std::vector<std::string> apply_files, get_args, delete_args;
-  CLI::App* apply = app.add_subcommand("apply", "Create or update objects on the server");
-  apply->add_option("-f,--filename", apply_files, "Manifest file, directory, or - for stdin")
-      ->required();
-  CLI::App* get =
-      app.add_subcommand("get",
-                         "List or show objects: get jobs|nodes|queues|nodepools|users|groups|"
-                         "tokens|policies [NAME]");
-  get->add_option("args", get_args, "RESOURCE [NAME]")->required()->expected(1, 2);
-  get->add_option("-n,--namespace", ns, "Namespace (jobs)");
-  get->add_option("-o,--output", get_format, "table, json or yaml")
-      ->check(CLI::IsMember({"table", "json", "yaml"}));
-  bool get_watch = false;
-  int watch_timeout = 0;
-  get->add_flag("-w,--watch", get_watch, "after the list, print every change as it happens");
-  get->add_option("--watch-timeout", watch_timeout, "stop watching after this many seconds")
-      ->check(CLI::Range(1, 86400));
+  // get, delete, apply, diff.
+  ObjectCommands objects(app);
   RunOptions run_opts;
   CLI::App* run = app.add_subcommand("run", "Submit a job from one line: run --gpus 4 -- CMD ARGS");
   run->add_option("--gpus", run_opts.gpus, "GPUs per replica (0: none)")->check(CLI::Range(0, 64));
@@ -369,29 +200,29 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
                   "working directory of the task (default: the node's, or the image's)");
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
   run->add_option("command", run_opts.command, "the command, after --");
-  CLI::App* del = app.add_subcommand("delete", "Delete an object: delete RESOURCE NAME");
-  del->add_option("args", delete_args, "RESOURCE NAME")->required()->expected(2);
-  del->add_option("-n,--namespace", ns, "Namespace (jobs)");
-
-  bool all_namespaces = false;
-  get->add_flag("-A,--all-namespaces", all_namespaces, "jobs of every namespace (admins)");
   std::vector<std::string> describe_args;
   CLI::App* describe = app.add_subcommand("describe",
                                           "Show one job or node in full, or the cluster's figures: "
                                           "describe job|node NAME, describe cluster");
   describe->add_option("args", describe_args, "RESOURCE NAME")->required()->expected(1, 2);
   describe->add_option("-n,--namespace", ns, "Namespace (jobs)");
-  std::string logs_job;
-  int logs_rank = 0, logs_attempt = 0;
-  bool logs_follow = false;
+  LogsOptions logs_opts;
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output: logs JOB [--rank R] [-f]");
-  logs->add_option("job", logs_job, "JOB")->required();
+  logs->add_option("job", logs_opts.job, "JOB")->required();
   logs->add_option("-n,--namespace", ns, "Namespace");
-  logs->add_option("--rank", logs_rank, "which task replica (default 0)")
+  logs->add_option("--rank", logs_opts.rank, "which task replica (default 0)")
       ->check(CLI::NonNegativeNumber);
-  logs->add_option("--attempt", logs_attempt, "which attempt (default: the current one)")
+  logs->add_option("--attempt", logs_opts.attempt, "which attempt (default: the current one)")
       ->check(CLI::PositiveNumber);
-  logs->add_flag("-f,--follow", logs_follow, "keep printing until the job ends");
+  logs->add_flag("-f,--follow", logs_opts.follow, "keep printing until the job ends");
+  logs->add_option("--tail", logs_opts.tail, "only the last N lines (-1: all)")
+      ->check(CLI::Range(-1, 100000000));
+  logs->add_option("--since", logs_opts.since, "only lines newer than this (30s, 5m, 2h)");
+  logs->add_flag("--timestamps", logs_opts.timestamps, "each line with its time");
+  logs->add_flag("-p,--previous", logs_opts.previous, "the attempt before the current one");
+  bool version_client = false;
+  CLI::App* version = app.add_subcommand("version", "The client's version and the server's");
+  version->add_flag("--client", version_client, "the client's only (no server needed)");
   std::string events_job, cancel_job, node_name;
   CLI::App* events = app.add_subcommand("events", "What happened to a job and why: events JOB");
   events->add_option("job", events_job, "JOB")->required();
@@ -436,6 +267,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   IamCommands iam(app);
   AuditCommands audit(app);
 
+  if (std::optional<int> code = RefuseUnknownCommand(app, argc, argv, err)) return *code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -444,13 +276,11 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   }
   // The names the command puts into a path: (what the usage calls it, the value).
   std::vector<std::pair<std::string_view, std::string>> named;
-  const bool namespaced = get->parsed() || del->parsed() || describe->parsed() || logs->parsed() ||
-                          events->parsed() || cancel->parsed();
+  const bool namespaced =
+      describe->parsed() || logs->parsed() || events->parsed() || cancel->parsed();
   if (namespaced) named.emplace_back("namespace", ns);
-  if (get->parsed() && get_args.size() > 1) named.emplace_back("NAME", get_args[1]);
-  if (del->parsed() && delete_args.size() > 1) named.emplace_back("NAME", delete_args[1]);
   if (describe->parsed() && describe_args.size() > 1) named.emplace_back("NAME", describe_args[1]);
-  if (logs->parsed()) named.emplace_back("JOB", logs_job);
+  if (logs->parsed()) named.emplace_back("JOB", logs_opts.job);
   if (events->parsed()) named.emplace_back("JOB", events_job);
   if (cancel->parsed()) named.emplace_back("JOB", cancel_job);
   for (CLI::App* v : node_verbs) {
@@ -465,6 +295,13 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     return f(*client);
   };
   if (describe->parsed()) {
+    if (FindResourceType(describe_args[0]) == nullptr && describe_args[0] != "cluster") {
+      err << "gpuctl: "
+          << UnknownMessage("resource type", describe_args[0], "gpuctl describe",
+                            {"job", "node", "cluster"})
+          << "\n";
+      return kExitUsage;
+    }
     if (describe_args.size() == 1 && describe_args[0] != "cluster") {
       err << "gpuctl describe: " << describe_args[0] << " needs a NAME\n";
       return kExitUsage;
@@ -475,9 +312,15 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     });
   }
   if (logs->parsed()) {
-    return with_client([&](api::Client& c) {
-      return Logs(c, logs_job, ns, logs_rank, logs_attempt, logs_follow, out, err);
-    });
+    logs_opts.ns = ns;
+    if (absl::StatusOr<std::string> target = LogsTarget(logs_opts); !target.ok()) {
+      err << "gpuctl logs: " << target.status().message() << "\n";
+      return kExitUsage;
+    }
+    return with_client([&](api::Client& c) { return Logs(c, logs_opts, out, err); });
+  }
+  if (version->parsed()) {
+    return Version(version_client ? std::nullopt : Connect(config, err), version_client, out, err);
   }
   if (events->parsed())
     return with_client([&](api::Client& c) { return Events(c, events_job, ns, out, err); });
@@ -510,29 +353,10 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   };
   if (iam.parsed()) return iam.Run(connect, out, err);
   if (audit.parsed()) return audit.Run(connect, out, err);
-  if (get->parsed() && IsIamResource(get_args[0])) {
-    if (get_watch) {
-      err << "gpuctl get -w: not for " << get_args[0] << "\n";
-      return kExitUsage;
-    }
-    std::optional<CallFn> call = connect();
-    if (!call) return kExitInvalid;
-    return GetIamObjects(*call, get_args[0], get_args.size() > 1 ? get_args[1] : "", get_format,
-                         out, err);
-  }
   if (validate->parsed()) return Validate(validate_files, in, out, err);
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
   if (catalog->parsed()) return Catalog(out);
-  if (apply->parsed()) return Apply(apply_files, config, in, out, err);
-  if (get->parsed()) {
-    if (get_watch && (get_args.size() > 1 || get_format != "table")) {
-      err << "gpuctl get -w: watches a whole collection, as a table\n";
-      return kExitUsage;
-    }
-    return Get(get_args, ns, all_namespaces, get_format, get_watch ? watch_timeout : -1, config,
-               out, err);
-  }
-  if (del->parsed()) return Delete(delete_args, ns, config, out, err);
+  if (objects.parsed()) return objects.Run(config, in, out, err);
   if (run->parsed()) return RunJob(run_opts, config, out, err);
   return kExitUsage;
 }

@@ -65,11 +65,12 @@ TEST_F(GpuctlServerTest, ApplyGetDelete) {
   Run a = Gpuctl({"apply", "-f",
                   std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml"});
   ASSERT_EQ(a.code, 0) << a.err;
-  EXPECT_EQ(a.out, "job default/pytorch-job created\n");
+  EXPECT_EQ(a.out, "job.gpucloud/pytorch-job created\n");
+  // A second apply of the same object changes nothing, and says so, as kubectl does.
   EXPECT_EQ(Gpuctl({"apply", "-f",
                     std::string(GPUCLOUD_SOURCE_DIR) + "/examples/seed-003-volcano-pytorch.yaml"})
                 .out,
-            "job default/pytorch-job configured\n");
+            "job.gpucloud/pytorch-job unchanged\n");
   Run g = Gpuctl({"get", "jobs"});
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_NE(g.out.find("pytorch-job"), std::string::npos) << g.out;
@@ -81,8 +82,9 @@ TEST_F(GpuctlServerTest, ApplyGetDelete) {
     std::ofstream(again) << y.out;
     Run a2 = Gpuctl({"apply", "-f", again});
     EXPECT_EQ(a2.code, 0) << a2.err << "\n" << y.out;
+    EXPECT_EQ(a2.out, "job.gpucloud/pytorch-job unchanged\n");
   }
-  EXPECT_EQ(Gpuctl({"delete", "jobs", "pytorch-job"}).out, "jobs pytorch-job deleted\n");
+  EXPECT_EQ(Gpuctl({"delete", "jobs", "pytorch-job"}).out, "job.gpucloud/pytorch-job deleted\n");
   Run gone = Gpuctl({"get", "jobs", "pytorch-job"});
   EXPECT_EQ(gone.code, 1);
   EXPECT_EQ(gone.err, "gpuctl: Job default/pytorch-job not found\n");
@@ -144,6 +146,112 @@ TEST_F(GpuctlServerTest, ClearErrors) {
   Run denied = Gpuctl({"get", "jobs"});
   EXPECT_EQ(denied.code, 1);
   EXPECT_EQ(denied.err, "gpuctl: a valid bearer token is required\n");
+}
+
+// A Job manifest of one task, with labels.
+std::string JobYaml(const std::string& name, const std::string& labels,
+                    const std::string& command = "\"true\"") {
+  return "apiVersion: gpucloud/v1\nkind: Job\nmetadata:\n  name: " + name + "\n  labels: {" +
+         labels + "}\nspec:\n  tasks:\n  - name: main\n    replicas: 1\n" + "    command: [" +
+         command + "]\n";
+}
+
+TEST_F(GpuctlServerTest, SelectorsNamesAndOutputsAsKubectl) {
+  Run a = Gpuctl({"apply", "-f", "-"}, JobYaml("a", "team: vision") + "---\n" +
+                                           JobYaml("b", "team: nlp") + "---\n" +
+                                           JobYaml("c", "team: vision"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, "job.gpucloud/a created\njob.gpucloud/b created\njob.gpucloud/c created\n");
+  Run names = Gpuctl({"get", "jobs", "-l", "team=vision", "-o", "name"});
+  EXPECT_EQ(names.code, 0) << names.err;
+  EXPECT_EQ(names.out, "job/a\njob/c\n");
+  EXPECT_EQ(Gpuctl({"get", "jobs", "--selector", "team!=vision", "-o", "name"}).out, "job/b\n");
+  EXPECT_EQ(Gpuctl({"get", "jobs", "-o", "jsonpath={.items[*].metadata.name}"}).out, "a b c");
+  EXPECT_EQ(Gpuctl({"get", "job", "b", "-o", "jsonpath={.metadata.labels.team}"}).out, "nlp");
+  EXPECT_EQ(Gpuctl({"get", "jobs", "-l", "team=vision", "-o",
+                    "jsonpath={range .items[*]}{.metadata.name}:{.status.phase}{\"\\n\"}{end}"})
+                .out,
+            "a:Pending\nc:Pending\n");
+  EXPECT_EQ(Gpuctl({"get", "job/a", "job/c", "-o", "name"}).out, "job/a\njob/c\n");
+  Run several = Gpuctl({"get", "jobs,nodes", "-o", "json"});
+  ASSERT_EQ(several.code, 0) << several.err;
+  nlohmann::json list = nlohmann::json::parse(several.out);
+  EXPECT_EQ(list["kind"], "List");
+  EXPECT_EQ(list["items"].size(), 3u);  // no nodes here
+  Run tables = Gpuctl({"get", "jobs,queues"});
+  EXPECT_TRUE(tables.out.starts_with("NAME ")) << tables.out;
+  EXPECT_NE(tables.out.find("\n\nNAME "), std::string::npos) << tables.out;  // two tables
+  Run wide = Gpuctl({"get", "jobs", "-o", "wide"});
+  EXPECT_NE(wide.out.find("QUEUE"), std::string::npos) << wide.out;
+  EXPECT_NE(wide.out.find(" default "), std::string::npos) << wide.out;
+  // Usage errors, before anything is sent.
+  Run typo = Gpuctl({"get", "jbos"});
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_EQ(typo.err,
+            "gpuctl: unknown resource type \"jbos\" for \"gpuctl get\"; did you mean \"jobs\"?\n");
+  EXPECT_EQ(Gpuctl({"get", "jobs", "a", "-l", "team=x"}).code, 2);
+  Run bad_path = Gpuctl({"get", "jobs", "-o", "jsonpath={..name}"});
+  EXPECT_EQ(bad_path.code, 2);
+  EXPECT_NE(bad_path.err.find("recursive descent (..) is not supported"), std::string::npos);
+  EXPECT_EQ(Gpuctl({"get", "jobs", "-o", "xml"}).code, 2);
+  // delete by selector: the list, then each of its objects.
+  Run del = Gpuctl({"delete", "jobs", "-l", "team=vision"});
+  EXPECT_EQ(del.code, 0) << del.err;
+  EXPECT_EQ(del.out, "job.gpucloud/a deleted\njob.gpucloud/c deleted\n");
+  EXPECT_EQ(Gpuctl({"get", "jobs", "-o", "name"}).out, "job/b\n");
+  EXPECT_EQ(Gpuctl({"delete", "job/b"}).out, "job.gpucloud/b deleted\n");
+  EXPECT_EQ(Gpuctl({"delete", "jobs"}).code, 2);  // no NAME, no selector: nothing is deleted
+}
+
+TEST_F(GpuctlServerTest, DiffDryRunAndDeleteFromFiles) {
+  std::string file = (dir_ / "job.yaml").string();
+  std::ofstream(file) << JobYaml("train", "team: vision", "python, train.py");
+  Run diff_new = Gpuctl({"diff", "-f", file});
+  EXPECT_EQ(diff_new.code, 1) << diff_new.err;
+  EXPECT_TRUE(diff_new.out.starts_with("--- /dev/null\n+++ file/job.gpucloud/train\n@@ -0,0 "))
+      << diff_new.out;
+  Run dry = Gpuctl({"apply", "-f", file, "--dry-run=client"});
+  EXPECT_EQ(dry.out, "job.gpucloud/train created (dry run)\n");
+  EXPECT_EQ(Gpuctl({"get", "job", "train"}).code, 1);  // nothing was sent
+  Run server_dry = Gpuctl({"apply", "-f", file, "--dry-run=server"});
+  if (server_dry.code == 0) {  // a server that takes dryRun=All
+    EXPECT_EQ(server_dry.out, "job.gpucloud/train created (server dry run)\n");
+  } else {  // one that does not yet says so, naming the parameter
+    EXPECT_EQ(server_dry.code, 1);
+    EXPECT_NE(server_dry.err.find("dryRun"), std::string::npos) << server_dry.err;
+  }
+  EXPECT_EQ(Gpuctl({"get", "job", "train"}).code, 1);  // nothing was stored
+  ASSERT_EQ(Gpuctl({"apply", "-f", file}).code, 0);
+  Run same = Gpuctl({"diff", "-f", file});
+  EXPECT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(same.out, "");
+  std::ofstream(file) << JobYaml("train", "team: nlp", "python, train.py");
+  Run changed = Gpuctl({"diff", "-f", file});
+  EXPECT_EQ(changed.code, 1) << changed.err;
+  EXPECT_NE(changed.out.find("\n-    team: vision\n+    team: nlp\n"), std::string::npos)
+      << changed.out;
+  EXPECT_TRUE(changed.out.starts_with("--- live/job.gpucloud/train\n+++ file/job.gpucloud/train\n"))
+      << changed.out;
+  EXPECT_EQ(Gpuctl({"apply", "-f", file}).out, "job.gpucloud/train configured\n");
+  Run del = Gpuctl({"delete", "-f", file});
+  EXPECT_EQ(del.code, 0) << del.err;
+  EXPECT_EQ(del.out, "job.gpucloud/train deleted\n");
+  Run again = Gpuctl({"delete", "-f", file});
+  EXPECT_EQ(again.code, 1);
+  EXPECT_EQ(again.err, "gpuctl: job.gpucloud/train: Job default/train not found\n");
+}
+
+TEST_F(GpuctlServerTest, VersionOfClientAndServer) {
+  Run v = Gpuctl({"version", "--client"});
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out, "Client Version: v0.1.0\n");
+  Run both = Gpuctl({"version"});
+  ASSERT_TRUE(both.out.starts_with("Client Version: v0.1.0\n")) << both.out;
+  if (both.code == 0) {  // a server with GET /version
+    EXPECT_TRUE(both.out.find("\nServer Version: ") != std::string::npos) << both.out;
+  } else {
+    EXPECT_TRUE(both.err.starts_with("gpuctl: server version: ")) << both.err;
+  }
 }
 
 }  // namespace

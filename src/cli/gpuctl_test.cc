@@ -53,6 +53,30 @@ TEST(Gpuctl, MissingFileIsInvalidInput) {
   EXPECT_EQ(r.err, "/nonexistent/job.yaml: cannot read: No such file or directory\n1 error\n");
 }
 
+TEST(Gpuctl, UnknownCommandsSuggestTheNearestAndExitTwo) {
+  CliRun r = Gpuctl({"gett", "jobs"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "gpuctl: unknown command \"gett\" for \"gpuctl\"; did you mean \"get\"?\n");
+  r = Gpuctl({"--config", "/nonexistent", "delet", "job", "x"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, "gpuctl: unknown command \"delet\" for \"gpuctl\"; did you mean \"delete\"?\n");
+  r = Gpuctl({"frobnicate"});
+  EXPECT_EQ(r.err, "gpuctl: unknown command \"frobnicate\" for \"gpuctl\"\n");
+  r = Gpuctl({"describe", "jbo", "x"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err,
+            "gpuctl: unknown resource type \"jbo\" for \"gpuctl describe\"; did you mean "
+            "\"job\"?\n");
+  r = Gpuctl({"delete", "nodez", "n1"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err,
+            "gpuctl: unknown resource type \"nodez\" for \"gpuctl delete\"; did you mean "
+            "\"nodes\"?\n");
+  EXPECT_EQ(Gpuctl({"logs", "j", "--since", "soon"}).code, kExitUsage);
+  EXPECT_EQ(Gpuctl({"version", "--client"}).out, "Client Version: v0.1.0\n");
+}
+
 TEST(Gpuctl, UsageErrorsExitTwo) {
   EXPECT_EQ(Gpuctl({}).code, kExitUsage);
   EXPECT_EQ(Gpuctl({"validate"}).code, kExitUsage);

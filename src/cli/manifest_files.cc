@@ -113,4 +113,9 @@ LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istre
   return out;
 }
 
+void PrintDiagnostics(const LoadedManifests& loaded, std::ostream& err) {
+  for (const manifest::Diagnostic& d : loaded.warnings) err << d.ToString() << "\n";
+  for (const manifest::Diagnostic& d : loaded.errors) err << d.ToString() << "\n";
+}
+
 }  // namespace gpucloud::cli

@@ -26,6 +26,8 @@ struct LoadedManifests {
 
 // Reads and parses every named input. RuntimeClasses in any file apply to Jobs in all files.
 LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istream& in);
+// The warnings, then the errors, one located line each.
+void PrintDiagnostics(const LoadedManifests& loaded, std::ostream& err);
 
 }  // namespace gpucloud::cli
 

@@ -1,9 +1,11 @@
 #include "cli/remote.h"
 
+#include <cctype>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "core/object_meta.h"
 #include "core/text.h"
 
 namespace gpucloud::cli {
@@ -56,6 +58,35 @@ std::optional<api::HttpResponse> Send(const api::Client& client, std::string_vie
   return SendRequest([&client](std::string_view m, const std::string& t,
                                const std::string& b) { return client.Call(m, t, b); },
                      method, path, body, err, what);
+}
+
+std::string QueryEscape(std::string_view value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+bool NamesAreLabels(const std::vector<std::pair<std::string_view, std::string>>& names,
+                    std::ostream& err) {
+  for (const auto& [what, value] : names) {
+    if (absl::Status s = ValidateDnsLabel(value); !s.ok()) {
+      std::string shown;
+      for (unsigned char c : value) {
+        shown += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, c);
+      }
+      err << "gpuctl: " << what << " \"" << shown << "\" is not a valid name: a DNS label ("
+          << "lower-case letters, digits and '-', starting and ending with a letter or digit, at "
+             "most 63 characters)\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace gpucloud::cli

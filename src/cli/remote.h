@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "api/client.h"
 
@@ -32,6 +34,15 @@ std::optional<api::HttpResponse> SendRequest(const CallFn& call, std::string_vie
 std::optional<api::HttpResponse> Send(const api::Client& client, std::string_view method,
                                       const std::string& path, const std::string& body,
                                       std::ostream& err, const std::string& what = "");
+
+// `value` percent-encoded for a URL's query ("team=a,b" -> "team%3Da%2Cb").
+std::string QueryEscape(std::string_view value);
+// Names go into URL paths, so each is checked to be one DNS label before anything is sent: a
+// '/', '?', "%2F" or ".." in one would name another object (`gpuctl get job x/events` printed
+// x's events as if they were jobs). (what the usage calls it, the value) pairs; on the first
+// bad one, says which and why on `err` and returns false.
+bool NamesAreLabels(const std::vector<std::pair<std::string_view, std::string>>& names,
+                    std::ostream& err);
 
 }  // namespace gpucloud::cli
 

@@ -1,0 +1,117 @@
+// The pure parts of gpuctl's kubectl parity: JSONPath, unified diffs, resource arguments,
+// "did you mean" and the logs request's query.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cluster_commands.h"
+#include "cli/jsonpath.h"
+#include "cli/resources.h"
+#include "cli/unified_diff.h"
+
+namespace gpucloud::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+const Json kList = Json::parse(R"({"kind": "JobList", "items": [
+  {"metadata": {"name": "a", "labels": {"team": "x"}}, "status": {"phase": "Running"}},
+  {"metadata": {"name": "b"}, "status": {"phase": "Pending", "attempt": 2}}]})");
+
+std::string Eval(std::string_view tmpl, const Json& data = kList) {
+  absl::StatusOr<JsonPath> p = JsonPath::Parse(tmpl);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? p->Execute(data) : "";
+}
+
+TEST(JsonPath, FieldsIndexesWildcardsAndRanges) {
+  EXPECT_EQ(Eval("{.items[*].metadata.name}"), "a b");
+  EXPECT_EQ(Eval("{.items[0].status.phase}"), "Running");
+  EXPECT_EQ(Eval("{.items[-1].metadata.name}"), "b");
+  EXPECT_EQ(Eval("{$.kind}"), "JobList");
+  EXPECT_EQ(Eval("{.items[0].metadata.labels['team']}"), "x");
+  EXPECT_EQ(Eval("{.items[1].status.attempt}"), "2");  // numbers as JSON
+  EXPECT_EQ(Eval("{.items[0].metadata.labels}"), R"({"team":"x"})");
+  EXPECT_EQ(Eval("{range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}"),
+            "a=Running\nb=Pending\n");
+  EXPECT_EQ(Eval("name: {.metadata.name}!", kList["items"][0]), "name: a!");
+  EXPECT_EQ(Eval("{.items[5].metadata.name}{.nothing.here}"), "");  // missing: nothing
+}
+
+TEST(JsonPath, RefusesWhatItDoesNotSupport) {
+  for (const char* bad : {"{.items[?(@.x==1)]}", "{..name}", "{.items[0:2]}", "{.items[0,1]}",
+                          "{.items", "{range .items[*]}{.x}", "{end}", "{.a b}"}) {
+    absl::StatusOr<JsonPath> p = JsonPath::Parse(bad);
+    EXPECT_FALSE(p.ok()) << bad;
+  }
+  EXPECT_EQ(JsonPath::Parse("{..name}").status().message(),
+            "jsonpath: {..name}: recursive descent (..) is not supported (fields, [N], [*], "
+            "range/end and string literals are)");
+}
+
+TEST(UnifiedDiff, HunksWithContext) {
+  EXPECT_EQ(UnifiedDiff("a\nb\n", "a\nb\n", "x", "y"), "");
+  EXPECT_EQ(
+      UnifiedDiff("1\n2\n3\n4\n5\n6\n7\n8\n", "1\n2\n3\n4\nfive\n6\n7\n8\n", "live/j", "file/j"),
+      "--- live/j\n+++ file/j\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n");
+  EXPECT_EQ(UnifiedDiff("", "a\nb\n", "/dev/null", "file/j"),
+            "--- /dev/null\n+++ file/j\n@@ -0,0 +1,2 @@\n+a\n+b\n");
+  // Changes far apart: two hunks.
+  std::string from, to;
+  for (int i = 1; i <= 20; ++i) {
+    from += std::to_string(i) + "\n";
+    to += (i == 2 || i == 18 ? "x" : std::to_string(i)) + "\n";
+  }
+  EXPECT_EQ(UnifiedDiff(from, to, "a", "b"),
+            "--- a\n+++ b\n@@ -1,5 +1,5 @@\n 1\n-2\n+x\n 3\n 4\n 5\n"
+            "@@ -15,6 +15,6 @@\n 15\n 16\n 17\n-18\n+x\n 19\n 20\n");
+}
+
+TEST(Resources, TypesAndNamesAsKubectlTakesThem) {
+  absl::StatusOr<std::vector<ResourceRequest>> r = ParseResourceArgs({"jobs,nodes"}, "gpuctl get");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].type->plural, "jobs");
+  EXPECT_EQ((*r)[1].type->plural, "nodes");
+  r = ParseResourceArgs({"job/a", "node/n1", "jobs/b"}, "gpuctl get");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ((*r)[1].names, (std::vector<std::string>{"n1"}));
+  r = ParseResourceArgs({"Job.gpucloud", "a", "b"}, "gpuctl get");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ParseResourceArgs({"jbos"}, "gpuctl get").status().message(),
+            "unknown resource type \"jbos\" for \"gpuctl get\"; did you mean \"jobs\"?");
+  EXPECT_EQ(ParseResourceArgs({"widgets"}, "gpuctl get").status().message(),
+            "unknown resource type \"widgets\" for \"gpuctl get\"");
+  EXPECT_FALSE(ParseResourceArgs({"jobs,nodes", "a"}, "gpuctl get").ok());
+  EXPECT_FALSE(ParseResourceArgs({"job/a", "b"}, "gpuctl get").ok());
+  EXPECT_FALSE(ParseResourceArgs({"job/"}, "gpuctl get").ok());
+}
+
+TEST(Resources, Suggestions) {
+  std::vector<std::string> commands = {"apply", "get", "describe", "delete", "logs"};
+  EXPECT_EQ(Suggest("gett", commands), "get");
+  EXPECT_EQ(Suggest("delet", commands), "delete");
+  EXPECT_EQ(Suggest("desc", commands), "describe");  // a prefix
+  EXPECT_EQ(Suggest("frobnicate", commands), "");
+}
+
+TEST(LogsTarget, KubernetesQueryNames) {
+  LogsOptions o{.job = "j", .ns = "team-a"};
+  EXPECT_EQ(*LogsTarget(o), "/apis/gpucloud/v1/namespaces/team-a/jobs/j/logs?rank=0");
+  o.rank = 2;
+  o.tail = 10;
+  o.since = "1m30s";
+  o.timestamps = o.previous = true;
+  EXPECT_EQ(*LogsTarget(o),
+            "/apis/gpucloud/v1/namespaces/team-a/jobs/j/logs?rank=2&tailLines=10&sinceSeconds=90"
+            "&timestamps=true&previous=true");
+  o.since = "soon";
+  EXPECT_EQ(LogsTarget(o).status().message(),
+            "--since \"soon\" is not a positive duration (like 30s, 5m or 2h)");
+}
+
+}  // namespace
+}  // namespace gpucloud::cli
