@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -50,11 +49,13 @@ def job(name, script, labels=None, gpus=1):
 
 
 class CountingClient(gpucloud.Client):
-    """Counts the requests wait() makes: one GET, then watches, never a poll."""
+    """Counts the requests wait() makes (one GET, then watches, never a poll), and calls
+    on_watch when a watch starts."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.gets = self.watches = 0
+        self.on_watch = lambda: None
 
     def get(self, name, namespace=None):
         self.gets += 1
@@ -62,6 +63,7 @@ class CountingClient(gpucloud.Client):
 
     def watch(self, *args, **kwargs):
         self.watches += 1
+        self.on_watch()
         return super().watch(*args, **kwargs)
 
 
@@ -92,10 +94,18 @@ class PythonClientTest(unittest.TestCase):
         name = c.submit(job("waited", f"while [ ! -e {gate} ]; do sleep 0.05; done; echo done"))
         c.wait(name, timeout=60, phases=("Running",))
         c.gets = c.watches = 0
-        threading.Timer(0.5, lambda: open(gate, "w").close()).start()
+        # Once wait() read the job (still Running) and watches from there, the job may end.
+        c.on_watch = lambda: open(gate, "w").close()
         done = c.wait(name, timeout=60)
         self.assertEqual(done["status"]["phase"], "Succeeded")
         self.assertEqual((c.gets, c.watches), (1, 1))
+
+    def test_watch_without_a_revision_starts_with_the_current_jobs(self):
+        self.c.submit(job("watched", "true", labels={"watch": "me"}))
+        self.c.wait("watched", timeout=60)
+        events = list(self.c.watch(selector="watch=me", timeout=1))
+        self.assertEqual([(t, j["metadata"]["name"], j["status"]["phase"]) for t, j in events],
+                         [("ADDED", "watched", "Succeeded")])
 
     def test_follow_logs_streams_until_the_job_ends(self):
         gate = os.path.join(GATES, "logs")
