@@ -5,8 +5,9 @@ GPUs, in a temporary directory, on a free loopback port, always stopped.
         up.url, up.ca, up.token, up.config   # what a client needs (up.config: admin.config)
 
 Tasks run as host processes in `workdir` (the repository by default, so that a manifest's
-relative command such as examples/trainer/train.py is found). Not thread-safe: one test thread
-starts and stops it.
+relative command such as examples/trainer/train.py is found). KEEP_CONFORMANCE_DIR=1 keeps
+the directory (up.log, the store, the tasks' logs) after stop(). Not thread-safe: one test
+thread starts and stops it.
 """
 import ctypes
 import json
