@@ -142,6 +142,10 @@ std::optional<Response> RefuseQuery(const Request& r, std::span<const std::strin
           400, "BadRequest",
           Cat(key, ": \"", value, "\" is not a boolean (true, True, 1, false, False, 0)"));
     }
+    if (key == "fieldValidation" && value != "Strict" && value != "Warn" && value != "Ignore") {
+      return Status(400, "BadRequest",
+                    Cat("fieldValidation: \"", value, "\" is not Strict, Warn or Ignore"));
+    }
     if (key == "dryRun" && value != "All") {
       return Status(400, "BadRequest",
                     Cat("dryRun: \"", value, "\" is not a dry run (the one value is All)"));
@@ -441,7 +445,7 @@ Response RestApi::HandleObjects(const Request& r, const Route& route) {
                                 : get        ? RefuseQuery(r, kNoQuery)
                                 : r.method == "DELETE"
                                     ? RefuseQuery(r, {"resourceVersion", "dryRun"})
-                                    : RefuseQuery(r, {"dryRun"});
+                                    : RefuseQuery(r, kWriteQuery);
   if (bad) return *bad;
   if (get && item) return Read(r, route);
   if (get && QueryTrue(r, "watch")) return Watch(r, route.Prefix());

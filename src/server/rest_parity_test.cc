@@ -203,6 +203,16 @@ TEST_F(ParityTest, ADryRunIsDecidedAndValidatedLikeTheRequestAndWritesNothing) {
             403);
   EXPECT_EQ(Call("POST", kJobs, "kind: Job\n", dry).status, 422);
   EXPECT_EQ(Call("POST", kJobs, kJob, {{"dryRun", "Yes"}}).status, 400);
+  // What kubectl sends with a create: a field manager (no managedFields are kept) and a field
+  // validation (unknown fields are errors whatever it says).
+  Response k =
+      Call("POST", kJobs, kJob,
+           {{"dryRun", "All"}, {"fieldManager", "kubectl-create"}, {"fieldValidation", "Ignore"}});
+  EXPECT_EQ(k.status, 201) << k.body;
+  EXPECT_EQ(
+      Call("POST", kJobs, Cat(kJob, "  colour: blue\n"), {{"fieldValidation", "Ignore"}}).status,
+      422);
+  EXPECT_EQ(Call("POST", kJobs, kJob, {{"fieldValidation", "Lax"}}).status, 400);
   // On a stored object: PUT, PATCH and DELETE answer what would be, and change nothing.
   ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
   const int64_t stored = store_->Revision();

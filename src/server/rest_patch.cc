@@ -27,7 +27,9 @@ std::string PatchableKey(const std::vector<std::string>& parts) {
   return "";
 }
 
-// 415 unless the body is a merge patch (an absent Content-Type reads as one).
+// 415 unless the body is a merge patch. An absent Content-Type reads as one: the HTTPS front
+// does not hand the header over yet (Request::content_type stays empty), and a JSON patch (an
+// array) is then 400 as no merge patch.
 std::optional<Response> RefuseContentType(const Request& r) {
   std::string_view type = r.content_type;
   type = type.substr(0, type.find(';'));
@@ -68,7 +70,7 @@ Response RestApi::Patch(const Request& r, const std::vector<std::string>& parts)
                       " (it is served on jobs, queues, nodepools and runtimeclasses)"));
   }
   if (std::optional<Response> bad = RefuseContentType(r)) return *bad;
-  if (std::optional<Response> bad = RefuseQuery(r, {"dryRun"})) return *bad;
+  if (std::optional<Response> bad = RefuseQuery(r, kWriteQuery)) return *bad;
   Json patch = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (!patch.is_object()) {
     return Status(400, "BadRequest", "body: a merge patch is a JSON object");
@@ -79,23 +81,24 @@ Response RestApi::Patch(const Request& r, const std::vector<std::string>& parts)
   }
   Response out;
   for (int tries = 0; tries < 5; ++tries) {
-    absl::StatusOr<store::KeyValue> current = store_.Get(key);
-    if (absl::IsNotFound(current.status())) {
-      // 404 only for one who may read it (the GET's answer says which), never a hint to others.
-      Request get{"GET", r.path, {}, "", r.who};
-      Response read = Handle(get);
-      return read.status == 200 ? Status(404, "NotFound", Cat(r.path, " not found")) : read;
+    // The object as its GET answers it: one who may not read it learns nothing more (its 403 or
+    // 404), whatever the patch holds.
+    Response read = Handle(Request{"GET", r.path, {}, "", r.who});
+    if (read.status != 200) return read;
+    Json current = Json::parse(read.body, nullptr, /*allow_exceptions=*/false);
+    Request probe;
+    probe.query["rv"] = current.is_object() && current["metadata"].is_object()
+                            ? current["metadata"].value("resourceVersion", "")
+                            : "";
+    const int64_t revision = QueryInt(probe, "rv").value_or(-1);
+    if (revision <= 0) return Status(500, "InternalError", Cat(key, ": the stored object is bad"));
+    if (precondition > 0 && precondition != revision) {
+      return FromStatus(absl::AbortedError(
+          Cat(key, " was changed: it is at revision ", revision, ", not ", precondition)));
     }
-    if (!current.ok()) return FromStatus(current.status());
-    if (precondition > 0 && precondition != current->mod_revision) {
-      return FromStatus(absl::AbortedError(Cat(key, " was changed: it is at revision ",
-                                               current->mod_revision, ", not ", precondition)));
-    }
-    Json merged = MergePatch(WithRevision(*current), patch);
-    if (!merged.is_object()) return Status(422, "Invalid", "the patched object is not an object");
-    merged["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
-    Request put{"PUT", r.path, r.query, merged.dump(), r.who};
-    out = Handle(put);
+    Json merged = MergePatch(current, patch);
+    merged["metadata"]["resourceVersion"] = std::to_string(revision);
+    out = Handle(Request{"PUT", r.path, r.query, merged.dump(), r.who});
     const bool raced = out.status == 409 && out.body.find("\"Conflict\"") != std::string::npos;
     if (!raced || precondition > 0) return out;
   }

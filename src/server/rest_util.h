@@ -78,6 +78,11 @@ inline std::optional<Response> RefuseQuery(const Request& r,
 // authorized and validated exactly as it would be, nothing is written, and the would-be object
 // is answered.
 inline bool DryRun(const Request& r) { return r.query.contains("dryRun"); }
+// What a create, update or patch of an object takes: dryRun=All; fieldManager (kubectl sends
+// one: gpucloud keeps no managedFields, so it names nothing stored); fieldValidation (Strict,
+// Warn or Ignore: whatever it says, a field the kind does not have is an error, as Strict makes
+// it, never dropped).
+inline constexpr std::string_view kWriteQuery[] = {"dryRun", "fieldManager", "fieldValidation"};
 // A path that takes no query parameter.
 inline constexpr std::span<const std::string_view> kNoQuery{};
 // What a GET of a collection takes (a list or, with watch=true, a watch). A list always reads
