@@ -130,7 +130,7 @@ bool DecodeRunPolicy(Context& ctx, const Field& f, Job* job, std::optional<Field
   return ok;
 }
 
-// The job's common frame: metadata, spec, status ignored. Decodes spec.runPolicy too.
+// What PyTorchJob and MPIJob share: the job, its spec, and runPolicy's gang size.
 struct KubeflowDoc {
   Job job;
   std::optional<Field> spec_field;
@@ -207,21 +207,12 @@ bool DecodeElasticPolicy(Context& ctx, const Field& f, std::optional<int32_t>* m
   return ok;
 }
 
-// Reads metadata and spec.runPolicy, and leaves `spec` open for the kind's own fields.
-std::optional<KubeflowDoc> OpenKubeflowDoc(Context& ctx, MapReader& doc, MapReader** spec,
-                                           std::optional<MapReader>* holder, bool* ok) {
-  KubeflowDoc d;
-  *ok = DecodeMetadata(ctx, doc, &d.job.metadata, /*namespaced=*/true);
-  d.spec_field = doc.Require("spec");
+// Reads metadata (status is ignored) and finds the spec; false when there is none.
+bool OpenKubeflowDoc(Context& ctx, MapReader& doc, KubeflowDoc* d) {
+  bool ok = DecodeMetadata(ctx, doc, &d->job.metadata, /*namespaced=*/true);
+  d->spec_field = doc.Require("spec");
   doc.Ignore("status");
-  if (!d.spec_field) return std::nullopt;
-  holder->emplace(ctx.sink, *d.spec_field);
-  if (!(*holder)->valid()) return std::nullopt;
-  *spec = &**holder;
-  if (std::optional<Field> rp = (*spec)->Take("runPolicy")) {
-    *ok = DecodeRunPolicy(ctx, *rp, &d.job, &d.min_available) && *ok;
-  }
-  return d;
+  return ok && d->spec_field.has_value();
 }
 
 // Checks the gang (CheckGang) and, when `min_available` is given by count rather than by a
@@ -236,20 +227,23 @@ bool FinishGang(Context& ctx, KubeflowDoc& d, const Field& specs_field,
 }  // namespace
 
 std::optional<Job> DecodePyTorchJob(Context& ctx, MapReader& doc) {
-  MapReader* s = nullptr;
-  std::optional<MapReader> holder;
+  KubeflowDoc d;
+  if (!OpenKubeflowDoc(ctx, doc, &d)) return std::nullopt;
+  MapReader spec(ctx.sink, *d.spec_field);
+  if (!spec.valid()) return std::nullopt;
   bool ok = true;
-  std::optional<KubeflowDoc> d = OpenKubeflowDoc(ctx, doc, &s, &holder, &ok);
-  if (!d) return std::nullopt;
-  Job& job = d->job;
+  if (std::optional<Field> rp = spec.Take("runPolicy")) {
+    ok = DecodeRunPolicy(ctx, *rp, &d.job, &d.min_available);
+  }
+  Job& job = d.job;
   std::optional<std::string> nproc;
-  if (std::optional<Field> n = s->Take("nprocPerNode")) {
+  if (std::optional<Field> n = spec.Take("nprocPerNode")) {
     nproc = ReadNprocPerNode(ctx, *n);
     ok = nproc.has_value() && ok;
   }
-  std::optional<Field> specs = s->Require("pytorchReplicaSpecs");
-  std::optional<Field> elastic = s->Take("elasticPolicy");
-  s->Finish();
+  std::optional<Field> specs = spec.Require("pytorchReplicaSpecs");
+  std::optional<Field> elastic = spec.Take("elasticPolicy");
+  spec.Finish();
   if (!specs) return std::nullopt;
   std::optional<std::vector<std::optional<Field>>> types =
       ReplicaTypes(ctx, *specs, {"Master", "Worker"});
@@ -290,33 +284,36 @@ std::optional<Job> DecodePyTorchJob(Context& ctx, MapReader& doc) {
   OrderLifecyclePolicies(&job.spec);
   std::optional<int32_t> gang;
   if (min_workers) gang = *min_workers + masters;
-  if (!FinishGang(ctx, *d, *specs, gang)) return std::nullopt;
+  if (!FinishGang(ctx, d, *specs, gang)) return std::nullopt;
   return std::move(job);
 }
 
 std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc) {
-  MapReader* s = nullptr;
-  std::optional<MapReader> holder;
+  KubeflowDoc d;
+  if (!OpenKubeflowDoc(ctx, doc, &d)) return std::nullopt;
+  MapReader spec(ctx.sink, *d.spec_field);
+  if (!spec.valid()) return std::nullopt;
   bool ok = true;
-  std::optional<KubeflowDoc> d = OpenKubeflowDoc(ctx, doc, &s, &holder, &ok);
-  if (!d) return std::nullopt;
-  Job& job = d->job;
+  if (std::optional<Field> rp = spec.Take("runPolicy")) {
+    ok = DecodeRunPolicy(ctx, *rp, &d.job, &d.min_available);
+  }
+  Job& job = d.job;
   int32_t slots = 1;
-  ok = s->Int32("slotsPerWorker", &slots, 1, 9999) && ok;
+  ok = spec.Int32("slotsPerWorker", &slots, 1, 9999) && ok;
   std::string impl = "OpenMPI";
-  if (std::optional<Field> i = s->Take("mpiImplementation")) {
+  if (std::optional<Field> i = spec.Take("mpiImplementation")) {
     std::optional<std::string> v = ReadOneOf(ctx, *i, {"OpenMPI", "Intel", "MPICH"});
     ok = v.has_value() && ok;
     if (v) impl = *v;
   }
-  if (std::optional<Field> p = s->Take("launcherCreationPolicy")) {
+  if (std::optional<Field> p = spec.Take("launcherCreationPolicy")) {
     ok = ReadOneOf(ctx, *p, {"AtStartup", "WaitForWorkersReady"}).has_value() && ok;
   }
-  s->IgnoreWithWarning("runLauncherAsWorker",
-                       "the launcher's host is not in the workers' hostfile");
-  s->IgnoreWithWarning("sshAuthMountPath", "gpucloud provides the job's ssh keys itself");
-  std::optional<Field> specs = s->Require("mpiReplicaSpecs");
-  s->Finish();
+  spec.IgnoreWithWarning("runLauncherAsWorker",
+                         "the launcher's host is not in the workers' hostfile");
+  spec.IgnoreWithWarning("sshAuthMountPath", "gpucloud provides the job's ssh keys itself");
+  std::optional<Field> specs = spec.Require("mpiReplicaSpecs");
+  spec.Finish();
   if (!specs) return std::nullopt;
   std::optional<std::vector<std::optional<Field>>> types =
       ReplicaTypes(ctx, *specs, {"Launcher", "Worker"});
@@ -350,7 +347,7 @@ std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc) {
   job.spec.policies.push_back(LifecyclePolicy{
       {LifecycleEvent::kTaskCompleted}, {}, LifecycleAction::kCompleteJob, "launcher"});
   OrderLifecyclePolicies(&job.spec);
-  if (!FinishGang(ctx, *d, *specs, std::nullopt)) return std::nullopt;
+  if (!FinishGang(ctx, d, *specs, std::nullopt)) return std::nullopt;
   return std::move(job);
 }
 

@@ -168,6 +168,30 @@ spec:
   EXPECT_EQ(job.spec.queue, "research");
 }
 
+TEST(MPIJob, ALauncherAloneAndAnExitCodeRestartPolicy) {
+  ParseResult r = ParseManifests(R"(apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: alone}
+spec:
+  mpiReplicaSpecs:
+    Launcher:
+      restartPolicy: ExitCode
+      template: {spec: {containers: [{name: l, command: [mpirun, -np, "2", ./app]}]}}
+    Worker:
+      replicas: 0
+      template: {spec: {containers: [{name: w, command: [sleep, "3600"]}]}}
+)",
+                                 "a.yaml");
+  const Job& job = OnlyJob(r);
+  ASSERT_EQ(job.spec.tasks.size(), 1u);  // no worker task
+  EXPECT_EQ(EnvOf(job.spec.tasks[0], "OMPI_MCA_orte_default_hostfile"), "<unset>");
+  EXPECT_EQ(EnvOf(job.spec.tasks[0], "OMPI_MCA_orte_set_default_slots"), "1");
+  EXPECT_EQ(Diagnostics(r.warnings),
+            "a.yaml:7:22: warning: spec.mpiReplicaSpecs.Launcher.restartPolicy: read as "
+            "OnFailure: gpucloud restarts the job after any failure while "
+            "runPolicy.backoffLimit allows (exit codes 1-127 too)\n");
+}
+
 TEST(VolcanoPolicies, TensorFlowExampleCompletesWhenItsWorkersDo) {
   ParseResult r = ParseExample("examples/volcano/tensorflow-ps.yaml");
   const Job& job = OnlyJob(r);
