@@ -352,8 +352,10 @@ std::optional<PodParts> DecodePodTemplate(Context& ctx, const Field& tmpl, const
   }
   std::optional<Field> pod_spec = tm.Require("spec");
   tm.Finish();
-  if (!pod_spec || !ok) return std::nullopt;
-  return DecodePodSpec(ctx, *pod_spec, pod_meta);
+  if (!pod_spec) return std::nullopt;
+  std::optional<PodParts> parts = DecodePodSpec(ctx, *pod_spec, pod_meta);  // its errors too
+  if (!ok) return std::nullopt;
+  return parts;
 }
 
 bool AddPodTask(Context& ctx, const Field& at, const Field& name_at, const std::string& name,
