@@ -514,35 +514,21 @@ std::optional<Response> CheckJobPaths(const manifest::Object& o, const std::stri
   return std::nullopt;
 }
 
-// A job naming a RuntimeClass the store holds gets its node selector and tolerations, as
-// `gpuctl validate` applies one from the same files (manifest::ResolveRuntimeClasses): 422 when
-// the job's own selector contradicts it. One the store lacks is applied by nobody: `warning`
-// says so (Kubernetes' Warning header).
-std::optional<Response> ResolveRuntimeClass(store::Store& store, manifest::Object& o,
-                                            std::string* warning) {
-  Job* job = std::get_if<Job>(&o);
-  if (job == nullptr || job->spec.runtime_class.empty()) return std::nullopt;
-  absl::StatusOr<store::KeyValue> kv = store.Get(Cat("/runtimeclasses/", job->spec.runtime_class));
-  if (absl::IsNotFound(kv.status())) {
-    *warning = Cat("299 - \"RuntimeClass ", job->spec.runtime_class,
-                   " does not exist: its node selector and tolerations are not applied\"");
-    return std::nullopt;
-  }
-  if (!kv.ok()) return FromStatus(kv.status());
-  manifest::ParseResult stored = manifest::ParseManifests(kv->value, kv->key);
-  if (!stored.ok() || stored.manifests.size() != 1) {
-    return Status(500, "InternalError", Cat(kv->key, ": the stored object does not parse"));
-  }
-  std::vector<manifest::Manifest> both(2);
-  both[0].file = "body";
-  both[0].object = std::move(o);
-  both[1] = std::move(stored.manifests[0]);
-  std::vector<manifest::Diagnostic> errors = manifest::ResolveRuntimeClasses(both);
-  o = std::move(both[0].object);
-  if (errors.empty()) return std::nullopt;
-  std::vector<std::string> lines;
-  for (const manifest::Diagnostic& d : errors) lines.push_back(d.ToString());
-  return Status(422, "Invalid", Join(lines, "\n"));
+// 422 when `now` changes the spec of the job `before` (stored as `old`) while its tasks run.
+std::optional<Response> RefuseRunningSpecChange(const std::string& key, const Json& old,
+                                                const manifest::Object& before,
+                                                const manifest::Object& now) {
+  if (!old.contains("status")) return std::nullopt;
+  const Json& st = old["status"];
+  std::string phase = st.is_object() ? st.value("phase", "Pending") : "Pending";
+  bool settled =
+      phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
+  const Job* was = std::get_if<Job>(&before);
+  const Job* job = std::get_if<Job>(&now);
+  if (settled || was == nullptr || job == nullptr || was->spec == job->spec) return std::nullopt;
+  return Status(422, "Invalid",
+                Cat("spec: ", key, " is ", phase,
+                    "; its spec cannot change while its tasks run (cancel it first)"));
 }
 
 }  // namespace
@@ -629,18 +615,8 @@ Response RestApi::Apply(const Request& r, const Route& route) {
     return {200, j.dump(2) + "\n"};
   }
   // The status is the server's: it is kept, and a job's spec is fixed while its tasks run.
-  if (old.contains("status")) {
-    const Json& st = old["status"];
-    std::string phase = st.is_object() ? st.value("phase", "Pending") : "Pending";
-    bool settled =
-        phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
-    const Job* was = std::get_if<Job>(&before);
-    const Job* now = std::get_if<Job>(&*p.object);
-    if (!settled && was != nullptr && now != nullptr && was->spec != now->spec) {
-      return Status(422, "Invalid",
-                    Cat("spec: ", route.Key(), " is ", phase,
-                        "; its spec cannot change while its tasks run (cancel it first)"));
-    }
+  if (std::optional<Response> bad = RefuseRunningSpecChange(route.Key(), old, before, *p.object)) {
+    return *bad;
   }
   std::string ts = old["metadata"].value("creationTimestamp", "");
   std::string value = manifest::ToJson(*p.object);

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "core/text.h"
+#include "manifest/manifest.h"
 #include "server/rest.h"
 #include "store/store.h"
 
@@ -95,6 +96,13 @@ inline constexpr std::string_view kCollectionQuery[] = {
 
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);
+
+// A job naming a RuntimeClass the store holds gets its node selector and tolerations, as
+// `gpuctl validate` applies one from the same files (manifest::ResolveRuntimeClasses): the 422
+// answer when the job's own selector contradicts it. One the store lacks is applied by nobody:
+// `warning` says so (a Kubernetes Warning header's value). Objects of other kinds are left.
+std::optional<Response> ResolveRuntimeClass(store::Store& store, manifest::Object& o,
+                                            std::string* warning);
 
 // A node object (`doc`) with its GPUs' live health from its agent's latest heartbeat in
 // `nodes` (status.gpus[i].healthy, reason, atRisk, risk; status.lastHeartbeatMs): what the
