@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "core/prom_text.h"
 #include "core/text.h"
 #include "manifest/json_yaml.h"
 
@@ -415,13 +416,11 @@ std::map<std::string, int64_t> AnomalyDetector::Counts() const {
 }
 
 std::string AnomalyDetector::RenderMetrics() const {
-  std::string out =
-      "# HELP gpucloud_audit_anomalies_total Hits of the audit log's anomaly rules, by rule.\n"
-      "# TYPE gpucloud_audit_anomalies_total counter\n";
-  for (const auto& [rule, n] : Counts()) {
-    out += Cat("gpucloud_audit_anomalies_total{rule=\"", rule, "\"} ", n, "\n");
-  }
-  return out;
+  PromText p;
+  p.Family("gpucloud_audit_anomalies_total", "counter",
+           "Hits of the audit log's anomaly rules, by rule.");
+  for (const auto& [rule, n] : Counts()) p.Sample({{"rule", rule}}, n);
+  return p.Take();
 }
 
 store::Op AnomalyEventOp(const AnomalyHit& hit) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "api/wire.h"
+#include "core/prom_text.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "sched/cluster_state.h"
@@ -816,101 +817,88 @@ std::string ClusterSummaryJson(const ClusterMetrics& m) {
   return j.dump(2);
 }
 
-std::string RenderClusterMetrics(const ClusterMetrics& m) {
-  std::string out;
-  out += "# HELP gpucloud_jobs Jobs by phase.\n# TYPE gpucloud_jobs gauge\n";
+namespace {
+
+void RenderJobAndCapacityGauges(const ClusterMetrics& m, PromText& p) {
+  p.Family("gpucloud_jobs", "gauge", "Jobs by phase.");
   for (const char* phase : {"Pending", "Scheduled", "Running", "Preempting", "Restarting",
                             "Cancelling", "Stopping", "Succeeded", "Failed", "Cancelled"}) {
     auto it = m.jobs_by_phase.find(phase);
-    out += Cat("gpucloud_jobs{phase=\"", phase, "\"} ",
-               it == m.jobs_by_phase.end() ? 0 : it->second, "\n");
+    p.Sample({{"phase", phase}}, it == m.jobs_by_phase.end() ? 0 : it->second);
   }
-  out +=
-      "# HELP gpucloud_pending_jobs Pending jobs per queue.\n# TYPE gpucloud_pending_jobs gauge\n";
-  for (const auto& [q, n] : m.pending_by_queue)
-    out += Cat("gpucloud_pending_jobs{queue=\"", q, "\"} ", n, "\n");
-  out +=
-      "# HELP gpucloud_gpus GPUs on Ready nodes by type and state.\n# TYPE gpucloud_gpus gauge\n";
+  p.Family("gpucloud_pending_jobs", "gauge", "Pending jobs per queue.");
+  for (const auto& [q, n] : m.pending_by_queue) p.Sample({{"queue", q}}, n);
+  p.Family("gpucloud_gpus", "gauge", "GPUs on Ready nodes by type and state.");
   for (const auto& [type, total] : m.gpus_total_by_type) {
     auto a = m.gpus_allocated_by_type.find(type);
     double allocated = a == m.gpus_allocated_by_type.end() ? 0 : a->second;
-    out += Cat("gpucloud_gpus{type=\"", type, "\",state=\"allocated\"} ", allocated, "\n");
-    out += Cat("gpucloud_gpus{type=\"", type, "\",state=\"free\"} ", total - allocated, "\n");
+    p.Sample({{"type", type}, {"state", "allocated"}}, allocated);
+    p.Sample({{"type", type}, {"state", "free"}}, total - allocated);
   }
-  out += "# HELP gpucloud_nodes Nodes by readiness.\n# TYPE gpucloud_nodes gauge\n";
-  out += Cat("gpucloud_nodes{ready=\"true\"} ", m.nodes_ready, "\n");
-  out += Cat("gpucloud_nodes{ready=\"false\"} ", m.nodes_not_ready, "\n");
-  out +=
-      "# HELP gpucloud_scheduler_deferred_jobs Pending jobs the last cycle did not look at "
-      "(their namespace had used its per-cycle budget).\n"
-      "# TYPE gpucloud_scheduler_deferred_jobs gauge\n";
-  out += Cat("gpucloud_scheduler_deferred_jobs ", m.jobs_deferred, "\n");
-  out +=
-      "# HELP gpucloud_controller_pass_seconds Duration of the last controller pass.\n"
-      "# TYPE gpucloud_controller_pass_seconds gauge\n";
-  out += Cat("gpucloud_controller_pass_seconds ", m.last_pass_seconds, "\n");
-  out +=
-      "# HELP gpucloud_controller_stage_seconds Duration of each stage of the last pass.\n"
-      "# TYPE gpucloud_controller_stage_seconds gauge\n";
-  for (const auto& [stage, secs] : m.stage_seconds) {
-    out += Cat("gpucloud_controller_stage_seconds{stage=\"", stage, "\"} ", secs, "\n");
-  }
-  out +=
-      "# HELP gpucloud_scheduling_latency_seconds Submission to binding of first attempts.\n"
-      "# TYPE gpucloud_scheduling_latency_seconds histogram\n";
-  for (size_t i = 0; i < m.bind_latency_bounds.size(); ++i) {
-    out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"", m.bind_latency_bounds[i], "\"} ",
-               m.bind_latency_counts[i], "\n");
-  }
-  out += Cat("gpucloud_scheduling_latency_seconds_bucket{le=\"+Inf\"} ",
-             m.bind_latency_counts.empty() ? 0 : m.bind_latency_counts.back(), "\n");
-  out += Cat("gpucloud_scheduling_latency_seconds_sum ", m.bind_latency_sum, "\n");
-  out += Cat("gpucloud_scheduling_latency_seconds_count ", m.bind_latency_count, "\n");
-  out +=
-      "# HELP gpucloud_job_recovery_seconds From a job's interruption (failure, lost node or GPU, "
-      "drain, preemption) to running again.\n# TYPE gpucloud_job_recovery_seconds summary\n";
-  out += Cat("gpucloud_job_recovery_seconds_sum ", m.recovery_sum, "\n");
-  out += Cat("gpucloud_job_recovery_seconds_count ", m.recovery_count, "\n");
-  out +=
-      "# HELP gpucloud_job_recovery_seconds_max The longest recovery since the server started.\n"
-      "# TYPE gpucloud_job_recovery_seconds_max gauge\n";
-  out += Cat("gpucloud_job_recovery_seconds_max ", m.recovery_max, "\n");
-  out +=
-      "# HELP gpucloud_job_gpu_seconds_total GPU time of ended job attempts: allocated, "
-      "productive (work kept) and lost (work redone after an interruption).\n"
-      "# TYPE gpucloud_job_gpu_seconds_total counter\n";
-  out +=
-      Cat("gpucloud_job_gpu_seconds_total{kind=\"allocated\"} ", m.job_gpu_seconds.allocated, "\n");
-  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"productive\"} ", m.job_gpu_seconds.productive,
-             "\n");
-  out += Cat("gpucloud_job_gpu_seconds_total{kind=\"lost\"} ", m.job_gpu_seconds.lost, "\n");
-  out +=
-      "# HELP gpucloud_job_goodput_ratio Productive over allocated GPU time of each job holding "
-      "GPUs, over all its attempts.\n# TYPE gpucloud_job_goodput_ratio gauge\n";
+  p.Family("gpucloud_nodes", "gauge", "Nodes by readiness.");
+  p.Sample({{"ready", "true"}}, m.nodes_ready).Sample({{"ready", "false"}}, m.nodes_not_ready);
+  p.Family("gpucloud_scheduler_deferred_jobs", "gauge",
+           "Pending jobs the last cycle did not look at (their namespace had used its per-cycle "
+           "budget).")
+      .Sample(m.jobs_deferred);
+  p.Family("gpucloud_controller_pass_seconds", "gauge", "Duration of the last controller pass.")
+      .Sample(m.last_pass_seconds);
+  p.Family("gpucloud_controller_stage_seconds", "gauge",
+           "Duration of each stage of the last pass.");
+  for (const auto& [stage, secs] : m.stage_seconds) p.Sample({{"stage", stage}}, secs);
+}
+
+void RenderLatencies(const ClusterMetrics& m, PromText& p) {
+  p.Family("gpucloud_scheduling_latency_seconds", "histogram",
+           "Submission to binding of first attempts.");
+  std::vector<double> counts(m.bind_latency_counts.begin(), m.bind_latency_counts.end());
+  if (counts.size() > m.bind_latency_bounds.size()) counts.resize(m.bind_latency_bounds.size());
+  p.Histogram({}, m.bind_latency_bounds, counts, m.bind_latency_sum,
+              static_cast<double>(m.bind_latency_count));
+  p.Family("gpucloud_job_recovery_seconds", "summary",
+           "From a job's interruption (failure, lost node or GPU, drain, preemption) to running "
+           "again.");
+  p.Sample({}, m.recovery_sum, "_sum").Sample({}, m.recovery_count, "_count");
+  p.Family("gpucloud_job_recovery_seconds_max", "gauge",
+           "The longest recovery since the server started.")
+      .Sample(m.recovery_max);
+}
+
+void RenderGpuTime(const ClusterMetrics& m, PromText& p) {
+  p.Family("gpucloud_job_gpu_seconds_total", "counter",
+           "GPU time of ended job attempts: allocated, productive (work kept) and lost (work "
+           "redone after an interruption).");
+  p.Sample({{"kind", "allocated"}}, m.job_gpu_seconds.allocated);
+  p.Sample({{"kind", "productive"}}, m.job_gpu_seconds.productive);
+  p.Sample({{"kind", "lost"}}, m.job_gpu_seconds.lost);
+  // job_name, not job: Prometheus' own `job` (the scrape job) would rename ours exported_job.
   auto job_labels = [](const std::string& key) {
     size_t slash = key.find('/');
-    // job_name, not job: Prometheus' own `job` (the scrape job) would rename ours exported_job.
-    return Cat("namespace=\"", key.substr(0, slash), "\",job_name=\"", key.substr(slash + 1), "\"");
+    return PromLabels{{"namespace", key.substr(0, slash)}, {"job_name", key.substr(slash + 1)}};
   };
-  for (const auto& [job, g] : m.live_jobs) {
-    out += Cat("gpucloud_job_goodput_ratio{", job_labels(job), "} ", g.goodput(), "\n");
-  }
-  out +=
-      "# HELP gpucloud_job_work_lost_gpu_seconds GPU time of work redone after interruptions, "
-      "per job holding GPUs.\n# TYPE gpucloud_job_work_lost_gpu_seconds gauge\n";
-  for (const auto& [job, g] : m.live_jobs) {
-    out += Cat("gpucloud_job_work_lost_gpu_seconds{", job_labels(job), "} ", g.lost, "\n");
-  }
-  out +=
-      "# HELP gpucloud_gpu_seconds_total GPU time of registered nodes: all, and available "
-      "(on Ready nodes, GPU healthy).\n# TYPE gpucloud_gpu_seconds_total counter\n";
-  out += Cat("gpucloud_gpu_seconds_total{state=\"registered\"} ", m.gpu_seconds_registered, "\n");
-  out += Cat("gpucloud_gpu_seconds_total{state=\"available\"} ", m.gpu_seconds_available, "\n");
-  out +=
-      "# HELP gpucloud_cluster_availability Available over registered GPU time since the server "
-      "started.\n# TYPE gpucloud_cluster_availability gauge\n";
-  out += Cat("gpucloud_cluster_availability ", m.availability(), "\n");
-  return out;
+  p.Family("gpucloud_job_goodput_ratio", "gauge",
+           "Productive over allocated GPU time of each job holding GPUs, over all its attempts.");
+  for (const auto& [job, g] : m.live_jobs) p.Sample(job_labels(job), g.goodput());
+  p.Family("gpucloud_job_work_lost_gpu_seconds", "gauge",
+           "GPU time of work redone after interruptions, per job holding GPUs.");
+  for (const auto& [job, g] : m.live_jobs) p.Sample(job_labels(job), g.lost);
+  p.Family("gpucloud_gpu_seconds_total", "counter",
+           "GPU time of registered nodes: all, and available (on Ready nodes, GPU healthy).");
+  p.Sample({{"state", "registered"}}, m.gpu_seconds_registered);
+  p.Sample({{"state", "available"}}, m.gpu_seconds_available);
+  p.Family("gpucloud_cluster_availability", "gauge",
+           "Available over registered GPU time since the server started.")
+      .Sample(m.availability());
+}
+
+}  // namespace
+
+std::string RenderClusterMetrics(const ClusterMetrics& m) {
+  PromText p;
+  RenderJobAndCapacityGauges(m, p);
+  RenderLatencies(m, p);
+  RenderGpuTime(m, p);
+  return p.Take();
 }
 
 }  // namespace gpucloud::server

@@ -28,6 +28,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/time/time.h"
+#include "core/prom_text.h"
 #include "core/text.h"
 #include "server/audited_store.h"
 #include "server/metrics.h"
@@ -610,16 +611,15 @@ struct HttpsServer::Impl {
       open_now = open.size();
       refused_total = refused;
     }
-    return Cat(metrics.Render(store.Revision()),
-               "# HELP gpucloud_api_open_connections Connections the API server holds open.\n"
-               "# TYPE gpucloud_api_open_connections gauge\n"
-               "gpucloud_api_open_connections ",
-               open_now, "\n",
-               "# HELP gpucloud_api_refused_connections_total Connections closed at once because "
-               "the server held its maximum.\n"
-               "# TYPE gpucloud_api_refused_connections_total counter\n"
-               "gpucloud_api_refused_connections_total ",
-               refused_total, "\n", options.extra_metrics ? options.extra_metrics() : "");
+    PromText p;
+    p.Append(metrics.Render(store.Revision()));
+    p.Family("gpucloud_api_open_connections", "gauge", "Connections the API server holds open.")
+        .Sample(open_now);
+    p.Family("gpucloud_api_refused_connections_total", "counter",
+             "Connections closed at once because the server held its maximum.")
+        .Sample(refused_total);
+    if (options.extra_metrics) p.Append(options.extra_metrics());
+    return p.Take();
   }
 
   // ---- Writing ----

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include "core/prom_text.h"
 #include "core/text.h"
 
 namespace gpucloud::server {
@@ -18,45 +19,33 @@ void ApiMetrics::Observe(const std::string& method, const std::string& resource,
 
 std::string ApiMetrics::Render(int64_t store_revision) const {
   absl::MutexLock lock(&mu_);
-  std::string out =
-      "# HELP gpucloud_api_requests_total API requests by method, resource and status code.\n"
-      "# TYPE gpucloud_api_requests_total counter\n";
+  PromText p;
+  p.Family("gpucloud_api_requests_total", "counter",
+           "API requests by method, resource and status code.");
   for (const auto& [key, n] : requests_) {
     const auto& [method, resource, code] = key;
-    out += Cat("gpucloud_api_requests_total{method=\"", method, "\",resource=\"", resource,
-               "\",code=\"", code, "\"} ", n, "\n");
+    p.Sample({{"method", method}, {"resource", resource}, {"code", std::to_string(code)}}, n);
   }
-  out +=
-      "# HELP gpucloud_api_request_duration_seconds API request latency.\n"
-      "# TYPE gpucloud_api_request_duration_seconds histogram\n";
+  p.Family("gpucloud_api_request_duration_seconds", "histogram", "API request latency.");
+  std::vector<double> bounds(kBuckets.begin(), kBuckets.end());
   for (const auto& [method, h] : latency_) {
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b < kBuckets.size(); ++b) {
-      cumulative += h.buckets[b];
-      out += Cat("gpucloud_api_request_duration_seconds_bucket{method=\"", method, "\",le=\"",
-                 kBuckets[b], "\"} ", cumulative, "\n");
-    }
-    out += Cat("gpucloud_api_request_duration_seconds_bucket{method=\"", method,
-               "\",le=\"+Inf\"} ", h.count, "\n");
-    out += Cat("gpucloud_api_request_duration_seconds_sum{method=\"", method, "\"} ", h.sum, "\n");
-    out += Cat("gpucloud_api_request_duration_seconds_count{method=\"", method, "\"} ", h.count,
-               "\n");
+    std::vector<double> cumulative;
+    uint64_t sum = 0;
+    for (size_t b = 0; b < kBuckets.size(); ++b) cumulative.push_back(sum += h.buckets[b]);
+    p.Histogram({{"method", method}}, bounds, cumulative, h.sum, h.count);
   }
-  out += Cat(
-      "# HELP gpucloud_store_revision The store's revision (changes committed since creation).\n"
-      "# TYPE gpucloud_store_revision gauge\n"
-      "gpucloud_store_revision ",
-      store_revision, "\n");
-  return out;
+  p.Family("gpucloud_store_revision", "gauge",
+           "The store's revision (changes committed since creation).")
+      .Sample(store_revision);
+  return p.Take();
 }
 
 std::string ResourceOfPath(const std::string& path) {
   for (const char* r : {"jobs", "queues", "nodepools", "nodes"}) {
     std::string seg = Cat("/", r);
     size_t at = path.find(seg);
-    if (at != std::string::npos &&
-        (at + seg.size() == path.size() || path[at + seg.size()] == '/' ||
-         path[at + seg.size()] == '?')) {
+    if (at != std::string::npos && (at + seg.size() == path.size() ||
+                                    path[at + seg.size()] == '/' || path[at + seg.size()] == '?')) {
       // Sub-resources by name (bounded: no object names in labels).
       for (const char* sub : {"heartbeat", "assignments", "logs", "events", "cancel", "cordon",
                               "uncordon", "drain"}) {
