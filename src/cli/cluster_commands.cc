@@ -138,9 +138,12 @@ std::string GpuTimeLine(const Json& st) {
                      GpuTime(productive), GpuTime(lost), 100.0 * productive / allocated);
 }
 
-std::string Ms(int64_t ms) {
-  if (ms <= 0) return "-";
-  return Cat(ms / 1000, ".", fmt::format("{:03d}", ms % 1000));
+// "2023-11-14T22:13:20Z (5m ago)" for an RFC 3339 time; the text as it is when it is not one.
+std::string TimestampAndAge(const std::string& rfc3339, int64_t now_ms) {
+  absl::Time t;
+  std::string parse_error;
+  if (!absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &parse_error)) return rfc3339;
+  return Cat(rfc3339, " (", HumanAge(absl::ToUnixMillis(t), now_ms), ")");
 }
 
 }  // namespace
@@ -190,6 +193,7 @@ void PrintNodesTable(const std::vector<Json>& nodes, std::ostream& out, bool wid
 
 int Describe(const api::Client& client, const std::string& resource, const std::string& name,
              const std::string& ns, std::ostream& out, std::ostream& err) {
+  const int64_t now = absl::ToUnixMillis(absl::Now());
   if (resource == "job" || resource == "jobs") {
     std::optional<Json> job = GetJson(client, Cat(JobsPath(ns), "/", name), err);
     if (!job) return kExitInvalid;
@@ -198,7 +202,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     out << "Name:          " << Str(meta, "name") << "\n"
         << "Namespace:     " << Str(meta, "namespace") << "\n"
         << "UID:           " << Str(meta, "uid") << "\n"
-        << "Created:       " << Str(meta, "creationTimestamp") << "\n"
+        << "Created:       " << TimestampAndAge(Str(meta, "creationTimestamp"), now) << "\n"
         << "Queue:         " << Str(Field(*job, "spec"), "queue", "default") << "\n"
         << "Phase:         " << Str(st, "phase", "Pending") << "\n"
         << "Reason:        " << Str(st, "reason", "-") << "\n"
@@ -207,7 +211,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << Int(st, "restarts") << ", after interruptions " << Int(st, "interruptions") << ")\n"
         << "Checkpoints:   " << Str(st, "checkpointDir", "-")
         << (Int(st, "lastCheckpointMs") > 0
-                ? Cat("  (newest seen ", Ms(Int(st, "lastCheckpointMs")), ")")
+                ? Cat("  (newest seen ", HumanAge(Int(st, "lastCheckpointMs"), now), ")")
                 : "")
         << "\n"
         << "GPU time:      " << GpuTimeLine(st) << "\n"
@@ -216,10 +220,10 @@ int Describe(const api::Client& client, const std::string& resource, const std::
                 ? Cat(" (the last back to running in ", Int(st, "lastRecoveryMs") / 1000.0, " s)")
                 : "")
         << "\n"
-        << "Submitted:     " << Ms(Int(st, "submittedMs"))
-        << "  first started: " << Ms(Int(st, "startedMs"))
-        << "  this attempt scheduled: " << Ms(Int(st, "scheduledMs"))
-        << "  finished: " << Ms(Int(st, "finishedMs")) << "  (unix seconds)\n";
+        << "Submitted:     " << HumanAge(Int(st, "submittedMs"), now)
+        << "  first started: " << HumanAge(Int(st, "startedMs"), now)
+        << "  this attempt scheduled: " << HumanAge(Int(st, "scheduledMs"), now)
+        << "  finished: " << HumanAge(Int(st, "finishedMs"), now) << "\n";
     if (!Field(st, "placement").empty()) {
       out << "Tasks:\n";
       out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", "RANK", "TASK", "NODE", "GPUS",
@@ -439,6 +443,46 @@ int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
   out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}\n", "TOTAL", "", total, used_total,
                      total - used_total);
   return kExitOk;
+}
+
+std::string HumanDuration(int64_t seconds) {
+  seconds = std::max<int64_t>(0, seconds);
+  if (seconds < 60) return Cat(seconds, "s");
+  int64_t minutes = seconds / 60;
+  if (minutes < 60) {
+    return minutes < 10 && seconds % 60 ? Cat(minutes, "m", seconds % 60, "s") : Cat(minutes, "m");
+  }
+  int64_t hours = minutes / 60;
+  if (hours < 24) return minutes % 60 ? Cat(hours, "h", minutes % 60, "m") : Cat(hours, "h");
+  return hours % 24 ? Cat(hours / 24, "d", hours % 24, "h") : Cat(hours / 24, "d");
+}
+
+std::string HumanAge(int64_t then_ms, int64_t now_ms) {
+  if (then_ms <= 0) return "-";
+  return HumanDuration((now_ms - then_ms) / 1000) + " ago";
+}
+
+int WaitForDrain(const CallFn& call, const std::string& node, absl::Duration timeout,
+                 const Clock& clock, const std::function<void(absl::Duration)>& sleep,
+                 std::ostream& out, std::ostream& err) {
+  const int64_t deadline = clock.NowMillis() + absl::ToInt64Milliseconds(timeout);
+  while (true) {
+    std::optional<api::HttpResponse> r =
+        SendRequest(call, "GET", "/apis/gpucloud/v1/jobs", "", err, "jobs (admins only)");
+    if (!r) return kExitInvalid;
+    Json list = Json::parse(r->body, nullptr, false);
+    std::vector<std::string> left = UseOf(Items(list)).jobs[node];
+    if (left.empty()) {
+      out << "node " << node << " drained\n";
+      return kExitOk;
+    }
+    if (clock.NowMillis() >= deadline) {
+      err << "gpuctl drain: node " << node << " still runs " << Join(left, ", ") << " after "
+          << absl::FormatDuration(timeout) << "\n";
+      return kExitInvalid;
+    }
+    sleep(absl::Seconds(1));
+  }
 }
 
 }  // namespace gpucloud::cli

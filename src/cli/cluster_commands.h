@@ -15,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "api/client.h"
+#include "cli/remote.h"
+#include "core/clock.h"
 
 namespace gpucloud::cli {
 
@@ -54,6 +57,19 @@ int PrePullPool(const api::Client& client, const std::string& pool, const std::s
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
              std::ostream& out, std::ostream& err, int seconds = 0);
 int Top(const api::Client& client, std::ostream& out, std::ostream& err);
+
+// After `drain NODE --timeout T`: polls the jobs (every second, through `sleep`) until none runs
+// on `node` ("node n1 drained") or `timeout` has passed by `clock` (kExitInvalid, naming the
+// jobs still there). `call` as remote.h's; `sleep` waits (absl::SleepFor, or a fake clock's
+// Advance in tests).
+int WaitForDrain(const CallFn& call, const std::string& node, absl::Duration timeout,
+                 const Clock& clock, const std::function<void(absl::Duration)>& sleep,
+                 std::ostream& out, std::ostream& err);
+
+// Human times, as kubectl prints ages: "45s", "5m30s" (under 10 minutes), "15m", "2h3m", "3d4h".
+std::string HumanDuration(int64_t seconds);
+// "5m ago" for a time in Unix milliseconds, "-" for none (<= 0).
+std::string HumanAge(int64_t then_ms, int64_t now_ms);
 
 }  // namespace gpucloud::cli
 

@@ -7,9 +7,12 @@
 #include <random>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
+#include "absl/time/clock.h"
 #include "api/client.h"
 #include "cli/audit_commands.h"
 #include "cli/cluster_commands.h"
+#include "cli/completion.h"
 #include "cli/iam_commands.h"
 #include "cli/manifest_files.h"
 #include "cli/object_commands.h"
@@ -241,6 +244,16 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     v->add_option("node", node_name, "NODE")->required();
     node_verbs.push_back(v);
   }
+  std::string drain_timeout;
+  node_verbs[2]->add_option("--timeout", drain_timeout,
+                            "then wait until the node's jobs have moved, at most this long "
+                            "(60s, 5m; default: return at once)");
+  std::string completion_shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "A shell completion script: source <(gpuctl completion bash)");
+  completion->add_option("shell", completion_shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
   int reclaim_in = 120;
   std::string reclaim_pool;
   CLI::App* reclaim = app.add_subcommand(
@@ -338,10 +351,31 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     err << "gpuctl reclaim: give a NODE or --pool POOL\n";
     return kExitUsage;
   }
+  if (completion->parsed()) {
+    absl::StatusOr<std::string> script = CompletionScript(app, completion_shell);
+    if (!script.ok()) return kExitUsage;
+    out << *script;
+    return kExitOk;
+  }
+  absl::Duration drain_wait = absl::ZeroDuration();
+  if (!drain_timeout.empty() &&
+      !absl::ParseDuration(
+          absl::c_all_of(drain_timeout, [](char c) { return c >= '0' && c <= '9'; })
+              ? drain_timeout + "s"
+              : drain_timeout,
+          &drain_wait)) {
+    err << "gpuctl drain: --timeout \"" << drain_timeout << "\" is not a duration (60s, 5m)\n";
+    return kExitUsage;
+  }
   for (CLI::App* v : node_verbs) {
     if (v->parsed()) {
       return with_client([&](api::Client& c) {
-        return NodeVerb(c, v->get_name(), node_name, out, err, reclaim_in);
+        int code = NodeVerb(c, v->get_name(), node_name, out, err, reclaim_in);
+        if (code != kExitOk || drain_wait <= absl::ZeroDuration() || v != node_verbs[2]) {
+          return code;
+        }
+        SystemClock clock;
+        return WaitForDrain(ClientCall(c), node_name, drain_wait, clock, absl::SleepFor, out, err);
       });
     }
   }

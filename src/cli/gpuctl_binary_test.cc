@@ -31,6 +31,19 @@ TEST(GpuctlBinary, InvalidInputExitsOne) {
 TEST(GpuctlBinary, UsageErrorExitsTwo) {
   EXPECT_EQ(Shell(kGpuctl + " validate").code, 2);
   EXPECT_EQ(Shell(kGpuctl + " no-such-command").code, 2);
+  // A typo: kubectl's "unknown command", with the nearest one, on standard error only.
+  Result typo = Shell("{ " + kGpuctl + " gett jobs 2>&1 >/dev/null; }");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_EQ(typo.output,
+            "gpuctl: unknown command \"gett\" for \"gpuctl\"; did you mean \"get\"?\n");
+}
+
+TEST(GpuctlBinary, BashCompletionLoads) {
+  Result r = Shell("bash -c 'source <(" + kGpuctl +
+                   " completion bash) && COMP_WORDS=(gpuctl desc) COMP_CWORD=1 && _gpuctl && "
+                   "echo \"${COMPREPLY[*]}\"'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, "describe\n");
 }
 
 TEST(GpuctlBinary, ConvertReadsStandardInput) {

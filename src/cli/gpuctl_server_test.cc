@@ -73,6 +73,14 @@ TEST_F(GpuctlServerTest, ApplyGetDelete) {
             "job.gpucloud/pytorch-job unchanged\n");
   Run g = Gpuctl({"get", "jobs"});
   ASSERT_EQ(g.code, 0) << g.err;
+  // describe's times are ages ("1095d ago": the server's fake clock is in 2023), not unix seconds.
+  Run d = Gpuctl({"describe", "job", "pytorch-job"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.out.find("\nSubmitted:     "), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find(" ago  first started: -  this attempt scheduled: -  finished: -\n"),
+            std::string::npos)
+      << d.out;
+  EXPECT_EQ(d.out.find("unix seconds"), std::string::npos) << d.out;
   EXPECT_NE(g.out.find("pytorch-job"), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("Pending"), std::string::npos) << g.out;  // no server loop here
   Run y = Gpuctl({"get", "jobs", "pytorch-job", "-o", "yaml"});

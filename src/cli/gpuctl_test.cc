@@ -77,6 +77,39 @@ TEST(Gpuctl, UnknownCommandsSuggestTheNearestAndExitTwo) {
   EXPECT_EQ(Gpuctl({"version", "--client"}).out, "Client Version: v0.1.0\n");
 }
 
+// Runs `script` with bash; its standard output.
+std::string Bash(const std::string& script) {
+  std::string file = testing::TempDir() + "/gpuctl-completion-test.sh";
+  std::ofstream(file) << script;
+  FILE* p = popen(("bash " + file + " 2>&1; echo \"rc=$?\"").c_str(), "r");
+  std::string output;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) output.append(buf, n);
+  pclose(p);
+  return output;
+}
+
+TEST(Gpuctl, CompletionScriptsCompleteCommandsFlagsAndTypes) {
+  CliRun bash = Gpuctl({"completion", "bash"});
+  ASSERT_EQ(bash.code, kExitOk) << bash.err;
+  auto complete = [&](const std::string& words, int cword) {
+    return Bash(bash.out + "COMP_WORDS=(" + words + "); COMP_CWORD=" + std::to_string(cword) +
+                "; _gpuctl; echo \"${COMPREPLY[*]}\"\n");
+  };
+  EXPECT_EQ(complete("gpuctl ge", 1), "get\nrc=0\n");
+  EXPECT_EQ(complete("gpuctl get no", 2), "nodes nodepools\nrc=0\n");
+  EXPECT_EQ(complete("gpuctl --config x logs j --ta", 5), "--tail\nrc=0\n");
+  EXPECT_EQ(complete("gpuctl images p", 2), "pull\nrc=0\n");
+  EXPECT_EQ(complete("gpuctl get jobs --sel", 3), "--selector\nrc=0\n");
+  CliRun zsh = Gpuctl({"completion", "zsh"});
+  ASSERT_EQ(zsh.code, kExitOk);
+  EXPECT_TRUE(zsh.out.find("bashcompinit") != std::string::npos);
+  for (const std::string& script : {bash.out, zsh.out}) {
+    EXPECT_EQ(Bash("set -e\nbash -n <<'EOF'\n" + script + "EOF\n"), "rc=0\n");
+  }
+  EXPECT_EQ(Gpuctl({"completion", "fish"}).code, kExitUsage);
+}
+
 TEST(Gpuctl, UsageErrorsExitTwo) {
   EXPECT_EQ(Gpuctl({}).code, kExitUsage);
   EXPECT_EQ(Gpuctl({"validate"}).code, kExitUsage);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/cluster_commands.h"
 #include "cli/jsonpath.h"
@@ -111,6 +112,63 @@ TEST(LogsTarget, KubernetesQueryNames) {
   o.since = "soon";
   EXPECT_EQ(LogsTarget(o).status().message(),
             "--since \"soon\" is not a positive duration (like 30s, 5m or 2h)");
+}
+
+}  // namespace
+}  // namespace gpucloud::cli
+
+namespace gpucloud::cli {
+namespace {
+
+TEST(HumanTimes, AsKubectlPrintsAges) {
+  EXPECT_EQ(HumanDuration(45), "45s");
+  EXPECT_EQ(HumanDuration(330), "5m30s");
+  EXPECT_EQ(HumanDuration(300), "5m");
+  EXPECT_EQ(HumanDuration(15 * 60 + 7), "15m");
+  EXPECT_EQ(HumanDuration(2 * 3600 + 3 * 60), "2h3m");
+  EXPECT_EQ(HumanDuration(3 * 86400 + 4 * 3600 + 59), "3d4h");
+  EXPECT_EQ(HumanAge(1'000'000, 1'000'000 + 300'000), "5m ago");
+  EXPECT_EQ(HumanAge(0, 1'000'000), "-");
+}
+
+// A jobs list with `job` placed on `node` (Running), or an empty one.
+std::string JobsOn(const std::string& node) {
+  if (node.empty()) return R"({"items": []})";
+  return R"({"items": [{"metadata": {"namespace": "default", "name": "j"}, "status": {"phase":
+      "Running", "placement": [{"node": ")" +
+         node + R"(", "gpus": [{"index": 0}]}]}}]})";
+}
+
+TEST(WaitForDrain, ReturnsOnceTheNodesJobsHaveMoved) {
+  FakeClock clock(1'000'000);
+  std::vector<std::string> answers = {JobsOn("n1"), JobsOn("n1"), JobsOn("n2")};
+  size_t calls = 0;
+  CallFn call = [&](std::string_view method, const std::string& target, const std::string&) {
+    EXPECT_EQ(method, "GET");
+    EXPECT_EQ(target, "/apis/gpucloud/v1/jobs");
+    return absl::StatusOr<api::HttpResponse>(api::HttpResponse{200, answers[calls++]});
+  };
+  auto sleep = [&](absl::Duration d) { clock.Advance(absl::ToInt64Milliseconds(d)); };
+  std::ostringstream out, err;
+  EXPECT_EQ(WaitForDrain(call, "n1", absl::Seconds(60), clock, sleep, out, err), 0) << err.str();
+  EXPECT_EQ(out.str(), "node n1 drained\n");
+  EXPECT_EQ(calls, 3u);
+  EXPECT_EQ(clock.NowMillis(), 1'002'000);  // two polls a second apart
+}
+
+TEST(WaitForDrain, GivesUpAtTheTimeoutNamingTheJobs) {
+  FakeClock clock(0);
+  int calls = 0;
+  CallFn call = [&](std::string_view, const std::string&, const std::string&) {
+    ++calls;
+    return absl::StatusOr<api::HttpResponse>(api::HttpResponse{200, JobsOn("n1")});
+  };
+  auto sleep = [&](absl::Duration d) { clock.Advance(absl::ToInt64Milliseconds(d)); };
+  std::ostringstream out, err;
+  EXPECT_EQ(WaitForDrain(call, "n1", absl::Seconds(3), clock, sleep, out, err), 1);
+  EXPECT_EQ(err.str(), "gpuctl drain: node n1 still runs default/j after 3s\n");
+  EXPECT_EQ(calls, 4);  // at 0, 1, 2 and 3 s
+  EXPECT_EQ(out.str(), "");
 }
 
 }  // namespace
