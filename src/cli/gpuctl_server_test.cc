@@ -249,6 +249,32 @@ TEST_F(GpuctlServerTest, DiffDryRunAndDeleteFromFiles) {
   EXPECT_EQ(again.err, "gpuctl: job.gpucloud/train: Job default/train not found\n");
 }
 
+TEST_F(GpuctlServerTest, ASecondApplyOfEveryKindIsUnchanged) {
+  std::vector<std::string> files;
+  for (const char* f :
+       {"queues.yaml", "nodepools.yaml", "llm-finetune.yaml", "pod-mig.yaml", "single-gpu.json"}) {
+    files.push_back("-f");
+    files.push_back(std::string(GPUCLOUD_SOURCE_DIR) + "/examples/" + f);
+  }
+  std::vector<std::string> apply = {"apply"};
+  apply.insert(apply.end(), files.begin(), files.end());
+  Run first = Gpuctl(apply);
+  ASSERT_EQ(first.code, 0) << first.err;
+  Run second = Gpuctl(apply);
+  ASSERT_EQ(second.code, 0) << second.err;
+  std::istringstream lines(second.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    EXPECT_TRUE(line.ends_with(" unchanged")) << line << "\nfirst:\n" << first.out;
+  }
+  EXPECT_GT(n, 4) << second.out;
+  std::vector<std::string> diff = {"diff"};
+  diff.insert(diff.end(), files.begin(), files.end());
+  Run same = Gpuctl(diff);
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_EQ(same.out, "");
+}
+
 TEST_F(GpuctlServerTest, VersionOfClientAndServer) {
   Run v = Gpuctl({"version", "--client"});
   EXPECT_EQ(v.code, 0);

@@ -73,6 +73,10 @@ TEST(Gpuctl, UnknownCommandsSuggestTheNearestAndExitTwo) {
   EXPECT_EQ(r.err,
             "gpuctl: unknown resource type \"nodez\" for \"gpuctl delete\"; did you mean "
             "\"nodes\"?\n");
+  r = Gpuctl({"get", "job/a", "b"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err,
+            "gpuctl get: \"b\": give every argument as TYPE/NAME, or a TYPE and then NAMEs\n");
   EXPECT_EQ(Gpuctl({"logs", "j", "--since", "soon"}).code, kExitUsage);
   EXPECT_EQ(Gpuctl({"version", "--client"}).out, "Client Version: v0.1.0\n");
 }

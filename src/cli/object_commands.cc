@@ -230,7 +230,8 @@ std::optional<std::vector<ResourceRequest>> UsableRequests(const std::vector<std
   absl::StatusOr<std::vector<ResourceRequest>> requests =
       ParseResourceArgs(args, context, kIamTypes);
   if (!requests.ok()) {
-    err << "gpuctl: " << requests.status().message() << "\n";
+    std::string message(requests.status().message());  // some name the command already
+    err << (message.starts_with("gpuctl") ? "" : "gpuctl: ") << message << "\n";
     return std::nullopt;
   }
   for (const ResourceRequest& r : *requests) {
