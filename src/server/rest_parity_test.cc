@@ -9,6 +9,7 @@
 #include "api/wire.h"
 #include "core/policy.h"
 #include "core/text.h"
+#include "manifest/manifest.h"
 #include "server/log_store.h"
 #include "server/node_table.h"
 #include "server/rest.h"
@@ -355,12 +356,45 @@ scheduling:
   EXPECT_EQ(Call("PUT", std::string(kJobs) + "/train", job, {}, Tenant()).status, 200);
   EXPECT_EQ(Call("DELETE", rcs + "/gpu-runtime").status, 200);
   EXPECT_EQ(Call("GET", rcs + "/gpu-runtime").status, 404);
-  // A job naming one the server lacks is taken, with a warning that nothing applied it.
+}
+
+// What a stored RuntimeClass does to the jobs that name it (the store written directly: the
+// runtimeclasses:* actions are the policies' to add).
+TEST_F(ParityTest, AJobNamingAStoredRuntimeClassGetsItsNodeSelector) {
+  manifest::ParseResult rc = manifest::ParseManifests(R"(apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gpu-runtime}
+handler: nvidia
+scheduling:
+  nodeSelector: {accelerator: nvidia-a100}
+)",
+                                                      "rc.yaml");
+  ASSERT_TRUE(rc.ok());
+  ASSERT_TRUE(store_
+                  ->Txn({{store::Op::Kind::kPut, "/runtimeclasses/gpu-runtime",
+                          manifest::ToJson(rc.manifests[0].object), 0}})
+                  .ok());
+  const std::string job = Cat(kJob, "  runtimeClass: gpu-runtime\n");
+  Response j = Call("POST", kJobs, job, {}, Tenant());
+  ASSERT_EQ(j.status, 201) << j.body;
+  EXPECT_EQ(Body(j)["spec"]["nodeSelector"]["accelerator"], "nvidia-a100");
+  EXPECT_FALSE(j.headers.contains("Warning"));
+  // Applying the same manifest again changes nothing (the stored job has the selector too).
+  const int64_t rev = store_->Revision();
+  EXPECT_EQ(Call("PUT", std::string(kJobs) + "/train", job, {}, Tenant()).status, 200);
+  EXPECT_EQ(store_->Revision(), rev);
+  // A selector of its own that contradicts the RuntimeClass's is 422 naming the field.
   std::string other = kJob;
   other.replace(other.find("name: train"), 11, "name: other");
-  Response w = Call("POST", kJobs, Cat(other, "  runtimeClass: gpu-runtime\n"));
+  Response bad =
+      Call("POST", kJobs,
+           Cat(other, "  runtimeClass: gpu-runtime\n  nodeSelector: {accelerator: h100}\n"));
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("spec.nodeSelector.accelerator"), std::string::npos) << bad.body;
+  // One the server lacks: taken, with a warning that nothing applied it.
+  Response w = Call("POST", kJobs, Cat(other, "  runtimeClass: missing\n"));
   ASSERT_EQ(w.status, 201) << w.body;
-  EXPECT_NE(w.headers["Warning"].find("gpu-runtime"), std::string::npos);
+  EXPECT_NE(w.headers["Warning"].find("RuntimeClass missing does not exist"), std::string::npos);
 }
 
 // Defect 10: after an Xid 79 the server stops scheduling on the GPU; what the API answers for
