@@ -3,10 +3,10 @@
 //   logs JOB [--rank R] [--attempt A] [-f] [--tail N] [--since 5m] [--timestamps] [--previous]
 //   events JOB
 //   cancel JOB                    stop its tasks (grace period), keep the job
-//   cordon|uncordon|drain NODE    (admins)
+//   cordon|uncordon|drain NODE    (admins; drain --timeout T then waits for its jobs to move)
 //   reclaim NODE --in S           a spot notice: the node's jobs checkpoint and requeue (admins)
 //   top                           GPUs per node: allocated, free, by which jobs
-// and the tables of `get jobs` and `get nodes`. Functions are reentrant.
+// and the tables of `get jobs` and `get nodes`, and human ages. Functions are reentrant.
 #ifndef GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
 #define GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
 
