@@ -544,7 +544,9 @@ struct NodeAgent::Impl {
     in.status_path = StatusPath(t);
     in.sandbox = SandboxPath(t);
     in.checkpoint_dir = t.checkpoint_dir;
-    if (!t.a.image.empty() && !t.a.task_hosts.empty()) in.volcano_dir = VolcanoDir(t);
+    if (!t.a.task_hosts.empty()) {
+      in.volcano_dir = t.a.image.empty() ? SandboxPath(t) + "/volcano" : VolcanoDir(t);
+    }
     for (const char* k : {"PATH", "LANG", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME"}) {
       if (const char* v = getenv(k); v != nullptr) in.host_env[k] = v;
     }
@@ -605,6 +607,7 @@ struct NodeAgent::Impl {
     absl::StatusOr<int> sandbox = OpenTaskDir(SandboxPath(t));
     if (!sandbox.ok()) return sandbox.status();
     absl::Status s = WriteTaskFile(*sandbox, "hostfile", Hostfile(t.a.hosts), id);
+    if (s.ok() && t.a.image.empty()) s = WriteSandboxVolcanoFiles(*sandbox, t);
     if (s.ok()) s = GiveTaskDir(*sandbox, SandboxPath(t), id);
     close(*sandbox);
     if (s.ok() && !t.checkpoint_dir.empty()) s = PrepareCheckpointDir(t);
@@ -644,6 +647,28 @@ struct NodeAgent::Impl {
     }
     if (s.ok()) s = GiveTaskDir(*dir, t.checkpoint_dir, t.plan.identity);
     close(*dir);
+    return s;
+  }
+
+  // Volcano's <task>.host files for a host process: in its sandbox's volcano/, its user's.
+  static absl::Status WriteSandboxVolcanoFiles(int sandbox, const Local& t) {
+    if (t.a.task_hosts.empty()) return absl::OkStatus();
+    const TaskIdentity& id = t.plan.identity;
+    if (mkdirat(sandbox, "volcano", 0755) != 0 ||
+        fchownat(sandbox, "volcano", id.uid, id.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return absl::InternalError(
+          Cat("cannot create the task's volcano directory: ", std::strerror(errno)));
+    }
+    int dir = openat(sandbox, "volcano", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0) {
+      return absl::InternalError(
+          Cat("cannot open the task's volcano directory: ", std::strerror(errno)));
+    }
+    absl::Status s = absl::OkStatus();
+    for (const auto& [name, content] : VolcanoHostFiles(t.a.task_hosts)) {
+      if (s.ok()) s = WriteTaskFile(dir, name.c_str(), content, id);
+    }
+    close(dir);
     return s;
   }
 

@@ -39,6 +39,7 @@ absl::StatusOr<LaunchPlan> PlanHost(const LaunchInput& in, const LaunchPolicy& p
   TaskEnvInput env = in.env;
   env.hostfile_path = plan.hostfile;
   env.checkpoint_dir = in.checkpoint_dir;
+  env.volcano_dir = in.volcano_dir;  // the job's /etc/volcano/... paths point here
   env.user_env = in.host_env;
   // Its own home and temporary directory: the agent's are not its to see.
   env.user_env["HOME"] = in.sandbox;
@@ -85,6 +86,7 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
   TaskEnvInput env = in.env;
   env.hostfile_path = Cat(kContainerScratchDir, "/hostfile");
   env.checkpoint_dir = in.checkpoint_dir.empty() ? "" : kContainerCheckpointDir;
+  if (!in.volcano_dir.empty()) env.volcano_dir = "/etc/volcano";  // mounted there
   env.user_env.clear();  // the image's environment, then the job's: nothing of the host's
   for (const auto& [k, v] : a.env) env.user_env[k] = v;
   ContainerTask c;

@@ -49,8 +49,9 @@ struct LaunchInput {
   std::string status_path;
   std::string sandbox;         // the task's own directory (host path)
   std::string checkpoint_dir;  // host path; "" = none
-  // Volcano's <task>.host files (VolcanoHostFiles), mounted read-only at /etc/volcano in a
-  // container; "" = none.
+  // Volcano's <task>.host files (VolcanoHostFiles): mounted read-only at /etc/volcano in a
+  // container; for a host process, in its sandbox, and the job's environment values naming
+  // /etc/volcano/... are moved there (TaskEnvInput::volcano_dir). "" = none.
   std::string volcano_dir;
   // Host variables a host process keeps (PATH, LANG, ...), under the job's own.
   std::map<std::string, std::string> host_env;

@@ -71,6 +71,24 @@ TEST(PlanLaunch, AHostProcessRunsAsItsNamespacesUserInItsOwnDirectories) {
   EXPECT_EQ(plan->spec.status_path, "/s/run/team-a.train.0.1/exit");
 }
 
+// An MPIJob's launcher as a host process: the job's /etc/volcano/... values name the host files
+// the agent wrote in the task's sandbox, since a host process has no /etc/volcano mount.
+TEST(PlanLaunch, AHostProcessFindsVolcanosHostFilesInItsSandbox) {
+  LaunchInput in = Input();
+  in.a.env["OMPI_MCA_orte_default_hostfile"] = "/etc/volcano/worker.host";
+  in.volcano_dir = in.sandbox + "/volcano";
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch(in, Policy());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->spec.env.at("OMPI_MCA_orte_default_hostfile"),
+            in.sandbox + "/volcano/worker.host");
+  // In a container the path stays: the files are mounted there.
+  in.a.image = "registry.local/mpi:1";
+  plan = PlanLaunch(in, Policy());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(
+      Has(plan->spec.argv, "--env", "OMPI_MCA_orte_default_hostfile=/etc/volcano/worker.host"));
+}
+
 TEST(PlanLaunch, HostProcessRefusals) {
   LaunchPolicy p = Policy();
   p.allow_host_processes = false;
