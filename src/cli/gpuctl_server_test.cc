@@ -251,8 +251,8 @@ TEST_F(GpuctlServerTest, DiffDryRunAndDeleteFromFiles) {
 
 TEST_F(GpuctlServerTest, ASecondApplyOfEveryKindIsUnchanged) {
   std::vector<std::string> files;
-  for (const char* f :
-       {"queues.yaml", "nodepools.yaml", "llm-finetune.yaml", "pod-mig.yaml", "single-gpu.json"}) {
+  for (const char* f : {"queues.yaml", "nodepools.yaml", "llm-finetune.yaml", "pod-mig.yaml",
+                        "single-gpu.json", "seed-001-runtimeclass.yaml"}) {
     files.push_back("-f");
     files.push_back(std::string(GPUCLOUD_SOURCE_DIR) + "/examples/" + f);
   }
@@ -268,6 +268,11 @@ TEST_F(GpuctlServerTest, ASecondApplyOfEveryKindIsUnchanged) {
     EXPECT_TRUE(line.ends_with(" unchanged")) << line << "\nfirst:\n" << first.out;
   }
   EXPECT_GT(n, 4) << second.out;
+  // The RuntimeClass, cluster-scoped, among them.
+  EXPECT_NE(first.out.find("runtimeclass.gpucloud/gpu-runtime created\n"), std::string::npos)
+      << first.out;
+  EXPECT_EQ(Gpuctl({"get", "runtimeclass/gpu-runtime", "-o", "name"}).out,
+            "runtimeclass/gpu-runtime\n");
   std::vector<std::string> diff = {"diff"};
   diff.insert(diff.end(), files.begin(), files.end());
   Run same = Gpuctl(diff);

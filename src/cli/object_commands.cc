@@ -61,7 +61,15 @@ struct Fetched {
 
 std::string CollectionFor(const ResourceType& type, const std::string& ns, bool all_namespaces) {
   if (all_namespaces && type.namespaced) return "/apis/gpucloud/v1/jobs";
-  return api::CollectionPath(type.plural, ns);
+  return type.Collection(ns);
+}
+
+// The object's REST path, from the types gpuctl knows; "" for a kind the server does not take.
+std::string PathOf(const manifest::Object& object) {
+  const ResourceType* type = FindResourceType(manifest::KindOf(object));
+  if (type == nullptr) return "";
+  const ObjectMeta& meta = manifest::MetaOf(object);
+  return Cat(type->Collection(meta.namespace_), "/", meta.name);
 }
 
 // The objects of `req` into `f`; false after saying why on `err` (the others still fetched).
@@ -296,7 +304,7 @@ int DeleteFiles(const std::vector<std::string>& files, const std::string& config
   for (const manifest::Manifest& m : loaded.manifests) {
     std::string what =
         Cat(ToLower(manifest::KindOf(m.object)), ".gpucloud/", manifest::MetaOf(m.object).name);
-    std::string path = api::ObjectPath(m.object);
+    std::string path = PathOf(m.object);
     if (path.empty()) {
       err << "gpuctl: " << what << ": the server does not take this kind yet\n";
       code = kExitInvalid;
@@ -388,7 +396,7 @@ bool ApplyOne(const api::Client& client, const manifest::Object& object, DryRun 
               std::ostream& out, std::ostream& err) {
   std::string what =
       Cat(ToLower(manifest::KindOf(object)), ".gpucloud/", manifest::MetaOf(object).name);
-  std::string path = api::ObjectPath(object);
+  std::string path = PathOf(object);
   if (path.empty()) {
     err << "gpuctl: " << what << ": the server does not take this kind yet\n";
     return false;
@@ -454,7 +462,7 @@ int Diff(const std::vector<std::string>& files, const std::string& config, std::
     const manifest::Object& object = m.object;
     std::string what =
         Cat(ToLower(manifest::KindOf(object)), ".gpucloud/", manifest::MetaOf(object).name);
-    std::string path = api::ObjectPath(object);
+    std::string path = PathOf(object);
     absl::StatusOr<std::optional<Json>> live =
         path.empty() ? absl::UnimplementedError("the server does not take this kind yet")
                      : Live(*client, path);

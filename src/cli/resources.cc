@@ -12,8 +12,14 @@ const std::vector<ResourceType>& ObjectResourceTypes() {
       {"nodes", "node", "Node", false},
       {"queues", "queue", "Queue", false},
       {"nodepools", "nodepool", "NodePool", false},
+      {"runtimeclasses", "runtimeclass", "RuntimeClass", false},
   };
   return kTypes;
+}
+
+std::string ResourceType::Collection(std::string_view ns) const {
+  return namespaced ? Cat("/apis/gpucloud/v1/namespaces/", ns, "/", plural)
+                    : Cat("/apis/gpucloud/v1/", plural);
 }
 
 const ResourceType* FindResourceType(std::string_view word) {

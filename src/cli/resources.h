@@ -19,9 +19,11 @@ struct ResourceType {
   bool namespaced = false;
   // "job.gpucloud": how apply and delete name the type in their lines, as kubectl does.
   std::string Qualified() const { return std::string(singular) + ".gpucloud"; }
+  // "/apis/gpucloud/v1/namespaces/NS/jobs", "/apis/gpucloud/v1/nodes": the REST collection.
+  std::string Collection(std::string_view ns) const;
 };
 
-// The types with REST collections: jobs, nodes, queues, nodepools.
+// The types with REST collections: jobs, nodes, queues, nodepools, runtimeclasses.
 const std::vector<ResourceType>& ObjectResourceTypes();
 // `word` as a type: its plural, singular or kind (any case), or "job.gpucloud"; nullptr if none.
 const ResourceType* FindResourceType(std::string_view word);
