@@ -22,6 +22,9 @@ constexpr std::string_view kActions[] = {
     "nodepools:Create", "nodepools:Get", "nodepools:List", "nodepools:Watch", "nodepools:Update",
     "nodepools:Delete", "nodepools:Reclaim", "nodepools:PrePull",
     //
+    "runtimeclasses:Create", "runtimeclasses:Get", "runtimeclasses:List", "runtimeclasses:Watch",
+    "runtimeclasses:Update", "runtimeclasses:Delete",
+    //
     "nodes:Register", "nodes:Get", "nodes:List", "nodes:Watch", "nodes:Update", "nodes:Delete",
     "nodes:Heartbeat", "nodes:Cordon", "nodes:Uncordon", "nodes:Drain", "nodes:GetAssignments",
     //
@@ -99,8 +102,8 @@ constexpr OperatorName kOperators[] = {
 };
 
 constexpr std::string_view kResourceTypes[] = {
-    "job",   "queue",  "nodepool", "node",  "namespace", "user", "group", "serviceaccount",
-    "token", "policy", "secret",   "audit", "cluster"};
+    "job",   "queue",  "nodepool", "node",  "namespace", "user",        "group", "serviceaccount",
+    "token", "policy", "secret",   "audit", "cluster",   "runtimeclass"};
 
 char Fold(char c, bool ignore_case) {
   return ignore_case ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : c;

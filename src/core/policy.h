@@ -173,6 +173,7 @@ enum class ResourceType {
   kSecret,
   kAudit,
   kCluster,
+  kRuntimeClass,
 };
 // "job", "nodepool", ...
 std::string_view ResourceTypeName(ResourceType type);

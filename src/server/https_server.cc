@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/time/time.h"
 #include "core/prom_text.h"
 #include "core/text.h"
@@ -508,6 +509,7 @@ struct HttpsServer::Impl {
     r.method = std::string(req.method_string());
     ParseTarget(std::string_view(req.target().data(), req.target().size()), &r);
     r.body = req.body();
+    r.content_type = std::string(req[http::field::content_type]);
     if (r.path == "/healthz") {  // for load balancers and probes: no token needed
       const Response ok{200, "ok\n", "text/plain"};
       co_return co_await Write(stream, req, ok);
@@ -700,6 +702,12 @@ struct HttpsServer::Impl {
     // Later reads are of the same attempt, even when a new one starts meanwhile.
     if (auto a = chunk.headers.find("X-Gpucloud-Attempt"); a != chunk.headers.end()) {
       r.query["attempt"] = a->second;
+    }
+    // A tail (tailLines) starts where the log's last lines do: follow from there, not from 0.
+    if (auto o = chunk.headers.find("X-Gpucloud-Offset"); o != chunk.headers.end()) {
+      int64_t end = 0;
+      if (absl::SimpleAtoi(o->second, &end)) offset = end - static_cast<int64_t>(chunk.body.size());
+      r.query.erase("tailLines");
     }
     if (!co_await WriteStreamHead(stream, req, "text/plain", chunk.headers)) co_return;
     for (;;) {

@@ -153,6 +153,25 @@ TEST_F(HttpsServerTest, CreateThenGetOverTheWire) {
   EXPECT_EQ(bad.result_int(), 422);
 }
 
+// The request's Content-Type reaches the API: a merge patch is applied, a JSON patch refused.
+TEST_F(HttpsServerTest, PatchTakesTheContentTypeTheClientSent) {
+  ASSERT_EQ(Call(http::verb::post, kJobs, creds_.admin_token, kJob).result_int(), 201);
+  const std::string job = std::string(kJobs) + "/train";
+  auto json_patch = testing_util::HttpsCall(
+      server_->port(), creds_.ca_cert_path, http::verb::patch, job, creds_.admin_token,
+      R"([{"op": "add", "path": "/metadata/labels/x", "value": "y"}])", TLS1_3_VERSION,
+      "application/json-patch+json");
+  EXPECT_EQ(json_patch.result_int(), 415) << json_patch.body();
+  EXPECT_NE(json_patch.body().find("application/merge-patch+json"), std::string::npos);
+  auto merge =
+      testing_util::HttpsCall(server_->port(), creds_.ca_cert_path, http::verb::patch, job,
+                              creds_.admin_token, R"({"metadata": {"labels": {"team": "vision"}}})",
+                              TLS1_3_VERSION, "application/merge-patch+json");
+  EXPECT_EQ(merge.result_int(), 200) << merge.body();
+  auto g = Call(http::verb::get, job, creds_.admin_token);
+  EXPECT_NE(g.body().find("\"team\": \"vision\""), std::string::npos) << g.body();
+}
+
 TEST_F(HttpsServerTest, WatchStreamsChangesMadeWhileItWaits) {
   std::string got;
   std::thread watcher([&] {

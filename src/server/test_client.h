@@ -17,7 +17,7 @@ namespace gpucloud::testing_util {
 inline boost::beast::http::response<boost::beast::http::string_body> HttpsCall(
     uint16_t port, const std::string& ca_file, boost::beast::http::verb verb,
     const std::string& target, const std::string& token, const std::string& body = "",
-    int max_tls = TLS1_3_VERSION) {
+    int max_tls = TLS1_3_VERSION, const std::string& content_type = "application/json") {
   namespace asio = boost::asio;
   namespace beast = boost::beast;
   namespace http = beast::http;
@@ -42,7 +42,7 @@ inline boost::beast::http::response<boost::beast::http::string_body> HttpsCall(
   http::request<http::string_body> req{verb, target, 11};
   req.set(http::field::host, "localhost");
   if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
-  req.set(http::field::content_type, "application/json");
+  req.set(http::field::content_type, content_type);
   req.body() = body;
   req.prepare_payload();
   http::write(stream, req, ec);
