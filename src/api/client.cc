@@ -250,6 +250,9 @@ std::string CollectionPath(std::string_view resource, const std::string& namespa
   if (resource == "queues" || resource == "queue") return "/apis/gpucloud/v1/queues";
   if (resource == "nodes" || resource == "node") return "/apis/gpucloud/v1/nodes";
   if (resource == "nodepools" || resource == "nodepool") return "/apis/gpucloud/v1/nodepools";
+  if (resource == "runtimeclasses" || resource == "runtimeclass") {
+    return "/apis/gpucloud/v1/runtimeclasses";
+  }
   return "";
 }
 

@@ -422,26 +422,46 @@ int PrePullPool(const api::Client& client, const std::string& pool, const std::s
   return kExitOk;
 }
 
+GpuCounts CountGpus(const Json& node, const std::set<int>& held) {
+  GpuCounts c;
+  const Json& gpus = Field(Field(node, "status"), "gpus");
+  if (!gpus.is_array()) return c;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const Json& g = gpus[i];
+    int index = Field(g, "index").is_number_integer() ? Field(g, "index").get<int>() : int(i);
+    ++c.total;
+    if (held.contains(index)) {
+      ++c.used;
+    } else if ((Field(g, "healthy").is_boolean() && !Field(g, "healthy").get<bool>()) ||
+               (Field(g, "atRisk").is_boolean() && Field(g, "atRisk").get<bool>())) {
+      ++c.out;
+    } else {
+      ++c.free;
+    }
+  }
+  return c;
+}
+
 int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
   std::optional<Json> nodes = GetJson(client, "/apis/gpucloud/v1/nodes", err);
   if (!nodes) return kExitInvalid;
   std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
   if (!jobs) return kExitInvalid;
   NodeUse use = UseOf(Items(*jobs));
-  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", "NODE", "STATUS", "GPUS", "USED",
-                     "FREE", "JOBS");
-  int total = 0, used_total = 0;
+  constexpr const char* kRow = "{:<20} {:<28} {:>5} {:>5} {:>5} {:>5}  {}\n";
+  out << fmt::format(kRow, "NODE", "STATUS", "GPUS", "USED", "OUT", "FREE", "JOBS");
+  GpuCounts all;
   for (const Json& n : Items(*nodes)) {
     std::string name = Str(Field(n, "metadata"), "name");
-    int gpus = static_cast<int>(Field(Field(n, "status"), "gpus").size());
-    int used = static_cast<int>(use.gpus[name].size());
-    total += gpus;
-    used_total += used;
-    out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}  {}\n", name, NodeState(n), gpus, used,
-                       gpus - used, use.jobs[name].empty() ? "-" : Join(use.jobs[name], ","));
+    GpuCounts c = CountGpus(n, use.gpus[name]);
+    all.total += c.total;
+    all.used += c.used;
+    all.out += c.out;
+    all.free += c.free;
+    out << fmt::format(kRow, name, NodeState(n), c.total, c.used, c.out, c.free,
+                       use.jobs[name].empty() ? "-" : Join(use.jobs[name], ","));
   }
-  out << fmt::format("{:<20} {:<28} {:>5} {:>5} {:>5}\n", "TOTAL", "", total, used_total,
-                     total - used_total);
+  out << fmt::format(kRow, "TOTAL", "", all.total, all.used, all.out, all.free, "");
   return kExitOk;
 }
 

@@ -5,13 +5,14 @@
 //   cancel JOB                    stop its tasks (grace period), keep the job
 //   cordon|uncordon|drain NODE    (admins; drain --timeout T then waits for its jobs to move)
 //   reclaim NODE --in S           a spot notice: the node's jobs checkpoint and requeue (admins)
-//   top                           GPUs per node: allocated, free, by which jobs
+//   top                           GPUs per node: allocated, out of service, free, by which jobs
 // and the tables of `get jobs` and `get nodes`, and human ages. Functions are reentrant.
 #ifndef GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
 #define GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
 
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,14 @@ int PrePullPool(const api::Client& client, const std::string& pool, const std::s
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
              std::ostream& out, std::ostream& err, int seconds = 0);
 int Top(const api::Client& client, std::ostream& out, std::ostream& err);
+
+// One node's GPUs in `top`: all of them, those jobs hold (`held`: their indexes), those out of
+// service and not held (unhealthy, or expected to fail: the node object's live health, as the
+// scheduler sees it) and the rest, free.
+struct GpuCounts {
+  int total = 0, used = 0, out = 0, free = 0;
+};
+GpuCounts CountGpus(const nlohmann::json& node, const std::set<int>& held);
 
 // After `drain NODE --timeout T`: polls the jobs (every second, through `sleep`) until none runs
 // on `node` ("node n1 drained") or `timeout` has passed by `clock` (kExitInvalid, naming the

@@ -49,6 +49,7 @@ constexpr ResourceInfo kResources[] = {
     {"secrets", "secret", ResourceType::kSecret},
     {"audit", "audit", ResourceType::kAudit},
     {"cluster", "cluster", ResourceType::kCluster},
+    {"runtimeclasses", "runtimeclass", ResourceType::kRuntimeClass},
 };
 
 const ResourceInfo* FindResource(std::string_view word) {

@@ -120,6 +120,19 @@ TEST(LogsTarget, KubernetesQueryNames) {
 namespace gpucloud::cli {
 namespace {
 
+// After an Xid 79 the node object says the GPU is unhealthy: top counts it out, not free.
+TEST(CountGpus, UnhealthyAndAtRiskGpusAreNotFree) {
+  Json node = Json::parse(R"({"status": {"gpus": [
+    {"index": 0, "healthy": true}, {"index": 1, "healthy": false, "reason": "Xid 79"},
+    {"index": 2, "healthy": true, "atRisk": true}, {"index": 3}]}})");
+  GpuCounts c = CountGpus(node, {0});
+  EXPECT_EQ(c.total, 4);
+  EXPECT_EQ(c.used, 1);
+  EXPECT_EQ(c.out, 2);
+  EXPECT_EQ(c.free, 1);
+  EXPECT_EQ(CountGpus(Json::object(), {}).total, 0);
+}
+
 TEST(HumanTimes, AsKubectlPrintsAges) {
   EXPECT_EQ(HumanDuration(45), "45s");
   EXPECT_EQ(HumanDuration(330), "5m30s");

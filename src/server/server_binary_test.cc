@@ -1,10 +1,11 @@
 // The real `gpucloud server` process (CTest label `integration`): killed with SIGKILL after N
 // acknowledged creates and started again on the same data directory, it has all N, three times
-// over; SIGTERM stops it cleanly.
+// over; SIGTERM stops it cleanly. And `gpucloud up` stopping when its agent cannot run.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -284,6 +286,56 @@ TEST(ServerBinary, OutOfDescriptorsOnceItAcceptsAgain) {
   kill(s.pid, SIGTERM);
   close(s.output);
   Wait(s);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpucloud::server
+
+namespace gpucloud::server {
+namespace {
+
+// `gpucloud up` whose agent cannot run (its state directory is a file): up stops at once with
+// the agent's reason and exit status 1, not a healthy banner over a cluster without a node.
+TEST(UpBinary, AnAgentThatCannotRunStopsUpWithItsReason) {
+  std::string dir = TempDir("up-agent-fails");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/agent") << "not a directory\n";
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::vector<std::string> args = {GPUCLOUD_BINARY, "up",          "--data-dir", dir,
+                                   "--listen",      "127.0.0.1:0", "--simulate", "1xH100"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  // Everything it prints, until it exits (EOF) or 60 s pass.
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool ended = false;
+  while (!ended && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) ended = true;
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  if (!ended) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(ended) << "gpucloud up kept running with a failed agent:\n" << text;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << text;
+  EXPECT_NE(text.find("gpucloud up: agent: "), std::string::npos) << text;
   std::filesystem::remove_all(dir);
 }
 

@@ -90,6 +90,7 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGUSR1);  // the agent's thread: the agent ended on its own
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   server::ControlPlane cp(o);
@@ -131,7 +132,12 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
     }
   }
   absl::Status agent_status;
-  std::thread agent_thread([&] { agent_status = node.Run(); });
+  // An agent that cannot run (its state directory, its GPUs) stops the whole of `up` at once,
+  // with its reason, rather than leave a control plane with no node behind a healthy banner.
+  std::thread agent_thread([&] {
+    agent_status = node.Run();
+    kill(getpid(), SIGUSR1);
+  });
 
   out << "gpucloud up: control plane at " << cp.url() << ", node " << node_name << " ("
       << (*backend)->Name() << " GPUs)\n";
@@ -145,7 +151,11 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
       << "  stop it: Ctrl-C" << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
-  out << "gpucloud up: stopping on signal " << sig << std::endl;
+  if (sig == SIGUSR1) {
+    out << "gpucloud up: the agent stopped; stopping" << std::endl;
+  } else {
+    out << "gpucloud up: stopping on signal " << sig << std::endl;
+  }
   if (metrics) metrics->Stop();
   node.Stop();
   agent_thread.join();
