@@ -3,24 +3,11 @@
 #include <functional>
 #include <optional>
 
+#include "core/prom_text.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
 namespace {
-
-// A label value with \, " and newline escaped, as the text format requires.
-std::string LabelValue(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
 
 // A metric of dcgm-exporter's: its GPU-level reading and, for the readings NVML gives per MIG
 // instance, the instance's (then a GPU in MIG mode shows one series per instance instead).
@@ -106,27 +93,31 @@ const std::vector<Metric>& Metrics() {
   return kMetrics;
 }
 
-// The labels of a GPU (and of one of its MIG instances), in dcgm-exporter's order, without
-// braces: gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID,] Hostname,
-// DCGM_FI_DRIVER_VERSION.
-std::string GpuLabels(const NodeGpus& node, const GpuDevice& g, std::string_view hostname,
-                      const GpuSample::MigInstance* instance) {
-  std::string mig;
+// The labels of a GPU (and of one of its MIG instances), in dcgm-exporter's order: gpu, UUID,
+// pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID,] Hostname, DCGM_FI_DRIVER_VERSION.
+PromLabels GpuLabels(const NodeGpus& node, const GpuDevice& g, std::string_view hostname,
+                     const GpuSample::MigInstance* instance) {
+  PromLabels l = {{"gpu", std::to_string(g.index)},
+                  {"UUID", g.uuid},
+                  {"pci_bus_id", g.pci_bus_id},
+                  {"device", Cat("nvidia", g.index)},
+                  {"modelName", g.name}};
   if (instance != nullptr) {
-    mig = fmt::format(",GPU_I_PROFILE=\"{}\",GPU_I_ID=\"{}\"", LabelValue(instance->profile),
-                      instance->gpu_instance_id);
+    l.emplace_back("GPU_I_PROFILE", instance->profile);
+    l.emplace_back("GPU_I_ID", std::to_string(instance->gpu_instance_id));
   }
-  return fmt::format(
-      "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"{}\",device=\"nvidia{}\",modelName=\"{}\"{},"
-      "Hostname=\"{}\",DCGM_FI_DRIVER_VERSION=\"{}\"",
-      g.index, LabelValue(g.uuid), LabelValue(g.pci_bus_id), g.index, LabelValue(g.name), mig,
-      LabelValue(hostname), LabelValue(node.driver_version));
+  l.emplace_back("Hostname", std::string(hostname));
+  l.emplace_back("DCGM_FI_DRIVER_VERSION", node.driver_version);
+  return l;
 }
 
-std::string OwnerLabels(const GpuOwner* o) {
-  if (o == nullptr) return "";
-  return fmt::format(",namespace=\"{}\",job_name=\"{}\",task=\"{}\"", LabelValue(o->namespace_),
-                     LabelValue(o->job), LabelValue(o->task));
+// The labels with those of the task that holds the GPU, if one does.
+PromLabels WithOwner(PromLabels l, const GpuOwner* o) {
+  if (o == nullptr) return l;
+  l.emplace_back("namespace", o->namespace_);
+  l.emplace_back("job_name", o->job);
+  l.emplace_back("task", o->task);
+  return l;
 }
 
 // The owner of a GPU (mig_start -1) or of its MIG instance at `mig_start`.
@@ -140,56 +131,61 @@ const GpuOwner* OwnerOf(const ExportContext& c, int gpu, int mig_start) {
 }
 
 // gpucloud_gpu_healthy and gpucloud_gpu_at_risk of every GPU the node has (a lost GPU too).
-std::string HealthText(const NodeGpus& node, const ExportContext& c) {
-  if (c.health == nullptr || node.gpus.empty()) return "";
-  std::string healthy, at_risk;
-  for (const GpuDevice& g : node.gpus) {
+void HealthText(const NodeGpus& node, const ExportContext& c, PromText& p) {
+  if (c.health == nullptr || node.gpus.empty()) return;
+  auto condition = [&](const GpuDevice& g) {
     auto it = c.health->find(g.index);
-    GpuCondition cond = it == c.health->end() ? GpuCondition{} : it->second;
-    std::string labels = GpuLabels(node, g, c.hostname, nullptr);
-    healthy +=
-        fmt::format("gpucloud_gpu_healthy{{{}{}}} {}\n", labels,
-                    cond.healthy ? "" : fmt::format(",reason=\"{}\"", LabelValue(cond.reason)),
-                    cond.healthy ? 1 : 0);
-    at_risk += fmt::format("gpucloud_gpu_at_risk{{{}}} {}\n", labels, cond.at_risk ? 1 : 0);
+    return it == c.health->end() ? GpuCondition{} : it->second;
+  };
+  p.Family("gpucloud_gpu_healthy", "gauge",
+           "Whether the agent reports the GPU healthy (1) or not (0, with the first cause as "
+           "reason).");
+  for (const GpuDevice& g : node.gpus) {
+    GpuCondition cond = condition(g);
+    PromLabels l = GpuLabels(node, g, c.hostname, nullptr);
+    if (!cond.healthy) l.emplace_back("reason", cond.reason);
+    p.Sample(l, cond.healthy ? 1 : 0);
   }
-  return Cat(
-      "# HELP gpucloud_gpu_healthy Whether the agent reports the GPU healthy (1) or not (0, "
-      "with the first cause as reason).\n# TYPE gpucloud_gpu_healthy gauge\n",
-      healthy,
-      "# HELP gpucloud_gpu_at_risk Whether the failure-risk model expects the GPU to fail.\n"
-      "# TYPE gpucloud_gpu_at_risk gauge\n",
-      at_risk);
+  p.Family("gpucloud_gpu_at_risk", "gauge",
+           "Whether the failure-risk model expects the GPU to fail.");
+  for (const GpuDevice& g : node.gpus) {
+    p.Sample(GpuLabels(node, g, c.hostname, nullptr), condition(g).at_risk ? 1 : 0);
+  }
 }
 
 }  // namespace
 
 std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
                             const ExportContext& context) {
-  std::string out;
+  PromText p;
   for (const Metric& m : Metrics()) {
-    std::string lines;
+    // A family only when some GPU has a reading: a field the backend cannot read is left out.
+    std::vector<std::pair<PromLabels, double>> rows;
     for (const GpuSample& s : samples) {
       if (s.index < 0 || s.index >= static_cast<int>(node.gpus.size())) continue;
       const GpuDevice& g = node.gpus[s.index];
       if (m.instance_value && !s.mig.empty()) {
         for (const GpuSample::MigInstance& i : s.mig) {
-          std::optional<double> v = m.instance_value(i);
-          if (!v) continue;
-          lines += fmt::format("{}{{{}{}}} {}\n", m.name, GpuLabels(node, g, context.hostname, &i),
-                               OwnerLabels(OwnerOf(context, g.index, i.start)), *v);
+          if (std::optional<double> v = m.instance_value(i)) {
+            rows.emplace_back(WithOwner(GpuLabels(node, g, context.hostname, &i),
+                                        OwnerOf(context, g.index, i.start)),
+                              *v);
+          }
         }
         continue;
       }
-      std::optional<double> v = m.value(s);
-      if (!v) continue;
-      lines += fmt::format("{}{{{}{}}} {}\n", m.name, GpuLabels(node, g, context.hostname, nullptr),
-                           OwnerLabels(OwnerOf(context, g.index, -1)), *v);
+      if (std::optional<double> v = m.value(s)) {
+        rows.emplace_back(
+            WithOwner(GpuLabels(node, g, context.hostname, nullptr), OwnerOf(context, g.index, -1)),
+            *v);
+      }
     }
-    if (lines.empty()) continue;
-    out += Cat("# HELP ", m.name, " ", m.help, "\n# TYPE ", m.name, " ", m.type, "\n", lines);
+    if (rows.empty()) continue;
+    p.Family(m.name, m.type, m.help);
+    for (const auto& [labels, v] : rows) p.Sample(labels, v);
   }
-  return out + HealthText(node, context);
+  HealthText(node, context, p);
+  return p.Take();
 }
 
 std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& samples,
@@ -200,17 +196,19 @@ std::string DcgmMetricsText(const NodeGpus& node, const std::vector<GpuSample>& 
 }
 
 std::string TaskEnergyMetricsText(const std::vector<TaskEnergy>& tasks, std::string_view hostname) {
-  std::string out =
-      "# HELP gpucloud_task_energy_joules_total Energy of the GPUs a task used while it ran.\n"
-      "# TYPE gpucloud_task_energy_joules_total counter\n";
+  PromText p;
+  p.Family("gpucloud_task_energy_joules_total", "counter",
+           "Energy of the GPUs a task used while it ran.");
   for (const TaskEnergy& e : tasks) {
-    out += fmt::format(
-        "gpucloud_task_energy_joules_total{{namespace=\"{}\",job_name=\"{}\",task=\"{}\","
-        "rank=\"{}\",attempt=\"{}\",Hostname=\"{}\"}} {}\n",
-        LabelValue(e.namespace_), LabelValue(e.job), LabelValue(e.task), e.rank, e.attempt,
-        LabelValue(hostname), e.joules);
+    p.Sample({{"namespace", e.namespace_},
+              {"job_name", e.job},
+              {"task", e.task},
+              {"rank", std::to_string(e.rank)},
+              {"attempt", std::to_string(e.attempt)},
+              {"Hostname", std::string(hostname)}},
+             e.joules);
   }
-  return out;
+  return p.Take();
 }
 
 }  // namespace gpucloud::agent
