@@ -130,6 +130,17 @@ struct Controller::Pass {
   std::optional<std::map<std::string, std::set<int>>> master_ports;
 };
 
+JobRules Controller::RulesOf(const std::optional<Job>& job) const {
+  JobRules rules;
+  rules.stop_grace_ms = options_.stop_grace_ms;
+  if (job) {
+    rules.restart = job->spec.restart;
+    rules.policies = job->spec.policies;
+    rules.node_local_checkpoints = job->spec.checkpoint.node_local;
+  }
+  return rules;
+}
+
 std::set<int>& Controller::MasterPortsOn(Pass& pass, const std::string& node) {
   if (!pass.master_ports) {
     pass.master_ports.emplace();
@@ -435,14 +446,7 @@ void Controller::StepJobs(Pass& pass) {
       v.gpu_risk = GpuRisk(pass.at_risk, r);
       v.report = ReportOf(pass.reports, r, uid, old.attempt);
     }
-    JobRules rules;
-    rules.stop_grace_ms = options_.stop_grace_ms;
-    if (entry.job) {
-      rules.restart = entry.job->spec.restart;
-      rules.policies = entry.job->spec.policies;
-      rules.node_local_checkpoints = entry.job->spec.checkpoint.node_local;
-    }
-    JobStep step = NextStatus(old, views, rules, now);
+    JobStep step = NextStatus(old, views, RulesOf(entry.job), now);
     JobStatus& s = step.status;
     std::vector<JobEvent>& events = step.events;
     std::vector<store::Op> ops;
@@ -736,18 +740,16 @@ absl::Status Controller::Schedule(Pass& pass) {
       }
     } else if (d.kind == sched::DecisionKind::kPreempt) {
       if (!s.Active()) continue;
-      for (const PlacedReplica& r : s.placement) {
-        ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
+      JobStep step = Preempt(s, RulesOf(entry.job),
+                             Cat("preempted for ", d.preemptor, ": ", d.reason), d.grace_ms, now);
+      if (step.delete_assignments) {
+        for (const PlacedReplica& r : s.placement) {
+          ops.push_back(
+              {store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
+        }
       }
-      ++s.interruptions;
-      if (s.interrupted_ms == 0) s.interrupted_ms = now;
-      s.EndRun(now);
-      s.phase = "Preempting";
-      s.next = "Pending";
-      s.reason = "Preempted";
-      s.message = Cat("preempted for ", d.preemptor, ": ", d.reason);
-      s.stop_deadline_ms = now + d.grace_ms + 5000;
-      events.push_back({"Warning", "Preempted", s.message});
+      s = std::move(step.status);
+      events = std::move(step.events);
     } else {
       std::string reason = d.kind == sched::DecisionKind::kReject ? "Unschedulable" : "Waiting";
       if (s.reason == reason && s.message == d.reason) continue;

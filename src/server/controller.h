@@ -34,6 +34,7 @@
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/sched_config.h"
+#include "server/job_machine.h"
 #include "server/job_status.h"
 #include "server/node_table.h"
 #include "server/object_cache.h"
@@ -123,6 +124,8 @@ class Controller {
   absl::Status SyncNodes(Pass& pass);
   void StepJobs(Pass& pass);
   absl::Status Schedule(Pass& pass);
+  // What a job's spec says about its lifecycle (the restart policy and lifecycle policies).
+  JobRules RulesOf(const std::optional<Job>& job) const;
   // The master ports in use on `node` this pass (jobs whose rank 0 runs or stops there).
   std::set<int>& MasterPortsOn(Pass& pass, const std::string& node);
   // Runs independent transactions concurrently; results in order.

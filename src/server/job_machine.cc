@@ -1,6 +1,7 @@
 #include "server/job_machine.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <utility>
 
@@ -12,9 +13,33 @@ namespace {
 // The event of a Starting task's message: "Pulling: ..." is Normal, a failed pull
 // ("ImagePullBackOff: ...", "ErrImageNeverPull: ...") a Warning with that reason.
 std::pair<std::string, std::string> StartingEvent(const std::string& message) {
-  std::string reason = message.substr(0, message.find(':'));
-  if (reason == "Pulling") return {"Normal", "Pulling"};
-  return {"Warning", reason.empty() ? "Starting" : reason};
+  if (message.starts_with("Pulling")) return {"Normal", "Pulling"};
+  for (const char* reason : {"ImagePullBackOff", "ErrImageNeverPull"}) {
+    if (message.starts_with(reason)) return {"Warning", reason};
+  }
+  return {"Normal", "Starting"};
+}
+
+bool Matches(const LifecyclePolicy& p, LifecycleEvent event, std::optional<int> exit_code) {
+  if (p.exit_code) {
+    bool failure = event == LifecycleEvent::kPodFailed || event == LifecycleEvent::kTaskFailed;
+    return failure && exit_code == p.exit_code;
+  }
+  for (LifecycleEvent e : p.events) {
+    if (e == event) return true;
+    // "*" stands for the events that interrupt or fail a job, not for a task's completion.
+    if (e == LifecycleEvent::kAny && event != LifecycleEvent::kTaskCompleted) return true;
+  }
+  return false;
+}
+
+// The first of `events` that `p` matches (for the message that names the policy).
+LifecycleEvent MatchedEvent(const LifecyclePolicy& p, std::initializer_list<LifecycleEvent> events,
+                            std::optional<int> exit_code) {
+  for (LifecycleEvent e : events) {
+    if (Matches(p, e, exit_code)) return e;
+  }
+  return *events.begin();
 }
 
 const std::string& TaskOf(const ReplicaView& v) { return v.replica->placement.task; }
@@ -175,24 +200,16 @@ Observed Observe(Stepper& st, const std::vector<ReplicaView>& replicas) {
   return o;
 }
 
-// The first of `where` whose policy for `event` takes an action other than the default.
-bool ApplyFirst(Stepper& st, const std::vector<Observed::Where>& where, LifecycleEvent event,
-                bool restart_is_default) {
+// The first of `where` whose policy for `events` (what one observation raises) takes an action
+// other than the default: a replica whose policy is the default restart does not hide a later
+// one's Abort.
+bool ApplyFirst(Stepper& st, const std::vector<Observed::Where>& where,
+                std::initializer_list<LifecycleEvent> events, bool restart_is_default) {
   for (const Observed::Where& w : where) {
-    const LifecyclePolicy* p = MatchPolicy(st.rules().policies, event, w.task, w.exit_code);
-    if (st.Apply(p, event, w.what, restart_is_default)) return true;
-  }
-  return false;
-}
-
-// A failed replica's policy: PodFailed, TaskFailed or its exit code.
-bool ApplyFailure(Stepper& st, const std::vector<Observed::Where>& failed) {
-  for (const Observed::Where& w : failed) {
-    for (LifecycleEvent e : {LifecycleEvent::kPodFailed, LifecycleEvent::kTaskFailed}) {
-      const LifecyclePolicy* p = MatchPolicy(st.rules().policies, e, w.task, w.exit_code);
-      if (p == nullptr) continue;
-      if (p->action == LifecycleAction::kRestartJob) return false;  // the default
-      return st.Apply(p, e, w.what, /*restart_is_default=*/true);
+    const LifecyclePolicy* p = MatchPolicy(st.rules().policies, events, w.task, w.exit_code);
+    if (p != nullptr &&
+        st.Apply(p, MatchedEvent(*p, events, w.exit_code), w.what, restart_is_default)) {
+      return true;
     }
   }
   return false;
@@ -245,14 +262,14 @@ void Succeeded(Stepper& st, int succeeded) {
 // Interruptions the job did not cause, in order of urgency; false when there are none.
 bool StepInterruptions(Stepper& st, const Observed& o) {
   if (!o.lost.empty()) {
-    if (ApplyFirst(st, o.lost, LifecycleEvent::kJobUnknown, true)) return true;
+    if (ApplyFirst(st, o.lost, {LifecycleEvent::kJobUnknown}, true)) return true;
     st.Interrupt(
         "Restarting", "NodeLost",
         Cat("node ", o.lost[0].what, " stopped heartbeating; restarting from the last checkpoint"));
     return true;
   }
   if (!o.broken.empty()) {
-    if (ApplyFirst(st, o.broken, LifecycleEvent::kPodEvicted, true)) return true;
+    if (ApplyFirst(st, o.broken, {LifecycleEvent::kPodEvicted}, true)) return true;
     st.Interrupt("Restarting", "GpuFailed",
                  Cat(o.broken[0].what, "; restarting on healthy GPUs from the last checkpoint"));
     return true;
@@ -270,7 +287,7 @@ bool StepInterruptions(Stepper& st, const Observed& o) {
 // Evictions: the node goes (spot), drains, or a GPU is expected to fail.
 bool StepEvictions(Stepper& st, const Observed& o) {
   if (!o.reclaimed.empty()) {
-    if (ApplyFirst(st, o.reclaimed, LifecycleEvent::kPodEvicted, true)) return true;
+    if (ApplyFirst(st, o.reclaimed, {LifecycleEvent::kPodEvicted}, true)) return true;
     // Checkpoint and requeue before the node goes: the grace period, but no later than
     // 5 s before the reclamation.
     ++st.s().interruptions;
@@ -282,7 +299,7 @@ bool StepEvictions(Stepper& st, const Observed& o) {
     return true;
   }
   if (!o.drained.empty()) {
-    if (ApplyFirst(st, o.drained, LifecycleEvent::kPodEvicted, true)) return true;
+    if (ApplyFirst(st, o.drained, {LifecycleEvent::kPodEvicted}, true)) return true;
     st.Interrupt("Preempting", "Drained",
                  Cat("node ", o.drained[0].what,
                      " is being drained; restarting elsewhere from the last checkpoint"));
@@ -290,7 +307,7 @@ bool StepEvictions(Stepper& st, const Observed& o) {
   }
   if (!o.risky.empty()) {
     // Predictive drain: checkpoint and move before the GPU fails.
-    if (ApplyFirst(st, o.risky, LifecycleEvent::kPodEvicted, true)) return true;
+    if (ApplyFirst(st, o.risky, {LifecycleEvent::kPodEvicted}, true)) return true;
     st.Interrupt("Preempting", "PredictedFailure",
                  Cat(o.risky[0].what, "; checkpointing and moving to healthy GPUs"));
     return true;
@@ -308,7 +325,11 @@ void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
   }
   if (StepInterruptions(st, o)) return;
   if (!o.failed.empty()) {
-    if (!ApplyFailure(st, o.failed)) st.RestartCounted("TaskFailed", o.failed[0].what);
+    // A failed replica raises PodFailed and TaskFailed at once; the policies' order decides.
+    if (!ApplyFirst(st, o.failed, {LifecycleEvent::kPodFailed, LifecycleEvent::kTaskFailed},
+                    /*restart_is_default=*/true)) {
+      st.RestartCounted("TaskFailed", o.failed[0].what);
+    }
     return;
   }
   if (o.succeeded == static_cast<int>(replicas.size()) && o.succeeded > 0) {
@@ -347,29 +368,24 @@ void StepStopping(Stepper& st, const std::vector<ReplicaView>& replicas) {
   if (s.Terminal()) s.finished_ms = now;
 }
 
-bool Matches(const LifecyclePolicy& p, LifecycleEvent event, std::optional<int> exit_code) {
-  if (p.exit_code) {
-    bool failure = event == LifecycleEvent::kPodFailed || event == LifecycleEvent::kTaskFailed;
-    return failure && exit_code == p.exit_code;
-  }
-  for (LifecycleEvent e : p.events) {
-    if (e == event) return true;
-    // "*" stands for the events that interrupt or fail a job, not for a task's completion.
-    if (e == LifecycleEvent::kAny && event != LifecycleEvent::kTaskCompleted) return true;
-  }
-  return false;
-}
-
 }  // namespace
+
+const LifecyclePolicy* MatchPolicy(const std::vector<LifecyclePolicy>& policies,
+                                   std::initializer_list<LifecycleEvent> events,
+                                   const std::string& task, std::optional<int> exit_code) {
+  for (const LifecyclePolicy& p : policies) {
+    if (!p.task.empty() && p.task != task) continue;
+    for (LifecycleEvent e : events) {
+      if (Matches(p, e, exit_code)) return &p;
+    }
+  }
+  return nullptr;
+}
 
 const LifecyclePolicy* MatchPolicy(const std::vector<LifecyclePolicy>& policies,
                                    LifecycleEvent event, const std::string& task,
                                    std::optional<int> exit_code) {
-  for (const LifecyclePolicy& p : policies) {
-    if (!p.task.empty() && p.task != task) continue;
-    if (Matches(p, event, exit_code)) return &p;
-  }
-  return nullptr;
+  return MatchPolicy(policies, {event}, task, exit_code);
 }
 
 JobStep NextStatus(const JobStatus& old, const std::vector<ReplicaView>& replicas,
@@ -387,6 +403,20 @@ JobStep NextStatus(const JobStatus& old, const std::vector<ReplicaView>& replica
     st.Event("Normal", "Cancelled", s.message);
   }
   if (s.Stopping()) StepStopping(st, replicas);
+  return st.Take();
+}
+
+JobStep Preempt(const JobStatus& old, const JobRules& rules, const std::string& why,
+                int64_t grace_ms, int64_t now_ms) {
+  JobRules within = rules;
+  within.stop_grace_ms = grace_ms;  // the preemptor waits for these GPUs no longer
+  Stepper st(old, within, now_ms);
+  std::vector<Observed::Where> evicted;
+  for (const PlacedReplica& r : old.placement) evicted.push_back({why, r.placement.task, {}});
+  if (ApplyFirst(st, evicted, {LifecycleEvent::kPodEvicted}, /*restart_is_default=*/true)) {
+    return st.Take();
+  }
+  st.Interrupt("Preempting", "Preempted", why);
   return st.Take();
 }
 

@@ -11,7 +11,8 @@
 // What an observation means, in Volcano's event names (LifecyclePolicy):
 //   JobUnknown  a replica's node stopped heartbeating       default: restart, not counted
 //   PodEvicted  a replica's GPU failed, its node drains, is   default: restart, not counted
-//               reclaimed (spot), or a GPU is expected to fail
+//               reclaimed (spot), a GPU is expected to fail,
+//               or the scheduler preempts the job (Preempt)
 //   PodFailed   a replica exited non-zero, was lost or        default: restart while restarts
 //   TaskFailed  stopped (both events; exit codes match too)   are left, then Failed
 //   TaskCompleted every replica of one task exited 0 while    default: nothing
@@ -23,6 +24,7 @@
 #define GPUCLOUD_SERVER_JOB_MACHINE_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,11 +67,21 @@ struct JobStep {
   std::optional<double> recovery_seconds;  // the job runs again after an interruption
 };
 
-// The first policy that matches `event` raised by a replica of `task` (which exited with
-// `exit_code`, for failures), or null. Task-level policies match only their task.
+// The first policy that matches one of `events` raised together by a replica of `task` (which
+// exited with `exit_code`, for failures), or null: the policies' order decides, not the
+// events'. Task-level policies match only their task.
+const LifecyclePolicy* MatchPolicy(const std::vector<LifecyclePolicy>& policies,
+                                   std::initializer_list<LifecycleEvent> events,
+                                   const std::string& task, std::optional<int> exit_code);
 const LifecyclePolicy* MatchPolicy(const std::vector<LifecyclePolicy>& policies,
                                    LifecycleEvent event, const std::string& task,
                                    std::optional<int> exit_code);
+
+// The scheduler preempts the job (`why` says for whom): its tasks stop within `grace_ms` to
+// checkpoint and it waits for capacity again (an interruption), unless a PodEvicted policy of
+// one of its tasks takes another action (then within the same grace).
+JobStep Preempt(const JobStatus& old, const JobRules& rules, const std::string& why,
+                int64_t grace_ms, int64_t now_ms);
 
 // One step of a job that is not Pending (or Pending and cancelled). `replicas`: one per entry
 // of old.placement, in the same order. Terminal jobs come back unchanged.

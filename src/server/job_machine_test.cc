@@ -299,6 +299,74 @@ TEST_F(JobMachineTest, PendingCancelledAndTerminalJobs) {
   EXPECT_EQ(NextStatus(old_, {}, rules_, kNow + 5).status, old_);
 }
 
+// A failed replica raises PodFailed and TaskFailed together: the policies' order decides, so
+// the task-level policy (first) wins over a job-level one for the other event.
+TEST_F(JobMachineTest, TaskLevelTaskFailedBeatsJobLevelPodFailed) {
+  Policy({LifecycleEvent::kTaskFailed}, LifecycleAction::kRestartJob, "worker");
+  Policy({LifecycleEvent::kPodFailed}, LifecycleAction::kAbortJob);
+  reports_[1] = Report(api::TaskState::kFailed, 1);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.reason, "TaskFailed");  // the default restart, counted
+  EXPECT_EQ(step.status.restarts, 1);
+}
+
+// One failed replica's default restart does not hide another's AbortJob.
+TEST_F(JobMachineTest, ALaterFailuresAbortIsNotHiddenByAnEarlierRestart) {
+  Policy({LifecycleEvent::kPodFailed}, LifecycleAction::kRestartJob, "ps");
+  Policy({LifecycleEvent::kPodFailed}, LifecycleAction::kAbortJob, "worker");
+  reports_[0] = Report(api::TaskState::kFailed, 1);
+  reports_[2] = Report(api::TaskState::kFailed, 1);
+  EXPECT_EQ(Step().status.reason, "Aborted");
+}
+
+// Why a task is not running yet, once per change: pulls are Normal, failed pulls Warnings with
+// their reason, anything else Normal "Starting".
+TEST_F(JobMachineTest, StartingMessagesBecomeEventsOnce) {
+  old_.phase = "Scheduled";
+  reports_[1] = reports_[2] = Report(api::TaskState::kStarting);  // nothing running yet
+  const std::pair<const char*, std::pair<const char*, const char*>> cases[] = {
+      {"Pulling: registry.local/train:1", {"Normal", "Pulling"}},
+      {"ImagePullBackOff: 401 from registry.local", {"Warning", "ImagePullBackOff"}},
+      {"ErrImageNeverPull: not on the node", {"Warning", "ErrImageNeverPull"}},
+      {"waiting for: the checkpoint lock", {"Normal", "Starting"}},
+  };
+  for (const auto& [message, want] : cases) {
+    reports_[0] = Report(api::TaskState::kStarting);
+    reports_[0].message = message;
+    JobStep step = Step();
+    ASSERT_EQ(step.events.size(), 1u) << message;
+    EXPECT_EQ(step.events[0].type, want.first) << message;
+    EXPECT_EQ(step.events[0].reason, want.second) << message;
+    old_.tasks = step.status.tasks;  // the same message again: no new event
+    EXPECT_TRUE(Step().events.empty()) << message;
+  }
+}
+
+TEST_F(JobMachineTest, PreemptedJobsCheckpointAndWaitForCapacity) {
+  JobStep step = Preempt(old_, rules_, "preempted for team/urgent: priority", 5'000, kNow);
+  EXPECT_EQ(step.status.phase, "Preempting");
+  EXPECT_EQ(step.status.next, "Pending");
+  EXPECT_EQ(step.status.reason, "Preempted");
+  EXPECT_EQ(step.status.interruptions, 1);
+  EXPECT_EQ(step.status.interrupted_ms, kNow);
+  EXPECT_EQ(step.status.run_ended_ms, kNow);
+  EXPECT_EQ(step.status.stop_deadline_ms, kNow + 5'000 + 5'000);  // its grace, not the job's
+  EXPECT_TRUE(step.delete_assignments);
+  ASSERT_EQ(step.events.size(), 1u);
+  EXPECT_EQ(step.events[0].type, "Warning");
+  EXPECT_EQ(step.events[0].message, "preempted for team/urgent: priority");
+}
+
+TEST_F(JobMachineTest, PodEvictedPolicyAppliesToPreemptionToo) {
+  Policy({LifecycleEvent::kPodEvicted}, LifecycleAction::kTerminateJob, "worker");
+  JobStep step = Preempt(old_, rules_, "preempted for team/urgent: priority", 5'000, kNow);
+  EXPECT_EQ(step.status.phase, "Stopping");
+  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_EQ(step.status.reason, "Terminated");
+  EXPECT_EQ(step.status.interruptions, 0);
+  EXPECT_EQ(step.status.stop_deadline_ms, kNow + 5'000 + 5'000);
+}
+
 TEST(MatchPolicy, FirstMatchDecidesAndTaskLevelFirst) {
   std::vector<LifecyclePolicy> p = {
       {{LifecycleEvent::kPodFailed}, std::nullopt, LifecycleAction::kTerminateJob, "ps"},
