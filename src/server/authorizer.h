@@ -43,8 +43,9 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
                                         const std::vector<std::string>& parts, bool watch);
 
 // The discovery paths (/api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version, each with or
-// without a trailing '/'): readable by every authenticated identity, as Kubernetes'
-// system:discovery role allows, and decided by no policy (they name no object).
+// without a trailing '/'): readable by every authenticated identity but the bootstrap token
+// (which only joins), as Kubernetes' system:discovery role allows, and decided by no policy
+// (they name no object).
 bool IsDiscoveryPath(std::string_view path);
 
 class Authorizer {

@@ -303,10 +303,9 @@ Response RestApi::Handle(const Request& r) {
     return Status(413, "RequestEntityTooLarge",
                   Cat("the body has ", r.body.size(), " bytes; the limit is ", kMaxBodyBytes));
   }
-  if (IsDiscoveryPath(r.path)) return Discovery(r);  // every authenticated identity's
-  if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
-  std::vector<std::string> parts = SplitAny(r.path.substr(kPrefix.size()), "/");
-  if (std::optional<Response> bad = RefuseSegments(r, parts)) return *bad;
+  std::vector<std::string> parts;
+  if (r.path.starts_with(kPrefix)) parts = SplitAny(r.path.substr(kPrefix.size()), "/");
+  // The bootstrap token asks for a node certificate and nothing else, discovery included.
   if (r.who.bootstrap && !(r.method == "POST" && parts.size() == 3 && parts[0] == "nodes" &&
                            parts[2] == "certificate")) {
     return Status(403, "Forbidden",
@@ -314,6 +313,9 @@ Response RestApi::Handle(const Request& r) {
                       " (a bootstrap token) may only ask for a node certificate "
                       "(POST nodes/NAME/certificate)"));
   }
+  if (IsDiscoveryPath(r.path)) return Discovery(r);  // every other authenticated identity's
+  if (!r.path.starts_with(kPrefix)) return Status(404, "NotFound", Cat("no such path ", r.path));
+  if (std::optional<Response> bad = RefuseSegments(r, parts)) return *bad;
   // A merge patch is served as the PUT of its result, authorized and validated as one.
   if (r.method == "PATCH") return Patch(r, parts);
   std::optional<RequestedAction> what = ActionOf(r.method, parts, QueryTrue(r, "watch"));

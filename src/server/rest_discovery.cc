@@ -1,7 +1,8 @@
 // Discovery, as Kubernetes serves it, so that typed clients (kubectl, the Kubernetes Python
 // client) find gpucloud's resources: GET /api (APIVersions: gpucloud serves no core group),
 // /apis (APIGroupList: the group gpucloud, preferred version v1), /apis/gpucloud/v1
-// (APIResourceList) and /version. Readable by every authenticated identity (IsDiscoveryPath).
+// (APIResourceList) and /version. Readable by every authenticated identity but the bootstrap
+// token (IsDiscoveryPath).
 #include <string_view>
 #include <vector>
 

@@ -77,6 +77,12 @@ TEST_F(ParityTest, DiscoveryIsServedAsKubernetesServesIt) {
     EXPECT_EQ(g["groups"][0]["preferredVersion"]["groupVersion"], "gpucloud/v1");
     EXPECT_EQ(g["groups"][0]["versions"][0]["version"], "v1");
   }
+  // The bootstrap token asks for node certificates only: not even discovery.
+  Identity bootstrap{"system:bootstrap", "", false};
+  bootstrap.bootstrap = true;
+  for (const char* path : {"/apis", "/api", "/version", "/apis/gpucloud/v1"}) {
+    EXPECT_EQ(Call("GET", path, "", {}, bootstrap).status, 403) << path;
+  }
   Json versions = Body(Call("GET", "/api", "", {}, Tenant()));
   EXPECT_EQ(versions["kind"], "APIVersions");
   EXPECT_TRUE(versions["versions"].is_array());
@@ -162,6 +168,12 @@ TEST_F(ParityTest, AMergePatchIsAppliedToTheStoredObjectAndValidatedLikeAPut) {
     EXPECT_NE(r.body.find("application/merge-patch+json"), std::string::npos) << r.body;
   }
   EXPECT_EQ(patch("[1]").status, 400);
+  // A patch that makes metadata a scalar or a list is refused, not a 500.
+  for (const char* body : {R"({"metadata":"x"})", R"({"metadata":[1]})", R"({"metadata":5})"}) {
+    Response r = patch(body);
+    EXPECT_EQ(r.status, 400) << body << ": " << r.body;
+    EXPECT_NE(r.body.find("metadata: must be an object"), std::string::npos) << r.body;
+  }
   // Another tenant's job is neither patched nor revealed; a missing one is 404.
   EXPECT_EQ(
       patch(R"({"spec":{"priority":1}})", "application/merge-patch+json", {"bob", "team-b", false})

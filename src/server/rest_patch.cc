@@ -27,9 +27,8 @@ std::string PatchableKey(const std::vector<std::string>& parts) {
   return "";
 }
 
-// 415 unless the body is a merge patch. An absent Content-Type reads as one: the HTTPS front
-// does not hand the header over yet (Request::content_type stays empty), and a JSON patch (an
-// array) is then 400 as no merge patch.
+// 415 unless the body is a merge patch. A request that names no Content-Type (curl -X PATCH -d)
+// is read as one, the only kind taken; a JSON patch sent so (an array) is then 400.
 std::optional<Response> RefuseContentType(const Request& r) {
   std::string_view type = r.content_type;
   type = type.substr(0, type.find(';'));
@@ -97,6 +96,9 @@ Response RestApi::Patch(const Request& r, const std::vector<std::string>& parts)
           Cat(key, " was changed: it is at revision ", revision, ", not ", precondition)));
     }
     Json merged = MergePatch(current, patch);
+    if (!merged["metadata"].is_object()) {  // the patch replaced it with a scalar or a list
+      return Status(400, "BadRequest", "metadata: must be an object");
+    }
     merged["metadata"]["resourceVersion"] = std::to_string(revision);
     out = Handle(Request{"PUT", r.path, r.query, merged.dump(), r.who});
     const bool raced = out.status == 409 && out.body.find("\"Conflict\"") != std::string::npos;
