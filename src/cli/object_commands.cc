@@ -284,6 +284,23 @@ int Get(const GetOptions& o, const std::string& config, std::ostream& out, std::
 
 namespace {
 
+// The files' manifests and a client to send them with; nullopt (said on `err`) when a file is
+// invalid or the config does not connect.
+struct FilesAndClient {
+  LoadedManifests manifests;
+  api::Client client;
+};
+std::optional<FilesAndClient> LoadAndConnect(const std::vector<std::string>& files,
+                                             const std::string& config, std::istream& in,
+                                             std::ostream& err) {
+  LoadedManifests loaded = LoadManifests(files, in);
+  PrintDiagnostics(loaded, err);
+  if (!loaded.errors.empty()) return std::nullopt;
+  std::optional<api::Client> client = Connect(config, err);
+  if (!client) return std::nullopt;
+  return FilesAndClient{std::move(loaded), std::move(*client)};
+}
+
 // DELETE one object; prints "job.gpucloud/NAME deleted" or says why on `err`.
 bool DeleteOne(const api::Client& client, const std::string& path, const std::string& what,
                std::ostream& out, std::ostream& err) {
@@ -295,11 +312,10 @@ bool DeleteOne(const api::Client& client, const std::string& path, const std::st
 
 int DeleteFiles(const std::vector<std::string>& files, const std::string& config, std::istream& in,
                 std::ostream& out, std::ostream& err) {
-  LoadedManifests loaded = LoadManifests(files, in);
-  PrintDiagnostics(loaded, err);
-  if (!loaded.errors.empty()) return kExitInvalid;
-  std::optional<api::Client> client = Connect(config, err);
-  if (!client) return kExitInvalid;
+  std::optional<FilesAndClient> fc = LoadAndConnect(files, config, in, err);
+  if (!fc) return kExitInvalid;
+  const LoadedManifests& loaded = fc->manifests;
+  api::Client* client = &fc->client;
   int code = kExitOk;
   for (const manifest::Manifest& m : loaded.manifests) {
     std::string what =
@@ -437,11 +453,10 @@ int Apply(const std::vector<std::string>& files, const std::string& dry_run,
     err << "gpuctl apply: --dry-run is none, client or server, not \"" << dry_run << "\"\n";
     return kExitUsage;
   }
-  LoadedManifests loaded = LoadManifests(files, in);
-  PrintDiagnostics(loaded, err);
-  if (!loaded.errors.empty()) return kExitInvalid;
-  std::optional<api::Client> client = Connect(config, err);
-  if (!client) return kExitInvalid;
+  std::optional<FilesAndClient> fc = LoadAndConnect(files, config, in, err);
+  if (!fc) return kExitInvalid;
+  const LoadedManifests& loaded = fc->manifests;
+  api::Client* client = &fc->client;
   int code = kExitOk;
   for (const manifest::Manifest& m : loaded.manifests) {
     if (!ApplyOne(*client, m.object, mode, out, err)) code = kExitInvalid;
@@ -452,11 +467,10 @@ int Apply(const std::vector<std::string>& files, const std::string& dry_run,
 int Diff(const std::vector<std::string>& files, const std::string& config, std::istream& in,
          std::ostream& out, std::ostream& err) {
   constexpr int kDiffError = 2;  // as kubectl diff and diff(1): 0 same, 1 different, >1 error
-  LoadedManifests loaded = LoadManifests(files, in);
-  PrintDiagnostics(loaded, err);
-  if (!loaded.errors.empty()) return kDiffError;
-  std::optional<api::Client> client = Connect(config, err);
-  if (!client) return kDiffError;
+  std::optional<FilesAndClient> fc = LoadAndConnect(files, config, in, err);
+  if (!fc) return kDiffError;
+  const LoadedManifests& loaded = fc->manifests;
+  api::Client* client = &fc->client;
   bool differ = false;
   for (const manifest::Manifest& m : loaded.manifests) {
     const manifest::Object& object = m.object;

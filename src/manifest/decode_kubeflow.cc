@@ -215,6 +215,12 @@ bool OpenKubeflowDoc(Context& ctx, MapReader& doc, KubeflowDoc* d) {
   return ok && d->spec_field.has_value();
 }
 
+// The spec's runPolicy, when it has one (true when it has none).
+bool TakeRunPolicy(Context& ctx, MapReader& spec, KubeflowDoc* d) {
+  std::optional<Field> rp = spec.Take("runPolicy");
+  return !rp || DecodeRunPolicy(ctx, *rp, &d->job, &d->min_available);
+}
+
 // Checks the gang (CheckGang) and, when `min_available` is given by count rather than by a
 // field, applies it.
 bool FinishGang(Context& ctx, KubeflowDoc& d, const Field& specs_field,
@@ -231,10 +237,7 @@ std::optional<Job> DecodePyTorchJob(Context& ctx, MapReader& doc) {
   if (!OpenKubeflowDoc(ctx, doc, &d)) return std::nullopt;
   MapReader spec(ctx.sink, *d.spec_field);
   if (!spec.valid()) return std::nullopt;
-  bool ok = true;
-  if (std::optional<Field> rp = spec.Take("runPolicy")) {
-    ok = DecodeRunPolicy(ctx, *rp, &d.job, &d.min_available);
-  }
+  bool ok = TakeRunPolicy(ctx, spec, &d);
   Job& job = d.job;
   std::optional<std::string> nproc;
   if (std::optional<Field> n = spec.Take("nprocPerNode")) {
@@ -293,10 +296,7 @@ std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc) {
   if (!OpenKubeflowDoc(ctx, doc, &d)) return std::nullopt;
   MapReader spec(ctx.sink, *d.spec_field);
   if (!spec.valid()) return std::nullopt;
-  bool ok = true;
-  if (std::optional<Field> rp = spec.Take("runPolicy")) {
-    ok = DecodeRunPolicy(ctx, *rp, &d.job, &d.min_available);
-  }
+  bool ok = TakeRunPolicy(ctx, spec, &d);
   Job& job = d.job;
   int32_t slots = 1;
   ok = spec.Int32("slotsPerWorker", &slots, 1, 9999) && ok;
