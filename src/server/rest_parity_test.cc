@@ -13,6 +13,7 @@
 #include "server/log_store.h"
 #include "server/node_table.h"
 #include "server/rest.h"
+#include "server/rest_fixture.h"
 #include "server/rest_util.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
@@ -22,48 +23,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* kJob = R"(apiVersion: gpucloud/v1
-kind: Job
-metadata:
-  name: train
-  labels: {team: vision}
-spec:
-  tasks:
-  - name: worker
-    replicas: 2
-    resources: {gpu: {count: 1}}
-)";
+const char* const kJob = kRestTestJob;
 
-class ParityTest : public ::testing::Test {
+class ParityTest : public RestFixture {
  protected:
-  void SetUp() override {
-    store_ = std::move(*store::OpenSqliteStore((dir_ / "s.db").string()));
-    api_ = std::make_unique<RestApi>(*store_, clock_, 7);
-    api_->AttachCluster(&nodes_, &logs_, nullptr);
-  }
-  Response Call(std::string method, std::string path, std::string body = "",
-                std::map<std::string, std::string> query = {}, Identity who = {"root", "", true}) {
-    return api_->Handle(
-        {std::move(method), std::move(path), std::move(query), std::move(body), who});
-  }
-  static Json Body(const Response& r) { return Json::parse(r.body); }
-  static constexpr char kJobs[] = "/apis/gpucloud/v1/namespaces/team-a/jobs";
-  static Identity Tenant() { return {"alice", "team-a", false}; }
-  static Identity Node() {
-    Identity n;
-    n.user = "node:n1";
-    n.node = true;
-    n.node_name = "n1";
-    return n;
-  }
-
-  testing_util::TempDir tmp_{"gpucloud-parity"};
-  const std::filesystem::path& dir_ = tmp_.path();
-  FakeClock clock_{1'700'000'000'000};
-  std::unique_ptr<store::Store> store_;
-  NodeTable nodes_;
-  LogStore logs_{(dir_ / "logs").string()};
-  std::unique_ptr<RestApi> api_;
+  ParityTest() : RestFixture(/*with_cluster=*/true) {}
 };
 
 TEST_F(ParityTest, DiscoveryIsServedAsKubernetesServesIt) {
@@ -304,8 +268,8 @@ TEST_F(ParityTest, ListsArePagedWithAnOpaqueTokenStableUnderConcurrentCreates) {
 TEST_F(ParityTest, LogsTakeTailLinesAndPreviousAndRefuseWhatTheStoreCannotServe) {
   ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
   const std::string logs = std::string(kJobs) + "/train/logs";
-  ASSERT_TRUE(logs_.Append({"team-a", "train", 0, 0}, 0, "one\ntwo\nthree\n").ok());
-  ASSERT_TRUE(logs_.Append({"team-a", "train", 1, 0}, 0, "again\nand\nfour").ok());
+  ASSERT_TRUE(logs_->Append({"team-a", "train", 0, 0}, 0, "one\ntwo\nthree\n").ok());
+  ASSERT_TRUE(logs_->Append({"team-a", "train", 1, 0}, 0, "again\nand\nfour").ok());
   Response tail = Call("GET", logs, "", {{"tailLines", "2"}, {"attempt", "0"}}, Tenant());
   ASSERT_EQ(tail.status, 200) << tail.body;
   EXPECT_EQ(tail.body, "two\nthree\n");

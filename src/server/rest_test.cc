@@ -11,6 +11,7 @@
 #include "core/text.h"
 #include "server/log_store.h"
 #include "server/node_table.h"
+#include "server/rest_fixture.h"
 #include "server/rest_util.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
@@ -20,17 +21,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* kJob = R"(apiVersion: gpucloud/v1
-kind: Job
-metadata:
-  name: train
-  labels: {team: vision}
-spec:
-  tasks:
-  - name: worker
-    replicas: 2
-    resources: {gpu: {count: 1}}
-)";
+const char* const kJob = kRestTestJob;
 
 std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> out;
@@ -44,26 +35,7 @@ std::vector<std::string> SplitLines(const std::string& text) {
   return out;
 }
 
-class RestTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    store_ = std::move(*store::OpenSqliteStore((dir_ / "s.db").string()));
-    api_ = std::make_unique<RestApi>(*store_, clock_, 7);
-  }
-  Response Call(std::string method, std::string path, std::string body = "",
-                std::map<std::string, std::string> query = {}, Identity who = {"root", "", true}) {
-    return api_->Handle(
-        {std::move(method), std::move(path), std::move(query), std::move(body), who});
-  }
-  static Json Body(const Response& r) { return Json::parse(r.body); }
-  static constexpr char kJobs[] = "/apis/gpucloud/v1/namespaces/team-a/jobs";
-
-  testing_util::TempDir tmp_{"gpucloud-rest"};
-  const std::filesystem::path& dir_ = tmp_.path();
-  FakeClock clock_{1'700'000'000'000};
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<RestApi> api_;
-};
+class RestTest : public RestFixture {};
 
 TEST_F(RestTest, CreateGetListDelete) {
   Response c = Call("POST", kJobs, kJob);
