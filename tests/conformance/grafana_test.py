@@ -24,16 +24,17 @@ import math
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from metrics_util import agent_text, stop_process
+from upcluster import wait_for
 
 SKIP = 77
 CUMULATIVE = {"counter", "histogram", "summary"}
@@ -43,21 +44,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait(ok, seconds, what):
-    """Polls `ok` until it returns something true (a process's progress, not a timer)."""
-    deadline = time.time() + seconds
-    last = None
-    while time.time() < deadline:
-        try:
-            v = ok()
-            if v:
-                return v
-        except (OSError, ValueError) as e:  # not listening yet, or not ready
-            last = e
-        time.sleep(0.2)
-    raise TimeoutError(f"waited {seconds} s for {what}" + (f" ({last})" if last else ""))
 
 
 def grown(text, n):
@@ -101,18 +87,6 @@ def serve(texts):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
-
-
-def agent_text(helper):
-    p = subprocess.Popen([helper, "agent"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        port = int(p.stdout.readline())
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            return r.read().decode()
-    finally:
-        p.stdin.close()
-        p.wait(timeout=10)
 
 
 def panel_queries(dashboard):
@@ -181,7 +155,7 @@ def check_dashboard(prometheus, helper, dashboard_path, work):
                          cwd=work)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait(lambda: urllib.request.urlopen(f"{base}/-/ready", timeout=5).status == 200, 60,
+        wait_for(lambda: urllib.request.urlopen(f"{base}/-/ready", timeout=5).status == 200, 60,
              "prometheus to be ready")
         instantiated = []
         for title, ref, expr in queries:
@@ -200,7 +174,7 @@ def check_dashboard(prometheus, helper, dashboard_path, work):
             return [(t, r, q) for t, r, q in instantiated if not finite_series(query(base, q)[1])]
 
         try:  # rate() over 15 s needs a few scrapes of each target
-            wait(lambda: not missing(), 60, "every panel's query to return data")
+            wait_for(lambda: not missing(), 60, "every panel's query to return data")
         except TimeoutError:
             for title, ref, q in missing():
                 errors.append(f"panel {title!r} {ref}: no finite data for {q!r}: "
@@ -213,12 +187,7 @@ def check_dashboard(prometheus, helper, dashboard_path, work):
             errors.append(f"$node: label_values(DCGM_FI_DEV_GPU_TEMP, Hostname) is {nodes}")
         print(f"dashboard: {len(instantiated)} of {len(queries)} queries parse")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_process(p)
         http_server.shutdown()
         log.close()
     if errors:
@@ -242,7 +211,7 @@ def check_up(gpucloud, work):
             return f.read()
 
     try:
-        m = wait(lambda: re.search(r"metrics: (http://127\.0\.0\.1:\d+/metrics)", read_log()), 60,
+        m = wait_for(lambda: re.search(r"metrics: (http://127\.0\.0\.1:\d+/metrics)", read_log()), 60,
                  "gpucloud up to print its metrics address")
 
         def metrics():
@@ -250,7 +219,7 @@ def check_up(gpucloud, work):
                 t = r.read().decode()
             return "DCGM_FI_DEV_GPU_TEMP{" in t and t
 
-        text = wait(metrics, 60, "the agent's first GPU sample")
+        text = wait_for(metrics, 60, "the agent's first GPU sample")
         for needle in ['DCGM_FI_DEV_GPU_TEMP{gpu="0"', 'Hostname="up-node-x"',
                        "DCGM_FI_DEV_MEMORY_TEMP{", 'gpucloud_gpu_healthy{gpu="1"']:
             if needle not in text:
@@ -260,12 +229,7 @@ def check_up(gpucloud, work):
     except TimeoutError as e:
         errors.append(f"gpucloud up --metrics-listen: {e}\n{read_log()[-3000:]}")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_process(p)
         log.close()
     return errors
 

@@ -30,6 +30,8 @@ import tempfile
 import time
 import urllib.request
 
+from metrics_util import agent_text
+
 try:
     from prometheus_client.parser import text_string_to_metric_families
 except ImportError:
@@ -110,18 +112,6 @@ def require(where, text, needles, errors):
     for needle in needles:
         if needle not in text:
             errors.append(f"{where}: expected {needle!r} in the text")
-
-
-def agent_text(helper):
-    p = subprocess.Popen([helper, "agent"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        port = int(p.stdout.readline())
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            return r.read().decode()
-    finally:
-        p.stdin.close()
-        p.wait(timeout=10)
 
 
 def wait(ok, seconds, what):
