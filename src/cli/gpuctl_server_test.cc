@@ -280,6 +280,25 @@ TEST_F(GpuctlServerTest, ASecondApplyOfEveryKindIsUnchanged) {
   EXPECT_EQ(same.out, "");
 }
 
+// A job naming a RuntimeClass the server has (applied before, not in this file) is stored with
+// the class's node selector merged in: a second apply of the same file writes nothing and says
+// so, though the file's spec and the stored one differ.
+TEST_F(GpuctlServerTest, ASecondApplyOfAJobNamingAStoredRuntimeClassIsUnchanged) {
+  const std::string examples = std::string(GPUCLOUD_SOURCE_DIR) + "/examples/";
+  ASSERT_EQ(Gpuctl({"apply", "-f", examples + "seed-001-runtimeclass.yaml"}).code, 0);
+  const std::string job = (dir_ / "job.yaml").string();
+  std::ofstream(job) << "apiVersion: v1\nkind: Pod\nmetadata: {name: resnet}\nspec:\n"
+                        "  runtimeClassName: gpu-runtime\n  containers:\n  - name: t\n"
+                        "    command: [python3, train.py]\n"
+                        "    resources: {limits: {nvidia.com/gpu: 1}}\n";
+  Run first = Gpuctl({"apply", "-f", job});
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.out, "job.gpucloud/resnet created\n");
+  Run second = Gpuctl({"apply", "-f", job});
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_EQ(second.out, "job.gpucloud/resnet unchanged\n");
+}
+
 TEST_F(GpuctlServerTest, VersionOfClientAndServer) {
   Run v = Gpuctl({"version", "--client"});
   EXPECT_EQ(v.code, 0);

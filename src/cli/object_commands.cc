@@ -408,6 +408,19 @@ absl::StatusOr<std::optional<Json>> Live(const api::Client& client, const std::s
   return std::optional<Json>(std::move(j));
 }
 
+// Whether a PUT over `live` changed it: the server answers an object it did not write with the
+// revision it had (what the server stores can differ from the file, e.g. a RuntimeClass's node
+// selector merged in, so comparing with the file alone would say "configured" every time).
+bool Wrote(const std::optional<Json>& live, const std::string& answer) {
+  auto revision = [](const Json& j) -> std::string {
+    if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) return "";
+    return j["metadata"].value("resourceVersion", "");
+  };
+  if (!live) return true;
+  const std::string before = revision(*live);
+  return before.empty() || revision(Json::parse(answer, nullptr, false)) != before;
+}
+
 bool ApplyOne(const api::Client& client, const manifest::Object& object, DryRun dry_run,
               std::ostream& out, std::ostream& err) {
   std::string what =
@@ -438,7 +451,10 @@ bool ApplyOne(const api::Client& client, const manifest::Object& object, DryRun 
   std::optional<api::HttpResponse> r =
       Send(client, "PUT", target, manifest::ToYaml(object), err, what);
   if (!r) return false;
-  out << what << (r->status == 201 ? " created" : " configured") << suffix << "\n";
+  const char* said = r->status == 201        ? " created"
+                     : Wrote(*live, r->body) ? " configured"
+                                             : " unchanged";
+  out << what << said << suffix << "\n";
   return true;
 }
 
