@@ -121,13 +121,18 @@ PromLabels WithOwner(PromLabels l, const GpuOwner* o) {
 }
 
 // The owner of a GPU (mig_start -1) or of its MIG instance at `mig_start`.
+// A GPU several tasks share (time-slicing, MPS) has no one owner: its series carry none rather
+// than one of them picked at random.
 const GpuOwner* OwnerOf(const ExportContext& c, int gpu, int mig_start) {
   if (c.owners == nullptr) return nullptr;
   auto [from, to] = c.owners->equal_range(gpu);
+  const GpuOwner* owner = nullptr;
   for (auto it = from; it != to; ++it) {
-    if (it->second.mig_start == mig_start) return &it->second;
+    if (it->second.mig_start != mig_start) continue;
+    if (owner != nullptr) return nullptr;
+    owner = &it->second;
   }
-  return nullptr;
+  return owner;
 }
 
 // gpucloud_gpu_healthy and gpucloud_gpu_at_risk of every GPU the node has (a lost GPU too).

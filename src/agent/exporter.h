@@ -31,7 +31,8 @@ struct GpuOwner {
 };
 struct ExportContext {
   std::string_view hostname;  // the node's name (the agent's --node-name)
-  // GPU index -> the tasks on it (several on a GPU in MIG mode, one per instance).
+  // GPU index -> the tasks on it (several on a GPU in MIG mode, one per instance; several on a
+  // shared GPU, whose series then carry no task's labels).
   const std::multimap<int, GpuOwner>* owners = nullptr;
   // With `health`, the families gpucloud_gpu_healthy (1/0, with the first cause as `reason`
   // when 0) and gpucloud_gpu_at_risk (1/0) follow, one sample per GPU of `node`, lost ones too.

@@ -110,6 +110,21 @@ TEST(Exporter, MigInstancesCarryGpuIProfileAndGpuIIdAndTheirTasksLabels) {
       << text;
 }
 
+// Two tasks time-slice GPU 1: its readings are neither's, so they carry no task's labels.
+TEST(Exporter, ASharedGpusSeriesNameNoOneTask) {
+  GpuSample s;
+  s.index = 1;
+  s.temperature_c = 50;
+  std::multimap<int, GpuOwner> one = {{1, {"team", "a", "worker-0", -1}}};
+  std::multimap<int, GpuOwner> two = {{1, {"team", "a", "worker-0", -1}},
+                                      {1, {"team", "b", "worker-0", -1}}};
+  EXPECT_NE(DcgmMetricsText(TwoGpus(), {s}, {"node-a", &one}).find("job_name=\"a\""),
+            std::string::npos);
+  std::string shared = DcgmMetricsText(TwoGpus(), {s}, {"node-a", &two});
+  EXPECT_EQ(shared.find("job_name="), std::string::npos) << shared;
+  EXPECT_NE(shared.find("DCGM_FI_DEV_GPU_TEMP{"), std::string::npos) << shared;
+}
+
 TEST(Exporter, AHealthGaugePerGpuWithTheReasonAndLostGpusToo) {
   GpuSample s;
   s.index = 0;
