@@ -89,6 +89,12 @@ TEST(Resources, TypesAndNamesAsKubectlTakesThem) {
   EXPECT_FALSE(ParseResourceArgs({"jobs,nodes", "a"}, "gpuctl get").ok());
   EXPECT_FALSE(ParseResourceArgs({"job/a", "b"}, "gpuctl get").ok());
   EXPECT_FALSE(ParseResourceArgs({"job/"}, "gpuctl get").ok());
+  // A type known elsewhere (users) as TYPE/NAME: how to name it, not "did you mean users".
+  const std::vector<std::string> iam = {"users", "tokens"};
+  EXPECT_EQ(ParseResourceArgs({"users/alice"}, "gpuctl get", iam).status().message(),
+            "gpuctl get: users are named after the type alone (gpuctl get users [NAME...])");
+  EXPECT_EQ(ParseResourceArgs({"usres/alice"}, "gpuctl get", iam).status().message(),
+            "unknown resource type \"usres\" for \"gpuctl get\"; did you mean \"users\"?");
 }
 
 TEST(Resources, Suggestions) {

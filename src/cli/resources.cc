@@ -80,6 +80,12 @@ namespace {
 absl::StatusOr<const ResourceType*> TypeOf(std::string_view word, std::string_view context,
                                            const std::vector<std::string>& also_known) {
   if (const ResourceType* t = FindResourceType(word)) return t;
+  // A type gpuctl knows elsewhere (users, tokens, ...) takes neither TYPE/NAME nor a list of
+  // types: say so, rather than suggest the word itself.
+  if (std::find(also_known.begin(), also_known.end(), ToLower(word)) != also_known.end()) {
+    return absl::InvalidArgumentError(Cat(context, ": ", word, " are named after the type alone (",
+                                          context, " ", ToLower(word), " [NAME...])"));
+  }
   std::vector<std::string> candidates;
   for (const ResourceType& t : ObjectResourceTypes()) candidates.emplace_back(t.plural);
   candidates.insert(candidates.end(), also_known.begin(), also_known.end());
