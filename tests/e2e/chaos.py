@@ -46,12 +46,28 @@ def sh(*args, check=True, **kw):
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
 
 
+def free_subnet():
+    """A 10.X.0 /24 whose 10.X/16 no address of this host is in (Podman's CNI bridge takes
+    10.88.0.1/16: a test subnet inside it is routed there, and the agents never reach the
+    server), starting from one that depends on the pid, so concurrent runs differ."""
+    used = set()
+    for line in sh("ip", "-4", "-o", "addr").stdout.splitlines():
+        for word in line.split():
+            if word.startswith("10.") and "/" in word:
+                used.add(word.split(".")[1])
+    for i in range(100):
+        second = str(77 + (os.getpid() + i) % 100)
+        if second not in used:
+            return f"10.{second}.0"
+    raise RuntimeError("no free 10.X.0.0/16 for the test network")
+
+
 class Net:
     """A bridge in the root namespace and one namespace per host, each on a veth pair."""
 
     def __init__(self, hosts):
         tag = f"{os.getpid() % 100000}"
-        self.subnet = f"10.{77 + os.getpid() % 100}.0"
+        self.subnet = free_subnet()
         self.bridge = f"gcbr{tag}"
         self.ns, self.addr, self.veth = {}, {}, {}
         sh("ip", "link", "add", self.bridge, "type", "bridge")
