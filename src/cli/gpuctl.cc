@@ -20,6 +20,7 @@
 #include "cli/resources.h"
 #include "cli/usage.h"
 #include "core/gpu_catalog.h"
+#include "core/job_array.h"
 #include "core/object_meta.h"
 #include "core/parse.h"
 #include "core/text.h"
@@ -105,6 +106,7 @@ int Catalog(std::ostream& out) {
 
 struct RunOptions {
   std::string name, ns = std::string(kDefaultNamespace), queue, type, image, workdir;
+  std::string array;  // --array: Slurm's indices, "0-999%50"; empty: one job
   int gpus = 1, replicas = 1;
   bool dry_run = false;
   std::vector<std::string> command;
@@ -134,6 +136,15 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
   if (o.gpus > 0) task["resources"] = {{"gpu", gpu}};
   nlohmann::ordered_json spec = {{"tasks", nlohmann::ordered_json::array({task})}};
   if (!o.queue.empty()) spec["queue"] = o.queue;
+  if (!o.array.empty()) {
+    absl::StatusOr<JobArraySpec> a = ParseArrayIndices(o.array);
+    if (!a.ok()) {
+      err << "gpuctl run: --array: " << a.status().message() << "\n";
+      return kExitUsage;
+    }
+    spec["array"] = {{"indices", FormatArrayIndices(a->indices)}};
+    if (a->parallelism > 0) spec["array"]["parallelism"] = a->parallelism;
+  }
   nlohmann::ordered_json job = {{"apiVersion", "gpucloud/v1"},
                                 {"kind", "Job"},
                                 {"metadata", {{"name", name}, {"namespace", o.ns}}},
@@ -154,7 +165,8 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
                        manifest::ToYaml(object), err)) {
     return kExitInvalid;
   }
-  out << "job " << o.ns << "/" << name << " created: " << manifest::Summarize(object) << "\n";
+  out << (o.array.empty() ? "job " : "job array ") << o.ns << "/" << name
+      << " created: " << manifest::Summarize(object) << "\n";
   return kExitOk;
 }
 
@@ -201,6 +213,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   run->add_option("--image", run_opts.image, "container image");
   run->add_option("--workdir", run_opts.workdir,
                   "working directory of the task (default: the node's, or the image's)");
+  run->add_option("--array", run_opts.array,
+                  "a job array, one job NAME-INDEX per index: 0-999, 1,3,5-7, 0-15:4, and "
+                  "%P for at most P at once (0-999%50)");
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
   run->add_option("command", run_opts.command, "the command, after --");
   std::vector<std::string> describe_args;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/job_array.h"
 #include "core/object_meta.h"
 #include "core/quantity.h"
 
@@ -168,6 +169,8 @@ struct JobSpec {
   std::optional<int64_t> runtime_estimate_seconds;  // the user's estimate, for SJF and backfill
   // Task-level policies first (in task order), then job-level ones; the first match decides.
   std::vector<LifecyclePolicy> policies;
+  // A job array asked for, or an element of one (core/job_array.h); nullopt: a plain job.
+  std::optional<JobArraySpec> array;
 
   int32_t TotalReplicas() const;
   // Gang size with the default applied: min_available, or all replicas when it is 0.

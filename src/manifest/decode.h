@@ -93,6 +93,10 @@ bool CheckGang(Context& ctx, const Field& tasks_field,
 bool CheckTaskName(Context& ctx, const Field& f, const std::string& name,
                    const std::vector<TaskSpec>& earlier);
 
+// spec.array of a gpucloud/v1 Job (decode_array.cc): an array asked for or an element of one.
+// `job_name` (metadata.name) bounds the element names NAME-INDEX.
+bool DecodeJobArray(Context& ctx, const Field& f, const std::string& job_name,
+                    std::optional<JobArraySpec>* out);
 std::optional<Job> DecodeJob(Context& ctx, MapReader& doc);
 std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc);
 std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc);

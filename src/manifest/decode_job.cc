@@ -495,6 +495,9 @@ std::optional<Job> DecodeJob(Context& ctx, MapReader& doc) {
          ok;
     OrderLifecyclePolicies(&job.spec);
   }
+  if (std::optional<Field> a = s.Take("array")) {
+    ok = DecodeJobArray(ctx, *a, job.metadata.name, &job.spec.array) && ok;
+  }
   s.Finish();
   if (!ok) return std::nullopt;
   // Taking "tasks" again: RequireTasks found it (ok), and it locates the replica total.

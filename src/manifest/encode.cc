@@ -129,6 +129,23 @@ Json Policies(const std::vector<LifecyclePolicy>& policies) {
   return out;
 }
 
+// An array asked for prints count when its indices are 0..count-1, else indices; an element
+// prints its array, index and count.
+Json JobArrayJson(const JobArraySpec& a) {
+  Json out = Json::object();
+  if (a.element()) {
+    out["name"] = a.name;
+    out["index"] = a.index;
+    if (a.count > 0) out["count"] = a.count;
+  } else if (a.indices.size() == 1 && a.indices[0].first == 0) {
+    out["count"] = a.indices[0].last + 1;
+  } else {
+    out["indices"] = FormatArrayIndices(a.indices);
+  }
+  if (a.parallelism > 0) out["parallelism"] = a.parallelism;
+  return out;
+}
+
 Json JobSpecJson(const JobSpec& s) {
   Json out = Json::object();
   out["queue"] = s.queue;
@@ -156,6 +173,7 @@ Json JobSpecJson(const JobSpec& s) {
   for (const TaskSpec& t : s.tasks) tasks.push_back(Task(t));
   out["tasks"] = std::move(tasks);
   if (!s.policies.empty()) out["policies"] = Policies(s.policies);
+  if (s.array) out["array"] = JobArrayJson(*s.array);
   return out;
 }
 

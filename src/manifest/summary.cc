@@ -62,6 +62,12 @@ std::string JobSummary(const Job& job) {
   if (s.min_cuda_version > 0) out += Cat("; CUDA >= ", FormatCudaVersion(s.min_cuda_version));
   if (s.runtime_estimate_seconds)
     out += Cat("; about ", FormatDuration(*s.runtime_estimate_seconds));
+  if (const std::optional<JobArraySpec>& a = s.array) {
+    out += a->element() ? Cat("; element ", a->index, " of array ", a->name)
+                        : Cat("; array of ", a->count, " jobs (indices ",
+                              FormatArrayIndices(a->indices), ")");
+    if (a->parallelism > 0) out += Cat(", at most ", a->parallelism, " at once");
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/text.h"
+#include "server/job_arrays.h"
 
 namespace gpucloud::server {
 namespace {
@@ -37,6 +38,7 @@ void FromSpec(const TaskSpec& spec, const Job& job, api::Assignment& a) {
   a.run_as_non_root = spec.security_context.run_as_non_root;
   a.checkpoint_node_local = job.spec.checkpoint.node_local;
   a.checkpoint_replicate = job.spec.checkpoint.replicate;
+  AddArrayEnv(job.spec, &a.env);  // an array's element: GPUCLOUD_ARRAY_INDEX, ... over `env`
 }
 
 // The GPUs of one replica, and their indices for the message.

@@ -17,6 +17,7 @@
 #include "sched/scheduler.h"
 #include "server/assignments.h"
 #include "server/events.h"
+#include "server/job_arrays.h"
 #include "server/job_machine.h"
 #include "server/job_status.h"
 #include "server/paths.h"
@@ -569,6 +570,7 @@ absl::Status Controller::Schedule(Pass& pass) {
   // Pointers into the cached entries (stable during the pass): copying 100,000 PendingJobs would
   // cost more than the bounded cycle itself.
   std::vector<const sched::PendingJob*> pending;
+  ArrayGate<CachedObject*> arrays;  // job_arrays.h: at most `parallelism` elements at once
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& s = entry.status;
@@ -577,6 +579,7 @@ absl::Status Controller::Schedule(Pass& pass) {
     const Job& job = *entry.job;
     const std::string& job_key = entry.key;
     if (s.Active() || s.Stopping()) {
+      if (Gated(job.spec)) arrays.Holding(entry.ns, *job.spec.array);
       if (pass.live_jobs_due)
         pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key,
                                             LiveGpuSeconds(s, now));
@@ -631,8 +634,23 @@ absl::Status Controller::Schedule(Pass& pass) {
       p.preemptible = job.spec.billing == BillingClass::kSpot;
       entry.request = std::move(p);
     }
+    if (Gated(job.spec)) {
+      arrays.Candidate(entry.ns, *job.spec.array, &obj);
+      continue;
+    }
     pending.push_back(&*entry.request);
   }
+  ArrayGate<CachedObject*>::Verdict gate = arrays.Decide();
+  for (CachedObject* o : gate.admitted) pending.push_back(&*JobOf(*o).request);
+  std::vector<std::vector<store::Op>> holds;
+  for (CachedObject* o : gate.held) {
+    const JobEntry& e = JobOf(*o);
+    if (std::optional<store::Op> op = HoldArrayElementOp(
+            Cat("/jobs/", e.key), o->doc, o->mod_revision, e.status, *e.job->spec.array)) {
+      holds.push_back({*std::move(op)});
+    }
+  }
+  (void)TxnAll(holds);  // a conflict (an API write won) is held again by the next pass
   // Jobs that held GPUs and hold none now (ended, stopped, deleted).
   for (auto it = held_.begin(); it != held_.end();) {
     if (it->second.pass == pass_number_) {

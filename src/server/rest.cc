@@ -13,6 +13,7 @@
 #include "server/audited_store.h"
 #include "server/authorizer.h"
 #include "server/identity_book.h"
+#include "server/job_arrays.h"
 #include "server/paths.h"
 #include "server/rest_paging.h"
 #include "server/rest_util.h"
@@ -541,6 +542,9 @@ Response RestApi::Create(const Request& r, const Route& route) {
   if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
   std::string warning;
   if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
+  if (const Job* j = std::get_if<Job>(&*p.object); j && AsksForArray(j->spec)) {
+    return CreateArray(r, route, *j, warning);  // rest_array.cc
+  }
   ObjectMeta& meta = MetaOfMutable(*p.object);
   Route item = route;
   item.name = meta.name;
@@ -583,6 +587,9 @@ Response RestApi::Apply(const Request& r, const Route& route) {
   if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
   std::string warning;
   if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
+  if (const Job* j = std::get_if<Job>(&*p.object); j && AsksForArray(j->spec)) {
+    return CreateArray(r, route, *j, warning);  // an array is created, never applied over
+  }
   ObjectMeta& meta = MetaOfMutable(*p.object);
   const int64_t precondition = meta.resource_version;
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());

@@ -64,6 +64,9 @@
 #include "core/clock.h"
 #include "store/store.h"
 
+namespace gpucloud {
+struct Job;
+}  // namespace gpucloud
 namespace gpucloud::manifest {
 struct ParseResult;
 }  // namespace gpucloud::manifest
@@ -215,6 +218,12 @@ class RestApi {
   Response HandleAudit(const Request& r, const std::vector<std::string>& parts);
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
   Response Cancel(const Request& r, const Route& route, bool and_delete);
+  // rest_array.cc: a job array's elements created in one transaction (`request` asks for the
+  // array), and a cancel or delete of every element of the array `route.name` in one (nullopt
+  // when it has no elements).
+  Response CreateArray(const Request& r, const Route& route, const Job& request,
+                       const std::string& warning);
+  std::optional<Response> CancelArray(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);
   struct LogQuery {
     std::optional<int64_t> rank, attempt, offset, limit, tail_lines;

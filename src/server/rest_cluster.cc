@@ -517,6 +517,10 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
     if (!current.ok()) {
       if (absl::IsNotFound(current.status())) {
+        // No job of that name: an array's (rest_array.cc), whose elements go together.
+        if (!expect) {
+          if (std::optional<Response> array = CancelArray(r, route, and_delete)) return *array;
+        }
         return Status(404, "NotFound",
                       Cat("Job ", route.namespace_, "/", route.name, " not found"));
       }

@@ -1,0 +1,103 @@
+// gpuctl and job arrays: `run --array` parsed and sent as one request, the elements listed by
+// label, and `cancel`/`delete` of the array's name taking every element, against a real server.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/gpuctl.h"
+#include "server/credentials.h"
+#include "server/https_server.h"
+#include "server/rest.h"
+#include "store/sqlite_store.h"
+#include "testing/temp_dir.h"
+
+namespace gpucloud::cli {
+namespace {
+
+struct Ran {
+  int code;
+  std::string out, err;
+};
+
+class GpuctlArrayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    creds_ = *server::EnsureCredentials(dir_.string());
+    ASSERT_TRUE(server::CommitAdminToken(dir_.string(), creds_.admin_token).ok());
+    tokens_ = *server::TokenBook::Load(dir_.string());
+    store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
+    api_ = std::make_unique<server::RestApi>(*store_, clock_, 3);
+    server_ = std::make_unique<server::HttpsServer>(
+        *api_, tokens_, *store_,
+        server::HttpsServer::Options{.cert_path = creds_.cert_path, .key_path = creds_.key_path});
+    ASSERT_TRUE(server_->Start().ok());
+    config_ = (dir_ / "config").string();
+    std::ofstream(config_) << "server: https://127.0.0.1:" << server_->port()
+                           << "\ncertificate-authority: " << creds_.ca_cert_path
+                           << "\ntoken: " << creds_.admin_token << "\n";
+  }
+  void TearDown() override { server_.reset(); }
+  Ran Gpuctl(const std::vector<std::string>& args) {
+    std::vector<const char*> argv = {"gpuctl", "--config", config_.c_str()};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    std::istringstream in;
+    std::ostringstream out, err;
+    int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
+    return {code, out.str(), err.str()};
+  }
+  int64_t Jobs() { return *store_->Count("/jobs/default/"); }
+
+  testing_util::TempDir tmp_{"gpuctl-array"};
+  const std::filesystem::path& dir_ = tmp_.path();
+  server::Credentials creds_;
+  server::TokenBook tokens_;
+  FakeClock clock_{1'700'000'000'000};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<server::RestApi> api_;
+  std::unique_ptr<server::HttpsServer> server_;
+  std::string config_;
+};
+
+TEST_F(GpuctlArrayTest, RunArrayParsesSlurmsIndices) {
+  Ran r = Gpuctl({"run", "--name", "sweep", "--gpus", "0", "--array", "0-999%50", "--dry-run", "--",
+                  "python", "train.py"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  array:\n    count: 1000\n    parallelism: 50\n"), std::string::npos)
+      << r.out;
+  r = Gpuctl({"run", "--name", "sweep", "--array", "1,3,5-7", "--dry-run", "--", "x"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  array:\n    indices: 1,3,5-7\n"), std::string::npos) << r.out;
+  for (const char* bad : {"9-3", "1,,2", "0-9%0", "x"}) {
+    r = Gpuctl({"run", "--array", bad, "--", "x"});
+    EXPECT_EQ(r.code, kExitUsage) << bad;
+    EXPECT_TRUE(r.err.starts_with(std::string("gpuctl run: --array: array \"") + bad + "\""))
+        << r.err;
+  }
+  EXPECT_EQ(Jobs(), 0);
+}
+
+TEST_F(GpuctlArrayTest, RunCreatesTheArrayCancelAndDeleteTakeItWhole) {
+  Ran r = Gpuctl(
+      {"run", "--name", "sweep", "--gpus", "0", "--array", "0-3%2", "--", "python", "train.py"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("job array default/sweep created: ")) << r.out;
+  EXPECT_EQ(Jobs(), 4);
+  Ran listed = Gpuctl({"get", "jobs", "-l", "gpucloud.io/array=sweep", "-o", "name"});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  EXPECT_EQ(listed.out, "job/sweep-0\njob/sweep-1\njob/sweep-2\njob/sweep-3\n");
+  // The same name again: nothing is written.
+  EXPECT_EQ(Gpuctl({"run", "--name", "sweep", "--gpus", "0", "--array", "2-5", "--", "x"}).code,
+            kExitInvalid);
+  EXPECT_EQ(Jobs(), 4);
+  Ran c = Gpuctl({"cancel", "sweep"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.out, "job array default/sweep: 4 of 4 jobs being stopped\n");
+  Ran d = Gpuctl({"delete", "job", "sweep"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_EQ(Jobs(), 0);
+}
+
+}  // namespace
+}  // namespace gpucloud::cli
