@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/private_file.h"
 #include "core/text.h"
 
 extern char** environ;
@@ -56,6 +58,7 @@ void AddEnvAndMounts(const ContainerTask& t, std::vector<std::string>& argv) {
   }
   for (const std::string& d : t.cdi_devices) argv.insert(argv.end(), {"--device", d});
   for (const auto& [k, v] : t.env) argv.insert(argv.end(), {"--env", Cat(k, "=", v)});
+  for (const std::string& k : t.env_from_podman) argv.insert(argv.end(), {"--env", k});
   for (const auto& [k, v] : t.labels) argv.insert(argv.end(), {"--label", Cat(k, "=", v)});
 }
 
@@ -298,7 +301,37 @@ int RunCaptured(const std::vector<std::string>& argv, std::string* output, absl:
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-ImagePuller::ImagePuller(ContainerRuntimeOptions options) : options_(std::move(options)) {}
+namespace {
+
+using Json = nlohmann::json;
+
+std::string EntryKey(const std::string& image, const std::string& scope) {
+  return Cat(image, "\n", scope);
+}
+
+// The node's credentials file with a job's `auths` over it (a job's login for a registry wins).
+std::string MergedAuth(const std::string& node_file, const std::string& job_json) {
+  Json merged = Json::parse(job_json, nullptr, false);
+  if (!merged.is_object() || !merged.contains("auths") || !merged["auths"].is_object()) {
+    merged = Json{{"auths", Json::object()}};
+  }
+  if (!node_file.empty()) {
+    std::ifstream f(node_file);
+    Json node = Json::parse(f, nullptr, false);
+    if (node.is_object() && node.contains("auths") && node["auths"].is_object()) {
+      for (const auto& [registry, cred] : node["auths"].items()) {
+        if (!merged["auths"].contains(registry)) merged["auths"][registry] = cred;
+      }
+    }
+  }
+  return merged.dump();
+}
+
+}  // namespace
+
+ImagePuller::ImagePuller(ContainerRuntimeOptions options) : options_(std::move(options)) {
+  LoadScopes();
+}
 
 ImagePuller::~ImagePuller() {
   std::map<std::string, Entry> images;
@@ -311,6 +344,66 @@ ImagePuller::~ImagePuller() {
   }
 }
 
+void ImagePuller::LoadScopes() {
+  if (options_.image_scopes_file.empty()) return;
+  std::ifstream f(options_.image_scopes_file);
+  if (!f) return;
+  Json j = Json::parse(f, nullptr, false);
+  if (!j.is_object()) return;
+  for (const auto& [image, scopes] : j.items()) {
+    if (!scopes.is_array()) continue;
+    for (const Json& s : scopes) {
+      if (s.is_string()) private_to_[image].insert(s.get<std::string>());
+    }
+  }
+}
+
+void ImagePuller::SaveScopesLocked() {
+  if (options_.image_scopes_file.empty()) return;
+  Json j = Json::object();
+  for (const auto& [image, scopes] : private_to_) j[image] = scopes;
+  (void)WritePrivateFile(options_.image_scopes_file, j.dump());
+}
+
+bool ImagePuller::UsableLocked(const std::string& image, const std::string& scope) const {
+  auto it = private_to_.find(CanonicalImageName(image));
+  return it == private_to_.end() || it->second.contains(scope);
+}
+
+void ImagePuller::RecordPullLocked(const std::string& image, const std::string& scope,
+                                   bool was_present) {
+  const std::string name = CanonicalImageName(image);
+  auto it = private_to_.find(name);
+  if (scope.empty()) {  // the node's credentials fetch it: any task of the node may
+    if (it == private_to_.end()) return;
+    private_to_.erase(it);
+  } else if (!was_present) {
+    private_to_[name] = {scope};  // only this scope's credentials are known to fetch it
+  } else if (it != private_to_.end()) {
+    if (!it->second.insert(scope).second) return;
+  } else {
+    return;  // it was public already
+  }
+  SaveScopesLocked();
+}
+
+std::set<std::string> ImagePuller::PrivateTo(const std::string& image) {
+  std::lock_guard lock(mu_);
+  auto it = private_to_.find(CanonicalImageName(image));
+  return it == private_to_.end() ? std::set<std::string>{} : it->second;
+}
+
+void ImagePuller::WaitForPulls() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, e] : images_) {
+      if (e.thread.joinable()) threads.push_back(std::move(e.thread));
+    }
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 bool ImagePuller::Present(const std::string& image) {
   std::vector<std::string> argv = PodmanGlobalArgv(options_);
   argv.insert(argv.end(), {"image", "exists", image});
@@ -318,9 +411,10 @@ bool ImagePuller::Present(const std::string& image) {
 }
 
 ImagePuller::State ImagePuller::Ensure(const std::string& image, PullPolicy policy,
-                                       const std::string& generation) {
+                                       const std::string& generation, const PullAuth& auth) {
+  const std::string key = EntryKey(image, auth.scope);
   std::unique_lock lock(mu_);
-  Entry& e = images_[image];
+  Entry& e = images_[key];
   if (e.state.pulling) return e.state;
   if (e.state.ready && (policy != PullPolicy::kAlways || e.generation == generation)) {
     return e.state;
@@ -328,33 +422,38 @@ ImagePuller::State ImagePuller::Ensure(const std::string& image, PullPolicy poli
   if (absl::Now() < e.state.retry_at) return e.state;
   if (policy == PullPolicy::kAlways) {
     e.generation = generation;
-    StartPullLocked(image, e);
+    StartPullLocked(image, auth, e);
     return e.state;
   }
   lock.unlock();
-  bool present = Present(image);  // podman image exists: tens of ms, once per image
+  bool present = Present(image);  // podman image exists: tens of ms, once per image and scope
   lock.lock();
-  Entry& again = images_[image];
-  if (present) {
+  Entry& again = images_[key];
+  const bool usable = UsableLocked(image, auth.scope);
+  if (present && usable) {
     again.state.ready = true;
     again.state.error.clear();
     return again.state;
   }
   if (policy == PullPolicy::kNever) {
-    again.state.error = Cat("ErrImageNeverPull: image ", image,
-                            " is not on this node and its imagePullPolicy is Never (looked for "
-                            "again every 10s)");
+    again.state.error =
+        present ? Cat("ErrImageNeverPull: image ", image,
+                      " was pulled with another job's credentials, and under imagePullPolicy "
+                      "Never this task's are not checked (looked for again every 10s)")
+                : Cat("ErrImageNeverPull: image ", image,
+                      " is not on this node and its imagePullPolicy is Never (looked for "
+                      "again every 10s)");
     again.state.retry_at = absl::Now() + absl::Seconds(10);  // an operator may load it
     return again.state;
   }
-  if (!again.state.pulling) StartPullLocked(image, again);
+  if (!again.state.pulling) StartPullLocked(image, auth, again);
   return again.state;
 }
 
 void ImagePuller::Prefetch(const std::string& image) {
   std::lock_guard lock(mu_);
-  Entry& e = images_[image];
-  if (!e.state.pulling) StartPullLocked(image, e);
+  Entry& e = images_[EntryKey(image, "")];
+  if (!e.state.pulling) StartPullLocked(image, PullAuth{}, e);
 }
 
 void ImagePuller::Invalidate() {
@@ -362,23 +461,41 @@ void ImagePuller::Invalidate() {
   for (auto& [image, e] : images_) e.state.ready = false;
 }
 
-void ImagePuller::StartPullLocked(const std::string& image, Entry& e) {
+void ImagePuller::StartPullLocked(const std::string& image, const PullAuth& auth, Entry& e) {
   if (e.thread.joinable()) e.thread.join();  // the previous pull has ended (pulling is false)
   e.state.pulling = true;
-  e.thread = std::thread([this, image] { Pull(image); });
+  e.thread = std::thread([this, image, auth] { Pull(image, auth); });
 }
 
-void ImagePuller::Pull(const std::string& image) {
-  std::vector<std::string> argv = PodmanGlobalArgv(options_);
-  argv.insert(argv.end(), {"pull", "--quiet"});
-  if (!options_.auth_file.empty()) argv.insert(argv.end(), {"--authfile", options_.auth_file});
-  if (!options_.cert_dir.empty()) argv.insert(argv.end(), {"--cert-dir", options_.cert_dir});
-  argv.push_back(image);
-  absl::Time start = absl::Now();
+void ImagePuller::Pull(const std::string& image, const PullAuth& auth) {
+  std::string auth_file = options_.auth_file;
+  std::string temp_auth;
   std::string out;
-  int rc = RunCaptured(argv, &out, options_.pull_timeout);
+  int rc = -1;
+  absl::Time start = absl::Now();
+  if (!auth.auth_json.empty()) {
+    static std::atomic<uint64_t> serial{0};
+    temp_auth = Cat(options_.private_dir, "/pull-auth-", getpid(), "-", ++serial, ".json");
+    absl::Status s =
+        options_.private_dir.empty()
+            ? absl::FailedPreconditionError("the agent has no private directory")
+            : WritePrivateFile(temp_auth, MergedAuth(options_.auth_file, auth.auth_json));
+    if (!s.ok()) out = Cat("Error: cannot write the job's registry credentials: ", s.message());
+    auth_file = s.ok() ? temp_auth : "";
+    if (!s.ok()) temp_auth.clear();
+  }
+  const bool was_present = Present(image);
+  if (auth.auth_json.empty() || !auth_file.empty()) {
+    std::vector<std::string> argv = PodmanGlobalArgv(options_);
+    argv.insert(argv.end(), {"pull", "--quiet"});
+    if (!auth_file.empty()) argv.insert(argv.end(), {"--authfile", auth_file});
+    if (!options_.cert_dir.empty()) argv.insert(argv.end(), {"--cert-dir", options_.cert_dir});
+    argv.push_back(image);
+    rc = RunCaptured(argv, &out, options_.pull_timeout);
+  }
+  if (!temp_auth.empty()) unlink(temp_auth.c_str());
   std::lock_guard lock(mu_);
-  auto it = images_.find(image);
+  auto it = images_.find(EntryKey(image, auth.scope));
   if (it == images_.end()) return;  // shutting down
   State& s = it->second.state;
   s.pulling = false;
@@ -388,6 +505,7 @@ void ImagePuller::Pull(const std::string& image) {
     s.failures = 0;
     s.pull_time = absl::Now() - start;
     ++s.pulls;
+    RecordPullLocked(image, auth.scope, was_present);
     return;
   }
   s.ready = false;

@@ -49,6 +49,12 @@ struct ContainerRuntimeOptions {
   int64_t nproc = 65536;
   // A pull that takes longer (a registry that stalls) is stopped and counts as a failed one.
   absl::Duration pull_timeout = absl::Minutes(30);
+  // A private directory (the agent's state) for the credentials files of pulls with a job's
+  // pull secrets, written 0600 for the pull and removed after; and the file that remembers
+  // which images only a job's credentials pulled (ImagePuller). "" = neither: such pulls are
+  // refused, and what is remembered is lost with the agent.
+  std::string private_dir;
+  std::string image_scopes_file;
 };
 
 struct Mount {
@@ -67,7 +73,11 @@ struct ContainerTask {
   std::vector<std::string> command;
   bool args_only = false;
   std::map<std::string, std::string> env;  // on top of the image's environment
-  std::string workdir;                     // inside the container; "" = the image's
+  // More of its environment, by name only: Podman reads each value from its own environment
+  // (the executor's TaskSpecToRun::env), so that secrets are never on a command line, which
+  // every user of the host may read in /proc.
+  std::set<std::string> env_from_podman;
+  std::string workdir;  // inside the container; "" = the image's
   uid_t uid = 65534;
   gid_t gid = 65534;
   std::vector<Mount> mounts;
@@ -145,8 +155,23 @@ absl::Duration PullBackoff(int failures);
 int RunCaptured(const std::vector<std::string>& argv, std::string* output,
                 absl::Duration timeout = absl::InfiniteDuration());
 
+// The credentials a pull is made with: the node's own (`scope` ""), or a job's pull secrets
+// (`auth_json`, a containers-auth.json document, used over the node's file) with a scope naming
+// them ("team-a:regcred").
+struct PullAuth {
+  std::string scope;
+  std::string auth_json;
+};
+
 // Pulls images in the background and remembers which are ready. Thread-safe: Ensure from the
-// agent's loop, the pulls on their own threads (one per image at a time).
+// agent's loop, the pulls on their own threads (one per image and scope at a time).
+//
+// Images are shared between tasks, so an image that only a job's pull secret could fetch would
+// otherwise be open to every other tenant's task that names it with IfNotPresent (Kubernetes'
+// KubeletEnsureSecretPulledImages closes the same gap). An image pulled only with a scope's
+// credentials is private to the scopes that pulled it (remembered in image_scopes_file); a task
+// of another scope pulls it again with its own credentials (a manifest check when the layers
+// are there) before it may use it. A pull with the node's credentials makes it public.
 class ImagePuller {
  public:
   struct State {
@@ -168,11 +193,17 @@ class ImagePuller {
   // when one is due: Always pulls
   // once per `generation` (a new task attempt asks again), IfNotPresent when the store lacks it,
   // Never never (its error says so). Returns at once.
-  State Ensure(const std::string& image, PullPolicy policy, const std::string& generation);
-  // Starts a pull now whatever the policy (pre-pull on demand).
+  // With `auth`'s credentials; an image private to other scopes counts as absent.
+  State Ensure(const std::string& image, PullPolicy policy, const std::string& generation,
+               const PullAuth& auth = {});
+  // Starts a pull now whatever the policy (pre-pull on demand), with the node's credentials.
   void Prefetch(const std::string& image);
   // Forgets what is known of every image (after a prune).
   void Invalidate();
+  // The scopes `image` is private to; empty when it is public (tests, diagnostics).
+  std::set<std::string> PrivateTo(const std::string& image);
+  // Returns once the pulls in flight have ended.
+  void WaitForPulls();
 
  private:
   struct Entry {
@@ -180,13 +211,20 @@ class ImagePuller {
     std::string generation;  // the generation that the last Always pull was for
     std::thread thread;
   };
-  void StartPullLocked(const std::string& image, Entry& e);
-  void Pull(const std::string& image);
+  void StartPullLocked(const std::string& image, const PullAuth& auth, Entry& e);
+  void Pull(const std::string& image, const PullAuth& auth);
   bool Present(const std::string& image);
+  bool UsableLocked(const std::string& image, const std::string& scope) const;
+  void RecordPullLocked(const std::string& image, const std::string& scope, bool was_present);
+  void LoadScopes();
+  void SaveScopesLocked();
 
   const ContainerRuntimeOptions options_;
   std::mutex mu_;
-  std::map<std::string, Entry> images_;  // guarded by mu_
+  std::map<std::string, Entry> images_;  // guarded by mu_; by image + "\n" + scope
+  // guarded by mu_: canonical image name -> the scopes whose credentials pulled it, for images
+  // only scopes' credentials pulled (absent: public).
+  std::map<std::string, std::set<std::string>> private_to_;
 };
 
 }  // namespace gpucloud::agent

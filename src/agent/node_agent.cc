@@ -28,6 +28,7 @@
 #include "agent/sandbox.h"
 #include "agent/task_env.h"
 #include "agent/task_launch.h"
+#include "agent/task_secrets.h"
 #include "api/wire.h"
 #include "core/private_file.h"
 #include "core/text.h"
@@ -37,6 +38,20 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
+
+// The image puller's: the node's runtime options, with a private directory in the state
+// directory for the credentials of pulls with a job's pull secrets and the record of images
+// only such credentials pulled (container.h, ImagePuller).
+ContainerRuntimeOptions PullerOptions(const NodeAgentOptions& o) {
+  ContainerRuntimeOptions c = o.container;
+  c.private_dir = Cat(o.state_dir, "/pull");
+  std::error_code ec;
+  fs::create_directories(c.private_dir, ec);
+  fs::permissions(c.private_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (!ec) c.image_scopes_file = Cat(c.private_dir, "/private-images.json");
+  if (ec) c.private_dir.clear();
+  return c;
+}
 
 LaunchPolicy PolicyOf(const NodeAgentOptions& o) {
   LaunchPolicy p;
@@ -120,6 +135,12 @@ struct NodeAgent::Impl {
     absl::Time log_retry_at = absl::InfinitePast();  // over quota: the next chunk not before
     LaunchPlan plan;
     bool waiting_image = false;  // a container whose image is not on the node yet
+    // Its secret references' values are not here yet (task_secrets.h): asked for again at
+    // secrets_retry_at. Once here, they are in `secrets` (memory only, never in its record).
+    bool waiting_secrets = false;
+    int secret_failures = 0;
+    absl::Time secrets_retry_at = absl::InfinitePast();
+    std::optional<api::TaskSecrets> secrets;
     std::string container_name;  // "" for a host process
   };
 
@@ -176,7 +197,7 @@ struct NodeAgent::Impl {
         backend(b),
         o(std::move(opts)),
         launch_policy(PolicyOf(o)),
-        puller(o.container) {
+        puller(PullerOptions(o)) {
     if (o.node_name.empty()) o.node_name = ToLower(HostName());
     if (o.address.empty()) o.address = HostName();
     cwd = fs::current_path().string();
@@ -555,6 +576,10 @@ struct NodeAgent::Impl {
         in.cdi_devices.push_back(CdiDeviceName(uuid));
     }
     in.node_name = o.node_name;
+    if (t.secrets) {
+      in.secret_env = t.secrets->env;
+      if (!t.a.secret_volumes.empty()) in.secrets_dir = Cat(in.sandbox, "/", kSandboxSecretsDir);
+    }
     return in;
   }
 
@@ -577,17 +602,57 @@ struct NodeAgent::Impl {
     } else {
       t.plan = *std::move(plan);
       t.container_name = t.plan.container_name;
-      if (absl::Status s = PrepareDirs(t); !s.ok()) {
-        Fail(t, Cat("TaskSetupFailed: ", s.message()));
-      } else if (!a.image.empty()) {
-        t.waiting_image = true;
-        StartWhenPulled(t);
+      if (a.UsesSecrets()) {
+        t.waiting_secrets = true;
+        StartWhenSecretsFetched(t);
       } else {
-        Exec(t);
+        Prepare(t);
       }
     }
     tasks[a.name] = std::move(t);
     SaveRecord(tasks[a.name]);
+  }
+
+  // Its directories, then its image, then the task itself.
+  void Prepare(Local& t) {
+    if (absl::Status s = PrepareDirs(t); !s.ok()) {
+      Fail(t, Cat("TaskSetupFailed: ", s.message()));
+    } else if (!t.a.image.empty()) {
+      t.waiting_image = true;
+      StartWhenPulled(t);
+    } else {
+      Exec(t);
+    }
+  }
+
+  static bool Waiting(const Local& t) { return t.waiting_image || t.waiting_secrets; }
+
+  // A task with secret references: their values from the server, then on as any task. Until
+  // they come, it is Starting with the server's reason, asked again with back-off (5 s to
+  // 5 min). Returns true when the task changed (started preparing, or its message did).
+  bool StartWhenSecretsFetched(Local& t) {
+    if (absl::Now() < t.secrets_retry_at) return false;
+    absl::StatusOr<api::TaskSecrets> s = FetchTaskSecrets(client, o.node_name, t.a);
+    if (!s.ok()) {
+      const absl::Duration wait = PullBackoff(++t.secret_failures);
+      t.secrets_retry_at = absl::Now() + wait;
+      std::string message = Cat(s.status().message(), "; next try in ", absl::FormatDuration(wait));
+      if (message == t.report.message) return false;
+      Log(Cat("task ", t.a.name, ": ", s.status().message()));
+      t.report.message = std::move(message);
+      return true;
+    }
+    t.waiting_secrets = false;
+    t.secrets = *std::move(s);
+    t.report.message.clear();
+    absl::StatusOr<LaunchPlan> plan = PlanLaunch(Launch(t), launch_policy);
+    if (!plan.ok()) {
+      Fail(t, std::string(plan.status().message()));
+      return true;
+    }
+    t.plan = *std::move(plan);
+    Prepare(t);
+    return true;
   }
 
   void Fail(Local& t, std::string why) {
@@ -608,6 +673,7 @@ struct NodeAgent::Impl {
     if (!sandbox.ok()) return sandbox.status();
     absl::Status s = WriteTaskFile(*sandbox, "hostfile", Hostfile(t.a.hosts), id);
     if (s.ok() && t.a.image.empty()) s = WriteSandboxVolcanoFiles(*sandbox, t);
+    if (s.ok() && t.secrets) s = WriteSecretFiles(*sandbox, t.a, *t.secrets, id);
     if (s.ok()) s = GiveTaskDir(*sandbox, SandboxPath(t), id);
     close(*sandbox);
     if (s.ok() && !t.checkpoint_dir.empty()) s = PrepareCheckpointDir(t);
@@ -700,7 +766,8 @@ struct NodeAgent::Impl {
   bool StartWhenPulled(Local& t) {
     const PullPolicy policy = t.a.image_pull_policy;  // resolved by AssignmentFromJson
     // Always: one pull per attempt of the job, whatever number of its ranks run here.
-    ImagePuller::State st = puller.Ensure(t.a.image, policy, Cat(t.a.job_uid, ".", t.a.attempt));
+    ImagePuller::State st = puller.Ensure(t.a.image, policy, Cat(t.a.job_uid, ".", t.a.attempt),
+                                          t.secrets ? PullAuthOf(t.a, *t.secrets) : PullAuth{});
     if (st.ready) {
       t.waiting_image = false;
       // A new image in the store (pulled, or first seen by this agent): the store may be over
@@ -761,7 +828,7 @@ struct NodeAgent::Impl {
       Log(Cat("stopping ", t.a.name, " (attempt ", t.a.attempt, ")"));
     }
     int sig = hard ? SIGKILL : SIGTERM;
-    if (hard && !t.container_name.empty() && !t.waiting_image) RemoveContainer(t);
+    if (hard && !t.container_name.empty() && !Waiting(t)) RemoveContainer(t);
     if (t.in_executor) {
       (void)(hard ? exec.Kill(t.exec_id) : exec.Terminate(t.exec_id));
     } else if (t.adopted_pid > 0) {
@@ -839,13 +906,17 @@ struct NodeAgent::Impl {
     bool changed = false;
     for (auto& [name, t] : tasks) {
       if (t.ended_at) continue;
-      if (t.waiting_image) {
-        if (!t.stopping) {
-          changed = StartWhenPulled(t) || changed;
-          continue;
-        }
+      if (Waiting(t) && !t.stopping) {
+        const bool moved = t.waiting_secrets ? StartWhenSecretsFetched(t) : StartWhenPulled(t);
+        // It started (or could not): its record says so, for an agent that restarts.
+        if (moved && !Waiting(t)) SaveRecord(t);
+        changed = moved || changed;
+        continue;
+      }
+      if (Waiting(t)) {
         t.report.state = api::TaskState::kStopped;
-        t.report.message = "stopped while its image was not yet on the node";
+        t.report.message = t.waiting_secrets ? "stopped while waiting for its secrets"
+                                             : "stopped while its image was not yet on the node";
       } else if (t.in_executor) {
         std::optional<TaskExit> e = exec.Poll(t.exec_id);
         if (!e) continue;

@@ -46,6 +46,8 @@ absl::StatusOr<LaunchPlan> PlanHost(const LaunchInput& in, const LaunchPolicy& p
   env.user_env["TMPDIR"] = in.sandbox;
   env.user_env.erase("USER");
   for (const auto& [k, v] : a.env) env.user_env[k] = v;
+  for (const auto& [k, v] : in.secret_env) env.user_env[k] = v;
+  if (!in.secrets_dir.empty()) env.user_env["GPUCLOUD_SECRETS"] = in.secrets_dir;
   plan.spec.argv = a.command;
   plan.spec.env = BuildTaskEnv(env);
   plan.spec.workdir = *workdir;
@@ -70,7 +72,10 @@ absl::Status CheckContainerInput(const LaunchInput& in) {
     return absl::InvalidArgumentError(
         Cat("InvalidImage: spec.tasks[].image: \"", image, "\" is not an image reference"));
   }
-  for (const std::string* dir : {&in.sandbox, &in.checkpoint_dir, &in.volcano_dir}) {
+  std::vector<const std::string*> paths = {&in.sandbox, &in.checkpoint_dir, &in.volcano_dir,
+                                           &in.secrets_dir};
+  for (const SecretVolume& v : in.a.secret_volumes) paths.push_back(&v.mount_path);
+  for (const std::string* dir : paths) {
     if (dir->find(',') != std::string::npos) {
       return absl::InvalidArgumentError(
           Cat("InvalidPath: ", *dir, " holds a ',', which Podman's --mount cannot take"));
@@ -89,12 +94,22 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
   if (!in.volcano_dir.empty()) env.volcano_dir = "/etc/volcano";  // mounted there
   env.user_env.clear();  // the image's environment, then the job's: nothing of the host's
   for (const auto& [k, v] : a.env) env.user_env[k] = v;
+  for (const auto& [k, v] : in.secret_env) env.user_env[k] = v;
   ContainerTask c;
   c.name = plan.container_name;
   c.image = a.image;
   c.command = a.command;
   c.args_only = a.image_entrypoint;
   c.env = BuildTaskEnv(env);
+  // A secret's variable (the platform's own did not replace it) goes to Podman by name only.
+  std::map<std::string, std::string> podman_env;
+  for (const auto& [k, v] : in.secret_env) {
+    auto it = c.env.find(k);
+    if (k == "PATH" || it == c.env.end() || it->second != v) continue;
+    podman_env[k] = v;
+    c.env_from_podman.insert(k);
+    c.env.erase(it);
+  }
   // A relative working directory is the image's root's; "" leaves the image's.
   c.workdir =
       a.working_dir.empty() || a.working_dir[0] == '/' ? a.working_dir : "/" + a.working_dir;
@@ -104,6 +119,11 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
   if (!in.volcano_dir.empty()) c.mounts.push_back({in.volcano_dir, "/etc/volcano", true});
   if (!in.checkpoint_dir.empty()) {
     c.mounts.push_back({in.checkpoint_dir, kContainerCheckpointDir, false});
+  }
+  if (!in.secrets_dir.empty()) {
+    for (const SecretVolume& v : a.secret_volumes) {
+      c.mounts.push_back({Cat(in.secrets_dir, "/", v.name), v.mount_path, true});
+    }
   }
   c.cdi_devices = in.cdi_devices;
   if (a.cpu_milli > 0) c.cpu_milli = a.cpu_milli;
@@ -115,7 +135,8 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
               {"gpucloud.task", in.exec_id}};
   // `podman run` is the executor's task: its limits are the container's (Podman's cgroup).
   plan.spec.argv = PodmanRunArgv(p.runtime, c);
-  plan.spec.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
+  plan.spec.env = std::move(podman_env);
+  plan.spec.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   if (const auto it = in.host_env.find("PATH"); it != in.host_env.end()) {
     plan.spec.env["PATH"] = it->second;  // where the node's podman and runtime are
   }

@@ -25,6 +25,8 @@ namespace gpucloud::agent {
 
 // Where a container finds what the agent gives it.
 inline constexpr char kContainerCheckpointDir[] = "/gpucloud/checkpoints";
+// Where a task's secret volumes are in its sandbox: SANDBOX/secrets/VOLUME/FILE.
+inline constexpr char kSandboxSecretsDir[] = "secrets";
 inline constexpr char kContainerScratchDir[] = "/gpucloud/scratch";
 
 // The node's rules, from the agent's flags.
@@ -57,6 +59,14 @@ struct LaunchInput {
   std::map<std::string, std::string> host_env;
   std::vector<std::string> cdi_devices;  // the task's GPUs as CDI names; empty for simulated
   std::string node_name;
+  // The values of the task's secret references (fetched from the server just before the
+  // start): variables over the job's own env (the platform's still win), and where the files of
+  // its secret volumes are (host path; one directory per volume, by its name), mounted
+  // read-only at each volume's mountPath in a container, named by GPUCLOUD_SECRETS for a host
+  // process. A container's secret variables reach Podman by name only (ContainerTask::
+  // env_from_podman), never on its command line.
+  std::map<std::string, std::string> secret_env;
+  std::string secrets_dir;  // "" = none
 };
 
 struct LaunchPlan {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/escaping.h"
 #include "core/text.h"
 
 namespace gpucloud::api {
@@ -98,6 +99,9 @@ absl::StatusOr<Json> ParseObject(const std::string& text) {
 
 std::string NodePath(const std::string& node) { return Cat("/apis/gpucloud/v1/nodes/", node); }
 std::string AssignmentsPath(const std::string& node) { return Cat(NodePath(node), "/assignments"); }
+std::string TaskSecretsPath(const std::string& node, const std::string& assignment) {
+  return Cat(AssignmentsPath(node), "/", assignment, "/secrets");
+}
 
 std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
   Json gpus = Json::array();
@@ -233,6 +237,96 @@ Node ToSchedulerNode(const NodeInfo& info) {
   return n;
 }
 
+namespace {
+
+void WriteSecretRefs(const Assignment& a, Json& j) {
+  if (!a.secret_env.empty()) {
+    Json list = Json::array();
+    for (const SecretEnvVar& e : a.secret_env) {
+      Json item{{"name", e.name}, {"secret", e.ref.secret}, {"key", e.ref.key}};
+      if (e.ref.optional) item["optional"] = true;
+      list.push_back(std::move(item));
+    }
+    j["secretEnv"] = std::move(list);
+  }
+  if (!a.env_from.empty()) {
+    Json list = Json::array();
+    for (const SecretEnvFrom& e : a.env_from) {
+      Json item{{"secret", e.secret}};
+      if (!e.prefix.empty()) item["prefix"] = e.prefix;
+      if (e.optional) item["optional"] = true;
+      list.push_back(std::move(item));
+    }
+    j["envFromSecrets"] = std::move(list);
+  }
+  if (!a.secret_volumes.empty()) {
+    Json list = Json::array();
+    for (const SecretVolume& v : a.secret_volumes) {
+      Json item{{"name", v.name}, {"secret", v.secret}, {"mountPath", v.mount_path}};
+      if (!v.items.empty()) {
+        Json items = Json::array();
+        for (const SecretVolume::Item& i : v.items) {
+          items.push_back(Json{{"key", i.key}, {"path", i.path}});
+        }
+        item["items"] = std::move(items);
+      }
+      if (v.optional) item["optional"] = true;
+      list.push_back(std::move(item));
+    }
+    j["secretVolumes"] = std::move(list);
+  }
+  if (!a.image_pull_secrets.empty()) j["imagePullSecrets"] = a.image_pull_secrets;
+}
+
+// The secret references: optional, so that an older server's assignment decodes without them.
+// Their shapes are checked; the names were checked by the server's manifest decoder.
+void ReadSecretRefs(Reader& r, const Json& j, Assignment* a) {
+  if (const Json* list = r.List(j, "secretEnv", "")) {
+    for (size_t i = 0; i < list->size() && !r.error; ++i) {
+      const std::string path = Cat("secretEnv[", i, "]");
+      SecretEnvVar e;
+      r.Str((*list)[i], "name", path, &e.name, true);
+      r.Str((*list)[i], "secret", path, &e.ref.secret, true);
+      r.Str((*list)[i], "key", path, &e.ref.key, true);
+      r.Bool((*list)[i], "optional", path, &e.ref.optional);
+      a->secret_env.push_back(std::move(e));
+    }
+  }
+  if (const Json* list = r.List(j, "envFromSecrets", "")) {
+    for (size_t i = 0; i < list->size() && !r.error; ++i) {
+      const std::string path = Cat("envFromSecrets[", i, "]");
+      SecretEnvFrom e;
+      r.Str((*list)[i], "secret", path, &e.secret, true);
+      r.Str((*list)[i], "prefix", path, &e.prefix);
+      r.Bool((*list)[i], "optional", path, &e.optional);
+      a->env_from.push_back(std::move(e));
+    }
+  }
+  if (const Json* list = r.List(j, "secretVolumes", "")) {
+    for (size_t i = 0; i < list->size() && !r.error; ++i) {
+      const std::string path = Cat("secretVolumes[", i, "]");
+      SecretVolume v;
+      r.Str((*list)[i], "name", path, &v.name, true);
+      r.Str((*list)[i], "secret", path, &v.secret, true);
+      r.Str((*list)[i], "mountPath", path, &v.mount_path, true);
+      r.Bool((*list)[i], "optional", path, &v.optional);
+      if (const Json* items = r.List((*list)[i], "items", path)) {
+        for (size_t k = 0; k < items->size() && !r.error; ++k) {
+          const std::string ipath = Cat(path, ".items[", k, "]");
+          SecretVolume::Item item;
+          r.Str((*items)[k], "key", ipath, &item.key, true);
+          r.Str((*items)[k], "path", ipath, &item.path, true);
+          v.items.push_back(std::move(item));
+        }
+      }
+      a->secret_volumes.push_back(std::move(v));
+    }
+  }
+  r.StrList(j, "imagePullSecrets", "", &a->image_pull_secrets);
+}
+
+}  // namespace
+
 std::string AssignmentToJson(const Assignment& a) {
   Json gpus = Json::array();
   for (const AssignedGpu& g : a.gpus) {
@@ -289,6 +383,7 @@ std::string AssignmentToJson(const Assignment& a) {
   if (a.run_as_user) j["runAsUser"] = *a.run_as_user;
   if (a.run_as_group) j["runAsGroup"] = *a.run_as_group;
   if (a.run_as_non_root) j["runAsNonRoot"] = true;
+  WriteSecretRefs(a, j);
   return j.dump();
 }
 
@@ -400,11 +495,55 @@ absl::StatusOr<Assignment> AssignmentFromJson(const std::string& text) {
   r.Int(j, "graceSeconds", "", &a.grace_seconds);
   ReadTaskHosts(r, j, &a);
   ReadImageAndUser(r, j, &a);
+  ReadSecretRefs(r, j, &a);
   if (absl::Status s = r.Done(); !s.ok()) return s;
   // An empty command is not refused here: an image's entrypoint runs without one, and for a host
   // process it is the agent's to refuse (the task fails at once with NoCommand). Dropped here,
   // the assignment was never started, and the job stayed Scheduled holding its GPUs.
   return a;
+}
+
+std::string TaskSecretsToJson(const TaskSecrets& s) {
+  Json files = Json::array();
+  for (const TaskSecrets::File& f : s.files) {
+    files.push_back(
+        Json{{"volume", f.volume}, {"path", f.path}, {"data", absl::Base64Escape(f.data)}});
+  }
+  Json j{{"apiVersion", "gpucloud/v1"}, {"kind", "TaskSecrets"}, {"env", s.env}, {"files", files}};
+  if (!s.pull_auth.empty()) j["pullAuth"] = Json::parse(s.pull_auth, nullptr, false);
+  return j.dump();
+}
+
+absl::StatusOr<TaskSecrets> TaskSecretsFromJson(const std::string& text) {
+  absl::StatusOr<Json> parsed = ParseObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  Reader r;
+  TaskSecrets s;
+  r.StrMap(j, "env", "", &s.env);
+  if (const Json* files = r.List(j, "files", "")) {
+    for (size_t i = 0; i < files->size() && !r.error; ++i) {
+      const std::string path = Cat("files[", i, "]");
+      TaskSecrets::File f;
+      std::string data;
+      r.Str((*files)[i], "volume", path, &f.volume, true);
+      r.Str((*files)[i], "path", path, &f.path, true);
+      r.Str((*files)[i], "data", path, &data, true);
+      if (!r.error && !absl::Base64Unescape(data, &f.data)) {
+        r.Fail(Cat(path, ".data"), "must be standard base64");
+      }
+      s.files.push_back(std::move(f));
+    }
+  }
+  if (const Json* auth = r.Field(j, "pullAuth", "", false)) {
+    if (!auth->is_object()) {
+      r.Fail("pullAuth", "must be an object");
+    } else {
+      s.pull_auth = auth->dump();
+    }
+  }
+  if (absl::Status st = r.Done(); !st.ok()) return st;
+  return s;
 }
 
 std::string_view TaskStateName(TaskState s) {

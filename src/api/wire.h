@@ -105,6 +105,18 @@ struct Assignment {
   std::vector<std::string> command;
   bool image_entrypoint = false;
   std::map<std::string, std::string> env;
+  // The task's secret references (core/job.h), never their values: the node asks for those at
+  // start (TaskSecretsPath). JSON "secretEnv": [{name, secret, key, optional}],
+  // "envFromSecrets": [{secret, prefix, optional}], "secretVolumes": [{name, secret, mountPath,
+  // items: [{key, path}], optional}], "imagePullSecrets": [name]; each absent when empty.
+  std::vector<SecretEnvVar> secret_env;
+  std::vector<SecretEnvFrom> env_from;
+  std::vector<SecretVolume> secret_volumes;
+  std::vector<std::string> image_pull_secrets;
+  bool UsesSecrets() const {
+    return !secret_env.empty() || !env_from.empty() || !secret_volumes.empty() ||
+           !image_pull_secrets.empty();
+  }
   std::string working_dir;
   std::string checkpoint_dir;
   // spec.checkpoint.nodeLocal / replicate: checkpoints on the node's disk, copied to
@@ -120,6 +132,26 @@ struct Assignment {
 
 std::string AssignmentToJson(const Assignment& a);
 absl::StatusOr<Assignment> AssignmentFromJson(const std::string& json);
+
+// What a task's secret references resolve to, served to the node that runs it only
+// (GET TaskSecretsPath): the environment variables, the files of its secret volumes, and the
+// registry credentials of its imagePullSecrets merged into one containers-auth.json document
+// ({"auths": {...}}; "" when it names none). JSON {apiVersion, kind: TaskSecrets, env: {NAME:
+// value}, files: [{volume, path, data (standard base64)}], pullAuth: {...}}.
+struct TaskSecrets {
+  struct File {
+    std::string volume;  // SecretVolume::name
+    std::string path;    // a plain file name in that volume
+    std::string data;    // the value's bytes
+    bool operator==(const File&) const = default;
+  };
+  std::map<std::string, std::string> env;
+  std::vector<File> files;
+  std::string pull_auth;
+  bool operator==(const TaskSecrets&) const = default;
+};
+std::string TaskSecretsToJson(const TaskSecrets& s);
+absl::StatusOr<TaskSecrets> TaskSecretsFromJson(const std::string& json);
 
 // --- heartbeats ----------------------------------------------------------------------------
 
@@ -167,6 +199,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& json);
 // The path of a node and its sub-resources.
 std::string NodePath(const std::string& node);
 std::string AssignmentsPath(const std::string& node);
+// Where the node `node` reads the secret values of its assignment `assignment`.
+std::string TaskSecretsPath(const std::string& node, const std::string& assignment);
 
 }  // namespace gpucloud::api
 

@@ -51,7 +51,7 @@ PolicyDocument NodePolicy() {
   return PolicyDocument{.statements = {
                             Allow("OwnNode",
                                   {"nodes:Register", "nodes:Get", "nodes:Update", "nodes:Heartbeat",
-                                   "nodes:GetAssignments"},
+                                   "nodes:GetAssignments", "nodes:GetTaskSecrets"},
                                   {"gpucloud:node/${gpucloud:NodeName}"}),
                             Allow("TaskLogs", {"jobs:WriteLogs"}, {"gpucloud:job/*/*"}),
                         }};

@@ -51,7 +51,8 @@ TEST(BuiltinPolicies, NodeOnlyTouchesItself) {
     EXPECT_FALSE(other.allowed()) << action;
     Decision own = set->Evaluate({n1, std::string(action), "gpucloud:node/n1", {}});
     bool want = action == "nodes:Register" || action == "nodes:Get" || action == "nodes:Update" ||
-                action == "nodes:Heartbeat" || action == "nodes:GetAssignments";
+                action == "nodes:Heartbeat" || action == "nodes:GetAssignments" ||
+                action == "nodes:GetTaskSecrets";
     EXPECT_EQ(own.allowed(), want) << action;
   }
 }

@@ -53,6 +53,49 @@ struct EnvVar {
   bool operator==(const EnvVar&) const = default;
 };
 
+// Secrets a task reads (Kubernetes' secretKeyRef, envFrom.secretRef, secret volumes and
+// imagePullSecrets), always from Secrets of the job's own namespace. The job holds references
+// only: the node that runs the task asks the server for the values just before it starts it
+// (docs/secrets.md, "Secrets in tasks"), so no value is ever in a job, an assignment or a log.
+struct SecretKeyRef {
+  std::string secret;     // the Secret's name (a DNS label)
+  std::string key;        // one of its keys ([-._a-zA-Z0-9]{1,253})
+  bool optional = false;  // a missing secret or key leaves the variable unset instead of waiting
+  bool operator==(const SecretKeyRef&) const = default;
+};
+
+// env[].valueFrom.secretKeyRef: the variable `name` holds the value of `ref`.
+struct SecretEnvVar {
+  std::string name;
+  SecretKeyRef ref;
+  bool operator==(const SecretEnvVar&) const = default;
+};
+
+// envFrom[].secretRef: every key of the secret becomes a variable, `prefix` + key.
+struct SecretEnvFrom {
+  std::string secret;
+  std::string prefix;
+  bool optional = false;
+  bool operator==(const SecretEnvFrom&) const = default;
+};
+
+// A secret's values as read-only files in a directory of the task (`mount_path` in its
+// container). Without items, every key is a file of its name; with items, only those keys,
+// each under its `path` (a plain file name).
+struct SecretVolume {
+  struct Item {
+    std::string key;
+    std::string path;
+    bool operator==(const Item&) const = default;
+  };
+  std::string name;        // the volume's name (a DNS label, unique in the task)
+  std::string secret;      // the Secret's name
+  std::string mount_path;  // absolute, inside the container
+  std::vector<Item> items;
+  bool optional = false;
+  bool operator==(const SecretVolume&) const = default;
+};
+
 struct Resources {
   GpuRequest gpu;
   MilliCpu cpu;
@@ -88,8 +131,18 @@ struct TaskSpec {
   std::vector<std::string> command;
   std::vector<std::string> args;
   std::vector<EnvVar> env;
+  // Secret-backed environment (applied over env_from, then over `env`: a name may not be both
+  // in `env` and here) and files, and the registry credentials to pull `image` with.
+  std::vector<SecretEnvVar> secret_env;
+  std::vector<SecretEnvFrom> env_from;
+  std::vector<SecretVolume> secret_volumes;
+  std::vector<std::string> image_pull_secrets;  // Secrets of type kubernetes.io/dockerconfigjson
   std::string working_dir;
   Resources resources;  // per replica
+  bool UsesSecrets() const {
+    return !secret_env.empty() || !env_from.empty() || !secret_volumes.empty() ||
+           !image_pull_secrets.empty();
+  }
   bool operator==(const TaskSpec&) const = default;
 };
 

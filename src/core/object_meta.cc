@@ -71,4 +71,16 @@ absl::Status ValidateLabelValue(std::string_view value) {
       value, "\""));
 }
 
+absl::Status ValidateSecretKey(std::string_view key) {
+  const bool chars = !key.empty() && key.size() <= 253 &&
+                     key.find_first_not_of(
+                         "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789") == std::string_view::npos;
+  if (!chars || key == "." || key == "..") {
+    return absl::InvalidArgumentError(
+        Cat("a key must be 1 to 253 of [-._a-zA-Z0-9], not . or .., got \"", key, "\""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gpucloud

@@ -39,6 +39,9 @@ absl::Status ValidateLabelKey(std::string_view key);
 // Kubernetes label value: empty, or at most 63 characters like a label name.
 absl::Status ValidateLabelValue(std::string_view value);
 
+// A key of a Secret's data, as Kubernetes takes it: 1 to 253 of [-._a-zA-Z0-9], not "." or "..".
+absl::Status ValidateSecretKey(std::string_view key);
+
 }  // namespace gpucloud
 
 #endif  // GPUCLOUD_CORE_OBJECT_META_H_

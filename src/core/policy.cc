@@ -27,6 +27,7 @@ constexpr std::string_view kActions[] = {
     //
     "nodes:Register", "nodes:Get", "nodes:List", "nodes:Watch", "nodes:Update", "nodes:Delete",
     "nodes:Heartbeat", "nodes:Cordon", "nodes:Uncordon", "nodes:Drain", "nodes:GetAssignments",
+    "nodes:GetTaskSecrets",
     //
     "namespaces:Create", "namespaces:Get", "namespaces:List", "namespaces:Update",
     "namespaces:Delete",

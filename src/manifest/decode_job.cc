@@ -173,36 +173,6 @@ std::optional<GpuRequest> DecodeGpu(Context& ctx, const Field& f) {
   return gpu;
 }
 
-bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out) {
-  if (f.value.IsSequence() && f.value.size() > kMaxEnvVars) {
-    ctx.sink.Error(f.mark, f.path,
-                   Cat("must have at most ", kMaxEnvVars, " entries, got ", f.value.size()));
-    return false;
-  }
-  return ReadListOfMaps(ctx.sink, f, [&](MapReader& m, const Field& item) {
-    EnvVar e;
-    bool ok = m.RequiredString("name", &e.name);
-    if (ok && (e.name.empty() || e.name.find('=') != std::string::npos)) {
-      ctx.sink.Error(item.mark, ChildPath(item.path, "name"),
-                     Cat("must be a non-empty name without '=', got \"", e.name, "\""));
-      ok = false;
-    }
-    ok = m.String("value", &e.value) && ok;
-    if (ok && e.name.size() + 1 + e.value.size() > kMaxExecStringBytes) {
-      ctx.sink.Error(item.mark, ChildPath(item.path, "value"),
-                     Cat("NAME=value must be at most ", kMaxExecStringBytes, " bytes, got ",
-                         e.name.size() + 1 + e.value.size()));
-      ok = false;
-    }
-    if (std::optional<Field> vf = m.Take("valueFrom")) {
-      ctx.sink.Error(vf->mark, vf->path, "is not supported: give the value itself");
-      ok = false;
-    }
-    out->push_back(std::move(e));
-    return ok;
-  });
-}
-
 namespace {
 
 // `command` or `args`: a list of strings, each at most kMaxExecStringBytes.
@@ -350,7 +320,12 @@ bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earl
   }
   ok = DecodeExecList(ctx, m, "command", &t->command) && ok;
   ok = DecodeExecList(ctx, m, "args", &t->args) && ok;
-  if (std::optional<Field> env = m.Take("env")) ok = DecodeEnv(ctx, *env, &t->env) && ok;
+  if (std::optional<Field> env = m.Take("env")) {
+    ok = DecodeEnv(ctx, *env, &t->env, &t->secret_env) && ok;
+  }
+  if (std::optional<Field> env_from = m.Take("envFrom")) {
+    ok = DecodeEnvFrom(ctx, *env_from, &t->env_from) && ok;
+  }
   if (std::optional<Field> wd = m.Take("workingDir")) {
     std::optional<std::string> s = ReadString(ctx.sink, *wd);
     if (s && s->size() > kMaxWorkingDirBytes) {
@@ -373,6 +348,16 @@ std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
   TaskSpec t;
   bool ok = DecodeProcess(ctx, m, earlier, SecurityLevel::kTask, &t);
   ok = m.Int32("replicas", &t.replicas, 1, kMaxReplicasPerJob) && ok;
+  if (std::optional<Field> v = m.Take("volumes")) {
+    ok = DecodeTaskVolumes(ctx, *v, &t.secret_volumes) && CheckSecretVolumes(ctx, *v, t) && ok;
+  }
+  if (std::optional<Field> p = m.Take("imagePullSecrets")) {
+    ok = DecodeImagePullSecrets(ctx, *p, &t.image_pull_secrets) && ok;
+    if (ok && t.image.empty() && !t.image_pull_secrets.empty()) {
+      ctx.sink.Error(p->mark, p->path, "the task names no image to pull");
+      ok = false;
+    }
+  }
   if (std::optional<Field> res = m.Take("resources")) {
     MapReader r(ctx.sink, *res);
     if (r.valid()) {

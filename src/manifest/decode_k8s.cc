@@ -171,7 +171,8 @@ bool ApplySharedAnnotations(Context& ctx, const ObjectMeta& meta, ContainerResou
 }
 
 std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const ObjectMeta& meta,
-                                        std::optional<Field>* gpu_field) {
+                                        std::optional<Field>* gpu_field,
+                                        std::optional<Field>* volume_mounts) {
   MapReader m(ctx.sink, f);
   if (!m.valid()) return std::nullopt;
   TaskSpec t;
@@ -187,8 +188,8 @@ std::optional<TaskSpec> DecodeContainer(Context& ctx, const Field& f, const Obje
       ok = false;
     }
   }
-  for (const char* k : {"ports", "volumeMounts", "livenessProbe", "readinessProbe", "startupProbe",
-                        "envFrom", "lifecycle"}) {
+  *volume_mounts = m.Take("volumeMounts");  // joined with the pod's volumes by DecodePodSpec
+  for (const char* k : {"ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"}) {
     m.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
   for (const char* k : {"stdin", "tty", "terminationMessagePath", "terminationMessagePolicy"}) {
@@ -216,12 +217,29 @@ bool MergeSecurityContext(Context& ctx, const Field& pod_field, const Field& con
 
 }  // namespace
 
+// The pod's volumes joined with its container's volumeMounts, and its imagePullSecrets.
+static bool DecodePodSecrets(Context& ctx, MapReader& pod,
+                             const std::optional<Field>& volume_mounts, TaskSpec* task) {
+  std::map<std::string, PodVolume> volumes;
+  std::optional<Field> vf = pod.Take("volumes");
+  bool ok = !vf || DecodePodVolumes(ctx, *vf, &volumes);
+  if (ok && volume_mounts) {
+    ok = JoinVolumeMounts(ctx, *volume_mounts, std::move(volumes), &task->secret_volumes) &&
+         CheckSecretVolumes(ctx, *volume_mounts, *task);
+  }
+  if (std::optional<Field> p = pod.Take("imagePullSecrets")) {
+    ok = DecodeImagePullSecrets(ctx, *p, &task->image_pull_secrets) && ok;
+  }
+  return ok;
+}
+
 std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const ObjectMeta& meta) {
   MapReader m(ctx.sink, f);
   if (!m.valid()) return std::nullopt;
   PodParts parts;
   bool ok = true;
   std::optional<Field> gpu_field;
+  std::optional<Field> volume_mounts;
   std::optional<Field> container;
   if (std::optional<Field> containers = m.Require("containers")) {
     if (std::optional<std::vector<Field>> items = ReadList(ctx.sink, *containers)) {
@@ -233,7 +251,8 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
         ok = false;
       } else {
         container = (*items)[0];
-        std::optional<TaskSpec> t = DecodeContainer(ctx, *container, meta, &gpu_field);
+        std::optional<TaskSpec> t =
+            DecodeContainer(ctx, *container, meta, &gpu_field, &volume_mounts);
         ok = t.has_value() && ok;
         if (t) parts.task = std::move(*t);
       }
@@ -263,10 +282,11 @@ std::optional<PodParts> DecodePodSpec(Context& ctx, const Field& f, const Object
       ok = false;
     }
   }
+  ok = DecodePodSecrets(ctx, m, volume_mounts, &parts.task) && ok;
   m.Ignore("schedulerName");  // gpucloud is the scheduler
-  for (const char* k : {"volumes", "initContainers", "imagePullSecrets", "serviceAccountName",
-                        "affinity", "priorityClassName", "hostNetwork", "dnsPolicy",
-                        "terminationGracePeriodSeconds", "hostIPC", "shareProcessNamespace"}) {
+  for (const char* k :
+       {"initContainers", "serviceAccountName", "affinity", "priorityClassName", "hostNetwork",
+        "dnsPolicy", "terminationGracePeriodSeconds", "hostIPC", "shareProcessNamespace"}) {
     m.IgnoreWithWarning(k, "not supported by gpucloud yet");
   }
   m.Finish();

@@ -26,8 +26,31 @@ bool CheckSecurityContext(Context& ctx, const Field& at, const SecurityContext& 
 // `earlier`), image, imagePullPolicy, securityContext, command, args, env, workingDir.
 bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earlier,
                    SecurityLevel level, TaskSpec* t);
-// A list of {name, value} environment variables.
-bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out);
+// decode_secrets.cc. A list of environment variables: {name, value} into *out, {name,
+// valueFrom: {secretKeyRef: {name, key, optional}}} into *secret_out (a name may not be in both).
+bool DecodeEnv(Context& ctx, const Field& f, std::vector<EnvVar>* out,
+               std::vector<SecretEnvVar>* secret_out);
+// envFrom: [{secretRef: {name, optional}, prefix}] (a configMapRef is an error).
+bool DecodeEnvFrom(Context& ctx, const Field& f, std::vector<SecretEnvFrom>* out);
+// imagePullSecrets: [{name}].
+bool DecodeImagePullSecrets(Context& ctx, const Field& f, std::vector<std::string>* out);
+// A gpucloud/v1 task's volumes: [{name, mountPath, secret: {secretName, items, optional}}].
+bool DecodeTaskVolumes(Context& ctx, const Field& f, std::vector<SecretVolume>* out);
+// A pod's volumes by name: secret ones decoded, the others (emptyDir, hostPath, ...) kept with
+// a warning that they are not given to the task.
+struct PodVolume {
+  SecretVolume volume;  // mount_path unset
+  bool secret = false;
+  Field at;
+};
+bool DecodePodVolumes(Context& ctx, const Field& f, std::map<std::string, PodVolume>* out);
+// A container's volumeMounts joined with the pod's volumes: each mount of a secret volume
+// becomes a SecretVolume at its mountPath; a mount of another volume is a warning; a mount of
+// no volume, a subPath or a bad path an error.
+bool JoinVolumeMounts(Context& ctx, const Field& mounts, std::map<std::string, PodVolume> volumes,
+                      std::vector<SecretVolume>* out);
+// Volume names unique, no mount path in or on another's (errors at `at`).
+bool CheckSecretVolumes(Context& ctx, const Field& at, const TaskSpec& t);
 // The job-wide options of a gpucloud/v1 Job spec (queue, priority, billing, nodeSelector,
 // tolerations, minCudaVersion, runtimeClass, checkpoint, restartPolicy, runtimeEstimate).
 bool DecodeJobOptions(Context& ctx, MapReader& spec, JobSpec* out);

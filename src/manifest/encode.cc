@@ -78,6 +78,42 @@ Json Gpu(const GpuRequest& g) {
   return out;
 }
 
+// envFrom, volumes and imagePullSecrets (secretEnv goes with env).
+void SecretsJson(const TaskSpec& t, Json& out) {
+  if (!t.env_from.empty()) {
+    Json list = Json::array();
+    for (const SecretEnvFrom& e : t.env_from) {
+      Json ref{{"name", e.secret}};
+      if (e.optional) ref["optional"] = true;
+      Json item{{"secretRef", std::move(ref)}};
+      if (!e.prefix.empty()) item["prefix"] = e.prefix;
+      list.push_back(std::move(item));
+    }
+    out["envFrom"] = std::move(list);
+  }
+  if (!t.secret_volumes.empty()) {
+    Json list = Json::array();
+    for (const SecretVolume& v : t.secret_volumes) {
+      Json secret{{"secretName", v.secret}};
+      if (!v.items.empty()) {
+        Json items = Json::array();
+        for (const SecretVolume::Item& i : v.items) {
+          items.push_back(Json{{"key", i.key}, {"path", i.path}});
+        }
+        secret["items"] = std::move(items);
+      }
+      if (v.optional) secret["optional"] = true;
+      list.push_back(Json{{"name", v.name}, {"mountPath", v.mount_path}, {"secret", secret}});
+    }
+    out["volumes"] = std::move(list);
+  }
+  if (!t.image_pull_secrets.empty()) {
+    Json list = Json::array();
+    for (const std::string& s : t.image_pull_secrets) list.push_back(Json{{"name", s}});
+    out["imagePullSecrets"] = std::move(list);
+  }
+}
+
 Json Task(const TaskSpec& t) {
   Json out = Json::object();
   out["name"] = t.name;
@@ -96,11 +132,17 @@ Json Task(const TaskSpec& t) {
   }
   if (!t.command.empty()) out["command"] = t.command;
   if (!t.args.empty()) out["args"] = t.args;
-  if (!t.env.empty()) {
+  if (!t.env.empty() || !t.secret_env.empty()) {
     Json env = Json::array();
     for (const EnvVar& e : t.env) env.push_back(Json{{"name", e.name}, {"value", e.value}});
+    for (const SecretEnvVar& e : t.secret_env) {
+      Json ref{{"name", e.ref.secret}, {"key", e.ref.key}};
+      if (e.ref.optional) ref["optional"] = true;
+      env.push_back(Json{{"name", e.name}, {"valueFrom", {{"secretKeyRef", std::move(ref)}}}});
+    }
     out["env"] = std::move(env);
   }
+  SecretsJson(t, out);
   if (!t.working_dir.empty()) out["workingDir"] = t.working_dir;
   Json res = Json::object();
   if (t.resources.gpu.mode != GpuMode::kNone) res["gpu"] = Gpu(t.resources.gpu);

@@ -658,9 +658,10 @@ spec:
   - name: w
     env:
     - name: TOKEN
-      valueFrom: {secretKeyRef: {name: s, key: k}}
+      valueFrom: {configMapKeyRef: {name: s, key: k}}
 )",
-     "job.yaml:9:18: spec.tasks[0].env[0].valueFrom: is not supported: give the value itself\n"},
+     "job.yaml:9:36: spec.tasks[0].env[0].valueFrom.configMapKeyRef: is not supported: give the "
+     "value itself, or a secretKeyRef\n"},
     {"nul_in_command_yaml", R"(apiVersion: gpucloud/v1
 kind: Job
 metadata: {name: train}

@@ -183,10 +183,11 @@ spec:
   ASSERT_TRUE(r.ok()) << AllErrors(r);
   ASSERT_EQ(r.warnings.size(), 3u);
   EXPECT_EQ(r.warnings[0].ToString(),
-            "p.yaml:5:3: warning: spec.volumes: ignored: not supported by gpucloud yet");
+            "p.yaml:5:13: warning: spec.volumes[0]: ignored: only secret volumes are supported by "
+            "gpucloud");
   EXPECT_EQ(r.warnings[1].ToString(),
-            "p.yaml:9:5: warning: spec.containers[0].volumeMounts: ignored: not supported by "
-            "gpucloud yet");
+            "p.yaml:9:20: warning: spec.containers[0].volumeMounts[0]: ignored: volume \"data\" is "
+            "not a secret volume");
   EXPECT_EQ(r.warnings[2].ToString(),
             "p.yaml:11:54: warning: spec.containers[0].resources.limits.ephemeral-storage: "
             "ignored: gpucloud does not schedule ephemeral-storage");

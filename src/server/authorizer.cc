@@ -56,7 +56,10 @@ std::optional<RequestedAction> NodeAction(const std::string& method,
   }
   const std::string& sub = parts[2];
   if (sub == "heartbeat" && method == "POST") return RequestedAction{"nodes:Heartbeat", resource};
-  if (sub == "assignments" && method == "GET") {
+  if (sub == "assignments" && method == "GET" && parts.size() == 5 && parts[4] == "secrets") {
+    return RequestedAction{"nodes:GetTaskSecrets", resource};
+  }
+  if (sub == "assignments" && method == "GET" && parts.size() == 3) {
     return RequestedAction{"nodes:GetAssignments", resource};
   }
   if (method != "POST") return std::nullopt;

@@ -56,6 +56,8 @@ TEST(ActionOfTest, EveryRouteNeedsItsAction) {
       {"DELETE", "nodes/n1", false, "nodes:Delete gpucloud:node/n1"},
       {"POST", "nodes/n1/heartbeat", false, "nodes:Heartbeat gpucloud:node/n1"},
       {"GET", "nodes/n1/assignments", true, "nodes:GetAssignments gpucloud:node/n1"},
+      {"GET", "nodes/n1/assignments/team-a.train.0/secrets", false,
+       "nodes:GetTaskSecrets gpucloud:node/n1"},
       {"POST", "nodes/n1/cordon", false, "nodes:Cordon gpucloud:node/n1"},
       {"POST", "nodes/n1/reclaim", false, "nodes:Drain gpucloud:node/n1"},
       {"GET", "runtimeclasses", false, "runtimeclasses:List gpucloud:runtimeclass/*"},

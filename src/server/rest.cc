@@ -245,12 +245,25 @@ absl::StatusOr<Selector> ParseSelector(const std::string& text) {
 // label ("..", "a%2Fb", "a?b" once decoded, NUL): every segment after /apis/gpucloud/v1/ is a
 // resource, a namespace, a name or a sub-resource, all DNS labels, and dropping, resolving or
 // splitting one would make the path name another object.
+// An assignment's name ("{namespace}.{job}.{rank}") is DNS labels joined by '.'.
+bool IsAssignmentName(std::string_view name) {
+  if (name.size() > 253) return false;
+  for (const std::string& label : SplitAny(name, ".")) {
+    if (!ValidateDnsLabel(label).ok()) return false;
+  }
+  return !name.empty() && name.find("..") == std::string_view::npos && name.back() != '.';
+}
+
 std::optional<Response> RefuseSegments(const Request& r, const std::vector<std::string>& parts) {
   std::string_view rest = std::string_view(r.path).substr(kPrefix.size());
   if (rest.starts_with('/') || rest.find("//") != std::string_view::npos) {
     return Status(400, "BadRequest", Cat("path ", r.path, ": a segment is empty"));
   }
-  for (const std::string& p : parts) {
+  // nodes/{node}/assignments/{assignment}/secrets: the one segment that is not a DNS label.
+  const bool assignment = parts.size() == 5 && parts[0] == "nodes" && parts[2] == "assignments";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (assignment && i == 3 && IsAssignmentName(p)) continue;
     if (!ValidateDnsLabel(p).ok()) {
       return Status(400, "BadRequest",
                     Cat("path ", r.path, ": \"", p,

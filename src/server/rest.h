@@ -195,6 +195,9 @@ class RestApi {
   Response SetNodeFlags(const Request& r, const std::string& name, const std::string& verb);
   Response DeleteNode(const Request& r, const std::string& name);
   Response IssueNodeCertificate(const Request& r, const std::string& name);
+  // GET nodes/{node}/assignments/{name}/secrets: the values the assignment's secret references
+  // resolve to (task_secrets.h), for that node's own certificate only; never audited or cached.
+  Response TaskSecretsFor(const Request& r, const std::string& node, const std::string& name);
   Response ReclaimPool(const Request& r, const std::string& pool);
   // POST pools/{pool}/prepull?image=REF: every node of the pool pulls the image ahead of its
   // tasks (spec.prePull, durable, the newest kPrePullKept; told to agents with heartbeats).

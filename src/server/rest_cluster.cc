@@ -171,7 +171,10 @@ void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void
 }
 
 Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& parts) {
-  if (parts.size() > 3) return Status(404, "NotFound", Cat("no such path ", r.path));
+  const bool task_secrets = parts.size() == 5 && parts[2] == "assignments" && parts[4] == "secrets";
+  if (parts.size() > 3 && !task_secrets) {
+    return Status(404, "NotFound", Cat("no such path ", r.path));
+  }
   Route route{&kNodes, "", parts.size() >= 2 ? parts[1] : ""};
   if (!route.name.empty() && !ValidateDnsLabel(route.name).ok()) {
     return Status(400, "BadRequest", Cat("name \"", route.name, "\" is not a DNS label"));
@@ -199,7 +202,11 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
     if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     return Heartbeat(r, route.name);
   }
-  if (sub == "assignments" && r.method == "GET") {
+  if (sub == "assignments" && r.method == "GET" && parts.size() == 5 && parts[4] == "secrets") {
+    if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
+    return TaskSecretsFor(r, route.name, parts[3]);
+  }
+  if (sub == "assignments" && r.method == "GET" && parts.size() == 3) {
     std::string prefix = Cat("/assignments/", route.name, "/");
     if (std::optional<Response> bad =
             RefuseQuery(r, {"watch", "resourceVersion", "timeoutSeconds", "allowWatchBookmarks"})) {

@@ -15,13 +15,14 @@
 #include "server/rest_util.h"
 #include "server/secret_box.h"
 #include "server/secret_store.h"
+#include "server/task_secrets.h"
 
 namespace gpucloud::server {
 namespace {
 
 constexpr std::string_view kOpaque = "Opaque";
-constexpr std::string_view kDockerConfigJson = "kubernetes.io/dockerconfigjson";
-constexpr std::string_view kDockerConfigKey = ".dockerconfigjson";
+constexpr std::string_view kDockerConfigJson = kDockerConfigJsonType;
+constexpr std::string_view kDockerConfigKey = kDockerConfigJsonKey;
 
 // A Secret as written: its document without values, and the values.
 struct SecretWrite {
@@ -32,11 +33,7 @@ struct SecretWrite {
 
 // A data key as Kubernetes takes it: [-._a-zA-Z0-9]+, at most 253, not "." or "..".
 std::string CheckDataKey(std::string_view field, const std::string& key) {
-  const bool chars = !key.empty() && key.size() <= 253 &&
-                     key.find_first_not_of(
-                         "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                         "0123456789") == std::string::npos;
-  if (!chars || key == "." || key == "..") {
+  if (!ValidateSecretKey(key).ok()) {
     return Cat(field, "[", key, "]: a key must be 1 to 253 of [-._a-zA-Z0-9], not . or ..");
   }
   return "";
@@ -227,6 +224,46 @@ Response RestApi::PutSecret(const Request& r, const std::string& ns, const std::
   absl::StatusOr<store::KeyValue> stored = secrets_->Put(ns, name, w.doc, w.values, expect);
   if (!stored.ok()) return FromStatus(stored.status());
   return {current.ok() && !create ? 200 : 201, SecretStore::Describe(*stored).dump(2) + "\n"};
+}
+
+// The node that runs the task, and only it (NodeRestriction): an admin's or another node's
+// request is refused even where a policy would allow it, so a value leaves the server only for
+// the process that starts the task. The answer is never stored, audited (the audit log records
+// requests, never bodies) or cached by a client (Cache-Control: no-store).
+Response RestApi::TaskSecretsFor(const Request& r, const std::string& node,
+                                 const std::string& name) {
+  if (!r.who.node || r.who.node_name != node) {
+    return Status(403, "Forbidden",
+                  Cat("only node ", node, "'s own certificate may read the secrets of its tasks"));
+  }
+  absl::StatusOr<store::KeyValue> kv = store_.Get(Cat("/assignments/", node, "/", name));
+  if (absl::IsNotFound(kv.status())) {
+    return Status(404, "NotFound", Cat("node ", node, " has no assignment ", name));
+  }
+  if (!kv.ok()) return FromStatus(kv.status());
+  absl::StatusOr<api::Assignment> a = api::AssignmentFromJson(kv->value);
+  if (!a.ok()) return FromStatus(a.status());
+  if (a->UsesSecrets() && secrets_ == nullptr) {
+    return Status(503, "Unavailable", "this server keeps no secrets");
+  }
+  absl::StatusOr<api::TaskSecrets> resolved =
+      ResolveTaskSecrets(*a, [&](const std::string& secret) -> absl::StatusOr<RevealedSecret> {
+        RevealedSecret out;
+        absl::StatusOr<std::map<std::string, std::string>> values =
+            secrets_->Reveal(a->namespace_, secret, &out.type);
+        if (!values.ok()) return values.status();
+        out.values = *std::move(values);
+        return out;
+      });
+  if (!resolved.ok()) {
+    if (absl::IsFailedPrecondition(resolved.status())) {
+      return Status(409, "CreateContainerConfigError", std::string(resolved.status().message()));
+    }
+    return FromStatus(resolved.status());
+  }
+  Response out{200, api::TaskSecretsToJson(*resolved) + "\n"};
+  out.headers["Cache-Control"] = "no-store";
+  return out;
 }
 
 }  // namespace gpucloud::server

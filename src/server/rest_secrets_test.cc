@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
+#include "api/wire.h"
 #include "server/rest.h"
 #include "server/secret_store.h"
 #include "store/sqlite_store.h"
@@ -217,6 +218,50 @@ TEST_F(RestSecretsTest, WithoutASecretStoreThePathsAre404) {
   EXPECT_EQ(
       bare.Handle({"GET", std::string(kApi) + "/namespaces/team-a/secrets", {}, "", admin_}).status,
       404);
+}
+
+// A task's secret values go to the node it is assigned to, and to nobody else: not another node,
+// not an admin, not the tenant; a missing one is a 409 naming it.
+TEST_F(RestSecretsTest, TaskSecretsGoToTheTasksNodeOnly) {
+  ASSERT_EQ(Call("POST", "/namespaces/team-a/secrets", SecretBody("hf"), alice_).status, 201);
+  api::Assignment a{
+      .name = "team-a.train.0", .namespace_ = "team-a", .job = "train", .job_uid = "u1"};
+  a.secret_env = {{"HF_TOKEN", {"hf", "token", false}}};
+  a.secret_volumes = {{"creds", "hf", "/etc/creds", {{"user", "user.txt"}}, false}};
+  ASSERT_TRUE(store_
+                  ->Txn({{store::Op::Kind::kPut, "/assignments/n1/team-a.train.0",
+                          api::AssignmentToJson(a), std::nullopt}})
+                  .ok());
+  Identity n1{"node:n1"};
+  n1.node = true;
+  n1.node_name = "n1";
+  Identity n2 = n1;
+  n2.user = "node:n2";
+  n2.node_name = "n2";
+  const std::string path = "/nodes/n1/assignments/team-a.train.0/secrets";
+  Response got = Call("GET", path, "", n1);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.authorization.action, "nodes:GetTaskSecrets");
+  EXPECT_EQ(got.headers["Cache-Control"], "no-store");
+  absl::StatusOr<api::TaskSecrets> s = api::TaskSecretsFromJson(got.body);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->env.at("HF_TOKEN"), kPlain);
+  ASSERT_EQ(s->files.size(), 1u);
+  EXPECT_EQ(s->files[0], (api::TaskSecrets::File{"creds", "user.txt", "alice"}));
+  for (const Identity* who : {&n2, &admin_, &alice_}) {
+    Response r = Call("GET", path, "", *who);
+    EXPECT_EQ(r.status, 403) << who->user << ": " << r.body;
+    EXPECT_EQ(r.body.find(kPlain), std::string::npos);
+  }
+  EXPECT_EQ(Call("GET", "/nodes/n1/assignments/team-a.gone.0/secrets", "", n1).status, 404);
+  // The secret goes away: the node is told which, and waits.
+  ASSERT_EQ(Admin("DELETE", "/namespaces/team-a/secrets/hf").status, 200);
+  Response missing = Call("GET", path, "", n1);
+  EXPECT_EQ(missing.status, 409) << missing.body;
+  EXPECT_NE(missing.body.find("CreateContainerConfigError: secret \\\"hf\\\" not found in "
+                              "namespace team-a (env HF_TOKEN)"),
+            std::string::npos)
+      << missing.body;
 }
 
 }  // namespace

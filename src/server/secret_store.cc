@@ -201,12 +201,17 @@ absl::StatusOr<int64_t> SecretStore::Delete(const std::string& ns, const std::st
   return store_.Txn({store::Op{store::Op::Kind::kDelete, Key(ns, name), "", std::nullopt}});
 }
 
-absl::StatusOr<std::map<std::string, std::string>> SecretStore::Reveal(
-    const std::string& ns, const std::string& name) const {
+absl::StatusOr<std::map<std::string, std::string>> SecretStore::Reveal(const std::string& ns,
+                                                                       const std::string& name,
+                                                                       std::string* type) const {
   absl::StatusOr<store::KeyValue> kv = store_.Get(Key(ns, name));
   if (!kv.ok()) return kv.status();
   absl::StatusOr<Json> doc = ParseStored(*kv);
   if (!doc.ok()) return doc.status();
+  if (type != nullptr) {
+    const Json& t = (*doc)["type"];
+    *type = t.is_string() ? t.get<std::string>() : "Opaque";
+  }
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : (*doc)["data"].items()) {
     absl::StatusOr<std::string> plain = box_->Open(v.get<std::string>(), AadOf(kv->key, k));

@@ -104,8 +104,10 @@ class SecretStore {
   // Server-internal, never served over HTTP: the plaintext values of NS/NAME, for the
   // controller and agents to hand to tasks. NotFound when absent; DataLoss for a value that
   // does not open (changed or moved); FailedPrecondition when its key is not in the ring.
+  // With `type`, also its type ("Opaque", "kubernetes.io/dockerconfigjson"), from the same read.
   absl::StatusOr<std::map<std::string, std::string>> Reveal(const std::string& ns,
-                                                            const std::string& name) const;
+                                                            const std::string& name,
+                                                            std::string* type = nullptr) const;
   // A stored Secret as the API shows it: never a value. "data" is left out; status.data gives
   // each key's size in bytes and the id of the KEK that wraps it; metadata.resourceVersion.
   static nlohmann::ordered_json Describe(const store::KeyValue& kv);

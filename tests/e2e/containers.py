@@ -21,7 +21,12 @@ scripts/build-images pushed to it. Checks, each a row of the summary table:
   8. Volcano's VK_TASK_INDEX, VC_<TASK>_HOSTS and /etc/volcano/<task>.host reach a container;
   9. an image store over its limit (--image-store-max-gib) loses the unused images, not those
      of running tasks;
- 10. `gpuctl images pull --pool` puts an image on the pool's nodes before any job needs it.
+ 10. `gpuctl images pull --pool` puts an image on the pool's nodes before any job needs it;
+ 11. Secrets: a variable from a secretKeyRef and a read-only file from a secret volume reach the
+     container, the value in no job, event or host command line; a missing secret makes the
+     task wait (CreateContainerConfigError) and it runs once created; an imagePullSecret fetches
+     an image the node's credentials cannot, and another namespace's task without it may not
+     use the cached image.
 Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or the registry.
 
 Usage: containers.py BUILD_DIR SOURCE_DIR
@@ -57,8 +62,12 @@ def wait(pred, timeout, what):
 
 
 class Cluster:
-    def __init__(self, build, work, reg, cert_dir):
+    # The GPUs of the agent: one simulated H100, no CDI spec (gpu_containers.py gives real ones).
+    SIMULATED = ("--simulate", "1xH100", "--cdi-spec-dir", "")
+
+    def __init__(self, build, work, reg, cert_dir, gpus=SIMULATED):
         self.build, self.work, self.reg, self.cert_dir = build, work, reg, cert_dir
+        self.gpus = list(gpus)
         self.auth_file = os.path.join(work, "auth.json")
         with open(self.auth_file, "w") as f:
             json.dump({"auths": {}}, f)
@@ -90,12 +99,12 @@ class Cluster:
         self.spawn("agent", [
             f"{self.build}/apps/gpucloud", "agent", "run", "--server", self.url, "--ca",
             os.path.join(self.data, "ca.crt"), "--token-file",
-            os.path.join(self.data, "bootstrap.token"), "--simulate", "1xH100",
+            os.path.join(self.data, "bootstrap.token"), *self.gpus,
             "--node-name", "node-a", "--address", "127.0.0.1", "--pool", "gpu",
             "--state-dir", self.agent_dir,
             "--image-store", self.store, "--registry-cert-dir", self.cert_dir,
             "--registry-auth-file", self.auth_file,
-            "--container-runtime", "runc", "--cdi-spec-dir", "", *extra])
+            "--container-runtime", "runc", *extra])
 
     def kill_agent(self):
         p = self.procs.pop("agent")
@@ -344,6 +353,75 @@ def check_registry_refusals(c, res, creg, areg):
               phase == "Succeeded" and "authorized" in c.logs("auth"), f"phase {phase}")
 
 
+SECRET_VALUE = "hf_e2e_VALUE_5521"
+
+
+def check_secrets(c, res, areg, busybox):
+    """Secrets reach a container as variables and read-only files, never in the job, its
+    events or Podman's command line; a missing one makes the task wait, not fail; a pull secret
+    fetches an image the node cannot, and another namespace's task without it may not use it."""
+    c.gpuctl("create", "secret", "generic", "hf", "-n", "default",
+             f"--from-literal=token={SECRET_VALUE}", "--from-literal=user=alice")
+    spec = job("sec", busybox, ["sh", "-c", "echo token=$HF_TOKEN; echo user=$(cat /etc/hf/u);"
+                                " ls -ln /etc/hf; touch /etc/hf/x 2>/dev/null || echo ro;"
+                                " sleep 2"])
+    task = spec["spec"]["tasks"][0]
+    task["env"] = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf",
+                                                                        "key": "token"}}}]
+    task["volumes"] = [{"name": "hf", "mountPath": "/etc/hf",
+                        "secret": {"secretName": "hf", "items": [{"key": "user", "path": "u"}]}}]
+    c.apply(spec)
+    c.wait_phase("sec", ("Running", "Succeeded", "Failed"), 60)
+    cmdlines = subprocess.run(["sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"],
+                              capture_output=True, text=True).stdout
+    phase = c.wait_phase("sec", ("Succeeded", "Failed"), 60)
+    out = c.logs("sec")
+    res.check("11 a secret reaches the container as a variable and a read-only 0400 file",
+              phase == "Succeeded" and f"token={SECRET_VALUE}" in out and "user=alice" in out
+              and "-r--------" in out and "ro" in out.split(), out.strip()[-300:])
+    shown = c.gpuctl("get", "jobs", "sec", "-o", "yaml") + c.gpuctl("events", "sec")
+    res.check("11 the value is in no job, event or host command line",
+              SECRET_VALUE not in shown and SECRET_VALUE not in cmdlines,
+              "not in get -o yaml, events or /proc/*/cmdline")
+    spec = job("later", busybox, ["sh", "-c", "echo got=$PW"])
+    spec["spec"]["tasks"][0]["env"] = [
+        {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "later", "key": "pw"}}}]
+    c.apply(spec)
+    msg = wait(lambda: "CreateContainerConfigError" in c.tasks("later") and c.tasks("later"), 60,
+               "the task to wait for its missing secret")
+    waiting = 'secret "later" not found' in msg and c.phase("later") not in ("Failed",)
+    c.gpuctl("create", "secret", "generic", "later", "-n", "default", "--from-literal=pw=42")
+    phase = c.wait_phase("later", ("Succeeded", "Failed"), 60)
+    res.check("11 a missing secret makes the task wait, then it runs once the secret is there",
+              waiting and phase == "Succeeded" and "got=42" in c.logs("later"), msg[:160])
+    ref = f"{areg.addr}/gpucloud/busybox:1"
+    c.gpuctl("create", "secret", "docker-registry", "regcred", "-n", "default",
+             f"--docker-server={areg.addr}", f"--docker-username={areg.username}",
+             f"--docker-password={areg.password}")
+    spec = job("pulled", ref, ["sh", "-c", "echo pulled-with-secret"], policy="IfNotPresent")
+    spec["spec"]["tasks"][0]["imagePullSecrets"] = [{"name": "regcred"}]
+    c.apply(spec)
+    phase = c.wait_phase("pulled", ("Succeeded", "Failed"), 90)
+    res.check("11 an image pull secret fetches what the node's credentials cannot",
+              phase == "Succeeded" and "pulled-with-secret" in c.logs("pulled"), f"phase {phase}")
+    spec = job("steal", ref, ["sh", "-c", "echo stolen"], policy="IfNotPresent")
+    spec["metadata"]["namespace"] = "team-b"
+    c.apply(spec)
+
+    def steal_tasks():
+        out = c.gpuctl("get", "jobs", "steal", "-n", "team-b", "-o", "json", check=False)
+        try:
+            return " | ".join(json.loads(out).get("status", {}).get("tasks", {}).values())
+        except ValueError:
+            return ""
+    msg = wait(lambda: "ImagePullBackOff" in steal_tasks() and steal_tasks(), 60,
+               "another namespace's task to be refused the cached image")
+    res.check("11 another namespace's task may not use an image pulled with a job's secret",
+              "unauthorized" in msg.lower() or "authentication required" in msg.lower(),
+              msg[:200])
+    c.gpuctl("delete", "job", "steal", "-n", "team-b")
+
+
 def check_prepull(c, res, reg):
     ref = f"{reg.addr}/gpucloud/prepulled:1"
     out = c.gpuctl("images", "pull", "--pool", "gpu", ref)
@@ -410,6 +488,7 @@ def main():
                               lambda: check_readoption(c, res, busybox),
                               lambda: check_pull_failures(c, res),
                               lambda: check_refusals(c, res, busybox),
+                              lambda: check_secrets(c, res, areg, busybox),
                               lambda: check_registry_refusals(c, res, creg, areg),
                               lambda: check_prepull(c, res, reg),
                               lambda: check_image_gc(c, res, busybox, trainer)):
