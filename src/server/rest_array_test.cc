@@ -135,5 +135,16 @@ TEST_F(RestArrayTest, DeleteOfTheArrayNameDeletesEveryElementAtOnce) {
   EXPECT_EQ(Call("DELETE", Cat(kJobs, "/sweep")).status, 404);
 }
 
+TEST_F(RestArrayTest, TheLargestArrayIsOneTransaction) {
+  const int64_t before = store_->Revision();
+  Response r = Call("POST", kJobs, Sweep("{count: 10000, parallelism: 50}"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(store_->Revision(), before + 1);
+  EXPECT_EQ(*store_->Count("/jobs/team-a/"), 10000);
+  Response c = Call("DELETE", Cat(kJobs, "/sweep"));
+  EXPECT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(*store_->Count("/jobs/team-a/"), 0);
+}
+
 }  // namespace
 }  // namespace gpucloud::server
