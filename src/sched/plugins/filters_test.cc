@@ -83,12 +83,51 @@ TEST(GpuTypeFilter, NodeMustHaveAnAcceptedType) {
   EXPECT_EQ(f->Filter(GpuJob(), OneGpuNode("T4")), std::nullopt);
 }
 
-TEST(Registry, ByName) {
-  EXPECT_EQ(FilterPluginNames().size(), DefaultFilters().size());
-  for (const std::string& name : FilterPluginNames()) {
-    absl::StatusOr<std::unique_ptr<FilterPlugin>> f = MakeFilterPlugin(name);
-    ASSERT_TRUE(f.ok());
-    EXPECT_EQ((*f)->Name(), name);
+// Each built-in filter by name, in the default order, written out here (not read back from the
+// registry's own table): each name makes a filter of that name, and of the default filters only
+// it turns away the job from the node its case spoils.
+TEST(Registry, EachNameMakesTheFilterThatRejectsItsCase) {
+  struct Case {
+    std::string name;
+    void (*spoil)(JobRequest& job, Node& node);
+  };
+  const std::vector<Case> cases = {
+      {"NodeHealth", [](JobRequest&, Node& n) { n.gpus[0].healthy = false; }},
+      {"GpuType", [](JobRequest&, Node& n) { n.gpus[0].type = "A100-80GB"; }},
+      {"NodeSelector",
+       [](JobRequest& j, Node&) {
+         j.node_selector = {{"accelerator", "a100"}};
+       }},
+      {"TaintToleration",
+       [](JobRequest&, Node& n) {
+         n.taints = {{"gpucloud.io/spot", "true", "NoSchedule"}};
+       }},
+      {"CudaVersion",
+       [](JobRequest& j, Node& n) {
+         j.min_cuda_version = 12040;
+         n.cuda_version = 12020;
+       }},
+  };
+  std::vector<std::string> names;
+  for (const Case& c : cases) names.push_back(c.name);
+  EXPECT_EQ(FilterPluginNames(), names);
+  std::vector<std::unique_ptr<FilterPlugin>> defaults = DefaultFilters();
+  ASSERT_EQ(defaults.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(defaults[i]->Name(), cases[i].name);
+    absl::StatusOr<std::unique_ptr<FilterPlugin>> made = MakeFilterPlugin(cases[i].name);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_EQ((*made)->Name(), cases[i].name);
+    JobRequest job = GpuJob({"H100-80GB"});
+    Node node = OneGpuNode();
+    EXPECT_EQ((*made)->Filter(job, node), std::nullopt) << cases[i].name;
+    cases[i].spoil(job, node);
+    EXPECT_NE((*made)->Filter(job, node), std::nullopt) << cases[i].name;
+    for (size_t k = 0; k < defaults.size(); ++k) {
+      if (k == i) continue;
+      EXPECT_EQ(defaults[k]->Filter(job, node), std::nullopt)
+          << defaults[k]->Name() << " rejects the case of " << cases[i].name;
+    }
   }
   EXPECT_EQ(MakeFilterPlugin("Nope").status().message(),
             "unknown filter plugin \"Nope\" (known: NodeHealth, GpuType, NodeSelector, "
