@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/clock.h"
+#include "core/text.h"
 #include "manifest/manifest.h"
 #include "sched/queue_quota.h"
 #include "sched/registry.h"
@@ -288,25 +289,58 @@ TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
   EXPECT_EQ(d[3].kind, DecisionKind::kBind);  // a smaller job still fits
 }
 
+// One line per decision: "job kind reason", and the nodes of a bind's replicas.
+std::vector<std::string> DecisionLines(const std::vector<Decision>& decisions) {
+  std::vector<std::string> out;
+  for (const Decision& d : decisions) {
+    static constexpr const char* kKinds[] = {"bind", "wait", "reject", "preempt"};
+    out.push_back(d.job + " " + kKinds[static_cast<int>(d.kind)]);
+    if (!d.reason.empty()) out.back() += " " + d.reason;
+    if (d.allocation) {
+      for (const ReplicaPlacement& r : d.allocation->replicas)
+        out.back() += " n" + std::to_string(r.node);
+    }
+  }
+  return out;
+}
+
+// The decisions are a function of the jobs, not of the order the caller lists them in: the
+// pending list shuffled under fixed seeds gets the answer recorded here. Nodes a (n0, 8 GPUs),
+// b (n1, 4) and c (n2, 8 A100); job i has 1 + i % 3 replicas of 1 + i % 4 GPUs, priority i % 2.
+// Priority 1 first, then by submission; each gang where it packs best, until the GPUs run out.
+// A job alike in shape to one that waited earlier in the cycle gets that one's answer (j19 that
+// of j7: "1 replica fits now" was true when j7 was decided).
 TEST(Scheduler, SameInputsSameDecisions) {
-  auto run = [] {
+  std::vector<PendingJob> jobs;
+  for (int i = 0; i < 20; ++i)
+    jobs.push_back(Job("ns/j" + std::to_string(i), 1 + i % 3, 1 + i % 4, i % 2, i));
+  auto waiting = [](const std::string& job, int fit, int gang) {
+    return Cat(job, " wait waiting for capacity: ", fit,
+               fit == 1 ? " replica fits" : " replicas fit", " now, the gang needs ", gang,
+               " together");
+  };
+  const std::vector<std::string> want = {
+      "ns/j1 bind n1 n1",      "ns/j3 bind n0",         "ns/j5 bind n2 n2 n2",
+      waiting("ns/j7", 1, 2),  "ns/j9 bind n2",         waiting("ns/j11", 1, 3),
+      "ns/j13 bind n0 n0",     waiting("ns/j15", 0, 1), waiting("ns/j17", 0, 3),
+      waiting("ns/j19", 1, 2), waiting("ns/j0", 0, 1),  waiting("ns/j2", 0, 3),
+      waiting("ns/j4", 0, 2),  waiting("ns/j6", 0, 1),  waiting("ns/j8", 0, 3),
+      waiting("ns/j10", 0, 2), waiting("ns/j12", 0, 1), waiting("ns/j14", 0, 3),
+      waiting("ns/j16", 0, 2), waiting("ns/j18", 0, 1),
+  };
+  for (uint64_t seed : {1, 2, 3, 42, 2026}) {
+    std::vector<PendingJob> shuffled = jobs;
+    Rng rng(seed);
+    for (size_t i = shuffled.size(); i > 1; --i)
+      std::swap(shuffled[i - 1], shuffled[rng.Uniform(i)]);
+    size_t moved = 0;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      moved += shuffled[i].request.key != jobs[i].request.key;
+    ASSERT_GE(moved, jobs.size() / 2) << "seed " << seed << " hardly shuffles";
     ClusterState s({MakeNode("a", 8), MakeNode("b", 4), MakeNode("c", 8, "A100-80GB")},
                    GpuCatalog::Default());
-    std::vector<PendingJob> jobs;
-    for (int i = 0; i < 20; ++i)
-      jobs.push_back(Job("ns/j" + std::to_string(i), 1 + i % 3, 1 + i % 4, i % 2, i));
-    std::vector<Decision> d = MakeScheduler().Schedule(s, jobs, 0);
-    std::vector<std::string> out;
-    for (const Decision& x : d) {
-      out.push_back(x.job + ":" + std::to_string(static_cast<int>(x.kind)) + ":" + x.reason);
-      if (x.allocation) {
-        for (const ReplicaPlacement& r : x.allocation->replicas)
-          out.back() += " n" + std::to_string(r.node);
-      }
-    }
-    return out;
-  };
-  EXPECT_EQ(run(), run());
+    EXPECT_EQ(DecisionLines(MakeScheduler().Schedule(s, shuffled, 0)), want) << "seed " << seed;
+  }
 }
 
 TEST(Scheduler, SeedVolcanoJobRunsOnFourGpus) {
