@@ -2,22 +2,38 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace gpucloud::sim {
 namespace {
 
-std::string ReadShared(const std::string& name) {
-  std::ifstream f(std::string(GPUCLOUD_SOURCE_DIR) + "/../shared/traces/" + name);
+// The shared traces: $GPUCLOUD_SHARED_DIR/traces when it is set, else those beside the source
+// tree (CMake's GPUCLOUD_SHARED_DIR, ../shared by default).
+std::filesystem::path SharedTraces() {
+  const char* env = std::getenv("GPUCLOUD_SHARED_DIR");
+  return std::filesystem::path(env != nullptr && *env != '\0' ? env : GPUCLOUD_SHARED_DIR) /
+         "traces";
+}
+
+std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream f(path);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
 }
 
 TEST(Trace, TiresiasSixtyJobs) {
-  std::string text = ReadShared("tiresias_60_job.csv");
-  if (text.empty()) GTEST_SKIP() << "../shared/traces is not there";
+  const std::filesystem::path dir = SharedTraces();
+  if (!std::filesystem::is_directory(dir)) {
+    GTEST_SKIP() << dir << " is not there (set GPUCLOUD_SHARED_DIR to the shared directory)";
+  }
+  // The directory is there: a missing or empty trace is a failure, not a skip.
+  std::string text = Slurp(dir / "tiresias_60_job.csv");
+  ASSERT_FALSE(text.empty()) << dir / "tiresias_60_job.csv"
+                             << " is missing or empty";
   absl::StatusOr<Trace> t = ReadTrace(text, "auto");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->format, "tiresias");
