@@ -5,9 +5,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <iostream>
 #include <vector>
 
+#include "core/log.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -139,8 +139,10 @@ void CheckpointReplicator::Pass() {
   }
   for (const auto& [task, e] : snapshot) {
     absl::StatusOr<int> n = CopyCheckpoints(e.local, e.replica);
-    if (!n.ok())
-      std::cerr << "gpucloud agent: " << task << ": " << n.status().message() << std::endl;
+    if (!n.ok()) {
+      log::Warn("agent", "checkpoints not replicated",
+                {{"task", task}, {"error", n.status().message()}});
+    }
     int64_t replicated = NewestCheckpointMs(e.replica);
     std::lock_guard lock(mu_);
     auto it = tasks_.find(task);

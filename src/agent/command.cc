@@ -17,6 +17,7 @@
 #include "agent/nvml_backend.h"
 #include "agent/simulated_backend.h"
 #include "api/client.h"
+#include "core/log_flags.h"
 #include "core/parse.h"
 #include "core/text.h"
 
@@ -193,10 +194,16 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
     sub->add_option("--simulate", simulate, "simulated GPUs, e.g. 8xH100 or 4xA100-80GB,2xT4");
     sub->add_option("--nvml-library", library, "NVML library to load");
   }
+  log::Flags log_flags;
+  for (CLI::App* daemon : {serve, run}) log::AddFlags(*daemon, log_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  if (absl::Status s = log::ConfigureFromFlags(log_flags); !s.ok()) {
+    err << "gpucloud agent: " << s.message() << "\n";
+    return 2;
   }
   if (serve->parsed() || run->parsed()) {
     // Block the stop signals before the server thread starts; wait for them below.

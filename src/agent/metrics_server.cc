@@ -6,13 +6,13 @@
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <cstdlib>
-#include <iostream>
 #include <list>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "agent/exporter.h"
+#include "core/log.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -139,8 +139,8 @@ struct MetricsServer::Impl {
       if (stopping) break;
       if (ec) {
         // Out of descriptors, or a connection reset before it was accepted: try again later.
-        std::cerr << "gpucloud agent: metrics server: accept failed: " << ec.message()
-                  << "; retrying in " << absl::FormatDuration(backoff) << std::endl;
+        log::Warn("agent", "metrics server: accept failed",
+                  {{"error", ec.message()}, {"retry_in", absl::FormatDuration(backoff)}});
         std::unique_lock lock(backoff_mu);
         backoff_cv.wait_for(lock, absl::ToChronoMilliseconds(backoff),
                             [this] { return stopping.load(); });

@@ -30,6 +30,7 @@
 #include "agent/task_launch.h"
 #include "agent/task_secrets.h"
 #include "api/wire.h"
+#include "core/log.h"
 #include "core/private_file.h"
 #include "core/text.h"
 
@@ -204,7 +205,12 @@ struct NodeAgent::Impl {
   }
 
   void Log(const std::string& line) {
-    std::cerr << "gpucloud agent " << o.node_name << ": " << line << std::endl;
+    // "warning: ..." lines are records of level warn, without the prefix.
+    std::string_view msg = line;
+    bool warning = msg.starts_with("warning: ");
+    if (warning) msg.remove_prefix(9);
+    log::Write(warning ? log::Level::kWarn : log::Level::kInfo, "agent", msg,
+               {{"node", o.node_name}});
   }
 
   // Sleeps up to `d`; returns false when stopping.

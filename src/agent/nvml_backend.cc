@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <utility>
 
+#include "core/log.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -305,8 +305,8 @@ class NvmlBackend final : public GpuBackend {
   void DiscoverMig(nvmlDevice_t d, GpuDevice& g) {
     if (max_mig_ == nullptr || mig_by_index_ == nullptr || gi_id_ == nullptr ||
         attributes_ == nullptr || gi_by_id_ == nullptr || gi_info_ == nullptr) {
-      std::cerr << "gpucloud agent: GPU " << g.index
-                << " is in MIG mode, but this NVML cannot list MIG devices" << std::endl;
+      log::Warn("agent", "GPU is in MIG mode, but this NVML cannot list MIG devices",
+                {{"gpu", g.index}});
       return;
     }
     const GpuType* type = catalog_.Find(g.catalog_type);
@@ -323,8 +323,7 @@ class NvmlBackend final : public GpuBackend {
       if (get_uuid_(mig, uuid, sizeof uuid) != kSuccess || gi_id_(mig, &gi) != kSuccess ||
           attributes_(mig, &attrs) != kSuccess || gi_by_id_(d, gi, &instance) != kSuccess ||
           gi_info_(instance, &info) != kSuccess) {
-        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << i << " did not answer"
-                  << std::endl;
+        log::Warn("agent", "MIG device did not answer", {{"gpu", g.index}, {"mig_index", i}});
         continue;
       }
       const MigProfile* profile = nullptr;
@@ -337,9 +336,12 @@ class NvmlBackend final : public GpuBackend {
         }
       }
       if (profile == nullptr) {
-        std::cerr << "gpucloud agent: GPU " << g.index << ": MIG device " << uuid << " ("
-                  << attrs.gpuInstanceSliceCount << " compute slices, " << info.placement.size
-                  << " memory slices) matches no " << g.catalog_type << " profile" << std::endl;
+        log::Warn("agent", "MIG device matches no profile of its GPU type",
+                  {{"gpu", g.index},
+                   {"mig_uuid", uuid},
+                   {"compute_slices", attrs.gpuInstanceSliceCount},
+                   {"memory_slices", info.placement.size},
+                   {"type", g.catalog_type}});
         continue;
       }
       g.mig_layout.push_back({profile->name, static_cast<int>(info.placement.start)});

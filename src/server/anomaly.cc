@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "core/log.h"
 #include "core/prom_text.h"
 #include "core/text.h"
 #include "manifest/json_yaml.h"
@@ -471,7 +472,7 @@ void AnomalyRecorder::Observe(const AuditRecord& record) {
     ops.push_back({store::Op::Kind::kDelete, keys_[drop++], "", std::nullopt});
   }
   if (absl::StatusOr<int64_t> rev = store_.Txn(ops); !rev.ok()) {
-    std::fprintf(stderr, "gpucloud server: anomaly events: %s\n", rev.status().ToString().c_str());
+    log::Error("server", "anomaly events not written", {{"error", rev.status().ToString()}});
     return;
   }
   keys_.erase(keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(drop));

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/time/clock.h"
+#include "core/log_flags.h"
 #include "core/parse.h"
 #include "core/private_file.h"
 #include "core/text.h"
@@ -157,10 +158,16 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);
+  log::Flags log_flags;
+  log::AddFlags(app, log_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  if (absl::Status s = log::ConfigureFromFlags(log_flags); !s.ok()) {
+    err << "gpucloud server: " << s.message() << "\n";
+    return 2;
   }
   absl::StatusOr<HostPort> addr = ParseHostPort("--listen", listen);
   if (!addr.ok()) {

@@ -1,6 +1,6 @@
 #include "server/compactor.h"
 
-#include <iostream>
+#include "core/log.h"
 
 namespace gpucloud::server {
 
@@ -26,7 +26,7 @@ void Compactor::Start() {
       if (stopping_) break;
       lock.unlock();
       if (absl::Status s = RunOnce(); !s.ok()) {
-        std::cerr << "gpucloud server: compaction: " << s.message() << std::endl;
+        log::Error("server", "compaction failed", {{"error", s.message()}});
       }
       lock.lock();
     }

@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
+#include "core/log.h"
 #include "core/private_file.h"
 #include "core/text.h"
 #include "server/audit_log.h"
@@ -196,14 +197,14 @@ absl::Status ControlPlane::Start() {
         if (stop.stop_requested()) break;
         const int64_t now = m.clock.NowMillis();
         if (absl::Status s = m.audit->Tick(now); !s.ok()) {
-          std::fprintf(stderr, "gpucloud server: audit log: %s\n", s.ToString().c_str());
+          log::Error("server", "audit log tick failed", {{"error", s.ToString()}});
         }
         if (now - retained_ms >= kRetainEveryMs) {  // retention, every 10 minutes
           retained_ms = now;
           if (absl::StatusOr<int64_t> gone = m.audit->Retain(m.options.audit_retention);
               !gone.ok()) {
-            std::fprintf(stderr, "gpucloud server: audit log retention: %s\n",
-                         gone.status().ToString().c_str());
+            log::Error("server", "audit log retention failed",
+                       {{"error", gone.status().ToString()}});
           }
         }
       }
@@ -280,7 +281,7 @@ void ControlPlane::Stop() {
     m.audit_closed = true;  // Stop runs again from the destructor: closed once
     // Every request has been answered: flush what is buffered and sign the head.
     if (absl::Status s = m.audit->Close(); !s.ok()) {
-      std::fprintf(stderr, "gpucloud server: audit log: closing: %s\n", s.ToString().c_str());
+      log::Error("server", "audit log not closed", {{"error", s.ToString()}});
     }
   }
 }

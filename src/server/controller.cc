@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "api/wire.h"
+#include "core/log.h"
 #include "core/prom_text.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
@@ -193,7 +194,7 @@ void Controller::Loop() {
   int64_t seen = -1;
   while (!stopping_) {
     if (absl::Status s = RunOnce(); !s.ok()) {
-      std::cerr << "gpucloud server: controller: " << s.message() << std::endl;
+      log::Error("server", "controller pass failed", {{"error", s.message()}});
     }
     seen = store_.Revision();
     // Wait for a change, a kick, or the tick (for heartbeat timeouts and back-offs).
@@ -295,8 +296,8 @@ absl::Status Controller::SyncNodes(Pass& pass) {
           store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision}});
       if (!rev.ok() && !absl::IsAborted(rev.status())) return rev.status();
       if (rev.ok()) {
-        std::cerr << "gpucloud server: node " << name << " is " << (ready ? "Ready" : "NotReady")
-                  << std::endl;
+        log::Write(ready ? log::Level::kInfo : log::Level::kWarn, "server",
+                   ready ? "node is Ready" : "node is NotReady", {{"node", name}});
       }
     }
     if (!ready) {
@@ -484,8 +485,8 @@ void Controller::StepJobs(Pass& pass) {
     Write& w = writes[i];
     if (!results[i].ok()) {
       if (!absl::IsAborted(results[i].status()) && !absl::IsNotFound(results[i].status())) {
-        std::cerr << "gpucloud server: controller: " << w.key << ": "
-                  << results[i].status().message() << std::endl;
+        log::Error("server", "job status not written",
+                   {{"job", w.key}, {"error", results[i].status().message()}});
       }
       continue;
     }
@@ -614,8 +615,8 @@ absl::Status Controller::Schedule(Pass& pass) {
       }
       if (!a.replicas.empty()) {
         if (absl::Status c = state.Commit(a); !c.ok()) {
-          std::cerr << "gpucloud server: controller: " << job_key
-                    << " holds what is not free: " << c.message() << std::endl;
+          log::Error("server", "job holds what is not free",
+                     {{"job", job_key}, {"error", c.message()}});
         }
       }
       continue;
@@ -792,8 +793,8 @@ absl::Status Controller::Schedule(Pass& pass) {
   for (size_t i = 0; i < written.size(); ++i) {
     const absl::StatusOr<int64_t>& rev = results[i];
     if (!rev.ok() && !absl::IsAborted(rev.status())) {
-      std::cerr << "gpucloud server: controller: " << written[i].job << ": "
-                << rev.status().message() << std::endl;
+      log::Error("server", "scheduling decision not written",
+                 {{"job", written[i].job}, {"error", rev.status().message()}});
     }
     if (written[i].bind) {
       // Schedule committed the binding to the state: keep it when the store has it too.

@@ -19,7 +19,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -29,6 +28,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/time.h"
+#include "core/log.h"
 #include "core/prom_text.h"
 #include "core/text.h"
 #include "server/audited_store.h"
@@ -303,7 +303,7 @@ struct HttpsServer::Impl {
     if (options.log) {
       options.log(line);
     } else {
-      std::cerr << "gpucloud server: " << line << std::endl;
+      log::Warn("server", line);
     }
   }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "absl/strings/escaping.h"
+#include "core/log.h"
 #include "core/text.h"
 
 namespace gpucloud::server {
@@ -248,8 +249,8 @@ absl::StatusOr<bool> SecretStore::RotateIfDue() {
   if (!RotationDue(now, ring_->Current().created, options_.rotation_period)) return false;
   absl::StatusOr<KeyInfo> added = ring_->Rotate(now);
   if (!added.ok()) return added.status();
-  std::fprintf(stderr, "gpucloud server: secrets: rotated key_encryption_key=%s\n",
-               added->id.c_str());
+  log::Info("server", "secrets: rotated the key-encryption key",
+            {{"key_encryption_key", added->id}});
   return true;
 }
 
@@ -340,8 +341,7 @@ void SecretStore::Start() {
       absl::Duration pause = options_.check_every;
       absl::StatusOr<SecretMaintenance> step = MaintainOnce();
       if (!step.ok()) {
-        std::fprintf(stderr, "gpucloud server: secrets: maintenance: %s\n",
-                     step.status().ToString().c_str());
+        log::Error("server", "secrets: maintenance failed", {{"error", step.status().ToString()}});
       } else if (step->pending > 0) {
         pause = options_.rewrap_pause;
       }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -289,6 +290,20 @@ TEST(ServerBinary, OutOfDescriptorsOnceItAcceptsAgain) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ServerBinary, ABadLogFlagIsRefusedNamingTheFlag) {
+  std::string dir = TempDir("server-log-flag");
+  Running level = Start(dir, {"--log-level", "verbose"});
+  EXPECT_EQ(Wait(level), 2) << level.first_lines;
+  EXPECT_EQ(level.first_lines,
+            "gpucloud server: --log-level: \"verbose\" is not one of trace, debug, info, warn, "
+            "error\n");
+  Running format = Start(dir, {"--log-format", "xml"});
+  EXPECT_EQ(Wait(format), 2) << format.first_lines;
+  EXPECT_EQ(format.first_lines,
+            "gpucloud server: --log-format: \"xml\" is not one of text, json\n");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gpucloud::server
 
@@ -336,6 +351,68 @@ TEST(UpBinary, AnAgentThatCannotRunStopsUpWithItsReason) {
   EXPECT_TRUE(ended) << "gpucloud up kept running with a failed agent:\n" << text;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << text;
   EXPECT_NE(text.find("gpucloud up: agent: "), std::string::npos) << text;
+  std::filesystem::remove_all(dir);
+}
+
+// `gpucloud up --log-format json`: its records are one JSON object per line on stderr, with
+// their component and fields (the agent's node).
+TEST(UpBinary, JsonLogsAreOneObjectPerLineWithFields) {
+  std::string dir = TempDir("up-json-log");
+  int out[2], err[2];
+  ASSERT_EQ(pipe(out), 0);
+  ASSERT_EQ(pipe(err), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addclose(&fa, err[0]);
+  std::vector<std::string> args = {GPUCLOUD_BINARY, "up",          "--data-dir",   dir,
+                                   "--listen",      "127.0.0.1:0", "--simulate",   "1xH100",
+                                   "--node-name",   "json-node",   "--log-format", "json"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  close(err[1]);
+  close(out[0]);  // the banner is not the log
+  // Its stderr, line by line, until the agent says it registered (or 60 s pass).
+  std::vector<std::string> lines;
+  std::string partial;
+  bool registered = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!registered && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{err[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(err[0], buf, sizeof buf);
+    if (n <= 0) break;
+    partial.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1)) {
+      lines.push_back(partial.substr(0, nl));
+      registered =
+          registered || lines.back().find("\"msg\":\"registered with ") != std::string::npos;
+    }
+  }
+  kill(pid, SIGTERM);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string all;
+  for (const std::string& l : lines) all += l + "\n";
+  ASSERT_TRUE(registered) << all;
+  for (const std::string& line : lines) {
+    ASSERT_TRUE(nlohmann::json::accept(line)) << line;
+    nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j["ts"].is_string() && j["level"].is_string() && j["msg"].is_string()) << line;
+  }
+  nlohmann::json last = nlohmann::json::parse(lines.back());
+  EXPECT_EQ(last["component"], "agent") << all;
+  EXPECT_EQ(last["level"], "info") << all;
+  EXPECT_EQ(last["node"], "json-node") << all;
   std::filesystem::remove_all(dir);
 }
 

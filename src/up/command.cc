@@ -17,6 +17,7 @@
 #include "agent/simulated_backend.h"
 #include "api/client.h"
 #include "core/gpu_catalog.h"
+#include "core/log_flags.h"
 #include "core/parse.h"
 #include "core/text.h"
 #include "server/command.h"
@@ -42,10 +43,16 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
                  "as `gpucloud agent run --metrics-listen` does (port 0: any)");
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
+  log::Flags log_flags;
+  log::AddFlags(app, log_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  if (absl::Status s = log::ConfigureFromFlags(log_flags); !s.ok()) {
+    err << "gpucloud up: " << s.message() << "\n";
+    return 2;
   }
   // Absolute from here on: admin.config, the agent's state and the checkpoints' default root
   // are under it, and are used from other working directories (a task's, a user's shell).
