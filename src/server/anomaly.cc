@@ -101,12 +101,16 @@ struct AnomalyDetector::State {
   explicit State(AnomalyRules r)
       : rules(std::move(r)),
         denies(rules.deny_burst_max_identities),
+        unauthenticated(rules.unauthenticated_burst_max_sources),
         uses(rules.first_use_max_identities),
         costs(rules.cost_jump_max_identities) {}
   void OffHours(const AuditRecord& r, const std::string& who, int64_t t,
                 std::vector<AnomalyHit>& hits);
   void DenyBurst(const AuditRecord& r, const std::string& who, int64_t t,
                  std::vector<AnomalyHit>& hits);
+  // Returns the source's identity ("ip:ADDRESS") when it hit.
+  std::optional<std::string> UnauthenticatedBurst(const AuditRecord& r, int64_t t,
+                                                  std::vector<AnomalyHit>& hits);
   void FirstUse(const AuditRecord& r, const std::string& who, int64_t t,
                 std::vector<AnomalyHit>& hits);
   void CostJump(const AuditRecord& r, const std::string& who, int64_t t,
@@ -116,6 +120,7 @@ struct AnomalyDetector::State {
   absl::TimeZone default_tz;
   std::map<std::string, absl::TimeZone> namespace_tz;
   LruMap<DenyState> denies;
+  LruMap<DenyState> unauthenticated;  // by source IP
   LruMap<UseState> uses;
   LruMap<CostState> costs;
   std::optional<int64_t> first_ms;  // the first record's time (the first-use warm-up)
@@ -136,12 +141,15 @@ absl::Status ValidateAnomalyRules(const AnomalyRules& r) {
   if (r.deny_burst_count < 0 || r.deny_burst_window_ms < 0) {
     return bad("denyBurst", "count and windowSeconds must not be negative");
   }
+  if (r.unauthenticated_burst_count < 0 || r.unauthenticated_burst_window_ms < 0) {
+    return bad("unauthenticatedBurst", "count and windowSeconds must not be negative");
+  }
   if (r.cost_jump_factor < 0 || r.cost_jump_min_cost < 0) {
     return bad("costJump", "factor and minHourlyCost must not be negative");
   }
   if (r.first_use_max_identities < 1 || r.first_use_max_entries < 1 ||
       r.deny_burst_max_identities < 1 || r.cost_jump_max_identities < 1 ||
-      r.cost_jump_max_creates < 1) {
+      r.unauthenticated_burst_max_sources < 1 || r.cost_jump_max_creates < 1) {
     return bad("maxIdentities, maxEntries, maxCreates", "must be at least 1");
   }
   if (!ParseTimeZone(r.default_time_zone)) {
@@ -210,7 +218,8 @@ absl::StatusOr<AnomalyRules> ParseAnomalyRules(const std::string& yaml) {
   if (doc.is_null()) return r;  // an empty document: the defaults
   if (!doc.is_object()) return absl::InvalidArgumentError("anomaly rules: must be a mapping");
   for (const auto& [key, value] : doc.items()) {
-    if (key != "offHours" && key != "denyBurst" && key != "firstUse" && key != "costJump") {
+    if (key != "offHours" && key != "denyBurst" && key != "firstUse" && key != "costJump" &&
+        key != "unauthenticatedBurst") {
       return absl::InvalidArgumentError(Cat("anomaly rules: ", key, ": unknown field"));
     }
   }
@@ -238,6 +247,10 @@ absl::StatusOr<AnomalyRules> ParseAnomalyRules(const std::string& yaml) {
        {{"count", Number(r.deny_burst_count)},
         {"windowSeconds", Number(r.deny_burst_window_ms, 1000)},
         {"maxIdentities", Number(r.deny_burst_max_identities)}}},
+      {"unauthenticatedBurst",
+       {{"count", Number(r.unauthenticated_burst_count)},
+        {"windowSeconds", Number(r.unauthenticated_burst_window_ms, 1000)},
+        {"maxSources", Number(r.unauthenticated_burst_max_sources)}}},
       {"firstUse",
        {{"enabled", flag},
         {"maxIdentities", Number(r.first_use_max_identities)},
@@ -275,7 +288,7 @@ absl::StatusOr<std::unique_ptr<AnomalyDetector>> AnomalyDetector::Create(Anomaly
     state->namespace_tz[ns] = *ParseTimeZone(zone);
   }
   for (const char* rule : {kRuleOffHoursLaunch, kRuleDenyBurst, kRuleFirstUseGpuType,
-                           kRuleFirstUseNamespace, kRuleCostJump}) {
+                           kRuleFirstUseNamespace, kRuleCostJump, kRuleUnauthenticatedBurst}) {
     state->counts[rule] = 0;
   }
   return std::unique_ptr<AnomalyDetector>(new AnomalyDetector(std::move(state)));
@@ -298,8 +311,10 @@ std::vector<AnomalyHit> AnomalyDetector::Observe(const AuditRecord& r) {
   } else if (r.decision == "deny") {
     s.DenyBurst(r, who, t, hits);
   }
+  std::optional<std::string> source;
+  if (r.response_code == 401) source = s.UnauthenticatedBurst(r, t, hits);
   for (AnomalyHit& h : hits) {
-    h.identity = who;
+    h.identity = h.rule == kRuleUnauthenticatedBurst && source ? *source : who;
     h.time_ms = t;
     h.audit_seq = r.seq;
     h.namespace_ = r.object_namespace;
@@ -341,6 +356,25 @@ void AnomalyDetector::State::DenyBurst(const AuditRecord& r, const std::string& 
                                              who, times.size(), rules.deny_burst_window_ms / 1000,
                                              r.action, r.resource)});
   times.clear();  // one burst, one hit
+}
+
+std::optional<std::string> AnomalyDetector::State::UnauthenticatedBurst(
+    const AuditRecord& r, int64_t t, std::vector<AnomalyHit>& hits) {
+  if (rules.unauthenticated_burst_count <= 0) return std::nullopt;
+  const std::string source = Cat("ip:", r.source_ips.empty() ? "unknown" : r.source_ips[0]);
+  std::deque<int64_t>& times = unauthenticated.Touch(source).times;
+  times.push_back(t);
+  const int64_t window = rules.unauthenticated_burst_window_ms;
+  while (!times.empty() && times.front() <= t - window) times.pop_front();
+  if (times.size() <= static_cast<size_t>(rules.unauthenticated_burst_count)) return std::nullopt;
+  hits.push_back({.rule = kRuleUnauthenticatedBurst,
+                  .message = absl::StrFormat(
+                      "%s was refused %d requests without a valid token or "
+                      "certificate within %d s (the last: %s %s): a guessed or "
+                      "stolen token?",
+                      source.substr(3), times.size(), window / 1000, r.verb, r.request_uri)});
+  times.clear();  // one burst, one hit
+  return source;
 }
 
 void AnomalyDetector::State::FirstUse(const AuditRecord& r, const std::string& who, int64_t t,

@@ -20,6 +20,10 @@
 // 4. cost-jump: the summed estimated hourly cost of an identity's creates in the last hour
 //    (t - 1h, t] over cost_jump_min_cost and more than cost_jump_factor times that of the hour
 //    before, (t - 2h, t - 1h]; at most one hit per identity per hour.
+// 5. unauthenticated-burst: more than unauthenticated_burst_count records answered 401 (no
+//    valid token or certificate: token guessing) from one source IP within
+//    unauthenticated_burst_window_ms; one burst is one hit, as for deny-burst. The hit's
+//    identity is "ip:ADDRESS".
 // An identity is the record's user.username ("anonymous" when empty).
 // AnomalyDetector is thread-safe (one mutex); AnomalyRecorder too.
 #ifndef GPUCLOUD_SERVER_ANOMALY_H_
@@ -49,6 +53,7 @@ inline constexpr char kRuleDenyBurst[] = "deny-burst";
 inline constexpr char kRuleFirstUseGpuType[] = "first-use-gpu-type";
 inline constexpr char kRuleFirstUseNamespace[] = "first-use-namespace";
 inline constexpr char kRuleCostJump[] = "cost-jump";
+inline constexpr char kRuleUnauthenticatedBurst[] = "unauthenticated-burst";
 
 struct AnomalyRules {
   // 1. Expensive launches outside working hours (0: off).
@@ -72,6 +77,10 @@ struct AnomalyRules {
   double cost_jump_min_cost = 100.0;  // dollars per hour summed over the last hour
   int cost_jump_max_identities = 10'000;
   int cost_jump_max_creates = 4096;  // remembered per identity (the oldest go)
+  // 5. 401 bursts per source IP (0: off).
+  int unauthenticated_burst_count = 20;  // more than this many ...
+  int64_t unauthenticated_burst_window_ms = 60'000;
+  int unauthenticated_burst_max_sources = 10'000;
 };
 
 // InvalidArgument naming the field for hours outside 0..23, negative bounds or an unknown

@@ -65,6 +65,7 @@ AnomalyRules Only(const std::string& rule) {
   if (rule != kRuleDenyBurst) r.deny_burst_count = 0;
   if (rule != kRuleFirstUseGpuType) r.first_use = false;
   if (rule != kRuleCostJump) r.cost_jump_factor = 0;
+  if (rule != kRuleUnauthenticatedBurst) r.unauthenticated_burst_count = 0;
   r.first_use_warmup_ms = 0;
   return r;
 }
@@ -164,6 +165,7 @@ offHours:
 denyBurst: {count: 5, windowSeconds: 30}
 firstUse: {enabled: false}
 costJump: {factor: 2, minHourlyCost: 10}
+unauthenticatedBurst: {count: 50, windowSeconds: 10}
 )");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->off_hours_min_cost, 30.5);
@@ -175,6 +177,8 @@ costJump: {factor: 2, minHourlyCost: 10}
   EXPECT_FALSE(r->first_use);
   EXPECT_EQ(r->cost_jump_factor, 2);
   EXPECT_EQ(r->cost_jump_min_cost, 10);
+  EXPECT_EQ(r->unauthenticated_burst_count, 50);
+  EXPECT_EQ(r->unauthenticated_burst_window_ms, 10'000);
   EXPECT_TRUE(ParseAnomalyRules("").ok());
   struct Bad {
     std::string yaml, field;
@@ -188,6 +192,7 @@ costJump: {factor: 2, minHourlyCost: 10}
            {"firstUse: {enabled: 1}", "firstUse.enabled: must be true or false"},
            {"burst: {}", "burst: unknown field"},
            {"costJump: 3", "costJump: must be a mapping"},
+           {"unauthenticatedBurst: {count: -1}", "unauthenticatedBurst"},
        }) {
     absl::StatusOr<AnomalyRules> parsed = ParseAnomalyRules(bad.yaml);
     ASSERT_FALSE(parsed.ok()) << bad.yaml;
@@ -244,6 +249,45 @@ TEST(AnomalyTest, DenyBurstIsPerIdentity) {
   AuditRecord ok = Denied("alice", t0 + 11);
   ok.decision = "allow";
   EXPECT_TRUE(d->Observe(ok).empty());
+}
+
+AuditRecord Unauthenticated(const std::string& ip, int64_t t) {
+  AuditRecord r;
+  r.seq = ++next_seq;
+  r.source_ips = {ip};
+  r.verb = "list";
+  r.request_uri = "/apis/gpucloud/v1/jobs";
+  r.response_code = 401;  // no identity, no authorization decision
+  r.stage_ms = t;
+  return r;
+}
+
+// Token guessing: 401s counted per source IP, not per (absent) identity.
+TEST(AnomalyTest, UnauthenticatedBurstIsPerSourceIp) {
+  AnomalyRules rules = Only(kRuleUnauthenticatedBurst);
+  rules.unauthenticated_burst_count = 3;
+  rules.unauthenticated_burst_window_ms = 10'000;
+  auto d = Make(rules);
+  const int64_t t0 = Ms("2026-12-01T12:00:00Z");
+  std::vector<AuditRecord> stream;
+  for (int i = 0; i < 3; ++i) {
+    stream.push_back(Unauthenticated("10.0.0.7", t0 + i));
+    stream.push_back(Unauthenticated("10.0.0.8", t0 + i));
+  }
+  stream.push_back(Unauthenticated("10.0.0.7", t0 + 10'000));  // the 1st left the window
+  EXPECT_TRUE(RulesHit(*d, stream).empty());
+  std::vector<AnomalyHit> hits = d->Observe(Unauthenticated("10.0.0.8", t0 + 9'999));
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].rule, kRuleUnauthenticatedBurst);
+  EXPECT_EQ(hits[0].identity, "ip:10.0.0.8");
+  EXPECT_NE(hits[0].message.find("10.0.0.8 was refused 4 requests"), std::string::npos)
+      << hits[0].message;
+  // One burst, one hit; 403s (an identity was known) are deny-burst's, not this rule's.
+  EXPECT_TRUE(d->Observe(Unauthenticated("10.0.0.8", t0 + 10'001)).empty());
+  AuditRecord denied = Denied("mallory", t0 + 10'002);
+  denied.source_ips = {"10.0.0.9"};
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(d->Observe(denied).empty());
+  EXPECT_EQ(d->Counts().at(kRuleUnauthenticatedBurst), 1);
 }
 
 TEST(AnomalyTest, FirstUseOfGpuTypeAndNamespace) {
@@ -349,7 +393,8 @@ TEST(AnomalyTest, CountsAndMetrics) {
             "gpucloud_audit_anomalies_total{rule=\"deny-burst\"} 0\n"
             "gpucloud_audit_anomalies_total{rule=\"first-use-gpu-type\"} 0\n"
             "gpucloud_audit_anomalies_total{rule=\"first-use-namespace\"} 0\n"
-            "gpucloud_audit_anomalies_total{rule=\"off-hours-launch\"} 2\n");
+            "gpucloud_audit_anomalies_total{rule=\"off-hours-launch\"} 2\n"
+            "gpucloud_audit_anomalies_total{rule=\"unauthenticated-burst\"} 0\n");
 }
 
 TEST(AnomalyTest, RecorderWritesEventsAndKeepsABoundedNumber) {
