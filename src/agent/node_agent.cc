@@ -29,6 +29,7 @@
 #include "agent/task_env.h"
 #include "agent/task_launch.h"
 #include "agent/task_secrets.h"
+#include "agent/task_times.h"
 #include "api/wire.h"
 #include "core/log.h"
 #include "core/private_file.h"
@@ -109,11 +110,14 @@ std::string HostName() {
 }
 
 Json ReportToJson(const api::TaskReport& r) {
-  return Json{{"state", api::TaskStateName(r.state)},
-              {"exitCode", r.exit_code},
-              {"signal", r.signal},
-              {"oomKilled", r.oom_killed},
-              {"message", r.message}};
+  Json j{{"state", api::TaskStateName(r.state)},
+         {"exitCode", r.exit_code},
+         {"signal", r.signal},
+         {"oomKilled", r.oom_killed},
+         {"message", r.message}};
+  if (r.started_ms) j["startedMs"] = r.started_ms;
+  if (r.finished_ms) j["finishedMs"] = r.finished_ms;
+  return j;
 }
 
 }  // namespace
@@ -467,6 +471,10 @@ struct NodeAgent::Impl {
         fs::remove(e.path(), ec);
         continue;
       }
+      if (rep.is_object()) {
+        t.report.started_ms = rep.value("startedMs", int64_t{0});
+        t.report.finished_ms = rep.value("finishedMs", int64_t{0});
+      }
       if (state != "Running" && state != "Starting" && !state.empty()) {
         for (api::TaskState s : {api::TaskState::kSucceeded, api::TaskState::kFailed,
                                  api::TaskState::kStopped, api::TaskState::kLost}) {
@@ -484,10 +492,13 @@ struct NodeAgent::Impl {
       } else if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
         Ended(t, *e);
         t.ended_at = absl::Now();
+        t.report.finished_ms =
+            TaskEndedMs(StatusPath(t), t.report.started_ms, absl::ToUnixMillis(*t.ended_at));
         Log(Cat("task ", t.a.name, " ended while the agent was away: ", t.report.message));
       } else {
         t.report.message = "it ended while the agent was away; its exit status is unknown";
         t.ended_at = absl::Now();
+        t.report.finished_ms = absl::ToUnixMillis(*t.ended_at);
         Log(Cat("task ", t.a.name, " was lost while the agent was away"));
         if (!t.container_name.empty()) RemoveContainer(t);  // its podman run was killed
       }
@@ -810,6 +821,7 @@ struct NodeAgent::Impl {
     }
     t.in_executor = true;
     t.report.state = api::TaskState::kRunning;
+    t.report.started_ms = absl::ToUnixMillis(absl::Now());  // Start returns once it exec'd
     t.report.message.clear();
     std::string after;
     {
@@ -941,6 +953,10 @@ struct NodeAgent::Impl {
         continue;
       }
       t.ended_at = absl::Now();
+      if (!Waiting(t)) {  // a process ended: when its shim wrote its exit, if it could
+        t.report.finished_ms =
+            TaskEndedMs(StatusPath(t), t.report.started_ms, absl::ToUnixMillis(*t.ended_at));
+      }
       changed = true;
       Log(Cat("task ", name, " (attempt ", t.a.attempt,
               ") ended: ", api::TaskStateName(t.report.state),

@@ -577,6 +577,8 @@ std::string HeartbeatToJson(const Heartbeat& h) {
            {"message", t.message}};
     if (t.checkpoint_ms) j["checkpointMs"] = t.checkpoint_ms;
     if (t.replicated_ms) j["replicatedMs"] = t.replicated_ms;
+    if (t.started_ms) j["startedMs"] = t.started_ms;
+    if (t.finished_ms) j["finishedMs"] = t.finished_ms;
     tasks.push_back(std::move(j));
   }
   Json gpus = Json::array();
@@ -612,6 +614,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
       r.Str(t, "message", path, &rep.message);
       r.Int(t, "checkpointMs", path, &rep.checkpoint_ms);
       r.Int(t, "replicatedMs", path, &rep.replicated_ms);
+      r.Int(t, "startedMs", path, &rep.started_ms);
+      r.Int(t, "finishedMs", path, &rep.finished_ms);
       bool known = false;
       for (TaskState s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
                           TaskState::kFailed, TaskState::kStopped, TaskState::kLost}) {

@@ -174,6 +174,11 @@ struct TaskReport {
   // to the replica location (unix ms; 0: none seen).
   int64_t checkpoint_ms = 0;
   int64_t replicated_ms = 0;
+  // When the task's process (or container) started and when it ended (as its shim recorded,
+  // else when the agent saw it), by the node's clock (unix ms; 0: not yet, or an older agent).
+  // JSON "startedMs", "finishedMs", absent when 0.
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
   bool operator==(const TaskReport&) const = default;
 };
 

@@ -194,5 +194,30 @@ TEST(Wire, AssignmentsAndHeartbeatsRoundTrip) {
   EXPECT_EQ(hb->gpus, h.gpus);
 }
 
+TEST(Wire, ATaskReportCarriesItsOwnStartAndEnd) {
+  TaskReport t{"ns.job.0", "u-1", 1, TaskState::kSucceeded, 0, 0, false, "exit code 0"};
+  t.started_ms = 1'700'000'000'100;
+  t.finished_ms = 1'700'000'000'104;
+  std::string json = HeartbeatToJson({{t}, {}});
+  EXPECT_NE(json.find("\"startedMs\":1700000000100"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"finishedMs\":1700000000104"), std::string::npos) << json;
+  absl::StatusOr<Heartbeat> hb = HeartbeatFromJson(json);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->tasks.at(0), t);
+  // A task that has not started says nothing of it; an older agent's report decodes with 0.
+  t.started_ms = t.finished_ms = 0;
+  json = HeartbeatToJson({{t}, {}});
+  EXPECT_EQ(json.find("startedMs"), std::string::npos) << json;
+  EXPECT_EQ(json.find("finishedMs"), std::string::npos) << json;
+  hb = HeartbeatFromJson(
+      R"({"tasks": [{"name": "a", "jobUid": "u", "attempt": 1, "state": "Succeeded"}]})");
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->tasks.at(0).started_ms, 0);
+  EXPECT_EQ(hb->tasks.at(0).finished_ms, 0);
+  EXPECT_FALSE(HeartbeatFromJson(R"({"tasks": [{"name": "a", "jobUid": "u", "attempt": 1, )"
+                                 R"("state": "Running", "startedMs": "soon"}]})")
+                   .ok());
+}
+
 }  // namespace
 }  // namespace gpucloud::api

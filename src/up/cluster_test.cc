@@ -65,6 +65,12 @@ bool Eventually(const std::function<bool()>& ok, int seconds = 30) {
   return ok();
 }
 
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream f(path);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -502,8 +508,15 @@ TEST_F(ClusterTest, ATaskThatEndsWhileItsAgentIsAwayKeepsItsExitStatus) {
   }
   ASSERT_TRUE(Eventually([&] { return Phase("seven") == "Running" && Phase("zero") == "Running"; }))
       << Describe("seven");
-  a->Stop(SIGKILL);                         // the agent dies; its tasks run on
+  a->Stop(SIGKILL);  // the agent dies; its tasks run on
+  const int64_t zero_gate_ms = UnixMillisNow();
   std::ofstream(gate + "-zero") << "go\n";  // ends while no agent watches
+  // Its shim writes down how it ended; the agent comes back after that (not too late: the
+  // server declares the node lost after 2 s) and reads it.
+  const std::string zero_exit = (dir_.path() / "node-a/run/default.zero.0.1/exit").string();
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(zero_exit); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // to tell the times apart
+  const int64_t agent_back_ms = UnixMillisNow();
   auto again = Agent("node-a", "127.0.0.1");
   ASSERT_TRUE(Eventually([&] {
     return Slurp(Log("node-a")).find("re-adopted task default.seven.0") != std::string::npos;
@@ -513,6 +526,14 @@ TEST_F(ClusterTest, ATaskThatEndsWhileItsAgentIsAwayKeepsItsExitStatus) {
   std::string message = Job("seven")["status"]["message"];
   EXPECT_NE(message.find("exit code 7"), std::string::npos) << message;
   ASSERT_TRUE(Eventually([&] { return Phase("zero") == "Succeeded"; })) << Describe("zero");
+  // Its run is the task's own, from the start its record kept to the end its shim wrote down,
+  // not the new agent's view of it.
+  Json zero = Job("zero")["status"];
+  EXPECT_GT(zero.value("startedMs", int64_t{0}), 0) << zero;
+  EXPECT_LE(zero.value("startedMs", int64_t{0}), zero_gate_ms) << zero;
+  // (a file's time is the kernel's coarse clock: up to a tick, 10 ms at most, behind)
+  EXPECT_GE(zero.value("finishedMs", int64_t{0}), zero_gate_ms - 10) << zero;
+  EXPECT_LT(zero.value("finishedMs", int64_t{0}), agent_back_ms) << zero;
 }
 
 }  // namespace
