@@ -160,6 +160,41 @@ TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
   EXPECT_EQ(EventReasons("job").size(), 3u);
 }
 
+// A task that starts and ends between two passes (a trivial job on a busy node): the job
+// still starts, at its task's own time, before it succeeds, and its running time counts.
+TEST_F(ControllerTest, AJobWhoseTaskEndedBeforeThePassSawItRunStillStarts) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 2));
+  Pass();  // bound at t0
+  const int64_t t0 = clock_.NowMillis();
+  clock_.Advance(100);
+  api::TaskReport r = Report("job", 0, api::TaskState::kSucceeded, 0);
+  r.started_ms = t0 + 20;
+  r.finished_ms = t0 + 60;
+  Heartbeat("node-a", {r});
+  Pass();
+  JobStatus s = Status("job");
+  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.started_ms, t0 + 20);
+  EXPECT_EQ(s.finished_ms, t0 + 60);
+  EXPECT_EQ(EventReasons("job"), (std::vector<std::string>{"Scheduled", "Started", "Succeeded"}));
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.allocated, 2 * 0.1);    // held until the pass freed them
+  EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * 0.04);  // ran 40 ms
+  EXPECT_GT(s.gpu_seconds.goodput(), 0);
+  EXPECT_DOUBLE_EQ(controller_->Metrics().job_gpu_seconds.productive, 2 * 0.04);
+  // An older agent says nothing of the times: the pass's own time stands for both.
+  Submit(GangJob("old", 1, 2));
+  Pass();
+  clock_.Advance(100);
+  Heartbeat("node-a", {Report("old", 0, api::TaskState::kSucceeded, 0)});
+  Pass();
+  s = Status("old");
+  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.started_ms, clock_.NowMillis());
+  EXPECT_EQ(s.finished_ms, clock_.NowMillis());
+  EXPECT_EQ(EventReasons("old"), (std::vector<std::string>{"Scheduled", "Started", "Succeeded"}));
+}
+
 TEST_F(ControllerTest, AFailedTaskRestartsAfterBackOffThenTheJobFails) {
   Register("node-a", 4);
   Submit(GangJob("job", 2, 1, /*max_restarts=*/1));

@@ -54,6 +54,10 @@ struct Observed {
   std::vector<Where> lost, broken, retry, failed, reclaimed, drained, risky;
   int64_t reclaim_at = 0;
   int succeeded = 0, running = 0;
+  // Replicas whose task has run (it runs, or ended after running) and when, by their agents'
+  // clocks: the earliest start, the earliest end of a failed one, the latest end (0: none said).
+  int started = 0;
+  int64_t first_start_ms = 0, first_failure_end_ms = 0, last_end_ms = 0;
   std::map<std::string, std::pair<int, int>> per_task;  // task -> (succeeded, replicas)
 };
 
@@ -80,7 +84,7 @@ class Stepper {
     st.reason = reason;
     st.message = message;
     st.stop_deadline_ms = now_ + grace_ms + 5000;
-    st.EndRun(now_);
+    st.EndRun(run_end_);
     // A restart: its time to recovery is measured from here.
     if (st.next == "Pending" && st.interrupted_ms == 0) st.interrupted_ms = now_;
     bool normal = reason == "Succeeded" || reason == "Completed";
@@ -141,12 +145,39 @@ class Stepper {
   const JobRules& rules() const { return rules_; }
   int64_t now() const { return now_; }
   JobStep& out() { return out_; }
+  // When the attempt's useful work ended, if before now (a task that failed earlier).
+  void SetRunEnd(int64_t ms) { run_end_ = ms; }
 
  private:
   JobStep out_;
   const JobRules& rules_;
   const int64_t now_;
+  int64_t run_end_ = now_;
 };
+
+int64_t EarliestNonZero(int64_t a, int64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
+
+// An agent's time `t`, kept within [lo, now]: the agent's clock may be off the server's.
+int64_t Within(int64_t t, int64_t lo, int64_t now) { return std::clamp(t, std::min(lo, now), now); }
+
+// Whether a report shows that its task ran: an agent that says when it started, or an older
+// one's state (a task that could not start fails without an exit code or a signal).
+bool Ran(const api::TaskReport& t) {
+  return t.started_ms > 0 || t.state == api::TaskState::kRunning ||
+         t.state == api::TaskState::kSucceeded ||
+         (t.state == api::TaskState::kFailed && (t.exit_code >= 0 || t.signal > 0));
+}
+
+// Notes when a replica's task ran, from its report, in `o`.
+void ObserveTimes(const api::TaskReport& t, Observed& o) {
+  if (Ran(t)) ++o.started;
+  o.first_start_ms = EarliestNonZero(o.first_start_ms, t.started_ms);
+  if (!api::IsTerminal(t.state) || t.finished_ms <= 0) return;
+  o.last_end_ms = std::max(o.last_end_ms, t.finished_ms);
+  if (t.state != api::TaskState::kSucceeded) {
+    o.first_failure_end_ms = EarliestNonZero(o.first_failure_end_ms, t.finished_ms);
+  }
+}
 
 // Reads every replica's view into `o`, noting reports and checkpoints in the status.
 Observed Observe(Stepper& st, const std::vector<ReplicaView>& replicas) {
@@ -180,6 +211,7 @@ Observed Observe(Stepper& st, const std::vector<ReplicaView>& replicas) {
       st.Event(type, reason, Cat("rank ", r.rank, " on ", r.node, ": ", t->message));
     }
     s.tasks[r.name] = std::move(said);
+    ObserveTimes(*t, o);
     if (t->state == api::TaskState::kRunning) ++o.running;
     if (t->state == api::TaskState::kSucceeded) {
       ++o.succeeded;
@@ -229,17 +261,23 @@ bool ApplyTaskCompleted(Stepper& st, const Observed& o) {
   return false;
 }
 
+// The attempt's tasks ran, seen now: perhaps already ended (several steps between two passes).
+// It started when its first task did by its agent's clock (kept within the attempt's binding
+// and now), or now for older agents that do not say.
 void Started(Stepper& st, const Observed& o, size_t replicas) {
   JobStatus& s = st.s();
   const int64_t now = st.now();
+  const int64_t at = o.first_start_ms > 0 ? Within(o.first_start_ms, s.scheduled_ms, now) : now;
   s.phase = "Running";
   s.reason = "Started";
-  s.message = Cat(o.running, " of ", replicas, " tasks running");
-  if (s.started_ms == 0) s.started_ms = now;
-  if (s.attempt_started_ms == 0) s.attempt_started_ms = now;
+  s.message = o.started == o.running ? Cat(o.running, " of ", replicas, " tasks running")
+                                     : Cat(o.started, " of ", replicas, " tasks started, ",
+                                           o.started - o.running, " of them already ended");
+  if (s.started_ms == 0) s.started_ms = at;
+  if (s.attempt_started_ms == 0) s.attempt_started_ms = at;
   if (s.interrupted_ms > 0) {
     // Running again after a failure: the time to recovery.
-    s.last_recovery_ms = now - s.interrupted_ms;
+    s.last_recovery_ms = std::max<int64_t>(0, at - s.interrupted_ms);
     s.interrupted_ms = 0;
     ++s.recoveries;
     s.message += Cat("; recovered in ", s.last_recovery_ms / 1000.0, " s");
@@ -248,13 +286,17 @@ void Started(Stepper& st, const Observed& o, size_t replicas) {
   st.Event("Normal", "Started", s.message);
 }
 
-void Succeeded(Stepper& st, int succeeded) {
+// Every task exited 0: the job finished when the last one did (by its agent's clock; now for
+// older agents), its GPUs held until now.
+void Succeeded(Stepper& st, const Observed& o) {
   JobStatus& s = st.s();
+  const int64_t now = st.now();
   st.out().delete_assignments = true;
   s.phase = "Succeeded";
   s.reason = "Succeeded";
-  s.message = Cat("all ", succeeded, " tasks exited with code 0");
-  s.finished_ms = st.now();
+  s.message = Cat("all ", o.succeeded, " tasks exited with code 0");
+  s.finished_ms = o.last_end_ms > 0 ? Within(o.last_end_ms, s.attempt_started_ms, now) : now;
+  s.EndRun(s.finished_ms);
   st.out().settled += SettleAttempt(s, st.now(), /*completed=*/true, s.last_checkpoint_ms);
   st.Event("Normal", "Succeeded", s.message);
 }
@@ -318,6 +360,11 @@ bool StepEvictions(Stepper& st, const Observed& o) {
 void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
   Observed o = Observe(st, replicas);
   JobStatus& s = st.s();
+  // Every step since the last pass, in order: the tasks started before whatever came next.
+  if (s.phase == "Scheduled" && o.started > 0) Started(st, o, replicas.size());
+  if (o.first_failure_end_ms > 0 && s.attempt_started_ms > 0) {
+    st.SetRunEnd(Within(o.first_failure_end_ms, s.attempt_started_ms, st.now()));
+  }
   if (s.cancel_requested) {
     st.Stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user",
             st.rules().stop_grace_ms);
@@ -333,12 +380,11 @@ void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
     return;
   }
   if (o.succeeded == static_cast<int>(replicas.size()) && o.succeeded > 0) {
-    Succeeded(st, o.succeeded);
+    Succeeded(st, o);
     return;
   }
   if (ApplyTaskCompleted(st, o)) return;
-  if (StepEvictions(st, o)) return;
-  if (s.phase == "Scheduled" && o.running > 0) Started(st, o, replicas.size());
+  StepEvictions(st, o);
 }
 
 // A stopping job: done once every task has stopped, or its grace period is over.

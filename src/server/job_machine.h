@@ -6,7 +6,10 @@
 //
 // Phases: Pending -> (scheduler) Scheduled -> Running -> Succeeded, or a stopping phase
 // (Restarting, Preempting, Stopping, Cancelling) whose `next` phase (Pending, Succeeded,
-// Failed, Cancelled) follows once every task has stopped or the grace period is over.
+// Failed, Cancelled) follows once every task has stopped or the grace period is over. Steps
+// that happened between two passes are all recorded, in order: a task that started and ended
+// since the last pass still starts the job (startedMs, a Started event, its running time) before
+// it ends it, at the times its agent reported (TaskReport::started_ms, finished_ms) if it did.
 //
 // What an observation means, in Volcano's event names (LifecyclePolicy):
 //   JobUnknown  a replica's node stopped heartbeating       default: restart, not counted

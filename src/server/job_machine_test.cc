@@ -160,6 +160,125 @@ TEST_F(JobMachineTest, ScheduledBecomesRunningAndMeasuresRecovery) {
   EXPECT_FALSE(step.delete_assignments);
 }
 
+// A report by an agent that says when its task ran (seconds before kNow; 0: it does not say).
+api::TaskReport Timed(api::TaskState state, int exit_code, int64_t started_s, int64_t finished_s) {
+  api::TaskReport t = Job3::Report(state, exit_code);
+  t.started_ms = started_s == 0 ? 0 : kNow + started_s * 1000;
+  t.finished_ms = finished_s == 0 ? 0 : kNow + finished_s * 1000;
+  return t;
+}
+
+// Several steps between two passes (a fast task starts and ends before the controller looks):
+// each is recorded, in order, at the times the agents reported.
+struct FastCase {
+  const char* name;
+  std::function<void(Job3&)> setup;
+  const char* phase;
+  std::vector<std::string> reasons;  // of the step's events, in order
+  int64_t started_ms;                // status.startedMs
+  int64_t run_ended_ms;              // finishedMs of a success, runEndedMs of a stop
+  double ran_gpu_seconds;            // productive + lost, the attempt's running time
+};
+
+TEST_F(JobMachineTest, StepsBetweenPassesAreAllRecordedAtTheAgentsTimes) {
+  using api::TaskState;
+  const FastCase cases[] = {
+      {"started and succeeded",
+       [](Job3& t) {
+         for (int i = 0; i < 3; ++i)
+           t.reports_[i] = Timed(TaskState::kSucceeded, 0, -50 + i, -20 + i);
+       },
+       "Succeeded",
+       {"Started", "Succeeded"},
+       kNow - 50'000,
+       kNow - 18'000,
+       3 * 32.0},
+      {"started and succeeded, older agents",
+       [](Job3& t) {
+         for (auto& r : t.reports_) r = Job3::Report(TaskState::kSucceeded, 0);
+       },
+       "Succeeded",
+       {"Started", "Succeeded"},
+       kNow,
+       kNow,
+       0},
+      {"started and one failed",
+       [](Job3& t) {
+         t.reports_[0] = Timed(TaskState::kFailed, 1, -50, -30);
+         t.reports_[1] = t.reports_[2] = Timed(TaskState::kRunning, -1, -49, 0);
+       },
+       "Restarting",
+       {"Started", "TaskFailed"},
+       kNow - 50'000,
+       kNow - 30'000,
+       3 * 20.0},
+      {"could not start",
+       [](Job3& t) {
+         t.reports_[0] = Job3::Report(TaskState::kFailed);
+         t.reports_[0].message = "cannot run train.py: No such file or directory";
+         t.reports_[1] = t.reports_[2] = Job3::Report(TaskState::kStarting);
+       },
+       "Restarting",
+       {"TaskFailed"},
+       0,
+       0,
+       0},
+      {"an agent's clock ahead of the server's",
+       [](Job3& t) {
+         for (auto& r : t.reports_) r = Timed(TaskState::kSucceeded, 0, 5, 6);
+       },
+       "Succeeded",
+       {"Started", "Succeeded"},
+       kNow,
+       kNow,
+       0},
+      {"an agent's clock behind the binding",
+       [](Job3& t) {
+         for (auto& r : t.reports_) r = Timed(TaskState::kSucceeded, 0, -100, -10);
+       },
+       "Succeeded",
+       {"Started", "Succeeded"},
+       kNow - 70'000,
+       kNow - 10'000,
+       3 * 60.0},
+  };
+  for (const FastCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Job3 t;
+    t.old_.phase = "Scheduled";
+    t.old_.attempt_started_ms = 0;
+    c.setup(t);
+    JobStep step = t.Step();
+    const JobStatus& s = step.status;
+    EXPECT_EQ(s.phase, c.phase);
+    std::vector<std::string> reasons;
+    for (const JobEvent& e : step.events) reasons.push_back(e.reason);
+    EXPECT_EQ(reasons, c.reasons);
+    EXPECT_EQ(s.started_ms, c.started_ms);
+    EXPECT_EQ(s.Terminal() ? s.finished_ms : s.run_ended_ms, c.run_ended_ms);
+    GpuSeconds g = LiveGpuSeconds(s, kNow);
+    EXPECT_DOUBLE_EQ(g.productive + g.lost, c.ran_gpu_seconds);
+    if (s.Terminal()) {
+      EXPECT_DOUBLE_EQ(step.settled.allocated, 3 * 70.0);  // the GPUs were held until now
+      EXPECT_DOUBLE_EQ(step.settled.productive, c.ran_gpu_seconds);
+    }
+  }
+}
+
+// A job that recovers and ends within one pass: its recovery is measured to its tasks' start.
+TEST_F(JobMachineTest, ARecoveryEndsWhenTheTasksStartedNotWhenThePassSawThem) {
+  old_.phase = "Scheduled";
+  old_.attempt_started_ms = 0;
+  old_.interrupted_ms = kNow - 80'000;
+  for (auto& r : reports_) r = Timed(api::TaskState::kSucceeded, 0, -50, -20);
+  JobStep step = Step();
+  EXPECT_EQ(step.status.phase, "Succeeded");
+  EXPECT_EQ(step.status.last_recovery_ms, 30'000);
+  ASSERT_TRUE(step.recovery_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*step.recovery_seconds, 30.0);
+  EXPECT_GT(step.status.gpu_seconds.goodput(), 0);
+}
+
 // Volcano's TensorFlow example: the parameter server runs for ever; the job ends when its
 // workers complete.
 TEST_F(JobMachineTest, TaskCompletedCompleteJobEndsTheJobAsSucceeded) {
