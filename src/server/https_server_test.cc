@@ -216,6 +216,24 @@ TEST_F(HttpsServerTest, MetricsAndHealth) {
   }
 }
 
+TEST_F(HttpsServerTest, MadeUpMethodsWithoutATokenAddNoMetricSeries) {
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(TlsExchange(Cat("X", i,
+                              "Y /apis/gpucloud/v1/namespaces/default/jobs HTTP/1.1\r\n"
+                              "Host: localhost\r\n\r\n"))
+                  .substr(0, 3),
+              "401");
+  }
+  auto m = Call(http::verb::get, "/metrics", creds_.admin_token);
+  ASSERT_EQ(m.result_int(), 200);
+  EXPECT_NE(
+      m.body().find(
+          "gpucloud_api_requests_total{method=\"OTHER\",resource=\"jobs\",code=\"401\"} 20\n"),
+      std::string::npos)
+      << m.body();
+  EXPECT_EQ(m.body().find("X1Y"), std::string::npos) << m.body();
+}
+
 TEST_F(HttpsServerTest, CredentialsAreKeptAcrossRestarts) {
   absl::StatusOr<Credentials> again = EnsureCredentials(dir_.string());
   ASSERT_TRUE(again.ok());

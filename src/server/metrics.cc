@@ -7,9 +7,10 @@ namespace gpucloud::server {
 
 void ApiMetrics::Observe(const std::string& method, const std::string& resource, int code,
                          double seconds) {
+  const std::string label(MethodLabel(method));
   absl::MutexLock lock(&mu_);
-  ++requests_[{method, resource, code}];
-  Histogram& h = latency_[method];
+  ++requests_[{label, resource, code}];
+  Histogram& h = latency_[label];
   size_t b = 0;
   while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
   if (b < kBuckets.size()) ++h.buckets[b];
@@ -56,6 +57,14 @@ std::string ResourceOfPath(const std::string& path) {
   }
   if (path == "/metrics" || path == "/healthz") return path.substr(1);
   return "other";
+}
+
+std::string_view MethodLabel(std::string_view method) {
+  for (std::string_view known :
+       {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}) {
+    if (method == known) return known;
+  }
+  return "OTHER";
 }
 
 }  // namespace gpucloud::server

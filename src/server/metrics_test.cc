@@ -11,8 +11,9 @@ TEST(ApiMetrics, HistogramBucketsAreCumulative) {
   m.Observe("GET", "jobs", 200, 0.02);    // le 0.025
   m.Observe("GET", "jobs", 404, 5.0);     // only +Inf
   std::string text = m.Render(7);
-  EXPECT_NE(text.find("gpucloud_api_requests_total{method=\"GET\",resource=\"jobs\",code=\"200\"} 2\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("gpucloud_api_requests_total{method=\"GET\",resource=\"jobs\",code=\"200\"} 2\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("le=\"0.0005\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("le=\"0.01\"} 1\n"), std::string::npos) << text;
@@ -22,6 +23,34 @@ TEST(ApiMetrics, HistogramBucketsAreCumulative) {
   EXPECT_NE(text.find("gpucloud_api_request_duration_seconds_count{method=\"GET\"} 3\n"),
             std::string::npos);
   EXPECT_NE(text.find("gpucloud_store_revision 7\n"), std::string::npos);
+}
+
+TEST(ApiMetrics, MadeUpMethodsShareOneSeries) {
+  ApiMetrics m;
+  for (int i = 0; i < 100; ++i) m.Observe("FOO" + std::to_string(i), "jobs", 401, 0.001);
+  m.Observe("PATCH", "jobs", 401, 0.001);
+  m.Observe("get", "jobs", 401, 0.001);  // methods are case-sensitive (RFC 9110 9.1)
+  std::string text = m.Render(0);
+  EXPECT_NE(
+      text.find(
+          "gpucloud_api_requests_total{method=\"OTHER\",resource=\"jobs\",code=\"401\"} 101\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpucloud_api_request_duration_seconds_count{method=\"OTHER\"} 101\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("method=\"PATCH\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("FOO"), std::string::npos) << text;
+  EXPECT_EQ(text.find("method=\"get\""), std::string::npos) << text;
+}
+
+TEST(ApiMetrics, MethodLabels) {
+  for (const char* known :
+       {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}) {
+    EXPECT_EQ(MethodLabel(known), known);
+  }
+  EXPECT_EQ(MethodLabel("PROPFIND"), "OTHER");
+  EXPECT_EQ(MethodLabel(""), "OTHER");
 }
 
 TEST(ApiMetrics, ResourcesFromPaths) {
