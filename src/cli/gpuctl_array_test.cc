@@ -91,6 +91,15 @@ TEST_F(GpuctlArrayTest, RunCreatesTheArrayCancelAndDeleteTakeItWhole) {
   EXPECT_EQ(Gpuctl({"run", "--name", "sweep", "--gpus", "0", "--array", "2-5", "--", "x"}).code,
             kExitInvalid);
   EXPECT_EQ(Jobs(), 4);
+  // apply of an array: created, then unchanged while its jobs are as asked.
+  const std::string file = (dir_ / "sweep.yaml").string();
+  std::ofstream(file) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: grid}\nspec:\n"
+                         "  tasks: [{name: main, command: [x]}]\n  array: {count: 3}\n";
+  EXPECT_EQ(Gpuctl({"apply", "-f", file}).out, "job.gpucloud/grid created\n");
+  EXPECT_EQ(Gpuctl({"apply", "-f", file}).out, "job.gpucloud/grid unchanged\n");
+  EXPECT_EQ(Jobs(), 7);
+  EXPECT_EQ(Gpuctl({"delete", "job", "grid"}).code, 0);
+  EXPECT_EQ(Jobs(), 4);
   Ran c = Gpuctl({"cancel", "sweep"});
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_EQ(c.out, "job array default/sweep: 4 of 4 jobs being stopped\n");

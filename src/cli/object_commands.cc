@@ -416,7 +416,11 @@ bool Wrote(const std::optional<Json>& live, const std::string& answer) {
     if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) return "";
     return j["metadata"].value("resourceVersion", "");
   };
-  if (!live) return true;
+  if (!live) {  // a job array's answer, a Status: Unchanged when its jobs were as asked
+    Json j = Json::parse(answer, nullptr, false);
+    return !(j.is_object() && j.value("kind", "") == "Status" &&
+             j.value("reason", "") == "Unchanged");
+  }
   const std::string before = revision(*live);
   return before.empty() || revision(Json::parse(answer, nullptr, false)) != before;
 }

@@ -556,7 +556,7 @@ Response RestApi::Create(const Request& r, const Route& route) {
   std::string warning;
   if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
   if (const Job* j = std::get_if<Job>(&*p.object); j && AsksForArray(j->spec)) {
-    return CreateArray(r, route, *j, warning);  // rest_array.cc
+    return CreateArray(r, route, *j, warning, /*apply=*/false);  // rest_array.cc
   }
   ObjectMeta& meta = MetaOfMutable(*p.object);
   Route item = route;
@@ -601,7 +601,7 @@ Response RestApi::Apply(const Request& r, const Route& route) {
   std::string warning;
   if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
   if (const Job* j = std::get_if<Job>(&*p.object); j && AsksForArray(j->spec)) {
-    return CreateArray(r, route, *j, warning);  // an array is created, never applied over
+    return CreateArray(r, route, *j, warning, /*apply=*/true);  // never applied over a job
   }
   ObjectMeta& meta = MetaOfMutable(*p.object);
   const int64_t precondition = meta.resource_version;

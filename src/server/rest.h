@@ -222,10 +222,11 @@ class RestApi {
   Response HandleJobSub(const Request& r, const Route& route, const std::string& sub);
   Response Cancel(const Request& r, const Route& route, bool and_delete);
   // rest_array.cc: a job array's elements created in one transaction (`request` asks for the
-  // array), and a cancel or delete of every element of the array `route.name` in one (nullopt
-  // when it has no elements).
+  // array; `apply`: a PUT, answered 200 Unchanged when every element is already as asked), and a
+  // cancel or delete of every element of the array `route.name` in one (nullopt when it has no
+  // elements).
   Response CreateArray(const Request& r, const Route& route, const Job& request,
-                       const std::string& warning);
+                       const std::string& warning, bool apply);
   std::optional<Response> CancelArray(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);
   struct LogQuery {

@@ -2,6 +2,7 @@
 // spec.array asks for indices creates every element in one store transaction, all or nothing;
 // a cancel or delete of the array's name, when no job has that name, stops or deletes every
 // element in one transaction.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,10 +35,39 @@ Response ArrayStatus(int code, std::string_view reason, std::string message,
   return out;
 }
 
+// Whether the store holds exactly `elements` under `prefix` (their array's jobs, by label), each
+// as asked: the same metadata and spec, less what the server set (uid, revision, creation).
+bool AllAsAsked(store::Store& store, const std::string& prefix, const std::string& array,
+                const std::vector<Job>& elements) {
+  absl::StatusOr<store::ListResult> list = store.List(Cat(prefix, array, "-"));
+  if (!list.ok()) return false;
+  std::map<std::string, const Job*> want;
+  for (const Job& e : elements) want[Cat(prefix, e.metadata.name)] = &e;
+  size_t found = 0;
+  for (const store::KeyValue& kv : list->items) {
+    manifest::ParseResult p = manifest::ParseManifests(kv.value, kv.key);
+    const Job* job =
+        p.ok() && p.manifests.size() == 1 ? std::get_if<Job>(&p.manifests[0].object) : nullptr;
+    if (job == nullptr || !job->metadata.labels.contains(std::string(kArrayLabel)) ||
+        job->metadata.labels.at(std::string(kArrayLabel)) != array) {
+      continue;  // not of this array
+    }
+    auto it = want.find(kv.key);
+    if (it == want.end()) return false;
+    Job stored = *job;
+    stored.metadata.uid.clear();
+    stored.metadata.resource_version = 0;
+    stored.metadata.creation_unix_seconds = it->second->metadata.creation_unix_seconds;
+    if (!(stored == *it->second)) return false;
+    ++found;
+  }
+  return found == elements.size();
+}
+
 }  // namespace
 
 Response RestApi::CreateArray(const Request& r, const Route& route, const Job& request,
-                              const std::string& warning) {
+                              const std::string& warning, bool apply) {
   Route self{route.resource, route.namespace_, request.metadata.name};
   // A job of the array's own name would make `cancel NAME` ambiguous.
   absl::StatusOr<store::KeyValue> same = store_.Get(self.Key());
@@ -48,6 +78,12 @@ Response RestApi::CreateArray(const Request& r, const Route& route, const Job& r
   if (!absl::IsNotFound(same.status())) return FromStatus(same.status());
   std::vector<Job> elements = ArrayElements(request);
   const int64_t n = static_cast<int64_t>(elements.size());
+  if (apply && AllAsAsked(store_, route.Prefix(), self.name, elements)) {
+    return ArrayStatus(
+        200, "Unchanged",
+        Cat("job array ", route.namespace_, "/", self.name, ": its ", n, " jobs are as asked"),
+        self.name, n, 0);
+  }
   if (max_jobs_per_namespace_ > 0) {
     absl::StatusOr<int64_t> held = store_.Count(route.Prefix());
     if (!held.ok()) return FromStatus(held.status());

@@ -92,7 +92,17 @@ TEST_F(RestArrayTest, ApplyAndDryRun) {
   Response put = Call("PUT", Cat(kJobs, "/sweep"), Sweep("{indices: \"2,4\"}"));
   EXPECT_EQ(put.status, 201) << put.body;
   EXPECT_EQ(JobNames(), (std::vector<std::string>{"sweep-2", "sweep-4"}));
-  EXPECT_EQ(Call("PUT", Cat(kJobs, "/sweep"), Sweep("{indices: \"2,4\"}")).status, 409);
+  // Again as it is: unchanged, nothing written; otherwise a name is taken: 409.
+  const int64_t revision = store_->Revision();
+  Response again = Call("PUT", Cat(kJobs, "/sweep"), Sweep("{indices: \"2,4\"}"));
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(Body(again)["reason"], "Unchanged");
+  EXPECT_EQ(store_->Revision(), revision);
+  EXPECT_EQ(Call("PUT", Cat(kJobs, "/sweep"), Sweep("{indices: \"2,4,6\"}")).status, 409);
+  EXPECT_EQ(Call("PUT", Cat(kJobs, "/sweep"), Sweep("{indices: \"2,4\", parallelism: 1}")).status,
+            409);
+  EXPECT_EQ(Call("POST", kJobs, Sweep("{indices: \"2,4\"}")).status, 409) << "a create is one";
+  EXPECT_EQ(store_->Revision(), revision);
   // A bad array is 422 naming the field.
   Response bad = Call("POST", kJobs, Sweep("{indices: \"3-1\"}", "b"));
   EXPECT_EQ(bad.status, 422);
