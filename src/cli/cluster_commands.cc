@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
+#include "cli/secret_commands.h"
 #include "core/text.h"
 
 namespace gpucloud::cli {
@@ -239,6 +240,9 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     out << "Events:\n";
     return Events(client, name, ns, out, err);
   }
+  if (resource == "secret" || resource == "secrets") {
+    return DescribeSecret(ClientCall(client), ns, name, out, err);
+  }
   if (resource == "node" || resource == "nodes") {
     std::optional<Json> node = GetJson(client, Cat("/apis/gpucloud/v1/nodes/", name), err);
     if (!node) return kExitInvalid;
@@ -304,7 +308,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     out << "(since the server started)\n";
     return kExitOk;
   }
-  err << "gpuctl describe: RESOURCE is job, node or cluster\n";
+  err << "gpuctl describe: RESOURCE is job, node, secret or cluster\n";
   return kExitUsage;
 }
 

@@ -1,5 +1,6 @@
 // gpuctl's commands about running work and the machines it runs on:
 //   describe job|node NAME        everything about one object, with its events
+//   describe secret NAME          (secret_commands.h) its keys and sizes
 //   logs JOB [--rank R] [--attempt A] [-f] [--tail N] [--since 5m] [--timestamps] [--previous]
 //   events JOB
 //   cancel JOB                    stop its tasks (grace period), keep the job

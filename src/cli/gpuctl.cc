@@ -18,6 +18,7 @@
 #include "cli/object_commands.h"
 #include "cli/remote.h"
 #include "cli/resources.h"
+#include "cli/secret_commands.h"
 #include "cli/usage.h"
 #include "core/gpu_catalog.h"
 #include "core/job_array.h"
@@ -219,11 +220,12 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
   run->add_option("command", run_opts.command, "the command, after --");
   std::vector<std::string> describe_args;
-  CLI::App* describe = app.add_subcommand("describe",
-                                          "Show one job or node in full, or the cluster's figures: "
-                                          "describe job|node NAME, describe cluster");
+  CLI::App* describe =
+      app.add_subcommand("describe",
+                         "Show one job, node or secret in full, or the cluster's "
+                         "figures: describe job|node|secret NAME, describe cluster");
   describe->add_option("args", describe_args, "RESOURCE NAME")->required()->expected(1, 2);
-  describe->add_option("-n,--namespace", ns, "Namespace (jobs)");
+  describe->add_option("-n,--namespace", ns, "Namespace (jobs, secrets)");
   LogsOptions logs_opts;
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output: logs JOB [--rank R] [-f]");
   logs->add_option("job", logs_opts.job, "JOB")->required();
@@ -294,6 +296,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   // auth can-i, policy simulate; audit verify, audit query.
   IamCommands iam(app);
   AuditCommands audit(app);
+  SecretCommands secrets(*app.get_subcommand("create"));  // create secret generic|docker-registry
 
   if (std::optional<int> code = RefuseUnknownCommand(app, argc, argv, err)) return *code;
   try {
@@ -326,7 +329,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     if (FindResourceType(describe_args[0]) == nullptr && describe_args[0] != "cluster") {
       err << "gpuctl: "
           << UnknownMessage("resource type", describe_args[0], "gpuctl describe",
-                            {"job", "node", "cluster"})
+                            {"job", "node", "secret", "cluster"})
           << "\n";
       return kExitUsage;
     }
@@ -400,6 +403,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     if (!client) return std::nullopt;
     return ClientCall(*client);
   };
+  if (secrets.parsed()) return secrets.Run(connect, out, err);
   if (iam.parsed()) return iam.Run(connect, out, err);
   if (audit.parsed()) return audit.Run(connect, out, err);
   if (validate->parsed()) return Validate(validate_files, in, out, err);

@@ -9,7 +9,8 @@
 //              [--dry-run] -- COMMAND ARGS...          submit a job from one line
 // and the commands of cli/cluster_commands.h (describe, logs, events, cancel, cordon, top, ...),
 // cli/iam_commands.h (create user|group|token|policy, get users|groups|tokens|policies, revoke,
-// attach|detach policy, whoami, auth can-i, policy simulate) and cli/audit_commands.h (audit
+// attach|detach policy, whoami, auth can-i, policy simulate), cli/secret_commands.h (create
+// secret generic|docker-registry, describe secret) and cli/audit_commands.h (audit
 // verify|query).
 // FILE may be a file, a directory (its *.yaml, *.yml and *.json files) or "-" for stdin.
 // Exit codes: 0 valid / done, 1 invalid input or an error from the server, 2 usage error (an

@@ -558,7 +558,7 @@ struct IamCommands::Flags {
 namespace {
 
 void DeclareCreate(CLI::App& app, auto& f) {
-  CLI::App* create = app.add_subcommand("create", "Create a user, group or token");
+  CLI::App* create = app.add_subcommand("create", "Create a user, group, policy, token or secret");
   create->require_subcommand(1);
   f.create_user = create->add_subcommand("user", "create user NAME [--group G]... [--policy P]...");
   f.create_user->add_option("name", f.name, "NAME")->required();

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "absl/time/clock.h"
 #include "api/client.h"
 #include "cli/cluster_commands.h"
 #include "cli/gpuctl.h"
@@ -16,6 +17,7 @@
 #include "cli/manifest_files.h"
 #include "cli/remote.h"
 #include "cli/resources.h"
+#include "cli/secret_commands.h"
 #include "cli/unified_diff.h"
 #include "core/object_meta.h"
 #include "core/text.h"
@@ -133,6 +135,8 @@ void PrintTable(const ResourceType& type, const std::vector<Json>& items, bool w
     PrintJobsTable(items, with_namespace, out, wide);
   } else if (type.plural == "nodes") {
     PrintNodesTable(items, out, wide);
+  } else if (type.plural == "secrets") {
+    PrintSecretsTable(items, with_namespace, absl::ToUnixMillis(absl::Now()), out);
   } else {
     PrintSummaryTable(items, out);
   }
@@ -247,6 +251,10 @@ std::optional<std::vector<ResourceRequest>> UsableRequests(const std::vector<std
       err << context << ": NAMEs and --selector together: give one or the other\n";
       return std::nullopt;
     }
+    if (!selector.empty() && r.type->plain_collection) {
+      err << context << ": " << r.type->plural << " take no --selector\n";
+      return std::nullopt;
+    }
   }
   if (!RequestNamesAreLabels(*requests, ns, err)) return std::nullopt;
   return *requests;
@@ -264,6 +272,13 @@ int Get(const GetOptions& o, const std::string& config, std::ostream& out, std::
       UsableRequests(o.args, o.ns, o.selector, "gpuctl get", err);
   if (!requests) return kExitUsage;
   const bool wide = output->format == Format::kWide;
+  for (const ResourceRequest& r : *requests) {
+    if (r.type->plain_collection && (o.all_namespaces || o.watch_seconds >= 0)) {
+      err << "gpuctl get: " << r.type->plural << " are listed one namespace at a time, "
+          << "without -A or -w\n";
+      return kExitUsage;
+    }
+  }
   if (o.watch_seconds >= 0 && (requests->size() != 1 || !(*requests)[0].names.empty() ||
                                (output->format != Format::kTable && !wide))) {
     err << "gpuctl get -w: watches one whole collection, as a table\n";
@@ -528,9 +543,11 @@ struct ObjectCommands::Flags {
 ObjectCommands::ObjectCommands(CLI::App& app) : flags_(std::make_shared<Flags>()) {
   Flags& f = *flags_;
   GetOptions& g = f.get_options;
-  f.get = app.add_subcommand("get",
-                             "List or show objects: get TYPE[,TYPE...] [NAME...] | TYPE/NAME... "
-                             "(jobs, nodes, queues, nodepools, users, groups, tokens, policies)");
+  f.get = app.add_subcommand(
+      "get",
+      "List or show objects: get TYPE[,TYPE...] [NAME...] | TYPE/NAME... "
+      "(jobs, nodes, queues, nodepools, runtimeclasses, secrets, users, groups, tokens, "
+      "policies)");
   f.get->add_option("args", g.args, "TYPE[,TYPE...] [NAME...] or TYPE/NAME...")->required();
   f.get->add_option("-n,--namespace", g.ns, "Namespace (jobs)");
   f.get->add_flag("-A,--all-namespaces", g.all_namespaces, "jobs of every namespace (admins)");

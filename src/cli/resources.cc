@@ -13,6 +13,7 @@ const std::vector<ResourceType>& ObjectResourceTypes() {
       {"queues", "queue", "Queue", false},
       {"nodepools", "nodepool", "NodePool", false},
       {"runtimeclasses", "runtimeclass", "RuntimeClass", false},
+      {"secrets", "secret", "Secret", true, /*plain_collection=*/true},
   };
   return kTypes;
 }

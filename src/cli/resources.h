@@ -17,13 +17,15 @@ struct ResourceType {
   std::string_view singular;  // "job": as -o name and TYPE/NAME print it
   std::string_view kind;      // "Job"
   bool namespaced = false;
+  // The collection takes no query (secrets): no -l, -w, nor -A (no list of every namespace).
+  bool plain_collection = false;
   // "job.gpucloud": how apply and delete name the type in their lines, as kubectl does.
   std::string Qualified() const { return std::string(singular) + ".gpucloud"; }
   // "/apis/gpucloud/v1/namespaces/NS/jobs", "/apis/gpucloud/v1/nodes": the REST collection.
   std::string Collection(std::string_view ns) const;
 };
 
-// The types with REST collections: jobs, nodes, queues, nodepools, runtimeclasses.
+// The types with REST collections: jobs, nodes, queues, nodepools, runtimeclasses, secrets.
 const std::vector<ResourceType>& ObjectResourceTypes();
 // `word` as a type: its plural, singular or kind (any case), or "job.gpucloud"; nullptr if none.
 const ResourceType* FindResourceType(std::string_view word);
