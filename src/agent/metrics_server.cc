@@ -5,14 +5,15 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
-#include <cstdlib>
+#include <limits>
 #include <list>
-#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "agent/exporter.h"
 #include "core/log.h"
+#include "core/query.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -222,23 +223,30 @@ void MetricsServer::Stop() {
 MetricsServer::Handler FaultInjectionHandler(GpuBackend& backend) {
   return [&backend](const std::string& method,
                     const std::string& target) -> std::pair<int, std::string> {
-    if (!target.starts_with("/inject?")) return {404, "not found\n"};
+    RequestTarget t = ParseRequestTarget(target);
+    if (t.path != "/inject") return {404, "not found\n"};
     if (method != "POST") return {405, "use POST\n"};
-    std::map<std::string, std::string> q;
-    for (const std::string& kv : SplitAny(target.substr(8), "&")) {
-      size_t eq = kv.find('=');
-      if (eq != std::string::npos) q[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    if (!q.contains("gpu")) return {400, "gpu: is required\n"};
-    int gpu = std::atoi(q["gpu"].c_str());
+    // A parameter's value; nullopt (the answer said in `bad`) when it is not a number.
+    constexpr int kMax = std::numeric_limits<int>::max();
+    std::string bad;
+    auto number = [&](const std::string& name) -> std::optional<int64_t> {
+      std::optional<int64_t> v = ParseQueryInt(t.query[name], kMax);
+      if (!v) bad = Cat(name, ": must be a whole number from 0 to ", kMax, "\n");
+      return v;
+    };
+    if (!t.query.contains("gpu")) return {400, "gpu: is required\n"};
+    std::optional<int64_t> gpu = number("gpu");
+    if (!gpu) return {400, bad};
     for (const char* fault :
          {"xid", "temperature", "ecc", "ecc-corrected", "remap", "lost", "reset"}) {
-      if (!q.contains(fault)) continue;
-      absl::Status s = backend.Inject(fault, gpu, std::atoll(q[fault].c_str()));
+      if (!t.query.contains(fault)) continue;
+      std::optional<int64_t> value = number(fault);
+      if (!value) return {400, bad};
+      absl::Status s = backend.Inject(fault, static_cast<int>(*gpu), *value);
       if (!s.ok()) {
         return {s.code() == absl::StatusCode::kUnimplemented ? 501 : 400, Cat(s.message(), "\n")};
       }
-      return {200, Cat("injected ", fault, " on GPU ", gpu, "\n")};
+      return {200, Cat("injected ", fault, " on GPU ", *gpu, "\n")};
     }
     return {400, "give one of xid, temperature, ecc, ecc-corrected, remap, lost, reset\n"};
   };

@@ -126,5 +126,31 @@ TEST(MetricsServer, InjectsFaultsOnlyWithTheHandler) {
   EXPECT_EQ(Get(server.port(), "/inject?xid=79", http::verb::post).result_int(), 400);
 }
 
+TEST(MetricsServer, InjectionReadsItsQueryAsTheServerDoes) {
+  std::unique_ptr<GpuBackend> backend = std::move(*MakeSimulatedBackend("2xH100"));
+  MetricsServer server(*backend, "127.0.0.1", 0, "node-1");
+  server.SetHandler(FaultInjectionHandler(*backend));
+  ASSERT_TRUE(server.Start().ok());
+  // A number that is not one is 400 naming the parameter, never GPU 0 or Xid 0.
+  for (const char* target : {"/inject?gpu=abc&xid=79", "/inject?gpu=&xid=79",
+                             "/inject?gpu=-1&xid=79", "/inject?gpu=4294967297&xid=79"}) {
+    auto res = Get(server.port(), target, http::verb::post);
+    EXPECT_EQ(res.result_int(), 400) << target;
+    EXPECT_EQ(res.body(), "gpu: must be a whole number from 0 to 2147483647\n") << target;
+  }
+  auto bad_xid = Get(server.port(), "/inject?gpu=1&xid=7x", http::verb::post);
+  EXPECT_EQ(bad_xid.result_int(), 400);
+  EXPECT_EQ(bad_xid.body(), "xid: must be a whole number from 0 to 2147483647\n");
+  EXPECT_TRUE(backend->TakeXids().empty());  // nothing changed
+  // Names and values are percent-decoded.
+  auto res = Get(server.port(), "/inject?gp%75=%31&xid=%37%39", http::verb::post);
+  EXPECT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(res.body(), "injected xid on GPU 1\n");
+  std::vector<XidEvent> xids = backend->TakeXids();
+  ASSERT_EQ(xids.size(), 1u);
+  EXPECT_EQ(xids[0].gpu, 1);
+  EXPECT_EQ(xids[0].xid, 79);
+}
+
 }  // namespace
 }  // namespace gpucloud::agent

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "authz/policy_set.h"
+#include "core/query.h"
 #include "core/text.h"
 #include "manifest/json_yaml.h"
 #include "manifest/manifest.h"
@@ -63,34 +64,6 @@ Response Status(int code, std::string_view reason, std::string message) {
 
 namespace {
 
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// `keep_slash`: "%2F" stays as it is (in a path, where a decoded '/' would make one segment
-// two: a job named "a%2Fevents" would read job a's events). A name holding it is then not a
-// DNS label, and refused.
-std::string PercentDecode(std::string_view s, bool keep_slash = false) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
-      char c = static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
-      if (keep_slash && c == '/') {
-        out += s.substr(i, 3);
-      } else {
-        out += c;
-      }
-      i += 2;
-    } else {
-      out += s[i] == '+' && !keep_slash ? ' ' : s[i];
-    }
-  }
-  return out;
-}
-
 bool IsBoolKey(std::string_view key) {
   return key == "watch" || key == "follow" || key == "allowWatchBookmarks" || key == "timestamps" ||
          key == "previous";
@@ -99,25 +72,15 @@ bool IsBoolKey(std::string_view key) {
 }  // namespace
 
 void ParseTarget(std::string_view target, Request* r) {
-  size_t q = target.find('?');
-  r->path = PercentDecode(target.substr(0, q), /*keep_slash=*/true);
-  if (q == std::string_view::npos) return;
-  for (const std::string& pair : SplitAny(target.substr(q + 1), "&")) {
-    size_t eq = pair.find('=');
-    r->query[PercentDecode(pair.substr(0, eq))] =
-        eq == std::string::npos ? "" : PercentDecode(pair.substr(eq + 1));
-  }
+  RequestTarget t = ParseRequestTarget(target);
+  r->path = std::move(t.path);
+  r->query = std::move(t.query);
 }
 
 std::optional<int64_t> QueryInt(const Request& r, const char* key, int64_t max) {
   auto it = r.query.find(key);
   if (it == r.query.end()) return std::nullopt;
-  const std::string& v = it->second;
-  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
-    return -1;
-  }
-  int64_t n = std::stoll(v);
-  return n > max ? -1 : n;
+  return ParseQueryInt(it->second, max).value_or(-1);
 }
 
 std::optional<bool> QueryBool(const Request& r, const char* key, bool absent) {
