@@ -7,7 +7,11 @@
 // or, instead of the token, a client certificate (mutual TLS):
 //   client-certificate: /path/to/node.crt
 //   client-key: /path/to/node.key
-// The paths of objects (ObjectPath) follow the server's REST API. Thread-compatible.
+// The paths of objects (ObjectPath) follow the server's REST API.
+// Not thread-safe, const methods included: Call is const (a request does not change what the
+// client talks to) yet reuses, opens and drops the one kept-alive connection the client holds,
+// so two threads must not use one Client at once. Give each thread its own copy: a copy shares
+// nothing (it starts without a connection). Stream opens a connection of its own each time.
 #ifndef GPUCLOUD_API_CLIENT_H_
 #define GPUCLOUD_API_CLIENT_H_
 
@@ -73,7 +77,9 @@ class Client {
 
  private:
   ClientConfig config_;
-  mutable std::unique_ptr<Connection> conn_;  // kept alive between Calls
+  // Kept alive between Calls. Mutable: the connection is a cache, not part of what the client
+  // is (its config), so Call stays const; this is why const methods are not thread-safe here.
+  mutable std::unique_ptr<Connection> conn_;
 };
 
 // "/apis/gpucloud/v1/namespaces/{ns}/jobs/{name}" and the like for an object; `collection`
