@@ -344,7 +344,8 @@ Response RestApi::Handle(const Request& r) {
   Response::Authorization decided{what->action, what->resource, "allow", allowed.StatementName()};
   NoteAuditAuthorization(decided);  // for the records committed with the request's writes
   Response out = Dispatch(r, parts);
-  out.authorization = std::move(decided);
+  // A handler's own denial (a second decision, e.g. policies:Attach) is what the record says.
+  if (out.authorization.decision != "deny") out.authorization = std::move(decided);
   return out;
 }
 

@@ -209,6 +209,10 @@ class RestApi {
   Response HandleIamObjects(const Request& r, const IamKind& kind, const std::string& prefix,
                             const std::string& name);
   Response PutIamObject(const std::string& key, const std::string& doc, bool create);
+  // The 403 of a write of the identity at `key` that attaches (or detaches) a policy the caller
+  // may not policies:Attach (policies:Detach); nullopt when it may.
+  std::optional<Response> AuthorizeAttachments(const Request& r, const std::string& key,
+                                               const nlohmann::ordered_json& doc);
   Response HandlePolicies(const Request& r, const std::string& name);
   Response HandleTokens(const Request& r, const std::string& name);
   Response CreateToken(const Request& r);

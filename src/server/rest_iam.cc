@@ -2,6 +2,8 @@
 // whoami and authorize. Objects live in the IdentityBook (identity_book.h); authorization of
 // each request happened in RestApi::Handle (authorizer.h) before it got here.
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "absl/time/time.h"
 #include "core/object_meta.h"
@@ -186,7 +188,51 @@ Response RestApi::HandleIamObjects(const Request& r, const IamKind& rules,
     return Status(422, "Invalid", "metadata.name: must be a DNS label");
   }
   if (std::string e = Validate(doc, rules, target); !e.empty()) return Status(422, "Invalid", e);
+  const bool has_policies =
+      std::any_of(rules.spec.begin(), rules.spec.end(),
+                  [](const auto& field) { return field.second == "policies"; });
+  if (has_policies) {
+    if (std::optional<Response> denied = AuthorizeAttachments(r, prefix + target, doc)) {
+      return *denied;
+    }
+  }
   return PutIamObject(prefix + target, doc.dump(), create);
+}
+
+namespace {
+
+std::set<std::string> PoliciesOf(const Json& doc) {
+  std::set<std::string> out;
+  if (!doc.is_object() || !doc.contains("spec") || !doc["spec"].is_object()) return out;
+  const Json& p = doc["spec"].value("policies", Json::array());
+  for (const Json& name : p) {
+    if (name.is_string()) out.insert(name.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+// Who may write a user, group or service account may not thereby attach any policy: each policy
+// the write adds needs policies:Attach on it, each it removes policies:Detach (so that a
+// tenant who manages its service accounts cannot attach gpucloud:admin to one).
+std::optional<Response> RestApi::AuthorizeAttachments(const Request& r, const std::string& key,
+                                                      const Json& doc) {
+  absl::StatusOr<store::KeyValue> current = store_.Get(key);
+  const std::set<std::string> before = current.ok()
+                                           ? PoliciesOf(Json::parse(current->value, nullptr, false))
+                                           : std::set<std::string>{};
+  const std::set<std::string> after = PoliciesOf(doc);
+  for (const auto& [names, other, action] : {std::tuple{&after, &before, "policies:Attach"},
+                                             std::tuple{&before, &after, "policies:Detach"}}) {
+    for (const std::string& name : *names) {
+      if (other->contains(name)) continue;
+      const RequestedAction what{action, Cat("gpucloud:policy/", name)};
+      authz::Decision d = authorizer_->Decide(r.who, what, {});
+      if (!d.allowed()) return Denied(r.who, what, d);
+    }
+  }
+  return std::nullopt;
 }
 
 // Writes a validated object: a create must not exist; a PUT with metadata.resourceVersion is a

@@ -176,6 +176,64 @@ TEST_F(RestIamTest, ATenantManagesOnlyItsOwnTokens) {
   EXPECT_EQ(Json::parse(me.body)["token"], "alice-t");
 }
 
+// Writing an identity does not let one attach policies: each added policy needs
+// policies:Attach on it and each removed one policies:Detach. A tenant may manage its service
+// accounts, but not make one an admin.
+TEST_F(RestIamTest, AttachingAPolicyIsItsOwnPermission) {
+  MakeAlice("[]");
+  auto [secret, alice] = TokenFor("alice", "1d");
+  const std::string sa = R"({"apiVersion": "gpucloud/v1", "kind": "ServiceAccount",
+      "metadata": {"name": "ci"}, "spec": {"policies": ["gpucloud:admin"]}})";
+  Response r = Call("POST", "/namespaces/team-a/serviceaccounts", sa, alice);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not policies:Attach on gpucloud:policy/gpucloud:admin"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.authorization.action, "policies:Attach");
+  EXPECT_EQ(Admin("GET", "/namespaces/team-a/serviceaccounts/ci").status, 404);  // not written
+  // Without policies it may; and an admin may attach and detach.
+  EXPECT_EQ(Call("POST", "/namespaces/team-a/serviceaccounts",
+                 R"({"apiVersion": "gpucloud/v1", "kind": "ServiceAccount",
+                     "metadata": {"name": "ci"}, "spec": {}})",
+                 alice)
+                .status,
+            201);
+  EXPECT_EQ(Admin("PUT", "/namespaces/team-a/serviceaccounts/ci", sa).status, 200);
+  // Detaching is decided too: alice may not take gpucloud:admin off it either.
+  Response detach = Call("PUT", "/namespaces/team-a/serviceaccounts/ci",
+                         R"({"apiVersion": "gpucloud/v1", "kind": "ServiceAccount",
+                             "metadata": {"name": "ci"}, "spec": {"policies": []}})",
+                         alice);
+  EXPECT_EQ(detach.status, 403) << detach.body;
+  EXPECT_NE(detach.body.find("policies:Detach"), std::string::npos) << detach.body;
+  // A policy that grants policies:Attach on one policy lets its holder attach that one only.
+  ASSERT_EQ(Admin("POST", "/policies", R"({"apiVersion": "gpucloud/v1", "kind": "Policy",
+      "metadata": {"name": "attach-tenant"},
+      "spec": {"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Action": "policies:Attach", "Resource": "gpucloud:policy/gpucloud:tenant"}]}})")
+                .status,
+            201);
+  Response u = Admin("PUT", "/users/alice",
+                     R"({"apiVersion": "gpucloud/v1", "kind": "User", "metadata": {"name": "alice"},
+                         "spec": {"namespace": "team-a",
+                                  "policies": ["gpucloud:tenant", "attach-tenant"]}})");
+  ASSERT_EQ(u.status, 200) << u.body;
+  std::optional<Identity> again = book_->Authenticate(secret);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(Call("POST", "/namespaces/team-a/serviceaccounts",
+                 R"({"apiVersion": "gpucloud/v1", "kind": "ServiceAccount",
+                     "metadata": {"name": "runner"}, "spec": {"policies": ["gpucloud:tenant"]}})",
+                 *again)
+                .status,
+            201);
+  EXPECT_EQ(Call("POST", "/namespaces/team-a/serviceaccounts",
+                 R"({"apiVersion": "gpucloud/v1", "kind": "ServiceAccount",
+                     "metadata": {"name": "boss"}, "spec": {"policies": ["gpucloud:admin"]}})",
+                 *again)
+                .status,
+            403);
+}
+
 // A method that names no action (a POST on an item, a PATCH) is served by no handler: a tenant
 // cannot slip a write past the policies through one.
 TEST_F(RestIamTest, AMethodWithNoActionWritesNothing) {
