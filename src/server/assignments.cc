@@ -27,6 +27,10 @@ void FromSpec(const TaskSpec& spec, const Job& job, api::Assignment& a) {
   a.command = spec.command;
   a.command.insert(a.command.end(), spec.args.begin(), spec.args.end());
   for (const EnvVar& e : spec.env) a.env[e.name] = e.value;
+  a.secret_env = spec.secret_env;  // references only: the node asks for the values at start
+  a.env_from = spec.env_from;
+  a.secret_volumes = spec.secret_volumes;
+  a.image_pull_secrets = spec.image_pull_secrets;
   a.working_dir = spec.working_dir;
   a.image = spec.image;
   if (!a.image.empty()) {
