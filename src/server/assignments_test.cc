@@ -106,6 +106,22 @@ TEST_F(AssignmentsTest, SpecFieldsReachTheAssignment) {
   EXPECT_EQ(m.grace_seconds, 45);
 }
 
+TEST_F(AssignmentsTest, SecretReferencesReachTheAssignmentNeverValues) {
+  TaskSpec& w = job_.spec.tasks[1];
+  w.secret_env = {{"HF_TOKEN", {"hf", "token", false}}};
+  w.env_from = {{"db", "DB_", true}};
+  w.secret_volumes = {{"creds", "db", "/etc/db", {}, false}};
+  w.image_pull_secrets = {"regcred"};
+  Binding b = Bind({{Replica("master", 0, {3}), "a", &a_}, {Replica("worker", 0, {}), "b", &b_}});
+  const api::Assignment& a = b.assignments[1];
+  EXPECT_EQ(a.secret_env, w.secret_env);
+  EXPECT_EQ(a.env_from, w.env_from);
+  EXPECT_EQ(a.secret_volumes, w.secret_volumes);
+  EXPECT_EQ(a.image_pull_secrets, w.image_pull_secrets);
+  EXPECT_FALSE(a.env.contains("HF_TOKEN"));
+  EXPECT_FALSE(b.assignments[0].UsesSecrets());
+}
+
 TEST(MasterPort, StableAcrossRunsAndLibraries) {
   // FNV-1a 64 of "uid-1/1", modulo the range: computed independently (Python).
   EXPECT_EQ(MasterPort("uid-1", 1, {}), 23855);
