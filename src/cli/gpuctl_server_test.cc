@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -19,6 +23,8 @@
 
 namespace gpucloud::cli {
 namespace {
+
+using namespace std::chrono_literals;
 
 class GpuctlServerTest : public ::testing::Test {
  protected:
@@ -43,12 +49,16 @@ class GpuctlServerTest : public ::testing::Test {
     std::string out, err;
   };
   Run Gpuctl(std::vector<std::string> args, const std::string& stdin_text = "") {
-    std::vector<const char*> argv = {"gpuctl", "--config", config_.c_str()};
-    for (const std::string& a : args) argv.push_back(a.c_str());
     std::istringstream in(stdin_text);
     std::ostringstream out, err;
-    int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
+    int code = GpuctlTo(args, in, out, err);
     return {code, out.str(), err.str()};
+  }
+  int GpuctlTo(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
+               std::ostream& err) {
+    std::vector<const char*> argv = {"gpuctl", "--config", config_.c_str()};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    return RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
   }
   testing_util::TempDir tmp_{"gpuctl-server"};
   const std::filesystem::path& dir_ = tmp_.path();
@@ -122,23 +132,83 @@ TEST_F(GpuctlServerTest, RunSubmitsAJobFromOneLine) {
   EXPECT_EQ(Gpuctl({"run", "--gpus", "1"}).code, 2);  // no command
 }
 
+// What one thread writes, for another to wait on: the text, and how often it was flushed (gpuctl
+// get -w flushes once the list is printed, and after each change it prints).
+class WatchedOutput : public std::streambuf {
+ public:
+  std::string Text() {
+    std::lock_guard lock(mu_);
+    return text_;
+  }
+  // Waits until `ready(text, flushes)` holds, for at most `limit`; false when it never did.
+  bool WaitFor(const std::function<bool(const std::string&, int)>& ready,
+               std::chrono::seconds limit) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, limit, [&] { return ready(text_, flushes_); });
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    xsputn(&ch, 1);
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard lock(mu_);
+    text_.append(s, static_cast<size_t>(n));
+    changed_.notify_all();
+    return n;
+  }
+  int sync() override {
+    std::lock_guard lock(mu_);
+    ++flushes_;
+    changed_.notify_all();
+    return 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::string text_;
+  int flushes_ = 0;
+};
+
 TEST_F(GpuctlServerTest, GetWatchPrintsChangesAsTheyHappen) {
   ASSERT_EQ(Gpuctl({"run", "--name", "first", "--", "true"}).code, 0);
-  Run watched;
-  std::thread watcher([&] { watched = Gpuctl({"get", "jobs", "-w", "--watch-timeout", "2"}); });
-  // The watch starts from the list's revision, so whether "second" is created before the list
-  // (a table row) or after it (an ADDED event), it is reported exactly once; so is "first".
-  ASSERT_EQ(Gpuctl({"run", "--name", "second", "--", "true"}).code, 0);
+  WatchedOutput watched;
+  std::ostream out(&watched);
+  std::istringstream in;
+  std::ostringstream err;
+  int code = -1;
+  std::thread watcher([&] {
+    code = GpuctlTo({"get", "jobs", "-w", "--watch-timeout", "4"}, in, out, err);
+  });
+  // The list is printed and flushed before the watch begins; "second", created after that, is
+  // not in the list, so only the watch can report it.
+  auto flushed = [](const std::string&, int flushes) { return flushes > 0; };
+  auto has_second = [](const std::string& text, int) {
+    return text.find("\nsecond ") != std::string::npos;
+  };
+  const bool listed = watched.WaitFor(flushed, 30s);
+  const std::string list = watched.Text();
+  const bool created = listed && Gpuctl({"run", "--name", "second", "--", "true"}).code == 0;
+  const bool arrived = created && watched.WaitFor(has_second, 30s);
   watcher.join();
-  EXPECT_EQ(watched.code, 0) << watched.err;
+  EXPECT_TRUE(listed) << "the list was never printed: " << err.str();
+  EXPECT_TRUE(created);
+  EXPECT_TRUE(arrived) << "the watch did not report the new job:\n" << watched.Text();
+  EXPECT_EQ(code, 0) << err.str();
+  EXPECT_NE(list.find("\nfirst "), std::string::npos) << list;
+  EXPECT_EQ(list.find("second"), std::string::npos) << list;
+  const std::string all = watched.Text();
   auto lines_starting = [&](const std::string& word) {
     int n = 0;
-    for (size_t at = 0; (at = watched.out.find("\n" + word + " ", at)) != std::string::npos; ++at)
-      ++n;
+    for (size_t at = 0; (at = all.find("\n" + word + " ", at)) != std::string::npos; ++at) ++n;
     return n;
   };
-  EXPECT_EQ(lines_starting("first"), 1) << watched.out;
-  EXPECT_EQ(lines_starting("second"), 1) << watched.out;
+  EXPECT_EQ(lines_starting("first"), 1) << all;  // the watch starts after the list's revision
+  EXPECT_EQ(lines_starting("second"), 1) << all;
   EXPECT_EQ(Gpuctl({"get", "jobs", "first", "-w"}).code, 2);
 }
 
