@@ -1,4 +1,5 @@
-"""gpucloud's REST API from Python: submit, get, list, wait, logs, cancel, delete.
+"""gpucloud's REST API from Python: submit, get, list (paged), patch, wait, logs, cancel, delete;
+and Secrets (create, list, delete) for jobs to read.
 
 Standard library only (urllib, ssl, json). PyYAML, where it is installed, is used only to read a
 YAML manifest's namespace and a config file; without it a YAML manifest is still sent as it is
@@ -208,26 +209,52 @@ class Client:
 
     # --- jobs ---------------------------------------------------------------------------------
 
-    def submit(self, job, namespace=None):
+    def submit(self, job, namespace=None, dry_run=False):
         """Creates a job from a dict or a YAML or JSON manifest's text (a gpucloud/v1 Job, a
         Kubernetes Pod or a Volcano Job: the server converts the last two). Returns its name.
-        Conflict when it exists; ApiError 422 with the field and line when it is invalid."""
+        Conflict when it exists; ApiError 422 with the field and line when it is invalid. With
+        dry_run=True the server checks it all (validation, policies, quota) and stores nothing."""
         body, content_type, manifest_ns = _manifest(job)
-        created = self.request("POST", self._jobs(namespace or manifest_ns), body=body,
+        created = self.request("POST", self._jobs(namespace or manifest_ns),
+                               {"dryRun": "All" if dry_run else None}, body=body,
                                content_type=content_type)
         return _name_of(created)
+
+    def patch(self, name, changes, namespace=None, dry_run=False):
+        """Changes a job with a JSON merge patch (RFC 7386; `None` removes a key), e.g.
+        patch("mnist", {"metadata": {"labels": {"tier": "gold", "old": None}}}). Returns the
+        job as stored; Invalid when the result is not a valid job, Conflict when a
+        metadata.resourceVersion in `changes` is stale."""
+        return self.request("PATCH", self._jobs(namespace, name),
+                            {"dryRun": "All" if dry_run else None},
+                            body=json.dumps(changes).encode(),
+                            content_type="application/merge-patch+json")
 
     def get(self, name, namespace=None):
         """The job as the server holds it, status included; NotFound when there is none."""
         return self.request("GET", self._jobs(namespace, name))
 
-    def list(self, selector=None, namespace=None):
+    def list(self, selector=None, namespace=None, page_size=None):
         """The namespace's jobs, with a label selector (`team=a,tier!=x,gpu,!spot`) or a dict of
-        labels that must all match."""
+        labels that must all match. With page_size, fetched that many at a time (the server's
+        limit/continue) and returned whole."""
+        return list(self.iter_jobs(selector, namespace, page_size))
+
+    def iter_jobs(self, selector=None, namespace=None, page_size=500):
+        """Yields the namespace's jobs a page of `page_size` at a time (None: one request), so
+        a namespace with many jobs is read in bounded requests. A continue token the server no
+        longer honours is ApiError 410: list again."""
         if isinstance(selector, dict):
             selector = ",".join(f"{k}={v}" for k, v in selector.items())
-        doc = self.request("GET", self._jobs(namespace), {"labelSelector": selector or None})
-        return doc.get("items") or []
+        token = None
+        while True:
+            query = {"labelSelector": selector or None,
+                     "limit": str(page_size) if page_size else None, "continue": token}
+            doc = self.request("GET", self._jobs(namespace), query)
+            yield from doc.get("items") or []
+            token = (doc.get("metadata") or {}).get("continue")
+            if not page_size or not token:
+                return
 
     def events(self, name, namespace=None):
         """The job's events, oldest first."""
@@ -307,6 +334,42 @@ class Client:
         if wait:
             self._wait_gone(name, namespace, job["metadata"].get("resourceVersion"), timeout)
         return status
+
+    # --- secrets ------------------------------------------------------------------------------
+
+    def _secrets(self, namespace, name=""):
+        ns = urllib.parse.quote(namespace or self.namespace, safe="")
+        path = f"{PREFIX}/namespaces/{ns}/secrets"
+        return path + ("/" + urllib.parse.quote(name, safe="") if name else "")
+
+    def create_secret(self, name, data, namespace=None, type="Opaque", replace=False):
+        """Stores a Secret for jobs to read (env valueFrom.secretKeyRef, secret volumes,
+        imagePullSecrets): `data` maps keys to str or bytes values. The values are never
+        answered back: the result shows each key's size. Conflict when it exists (replace=True
+        replaces every value)."""
+        values = {k: base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode()
+                  for k, v in data.items()}
+        doc = {"apiVersion": "gpucloud/v1", "kind": "Secret", "metadata": {"name": name},
+               "type": type, "data": values}
+        if replace:
+            return self.request("PUT", self._secrets(namespace, name), body=doc)
+        return self.request("POST", self._secrets(namespace), body=doc)
+
+    def create_registry_secret(self, name, server, username, password, namespace=None):
+        """A kubernetes.io/dockerconfigjson Secret for imagePullSecrets, as `kubectl create
+        secret docker-registry` writes it."""
+        auth = base64.b64encode(f"{username}:{password}".encode()).decode()
+        config = {"auths": {server: {"username": username, "password": password, "auth": auth}}}
+        return self.create_secret(name, {".dockerconfigjson": json.dumps(config)}, namespace,
+                                  type="kubernetes.io/dockerconfigjson")
+
+    def secrets(self, namespace=None):
+        """The namespace's Secrets, without their values."""
+        return self.request("GET", self._secrets(namespace)).get("items") or []
+
+    def delete_secret(self, name, namespace=None):
+        """Removes a Secret; NotFound when there is none."""
+        return self.request("DELETE", self._secrets(namespace, name))
 
     def _wait_gone(self, name, namespace, rv, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout

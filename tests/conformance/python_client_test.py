@@ -7,6 +7,7 @@ status and message.
 
 Usage: python_client_test.py GPUCLOUD_BINARY SOURCE_DIR [unittest args]
 """
+import json
 import os
 import shutil
 import subprocess
@@ -178,6 +179,63 @@ class PythonClientTest(unittest.TestCase):
             self.c.get(name)
         with self.assertRaises(gpucloud.NotFound):
             self.c.wait(name, timeout=5)
+
+    def test_patch_changes_labels_and_dry_runs_store_nothing(self):
+        self.c.submit(job("patched", "true", labels={"tier": "batch", "old": "x"}))
+        got = self.c.patch("patched", {"metadata": {"labels": {"tier": "gold", "old": None}}})
+        self.assertEqual(got["metadata"]["labels"], {"tier": "gold"})
+        self.assertEqual(self.c.get("patched")["metadata"]["labels"], {"tier": "gold"})
+        dry = self.c.patch("patched", {"metadata": {"labels": {"tier": "x"}}}, dry_run=True)
+        self.assertEqual(dry["metadata"]["labels"], {"tier": "x"})
+        self.assertEqual(self.c.get("patched")["metadata"]["labels"], {"tier": "gold"})
+        self.assertEqual(self.c.submit(job("dry", "true"), dry_run=True), "dry")
+        with self.assertRaises(gpucloud.NotFound):
+            self.c.get("dry")
+        with self.assertRaises(gpucloud.ApiError) as e:
+            self.c.patch("patched", {"spec": {"tasks": [{"name": "m", "replicas": 0}]}})
+        self.assertEqual(e.exception.status, 422)
+
+    def test_list_in_pages(self):
+        names = [f"paged-{i}" for i in range(5)]
+        for n in names:
+            self.c.submit(job(n, "true", labels={"paged": "yes"}))
+        pages = []
+        seen = []
+
+        class Recording(gpucloud.Client):
+            def request(inner, method, path, query=None, body=None, content_type=None):
+                doc = super().request(method, path, query, body, content_type)
+                pages.append(len(doc.get("items") or []))
+                return doc
+        r = Recording(up.url, up.token, up.ca)
+        for j in r.iter_jobs("paged=yes", page_size=2):
+            seen.append(j["metadata"]["name"])
+        self.assertEqual(sorted(seen), names)
+        self.assertEqual(pages, [2, 2, 1])  # bounded requests, each a page
+        self.assertEqual(sorted(j["metadata"]["name"] for j in r.list("paged=yes", page_size=3)),
+                         names)
+
+    def test_a_job_reads_a_secret_it_names(self):
+        self.c.create_secret("db", {"password": "s3cr3t-py", "user": b"alice"})
+        listed = {s["metadata"]["name"]: s for s in self.c.secrets()}
+        self.assertIn("db", listed)
+        self.assertNotIn("s3cr3t-py", json.dumps(listed))  # values are never answered
+        self.assertEqual(listed["db"]["status"]["data"]["password"]["bytes"], 9)
+        spec = job("reads-secret", "echo pw=$DB_PASSWORD; cat $GPUCLOUD_SECRETS/db/user; echo")
+        task = spec["spec"]["tasks"][0]
+        task["env"] = [{"name": "DB_PASSWORD",
+                        "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
+        task["volumes"] = [{"name": "db", "mountPath": "/etc/db", "secret": {"secretName": "db"}}]
+        self.c.submit(spec)
+        done = self.c.wait("reads-secret", timeout=60)
+        self.assertEqual(done["status"]["phase"], "Succeeded", done["status"])
+        self.assertEqual(list(self.c.logs("reads-secret")), ["pw=s3cr3t-py", "alice"])
+        self.assertNotIn("s3cr3t-py", json.dumps(self.c.get("reads-secret")))
+        reg = self.c.create_registry_secret("reg", "registry.local:5000", "u", "p")
+        self.assertEqual(reg["type"], "kubernetes.io/dockerconfigjson")
+        self.c.delete_secret("db")
+        with self.assertRaises(gpucloud.NotFound):
+            self.c.delete_secret("db")
 
     def test_errors_carry_the_servers_status_and_message(self):
         with self.assertRaises(gpucloud.ApiError) as e:
