@@ -218,7 +218,7 @@ void RotateLog(const std::string& path, int64_t max_bytes, int keep) {
   if (truncate(path.c_str(), 0) != 0) return;
 }
 
-Executor::Executor() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+Executor::Executor(ExitWatcher* exits) : exits_(exits) { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 Executor::~Executor() {
   for (auto& [id, t] : tasks_) {
@@ -345,6 +345,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   }
   t.pid = pid;
   t.pidfd = PidFd(pid);
+  if (exits_ != nullptr) (void)exits_->Add(t.pidfd);  // else (no pidfds): found by Poll
   tasks_.emplace(spec.id, std::move(t));
   return absl::OkStatus();
 }

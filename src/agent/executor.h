@@ -8,7 +8,11 @@
 // Stop is SIGTERM to the whole group, a grace period, then SIGKILL; when a task's leader ends,
 // whatever is left of its group is killed and reaped. An ended task reports its
 // exit code or signal, and whether the kernel's OOM killer ended it.
-// Not thread-safe: the agent's task loop owns it.
+// Exits can be announced as they happen: given an ExitWatcher, the executor watches each task's
+// leader through a pidfd, and the watcher calls its owner back when one ends (the owner then
+// Polls; where pidfds are missing, it polls on its own tick as before).
+// Not thread-safe: the agent's task loop owns it (the watcher's callback runs on the watcher's
+// thread and must not call the executor).
 #ifndef GPUCLOUD_AGENT_EXECUTOR_H_
 #define GPUCLOUD_AGENT_EXECUTOR_H_
 
@@ -23,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/cgroup.h"
+#include "agent/exit_watcher.h"
 #include "core/quantity.h"
 
 namespace gpucloud::agent {
@@ -72,8 +77,9 @@ absl::Status NoCommandError();
 class Executor {
  public:
   // Makes this process a child subreaper (prctl), so that processes a task's leader leaves
-  // behind come to it and can be reaped.
-  Executor();
+  // behind come to it and can be reaped. With `exits` (borrowed; it must outlive the executor),
+  // every task started is watched there, so that its end is announced at once.
+  explicit Executor(ExitWatcher* exits = nullptr);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
   ~Executor();  // kills what still runs
@@ -115,6 +121,7 @@ class Executor {
   // Reaps the task if it ended (blocking up to `timeout`); fills Task::exit.
   void Reap(Task& t, absl::Duration timeout);
   std::map<std::string, Task> tasks_;
+  ExitWatcher* exits_ = nullptr;
 };
 
 // Rotates `path` when it is larger than `max_bytes` (> 0): path.N-1 -> path.N, ..., path ->

@@ -9,10 +9,13 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "agent/task_env.h"
@@ -254,6 +257,84 @@ TEST_F(ExecutorTest, TheShimRecordsHowTheTaskEndedAndEndsTheSameWay) {
   EXPECT_FALSE(ReadExitStatus((dir_ / "none").string()).has_value());
   std::ofstream(dir_ / "garbage") << "maybe\n";
   EXPECT_FALSE(ReadExitStatus((dir_ / "garbage").string()).has_value());
+}
+
+// Counts the watcher's calls; Await blocks until there has been one more (an event, not a sleep;
+// the timeout only keeps a broken build from hanging).
+class ExitNotice {
+ public:
+  void Fire() {
+    {
+      std::lock_guard lock(mu_);
+      ++fired_;
+    }
+    cv_.notify_all();
+  }
+  bool Await(int count, absl::Duration timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] { return fired_ >= count; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int fired_ = 0;
+};
+
+TEST_F(ExecutorTest, ATasksExitIsAnnouncedAsItHappensNotOnATick) {
+  ExitNotice notice;
+  ExitWatcher watcher([&] { notice.Fire(); });
+  if (!watcher.available()) GTEST_SKIP() << "no pidfd_open on this kernel: the agent polls";
+  Executor ex(&watcher);
+  for (bool shim : {false, true}) {
+    const std::string id = shim ? "shimmed" : "plain";
+    std::string go = Fifo(id + ".go");
+    TaskSpecToRun t = Shell(id, "read x < " + go + "; exit 4");
+    if (shim) t.status_path = (dir_ / (id + ".exit")).string();
+    ASSERT_TRUE(ex.Start(t).ok());
+    EXPECT_FALSE(ex.Poll(id).has_value());
+    const int before = shim ? 1 : 0;
+    absl::Time released;
+    {
+      std::ofstream f(go);
+      released = absl::Now();
+      f << "go\n";
+    }
+    ASSERT_TRUE(notice.Await(before + 1, absl::Seconds(10))) << id << ": no notification";
+    const absl::Duration after = absl::Now() - released;
+    // A shell's exit and its reaping take a few ms; the agent's old tick was 100 ms.
+    EXPECT_LT(after, absl::Milliseconds(60)) << id;
+    std::optional<TaskExit> e = ex.Poll(id);  // reaped at once: it has ended
+    ASSERT_TRUE(e.has_value()) << id;
+    EXPECT_EQ(e->exit_code, 4) << id;
+  }
+}
+
+TEST_F(ExecutorTest, AProcessThatIsNotATaskCanBeWatchedToo) {
+  // As the agent watches a task it re-adopted from an earlier agent: by pid, through a pidfd.
+  ExitNotice notice;
+  ExitWatcher watcher([&] { notice.Fire(); });
+  if (!watcher.available()) GTEST_SKIP() << "no pidfd_open on this kernel: the agent polls";
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(go[1]);
+    char byte;
+    (void)!read(go[0], &byte, 1);
+    _exit(0);
+  }
+  close(go[0]);
+  int fd = OpenPidFd(pid);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(watcher.Add(fd));
+  EXPECT_FALSE(notice.Await(1, absl::Milliseconds(20)));  // it runs: nothing yet
+  close(go[1]);                                           // it ends
+  EXPECT_TRUE(notice.Await(1, absl::Seconds(10)));
+  waitpid(pid, nullptr, 0);
+  close(fd);
+  EXPECT_FALSE(watcher.Add(-1));
 }
 
 TEST_F(ExecutorTest, TasksDoNotInheritTheAgentsBlockedOrIgnoredSignals) {

@@ -21,8 +21,10 @@
 #include "agent/cdi.h"
 #include "agent/checkpoints.h"
 #include "agent/executor.h"
+#include "agent/exit_watcher.h"
 #include "agent/exporter.h"
 #include "agent/health.h"
+#include "agent/heartbeat_reports.h"
 #include "agent/log_shipping.h"
 #include "agent/node_identity.h"
 #include "agent/sandbox.h"
@@ -130,6 +132,7 @@ struct NodeAgent::Impl {
     bool in_executor = false;
     pid_t adopted_pid = 0;
     uint64_t adopted_start = 0;
+    int adopted_pidfd = -1;  // a re-adopted task watched through a pidfd (-1: polled)
     bool stopping = false;
     absl::Time kill_at = absl::InfiniteFuture();
     std::optional<absl::Time> ended_at;
@@ -147,6 +150,9 @@ struct NodeAgent::Impl {
     absl::Time secrets_retry_at = absl::InfinitePast();
     std::optional<api::TaskSecrets> secrets;
     std::string container_name;  // "" for a host process
+    bool assigned = true;        // its assignment (job uid and attempt) is still there
+    // Its report as the server last acknowledged it (heartbeat_reports.h).
+    std::optional<api::TaskReport> acknowledged;
   };
 
   api::Client client;
@@ -156,7 +162,12 @@ struct NodeAgent::Impl {
   absl::Time renew_retry_at = absl::InfinitePast();
   GpuBackend& backend;
   NodeAgentOptions o;
-  Executor exec;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool exited = false;  // guarded by mu: a task ended (ExitWatcher), poll the tasks now
+  // Declared before the executor and after what its callback touches (destroyed in reverse).
+  ExitWatcher exits{[this] { OnExit(); }};
+  Executor exec{&exits};
   LaunchPolicy launch_policy;
   ImagePuller puller;
   absl::Time collected_at = absl::Now();
@@ -166,8 +177,6 @@ struct NodeAgent::Impl {
   std::set<std::string> pre_pulled;                // the operator's prePull images, once each
   std::atomic<bool> stop{false};
 
-  std::mutex mu;
-  std::condition_variable wake;
   std::map<std::string, api::Assignment> desired;  // guarded by mu
   bool desired_known = false;                      // guarded by mu: listed at least once
   bool dirty = false;                              // guarded by mu
@@ -215,6 +224,33 @@ struct NodeAgent::Impl {
     if (warning) msg.remove_prefix(9);
     log::Write(warning ? log::Level::kWarn : log::Level::kInfo, "agent", msg,
                {{"node", o.node_name}});
+  }
+
+  // On the exit watcher's thread: a task (or a re-adopted process) ended.
+  void OnExit() {
+    {
+      std::lock_guard lock(mu);
+      exited = true;
+    }
+    wake.notify_all();
+  }
+
+  // What heartbeat_reports.h decides from, for one task.
+  static ReportedTask Reported(const Local& t, absl::Time now) {
+    ReportedTask v;
+    v.ended = t.ended_at.has_value();
+    v.assigned = t.assigned;
+    v.acknowledged = t.acknowledged && *t.acknowledged == t.report;
+    v.since_end = v.ended ? now - *t.ended_at : absl::ZeroDuration();
+    return v;
+  }
+
+  // Everything the task wrote is on the server (or given up).
+  static bool LogShipped(const Local& t) {
+    if (t.log.gone || t.log_path.empty()) return true;
+    struct stat st;
+    return t.log.dropped == 0 &&
+           (stat(t.log_path.c_str(), &st) != 0 || st.st_size <= t.log.read_pos);
   }
 
   // Sleeps up to `d`; returns false when stopping.
@@ -487,6 +523,13 @@ struct NodeAgent::Impl {
       } else if (Alive(pid, start)) {
         t.adopted_pid = pid;
         t.adopted_start = start;
+        // Watched through a pidfd where there are pidfds (opened, then checked to be still the
+        // same process, so a reused pid is not watched); else polled on the tick.
+        t.adopted_pidfd = OpenPidFd(pid);
+        if (t.adopted_pidfd >= 0 && !(Alive(pid, start) && exits.Add(t.adopted_pidfd))) {
+          close(t.adopted_pidfd);
+          t.adopted_pidfd = -1;
+        }
         t.report.state = api::TaskState::kRunning;
         Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
       } else if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
@@ -904,8 +947,12 @@ struct NodeAgent::Impl {
           w != want.end() && w->second.job_uid == t.a.job_uid && w->second.attempt == t.a.attempt;
       if (!wanted && !t.ended_at && !t.stopping) StopTask(t, false);
       if (t.stopping && !t.ended_at && now >= t.kill_at) StopTask(t, true);
-      // Ended and no longer assigned: reported for a while more, then forgotten.
-      if (!wanted && t.ended_at && now - *t.ended_at > absl::Minutes(5)) {
+      t.assigned = wanted;
+      // Ended and no longer assigned: forgotten once the server acknowledged its report and its
+      // log is shipped, or after a while regardless (heartbeat_reports.h).
+      ReportedTask v = Reported(t, now);
+      v.log_shipped = v.ended && !v.assigned && v.acknowledged && LogShipped(t);
+      if (Forgettable(v)) {
         std::error_code ec;
         fs::remove(RecordPath(t.exec_id), ec);
         fs::remove_all(RunDir(t), ec);
@@ -941,6 +988,8 @@ struct NodeAgent::Impl {
         Ended(t, *e);
       } else if (t.adopted_pid > 0) {
         if (Alive(t.adopted_pid, t.adopted_start)) continue;
+        if (t.adopted_pidfd >= 0) close(t.adopted_pidfd);
+        t.adopted_pidfd = -1;
         // Not this agent's child: its shim left the exit status in a file.
         if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
           Ended(t, *e);
@@ -1113,7 +1162,7 @@ struct NodeAgent::Impl {
         t.checkpoint_scanned = now;
       }
       if (t.a.checkpoint_replicate) t.report.replicated_ms = replicator.Replicated(t.exec_id);
-      h.tasks.push_back(t.report);
+      if (InHeartbeat(Reported(t, now))) h.tasks.push_back(t.report);
     }
     if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
       RecordSamples(*samples);
@@ -1155,6 +1204,14 @@ struct NodeAgent::Impl {
         Log("the operator reset this node's GPU health");
       }
       health_reset_seen = gen;
+      // Ended reports the server's controller has read: those no longer assigned leave the
+      // heartbeat (unless they change again).
+      for (api::TaskReport& acked : AcknowledgedReports(r->body)) {
+        auto it = tasks.find(acked.name);
+        if (it != tasks.end() && it->second.ended_at && it->second.report == acked) {
+          it->second.acknowledged = std::move(acked);
+        }
+      }
       if (j.is_object() && j.contains("prePull") && j["prePull"].is_array()) {
         for (const Json& image : j["prePull"]) {
           if (!image.is_string() || !pre_pulled.insert(image.get<std::string>()).second) continue;
@@ -1260,8 +1317,11 @@ struct NodeAgent::Impl {
     while (!stop) {
       {
         std::unique_lock lock(mu);
+        // A task's end wakes the loop at once (ExitWatcher); the tick is for what is polled
+        // (re-adopted tasks without a pidfd, image pulls, the heartbeat's period).
         wake.wait_for(lock, std::chrono::milliseconds(100),
-                      [&] { return dirty || log_backlog || stop.load(); });
+                      [&] { return dirty || exited || log_backlog || stop.load(); });
+        exited = false;
       }
       if (stop) break;
       bool changed = Reconcile();

@@ -7,7 +7,9 @@
 //     stops (SIGTERM, the assignment's grace period, SIGKILL) every task whose assignment is gone
 //     or names another attempt — fencing, so that a job never runs twice at once;
 //   - heartbeats every second (and at once when a task changes state) with every task's state
-//     and the GPUs' health; ended tasks are reported until the server stops assigning them;
+//     and the GPUs' health; ended tasks are reported until the server stops assigning them and
+//     has acknowledged their reports (heartbeat_reports.h); a task's exit wakes the loop at once
+//     (exit_watcher.h: a pidfd per task, re-adopted ones too; the 100 ms tick without pidfds);
 //   - ships each task's log to the server as it grows;
 //   - samples its GPUs with every heartbeat, for health and for /metrics (MetricsText), where a
 //     task's GPUs carry its labels and its energy is summed;

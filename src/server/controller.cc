@@ -232,6 +232,7 @@ absl::Status Controller::RunOnce() {
   if (absl::Status s = SyncNodes(pass); !s.ok()) return s;
   stage("nodes");
   StepJobs(pass);
+  node_table_.MarkRead(pass.reports);  // the agents may stop sending the ended tasks it read
   stage("jobs");
   if (absl::Status s = Schedule(pass); !s.ok()) return s;
   stage("schedule");

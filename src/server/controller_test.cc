@@ -160,6 +160,38 @@ TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
   EXPECT_EQ(EventReasons("job").size(), 3u);
 }
 
+// The agent stops sending an ended task once the answer acknowledges it: only what a pass has
+// read is acknowledged, so a report that arrived (or was sent again) is not enough.
+TEST_F(ControllerTest, AHeartbeatAnswerAcknowledgesOnlyEndedReportsAPassHasRead) {
+  Register("node-a", 4);
+  Submit(GangJob("job", 1, 1));
+  Pass();
+  auto beat = [&](std::vector<api::TaskReport> tasks) {
+    api::Heartbeat h;
+    h.tasks = std::move(tasks);
+    Response r = Call("POST", Cat(api::NodePath("node-a"), "/heartbeat"), api::HeartbeatToJson(h));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body)["acknowledged"];
+  };
+  const api::TaskReport running = Report("job", 0, api::TaskState::kRunning);
+  EXPECT_EQ(beat({running}), Json::array());
+  Pass();
+  EXPECT_EQ(beat({running}), Json::array());  // what runs is never acknowledged
+  const api::TaskReport done = Report("job", 0, api::TaskState::kSucceeded, 0);
+  EXPECT_EQ(beat({done}), Json::array());  // arrived, not read
+  EXPECT_EQ(beat({done}), Json::array());  // sent again (an answer lost): still not read
+  Pass();
+  EXPECT_EQ(Status("job").phase, "Succeeded");
+  Json ack = beat({done});
+  ASSERT_EQ(ack.size(), 1u) << ack;
+  EXPECT_EQ(ack[0]["name"], done.name);
+  EXPECT_EQ(ack[0]["jobUid"], done.job_uid);
+  EXPECT_EQ(ack[0]["state"], "Succeeded");
+  EXPECT_EQ(beat({}).size(), 1u);  // the agent dropped it; acknowledged until the next pass
+  Pass();
+  EXPECT_EQ(beat({}), Json::array());
+}
+
 // A task that starts and ends between two passes (a trivial job on a busy node): the job
 // still starts, at its task's own time, before it succeeds, and its running time counts.
 TEST_F(ControllerTest, AJobWhoseTaskEndedBeforeThePassSawItRunStillStarts) {

@@ -28,6 +28,26 @@ std::map<std::string, NodeReport> NodeTable::Snapshot() const {
   return nodes_;
 }
 
+void NodeTable::MarkRead(const std::map<std::string, NodeReport>& snapshot) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [node, report] : snapshot) {
+    if (!nodes_.contains(node) || report.heartbeat == nullptr) continue;  // forgotten since
+    NodeReport& read = read_[node];
+    if (report.generation > read.generation) read = report;
+  }
+}
+
+std::vector<api::TaskReport> NodeTable::Acknowledged(const std::string& node) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<api::TaskReport> ended;
+  auto it = read_.find(node);
+  if (it == read_.end() || it->second.heartbeat == nullptr) return ended;
+  for (const api::TaskReport& t : it->second.heartbeat->tasks) {
+    if (api::IsTerminal(t.state)) ended.push_back(t);
+  }
+  return ended;
+}
+
 void NodeTable::SetHealthReset(const std::string& node, int64_t generation) {
   absl::MutexLock lock(&mu_);
   health_reset_[node] = generation;
@@ -42,6 +62,7 @@ int64_t NodeTable::HealthReset(const std::string& node) const {
 void NodeTable::Forget(const std::string& node) {
   absl::MutexLock lock(&mu_);
   nodes_.erase(node);
+  read_.erase(node);
 }
 
 void NodeTable::SetPrePull(const std::string& node, std::vector<std::string> images) {

@@ -3,6 +3,9 @@
 // carries the whole truth of its node (its tasks' states, its GPUs' health), so a server that
 // restarts with an empty table learns it again within a second, and nothing is lost by not
 // storing it. The controller reads it to mark nodes Ready or NotReady and to move jobs along.
+// An agent stops reporting an ended task whose assignment is gone once the server
+// acknowledges its report (agent/heartbeat_reports.h): the acknowledgement is that the
+// controller's pass has read it (MarkRead), not just that it arrived, so no end goes unseen.
 // Thread-safe.
 #ifndef GPUCLOUD_SERVER_NODE_TABLE_H_
 #define GPUCLOUD_SERVER_NODE_TABLE_H_
@@ -13,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "api/wire.h"
@@ -34,6 +38,11 @@ class NodeTable {
   bool Record(const std::string& node, api::Heartbeat heartbeat, int64_t now_ms);
   std::optional<NodeReport> Get(const std::string& node) const;
   std::map<std::string, NodeReport> Snapshot() const;
+  // The controller's pass has read `snapshot` (taken with Snapshot) and acted on it.
+  void MarkRead(const std::map<std::string, NodeReport>& snapshot);
+  // The ended tasks' reports in the newest heartbeat of `node` the controller has read, for the
+  // heartbeat's answer ("acknowledged").
+  std::vector<api::TaskReport> Acknowledged(const std::string& node) const;
   void Forget(const std::string& node);
   // The node's health-reset generation (spec.healthReset: the operator's uncordon bumps it),
   // told to its agent with every heartbeat answer.
@@ -47,6 +56,7 @@ class NodeTable {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, NodeReport> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, NodeReport> read_ ABSL_GUARDED_BY(mu_);  // what MarkRead was given
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> health_reset_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<std::string>> pre_pull_ ABSL_GUARDED_BY(mu_);

@@ -351,6 +351,11 @@ Response RestApi::Heartbeat(const Request& r, const std::string& name) {
   }
   if (nodes_->Record(name, std::move(*hb), clock_.NowMillis()) && kick_) kick_();
   Json out{{"ok", true}, {"healthReset", nodes_->HealthReset(name)}};
+  // The ended tasks' reports the controller has read: the agent stops sending those whose
+  // assignment is gone (agent/heartbeat_reports.h). In the heartbeat's own encoding.
+  api::Heartbeat read;
+  read.tasks = nodes_->Acknowledged(name);
+  out["acknowledged"] = Json::parse(api::HeartbeatToJson(read))["tasks"];
   if (std::vector<std::string> images = nodes_->PrePull(name); !images.empty()) {
     out["prePull"] = images;
   }
