@@ -361,6 +361,33 @@ absl::Status AuditLog::ExportJsonLines(std::ostream& out, const AuditFilter& fil
   return out ? absl::OkStatus() : absl::UnavailableError("audit export: cannot write");
 }
 
+absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> AuditLog::ReadAfter(int64_t after_seq,
+                                                                                 int limit) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  const int64_t head = head_seq();
+  for (int64_t seq = after_seq + 1; seq <= head && static_cast<int>(out.size()) < limit; ++seq) {
+    absl::StatusOr<store::KeyValue> kv = store_.Get(RecordKey(seq));
+    if (kv.ok()) {
+      out.emplace_back(seq, std::move(kv->value));
+      continue;
+    }
+    if (!absl::IsNotFound(kv.status())) return kv.status();
+    if (!out.empty()) break;  // the chain is contiguous: nothing can follow a gap
+    // Retention removed it: resume at the oldest record that is kept.
+    absl::StatusOr<store::ListResult> list = store_.List(options_.prefix + "records/");
+    if (!list.ok()) return list.status();
+    for (store::KeyValue& item : list->items) {
+      absl::StatusOr<AuditRecord> r = DecodeRecord(item.value);
+      if (!r.ok()) return absl::DataLossError(Cat(item.key, ": ", r.status().message()));
+      if (r->seq <= after_seq) continue;
+      out.emplace_back(r->seq, std::move(item.value));
+      if (static_cast<int>(out.size()) >= limit) break;
+    }
+    break;
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<std::string>> AuditLog::DigestTexts() {
   absl::StatusOr<store::ListResult> list = store_.List(options_.prefix + "digests/");
   if (!list.ok()) return list.status();

@@ -33,6 +33,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -112,6 +113,13 @@ class AuditLog {
   // Writes the matching records, one canonical JSON per line, exactly as stored (an unfiltered
   // export verifies with VerifyChain and DigestTexts()).
   absl::Status ExportJsonLines(std::ostream& out, const AuditFilter& filter);
+  // The stored text of the committed records after `after_seq`, at most `limit`, oldest first,
+  // each with its seq: read by key, one Get a record, so an exporter that remembers a seq reads
+  // only what is new (buffered records are not flushed). When retention removed the records
+  // right after `after_seq`, it resumes at the oldest kept one (one List). Empty when none is
+  // newer.
+  absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> ReadAfter(int64_t after_seq,
+                                                                         int limit);
   // The stored digests' JSON, oldest first.
   absl::StatusOr<std::vector<std::string>> DigestTexts();
   // VerifyChain over everything in the store (after a Flush), read without holding up writers;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "core/private_file.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/audit_webhook.h"
 #include "server/control_plane.h"
 #include "server/credentials.h"
 #include "server/secret_store.h"
@@ -105,6 +107,36 @@ int RunRotateKeys(int argc, const char* const* argv, std::ostream& out, std::ost
   return 0;
 }
 
+// Checks --audit-webhook's URL before anything starts and reads the token file.
+absl::Status ApplyWebhookFlags(ControlPlaneOptions& o, const std::string& token_file) {
+  if (o.audit_webhook_url.empty()) {
+    if (!o.audit_webhook_ca.empty() || !token_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--audit-webhook-ca and --audit-webhook-token-file need --audit-webhook");
+    }
+    return absl::OkStatus();
+  }
+  if (!o.audit) return absl::InvalidArgumentError("--audit-webhook needs the audit log (--audit)");
+  if (absl::StatusOr<WebhookUrl> url = ParseWebhookUrl(o.audit_webhook_url); !url.ok()) {
+    return url.status();
+  }
+  if (!o.audit_webhook_ca.empty()) {
+    o.audit_webhook_ca = std::filesystem::absolute(o.audit_webhook_ca).string();
+  }
+  if (token_file.empty()) return absl::OkStatus();
+  std::ifstream f(token_file);
+  std::getline(f, o.audit_webhook_token);
+  while (!o.audit_webhook_token.empty() &&
+         std::isspace(static_cast<unsigned char>(o.audit_webhook_token.back()))) {
+    o.audit_webhook_token.pop_back();
+  }
+  if (o.audit_webhook_token.empty()) {
+    return absl::InvalidArgumentError(
+        Cat("--audit-webhook-token-file ", token_file, ": the first line is empty"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -152,6 +184,15 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->check(CLI::NonNegativeNumber);
   app.add_option("--key-dir", o.key_dir,
                  "the Secrets' key ring, kept out of store backups (default DATA_DIR/keys)");
+  std::string webhook_token_file;
+  app.add_option("--audit-webhook", o.audit_webhook_url,
+                 "POST every audit record to this https:// URL (JSON lines; docs/audit.md)");
+  app.add_option("--audit-webhook-ca", o.audit_webhook_ca,
+                 "the CA file that signs the webhook receiver's certificate (default: system's)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--audit-webhook-token-file", webhook_token_file,
+                 "a file whose first line is the bearer token sent to the webhook")
+      ->check(CLI::ExistingFile);
   std::string anomaly_rules;
   app.add_option("--anomaly-rules", anomaly_rules,
                  "a YAML file of the audit log's anomaly rules (docs/audit.md)");
@@ -193,6 +234,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       return 2;
     }
     o.scheduler = *c;
+  }
+  if (absl::Status s = ApplyWebhookFlags(o, webhook_token_file); !s.ok()) {
+    err << "gpucloud server: " << s.message() << "\n";
+    return 2;
   }
   if (!anomaly_rules.empty()) {
     absl::StatusOr<AnomalyRules> rules = LoadAnomalyRulesFile(anomaly_rules);

@@ -20,6 +20,7 @@
 #include "core/private_file.h"
 #include "core/text.h"
 #include "server/audit_log.h"
+#include "server/audit_webhook.h"
 #include "server/audited_store.h"
 #include "server/compactor.h"
 #include "server/controller.h"
@@ -46,6 +47,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<AnomalyRecorder> anomalies;  // the audit log's observer: outlives it
   std::unique_ptr<AuditLog> audit;
   std::unique_ptr<AuditedStore> audited;  // the API's view of `store` (with `audit`)
+  std::unique_ptr<AuditWebhook> webhook;  // exports `audit`'s records (--audit-webhook)
   std::jthread audit_ticker;              // AuditLog::Tick every 50 ms until stopped
   bool audit_closed = false;
   std::unique_ptr<RestApi> api;
@@ -163,9 +165,11 @@ absl::Status ControlPlane::Start() {
       m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
       [controller] { return ClusterSummaryJson(controller->Metrics()); });
   AnomalyRecorder* anomalies = m.anomalies.get();  // null without the audit log
-  auto metrics = [controller, anomalies] {
+  AuditWebhook* webhook = m.webhook.get();         // null without --audit-webhook
+  auto metrics = [controller, anomalies, webhook] {
     std::string text = RenderClusterMetrics(controller->Metrics());
     if (anomalies != nullptr) text += anomalies->detector().RenderMetrics();
+    if (webhook != nullptr) text += webhook->RenderMetrics();
     return text;
   };
   HttpsServer::Options ho{
@@ -236,9 +240,21 @@ absl::Status ControlPlane::OpenAudit() {
   if (!detector.ok()) return detector.status();
   m.anomalies = std::make_unique<AnomalyRecorder>(*m.store, *std::move(detector));
   if (absl::Status s = m.anomalies->Load(); !s.ok()) return s;
+  if (!m.options.audit_webhook_url.empty()) {
+    absl::StatusOr<WebhookUrl> url = ParseWebhookUrl(m.options.audit_webhook_url);
+    if (!url.ok()) return url.status();
+    m.webhook = std::make_unique<AuditWebhook>(
+        *m.audit,
+        MakeWebhookPoster(
+            *url, {.ca_path = m.options.audit_webhook_ca, .token = m.options.audit_webhook_token}),
+        AuditWebhookOptions{.cursor_path = m.options.data_dir + "/audit-webhook.cursor"});
+  }
   m.audit->SetObserver(
-      [anomalies = m.anomalies.get()](const AuditRecord& r) { anomalies->Observe(r); });
-  return absl::OkStatus();
+      [anomalies = m.anomalies.get(), webhook = m.webhook.get()](const AuditRecord& r) {
+        anomalies->Observe(r);
+        if (webhook != nullptr) webhook->Notify();
+      });
+  return m.webhook ? m.webhook->Start() : absl::OkStatus();
 }
 
 // gpuctl's config for the admin: written on the first start (then the token is committed), and
@@ -277,6 +293,7 @@ void ControlPlane::Stop() {
     m.audit_ticker.request_stop();
     m.audit_ticker.join();
   }
+  if (m.webhook) m.webhook->Stop();  // after the POST in flight; the rest waits in the store
   if (m.audit && !m.audit_closed) {
     m.audit_closed = true;  // Stop runs again from the destructor: closed once
     // Every request has been answered: flush what is buffered and sign the head.

@@ -45,6 +45,12 @@ struct ControlPlaneOptions {
   // The anomaly rules over the audit log's records (docs/audit.md, "Anomaly rules"): hits are
   // Events at GET audit/anomalies and gpucloud_audit_anomalies_total{rule} in /metrics.
   AnomalyRules anomaly_rules;
+  // Export of the audit log to a webhook (docs/audit.md, "Export to a webhook"): every committed
+  // record POSTed, at least once, in seq order, from a thread of its own; "" = none. The cursor
+  // is DATA_DIR/audit-webhook.cursor.
+  std::string audit_webhook_url;
+  std::string audit_webhook_ca;     // the receiver's CA file ("" = the system's roots)
+  std::string audit_webhook_token;  // sent as a bearer token when not empty
   // The Secrets' key ring (docs/secrets.md); "" = DATA_DIR/keys.
   std::string key_dir;
 };
