@@ -4,8 +4,10 @@ BUILD_TYPE ?= RelWithDebInfo
 CMAKE_ARGS ?=
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+# Debian 12's clang-format 14: the version the format check (scripts/check-format) uses.
+CLANG_FORMAT ?= $(shell command -v clang-format-14 || echo clang-format)
 
-.PHONY: all deps configure build test demo asan fuzz bench format clean
+.PHONY: all deps configure build test demo asan fuzz bench format lint clean
 
 all: build
 
@@ -54,7 +56,13 @@ bench: build
 	@$(BUILD_DIR)/bench/manifest_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 format:
-	@clang-format -i $$(git ls-files '*.h' '*.cc')
+	@$(CLANG_FORMAT) -i $$(git ls-files '*.h' '*.cc')
+
+# clang-tidy and clang-format --dry-run on the C++ files changed since LINT_BASE (default: the
+# merge-base with origin/main, else HEAD~1); scripts/lint. Non-zero exit on any finding.
+lint: configure
+	@BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) LINT_BASE=$(LINT_BASE) CLANG_FORMAT=$(CLANG_FORMAT) \
+	  scripts/lint
 
 clean:
 	@rm -rf build build-asan build-fuzz
