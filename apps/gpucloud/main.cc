@@ -22,5 +22,5 @@ int main(int argc, char** argv) {
   }
   std::cerr << "usage: gpucloud server|agent|up|sim --help\n";
   return argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) ? 0
-                                                                                                 : 2;
+                                                                                               : 2;
 }

@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 void Write(const fs::path& p, const std::string& text, int64_t unix_s) {
   fs::create_directories(p.parent_path());
   std::ofstream(p) << text;
-  auto t = std::chrono::file_clock::from_sys(std::chrono::sys_seconds(std::chrono::seconds(unix_s)));
+  auto t =
+      std::chrono::file_clock::from_sys(std::chrono::sys_seconds(std::chrono::seconds(unix_s)));
   fs::last_write_time(p, t);
 }
 

@@ -32,14 +32,14 @@ std::string DescribeXid(int xid);  // "Xid 79 (GPU fell off the bus)"
 
 struct HealthThresholds {
   int max_temperature_c = 90;
-  int hot_samples = 3;  // in a row
+  int hot_samples = 3;       // in a row
   int thermal_margin_c = 5;  // an excursion: rising to limit - margin or above
   RiskModelParams risk;
 };
 
 struct GpuCondition {
   bool healthy = true;
-  std::string reason;  // why not (the first cause)
+  std::string reason;    // why not (the first cause)
   bool at_risk = false;  // healthy, but the risk model expects it to fail
   std::string risk;      // the model's evidence, when at risk
   bool operator==(const GpuCondition&) const = default;

@@ -71,7 +71,7 @@ TEST(HealthMonitor, PrecursorsPutAHealthyGpuAtRiskUntilTheOperatorResetsIt) {
     return s;
   };
   const int64_t minute = 60'000;
-  EXPECT_FALSE(h.OnSamples({sample(500, 7)}, 1, 0));  // first readings: baselines, not news
+  EXPECT_FALSE(h.OnSamples({sample(500, 7)}, 1, 0));       // first readings: baselines, not news
   EXPECT_FALSE(h.OnSamples({sample(560, 8)}, 1, minute));  // +60 corrected (1.2), +1 row (1.5)
   EXPECT_FALSE(h.conditions().at(0).at_risk);
   EXPECT_TRUE(h.OnXid(0, 92, 2 * minute));  // high single-bit rate: 1.5 more -> 4.2
@@ -105,7 +105,8 @@ TEST(HealthMonitor, AtRiskStaysUntilTheOperatorLooksAndUnhealthyReplacesIt) {
   EXPECT_TRUE(h.ResetAll());
   EXPECT_FALSE(h.conditions().at(0).at_risk);
   // Flagged again; then it fails: unhealthy, no longer "at risk".
-  for (int i = 0; i < 10; ++i, t += 60'000) h.OnSamples({hot}, 1, t), h.OnSamples({cool}, 1, t + 30'000);
+  for (int i = 0; i < 10; ++i, t += 60'000)
+    h.OnSamples({hot}, 1, t), h.OnSamples({cool}, 1, t + 30'000);
   ASSERT_TRUE(h.conditions().at(0).at_risk);
   h.OnXid(0, 79, t);
   for (int i = 0; i < 8; ++i) h.OnSamples({hot}, 1, t), h.OnSamples({cool}, 1, t);

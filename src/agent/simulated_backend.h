@@ -5,9 +5,8 @@
 #define GPUCLOUD_AGENT_SIMULATED_BACKEND_H_
 
 #include <memory>
-#include <string_view>
-
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "agent/gpu_backend.h"

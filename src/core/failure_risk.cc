@@ -1,10 +1,10 @@
 #include "core/failure_risk.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace gpucloud {
 
@@ -12,9 +12,12 @@ double FailureRiskModel::Weight(RiskSignal kind, double amount) const {
   switch (kind) {
     case RiskSignal::kCorrectedEcc:
       return std::min(p_.max_corrected_ecc_burst, p_.weight_corrected_ecc * amount);
-    case RiskSignal::kRowRemap: return p_.weight_row_remap * amount;
-    case RiskSignal::kThermal: return p_.weight_thermal * amount;
-    case RiskSignal::kWatchXid: return p_.weight_watch_xid * amount;
+    case RiskSignal::kRowRemap:
+      return p_.weight_row_remap * amount;
+    case RiskSignal::kThermal:
+      return p_.weight_thermal * amount;
+    case RiskSignal::kWatchXid:
+      return p_.weight_watch_xid * amount;
   }
   return 0;
 }
@@ -44,15 +47,17 @@ double FailureRiskModel::Score(int64_t t_ms) const {
 
 std::string FailureRiskModel::Explain(int64_t t_ms) const {
   double d = Decay(t_ms);
-  static constexpr const char* kNames[kRiskSignalKinds] = {"corrected ECC errors", "rows remapped",
-                                                          "thermal excursions", "watch-class Xids"};
+  static constexpr const char* kNames[kRiskSignalKinds] = {
+      "corrected ECC errors", "rows remapped", "thermal excursions", "watch-class Xids"};
   std::vector<std::pair<double, std::string>> parts;
   for (int k = 0; k < kRiskSignalKinds; ++k) {
     if (score_[k] * d < 0.05) continue;
-    parts.push_back({score_[k] * d, fmt::format("{:.0f} {}", std::max(1.0, amount_[k] * d), kNames[k])});
+    parts.push_back(
+        {score_[k] * d, fmt::format("{:.0f} {}", std::max(1.0, amount_[k] * d), kNames[k])});
   }
   std::sort(parts.rbegin(), parts.rend());
-  std::string out = fmt::format("score {:.1f} {} {:g}", Score(t_ms), AtRisk(t_ms) ? ">=" : "<", p_.threshold);
+  std::string out =
+      fmt::format("score {:.1f} {} {:g}", Score(t_ms), AtRisk(t_ms) ? ">=" : "<", p_.threshold);
   for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? ": " : ", ") + parts[i].second;
   if (!parts.empty()) out += fmt::format(" (decayed, half-life {:g} h)", p_.half_life_s / 3600);
   return out;

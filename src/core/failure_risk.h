@@ -32,11 +32,11 @@ inline constexpr int kRiskSignalKinds = 4;
 struct RiskModelParams {
   double half_life_s = 6 * 3600;
   double threshold = 4.0;
-  double weight_corrected_ecc = 0.02;   // per error
+  double weight_corrected_ecc = 0.02;    // per error
   double max_corrected_ecc_burst = 2.0;  // most one reading of corrected errors adds
-  double weight_row_remap = 1.5;        // per row
-  double weight_thermal = 0.5;          // per excursion
-  double weight_watch_xid = 1.5;        // per Xid
+  double weight_row_remap = 1.5;         // per row
+  double weight_thermal = 0.5;           // per excursion
+  double weight_watch_xid = 1.5;         // per Xid
 };
 
 class FailureRiskModel {

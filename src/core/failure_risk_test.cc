@@ -14,7 +14,8 @@ TEST(FailureRiskModel, RowRemapsInQuickSuccessionFlagTheGpu) {
   EXPECT_FALSE(m.AtRisk(kHour));
   m.Observe(RiskSignal::kWatchXid, 1, 2 * kHour);  // Xid 63: a remap recorded
   EXPECT_TRUE(m.AtRisk(2 * kHour)) << m.Explain(2 * kHour);
-  EXPECT_NE(m.Explain(2 * kHour).find("2 rows remapped"), std::string::npos) << m.Explain(2 * kHour);
+  EXPECT_NE(m.Explain(2 * kHour).find("2 rows remapped"), std::string::npos)
+      << m.Explain(2 * kHour);
 }
 
 TEST(FailureRiskModel, EvidenceHalvesEveryHalfLife) {

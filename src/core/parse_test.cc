@@ -1,8 +1,8 @@
 #include "core/parse.h"
 
-#include "core/text.h"
-
 #include <gtest/gtest.h>
+
+#include "core/text.h"
 
 namespace gpucloud {
 namespace {

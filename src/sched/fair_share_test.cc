@@ -142,7 +142,8 @@ TEST(Scheduler, FromConfigBuildsTheConfiguredScheduler) {
   c.preemption_grace_s = 90;
   c.fair_share_window_s = 24 * 3600;
   c.scores = {{"BinPack", 2, {}}};
-  absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::FromConfig(c, {}, GpuCatalog::Default());
+  absl::StatusOr<std::unique_ptr<Scheduler>> s =
+      Scheduler::FromConfig(c, {}, GpuCatalog::Default());
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE((*s)->options().preemption);
   EXPECT_EQ((*s)->options().preemption_grace_ms, 90'000);

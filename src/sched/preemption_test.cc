@@ -57,8 +57,7 @@ TEST(Preemption, HigherPriorityPreemptsWithAGracePeriodThenBinds) {
   EXPECT_EQ(d[0].job, "ns/low");
   EXPECT_EQ(d[0].preemptor, "ns/high");
   EXPECT_EQ(d[0].grace_ms, 30'000);
-  EXPECT_EQ(d[0].reason,
-            "preempted by ns/high (priority 0 < 10); checkpoint and stop within 30 s");
+  EXPECT_EQ(d[0].reason, "preempted by ns/high (priority 0 < 10); checkpoint and stop within 30 s");
   EXPECT_EQ(d[1].kind, DecisionKind::kWait);
   EXPECT_EQ(d[1].reason, "waiting for 1 preempted job to stop: ns/low");
   EXPECT_EQ(d[1].expected_start_ms, 10 * kMin + 30'000);
@@ -154,8 +153,7 @@ TEST(Preemption, SpotJobsMakeRoomForOnDemandOnes) {
   std::vector<Decision> d =
       sched.Schedule(s, {PendingWholeGpuJob("ns/on-demand", 1, 8, "research")}, kMin);
   EXPECT_EQ(Preempted(d), std::vector<std::string>{"ns/spot"});
-  EXPECT_EQ(d[0].reason,
-            "preempted by ns/on-demand (a spot job); checkpoint and stop within 30 s");
+  EXPECT_EQ(d[0].reason, "preempted by ns/on-demand (a spot job); checkpoint and stop within 30 s");
 }
 
 class Reclaim : public ::testing::Test {
@@ -179,7 +177,8 @@ class Reclaim : public ::testing::Test {
 TEST_F(Reclaim, AQueueTakesBackItsGuaranteeFromBorrowersOnly) {
   Scheduler sched(DefaultFilters(), GpuCatalog::Default(), options_);
   std::vector<PendingJob> pending;
-  for (int i = 0; i < 5; ++i) pending.push_back(PendingWholeGpuJob(Cat("ns/a", i), 1, 2, "a", 0, i));
+  for (int i = 0; i < 5; ++i)
+    pending.push_back(PendingWholeGpuJob(Cat("ns/a", i), 1, 2, "a", 0, i));
   std::vector<Decision> d = sched.Schedule(state_, pending, 20 * kMin);
   // Four 2-GPU jobs reach a's guarantee of 8: 8 of b's jobs go, the youngest (least work lost)
   // first; b keeps 8, above its own guarantee of 4. The fifth job would exceed the guarantee.
@@ -191,7 +190,8 @@ TEST_F(Reclaim, AQueueTakesBackItsGuaranteeFromBorrowersOnly) {
     EXPECT_TRUE(For(d, Cat("ns/a", i)).reason.starts_with("waiting for 2 preempted jobs to stop"))
         << For(d, Cat("ns/a", i)).reason;
   }
-  EXPECT_FALSE(For(d, "ns/a4").reason.starts_with("waiting for 2 preempted")) << For(d, "ns/a4").reason;
+  EXPECT_FALSE(For(d, "ns/a4").reason.starts_with("waiting for 2 preempted"))
+      << For(d, "ns/a4").reason;
   for (const Decision& x : d) {
     if (x.kind == DecisionKind::kPreempt) {
       EXPECT_TRUE(x.reason.find("queue a reclaims its guarantee of 8 H100-80GB GPUs lent to "

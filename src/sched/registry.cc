@@ -81,8 +81,8 @@ absl::StatusOr<std::vector<WeightedScore>> MakeScorePlugins(
     if (c.name == "BinPack") p = NewBinPackScore();
     if (c.name == "Fragmentation") p = NewFragmentationScore(c.workload);
     if (!p) {
-      return absl::NotFoundError(Cat("unknown score plugin \"", c.name, "\" (known: ",
-                                     Join(ScorePluginNames(), ", "), ")"));
+      return absl::NotFoundError(Cat("unknown score plugin \"", c.name,
+                                     "\" (known: ", Join(ScorePluginNames(), ", "), ")"));
     }
     if (c.weight > 0) out.push_back({std::move(p), c.weight});
   }

@@ -24,8 +24,8 @@ store::Op MakeEventOp(const std::string& ns, const std::string& job, const std::
       {"type", e.type},
       {"reason", e.reason},
       {"message", e.message},
-      {"timestamp", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(now_ms),
-                                     absl::UTCTimeZone())},
+      {"timestamp",
+       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(now_ms), absl::UTCTimeZone())},
       {"timestampMs", now_ms}};
   return {store::Op::Kind::kPut, Cat("/events/", ns, "/", name), j.dump(), std::nullopt};
 }

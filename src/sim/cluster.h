@@ -22,7 +22,7 @@ struct SimCluster {
   std::string name;
   std::vector<NodePool> pools;
   std::vector<Node> nodes;
-  std::vector<int> pool_of_node;       // index into pools
+  std::vector<int> pool_of_node;        // index into pools
   std::vector<MicroUsd> price_of_pool;  // per GPU-hour
   int64_t TotalGpus() const;
 };

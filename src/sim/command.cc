@@ -150,7 +150,8 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--trace", trace_file, "trace file (CSV)")->required();
   app.add_option("--format", format, "auto, tiresias, philly, helios, pai or csv");
   app.add_option("--tasks", tasks_file, "PAI task table (format pai)");
-  app.add_option("--cluster", cluster_arg, "preset (tiresias, pollux, philly, pai) or NodePool YAML")
+  app.add_option("--cluster", cluster_arg,
+                 "preset (tiresias, pollux, philly, pai) or NodePool YAML")
       ->required();
   app.add_option("--policy", policies, "policy name or SchedulerConfiguration YAML (repeatable)");
   app.add_option("--compare", compare, "several policies side by side");
@@ -205,14 +206,16 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   };
   if (mtbf.find('=') == std::string::npos) {
     std::optional<double> v = number(mtbf);
-    if (!v) return fail(absl::InvalidArgumentError(Cat("--mtbf-hours: \"", mtbf, "\" is not hours")));
+    if (!v)
+      return fail(absl::InvalidArgumentError(Cat("--mtbf-hours: \"", mtbf, "\" is not hours")));
     base.mtbf_hours = *v;
   } else {
     for (const std::string& part : SplitAny(mtbf, ",")) {
       size_t eq = part.find('=');
       std::vector<const GpuType*> types =
           GpuCatalog::Default().Resolve(part.substr(0, std::min(eq, part.size())));
-      std::optional<double> v = eq == std::string::npos ? std::nullopt : number(part.substr(eq + 1));
+      std::optional<double> v =
+          eq == std::string::npos ? std::nullopt : number(part.substr(eq + 1));
       if (types.empty() || !v) {
         return fail(absl::InvalidArgumentError(
             Cat("--mtbf-hours: \"", part, "\" is not GPU-TYPE=HOURS (e.g. H100-80GB=500)")));
@@ -254,7 +257,8 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (predict == "act") modes = {PredictionMode::kAct};
   if (predict == "both") modes = {PredictionMode::kObserve, PredictionMode::kAct};
   if (predict != "off" && base.mtbf_hours <= 0 && base.mtbf_hours_by_type.empty()) {
-    return fail(absl::InvalidArgumentError("--predict-failures: needs failures to predict (--mtbf-hours)"));
+    return fail(
+        absl::InvalidArgumentError("--predict-failures: needs failures to predict (--mtbf-hours)"));
   }
   base.prediction = prediction;
 
@@ -267,7 +271,8 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     tasks_text = std::move(*t);
   }
   absl::StatusOr<Trace> trace = ReadTrace(*trace_text, format, tasks_text);
-  if (!trace.ok()) return fail(absl::InvalidArgumentError(Cat(trace_file, ": ", trace.status().message())));
+  if (!trace.ok())
+    return fail(absl::InvalidArgumentError(Cat(trace_file, ": ", trace.status().message())));
   if (!trace->skipped.empty()) {
     err << "gpucloud sim: " << trace_file << ": skipped " << trace->skipped.size() << " of "
         << trace->rows << " rows (first: line " << trace->skipped[0].line << ": "
@@ -294,28 +299,29 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   report.trace = &*trace;
   report.cluster = &*cluster;
   for (const std::string& arg : policies) {
-   for (PredictionMode mode : modes) {
-    absl::StatusOr<Policy> policy = LoadPolicy(arg);
-    if (!policy.ok()) return fail(policy.status());
-    SimOptions o = base;
-    o.prediction.mode = mode;
-    o.policy_name = policy->name + (mode == PredictionMode::kObserve ? "+observe"
-                                    : mode == PredictionMode::kAct   ? "+predictive-drain"
-                                                                     : "");
-    o.policy = policy->config;
-    o.queues = queues;
-    for (const auto& [name, spec] : policy->queues) o.queues[name] = spec;
-    auto started = std::chrono::steady_clock::now();
-    o.progress = [&](int64_t done, int64_t total, int64_t sim_s) {
-      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      err << fmt::format("sim[{}]: {}/{} jobs done, {:.1f} days simulated, {:.1f} s, {:.0f} jobs/s\n",
-                         o.policy_name, done, total, sim_s / 86400.0, wall,
-                         wall > 0 ? done / wall : 0.0);
-    };
-    absl::StatusOr<SimResult> r = Simulate(*trace, *cluster, o);
-    if (!r.ok()) return fail(r.status());
-    report.runs.push_back(std::move(*r));
-   }
+    for (PredictionMode mode : modes) {
+      absl::StatusOr<Policy> policy = LoadPolicy(arg);
+      if (!policy.ok()) return fail(policy.status());
+      SimOptions o = base;
+      o.prediction.mode = mode;
+      o.policy_name = policy->name + (mode == PredictionMode::kObserve ? "+observe"
+                                      : mode == PredictionMode::kAct   ? "+predictive-drain"
+                                                                       : "");
+      o.policy = policy->config;
+      o.queues = queues;
+      for (const auto& [name, spec] : policy->queues) o.queues[name] = spec;
+      auto started = std::chrono::steady_clock::now();
+      o.progress = [&](int64_t done, int64_t total, int64_t sim_s) {
+        double wall =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        err << fmt::format(
+            "sim[{}]: {}/{} jobs done, {:.1f} days simulated, {:.1f} s, {:.0f} jobs/s\n",
+            o.policy_name, done, total, sim_s / 86400.0, wall, wall > 0 ? done / wall : 0.0);
+      };
+      absl::StatusOr<SimResult> r = Simulate(*trace, *cluster, o);
+      if (!r.ok()) return fail(r.status());
+      report.runs.push_back(std::move(*r));
+    }
   }
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);

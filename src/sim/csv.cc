@@ -21,8 +21,8 @@ void OnField(void* data, size_t len, void* out) {
 void OnRow(int, void* out) {
   auto* b = static_cast<Builder*>(out);
   b->current.line = b->next_line++;
-  bool blank = b->current.fields.empty() ||
-               (b->current.fields.size() == 1 && b->current.fields[0].empty());
+  bool blank =
+      b->current.fields.empty() || (b->current.fields.size() == 1 && b->current.fields[0].empty());
   if (!blank) b->rows.push_back(std::move(b->current));
   b->current = CsvRow{};
 }

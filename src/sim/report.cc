@@ -124,9 +124,9 @@ Json RunJson(const SimResult& r) {
   out["end_s"] = r.end_s;
   Json lower = Json::object();
   lower["mean_jct_s"] = Round3(r.jobs.empty() ? 0 : ideal_sum / static_cast<double>(r.jobs.size()));
-  lower["makespan_s"] = std::max<int64_t>(
-      latest_ideal_end - (r.jobs.empty() ? 0 : first_submit),
-      std::llround(std::ceil(gpu_seconds / std::max<int64_t>(1, r.total_gpus))));
+  lower["makespan_s"] =
+      std::max<int64_t>(latest_ideal_end - (r.jobs.empty() ? 0 : first_submit),
+                        std::llround(std::ceil(gpu_seconds / std::max<int64_t>(1, r.total_gpus))));
   out["lower_bounds"] = std::move(lower);
   Json util = Json::object();
   util["mean"] = Round3(MeanUtilization(r));
@@ -191,10 +191,10 @@ constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                    "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 // A line chart: one polyline per series, x and y scaled into a 640 x 300 plot.
-std::string Chart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                  const std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>&
-                      series,
-                  bool log_x) {
+std::string Chart(
+    const std::string& title, const std::string& x_label, const std::string& y_label,
+    const std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>& series,
+    bool log_x) {
   double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
   auto fx = [&](double x) { return log_x ? std::log10(std::max(x, 1.0)) : x; };
   for (const auto& [name, pts] : series) {
@@ -233,8 +233,9 @@ std::string Chart(const std::string& title, const std::string& x_label, const st
     for (const auto& [x, y] : series[s].second) {
       points += fmt::format("{:.1f},{:.1f} ", L + W * (fx(x) - x0) / (x1 - x0), T + H - H * y / y1);
     }
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
-                       color, points);
+    svg +=
+        fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+                    color, points);
     svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", L + W + 10,
                        T + 14 + 16 * s, color, Escape(series[s].first));
   }
@@ -269,8 +270,8 @@ std::string ReportJson(const ReportInput& in) {
   trace["skipped_rows"] = in.trace->skipped.size();
   Json examples = Json::array();
   for (size_t i = 0; i < in.trace->skipped.size() && i < 20; ++i) {
-    examples.push_back(Json{{"line", in.trace->skipped[i].line},
-                            {"reason", in.trace->skipped[i].reason}});
+    examples.push_back(
+        Json{{"line", in.trace->skipped[i].line}, {"reason", in.trace->skipped[i].reason}});
   }
   trace["skipped_examples"] = std::move(examples);
   out["trace"] = std::move(trace);
@@ -319,18 +320,20 @@ std::string ReportHtml(const ReportInput& in) {
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpucloud sim report</title>\n"
       "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
       "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style></head><body>\n";
-  html += fmt::format("<h1>gpucloud sim</h1>\n<p>Trace {} ({}, {} jobs, {} rows skipped) on "
-                      "cluster {} ({} nodes, {} GPUs).</p>\n",
-                      Escape(in.trace_file), Escape(in.trace->format), in.trace->jobs.size(),
-                      in.trace->skipped.size(), Escape(in.cluster->name), in.cluster->nodes.size(),
-                      in.cluster->TotalGpus());
+  html += fmt::format(
+      "<h1>gpucloud sim</h1>\n<p>Trace {} ({}, {} jobs, {} rows skipped) on "
+      "cluster {} ({} nodes, {} GPUs).</p>\n",
+      Escape(in.trace_file), Escape(in.trace->format), in.trace->jobs.size(),
+      in.trace->skipped.size(), Escape(in.cluster->name), in.cluster->nodes.size(),
+      in.cluster->TotalGpus());
   html += "<pre>" + Escape(SummaryTable(in)) + "</pre>\n";
   html += Chart("GPU utilization over time", "hours", "allocated / all GPUs", util, false);
   html += Chart("Job completion time (CDF)", "seconds (log scale)", "fraction of jobs", cdf, true);
-  html += "<p>Data from the Microsoft Philly trace is used under CC-BY-4.0: Jeon et al., "
-          "\"Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads\", "
-          "USENIX ATC 2019 (https://github.com/msr-fiddle/philly-traces), as extracted by the "
-          "Pollux authors, when that trace is replayed.</p>\n</body></html>\n";
+  html +=
+      "<p>Data from the Microsoft Philly trace is used under CC-BY-4.0: Jeon et al., "
+      "\"Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads\", "
+      "USENIX ATC 2019 (https://github.com/msr-fiddle/philly-traces), as extracted by the "
+      "Pollux authors, when that trace is replayed.</p>\n</body></html>\n";
   return html;
 }
 
@@ -339,8 +342,9 @@ std::string JobsCsv(const ReportInput& in) {
       "policy,id,queue,gpus,submit_s,start_s,end_s,state,restarts,preemptions,reason\n";
   for (const SimResult& r : in.runs) {
     for (const JobOutcome& j : r.jobs) {
-      out += Cat(r.policy_name, ",", CsvField(j.id), ",", CsvField(j.queue), ",", FormatMilli(j.gpus.raw()), ",",
-                 j.submit_s, ",", j.first_start_s ? std::to_string(*j.first_start_s) : "", ",",
+      out += Cat(r.policy_name, ",", CsvField(j.id), ",", CsvField(j.queue), ",",
+                 FormatMilli(j.gpus.raw()), ",", j.submit_s, ",",
+                 j.first_start_s ? std::to_string(*j.first_start_s) : "", ",",
                  j.end_s ? std::to_string(*j.end_s) : "", ",", JobStateName(j.state), ",",
                  j.restarts, ",", j.preemptions, ",", CsvField(j.reason), "\n");
     }
@@ -349,9 +353,9 @@ std::string JobsCsv(const ReportInput& in) {
 }
 
 std::string SummaryTable(const ReportInput& in) {
-  std::string out = fmt::format("{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}\n",
-                                "policy", "finished", "mean JCT", "median", "p95", "p99",
-                                "mean wait", "util", "makespan");
+  std::string out =
+      fmt::format("{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}\n", "policy",
+                  "finished", "mean JCT", "median", "p95", "p99", "mean wait", "util", "makespan");
   for (const SimResult& r : in.runs) {
     std::vector<double> jct, wait;
     int64_t first = INT64_MAX, last = 0;
@@ -368,23 +372,24 @@ std::string SummaryTable(const ReportInput& in) {
     for (double x : wait) mean_wait += x;
     if (!jct.empty()) mean_jct /= jct.size();
     if (!wait.empty()) mean_wait /= wait.size();
-    out += fmt::format("{:<14} {:>9} {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>5.1f}% {:>11}s\n",
-                       r.policy_name, jct.size(), mean_jct, Percentile(jct, 50), Percentile(jct, 95),
-                       Percentile(jct, 99), mean_wait, 100 * MeanUtilization(r),
-                       jct.empty() ? 0 : last - first);
+    out += fmt::format(
+        "{:<14} {:>9} {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>5.1f}% {:>11}s\n",
+        r.policy_name, jct.size(), mean_jct, Percentile(jct, 50), Percentile(jct, 95),
+        Percentile(jct, 99), mean_wait, 100 * MeanUtilization(r), jct.empty() ? 0 : last - first);
   }
   bool any_prediction = false;
   for (const SimResult& r : in.runs) any_prediction = any_prediction || r.prediction.failures > 0;
   if (!any_prediction) return out;
-  out += fmt::format("\n{:<22} {:>8} {:>6} {:>9} {:>7} {:>9} {:>10} {:>11} {:>10} {:>10}\n", "failures", "count",
-                     "flags", "precision", "recall", "lead (h)", "lost GPU-h", "migr. GPU-h",
-                     "total GPU-h", "cordon GPU-h");
+  out += fmt::format("\n{:<22} {:>8} {:>6} {:>9} {:>7} {:>9} {:>10} {:>11} {:>10} {:>10}\n",
+                     "failures", "count", "flags", "precision", "recall", "lead (h)", "lost GPU-h",
+                     "migr. GPU-h", "total GPU-h", "cordon GPU-h");
   for (const SimResult& r : in.runs) {
     const PredictionResult& p = r.prediction;
-    out += fmt::format("{:<22} {:>8} {:>6} {:>9.3f} {:>7.3f} {:>9.1f} {:>10.1f} {:>11.1f} {:>10.1f} {:>10.1f}\n",
-                       r.policy_name, p.failures, p.flags, p.precision(), p.recall(), p.median_lead_hours,
-                       r.gpu_hours_lost, p.gpu_hours_migration, r.gpu_hours_lost + p.gpu_hours_migration,
-                       p.gpu_hours_cordoned);
+    out += fmt::format(
+        "{:<22} {:>8} {:>6} {:>9.3f} {:>7.3f} {:>9.1f} {:>10.1f} {:>11.1f} {:>10.1f} {:>10.1f}\n",
+        r.policy_name, p.failures, p.flags, p.precision(), p.recall(), p.median_lead_hours,
+        r.gpu_hours_lost, p.gpu_hours_migration, r.gpu_hours_lost + p.gpu_hours_migration,
+        p.gpu_hours_cordoned);
   }
   return out;
 }

@@ -54,8 +54,9 @@ TEST_F(SimBinary, ComparesPoliciesAndWritesReports) {
 }
 
 TEST_F(SimBinary, PredictFailuresBothRunsObserveAndActAndTabulatesThem) {
-  auto r = Shell(kGpucloud + " sim --trace " + trace_ + " --cluster tiresias --mtbf-hours 1 --seed 4 " +
-                 "--predict-failures both --out " + (dir_ / "p").string());
+  auto r =
+      Shell(kGpucloud + " sim --trace " + trace_ + " --cluster tiresias --mtbf-hours 1 --seed 4 " +
+            "--predict-failures both --out " + (dir_ / "p").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("default+observe"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("default+predictive-drain"), std::string::npos) << r.output;
@@ -87,10 +88,14 @@ TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
       << r.output;
   r = Shell(base + " --trace " + trace_ + " --cluster tiresias --predict-failures act");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find("--predict-failures: needs failures to predict (--mtbf-hours)"), std::string::npos)
+  EXPECT_NE(r.output.find("--predict-failures: needs failures to predict (--mtbf-hours)"),
+            std::string::npos)
       << r.output;
-  EXPECT_EQ(Shell(base + " --trace " + trace_ + " --cluster tiresias --mtbf-hours 9 --predict-failures maybe").code, 2);
-  EXPECT_FALSE(std::filesystem::exists(dir_ / "o"));  // nothing written
+  EXPECT_EQ(Shell(base + " --trace " + trace_ +
+                  " --cluster tiresias --mtbf-hours 9 --predict-failures maybe")
+                .code,
+            2);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "o"));               // nothing written
   EXPECT_EQ(Shell(kGpucloud + " sim --trace " + trace_).code, 2);  // usage
 }
 

@@ -23,7 +23,16 @@ using sched::DecisionKind;
 using sched::NodeIndex;
 using sched::PendingJob;
 
-enum class EventKind { kArrival, kCompletion, kStop, kFailure, kRepair, kSignal, kNoise, kInspected };
+enum class EventKind {
+  kArrival,
+  kCompletion,
+  kStop,
+  kFailure,
+  kRepair,
+  kSignal,
+  kNoise,
+  kInspected
+};
 
 struct Event {
   int64_t t = 0;
@@ -231,7 +240,8 @@ class Simulation {
       }
     }
     e.signal = pick->kind;
-    e.amount = pick->min + (pick->spread > 0 ? static_cast<double>(signal_rng_.Uniform(pick->spread)) : 0.0);
+    e.amount = pick->min +
+               (pick->spread > 0 ? static_cast<double>(signal_rng_.Uniform(pick->spread)) : 0.0);
   }
 
   // A failure at `t`, and its precursors when predicting.
@@ -256,7 +266,9 @@ class Simulation {
   void ScheduleNoise(int64_t now, NodeIndex n, int32_t g) {
     if (o_.prediction.noise_per_gpu_day <= 0) return;
     Event e{.t = now + Exponential(signal_rng_, 86400 / o_.prediction.noise_per_gpu_day),
-            .kind = EventKind::kNoise, .node = n, .gpu = g};
+            .kind = EventKind::kNoise,
+            .node = n,
+            .gpu = g};
     DrawSignal(kNoise, e);
     Push(e);
   }
@@ -385,7 +397,8 @@ class Simulation {
         return acted;
       }
       case EventKind::kInspected:
-        if (!flagged_[e.node] || flagged_since_[e.node] + o_.prediction.inspection_s != now) return false;
+        if (!flagged_[e.node] || flagged_since_[e.node] + o_.prediction.inspection_s != now)
+          return false;
         Unflag(e.node, now);
         return true;
     }
@@ -413,8 +426,7 @@ class Simulation {
       int pool = cluster_.pool_of_node[r.node];
       double dollars = gpus * static_cast<double>(now - j.start_s) / 3600.0 *
                        static_cast<double>(cluster_.price_of_pool[pool].raw()) / 1e6;
-      result_.cost_usd[std::string(BillingClassName(cluster_.pools[pool].spec.billing))] +=
-          dollars;
+      result_.cost_usd[std::string(BillingClassName(cluster_.pools[pool].spec.billing))] += dollars;
     }
     j.request.attained_gpu_ms +=
         static_cast<int64_t>(j.out.gpus.raw()) * (now - j.start_s);  // milli-GPU x s = GPU x ms
@@ -482,7 +494,8 @@ class Simulation {
           j.start_s = now;
           if (!j.out.first_start_s) j.out.first_start_s = now;
           j.slowdown = Slowdown(j.allocation);
-          int64_t run = std::max<int64_t>(1, std::llround(std::ceil(j.remaining_s * j.slowdown - 1e-6)));
+          int64_t run =
+              std::max<int64_t>(1, std::llround(std::ceil(j.remaining_s * j.slowdown - 1e-6)));
           Push({.t = now + run, .kind = EventKind::kCompletion, .job = i, .attempt = j.attempt});
           ++running_;
           leaving.insert(i);
@@ -621,8 +634,8 @@ class Simulation {
   std::set<NodeIndex> down_since_;  // failed and not repaired yet
   std::vector<std::pair<NodeIndex, int64_t>> flags_, failure_times_;
   std::vector<JobRun> jobs_;
-  std::vector<double> mtbf_of_node_;  // hours; 0 = never fails
-  std::vector<int32_t> pending_;  // job indexes, arrival order
+  std::vector<double> mtbf_of_node_;          // hours; 0 = never fails
+  std::vector<int32_t> pending_;              // job indexes, arrival order
   std::vector<PendingJob> pending_requests_;  // parallel to pending_
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   int64_t seq_ = 0;

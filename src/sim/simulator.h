@@ -5,10 +5,10 @@
 // Events: arrivals, completions, preempted jobs stopping after their grace period and, when an
 // MTBF is set, node failures and repairs. The scheduler runs once per distinct event time. (The
 // server also runs it periodically; in the simulator a periodic cycle with nothing changed
-// since the last one would decide exactly the same, so there is none.) A multi-node job runs slower the wider it is
-// spread (PlacementModel). Jobs checkpoint every checkpoint interval; a failure loses the work
-// since the last checkpoint, a preemption none (the grace period is for checkpointing).
-// Not thread-safe; one Simulator per run.
+// since the last one would decide exactly the same, so there is none.) A multi-node job runs slower
+// the wider it is spread (PlacementModel). Jobs checkpoint every checkpoint interval; a failure
+// loses the work since the last checkpoint, a preemption none (the grace period is for
+// checkpointing). Not thread-safe; one Simulator per run.
 #ifndef GPUCLOUD_SIM_SIMULATOR_H_
 #define GPUCLOUD_SIM_SIMULATOR_H_
 
@@ -69,9 +69,11 @@ struct PredictionResult {
   int64_t failures = 0;
   int64_t predicted_failures = 0;  // a flag came within the horizon before
   double precision() const { return flags ? static_cast<double>(true_flags) / flags : 0; }
-  double recall() const { return failures ? static_cast<double>(predicted_failures) / failures : 0; }
-  double median_lead_hours = 0;  // first flag to failure, predicted failures
-  int64_t migrations = 0;        // jobs moved off flagged nodes (kAct)
+  double recall() const {
+    return failures ? static_cast<double>(predicted_failures) / failures : 0;
+  }
+  double median_lead_hours = 0;    // first flag to failure, predicted failures
+  int64_t migrations = 0;          // jobs moved off flagged nodes (kAct)
   double gpu_hours_migration = 0;  // their checkpoint and restart cost
   double gpu_hours_cordoned = 0;   // capacity held on flagged nodes that had not failed yet
 };
@@ -131,8 +133,8 @@ struct SimResult {
   int64_t preemptions = 0;
   int64_t failures = 0;
   int64_t restarts = 0;
-  double gpu_hours_lost = 0;  // work redone after failures
-  PredictionResult prediction;  // when SimOptions::prediction.mode is not kOff
+  double gpu_hours_lost = 0;               // work redone after failures
+  PredictionResult prediction;             // when SimOptions::prediction.mode is not kOff
   std::map<std::string, double> cost_usd;  // billing class -> dollars
 };
 

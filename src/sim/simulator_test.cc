@@ -68,11 +68,12 @@ TEST(Simulator, SpreadJobsRunSlower) {
 
 TEST(Simulator, InfeasibleJobsAreRejectedAndEveryJobIsAccounted) {
   SimResult r = Replay(Csv("id,submit,duration,gpus\nbig,0,10,16\nok,5,10,1\nlate,1000,10,1\n"),
-                    Nodes(1, 8), SimOptions{.until_s = 100});
+                       Nodes(1, 8), SimOptions{.until_s = 100});
   ASSERT_EQ(r.jobs.size(), 3u);
   EXPECT_EQ(r.jobs[0].state, JobState::kRejected);
   // 16 GPUs run as two 8-GPU replicas; the cluster has one 8-GPU node.
-  EXPECT_EQ(r.jobs[0].reason, "the gang needs 2 replicas together; the eligible nodes hold at most 1");
+  EXPECT_EQ(r.jobs[0].reason,
+            "the gang needs 2 replicas together; the eligible nodes hold at most 1");
   EXPECT_EQ(r.jobs[1].state, JobState::kFinished);
   EXPECT_EQ(r.jobs[2].state, JobState::kNotSubmitted);
 }
@@ -82,7 +83,7 @@ TEST(Simulator, PreemptedJobsResumeWithTheirWork) {
   // low is preempted, stops at 130 (30 s grace) having done 130 s of work; high runs 130-230;
   // low resumes at 230 with 870 s left and ends at 1100.
   SimResult r = Replay(Csv("id,submit,duration,gpus,priority\nlow,0,1000,2,0\nhigh,100,100,2,5\n"),
-                    Nodes(1, 2));
+                       Nodes(1, 2));
   EXPECT_EQ(r.preemptions, 1);
   EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"low", 1100}, {"high", 130}}));
   EXPECT_EQ(r.jobs[0].preemptions, 1);
@@ -90,7 +91,8 @@ TEST(Simulator, PreemptedJobsResumeWithTheirWork) {
 
 TEST(Simulator, FailuresRestartFromCheckpointsAndAreDeterministic) {
   std::string text = "id,submit,duration,gpus\n";
-  for (int i = 0; i < 40; ++i) text += "j" + std::to_string(i) + "," + std::to_string(i * 60) + ",7200,1\n";
+  for (int i = 0; i < 40; ++i)
+    text += "j" + std::to_string(i) + "," + std::to_string(i * 60) + ",7200,1\n";
   Trace t = Csv(text);
   SimOptions o;
   o.mtbf_hours = 2;
@@ -136,7 +138,8 @@ struct PredictionCase {
   PredictionCase() {
     std::string text = "id,submit,duration,gpus\n";
     for (int i = 0; i < 200; ++i) {
-      text += "j" + std::to_string(i) + "," + std::to_string(i * 3000) + ",86400," + std::to_string(1 + i % 4) + "\n";
+      text += "j" + std::to_string(i) + "," + std::to_string(i * 3000) + ",86400," +
+              std::to_string(1 + i % 4) + "\n";
     }
     trace = Csv(text);
     o.mtbf_hours = 72;

@@ -168,8 +168,8 @@ absl::Status NeedColumns(const Columns& c, std::string_view format,
                          std::initializer_list<std::string_view> names) {
   std::vector<std::string> missing = c.Missing(names);
   if (missing.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(Cat("line 1: not a ", format, " trace: no column ",
-                                        Join(missing, ", "), " in the header"));
+  return absl::InvalidArgumentError(
+      Cat("line 1: not a ", format, " trace: no column ", Join(missing, ", "), " in the header"));
 }
 
 absl::StatusOr<Trace> ReadGeneric(const std::vector<CsvRow>& rows, std::string_view format,
@@ -273,8 +273,8 @@ absl::StatusOr<Trace> ReadPai(const std::vector<CsvRow>& job_rows, std::string_v
   };
   Columns job_cols = has_header(job_rows) ? Columns(job_rows[0]) : kJobCols;
   Columns task_cols = has_header(*task_rows) ? Columns((*task_rows)[0]) : kTaskCols;
-  if (absl::Status s = NeedColumns(job_cols, "PAI job table",
-                                   {"job_name", "user", "start_time", "end_time"});
+  if (absl::Status s =
+          NeedColumns(job_cols, "PAI job table", {"job_name", "user", "start_time", "end_time"});
       !s.ok()) {
     return s;
   }
@@ -296,7 +296,7 @@ absl::StatusOr<Trace> ReadPai(const std::vector<CsvRow>& job_rows, std::string_v
       t.problem = Cat("task table row ", row.line, " has a bad inst_num or plan_gpu");
       continue;
     }
-    if (*plan == 0) continue;  // a CPU-only task
+    if (*plan == 0) continue;                  // a CPU-only task
     int64_t milli = std::llround(*plan * 10);  // percent of a GPU -> milli-GPU
     if (milli > kMilliPerUnit) milli = (milli + kMilliPerUnit - 1) / kMilliPerUnit * kMilliPerUnit;
     t.tasks.push_back({std::string(Trim(task_cols.Get(row, "task_name"))),

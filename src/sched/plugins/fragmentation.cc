@@ -60,8 +60,11 @@ class FragmentationScore final : public ScorePlugin {
 }  // namespace
 
 std::vector<WorkloadShare> PhillyWorkload() {
-  return {{WholeGpus(1), 93.2}, {WholeGpus(2), 2.2}, {WholeGpus(4), 2.3},
-          {WholeGpus(8), 2.0},  {WholeGpus(16), 0.4}};
+  return {{WholeGpus(1), 93.2},
+          {WholeGpus(2), 2.2},
+          {WholeGpus(4), 2.3},
+          {WholeGpus(8), 2.0},
+          {WholeGpus(16), 0.4}};
 }
 
 double ExpectedFragmentation(const NodeView& view, const std::vector<WorkloadShare>& workload) {

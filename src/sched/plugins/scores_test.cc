@@ -43,8 +43,7 @@ TEST(Fragmentation, ScoreRewardsPlacementsThatFragmentLess) {
   EXPECT_NEAR(on_two, 50.0 * (1 - 0.5 / 4), 1e-9);
   auto pack = NewBinPackScore();
   EXPECT_NEAR(pack->Score(job, View({1000, 1000, 0, 0}), View({1000, 0, 0, 0})), 75.0, 1e-9);
-  EXPECT_NEAR(pack->Score(job, View({1000, 1000, 1000, 0}), View({1000, 1000, 0, 0})), 50.0,
-              1e-9);
+  EXPECT_NEAR(pack->Score(job, View({1000, 1000, 1000, 0}), View({1000, 1000, 0, 0})), 50.0, 1e-9);
 }
 
 // Node a has 2 of 4 GPUs free, node b 3 of 4. Best fit puts a 1-GPU job on a; that leaves a
@@ -52,8 +51,11 @@ TEST(Fragmentation, ScoreRewardsPlacementsThatFragmentLess) {
 class ScoredPlacement : public ::testing::Test {
  protected:
   ScoredPlacement() : state_({MakeTestNode("a", 4), MakeTestNode("b", 4)}, GpuCatalog::Default()) {
-    EXPECT_TRUE(state_.Commit({"ns/a-busy", {{.task = "w", .node = 0, .gpus = {{.gpu = 0}, {.gpu = 1}}}}}).ok());
-    EXPECT_TRUE(state_.Commit({"ns/b-busy", {{.task = "w", .node = 1, .gpus = {{.gpu = 0}}}}}).ok());
+    EXPECT_TRUE(
+        state_.Commit({"ns/a-busy", {{.task = "w", .node = 0, .gpus = {{.gpu = 0}, {.gpu = 1}}}}})
+            .ok());
+    EXPECT_TRUE(
+        state_.Commit({"ns/b-busy", {{.task = "w", .node = 1, .gpus = {{.gpu = 0}}}}}).ok());
   }
   std::string NodeFor(const std::vector<ScorePluginConfig>& config) {
     absl::StatusOr<std::vector<WeightedScore>> scores = MakeScorePlugins(config);
