@@ -484,7 +484,8 @@ void ImagePuller::Pull(const std::string& image, const PullAuth& auth) {
     auth_file = s.ok() ? temp_auth : "";
     if (!s.ok()) temp_auth.clear();
   }
-  const bool was_present = Present(image);
+  // Only a job's pull needs to know (to tell a private image from a public one re-pulled).
+  const bool was_present = !auth.scope.empty() && Present(image);
   if (auth.auth_json.empty() || !auth_file.empty()) {
     std::vector<std::string> argv = PodmanGlobalArgv(options_);
     argv.insert(argv.end(), {"pull", "--quiet"});
