@@ -7,57 +7,15 @@
 #include <sstream>
 
 #include "cli/gpuctl.h"
-#include "server/credentials.h"
-#include "server/https_server.h"
-#include "server/rest.h"
-#include "store/sqlite_store.h"
-#include "testing/temp_dir.h"
+#include "cli/gpuctl_fixture.h"
 
 namespace gpucloud::cli {
 namespace {
 
-struct Ran {
-  int code;
-  std::string out, err;
-};
-
-class GpuctlArrayTest : public ::testing::Test {
+class GpuctlArrayTest : public GpuctlServerFixture {
  protected:
-  void SetUp() override {
-    creds_ = *server::EnsureCredentials(dir_.string());
-    ASSERT_TRUE(server::CommitAdminToken(dir_.string(), creds_.admin_token).ok());
-    tokens_ = *server::TokenBook::Load(dir_.string());
-    store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
-    api_ = std::make_unique<server::RestApi>(*store_, clock_, 3);
-    server_ = std::make_unique<server::HttpsServer>(
-        *api_, tokens_, *store_,
-        server::HttpsServer::Options{.cert_path = creds_.cert_path, .key_path = creds_.key_path});
-    ASSERT_TRUE(server_->Start().ok());
-    config_ = (dir_ / "config").string();
-    std::ofstream(config_) << "server: https://127.0.0.1:" << server_->port()
-                           << "\ncertificate-authority: " << creds_.ca_cert_path
-                           << "\ntoken: " << creds_.admin_token << "\n";
-  }
-  void TearDown() override { server_.reset(); }
-  Ran Gpuctl(const std::vector<std::string>& args) {
-    std::vector<const char*> argv = {"gpuctl", "--config", config_.c_str()};
-    for (const std::string& a : args) argv.push_back(a.c_str());
-    std::istringstream in;
-    std::ostringstream out, err;
-    int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
-    return {code, out.str(), err.str()};
-  }
+  GpuctlArrayTest() : GpuctlServerFixture("gpuctl-array", 1'700'000'000'000) {}
   int64_t Jobs() { return *store_->Count("/jobs/default/"); }
-
-  testing_util::TempDir tmp_{"gpuctl-array"};
-  const std::filesystem::path& dir_ = tmp_.path();
-  server::Credentials creds_;
-  server::TokenBook tokens_;
-  FakeClock clock_{1'700'000'000'000};
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<server::RestApi> api_;
-  std::unique_ptr<server::HttpsServer> server_;
-  std::string config_;
 };
 
 TEST_F(GpuctlArrayTest, RunArrayParsesSlurmsIndices) {

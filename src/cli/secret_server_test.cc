@@ -11,13 +11,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/time/clock.h"
 #include "cli/gpuctl.h"
+#include "cli/gpuctl_fixture.h"
 #include "cli/secret_commands.h"
-#include "server/credentials.h"
-#include "server/https_server.h"
-#include "server/rest.h"
 #include "server/secret_store.h"
-#include "store/sqlite_store.h"
-#include "testing/temp_dir.h"
 
 namespace gpucloud::cli {
 namespace {
@@ -25,43 +21,21 @@ namespace {
 constexpr char kToken[] = "hf_VALUE_9931_never_shown";
 constexpr char kPassword[] = "P_registry_5518";
 
-class SecretServerTest : public ::testing::Test {
+class SecretServerTest : public GpuctlServerFixture {
  protected:
-  void SetUp() override {
-    creds_ = *server::EnsureCredentials(dir_.string());
-    ASSERT_TRUE(server::CommitAdminToken(dir_.string(), creds_.admin_token).ok());
-    tokens_ = *server::TokenBook::Load(dir_.string());
-    store_ = std::move(*store::OpenSqliteStore((dir_ / "store.db").string()));
-    api_ = std::make_unique<server::RestApi>(*store_, clock_, 3);
+  // Three days ago: gpuctl's AGE is against its own (real) clock, and reads "3d" for an hour.
+  SecretServerTest()
+      : GpuctlServerFixture("gpuctl-secrets", absl::ToUnixMillis(absl::Now() - absl::Hours(72))) {}
+  void Attach(server::RestApi& api) override {
     server::SecretStoreOptions o;
     o.key_dir = dir_ / "keys";
     absl::StatusOr<std::unique_ptr<server::SecretStore>> s =
         server::SecretStore::Open(*store_, clock_, o);
     ASSERT_TRUE(s.ok()) << s.status();
     secrets_ = *std::move(s);
-    api_->AttachSecrets(secrets_.get());
-    server_ = std::make_unique<server::HttpsServer>(
-        *api_, tokens_, *store_,
-        server::HttpsServer::Options{.cert_path = creds_.cert_path, .key_path = creds_.key_path});
-    ASSERT_TRUE(server_->Start().ok());
-    config_ = (dir_ / "config").string();
-    std::ofstream(config_) << "server: https://127.0.0.1:" << server_->port()
-                           << "\ncertificate-authority: " << creds_.ca_cert_path
-                           << "\ntoken: " << creds_.admin_token << "\n";
+    api.AttachSecrets(secrets_.get());
   }
-  void TearDown() override { server_.reset(); }
-  struct Run {
-    int code;
-    std::string out, err;
-  };
-  Run Gpuctl(std::vector<std::string> args) {
-    std::vector<const char*> argv = {"gpuctl", "--config", config_.c_str()};
-    for (const std::string& a : args) argv.push_back(a.c_str());
-    std::istringstream in;
-    std::ostringstream out, err;
-    int code = RunGpuctl(static_cast<int>(argv.size()), argv.data(), in, out, err);
-    return {code, out.str(), err.str()};
-  }
+  using Run = Ran;
   // Neither the value nor its base64 anywhere in what gpuctl printed.
   static void ExpectNoValue(const Run& r) {
     for (const std::string& v :
@@ -71,17 +45,7 @@ class SecretServerTest : public ::testing::Test {
     }
   }
 
-  testing_util::TempDir tmp_{"gpuctl-secrets"};
-  const std::filesystem::path& dir_ = tmp_.path();
-  server::Credentials creds_;
-  server::TokenBook tokens_;
-  // Three days ago: gpuctl's AGE is against its own (real) clock, and reads "3d" for an hour.
-  FakeClock clock_{absl::ToUnixMillis(absl::Now() - absl::Hours(72))};
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<server::RestApi> api_;
   std::unique_ptr<server::SecretStore> secrets_;
-  std::unique_ptr<server::HttpsServer> server_;
-  std::string config_;
 };
 
 TEST_F(SecretServerTest, CreateGetDescribeDelete) {
