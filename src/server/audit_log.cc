@@ -373,17 +373,13 @@ absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> AuditLog::ReadAfter
     }
     if (!absl::IsNotFound(kv.status())) return kv.status();
     if (!out.empty()) break;  // the chain is contiguous: nothing can follow a gap
-    // Retention removed it: resume at the oldest record that is kept.
-    absl::StatusOr<store::ListResult> list = store_.List(options_.prefix + "records/");
-    if (!list.ok()) return list.status();
-    for (store::KeyValue& item : list->items) {
-      absl::StatusOr<AuditRecord> r = DecodeRecord(item.value);
-      if (!r.ok()) return absl::DataLossError(Cat(item.key, ": ", r.status().message()));
-      if (r->seq <= after_seq) continue;
-      out.emplace_back(r->seq, std::move(item.value));
-      if (static_cast<int>(out.size()) >= limit) break;
-    }
-    break;
+    // Retention removed it: the kept records are contiguous up to the head (Open checks it),
+    // so the oldest kept one is the head less their count (at most that: `head` was read
+    // first, and records appended since only add to the count). Jump there; else step on.
+    absl::StatusOr<int64_t> kept = store_.Count(options_.prefix + "records/");
+    if (!kept.ok()) return kept.status();
+    const int64_t oldest = head - *kept + 1;
+    if (oldest > seq + 1) seq = oldest - 1;  // the loop's ++seq reads `oldest` next
   }
   return out;
 }
