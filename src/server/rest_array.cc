@@ -20,10 +20,6 @@
 namespace gpucloud::server {
 namespace {
 
-bool Ended(const std::string& phase) {
-  return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
-}
-
 // The array's answer: a Status with what was done to how many elements.
 Response ArrayStatus(int code, std::string_view reason, std::string message,
                      const std::string& array, int64_t elements, int64_t revision) {
@@ -149,8 +145,7 @@ std::optional<Response> RestApi::CancelArray(const Request& r, const Route& rout
       }
       ++elements;
       JobStatus s = JobStatusFromJson(doc);
-      const bool holds_nothing =
-          Ended(s.phase) || (s.phase == "Pending" && !doc["status"].contains("placement"));
+      const bool holds_nothing = HoldsNothing(doc);
       if (and_delete && holds_nothing) {
         ops.push_back({store::Op::Kind::kDelete, kv.key, "", kv.mod_revision});
         const std::string name = doc["metadata"].value("name", "");
@@ -160,7 +155,7 @@ std::optional<Response> RestApi::CancelArray(const Request& r, const Route& rout
         deleted.push_back(name);
         continue;
       }
-      if (Ended(s.phase)) {
+      if (s.Terminal()) {
         ++ended;
         continue;
       }

@@ -134,6 +134,12 @@ std::optional<Response> RefuseUntimedLogOptions(const Request& r) {
 
 }  // namespace
 
+bool HoldsNothing(const Json& job) {
+  const std::string phase = PhaseOf(job);
+  return Terminal(phase) ||
+         (phase == "Pending" && !(job.contains("status") && job["status"].contains("placement")));
+}
+
 void ApplyLiveGpuHealth(const NodeTable& nodes, Json& doc) {
   if (!doc.is_object() || !doc.contains("metadata") || !doc["metadata"].is_object()) return;
   std::optional<NodeReport> report = nodes.Get(doc["metadata"].value("name", ""));
@@ -544,9 +550,7 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     }
     Json doc = Json::parse(current->value, nullptr, false);
     std::string phase = PhaseOf(doc);
-    bool holds_nothing =
-        Terminal(phase) ||
-        (phase == "Pending" && !(doc.contains("status") && doc["status"].contains("placement")));
+    const bool holds_nothing = HoldsNothing(doc);
     if (and_delete && DryRun(r)) {
       return Status(holds_nothing ? 200 : 202, holds_nothing ? "Deleted" : "Deleting",
                     Cat("Job ", route.Key(),

@@ -97,6 +97,10 @@ inline constexpr std::string_view kCollectionQuery[] = {
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);
 
+// A stored job that holds nothing and runs nothing: ended, or Pending and never placed. A cancel
+// or delete of it takes effect at once (rest_cluster.cc; the job arrays' too).
+bool HoldsNothing(const Json& job);
+
 // A job naming a RuntimeClass the store holds gets its node selector and tolerations, as
 // `gpuctl validate` applies one from the same files (manifest::ResolveRuntimeClasses): the 422
 // answer when the job's own selector contradicts it. One the store lacks is applied by nobody:
