@@ -231,8 +231,8 @@ absl::Status Controller::RunOnce() {
   pass.reports = node_table_.Snapshot();
   if (absl::Status s = SyncNodes(pass); !s.ok()) return s;
   stage("nodes");
-  StepJobs(pass);
-  node_table_.MarkRead(pass.reports);  // the agents may stop sending the ended tasks it read
+  // The agents may stop sending the ended tasks this pass read, once all it decided is stored.
+  if (StepJobs(pass)) node_table_.MarkRead(pass.reports);
   stage("jobs");
   if (absl::Status s = Schedule(pass); !s.ok()) return s;
   stage("schedule");
@@ -393,7 +393,7 @@ std::string GpuProblem(const std::map<std::string, std::shared_ptr<const api::No
 
 }  // namespace
 
-void Controller::StepJobs(Pass& pass) {
+bool Controller::StepJobs(Pass& pass) {
   const int64_t now = pass.now_ms;
   struct Write {
     std::vector<store::Op> ops;
@@ -482,9 +482,11 @@ void Controller::StepJobs(Pass& pass) {
   std::vector<std::vector<store::Op>> txns;
   for (Write& w : writes) txns.push_back(std::move(w.ops));
   std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);
+  bool all_written = true;
   for (size_t i = 0; i < writes.size(); ++i) {
     Write& w = writes[i];
     if (!results[i].ok()) {
+      all_written = false;
       if (!absl::IsAborted(results[i].status()) && !absl::IsNotFound(results[i].status())) {
         log::Error("server", "job status not written",
                    {{"job", w.key}, {"error", results[i].status().message()}});
@@ -500,6 +502,7 @@ void Controller::StepJobs(Pass& pass) {
     w.obj->mod_revision = *results[i];
     w.obj->derived = std::move(w.entry);
   }
+  return all_written;
 }
 
 std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(

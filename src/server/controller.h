@@ -122,7 +122,9 @@ class Controller {
   void Loop();
   bool TakeKick();  // whether Kick was called since the last look
   absl::Status SyncNodes(Pass& pass);
-  void StepJobs(Pass& pass);
+  // Steps every job on the pass's reports; false when a status write did not land (a conflict):
+  // then the pass's reports are not acknowledged, and the agents send them again.
+  bool StepJobs(Pass& pass);
   absl::Status Schedule(Pass& pass);
   // What a job's spec says about its lifecycle (the restart policy and lifecycle policies).
   JobRules RulesOf(const std::optional<Job>& job) const;

@@ -5,7 +5,8 @@
 // storing it. The controller reads it to mark nodes Ready or NotReady and to move jobs along.
 // An agent stops reporting an ended task whose assignment is gone once the server
 // acknowledges its report (agent/heartbeat_reports.h): the acknowledgement is that the
-// controller's pass has read it (MarkRead), not just that it arrived, so no end goes unseen.
+// controller's pass has read it and stored all it decided (MarkRead; a pass whose status write
+// lost a conflict marks nothing), not just that it arrived, so no end goes unseen.
 // Thread-safe.
 #ifndef GPUCLOUD_SERVER_NODE_TABLE_H_
 #define GPUCLOUD_SERVER_NODE_TABLE_H_
