@@ -23,8 +23,6 @@
 namespace gpucloud::agent {
 namespace {
 
-int PidFd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-
 // Writes "exit N\n" or "signal N\n" (async-signal-safe: no allocation, no stdio).
 void WriteStatus(const char* path, const char* tmp, int status) {
   char buf[32];
@@ -344,7 +342,7 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
     return absl::NotFoundError(Cat("cannot run ", spec.argv[0], ": ", std::strerror(e)));
   }
   t.pid = pid;
-  t.pidfd = PidFd(pid);
+  t.pidfd = OpenPidFd(pid);
   if (exits_ != nullptr) (void)exits_->Add(t.pidfd);  // else (no pidfds): found by Poll
   tasks_.emplace(spec.id, std::move(t));
   return absl::OkStatus();

@@ -48,12 +48,8 @@ using Json = nlohmann::ordered_json;
 // only such credentials pulled (container.h, ImagePuller).
 ContainerRuntimeOptions PullerOptions(const NodeAgentOptions& o) {
   ContainerRuntimeOptions c = o.container;
-  c.private_dir = Cat(o.state_dir, "/pull");
-  std::error_code ec;
-  fs::create_directories(c.private_dir, ec);
-  fs::permissions(c.private_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  if (!ec) c.image_scopes_file = Cat(c.private_dir, "/private-images.json");
-  if (ec) c.private_dir.clear();
+  c.private_dir = Cat(o.state_dir, "/pull");  // made owner-only by PrepareStateDir at start
+  c.image_scopes_file = Cat(c.private_dir, "/private-images.json");
   return c;
 }
 
@@ -217,13 +213,8 @@ struct NodeAgent::Impl {
     cwd = fs::current_path().string();
   }
 
-  void Log(const std::string& line) {
-    // "warning: ..." lines are records of level warn, without the prefix.
-    std::string_view msg = line;
-    bool warning = msg.starts_with("warning: ");
-    if (warning) msg.remove_prefix(9);
-    log::Write(warning ? log::Level::kWarn : log::Level::kInfo, "agent", msg,
-               {{"node", o.node_name}});
+  void Log(const std::string& line, log::Level level = log::Level::kInfo) {
+    log::Write(level, "agent", line, {{"node", o.node_name}});
   }
 
   // On the exit watcher's thread: a task (or a re-adopted process) ended.
@@ -857,7 +848,7 @@ struct NodeAgent::Impl {
   void Exec(Local& t) {
     std::string warning;
     absl::Status s = exec.Start(t.plan.spec, &warning);
-    if (!warning.empty()) Log(warning);
+    if (!warning.empty()) Log(warning, log::Level::kWarn);
     if (!s.ok()) {
       Fail(t, std::string(s.message()));
       return;
@@ -1305,8 +1296,9 @@ struct NodeAgent::Impl {
     }
     WriteCdi(*d);
     if (o.allow_host_processes && !launch_policy.switch_users) {
-      Log("warning: the agent is not root, so tasks without an image run as its own user and "
-          "can read what it can (its state and tokens): for a single user's machine only");
+      Log("the agent is not root, so tasks without an image run as its own user and can read "
+          "what it can (its state and tokens): for a single user's machine only",
+          log::Level::kWarn);
     }
     LoadRecords();
     RemoveOrphanContainers();

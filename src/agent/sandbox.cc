@@ -83,7 +83,7 @@ absl::Status PrepareStateDir(const std::string& state_dir, bool for_other_users)
   if (ec) return absl::InternalError(Cat("--state-dir ", state_dir, ": ", ec.message()));
   fs::permissions(state_dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::replace, ec);
-  for (const char* sub : {"/tasks", "/logs", "/run"}) {
+  for (const char* sub : {"/tasks", "/logs", "/run", "/pull"}) {
     if (!ec) fs::create_directories(state_dir + sub, ec);
     if (!ec) fs::permissions(state_dir + sub, fs::perms::owner_all, fs::perm_options::replace, ec);
   }

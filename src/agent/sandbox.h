@@ -61,9 +61,10 @@ absl::StatusOr<std::string> ResolveHostWorkdir(const std::string& requested,
 bool PathInside(const std::string& path, const std::string& dir);
 
 // The agent's STATE_DIR: 0711, so that tasks reach their sandboxes and node-local checkpoints
-// through it, with the agent's own records, logs and exit files in 0700 directories (tasks/,
-// logs/, run/). With `for_other_users` (tasks run as other users), every directory above it
-// must let others pass: FailedPrecondition naming the one that does not. Internal on I/O errors.
+// through it, with the agent's own records, logs, exit files and pull credentials in 0700
+// directories (tasks/, logs/, run/, pull/). With `for_other_users` (tasks run as other users),
+// every directory above it must let others pass: FailedPrecondition naming the one that does not.
+// Internal on I/O errors.
 absl::Status PrepareStateDir(const std::string& state_dir, bool for_other_users);
 
 // Opens `dir` (a descriptor the caller closes), creating it 0700 and the missing directories
