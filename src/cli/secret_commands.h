@@ -55,8 +55,9 @@ struct GenericSecretOptions {
 };
 // The body of POST .../secrets: every value (literal or file bytes) in `data`, base64.
 // InvalidArgument naming the flag for a literal without '=', an empty KEY or PATH, a key that
-// is not 1 to 253 of [-._a-zA-Z0-9] (not . or ..), a key given twice, no value at all, or a
-// file `read` refuses. Messages never hold a value.
+// is not 1 to 253 of [-._a-zA-Z0-9] (not . or ..), a key given twice, or a file `read`
+// refuses. No value at all is a secret with no keys, as kubectl allows. Messages never hold a
+// value.
 absl::StatusOr<nlohmann::ordered_json> GenericSecretBody(const GenericSecretOptions& o,
                                                          const ReadFileFn& read);
 

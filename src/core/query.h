@@ -28,9 +28,9 @@ struct RequestTarget {
 };
 RequestTarget ParseRequestTarget(std::string_view target);
 
-// A query parameter's value as a non-negative decimal integer of at most `max`; nullopt for
-// anything else ("", "abc", "-1", "+1", "1e3", or over `max`). Never wraps: 4294967297 is
-// not 1.
+// A query parameter's value as a non-negative decimal integer of at most 18 digits and at most
+// `max`; nullopt for anything else ("", "abc", "-1", "+1", "1e3", 19 digits or more, or over
+// `max`). Never wraps: 4294967297 is not 1.
 std::optional<int64_t> ParseQueryInt(std::string_view value,
                                      int64_t max = std::numeric_limits<int64_t>::max());
 
