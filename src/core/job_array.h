@@ -50,7 +50,8 @@ struct JobArraySpec {
 // comma-separated indices and ranges with an optional step, then an optional %PARALLELISM:
 // "0-999", "0-999%50", "1,3,5-7", "0-15:4". InvalidArgument naming the offending part when the
 // text is not of that form, an index is outside 0..kMaxArrayIndex, a range runs backwards, or it
-// names more than kMaxArrayElements indices (counted once each). `parallelism` is 0 without "%".
+// names more than kMaxArrayElements indices (counted as written, before overlapping ranges
+// are merged: "0-5000,0-9999" is 15,001). `parallelism` is 0 without "%".
 absl::StatusOr<JobArraySpec> ParseArrayIndices(std::string_view text);
 // Sorts and merges overlapping or adjacent ranges.
 std::vector<IndexRange> NormalizeIndices(std::vector<IndexRange> ranges);
