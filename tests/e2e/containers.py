@@ -31,6 +31,7 @@ Exit 0 on pass, 1 on a failure, 77 (skipped, saying why) without root, Podman or
 
 Usage: containers.py BUILD_DIR SOURCE_DIR
 """
+import contextlib
 import json
 import os
 import shutil
@@ -447,6 +448,26 @@ def check_image_gc(c, res, busybox, trainer):
     c.gpuctl("delete", "job", "gc")
 
 
+@contextlib.contextmanager
+def work_dir():
+    """A temporary directory, removed at the end even when a Podman process that outlived the
+    test (a container's cleanup) is still writing its store: unmount what is mounted below it
+    and try again, a few times."""
+    work = tempfile.mkdtemp(prefix="gpucloud-containers-")
+    try:
+        yield work
+    finally:
+        for attempt in range(20):
+            oci.unmount_under(work)
+            try:
+                shutil.rmtree(work)
+                break
+            except OSError as e:
+                if attempt == 19:
+                    log(f"could not remove {work}: {e}")
+                time.sleep(0.5)  # a retry's back-off, not a synchronisation
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -459,7 +480,7 @@ def main():
         print(f"skipped: missing {', '.join(oci.missing())}")
         return SKIP
     res = Results()
-    with tempfile.TemporaryDirectory(prefix="gpucloud-containers-") as work:
+    with work_dir() as work:
         os.chmod(work, 0o711)
         with oci.Registry(os.path.join(work, "registry")) as reg, \
                 oci.Registry(os.path.join(work, "corrupt")) as creg, \
