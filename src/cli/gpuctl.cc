@@ -13,6 +13,7 @@
 #include "cli/audit_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/completion.h"
+#include "cli/explain.h"
 #include "cli/iam_commands.h"
 #include "cli/manifest_files.h"
 #include "cli/object_commands.h"
@@ -297,6 +298,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   IamCommands iam(app);
   AuditCommands audit(app);
   SecretCommands secrets(*app.get_subcommand("create"));  // create secret generic|docker-registry
+  ExplainCommand explain(app);  // explain RESOURCE[.FIELD]: the schema, offline
 
   if (std::optional<int> code = RefuseUnknownCommand(app, argc, argv, err)) return *code;
   try {
@@ -406,6 +408,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   if (secrets.parsed()) return secrets.Run(connect, out, err);
   if (iam.parsed()) return iam.Run(connect, out, err);
   if (audit.parsed()) return audit.Run(connect, out, err);
+  if (explain.parsed()) return explain.Run(out, err);
   if (validate->parsed()) return Validate(validate_files, in, out, err);
   if (convert->parsed()) return Convert(convert_files, format, in, out, err);
   if (catalog->parsed()) return Catalog(out);
