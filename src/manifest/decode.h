@@ -18,6 +18,7 @@
 #include "core/queue.h"
 #include "core/runtime_class.h"
 #include "core/sched_config.h"
+#include "manifest/manifest.h"
 #include "manifest/yaml_reader.h"
 
 namespace gpucloud::manifest::internal {
@@ -107,6 +108,8 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc);
 std::optional<Job> DecodePyTorchJob(Context& ctx, MapReader& doc);  // kubeflow.org/v1
 std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc);      // kubeflow.org/v2beta1
 std::optional<Policy> DecodePolicy(Context& ctx, MapReader& doc);
+// A Secret's document (decode_secret_object.cc); `root` locates fields DecodeMetadata takes.
+std::optional<SecretObject> DecodeSecret(Context& ctx, MapReader& doc, const Field& root);
 // Reads `Version` and `Statement` of an IAM document from `m` (the caller calls m.Finish()).
 bool DecodePolicyDocument(Context& ctx, MapReader& m, PolicyDocument* doc);
 

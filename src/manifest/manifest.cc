@@ -120,6 +120,7 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
 struct Collected {
   std::vector<Manifest> manifests;
   std::vector<PolicyManifest> policies;
+  std::vector<SecretManifest> secrets;
   // Each object's key ("Job ns/name") to its index in `manifests`.
   std::unordered_map<std::string, size_t> seen;
 };
@@ -145,6 +146,28 @@ void DecodePolicyObject(Context& ctx, MapReader& m, const Field& root, int docum
   out->policies.push_back(PolicyManifest{ctx.sink.file(), document, std::move(*policy)});
 }
 
+// A Secret into out->secrets; the same secret twice is harmless, two different ones of one
+// namespace and name an error (which never quotes a value).
+void DecodeSecretObject(Context& ctx, MapReader& m, const Field& root, bool gpucloud, int document,
+                        Collected* out) {
+  int errors_before = ctx.sink.error_count();
+  std::optional<SecretObject> secret = internal::DecodeSecret(ctx, m, root);
+  if (gpucloud) m.Ignore("status");  // the server's sizes, as `gpuctl get -o yaml` prints them
+  m.Finish();
+  if (!secret || ctx.sink.error_count() > errors_before) return;
+  for (const SecretManifest& earlier : out->secrets) {
+    const ObjectMeta& e = earlier.secret.metadata;
+    if (e.name != secret->metadata.name || e.namespace_ != secret->metadata.namespace_) continue;
+    if (!(earlier.secret == *secret)) {
+      ctx.sink.Error(root.mark, ChildPath(root.path, "metadata.name"),
+                     Cat("duplicate Secret ", e.namespace_, "/", e.name,
+                         " with different content (also document ", earlier.document, ")"));
+    }
+    return;
+  }
+  out->secrets.push_back(SecretManifest{ctx.sink.file(), document, std::move(*secret)});
+}
+
 // Decodes one object at `root` (a document, or an item of a List) into `collected`.
 void DecodeObject(Context& ctx, const Field& root, int document, Collected* collected) {
   std::vector<Manifest>* out = &collected->manifests;
@@ -160,6 +183,10 @@ void DecodeObject(Context& ctx, const Field& root, int document, Collected* coll
   if (!api || !kind) return;
   if (*api == kApiVersion && *kind == "Policy") {
     DecodePolicyObject(ctx, m, root, document, collected);
+    return;
+  }
+  if ((*api == kApiVersion || *api == "v1") && *kind == "Secret") {
+    DecodeSecretObject(ctx, m, root, *api == kApiVersion, document, collected);
     return;
   }
   Decoded decoded = DecodeDocument(ctx, m, *api, *api_field, *kind, *kind_field);
@@ -313,6 +340,7 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
   if (result.errors.empty()) {
     result.manifests = std::move(manifests);
     result.policies = std::move(collected.policies);
+    result.secrets = std::move(collected.secrets);
   }
   return result;
 }

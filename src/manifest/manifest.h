@@ -3,7 +3,8 @@
 //
 // Kinds read: gpucloud/v1 Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration and Policy
 // (the last into ParseResult::policies, with ParsePolicyDocument for a lone IAM document);
-// Kubernetes v1 Pod and node.k8s.io/v1 RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job;
+// Secret, v1 or gpucloud/v1 (into ParseResult::secrets); Kubernetes v1 Pod and node.k8s.io/v1
+// RuntimeClass; Volcano batch.volcano.sh/v1alpha1 Job;
 // Kubeflow kubeflow.org/v1 PyTorchJob and kubeflow.org/v2beta1 MPIJob.
 // Kubernetes, Volcano and Kubeflow objects are converted to gpucloud Jobs (GPU resources from
 // `nvidia.com/gpu`, `nvidia.com/mig-<profile>` and `nvidia.com/gpu.shared`; GPU types from
@@ -15,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -75,9 +77,29 @@ struct PolicyManifest {
   Policy policy;
 };
 
+// A Secret (kind Secret, apiVersion v1 as kubectl writes it, or gpucloud/v1) read from one
+// document: `data` (strict standard base64) and `stringData` (text, which wins for the same key)
+// merged into `values`, in the clear. Kept apart from `Object`: nothing may print, summarize or
+// encode it as it does a scheduling object, and no diagnostic quotes a value. `type` is
+// "Opaque" or "kubernetes.io/dockerconfigjson" (what the server's Secrets take; the latter
+// needs a ".dockerconfigjson" value that is JSON with an "auths" object); `immutable: true` and
+// annotations are errors (the server keeps neither).
+struct SecretObject {
+  ObjectMeta metadata;  // name, namespace, labels (resourceVersion: a compare-and-swap)
+  std::string type = "Opaque";
+  std::map<std::string, std::string> values;  // key -> plaintext
+  bool operator==(const SecretObject&) const = default;
+};
+struct SecretManifest {
+  std::string file;
+  int document = 0;  // 1-based index in its file
+  SecretObject secret;
+};
+
 struct ParseResult {
   std::vector<Manifest> manifests;       // empty when there are errors
   std::vector<PolicyManifest> policies;  // the Policy documents; empty when there are errors
+  std::vector<SecretManifest> secrets;   // the Secret documents; empty when there are errors
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
   bool ok() const { return errors.empty(); }
