@@ -62,6 +62,29 @@ bool ReadAll(const std::string& file, std::istream& in, std::string* text, std::
   return true;
 }
 
+// The file's Secrets into `out`, as its objects: one already read from another file is kept
+// once, a different one of the same namespace and name is an error (quoting no value).
+void AddSecrets(std::vector<manifest::SecretManifest> secrets, const std::string& name,
+                LoadedManifests* out, LoadedManifests::File* file) {
+  for (manifest::SecretManifest& s : secrets) {
+    const ObjectMeta& meta = s.secret.metadata;
+    auto earlier = std::find_if(out->secrets.begin(), out->secrets.end(), [&](const auto& e) {
+      return e.secret.metadata.name == meta.name && e.secret.metadata.namespace_ == meta.namespace_;
+    });
+    if (earlier == out->secrets.end()) {
+      out->secrets.push_back(std::move(s));
+    } else if (!(earlier->secret == s.secret)) {
+      file->valid = false;
+      out->errors.push_back(
+          {.file = name,
+           .document = s.document,
+           .path = "metadata.name",
+           .message = Cat("duplicate Secret ", meta.namespace_, "/", meta.name,
+                          " with different content (also in ", earlier->file, ")")});
+    }
+  }
+}
+
 }  // namespace
 
 LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istream& in) {
@@ -105,6 +128,7 @@ LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istre
         }
         out.manifests.push_back(std::move(m));
       }
+      AddSecrets(std::move(r.secrets), name, &out, &result);
     }
   }
   // Classes in one file apply to jobs in another (applying them twice changes nothing).

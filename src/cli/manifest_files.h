@@ -14,6 +14,8 @@ namespace gpucloud::cli {
 
 struct LoadedManifests {
   std::vector<manifest::Manifest> manifests;
+  // The Secrets, values in the clear (never printed); one two files hold is kept once.
+  std::vector<manifest::SecretManifest> secrets;
   std::vector<manifest::Diagnostic> errors;
   std::vector<manifest::Diagnostic> warnings;
   struct File {
@@ -24,7 +26,8 @@ struct LoadedManifests {
   std::vector<File> files;  // every file read, in order
 };
 
-// Reads and parses every named input. RuntimeClasses in any file apply to Jobs in all files.
+// Reads and parses every named input. RuntimeClasses in any file apply to Jobs in all files. The
+// same object (or Secret) in two files is kept once; two different ones of one name are an error.
 LoadedManifests LoadManifests(const std::vector<std::string>& inputs, std::istream& in);
 // The warnings, then the errors, one located line each.
 void PrintDiagnostics(const LoadedManifests& loaded, std::ostream& err);

@@ -10,13 +10,16 @@
 
 #include "absl/time/clock.h"
 #include "api/client.h"
+#include "cli/apply_prune.h"
 #include "cli/cluster_commands.h"
 #include "cli/gpuctl.h"
 #include "cli/iam_commands.h"
 #include "cli/jsonpath.h"
+#include "cli/label_selector.h"
 #include "cli/manifest_files.h"
 #include "cli/remote.h"
 #include "cli/resources.h"
+#include "cli/secret_apply.h"
 #include "cli/secret_commands.h"
 #include "cli/unified_diff.h"
 #include "core/object_meta.h"
@@ -343,6 +346,9 @@ int DeleteFiles(const std::vector<std::string>& files, const std::string& config
       code = kExitInvalid;
     }
   }
+  for (const manifest::SecretManifest& s : loaded.secrets) {
+    if (!DeleteSecret(*client, s.secret, out, err)) code = kExitInvalid;
+  }
   return code;
 }
 
@@ -410,17 +416,11 @@ Json Written(const Json& object) {
   return out;
 }
 
-enum class DryRun { kNone, kClient, kServer };
-
-// The server's object at `path`: nullopt when there is none; an error when it could not be read.
-absl::StatusOr<std::optional<Json>> Live(const api::Client& client, const std::string& path) {
-  absl::StatusOr<api::HttpResponse> r = client.Call("GET", path);
-  if (!r.ok()) return r.status();
-  if (r->status == 404) return std::optional<Json>();
-  if (r->status != 200) return absl::UnavailableError(StatusMessage(*r));
-  Json j = Json::parse(r->body, nullptr, false);
-  if (j.is_discarded()) return absl::UnavailableError("the server's answer is not JSON");
-  return std::optional<Json>(std::move(j));
+// `object` as apply writes it: with kLastAppliedLabel, gpuctl's mark (apply_prune.h).
+manifest::Object Marked(const manifest::Object& object) {
+  manifest::Object marked = object;
+  std::visit([](auto& o) { o.metadata.labels[std::string(kLastAppliedLabel)] = "true"; }, marked);
+  return marked;
 }
 
 // Whether a PUT over `live` changed it: the server answers an object it did not write with the
@@ -440,8 +440,9 @@ bool Wrote(const std::optional<Json>& live, const std::string& answer) {
   return before.empty() || revision(Json::parse(answer, nullptr, false)) != before;
 }
 
-bool ApplyOne(const api::Client& client, const manifest::Object& object, DryRun dry_run,
+bool ApplyOne(const api::Client& client, const manifest::Object& file_object, DryRun dry_run,
               std::ostream& out, std::ostream& err) {
+  const manifest::Object object = Marked(file_object);
   std::string what =
       Cat(ToLower(manifest::KindOf(object)), ".gpucloud/", manifest::MetaOf(object).name);
   std::string path = PathOf(object);
@@ -449,14 +450,12 @@ bool ApplyOne(const api::Client& client, const manifest::Object& object, DryRun 
     err << "gpuctl: " << what << ": the server does not take this kind yet\n";
     return false;
   }
-  absl::StatusOr<std::optional<Json>> live = Live(client, path);
+  absl::StatusOr<std::optional<Json>> live = ReadLive(client, path);
   if (!live.ok()) {
     err << "gpuctl: " << what << ": " << live.status().message() << "\n";
     return false;
   }
-  const char* suffix = dry_run == DryRun::kClient   ? " (dry run)"
-                       : dry_run == DryRun::kServer ? " (server dry run)"
-                                                    : "";
+  const std::string_view suffix = DryRunSuffix(dry_run);
   Json want = Json::parse(manifest::ToJson(object));
   if (live->has_value() && Written(**live) == Written(want)) {
     out << what << " unchanged" << suffix << "\n";
@@ -477,26 +476,145 @@ bool ApplyOne(const api::Client& client, const manifest::Object& object, DryRun 
   return true;
 }
 
+// What prune keeps: every object and Secret this apply wrote.
+std::vector<ObjectRef> AppliedRefs(const std::vector<const manifest::Object*>& objects,
+                                   const std::vector<const manifest::SecretObject*>& secrets) {
+  std::vector<ObjectRef> refs;
+  for (const manifest::Object* o : objects) {
+    const ResourceType* type = FindResourceType(manifest::KindOf(*o));
+    const ObjectMeta& meta = manifest::MetaOf(*o);
+    if (type != nullptr) refs.push_back({type, type->namespaced ? meta.namespace_ : "", meta.name});
+  }
+  for (const manifest::SecretObject* s : secrets) {
+    refs.push_back({FindResourceType("secrets"), s->metadata.namespace_, s->metadata.name});
+  }
+  return refs;
+}
+
+// The objects gpuctl marked in each type and namespace of `applied`, into `listed`; false after
+// saying why on `err`.
+bool ListMarked(const api::Client& client, const std::vector<ObjectRef>& applied,
+                std::vector<ListedObject>* listed, std::ostream& err) {
+  std::vector<ObjectRef> collections;  // type and namespace (names left empty)
+  auto add = [&](const ObjectRef& c) {
+    if (std::find(collections.begin(), collections.end(), c) == collections.end()) {
+      collections.push_back(c);
+    }
+  };
+  for (const ObjectRef& r : applied) {
+    if (!r.type->namespaced) {
+      add({r.type, "", ""});
+      continue;
+    }
+    for (const ResourceType* t : NamespacedPruneTypes()) add({t, r.ns, ""});
+  }
+  for (const ObjectRef& c : collections) {
+    std::string target = c.type->Collection(c.ns);  // secrets take no labelSelector
+    if (!c.type->plain_collection) target += "?labelSelector=" + QueryEscape(kLastAppliedLabel);
+    absl::StatusOr<api::HttpResponse> r = client.Call("GET", target);
+    if (r.ok() && r->status == 404) continue;  // a server that keeps no secrets
+    if (!r.ok() || r->status != 200) {
+      err << "gpuctl: prune: " << c.type->plural << ": "
+          << (r.ok() ? StatusMessage(*r) : std::string(r.status().message())) << "\n";
+      return false;
+    }
+    Json list = Json::parse(r->body, nullptr, false);
+    if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
+      err << "gpuctl: the server's answer is not a list\n";
+      return false;
+    }
+    for (const Json& item : list["items"]) {
+      ListedObject o{.ref = {c.type, c.ns, NameOf(item)}};
+      const Json meta = item.value("metadata", Json::object());
+      if (meta.is_object() && meta.contains("labels") && meta["labels"].is_object()) {
+        for (const auto& [k, v] : meta["labels"].items()) {
+          if (v.is_string()) o.labels[k] = v.get<std::string>();
+        }
+      }
+      listed->push_back(std::move(o));
+    }
+  }
+  return true;
+}
+
+// Deletes what WhatToPrune picks ("job.gpucloud/NAME pruned"); in a dry run only says so.
+int Prune(const api::Client& client, const std::vector<ObjectRef>& applied,
+          const LabelSelector& selector, DryRun mode, std::ostream& out, std::ostream& err) {
+  std::vector<ListedObject> listed;
+  if (!ListMarked(client, applied, &listed, err)) return kExitInvalid;
+  int code = kExitOk;
+  for (const ObjectRef& p : WhatToPrune(applied, listed, selector)) {
+    const std::string what =
+        p.type->plural == "secrets" ? "secret/" + p.name : Cat(p.type->Qualified(), "/", p.name);
+    if (mode == DryRun::kNone &&
+        !Send(client, "DELETE", Cat(p.type->Collection(p.ns), "/", p.name), "", err, what)) {
+      code = kExitInvalid;
+      continue;
+    }
+    out << what << " pruned" << DryRunSuffix(mode) << "\n";
+  }
+  return code;
+}
+
+// The selector of apply's -l, checked with the prune flags; nullopt after a usage message.
+std::optional<LabelSelector> ApplySelector(const ApplyOptions& o, std::ostream& err) {
+  if (o.prune && o.selector.empty() && !o.all) {
+    err << "gpuctl apply: --prune needs -l SELECTOR or --all (every object gpuctl applied, of "
+           "the kinds and namespaces applied)\n";
+    return std::nullopt;
+  }
+  if (o.all && !o.selector.empty()) {
+    err << "gpuctl apply: --all and -l together: give one or the other\n";
+    return std::nullopt;
+  }
+  if (o.all && !o.prune) {
+    err << "gpuctl apply: --all is for --prune\n";
+    return std::nullopt;
+  }
+  absl::StatusOr<LabelSelector> selector = LabelSelector::Parse(o.selector);
+  if (!selector.ok()) {
+    err << "gpuctl apply: -l: " << selector.status().message() << "\n";
+    return std::nullopt;
+  }
+  return *selector;
+}
+
 }  // namespace
 
-int Apply(const std::vector<std::string>& files, const std::string& dry_run,
-          const std::string& config, std::istream& in, std::ostream& out, std::ostream& err) {
-  DryRun mode = dry_run == "client"   ? DryRun::kClient
-                : dry_run == "server" ? DryRun::kServer
-                                      : DryRun::kNone;
-  if (!dry_run.empty() && dry_run != "none" && mode == DryRun::kNone) {
-    err << "gpuctl apply: --dry-run is none, client or server, not \"" << dry_run << "\"\n";
+int Apply(const ApplyOptions& o, const std::string& config, std::istream& in, std::ostream& out,
+          std::ostream& err) {
+  DryRun mode = o.dry_run == "client"   ? DryRun::kClient
+                : o.dry_run == "server" ? DryRun::kServer
+                                        : DryRun::kNone;
+  if (!o.dry_run.empty() && o.dry_run != "none" && mode == DryRun::kNone) {
+    err << "gpuctl apply: --dry-run is none, client or server, not \"" << o.dry_run << "\"\n";
     return kExitUsage;
   }
-  std::optional<FilesAndClient> fc = LoadAndConnect(files, config, in, err);
+  std::optional<LabelSelector> selector = ApplySelector(o, err);
+  if (!selector) return kExitUsage;
+  std::optional<FilesAndClient> fc = LoadAndConnect(o.files, config, in, err);
   if (!fc) return kExitInvalid;
   const LoadedManifests& loaded = fc->manifests;
   api::Client* client = &fc->client;
   int code = kExitOk;
+  std::vector<const manifest::Object*> objects;  // those the selector takes, as kubectl's -l
+  std::vector<const manifest::SecretObject*> secrets;
   for (const manifest::Manifest& m : loaded.manifests) {
+    if (!selector->Matches(manifest::MetaOf(m.object).labels)) continue;
+    objects.push_back(&m.object);
     if (!ApplyOne(*client, m.object, mode, out, err)) code = kExitInvalid;
   }
-  return code;
+  for (const manifest::SecretManifest& s : loaded.secrets) {
+    if (!selector->Matches(s.secret.metadata.labels)) continue;
+    secrets.push_back(&s.secret);
+    if (!ApplySecret(*client, s.secret, mode, out, err)) code = kExitInvalid;
+  }
+  if (!o.prune) return code;
+  if (code != kExitOk) {  // as kubectl: an apply that failed prunes nothing
+    err << "gpuctl apply: nothing pruned: not every object was applied\n";
+    return code;
+  }
+  return Prune(*client, AppliedRefs(objects, secrets), *selector, mode, out, err);
 }
 
 int Diff(const std::vector<std::string>& files, const std::string& config, std::istream& in,
@@ -508,13 +626,13 @@ int Diff(const std::vector<std::string>& files, const std::string& config, std::
   api::Client* client = &fc->client;
   bool differ = false;
   for (const manifest::Manifest& m : loaded.manifests) {
-    const manifest::Object& object = m.object;
+    const manifest::Object object = Marked(m.object);  // as apply would write it
     std::string what =
         Cat(ToLower(manifest::KindOf(object)), ".gpucloud/", manifest::MetaOf(object).name);
     std::string path = PathOf(object);
     absl::StatusOr<std::optional<Json>> live =
         path.empty() ? absl::UnimplementedError("the server does not take this kind yet")
-                     : Live(*client, path);
+                     : ReadLive(*client, path);
     if (!live.ok()) {
       err << "gpuctl: " << what << ": " << live.status().message() << "\n";
       return kDiffError;
@@ -527,6 +645,15 @@ int Diff(const std::vector<std::string>& files, const std::string& config, std::
     out << diff;
     differ = differ || !diff.empty();
   }
+  for (const manifest::SecretManifest& s : loaded.secrets) {  // sizes and digests, no value
+    absl::StatusOr<std::string> diff = DiffSecret(*client, s.secret);
+    if (!diff.ok()) {
+      err << "gpuctl: secret/" << s.secret.metadata.name << ": " << diff.status().message() << "\n";
+      return kDiffError;
+    }
+    out << *diff;
+    differ = differ || !diff->empty();
+  }
   return differ ? kExitInvalid : kExitOk;
 }
 
@@ -536,8 +663,8 @@ struct ObjectCommands::Flags {
   DeleteOptions delete_options{.ns = std::string(kDefaultNamespace)};
   bool watch = false;
   int watch_timeout = 0;
-  std::vector<std::string> apply_files, diff_files;
-  std::string dry_run = "none";
+  ApplyOptions apply_options;
+  std::vector<std::string> diff_files;
 };
 
 ObjectCommands::ObjectCommands(CLI::App& app) : flags_(std::make_shared<Flags>()) {
@@ -565,14 +692,21 @@ ObjectCommands::ObjectCommands(CLI::App& app) : flags_(std::make_shared<Flags>()
   f.del->add_option("-f,--filename", d.files, "the objects of these manifests");
   f.del->add_option("-n,--namespace", d.ns, "Namespace (jobs)");
   f.del->add_option("-l,--selector", d.selector, "every object of TYPE with these labels");
+  ApplyOptions& a = f.apply_options;
   f.apply = app.add_subcommand("apply", "Create or update objects on the server");
-  f.apply->add_option("-f,--filename", f.apply_files, "Manifest file, directory, or - for stdin")
+  f.apply->add_option("-f,--filename", a.files, "Manifest file, directory, or - for stdin")
       ->required();
   f.apply
-      ->add_option("--dry-run", f.dry_run,
+      ->add_option("--dry-run", a.dry_run,
                    "none; client (say what would change, send nothing); server (the server "
                    "checks the request and stores nothing)")
       ->check(CLI::IsMember({"none", "client", "server"}));
+  f.apply->add_option("-l,--selector", a.selector,
+                      "only the files' objects with these labels (and prune among them)");
+  f.apply->add_flag("--prune", a.prune,
+                    "then delete the objects gpuctl applied before, of the kinds and namespaces "
+                    "applied, that match -l (or --all) and are not in the files");
+  f.apply->add_flag("--all", a.all, "with --prune: prune without a selector");
   f.diff = app.add_subcommand(
       "diff", "Show how the server's objects differ from the files' (exit 1 when they do)");
   f.diff->add_option("-f,--filename", f.diff_files, "Manifest file, directory, or - for stdin")
@@ -587,7 +721,7 @@ bool ObjectCommands::parsed() const {
 int ObjectCommands::Run(const std::string& config, std::istream& in, std::ostream& out,
                         std::ostream& err) {
   Flags& f = *flags_;
-  if (f.apply->parsed()) return Apply(f.apply_files, f.dry_run, config, in, out, err);
+  if (f.apply->parsed()) return Apply(f.apply_options, config, in, out, err);
   if (f.diff->parsed()) return Diff(f.diff_files, config, in, out, err);
   if (f.del->parsed()) return Delete(f.delete_options, config, in, out, err);
   GetOptions& g = f.get_options;

@@ -2,9 +2,10 @@
 //   get TYPE[,TYPE...] [NAME...] | TYPE/NAME...  [-n NS] [-A] [-l SELECTOR]
 //       [-o table|wide|name|json|yaml|jsonpath=TEMPLATE] [-w [--watch-timeout S]]
 //   delete TYPE NAME... | TYPE/NAME... | TYPE -l SELECTOR | -f FILE...   [-n NS]
-//   apply -f FILE... [--dry-run=none|client|server]
+//   apply -f FILE... [--dry-run=none|client|server] [-l SELECTOR] [--prune (-l SELECTOR | --all)]
 //   diff -f FILE...      the server's objects against the files' (exit 0 same, 1 differ, 2 error)
-// Lines name objects as kubectl does: "job.gpucloud/NAME created|configured|unchanged|deleted".
+// Lines name objects as kubectl does: "job.gpucloud/NAME created|configured|unchanged|deleted",
+// and "secret/NAME ..." for a Secret (secret_apply.h: its values are never printed).
 // Each function connects with `config` (see remote.h) once its arguments are checked; usage
 // errors exit kExitUsage before anything is sent. Reentrant.
 #ifndef GPUCLOUD_CLI_OBJECT_COMMANDS_H_
@@ -40,9 +41,21 @@ struct DeleteOptions {
 int Delete(const DeleteOptions& o, const std::string& config, std::istream& in, std::ostream& out,
            std::ostream& err);
 
-// dry_run: "none" (or ""), "client" (nothing sent but reads) or "server" (?dryRun=All).
-int Apply(const std::vector<std::string>& files, const std::string& dry_run,
-          const std::string& config, std::istream& in, std::ostream& out, std::ostream& err);
+struct ApplyOptions {
+  std::vector<std::string> files;
+  // "none" (or ""), "client" (nothing sent but reads) or "server" (?dryRun=All).
+  std::string dry_run = "none";
+  // Only the files' objects with these labels are applied (and pruned among), as in kubectl.
+  std::string selector;
+  // After applying, delete what apply_prune.h's WhatToPrune picks ("KIND/NAME pruned"); needs
+  // `selector` or `all` (a usage error otherwise, as in kubectl). Nothing is pruned when any
+  // object failed to apply, nor in a dry run (the lines end "(dry run)").
+  bool prune = false;
+  bool all = false;
+};
+// Every object is written with the label kLastAppliedLabel (apply_prune.h).
+int Apply(const ApplyOptions& o, const std::string& config, std::istream& in, std::ostream& out,
+          std::ostream& err);
 
 int Diff(const std::vector<std::string>& files, const std::string& config, std::istream& in,
          std::ostream& out, std::ostream& err);
