@@ -684,6 +684,8 @@ struct HttpsServer::Impl {
   }
 
   // A followed log: what is there, then what arrives, until the job ends or the client leaves.
+  // Each read goes on where the last one's X-Gpucloud-Offset says the log does (with
+  // timestamps=true the answer is longer than the log bytes it holds).
   asio::awaitable<void> StreamLogs(Conn& c, asio::thread_pool& pool, Link& stream,
                                    const HttpRequest& req, const Request& request,
                                    AuditRequest& audit) {
@@ -699,21 +701,25 @@ struct HttpsServer::Impl {
       co_await Write(stream, req, chunk);
       co_return;
     }
-    // Later reads are of the same attempt, even when a new one starts meanwhile.
+    // Later reads are of the same attempt, even when a new one starts meanwhile, and go on from
+    // where the first one (a tail, or what is since) ended: by offset, not tailLines or
+    // sinceSeconds again.
     if (auto a = chunk.headers.find("X-Gpucloud-Attempt"); a != chunk.headers.end()) {
       r.query["attempt"] = a->second;
     }
-    // A tail (tailLines) starts where the log's last lines do: follow from there, not from 0.
-    if (auto o = chunk.headers.find("X-Gpucloud-Offset"); o != chunk.headers.end()) {
-      int64_t end = 0;
-      if (absl::SimpleAtoi(o->second, &end)) offset = end - static_cast<int64_t>(chunk.body.size());
-      r.query.erase("tailLines");
-    }
+    r.query.erase("tailLines");
+    r.query.erase("sinceSeconds");
     if (!co_await WriteStreamHead(stream, req, "text/plain", chunk.headers)) co_return;
     for (;;) {
-      if (!chunk.body.empty()) {
-        if (!co_await WriteChunk(stream, chunk.body)) co_return;
-        offset += static_cast<int64_t>(chunk.body.size());
+      int64_t next = offset + static_cast<int64_t>(chunk.body.size());
+      if (auto o = chunk.headers.find("X-Gpucloud-Offset"); o != chunk.headers.end()) {
+        if (!absl::SimpleAtoi(o->second, &next)) next = offset;
+      }
+      // An answer that holds no byte of the log (a limitBytes that cuts within a timestamp) is
+      // not written: it would be written again with the next read.
+      if (next > offset) {
+        if (!chunk.body.empty() && !co_await WriteChunk(stream, chunk.body)) co_return;
+        offset = next;
         r.query["offset"] = std::to_string(offset);
         chunk = co_await read();
         if (chunk.status != 200) break;

@@ -37,7 +37,7 @@
 // dryRun=All on POST, PUT, PATCH and DELETE: authorized and validated alike, nothing written,
 // the would-be object answered. Bodies are YAML or JSON manifests, validated
 // like `gpuctl validate`; a bad one gets 422 naming the field and line, and nothing is written.
-// A query parameter a path does not implement (fieldSelector, sinceSeconds, ...) is refused
+// A query parameter a path does not implement (fieldSelector, sinceTime, ...) is refused
 // with 400 naming it, never ignored; booleans (watch, follow, previous, ...) read as
 // Kubernetes reads them: true/True/TRUE/1, false/False/FALSE/0, anything else 400. Every path
 // segment is a DNS label, once percent-decoded ("%2F" stays encoded, so it is none): an empty
@@ -234,9 +234,12 @@ class RestApi {
   std::optional<Response> CancelArray(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);
   struct LogQuery {
-    std::optional<int64_t> rank, attempt, offset, limit, tail_lines;
+    std::optional<int64_t> rank, attempt, offset, limit, tail_lines, since_seconds, time_ms;
+    bool timestamps = false;
   };
   Response ReadLog(const LogKey& key, const LogQuery& q);
+  // Where a read of sinceSeconds starts: the first line of the log whose time is since then.
+  int64_t SinceStart(const LogKey& key, int64_t cutoff_ms) const;
   std::string NewUid();
 
   store::Store& store_;

@@ -67,7 +67,9 @@ void RemoveLogsOfDeletedJobs(store::Store& store, LogStore& logs, const std::str
   }
 }
 
-// An agent's chunk at `offset` (see LogStore): 200 {"size":N} when it is all stored,
+// An agent's chunk at `offset` (see LogStore), read at `agent_ms` (its `time`, unix ms; the
+// server's clock when it sends none; LogStore's ChunkTimeMs keeps it out of the future and in
+// order): 200 {"size":N} when it is all stored,
 // 409 {"size":N} when the log has another length (the agent follows N), and 429 QuotaExceeded
 // (Retry-After, details.size, details.retryAfterSeconds) when the namespace's quota left room
 // for only part of it: the part before N is stored, the rest refused. The agent gives the
@@ -83,12 +85,14 @@ bool PlacedOn(const Json& job, const LogKey& key, const std::string& node) {
                      [&](const PlacedReplica& p) { return p.rank == key.rank && p.node == node; });
 }
 
-Response AppendLog(store::Store& store, LogStore& logs, absl::Time now, const LogKey& key,
-                   int64_t offset, const std::string& data) {
-  absl::StatusOr<LogAppend> a = logs.Append(key, offset, data);
-  if (a.ok() && a->refused > 0 && logs.SweepDue(key.namespace_, now, kLogQuotaRetry)) {
+Response AppendLog(store::Store& store, LogStore& logs, int64_t now_ms,
+                   std::optional<int64_t> agent_ms, const LogKey& key, int64_t offset,
+                   const std::string& data) {
+  absl::StatusOr<LogAppend> a = logs.Append(key, offset, data, agent_ms, now_ms);
+  if (a.ok() && a->refused > 0 &&
+      logs.SweepDue(key.namespace_, absl::FromUnixMillis(now_ms), kLogQuotaRetry)) {
     RemoveLogsOfDeletedJobs(store, logs, key.namespace_);
-    a = logs.Append(key, offset, data);
+    a = logs.Append(key, offset, data, agent_ms, now_ms);
   }
   if (absl::IsInvalidArgument(a.status())) return {409, Cat("{\"size\":", logs.Size(key), "}\n")};
   if (!a.ok()) return FromStatus(a.status());
@@ -116,20 +120,6 @@ std::string_view LastLines(std::string_view text, int64_t n) {
     if (text[at - 1] == '\n' && --n == 0) return text.substr(at);
   }
   return text;
-}
-
-// 400 for the log options the log store cannot serve: it keeps bytes, not a time per line.
-std::optional<Response> RefuseUntimedLogOptions(const Request& r) {
-  for (const char* key : {"sinceSeconds", "timestamps"}) {
-    if (key == std::string_view("timestamps") && !QueryTrue(r, key)) continue;
-    if (r.query.contains(key)) {
-      return Status(400, "BadRequest",
-                    Cat(key,
-                        ": is not supported: the log store keeps a task's output as bytes, "
-                        "without the time of each line"));
-    }
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -498,7 +488,7 @@ Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::
     return Logs(r, route);
   }
   if (sub == "logs" && r.method == "POST") {
-    if ((bad = RefuseQuery(r, {"rank", "attempt", "offset"}))) return *bad;
+    if ((bad = RefuseQuery(r, {"rank", "attempt", "offset", "time"}))) return *bad;
     return Logs(r, route);
   }
   if (sub == "status") {  // the object; its status is the controller's to write
@@ -595,12 +585,15 @@ Response RestApi::Logs(const Request& r, const Route& route) {
   if (logs_ == nullptr) return Status(404, "NotFound", "this server keeps no logs");
   constexpr int64_t kInt = std::numeric_limits<int32_t>::max();
   constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kSeconds = kAny / 1000;  // in milliseconds without overflow
   LogQuery q;
   for (auto [name, max, out] : {std::tuple{"rank", kInt, &q.rank},
                                 {"attempt", kInt, &q.attempt},
                                 {"offset", kAny, &q.offset},
                                 {"limitBytes", kAny, &q.limit},
-                                {"tailLines", kInt, &q.tail_lines}}) {
+                                {"tailLines", kInt, &q.tail_lines},
+                                {"sinceSeconds", kSeconds, &q.since_seconds},
+                                {"time", kAny, &q.time_ms}}) {
     *out = QueryInt(r, name, max);
     if (*out && **out < 0) {
       return Status(400, "BadRequest",
@@ -608,7 +601,10 @@ Response RestApi::Logs(const Request& r, const Route& route) {
                         max == kAny ? "" : Cat(" from 0 to ", max)));
     }
   }
-  if (std::optional<Response> bad = RefuseUntimedLogOptions(r)) return *bad;
+  if (q.since_seconds && *q.since_seconds == 0) {  // Kubernetes: "must be greater than 0"
+    return Status(400, "BadRequest", "sinceSeconds: \"0\" is not a number of seconds over 0");
+  }
+  q.timestamps = QueryTrue(r, "timestamps");
   absl::StatusOr<store::KeyValue> current = store_.Get(route.Key());
   if (!current.ok()) {
     if (absl::IsNotFound(current.status())) {
@@ -644,8 +640,7 @@ Response RestApi::Logs(const Request& r, const Route& route) {
     if (!q.rank || !q.attempt || !q.offset) {
       return Status(400, "BadRequest", "rank, attempt and offset are required to append to a log");
     }
-    return AppendLog(store_, *logs_, absl::FromUnixMillis(clock_.NowMillis()), key, *q.offset,
-                     r.body);
+    return AppendLog(store_, *logs_, clock_.NowMillis(), q.time_ms, key, *q.offset, r.body);
   }
   Response out = ReadLog(key, q);
   out.more = !Terminal(PhaseOf(doc)) && key.attempt == current_attempt;
@@ -654,23 +649,47 @@ Response RestApi::Logs(const Request& r, const Route& route) {
 
 Response RestApi::ReadLog(const LogKey& key, const LogQuery& q) {
   // At most LogStore::kMaxReadBytes per answer, whatever limitBytes asks: clients page on with
-  // the offset (and a followed log does). tailLines: the last lines of the log's last window of
-  // that size; X-Gpucloud-Offset says where the log goes on (to follow it from there).
-  int64_t offset = q.offset.value_or(0);
+  // the offset (and a followed log does). sinceSeconds: from the first line whose time is since
+  // then; tailLines: the last lines of the log's last window of that size (of what is since,
+  // with both: the shorter); offset: from there, whatever they say. X-Gpucloud-Offset says where
+  // the log goes on (to follow it from there, or to page on).
+  int64_t start = q.offset.value_or(0);
+  if (!q.offset && q.since_seconds) {
+    start = SinceStart(key, clock_.NowMillis() - *q.since_seconds * 1000);
+  }
+  const int64_t max_body =
+      std::min(q.limit.value_or(LogStore::kMaxReadBytes), LogStore::kMaxReadBytes);
   std::string text;
   if (q.tail_lines && !q.offset) {
-    offset = std::max<int64_t>(0, logs_->Size(key) - LogStore::kMaxReadBytes);
-    text = logs_->Read(key, offset, LogStore::kMaxReadBytes);
-    const int64_t end = offset + static_cast<int64_t>(text.size());
+    const int64_t from = std::max<int64_t>(start, logs_->Size(key) - LogStore::kMaxReadBytes);
+    text = logs_->Read(key, from, LogStore::kMaxReadBytes);
+    const int64_t end = from + static_cast<int64_t>(text.size());
     text = std::string(LastLines(text, *q.tail_lines));
-    offset = end - static_cast<int64_t>(text.size());
+    start = end - static_cast<int64_t>(text.size());
+    if (!q.timestamps && q.limit) text.resize(std::min<int64_t>(text.size(), max_body));
   } else {
-    text = logs_->Read(key, offset, q.limit.value_or(1 << 20));
+    text = logs_->Read(key, start, q.timestamps ? max_body : q.limit.value_or(1 << 20));
+  }
+  int64_t next = start + static_cast<int64_t>(text.size());
+  if (q.timestamps) {
+    const bool at_line_start = start == 0 || logs_->Read(key, start - 1, 1) == "\n";
+    const std::vector<LogTime> times = logs_->Times(key, start, next);
+    PrefixedLog prefixed = PrefixLines(text, start, at_line_start, times, max_body);
+    text = std::move(prefixed.text);
+    next = start + prefixed.consumed;
   }
   Response out{200, std::move(text), "text/plain"};
   out.headers["X-Gpucloud-Attempt"] = std::to_string(key.attempt);
-  out.headers["X-Gpucloud-Offset"] = std::to_string(offset + static_cast<int64_t>(out.body.size()));
+  out.headers["X-Gpucloud-Offset"] = std::to_string(next);
   return out;
+}
+
+int64_t RestApi::SinceStart(const LogKey& key, int64_t cutoff_ms) const {
+  const int64_t chunk = logs_->SinceOffset(key, cutoff_ms);
+  if (chunk == 0) return 0;
+  // A chunk may begin within a line: that line's start is older, so the first line after it.
+  std::string window = logs_->Read(key, chunk - 1, LogStore::kMaxReadBytes);
+  return LineStartAtOrAfter(window, chunk - 1, chunk);
 }
 
 }  // namespace gpucloud::server

@@ -265,7 +265,7 @@ TEST_F(ParityTest, ListsArePagedWithAnOpaqueTokenStableUnderConcurrentCreates) {
   EXPECT_EQ(every["metadata"]["remainingItemCount"], 5);
 }
 
-TEST_F(ParityTest, LogsTakeTailLinesAndPreviousAndRefuseWhatTheStoreCannotServe) {
+TEST_F(ParityTest, LogsTakeTailLinesAndPrevious) {
   ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
   const std::string logs = std::string(kJobs) + "/train/logs";
   ASSERT_TRUE(logs_->Append({"team-a", "train", 0, 0}, 0, "one\ntwo\nthree\n").ok());
@@ -294,11 +294,79 @@ TEST_F(ParityTest, LogsTakeTailLinesAndPreviousAndRefuseWhatTheStoreCannotServe)
   EXPECT_EQ(Call("GET", logs, "", {{"previous", "true"}, {"attempt", "1"}}).status, 400);
   EXPECT_EQ(Call("GET", logs, "", {{"previous", "maybe"}}).status, 400);
   EXPECT_EQ(Call("GET", logs, "", {{"timestamps", "false"}}).status, 200);
-  for (auto [key, value] : {std::pair{"timestamps", "true"}, {"sinceSeconds", "60"}}) {
-    Response r = Call("GET", logs, "", {{key, value}});
-    EXPECT_EQ(r.status, 400) << key;
+}
+
+// Issue 16: sinceSeconds and timestamps=true as Kubernetes' pod log API answers them, by the time
+// each chunk was read on its node (the chunk's `time`; the server's clock when it has none).
+TEST_F(ParityTest, LogsTakeSinceSecondsAndTimestampsByTheTimeOfEachChunk) {
+  ASSERT_EQ(Call("POST", kJobs, kJob).status, 201);
+  const std::string logs = std::string(kJobs) + "/train/logs";
+  const int64_t t0 = clock_.NowMillis();  // 2023-11-14T22:13:20Z
+  auto ship = [&](int64_t offset, const std::string& data, std::optional<int64_t> time) {
+    std::map<std::string, std::string> q = {
+        {"rank", "0"}, {"attempt", "0"}, {"offset", std::to_string(offset)}};
+    if (time) q["time"] = std::to_string(*time);
+    return Call("POST", logs, data, q);
+  };
+  auto get = [&](std::map<std::string, std::string> q) {
+    return Call("GET", logs, "", q, Tenant());
+  };
+  // Read 10 minutes ago; 2 minutes ago, with a line the next chunk ends; now (no time: the
+  // server's clock).
+  ASSERT_EQ(ship(0, "old\n", t0 - 600'000).status, 200);
+  ASSERT_EQ(ship(4, "recent li", t0 - 120'000 + 250).status, 200);
+  ASSERT_EQ(ship(13, "ne\nnow\n", std::nullopt).status, 200);
+  const std::string p_old = "2023-11-14T22:03:20.000000000Z ";
+  const std::string p_recent = "2023-11-14T22:11:20.250000000Z ";
+  const std::string p_now = "2023-11-14T22:13:20.000000000Z ";
+  // sinceSeconds: from the first line whose time is since then ("recent line" began before the
+  // last minute: it is not, though it ends in it).
+  EXPECT_EQ(get({{"sinceSeconds", "60"}}).body, "now\n");
+  EXPECT_EQ(get({{"sinceSeconds", "300"}}).body, "recent line\nnow\n");
+  EXPECT_EQ(get({{"sinceSeconds", "3600"}}).body, "old\nrecent line\nnow\n");
+  Response none = get({{"sinceSeconds", "1"}, {"timestamps", "true"}});
+  EXPECT_EQ(none.body, p_now + "now\n");
+  // timestamps=true: each line after its chunk's time, as Kubernetes writes it.
+  Response stamped = get({{"timestamps", "true"}});
+  ASSERT_EQ(stamped.status, 200) << stamped.body;
+  EXPECT_EQ(stamped.body, p_old + "old\n" + p_recent + "recent line\n" + p_now + "now\n");
+  EXPECT_EQ(stamped.headers["X-Gpucloud-Offset"], "20");  // of the log, not of the answer
+  // With tailLines: the tail of what is since.
+  EXPECT_EQ(get({{"sinceSeconds", "300"}, {"tailLines", "1"}, {"timestamps", "1"}}).body,
+            p_now + "now\n");
+  EXPECT_EQ(get({{"sinceSeconds", "300"}, {"tailLines", "5"}}).body, "recent line\nnow\n");
+  // limitBytes counts the prefixes; a page ends before a line of which nothing fits, and the
+  // next one (from X-Gpucloud-Offset) prefixes it once.
+  Response page = get({{"timestamps", "true"}, {"limitBytes", "40"}});
+  EXPECT_EQ(page.body, p_old + "old\n");
+  ASSERT_EQ(page.headers["X-Gpucloud-Offset"], "4");
+  page = get({{"timestamps", "true"}, {"limitBytes", "40"}, {"offset", "4"}});
+  EXPECT_EQ(page.body, p_recent + "recent li");
+  ASSERT_EQ(page.headers["X-Gpucloud-Offset"], "13");
+  page = get({{"timestamps", "true"}, {"offset", "13"}});  // the rest of a line: no prefix
+  EXPECT_EQ(page.body, "ne\n" + p_now + "now\n");
+  // An agent's clock ahead of the server's is the server's; times never go back.
+  ASSERT_EQ(ship(20, "ahead\n", t0 + 3'600'000).status, 200);
+  clock_.Advance(5'000);
+  ASSERT_EQ(ship(26, "behind\n", t0 - 60'000).status, 200);
+  ASSERT_EQ(ship(33, "later\n", std::nullopt).status, 200);
+  EXPECT_EQ(get({{"timestamps", "true"}, {"tailLines", "3"}}).body,
+            p_now + "ahead\n" + p_now + "behind\n" + "2023-11-14T22:13:25.000000000Z later\n");
+  // Bad values are 400, naming the field.
+  for (auto [key, value] : {std::pair{"sinceSeconds", "0"},
+                            {"sinceSeconds", "-5"},
+                            {"sinceSeconds", "5m"},
+                            {"sinceSeconds", ""},
+                            {"timestamps", "maybe"}}) {
+    Response r = get({{key, value}});
+    EXPECT_EQ(r.status, 400) << key << "=" << value;
     EXPECT_NE(r.body.find(key), std::string::npos) << r.body;
   }
+  Response bad_time = Call("POST", logs, "x\n",
+                           {{"rank", "0"}, {"attempt", "0"}, {"offset", "39"}, {"time", "soon"}});
+  EXPECT_EQ(bad_time.status, 400);
+  EXPECT_NE(bad_time.body.find("time"), std::string::npos) << bad_time.body;
+  EXPECT_EQ(logs_->Size({"team-a", "train", 0, 0}), 39);
 }
 
 // Defect 11: the RuntimeClass of examples/ is accepted as a cluster-wide object, and a job that
