@@ -149,7 +149,7 @@ TEST_F(ApplyServerTest, PruneDeletesWhatGpuctlAppliedBeforeAndTheFilesNoLongerHo
   const std::string app = (dir_ / "app").string();
   Ran first = Gpuctl({"apply", "-f", app, "--prune", "-l", "app=web"});
   ASSERT_EQ(first.code, 0) << first.err;
-  EXPECT_EQ(first.out, "job.gpucloud/a created\njob.gpucloud/old created\nsecret/hf created\n");
+  EXPECT_EQ(first.out, "secret/hf created\njob.gpucloud/a created\njob.gpucloud/old created\n");
   // Applied by gpuctl without the selector's label, and one with it not applied by gpuctl.
   ASSERT_EQ(Gpuctl({"apply", "-f", Write("other.yaml", JobYaml("other", "app: db"))}).code, 0);
   api::Client client(*api::LoadClientConfig(config_));

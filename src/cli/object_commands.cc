@@ -346,7 +346,7 @@ int DeleteFiles(const std::vector<std::string>& files, const std::string& config
       code = kExitInvalid;
     }
   }
-  for (const manifest::SecretManifest& s : loaded.secrets) {
+  for (const manifest::SecretManifest& s : loaded.secrets) {  // after the jobs that use them
     if (!DeleteSecret(*client, s.secret, out, err)) code = kExitInvalid;
   }
   return code;
@@ -599,15 +599,16 @@ int Apply(const ApplyOptions& o, const std::string& config, std::istream& in, st
   int code = kExitOk;
   std::vector<const manifest::Object*> objects;  // those the selector takes, as kubectl's -l
   std::vector<const manifest::SecretObject*> secrets;
-  for (const manifest::Manifest& m : loaded.manifests) {
-    if (!selector->Matches(manifest::MetaOf(m.object).labels)) continue;
-    objects.push_back(&m.object);
-    if (!ApplyOne(*client, m.object, mode, out, err)) code = kExitInvalid;
-  }
+  // Secrets first, so that a job of the same files finds the ones it names when it starts.
   for (const manifest::SecretManifest& s : loaded.secrets) {
     if (!selector->Matches(s.secret.metadata.labels)) continue;
     secrets.push_back(&s.secret);
     if (!ApplySecret(*client, s.secret, mode, out, err)) code = kExitInvalid;
+  }
+  for (const manifest::Manifest& m : loaded.manifests) {
+    if (!selector->Matches(manifest::MetaOf(m.object).labels)) continue;
+    objects.push_back(&m.object);
+    if (!ApplyOne(*client, m.object, mode, out, err)) code = kExitInvalid;
   }
   if (!o.prune) return code;
   if (code != kExitOk) {  // as kubectl: an apply that failed prunes nothing

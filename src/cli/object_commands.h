@@ -53,7 +53,8 @@ struct ApplyOptions {
   bool prune = false;
   bool all = false;
 };
-// Every object is written with the label kLastAppliedLabel (apply_prune.h).
+// The files' Secrets first (a job that names one finds it), then their objects in order; every
+// one is written with the label kLastAppliedLabel (apply_prune.h).
 int Apply(const ApplyOptions& o, const std::string& config, std::istream& in, std::ostream& out,
           std::ostream& err);
 
