@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,9 @@ class GpuBackend {
   virtual absl::StatusOr<NodeGpus> Discover() = 0;
   // One reading of every GPU that answers (a lost GPU is missing).
   virtual absl::StatusOr<std::vector<GpuSample>> Sample() = 0;
+  // The GPUs (indexes) the node's running tasks hold, told before each Sample: the simulated
+  // backend shows them busy (simulated_backend.h); a real one measures, and ignores it.
+  virtual void SetBusyGpus(const std::set<int>& gpus) { (void)gpus; }
   // Xid events since the last call: the simulated backend's injected ones, NVML's event set
   // (critical Xids and double-bit ECC errors, as Xid 48).
   virtual std::vector<XidEvent> TakeXids() { return {}; }

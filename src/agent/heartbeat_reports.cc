@@ -14,6 +14,17 @@ bool Forgettable(const ReportedTask& t) {
   return t.since_end > kEndedReportRetention || (t.acknowledged && t.log_shipped);
 }
 
+void AddGpuUsage(const std::vector<GpuSample>& samples, std::vector<api::GpuHealth>& gpus) {
+  for (api::GpuHealth& g : gpus) {
+    for (const GpuSample& s : samples) {
+      if (s.index != g.index) continue;
+      g.utilization_percent = s.gpu_util_percent;
+      if (s.fb_used) g.memory_used_mib = s.fb_used->raw();
+      if (s.fb_used && s.fb_free) g.memory_total_mib = s.fb_used->raw() + s.fb_free->raw();
+    }
+  }
+}
+
 std::vector<api::TaskReport> AcknowledgedReports(const std::string& answer_body) {
   nlohmann::json j = nlohmann::json::parse(answer_body, nullptr, false);
   if (!j.is_object() || !j.contains("acknowledged") || !j["acknowledged"].is_array()) return {};

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/gpu_backend.h"
 #include "api/wire.h"
 
 namespace gpucloud::agent {
@@ -35,6 +36,11 @@ bool InHeartbeat(const ReportedTask& t);
 // Whether the agent may forget the task (its record, run directory and sandbox go): ended,
 // unassigned, and acknowledged with its log shipped, or past the retention.
 bool Forgettable(const ReportedTask& t);
+
+// Each GPU's usage from the heartbeat's sample, into its health entry (same index): utilization,
+// framebuffer used, and used plus free as the total. A reading the sample lacks, or a GPU
+// without a sample (lost), stays unset: unknown to the server.
+void AddGpuUsage(const std::vector<GpuSample>& samples, std::vector<api::GpuHealth>& gpus);
 
 // The reports a heartbeat answer acknowledges ("acknowledged": task reports in the heartbeat's
 // encoding); empty when it names none or cannot be read.

@@ -1140,6 +1140,16 @@ struct NodeAgent::Impl {
                TaskEnergyMetricsText(tasks_energy, o.node_name));
   }
 
+  // The GPUs the running tasks hold (for the simulated backend's readings).
+  std::set<int> BusyGpus() const {
+    std::set<int> busy;
+    for (const auto& [name, t] : tasks) {
+      if (t.ended_at) continue;
+      for (const api::AssignedGpu& g : t.a.gpus) busy.insert(g.index);
+    }
+    return busy;
+  }
+
   void Heartbeat() {
     api::Heartbeat h;
     absl::Time now = absl::Now();
@@ -1155,7 +1165,10 @@ struct NodeAgent::Impl {
       if (t.a.checkpoint_replicate) t.report.replicated_ms = replicator.Replicated(t.exec_id);
       if (InHeartbeat(Reported(t, now))) h.tasks.push_back(t.report);
     }
+    backend.SetBusyGpus(BusyGpus());
+    std::vector<GpuSample> sampled;
     if (absl::StatusOr<std::vector<GpuSample>> samples = backend.Sample(); samples.ok()) {
+      sampled = *samples;
       RecordSamples(*samples);
       std::map<int, GpuCondition> before = health.conditions();
       if (health.OnSamples(*samples, gpu_count, absl::ToUnixMillis(absl::Now()))) {
@@ -1180,6 +1193,7 @@ struct NodeAgent::Impl {
       h.gpus.push_back(
           {g, healthy, healthy ? "" : c->second.reason, at_risk, at_risk ? c->second.risk : ""});
     }
+    AddGpuUsage(sampled, h.gpus);
     absl::StatusOr<api::HttpResponse> r =
         client.Call("POST", api::NodePath(o.node_name) + "/heartbeat", api::HeartbeatToJson(h));
     if (r.ok() && r->status == 404) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "core/text.h"
@@ -38,12 +39,13 @@ class SimulatedBackend final : public GpuBackend {
     for (const GpuDevice& g : gpus_.gpus) {
       const Faults& f = faults_[g.index];
       if (f.lost) continue;
+      const bool busy = busy_.contains(g.index);
       GpuSample s;
       s.index = g.index;
-      s.gpu_util_percent = 0;
-      s.mem_copy_util_percent = 0;
-      s.fb_used = MiB(0);
-      s.fb_free = g.memory;
+      s.gpu_util_percent = busy ? kSimulatedBusyUtilization : 0;
+      s.mem_copy_util_percent = busy ? 40 : 0;
+      s.fb_used = busy ? MiB(g.memory.raw() / 2) : MiB(0);
+      s.fb_free = MiB(g.memory.raw() - s.fb_used->raw());
       s.temperature_c = f.temperature_c.value_or(35);
       s.power_w = 60.0;
       s.energy_mj = static_cast<uint64_t>(samples_ - f.reset_at) * 60'000;  // 60 W, 1 s a sample
@@ -63,12 +65,24 @@ class SimulatedBackend final : public GpuBackend {
       // Idle NVLinks still carry link-maintenance traffic: 1 KiB a sample.
       if (g.nvlink_island >= 0) s.nvlink_kib = static_cast<uint64_t>(samples_ - f.reset_at);
       s.last_xid = f.last_xid;
-      s.gr_engine_active = 0.0;  // idle, as GPU_UTIL says
-      s.tensor_active = 0.0;
+      s.gr_engine_active = busy ? 0.9 : 0.0;  // as GPU_UTIL says
+      s.tensor_active = busy ? 0.5 : 0.0;
       if (auto m = mig_.find(g.index); m != mig_.end()) s.mig = m->second;
+      for (GpuSample::MigInstance& i : s.mig) {
+        if (!busy || !i.fb_free) continue;
+        MiB all = MiB(i.fb_free->raw() + i.fb_used.value_or(MiB(0)).raw());
+        i.fb_used = MiB(all.raw() / 2);
+        i.fb_free = MiB(all.raw() - i.fb_used->raw());
+        i.gr_engine_active = 0.9;
+        i.tensor_active = 0.5;
+      }
       out.push_back(s);
     }
     return out;
+  }
+  void SetBusyGpus(const std::set<int>& gpus) override {
+    std::lock_guard lock(mu_);
+    busy_ = gpus;
   }
   std::vector<XidEvent> TakeXids() override {
     std::lock_guard lock(mu_);
@@ -121,6 +135,7 @@ class SimulatedBackend final : public GpuBackend {
   int64_t samples_ = 0;
   std::vector<Faults> faults_;
   std::vector<XidEvent> xids_;
+  std::set<int> busy_;  // the GPUs tasks hold
 };
 
 }  // namespace

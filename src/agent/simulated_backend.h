@@ -1,6 +1,10 @@
 // The simulated GPU backend: GPUs described by a spec such as "8xH100" or "4xA100-80GB,2xT4"
 // (catalog names or aliases), with deterministic readings. For tests and for running an agent on
-// a machine without GPUs. Not thread-safe.
+// a machine without GPUs. An idle GPU reads 0% utilization and no memory used; a busy one (a
+// task holds it: SetBusyGpus) reads 90% utilization (kSimulatedBusyUtilization), 40% memory
+// copy, half its memory used, the graphics engine 0.9 and the tensor pipes 0.5 active, and its
+// MIG instances half their memory used. Power and energy do not change with load. Not
+// thread-safe.
 #ifndef GPUCLOUD_AGENT_SIMULATED_BACKEND_H_
 #define GPUCLOUD_AGENT_SIMULATED_BACKEND_H_
 
@@ -13,6 +17,8 @@
 #include "core/gpu_catalog.h"
 
 namespace gpucloud::agent {
+
+inline constexpr int kSimulatedBusyUtilization = 90;
 
 // `spec` is "8xH100" or "4xA100-80GB,2xT4", or a YAML file (*.yaml) giving groups of GPUs:
 //   gpus:

@@ -588,10 +588,36 @@ std::string HeartbeatToJson(const Heartbeat& h) {
       j["atRisk"] = true;
       j["risk"] = g.risk;
     }
+    if (g.utilization_percent) j["utilization"] = *g.utilization_percent;
+    if (g.memory_used_mib) j["memoryUsedMiB"] = *g.memory_used_mib;
+    if (g.memory_total_mib) j["memoryTotalMiB"] = *g.memory_total_mib;
     gpus.push_back(std::move(j));
   }
   return Json{{"tasks", tasks}, {"gpus", gpus}}.dump();
 }
+
+namespace {
+
+// A GPU's usage in a heartbeat: each field optional, a percentage in [0, 100], memory >= 0.
+void ReadUsage(Reader& r, const Json& gpu, const std::string& path, GpuHealth* g) {
+  int64_t v = 0;
+  if (gpu.is_object() && gpu.contains("utilization") && !gpu["utilization"].is_null()) {
+    r.Int(gpu, "utilization", path, &v);
+    if (!r.error && (v < 0 || v > 100)) {
+      r.Fail(path + ".utilization", Cat("must be a percentage (0 to 100), is ", v));
+    }
+    g->utilization_percent = static_cast<int>(v);
+  }
+  for (auto [key, out] : {std::pair{"memoryUsedMiB", &g->memory_used_mib},
+                          std::pair{"memoryTotalMiB", &g->memory_total_mib}}) {
+    if (!gpu.is_object() || !gpu.contains(key) || gpu[key].is_null()) continue;
+    r.Int(gpu, key, path, &v);
+    if (!r.error && v < 0) r.Fail(Cat(path, ".", key), Cat("must not be negative, is ", v));
+    *out = v;
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
   absl::StatusOr<Json> parsed = ParseObject(text);
@@ -637,6 +663,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
       r.Str((*gpus)[i], "reason", path, &g.reason);
       r.Bool((*gpus)[i], "atRisk", path, &g.at_risk);
       r.Str((*gpus)[i], "risk", path, &g.risk);
+      ReadUsage(r, (*gpus)[i], path, &g);
       h.gpus.push_back(std::move(g));
     }
   }

@@ -190,6 +190,14 @@ struct GpuHealth {
   // takes no new work.
   bool at_risk = false;
   std::string risk;  // why
+  // The GPU's latest reading, taken with this heartbeat (unset: unknown — not measured, not
+  // supported, or an older agent): utilization over NVML's last sample period (0 to 100),
+  // framebuffer memory used and in all. JSON "utilization", "memoryUsedMiB", "memoryTotalMiB",
+  // each absent when unset; the decoder takes 0 to 100 and memory >= 0. Usage, unlike health,
+  // changes with every heartbeat: the server keeps it apart (server/node_table.h).
+  std::optional<int> utilization_percent;
+  std::optional<int64_t> memory_used_mib;
+  std::optional<int64_t> memory_total_mib;
   bool operator==(const GpuHealth&) const = default;
 };
 

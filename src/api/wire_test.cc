@@ -219,5 +219,44 @@ TEST(Wire, ATaskReportCarriesItsOwnStartAndEnd) {
                    .ok());
 }
 
+TEST(Wire, AHeartbeatCarriesEachGpusUsageAndAnOlderOneParses) {
+  GpuHealth busy{.index = 0, .healthy = true};
+  busy.utilization_percent = 87;
+  busy.memory_used_mib = 40'960;
+  busy.memory_total_mib = 81'559;
+  GpuHealth partial{.index = 1, .healthy = false, .reason = "Xid 79"};
+  partial.memory_total_mib = 81'559;  // memory known, utilization not (MIG mode, say)
+  std::string json = HeartbeatToJson({{}, {busy, partial}});
+  EXPECT_NE(json.find(R"("utilization":87,"memoryUsedMiB":40960,"memoryTotalMiB":81559)"),
+            std::string::npos)
+      << json;
+  absl::StatusOr<Heartbeat> hb = HeartbeatFromJson(json);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->gpus, (std::vector<GpuHealth>{busy, partial}));
+  EXPECT_FALSE(hb->gpus[1].utilization_percent.has_value());
+  // Nothing measured: nothing sent.
+  json = HeartbeatToJson({{}, {{.index = 2}}});
+  EXPECT_EQ(json.find("utilization"), std::string::npos) << json;
+  EXPECT_EQ(json.find("memory"), std::string::npos) << json;
+  // An older agent's heartbeat (health only): every usage field unknown.
+  hb = HeartbeatFromJson(R"({"tasks": [], "gpus": [{"index": 0, "healthy": true, "reason": ""}]})");
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_FALSE(hb->gpus.at(0).utilization_percent.has_value());
+  EXPECT_FALSE(hb->gpus.at(0).memory_used_mib.has_value());
+  EXPECT_FALSE(hb->gpus.at(0).memory_total_mib.has_value());
+  // Bad values name the field.
+  auto why = [](const std::string& gpu) {
+    return std::string(HeartbeatFromJson(R"({"gpus": [)" + gpu + "]}").status().message());
+  };
+  EXPECT_EQ(why(R"({"index": 0, "utilization": 101})"),
+            "gpus[0].utilization: must be a percentage (0 to 100), is 101");
+  EXPECT_EQ(why(R"({"index": 0, "utilization": "high"})"),
+            "gpus[0].utilization: must be an integer");
+  EXPECT_EQ(why(R"({"index": 0, "memoryUsedMiB": -1})"),
+            "gpus[0].memoryUsedMiB: must not be negative, is -1");
+  EXPECT_EQ(why(R"({"index": 0, "memoryTotalMiB": 1.5})"),
+            "gpus[0].memoryTotalMiB: must be an integer");
+}
+
 }  // namespace
 }  // namespace gpucloud::api

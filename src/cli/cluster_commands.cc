@@ -12,6 +12,7 @@
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
 #include "cli/secret_commands.h"
+#include "cli/top_format.h"
 #include "core/text.h"
 
 namespace gpucloud::cli {
@@ -69,15 +70,22 @@ struct NodeUse {
   std::map<std::string, std::vector<std::string>> jobs;  // node -> "ns/job"
 };
 
+// A job whose placement holds its GPUs now (not pending, not ended).
+bool HoldsGpus(const Json& job) {
+  std::string phase = Str(Field(job, "status"), "phase", "Pending");
+  return phase != "Pending" && phase != "Succeeded" && phase != "Failed" && phase != "Cancelled";
+}
+
+std::string JobKey(const Json& job) {
+  return Cat(Str(Field(job, "metadata"), "namespace"), "/", Str(Field(job, "metadata"), "name"));
+}
+
 NodeUse UseOf(const std::vector<Json>& jobs) {
   NodeUse use;
   for (const Json& job : jobs) {
+    if (!HoldsGpus(job)) continue;
     const Json& st = Field(job, "status");
-    std::string phase = Str(st, "phase", "Pending");
-    if (phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled")
-      continue;
-    std::string key =
-        Cat(Str(Field(job, "metadata"), "namespace"), "/", Str(Field(job, "metadata"), "name"));
+    std::string key = JobKey(job);
     for (const Json& r : Field(st, "placement")) {
       std::string node = Str(r, "node");
       for (const Json& g : Field(r, "gpus"))
@@ -446,26 +454,41 @@ GpuCounts CountGpus(const Json& node, const std::set<int>& held) {
   return c;
 }
 
-int Top(const api::Client& client, std::ostream& out, std::ostream& err) {
+int TopNodes(const api::Client& client, std::ostream& out, std::ostream& err) {
   std::optional<Json> nodes = GetJson(client, "/apis/gpucloud/v1/nodes", err);
   if (!nodes) return kExitInvalid;
   std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
   if (!jobs) return kExitInvalid;
   NodeUse use = UseOf(Items(*jobs));
-  constexpr const char* kRow = "{:<20} {:<28} {:>5} {:>5} {:>5} {:>5}  {}\n";
-  out << fmt::format(kRow, "NODE", "STATUS", "GPUS", "USED", "OUT", "FREE", "JOBS");
-  GpuCounts all;
+  std::vector<TopNodeRow> rows;
   for (const Json& n : Items(*nodes)) {
     std::string name = Str(Field(n, "metadata"), "name");
-    GpuCounts c = CountGpus(n, use.gpus[name]);
-    all.total += c.total;
-    all.used += c.used;
-    all.out += c.out;
-    all.free += c.free;
-    out << fmt::format(kRow, name, NodeState(n), c.total, c.used, c.out, c.free,
-                       use.jobs[name].empty() ? "-" : Join(use.jobs[name], ","));
+    rows.push_back(
+        {name, NodeState(n), CountGpus(n, use.gpus[name]), TopUsageOf(n), use.jobs[name]});
   }
-  out << fmt::format(kRow, "TOTAL", "", all.total, all.used, all.out, all.free, "");
+  out << FormatTopNodes(rows);
+  return kExitOk;
+}
+
+int TopJobs(const api::Client& client, const std::string& ns, std::ostream& out,
+            std::ostream& err) {
+  std::optional<Json> jobs = ns.empty() ? GetJson(client, "/apis/gpucloud/v1/jobs", err,
+                                                  "jobs of every namespace (admins only; -n NS)")
+                                        : GetJson(client, JobsPath(ns), err);
+  if (!jobs) return kExitInvalid;
+  std::vector<TopJobRow> rows;
+  for (const Json& job : Items(*jobs)) {
+    if (!HoldsGpus(job)) continue;
+    TopJobRow row{JobKey(job), 0, TopUsageOf(job), {}};
+    for (const Json& r : Field(Field(job, "status"), "placement")) {
+      row.gpus += static_cast<int>(Field(r, "gpus").size());
+      std::string node = Str(r, "node");
+      if (std::find(row.nodes.begin(), row.nodes.end(), node) == row.nodes.end())
+        row.nodes.push_back(node);
+    }
+    rows.push_back(std::move(row));
+  }
+  out << FormatTopJobs(rows);
   return kExitOk;
 }
 

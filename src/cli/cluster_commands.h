@@ -6,7 +6,9 @@
 //   cancel JOB                    stop its tasks (grace period), keep the job
 //   cordon|uncordon|drain NODE    (admins; drain --timeout T then waits for its jobs to move)
 //   reclaim NODE --in S           a spot notice: the node's jobs checkpoint and requeue (admins)
-//   top                           GPUs per node: allocated, out of service, free, by which jobs
+//   top [nodes]                   GPUs per node: allocated, out of service, free, by which jobs,
+//                                 with their utilization and memory (top_format.h)
+//   top jobs [-n NS]              GPUs per job, with their utilization and memory
 // and the tables of `get jobs` and `get nodes`, and human ages. Functions are reentrant.
 #ifndef GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
 #define GPUCLOUD_CLI_CLUSTER_COMMANDS_H_
@@ -58,7 +60,10 @@ int PrePullPool(const api::Client& client, const std::string& pool, const std::s
                 std::ostream& out, std::ostream& err);
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
              std::ostream& out, std::ostream& err, int seconds = 0);
-int Top(const api::Client& client, std::ostream& out, std::ostream& err);
+// kExitInvalid when a list cannot be read (the server's message on `err`). TopNodes reads
+// every job (admins); TopJobs too, or with `ns` that namespace's only.
+int TopNodes(const api::Client& client, std::ostream& out, std::ostream& err);
+int TopJobs(const api::Client& client, const std::string& ns, std::ostream& out, std::ostream& err);
 
 // One node's GPUs in `top`: all of them, those jobs hold (`held`: their indexes), those out of
 // service and not held (unhealthy, or expected to fail: the node object's live health, as the

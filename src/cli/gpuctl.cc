@@ -292,7 +292,15 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   images_pull->add_option("--pool", pull_pool, "the node pool")->required();
   images_pull->add_option("image", pull_image, "IMAGE")->required();
   images->require_subcommand(1);
-  CLI::App* top = app.add_subcommand("top", "GPUs per node: allocated, free, and by which jobs");
+  CLI::App* top = app.add_subcommand(
+      "top", "GPU use: top [nodes] (allocated, free, utilization, memory) or top jobs");
+  top->add_subcommand("nodes", "Per node: GPUs allocated, out, free, utilization, memory, jobs")
+      ->alias("node");
+  CLI::App* top_jobs =
+      top->add_subcommand("jobs", "Per job: GPUs held, their utilization and memory")->alias("job");
+  std::string top_ns;
+  top_jobs->add_option("-n,--namespace", top_ns, "Namespace (default: every one; admins)");
+  top->require_subcommand(0, 1);
   // Identity, policies and the audit log (issue 14): create, revoke, attach, detach, whoami,
   // auth can-i, policy simulate; audit verify, audit query.
   IamCommands iam(app);
@@ -321,6 +329,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   }
   if (reclaim->parsed() && !reclaim_pool.empty()) named.emplace_back("--pool", reclaim_pool);
   if (images_pull->parsed()) named.emplace_back("--pool", pull_pool);
+  if (top_jobs->parsed() && !top_ns.empty()) named.emplace_back("namespace", top_ns);
   if (!NamesAreLabels(named, err)) return kExitUsage;
   auto with_client = [&](auto&& f) {
     std::optional<api::Client> client = Connect(config, err);
@@ -399,7 +408,11 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       });
     }
   }
-  if (top->parsed()) return with_client([&](api::Client& c) { return Top(c, out, err); });
+  if (top->parsed()) {
+    return with_client([&](api::Client& c) {
+      return top_jobs->parsed() ? TopJobs(c, top_ns, out, err) : TopNodes(c, out, err);
+    });
+  }
   auto connect = [&]() -> std::optional<CallFn> {
     std::optional<api::Client> client = Connect(config, err);
     if (!client) return std::nullopt;

@@ -1,9 +1,28 @@
 #include "server/node_table.h"
 
+#include <utility>
+
 namespace gpucloud::server {
 
+namespace {
+
+// Moves the usage fields out of `gpus` (which then say health alone).
+std::vector<GpuUsage> TakeUsage(std::vector<api::GpuHealth>& gpus, int64_t now_ms) {
+  std::vector<GpuUsage> usage;
+  for (api::GpuHealth& g : gpus) {
+    usage.push_back({g.index, std::exchange(g.utilization_percent, std::nullopt),
+                     std::exchange(g.memory_used_mib, std::nullopt),
+                     std::exchange(g.memory_total_mib, std::nullopt), now_ms});
+  }
+  return usage;
+}
+
+}  // namespace
+
 bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_t now_ms) {
+  std::vector<GpuUsage> usage = TakeUsage(heartbeat.gpus, now_ms);
   absl::MutexLock lock(&mu_);
+  usage_[node] = std::move(usage);
   auto [it, inserted] = nodes_.try_emplace(node);
   NodeReport& r = it->second;
   bool changed = inserted || r.heartbeat == nullptr || r.heartbeat->tasks != heartbeat.tasks ||
@@ -14,6 +33,17 @@ bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_
     r.generation = ++generation_;
   }
   return changed;
+}
+
+std::vector<GpuUsage> NodeTable::Usage(const std::string& node, int64_t now_ms) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<GpuUsage> fresh;
+  auto it = usage_.find(node);
+  if (it == usage_.end()) return fresh;
+  for (const GpuUsage& u : it->second) {
+    if (Fresh(u, now_ms)) fresh.push_back(u);
+  }
+  return fresh;
 }
 
 std::optional<NodeReport> NodeTable::Get(const std::string& node) const {
@@ -63,6 +93,7 @@ void NodeTable::Forget(const std::string& node) {
   absl::MutexLock lock(&mu_);
   nodes_.erase(node);
   read_.erase(node);
+  usage_.erase(node);
 }
 
 void NodeTable::SetPrePull(const std::string& node, std::vector<std::string> images) {

@@ -13,6 +13,7 @@
 #include "manifest/manifest.h"
 #include "server/audited_store.h"
 #include "server/authorizer.h"
+#include "server/gpu_usage.h"
 #include "server/identity_book.h"
 #include "server/job_arrays.h"
 #include "server/paths.h"
@@ -636,7 +637,13 @@ Response RestApi::Read(const Request&, const Route& route) {
 
 Json RestApi::Present(const store::KeyValue& kv) const {
   Json j = WithRevision(kv);
-  if (nodes_ != nullptr && kv.key.starts_with("/nodes/")) ApplyLiveGpuHealth(*nodes_, j);
+  if (nodes_ != nullptr && kv.key.starts_with("/nodes/")) {
+    ApplyLiveGpuHealth(*nodes_, j);
+    ApplyLiveNodeUsage(*nodes_, clock_.NowMillis(), j);
+  }
+  if (nodes_ != nullptr && kv.key.starts_with("/jobs/")) {
+    ApplyLiveJobUsage(*nodes_, clock_.NowMillis(), j);
+  }
   return j;
 }
 

@@ -536,5 +536,34 @@ TEST_F(ClusterTest, ATaskThatEndsWhileItsAgentIsAwayKeepsItsExitStatus) {
   EXPECT_LT(zero.value("finishedMs", int64_t{0}), agent_back_ms) << zero;
 }
 
+// The heartbeat carries each GPU's utilization and memory; `gpuctl top` shows them per node and
+// per job (the simulated GPUs a task holds read 90% busy, the others idle), and idle again once
+// the task is gone.
+TEST_F(ClusterTest, TopShowsTheUtilizationOfTheGpusATaskHolds) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  // The row of `name` in `table` (its first column).
+  auto row = [](const std::string& table, const std::string& name) {
+    size_t at = table.find("\n" + name + " ");
+    return at == std::string::npos ? "" : table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+  };
+  ASSERT_TRUE(Eventually([&] {
+    return row(Gpuctl("top").output, "node-a").find(" 0% ") != std::string::npos;
+  })) << Gpuctl("top").output;
+  ASSERT_EQ(Gpuctl("run --name busy --gpus 2 -- sleep 60").code, 0);
+  // Two of four GPUs at 90%: the node's mean is 45%; the job's GPUs' 90%.
+  ASSERT_TRUE(Eventually([&] {
+    return row(Gpuctl("top nodes").output, "node-a").find(" 45% ") != std::string::npos;
+  })) << Gpuctl("top").output;
+  EXPECT_NE(row(Gpuctl("top").output, "node-a").find("default/busy"), std::string::npos);
+  ASSERT_TRUE(Eventually([&] {
+    return row(Gpuctl("top jobs").output, "default/busy").find(" 2  90% ") != std::string::npos;
+  })) << Gpuctl("top jobs").output;
+  ASSERT_EQ(Gpuctl("cancel busy").code, 0);
+  EXPECT_TRUE(Eventually([&] {
+    return row(Gpuctl("top").output, "node-a").find(" 0% ") != std::string::npos;
+  })) << Gpuctl("top").output;
+}
+
 }  // namespace
 }  // namespace gpucloud
