@@ -109,4 +109,14 @@ bool ApplyShipAnswer(const ShipAnswer& answer, int64_t sent, ChunkKind kind, Log
   return false;
 }
 
+int64_t ShipTimeMs(int64_t read_ms, std::optional<int64_t> written_by_ms) {
+  return written_by_ms ? std::min(read_ms, *written_by_ms) : read_ms;
+}
+
+std::string LogChunkTarget(const std::string& ns, const std::string& job, int rank, int attempt,
+                           int64_t offset, int64_t time_ms) {
+  return Cat("/apis/gpucloud/v1/namespaces/", ns, "/jobs/", job, "/logs?rank=", rank,
+             "&attempt=", attempt, "&offset=", offset, "&time=", time_ms);
+}
+
 }  // namespace gpucloud::agent

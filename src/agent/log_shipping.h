@@ -11,12 +11,16 @@
 // namespace is full (room comes back only when jobs are deleted): the refused bytes, and all the
 // task writes until the server takes a chunk again, are given up and counted; after the answer's
 // Retry-After the marker line saying how many is the next chunk sent, and once it is taken,
-// shipping goes on with the task's new output. Other tasks' logs ship meanwhile. Thread-safe
+// shipping goes on with the task's new output. Other tasks' logs ship meanwhile.
+//
+// Each chunk says when its bytes were read (`time`, unix ms): the server keeps that time per
+// chunk for `gpuctl logs --since` and `--timestamps` (see server/log_store.h). Thread-safe
 // (pure).
 #ifndef GPUCLOUD_AGENT_LOG_SHIPPING_H_
 #define GPUCLOUD_AGENT_LOG_SHIPPING_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace gpucloud::agent {
@@ -80,6 +84,17 @@ enum class ChunkKind { kFile, kMarker, kTail };
 // when all of it is on the server. Over quota, the part the server kept counts as shipped and
 // the rest of a file's chunk or tail as dropped.
 bool ApplyShipAnswer(const ShipAnswer& answer, int64_t sent, ChunkKind kind, LogCursor& cursor);
+
+// The time a shipped chunk says (its `time` parameter): `read_ms`, when the agent read it, or
+// `written_by_ms` when that is earlier: a time by which all of its bytes were written (the log
+// file's modification time when the pass measured the size it ships up to), so that a backlog
+// shipped late (the server was away) keeps the time it was written by, not the time it left.
+int64_t ShipTimeMs(int64_t read_ms, std::optional<int64_t> written_by_ms);
+
+// The target of a chunk of rank `rank` of attempt `attempt` of job `ns`/`job` that goes at
+// `offset` of the server's log, stamped `time_ms` (ShipTimeMs).
+std::string LogChunkTarget(const std::string& ns, const std::string& job, int rank, int attempt,
+                           int64_t offset, int64_t time_ms);
 
 }  // namespace gpucloud::agent
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -208,6 +211,30 @@ TEST(LogShipping, AFullNamespaceDropsAndCountsOutputThenShipsNewOutputOnceThereI
   EXPECT_NE(server.log.find(Cat("[gpucloud: ", reported, " bytes")), std::string::npos)
       << server.log;
   EXPECT_NE(server.log.find(std::string(36, 'a' + 98 % 26), marker), std::string::npos);
+}
+
+// Issue 16: each chunk says when it was read, or when its bytes were all written if that is
+// earlier (a backlog shipped after the server was away keeps the time it was written by).
+TEST(ShipTimeMs, TheReadTimeOrTheLastWriteWhenThatIsEarlier) {
+  struct Case {
+    int64_t read_ms;
+    std::optional<int64_t> written_by_ms;
+    int64_t want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {5'000, std::nullopt, 5'000},  // a marker line, a rotated file's tail: read now
+           {5'000, 4'200, 4'200},         // written before this pass: its last write
+           {5'000, 5'000, 5'000},
+           {5'000, 9'000, 5'000},  // a file touched since (a clock step): never after the read
+       }) {
+    EXPECT_EQ(ShipTimeMs(c.read_ms, c.written_by_ms), c.want) << c.read_ms;
+  }
+}
+
+TEST(LogChunkTarget, NamesTheChunksPlaceAndTime) {
+  EXPECT_EQ(LogChunkTarget("team-a", "train", 2, 1, 4096, 1'764'657'000'123),
+            "/apis/gpucloud/v1/namespaces/team-a/jobs/train/logs?rank=2&attempt=1&offset=4096"
+            "&time=1764657000123");
 }
 
 }  // namespace

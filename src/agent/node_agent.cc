@@ -1038,10 +1038,12 @@ struct NodeAgent::Impl {
         if (plan.drop > 0) continue;  // the new file's output in the next pass
       }
       const int64_t end = t.log.read_pos + plan.ship;
+      const int64_t written_by_ms =
+          int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
       while (t.log.read_pos < end && !stop) {
         std::string data =
             ReadAt(t.log_path, t.log.read_pos, std::min<int64_t>(end - t.log.read_pos, 256 << 10));
-        if (data.empty() || !ShipChunk(t, data, ChunkKind::kFile)) break;
+        if (data.empty() || !ShipChunk(t, data, ChunkKind::kFile, written_by_ms)) break;
       }
       if (t.log.read_pos < end) continue;  // the server is away or full: see next time
       if (plan.rotate) {
@@ -1066,13 +1068,15 @@ struct NodeAgent::Impl {
     return data;
   }
 
-  // POSTs `data` at the shipped offset. False when it did not all go (the server is away or
-  // full, or the log is gone).
-  bool ShipChunk(Local& t, const std::string& data, ChunkKind kind) {
+  // POSTs `data` at the shipped offset, stamped with the time it was read (or `written_by_ms`,
+  // when all of it was written by then: ShipTimeMs). False when it did not all go (the server
+  // is away or full, or the log is gone).
+  bool ShipChunk(Local& t, const std::string& data, ChunkKind kind,
+                 std::optional<int64_t> written_by_ms = std::nullopt) {
+    const int64_t time_ms = ShipTimeMs(absl::ToUnixMillis(absl::Now()), written_by_ms);
     absl::StatusOr<api::HttpResponse> r = client.Call(
         "POST",
-        Cat("/apis/gpucloud/v1/namespaces/", t.a.namespace_, "/jobs/", t.a.job,
-            "/logs?rank=", t.a.rank, "&attempt=", t.a.attempt, "&offset=", t.log.shipped),
+        LogChunkTarget(t.a.namespace_, t.a.job, t.a.rank, t.a.attempt, t.log.shipped, time_ms),
         data);
     if (!r.ok()) return false;  // the server is away; try again later
     ShipAnswer answer = ReadShipAnswer(r->status, r->body);

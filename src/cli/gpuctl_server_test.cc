@@ -17,6 +17,8 @@
 #include "manifest/json_yaml.h"
 #include "server/credentials.h"
 #include "server/https_server.h"
+#include "server/log_store.h"
+#include "server/node_table.h"
 #include "server/rest.h"
 #include "store/sqlite_store.h"
 #include "testing/temp_dir.h"
@@ -210,6 +212,57 @@ TEST_F(GpuctlServerTest, GetWatchPrintsChangesAsTheyHappen) {
   EXPECT_EQ(lines_starting("first"), 1) << all;  // the watch starts after the list's revision
   EXPECT_EQ(lines_starting("second"), 1) << all;
   EXPECT_EQ(Gpuctl({"get", "jobs", "first", "-w"}).code, 2);
+}
+
+// Issue 16: `gpuctl logs --since` and `--timestamps` through the server; a followed log with
+// timestamps goes on where the log does, though each answer is longer than the log it holds.
+TEST_F(GpuctlServerTest, LogsSinceAndTimestamps) {
+  server::NodeTable nodes;
+  server::LogStore logs((dir_ / "logs").string());
+  api_->AttachCluster(&nodes, &logs, nullptr);  // before any request reads it
+  ASSERT_EQ(Gpuctl({"run", "--name", "train", "--", "true"}).code, 0);
+  const server::LogKey key{"default", "train", 0, 0};
+  const int64_t t0 = clock_.NowMillis();  // 2023-11-14T22:13:20Z
+  ASSERT_TRUE(logs.Append(key, 0, "old\n", t0 - 600'000, t0).ok());
+  ASSERT_TRUE(logs.Append(key, 4, "new\n", t0, t0).ok());
+  const std::string p_old = "2023-11-14T22:03:20.000000000Z ";
+  const std::string p_new = "2023-11-14T22:13:20.000000000Z ";
+  Run since = Gpuctl({"logs", "train", "--since", "5m"});
+  ASSERT_EQ(since.code, 0) << since.err;
+  EXPECT_EQ(since.out, "new\n");
+  EXPECT_EQ(Gpuctl({"logs", "train", "--timestamps"}).out, p_old + "old\n" + p_new + "new\n");
+  EXPECT_EQ(Gpuctl({"logs", "train", "--since", "1h", "--timestamps", "--tail", "1"}).out,
+            p_new + "new\n");
+
+  WatchedOutput watched;
+  std::ostream out(&watched);
+  std::istringstream in;
+  std::ostringstream err;
+  int code = -1;
+  std::thread follower([&] {
+    code = GpuctlTo({"logs", "train", "-f", "--timestamps"}, in, out, err);
+  });
+  auto has = [](const std::string& line) {
+    return [line](const std::string& text, int) { return text.find(line) != std::string::npos; };
+  };
+  // Each line is appended once the one before it was followed, so each is its own read.
+  bool followed = watched.WaitFor(has("new\n"), 30s);
+  followed =
+      followed && logs.Append(key, 8, "more\n", t0, t0).ok() && watched.WaitFor(has("more\n"), 30s);
+  followed = followed && logs.Append(key, 13, "last\n", t0, t0).ok() &&
+             watched.WaitFor(has("last\n"), 10s);
+  // The job ends: the stream does.
+  absl::StatusOr<store::KeyValue> job = store_->Get("/jobs/default/train");
+  ASSERT_TRUE(job.ok()) << job.status();
+  nlohmann::json doc = nlohmann::json::parse(job->value);
+  doc["status"]["phase"] = "Succeeded";
+  ASSERT_TRUE(
+      store_->Txn({{store::Op::Kind::kPut, "/jobs/default/train", doc.dump(), std::nullopt}}).ok());
+  follower.join();
+  EXPECT_TRUE(followed) << watched.Text();
+  EXPECT_EQ(code, 0) << err.str();
+  EXPECT_EQ(watched.Text(),
+            p_old + "old\n" + p_new + "new\n" + p_new + "more\n" + p_new + "last\n");
 }
 
 TEST_F(GpuctlServerTest, ClearErrors) {
