@@ -782,7 +782,7 @@ struct NodeAgent::Impl {
           Cat("cannot open the task's volcano directory: ", std::strerror(errno)));
     }
     absl::Status s = absl::OkStatus();
-    for (const auto& [name, content] : VolcanoHostFiles(t.a.task_hosts)) {
+    for (const auto& [name, content] : TaskHostFiles(t.a.task_hosts, t.a.env)) {
       if (s.ok()) s = WriteTaskFile(dir, name.c_str(), content, id);
     }
     close(dir);
@@ -801,7 +801,7 @@ struct NodeAgent::Impl {
                         fs::perms::others_read | fs::perms::others_exec,
                     fs::perm_options::replace, ec);
     if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
-    for (const auto& [name, content] : VolcanoHostFiles(t.a.task_hosts)) {
+    for (const auto& [name, content] : TaskHostFiles(t.a.task_hosts, t.a.env)) {
       const std::string path = Cat(dir, "/", name);
       if (absl::Status s = WritePrivateFile(path, content); !s.ok()) return s;
       if (chmod(path.c_str(), 0644) != 0) {

@@ -128,4 +128,53 @@ std::map<std::string, std::string> VolcanoHostFiles(
   return files;
 }
 
+std::string MpiHostfile(const std::vector<std::string>& hosts, int slots_per_replica,
+                        MpiHostfileFormat format) {
+  std::vector<std::pair<std::string, int64_t>> replicas_on;  // host, replicas: first seen first
+  for (const std::string& host : hosts) {
+    auto it = std::find_if(replicas_on.begin(), replicas_on.end(),
+                           [&](const auto& e) { return e.first == host; });
+    if (it == replicas_on.end()) {
+      replicas_on.emplace_back(host, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string out;
+  for (const auto& [host, n] : replicas_on) {
+    const int64_t slots = n * slots_per_replica;
+    out += format == MpiHostfileFormat::kOpenMpi ? Cat(host, " slots=", slots, "\n")
+                                                 : Cat(host, ":", slots, "\n");
+  }
+  return out;
+}
+
+std::map<std::string, std::string> TaskHostFiles(
+    const std::map<std::string, std::vector<std::string>>& task_hosts,
+    const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> files = VolcanoHostFiles(task_hosts);
+  auto impl = env.find("GPUCLOUD_MPI_IMPLEMENTATION");
+  if (impl == env.end()) return files;
+  MpiHostfileFormat format;
+  if (impl->second == "OpenMPI") {
+    format = MpiHostfileFormat::kOpenMpi;
+  } else if (impl->second == "Intel" || impl->second == "MPICH") {
+    format = MpiHostfileFormat::kHydra;
+  } else {
+    return files;
+  }
+  int slots = 1;
+  if (auto s = env.find("GPUCLOUD_MPI_SLOTS_PER_WORKER"); s != env.end()) {
+    const std::string& n = s->second;
+    bool number = !n.empty() && n.size() <= 4 && n.find_first_not_of("0123456789") == n.npos;
+    if (number && std::stoi(n) > 0) slots = std::stoi(n);
+  }
+  for (const auto& [task, hosts] : task_hosts) {
+    if (std::optional<std::string> key = VolcanoKey(task)) {
+      files[Cat(*key, ".hostfile")] = MpiHostfile(hosts, slots, format);
+    }
+  }
+  return files;
+}
+
 }  // namespace gpucloud::agent

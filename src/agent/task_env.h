@@ -7,8 +7,9 @@
 // what Volcano's job plugins give a pod, so that unmodified Volcano jobs run: the env plugin's
 // VK_TASK_INDEX and VC_TASK_INDEX, the svc plugin's VC_<TASK>_HOSTS and VC_<TASK>_NUM, and the
 // contents of its /etc/volcano/<task>.host files (VolcanoHostFiles; the agent writes and mounts
-// them). Where Volcano names a pod by DNS, gpucloud gives its node's address (tasks use the host's
-// network). Pure functions; thread-safe.
+// them), and an MPI launcher's hostfile with one line per host (MpiHostfile). Where Volcano names
+// a pod by DNS, gpucloud gives its node's address (tasks use the host's network). Pure
+// functions; thread-safe.
 #ifndef GPUCLOUD_AGENT_TASK_ENV_H_
 #define GPUCLOUD_AGENT_TASK_ENV_H_
 
@@ -73,6 +74,25 @@ std::string Hostfile(const std::vector<std::pair<std::string, int>>& hosts_and_s
 // is not an RFC 1123 label (so could name a path outside the directory) is left out.
 std::map<std::string, std::string> VolcanoHostFiles(
     const std::map<std::string, std::vector<std::string>>& task_hosts);
+
+// MPI hostfile formats: Open MPI's "host slots=N"; MPICH's and Intel MPI's (Hydra) "host:N".
+enum class MpiHostfileFormat { kOpenMpi, kHydra };
+
+// What mpirun expects of a hostfile for the replicas at `hosts` (in replica order, a host once
+// per replica placed there, as Assignment::task_hosts lists them): one line per distinct host,
+// in order of first appearance, its slots the replicas there x `slots_per_replica`, each line
+// ending in '\n'; "" for no hosts. (A host listed twice would be two entries to mpirun.)
+std::string MpiHostfile(const std::vector<std::string>& hosts, int slots_per_replica,
+                        MpiHostfileFormat format);
+
+// The files of a task's Volcano directory (/etc/volcano in a container): VolcanoHostFiles, and
+// when `env` (the assignment's) says GPUCLOUD_MPI_IMPLEMENTATION (OpenMPI, or Intel or MPICH for
+// Hydra's format; a Kubeflow MPIJob's launcher has it) also "<task>.hostfile" for each task
+// (Volcano's key, as "<task>.host"): its MpiHostfile with GPUCLOUD_MPI_SLOTS_PER_WORKER slots a
+// replica (1 when unset or not a number in [1, 9999]). Another implementation adds nothing.
+std::map<std::string, std::string> TaskHostFiles(
+    const std::map<std::string, std::vector<std::string>>& task_hosts,
+    const std::map<std::string, std::string>& env);
 
 }  // namespace gpucloud::agent
 

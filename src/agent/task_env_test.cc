@@ -136,8 +136,8 @@ TEST(TaskEnv, TorchrunVariablesAsTheTrainingOperatorSetsThem) {
   }
 }
 
-// An MPIJob launcher's hostfile is the worker task's Volcano host file: /etc/volcano/worker.host
-// in a container, the same file where the agent put it for a host process.
+// A job's paths under /etc/volcano (an MPIJob launcher's hostfile) are where the files are: as
+// written in a container, where the agent put them for a host process.
 TEST(TaskEnv, VolcanoPathsInTheJobsEnvFollowTheHostFiles) {
   TaskEnvInput in;
   in.user_env = {{"OMPI_MCA_orte_default_hostfile", "/etc/volcano/worker.host"},
@@ -157,6 +157,71 @@ TEST(TaskEnv, VolcanoPathsInTheJobsEnvFollowTheHostFiles) {
 
 TEST(TaskEnv, Hostfile) {
   EXPECT_EQ(Hostfile({{"node-a", 4}, {"node-b", 4}}), "node-a slots=4\nnode-b slots=4\n");
+}
+
+// mpirun's hostfile: one line per distinct host, its slots the workers there x slots a worker.
+struct MpiHostfileCase {
+  const char* name;
+  std::vector<std::string> hosts;  // a host once per worker placed there, in replica order
+  int slots;
+  MpiHostfileFormat format;
+  const char* want;
+};
+
+class MpiHostfileTable : public ::testing::TestWithParam<MpiHostfileCase> {};
+
+TEST_P(MpiHostfileTable, OneLinePerHostWithItsWorkersSlots) {
+  const MpiHostfileCase& c = GetParam();
+  EXPECT_EQ(MpiHostfile(c.hosts, c.slots, c.format), c.want);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, MpiHostfileTable,
+    ::testing::Values(MpiHostfileCase{"none", {}, 2, MpiHostfileFormat::kOpenMpi, ""},
+                      MpiHostfileCase{"one_worker_a_host",
+                                      {"10.0.0.2", "10.0.0.3"},
+                                      2,
+                                      MpiHostfileFormat::kOpenMpi,
+                                      "10.0.0.2 slots=2\n10.0.0.3 slots=2\n"},
+                      MpiHostfileCase{"two_workers_on_one_host",
+                                      {"10.0.0.2", "10.0.0.2"},
+                                      1,
+                                      MpiHostfileFormat::kOpenMpi,
+                                      "10.0.0.2 slots=2\n"},
+                      MpiHostfileCase{"mixed_in_first_seen_order",
+                                      {"10.0.0.3", "10.0.0.2", "10.0.0.3", "10.0.0.3"},
+                                      4,
+                                      MpiHostfileFormat::kOpenMpi,
+                                      "10.0.0.3 slots=12\n10.0.0.2 slots=4\n"},
+                      MpiHostfileCase{"hydra",
+                                      {"10.0.0.2", "10.0.0.2", "10.0.0.3"},
+                                      2,
+                                      MpiHostfileFormat::kHydra,
+                                      "10.0.0.2:4\n10.0.0.3:2\n"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(TaskEnv, AnMpiLaunchersTaskGetsHostfilesBesideVolcanosHostFiles) {
+  const std::map<std::string, std::vector<std::string>> hosts = {
+      {"launcher", {"10.0.0.1"}}, {"worker", {"10.0.0.2", "10.0.0.2", "10.0.0.3"}}};
+  // Without GPUCLOUD_MPI_IMPLEMENTATION: Volcano's files only, a line per replica as Volcano's
+  // svc plugin writes them (a pod a line: `mpirun --host` counts a slot per entry).
+  EXPECT_EQ(TaskHostFiles(hosts, {}), VolcanoHostFiles(hosts));
+  EXPECT_EQ(TaskHostFiles(hosts, {}).at("worker.host"), "10.0.0.2\n10.0.0.2\n10.0.0.3");
+  std::map<std::string, std::string> files = TaskHostFiles(
+      hosts, {{"GPUCLOUD_MPI_IMPLEMENTATION", "OpenMPI"}, {"GPUCLOUD_MPI_SLOTS_PER_WORKER", "2"}});
+  EXPECT_EQ(files.at("worker.host"), "10.0.0.2\n10.0.0.2\n10.0.0.3");
+  EXPECT_EQ(files.at("worker.hostfile"), "10.0.0.2 slots=4\n10.0.0.3 slots=2\n");
+  EXPECT_EQ(files.at("launcher.hostfile"), "10.0.0.1 slots=2\n");
+  for (const char* impl : {"Intel", "MPICH"}) {
+    files = TaskHostFiles(hosts, {{"GPUCLOUD_MPI_IMPLEMENTATION", impl}});
+    EXPECT_EQ(files.at("worker.hostfile"), "10.0.0.2:2\n10.0.0.3:1\n") << impl;  // 1 slot
+  }
+  // A count that is not one, or another implementation: 1 slot, or no hostfile.
+  files = TaskHostFiles(
+      hosts, {{"GPUCLOUD_MPI_IMPLEMENTATION", "OpenMPI"}, {"GPUCLOUD_MPI_SLOTS_PER_WORKER", "-3"}});
+  EXPECT_EQ(files.at("worker.hostfile"), "10.0.0.2 slots=2\n10.0.0.3 slots=1\n");
+  EXPECT_EQ(TaskHostFiles(hosts, {{"GPUCLOUD_MPI_IMPLEMENTATION", "MVAPICH"}}),
+            VolcanoHostFiles(hosts));
 }
 
 }  // namespace

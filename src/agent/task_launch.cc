@@ -48,6 +48,11 @@ absl::StatusOr<LaunchPlan> PlanHost(const LaunchInput& in, const LaunchPolicy& p
   for (const auto& [k, v] : a.env) env.user_env[k] = v;
   for (const auto& [k, v] : in.secret_env) env.user_env[k] = v;
   if (!in.secrets_dir.empty()) env.user_env["GPUCLOUD_SECRETS"] = in.secrets_dir;
+  // The job's ssh keys (JobSpec::ssh) are in the sandbox, not at their container mount path.
+  if (auto ssh = env.user_env.find(std::string(kSshDirEnv));
+      ssh != env.user_env.end() && !in.secrets_dir.empty()) {
+    ssh->second = Cat(in.secrets_dir, "/", kSshKeysVolume);
+  }
   plan.spec.argv = a.command;
   plan.spec.env = BuildTaskEnv(env);
   plan.spec.workdir = *workdir;

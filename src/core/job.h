@@ -5,6 +5,7 @@
 #ifndef GPUCLOUD_CORE_JOB_H_
 #define GPUCLOUD_CORE_JOB_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -204,6 +205,28 @@ struct LifecyclePolicy {
   bool operator==(const LifecyclePolicy&) const = default;
 };
 
+// Volcano's ssh plugin (and every Kubeflow MPIJob): the server makes the job a fresh key pair
+// when it creates the job, stored as the Secret SshKeysSecretName(job) of its namespace (keys
+// id_rsa, id_rsa.pub, authorized_keys, config) and deleted with the job; every task gets it as
+// the secret volume kSshKeysVolume at `mount_path` (docs/manifests.md, "SSH keys").
+inline constexpr std::string_view kDefaultSshMountPath = "/root/.ssh";
+inline constexpr std::string_view kSshKeysVolume = "gpucloud-ssh";
+// Where a task finds the keys: the mount path in a container, the sandbox's copy for a host
+// process.
+inline constexpr std::string_view kSshDirEnv = "GPUCLOUD_SSH_DIR";
+// A job's name may be at most this long when it has ssh keys: "<job>-ssh" is a DNS label.
+inline constexpr size_t kMaxSshJobNameBytes = 59;
+struct SshKeysSpec {
+  std::string mount_path = std::string(kDefaultSshMountPath);  // absolute, clean
+  bool operator==(const SshKeysSpec&) const = default;
+};
+inline std::string SshKeysSecretName(std::string_view job) { return std::string(job) + "-ssh"; }
+// The volume every task of job `job` gets for its keys: the whole Secret at ssh.mount_path.
+inline SecretVolume SshKeysVolume(std::string_view job, const SshKeysSpec& ssh) {
+  return SecretVolume{
+      std::string(kSshKeysVolume), SshKeysSecretName(job), ssh.mount_path, {}, false};
+}
+
 inline constexpr std::string_view kDefaultQueue = "default";
 inline constexpr int32_t kMaxPriority = 1'000'000;
 
@@ -224,6 +247,8 @@ struct JobSpec {
   std::vector<LifecyclePolicy> policies;
   // A job array asked for, or an element of one (core/job_array.h); nullopt: a plain job.
   std::optional<JobArraySpec> array;
+  // The job's own ssh key pair (SshKeysSpec); nullopt: none.
+  std::optional<SshKeysSpec> ssh;
 
   int32_t TotalReplicas() const;
   // Gang size with the default applied: min_available, or all replicas when it is 0.

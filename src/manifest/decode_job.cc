@@ -455,6 +455,7 @@ bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
     ok = secs.has_value() && ok;
     spec->runtime_estimate_seconds = secs;
   }
+  if (std::optional<Field> k = s.Take("ssh")) ok = DecodeSshKeys(ctx, *k, &spec->ssh) && ok;
   return ok;
 }
 
@@ -487,6 +488,7 @@ std::optional<Job> DecodeJob(Context& ctx, MapReader& doc) {
   if (!ok) return std::nullopt;
   // Taking "tasks" again: RequireTasks found it (ok), and it locates the replica total.
   if (!CheckGang(ctx, *s.Take("tasks"), min_available, &job.spec)) return std::nullopt;
+  if (!CheckSshKeys(ctx, s.Take("ssh").value_or(*spec_field), job)) return std::nullopt;
   return job;
 }
 

@@ -434,7 +434,8 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
   }
   ok = s.Int32("maxRetry", &job.spec.restart.max_restarts, 0, 1000) && ok;
   s.Ignore("schedulerName");  // gpucloud is the scheduler
-  s.IgnoreWithWarning("plugins", "gpucloud sets the distributed-training environment itself");
+  std::optional<Field> plugins = s.Take("plugins");
+  if (plugins) ok = DecodeVolcanoPlugins(ctx, *plugins, &job.spec) && ok;
   std::optional<Field> job_policies = s.Take("policies");
   for (const char* k : {"volumes", "ttlSecondsAfterFinished", "priorityClassName", "minSuccess",
                         "runningEstimate", "networkTopology"}) {
@@ -454,6 +455,7 @@ std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc) {
   if (!ok) return std::nullopt;
   // Taking "tasks" again: RequireTasks found it (ok), and it locates the replica total.
   if (!CheckGang(ctx, *s.Take("tasks"), min_available, &job.spec)) return std::nullopt;
+  if (plugins && !CheckSshKeys(ctx, *plugins, job)) return std::nullopt;
   return job;
 }
 

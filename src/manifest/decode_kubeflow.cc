@@ -5,8 +5,11 @@
 // Worker ("master", "worker": rank 0, so MASTER_ADDR, is the master), MPIJob's Launcher then
 // Worker ("launcher", "worker"). What the training operator puts in a pod's environment and
 // gpucloud's agent does not derive itself is added to the tasks' env: PET_NPROC_PER_NODE and
-// PET_MAX_RESTARTS for torchrun, and for MPI the launcher's hostfile (the Volcano-style host file
-// of the worker task, /etc/volcano/worker.host) and slots per worker.
+// PET_MAX_RESTARTS for torchrun, and for MPI the launcher's hostfile (/etc/volcano/worker.hostfile,
+// which the agent writes for a task whose env names GPUCLOUD_MPI_IMPLEMENTATION: one line per
+// distinct worker host, its slots the workers there x GPUCLOUD_MPI_SLOTS_PER_WORKER) and the
+// slots per worker. An MPIJob has ssh keys (JobSpec::ssh) at sshAuthMountPath, as the
+// mpi-operator gives it.
 #include <algorithm>
 
 #include "core/text.h"
@@ -17,8 +20,9 @@
 namespace gpucloud::manifest::internal {
 namespace {
 
-// Where the agent puts the worker task's host file for the launcher (Volcano's svc plugin path).
-constexpr std::string_view kWorkerHostFile = "/etc/volcano/worker.host";
+// Where the agent puts the worker task's MPI hostfile for the launcher (agent/task_env.h,
+// MpiHostFiles), beside Volcano's worker.host.
+constexpr std::string_view kWorkerHostFile = "/etc/volcano/worker.hostfile";
 
 // Sets `name` in the task's env, replacing what the template said.
 void SetEnv(TaskSpec* t, const std::string& name, const std::string& value) {
@@ -311,7 +315,18 @@ std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc) {
   }
   spec.IgnoreWithWarning("runLauncherAsWorker",
                          "the launcher's host is not in the workers' hostfile");
-  spec.IgnoreWithWarning("sshAuthMountPath", "gpucloud provides the job's ssh keys itself");
+  // The mpi-operator's ssh Secret: gpucloud's own (JobSpec::ssh), mounted there in every task.
+  job.spec.ssh = SshKeysSpec{};
+  std::optional<Field> ssh_path = spec.Take("sshAuthMountPath");
+  if (ssh_path) {
+    std::optional<std::string> p = ReadString(ctx.sink, *ssh_path);
+    std::string problem = p ? MountPathProblem(*p) : "";
+    if (!problem.empty()) {
+      ctx.sink.Error(ssh_path->mark, ssh_path->path, Cat(problem, ", got \"", Excerpt(*p), "\""));
+    }
+    ok = p && problem.empty() && ok;
+    if (p) job.spec.ssh->mount_path = *p;
+  }
   std::optional<Field> specs = spec.Require("mpiReplicaSpecs");
   spec.Finish();
   if (!specs) return std::nullopt;
@@ -333,6 +348,9 @@ std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc) {
   TaskSpec& l = job.spec.tasks[0];
   bool has_workers = job.spec.tasks.size() > 1;
   const std::string hostfile(kWorkerHostFile);
+  // The agent writes the hostfile in this format with these slots (agent/task_env.h).
+  SetEnv(&l, "GPUCLOUD_MPI_IMPLEMENTATION", impl);
+  SetEnv(&l, "GPUCLOUD_MPI_SLOTS_PER_WORKER", std::to_string(slots));
   if (impl == "OpenMPI") {
     if (has_workers) SetEnv(&l, "OMPI_MCA_orte_default_hostfile", hostfile);
     SetEnv(&l, "OMPI_MCA_orte_keep_fqdn_hostnames", "true");
@@ -348,6 +366,7 @@ std::optional<Job> DecodeMpiJob(Context& ctx, MapReader& doc) {
       {LifecycleEvent::kTaskCompleted}, {}, LifecycleAction::kCompleteJob, "launcher"});
   OrderLifecyclePolicies(&job.spec);
   if (!FinishGang(ctx, d, *specs, std::nullopt)) return std::nullopt;
+  if (!CheckSshKeys(ctx, ssh_path.value_or(*d.spec_field), job)) return std::nullopt;
   return std::move(job);
 }
 

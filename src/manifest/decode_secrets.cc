@@ -75,6 +75,8 @@ bool CheckEnvName(Context& ctx, const Field& item, const std::string& name) {
   return true;
 }
 
+}  // namespace
+
 // An absolute path, clean (no empty, "." or ".." part, no trailing '/'), not "/" and not under
 // a reserved directory; "" when it is fine, else why not.
 std::string MountPathProblem(const std::string& p) {
@@ -95,6 +97,8 @@ std::string MountPathProblem(const std::string& p) {
   }
   return "";
 }
+
+namespace {
 
 bool CheckFileName(Context& ctx, const Field& f, const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.size() > 253 ||

@@ -51,6 +51,17 @@ bool JoinVolumeMounts(Context& ctx, const Field& mounts, std::map<std::string, P
                       std::vector<SecretVolume>* out);
 // Volume names unique, no mount path in or on another's (errors at `at`).
 bool CheckSecretVolumes(Context& ctx, const Field& at, const TaskSpec& t);
+// Why `path` is no mount path for a secret volume (absolute, clean, not / nor under a reserved
+// directory); "" when it is one.
+std::string MountPathProblem(const std::string& path);
+// decode_ssh.cc. gpucloud/v1's spec.ssh: {mountPath} (default kDefaultSshMountPath).
+bool DecodeSshKeys(Context& ctx, const Field& f, std::optional<SshKeysSpec>* out);
+// A Volcano Job's spec.plugins: `ssh` (its --ssh-key-file-path) sets spec->ssh; env and svc
+// are accepted (the agent always provides them); any other plugin is warned about.
+bool DecodeVolcanoPlugins(Context& ctx, const Field& f, JobSpec* spec);
+// A job with ssh keys: its name fits "<name>-ssh" in a DNS label, it is no array, and no task
+// has a volume named kSshKeysVolume or mounted in or on the keys' mount path (errors at `at`).
+bool CheckSshKeys(Context& ctx, const Field& at, const Job& job);
 // The job-wide options of a gpucloud/v1 Job spec (queue, priority, billing, nodeSelector,
 // tolerations, minCudaVersion, runtimeClass, checkpoint, restartPolicy, runtimeEstimate).
 bool DecodeJobOptions(Context& ctx, MapReader& spec, JobSpec* out);

@@ -216,6 +216,7 @@ Json JobSpecJson(const JobSpec& s) {
   out["tasks"] = std::move(tasks);
   if (!s.policies.empty()) out["policies"] = Policies(s.policies);
   if (s.array) out["array"] = JobArrayJson(*s.array);
+  if (s.ssh) out["ssh"] = Json{{"mountPath", s.ssh->mount_path}};
   return out;
 }
 

@@ -130,7 +130,7 @@ TEST(MPIJob, ExampleGivesTheLauncherTheWorkersHostFileAndSlots) {
   EXPECT_EQ(worker.name, "worker");
   EXPECT_EQ(worker.replicas, 2);
   EXPECT_EQ(worker.resources.gpu.count, 2);
-  EXPECT_EQ(EnvOf(launcher, "OMPI_MCA_orte_default_hostfile"), "/etc/volcano/worker.host");
+  EXPECT_EQ(EnvOf(launcher, "OMPI_MCA_orte_default_hostfile"), "/etc/volcano/worker.hostfile");
   EXPECT_EQ(EnvOf(launcher, "OMPI_MCA_orte_set_default_slots"), "2");
   EXPECT_EQ(EnvOf(launcher, "OMPI_MCA_orte_keep_fqdn_hostnames"), "true");
   EXPECT_EQ(EnvOf(launcher, "K_MPI_JOB_ROLE"), "launcher");
@@ -162,7 +162,8 @@ spec:
 )",
                                  "i.yaml");
   const Job& job = OnlyJob(r);
-  EXPECT_EQ(EnvOf(job.spec.tasks[0], "I_MPI_HYDRA_HOST_FILE"), "/etc/volcano/worker.host");
+  EXPECT_EQ(EnvOf(job.spec.tasks[0], "I_MPI_HYDRA_HOST_FILE"), "/etc/volcano/worker.hostfile");
+  EXPECT_EQ(EnvOf(job.spec.tasks[0], "GPUCLOUD_MPI_IMPLEMENTATION"), "Intel");
   EXPECT_EQ(EnvOf(job.spec.tasks[0], "I_MPI_PERHOST"), "4");
   EXPECT_EQ(job.spec.min_available, 3);
   EXPECT_EQ(job.spec.queue, "research");

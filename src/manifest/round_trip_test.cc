@@ -215,6 +215,7 @@ class SpecGenerator {
     }
     j.spec.restart = {static_cast<int32_t>(rng_.Range(0, 10)), rng_.Range(0, 600)};
     if (rng_.OneIn(2)) j.spec.runtime_estimate_seconds = rng_.Range(0, 86400 * 3);
+    if (rng_.OneIn(3)) j.spec.ssh = SshKeysSpec{rng_.OneIn(2) ? "/root/.ssh" : "/home/mpi/.ssh"};
     return j;
   }
 

@@ -30,6 +30,10 @@ void FromSpec(const TaskSpec& spec, const Job& job, api::Assignment& a) {
   a.secret_env = spec.secret_env;  // references only: the node asks for the values at start
   a.env_from = spec.env_from;
   a.secret_volumes = spec.secret_volumes;
+  if (job.spec.ssh) {  // the job's own keys (server/ssh_keys.h), in every task
+    a.secret_volumes.push_back(SshKeysVolume(job.metadata.name, *job.spec.ssh));
+    a.env[std::string(kSshDirEnv)] = job.spec.ssh->mount_path;
+  }
   a.image_pull_secrets = spec.image_pull_secrets;
   a.working_dir = spec.working_dir;
   a.image = spec.image;

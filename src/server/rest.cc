@@ -19,6 +19,7 @@
 #include "server/paths.h"
 #include "server/rest_paging.h"
 #include "server/rest_util.h"
+#include "server/ssh_keys.h"
 
 namespace gpucloud::server {
 namespace {
@@ -544,14 +545,24 @@ Response RestApi::Create(const Request& r, const Route& route) {
   }
   Response created{201};
   if (!warning.empty()) created.headers["Warning"] = warning;
+  const Job* job = std::get_if<Job>(&*p.object);
   if (DryRun(r)) {  // as it would be stored, less the revision it would get
     if (absl::StatusOr<store::KeyValue> kv = store_.Get(item.Key()); kv.ok()) {
       return FromStatus(absl::AlreadyExistsError(Cat(item.Key(), " already exists")));
     }
+    if (job != nullptr) {
+      if (absl::Status free = CheckSshSecretFree(store_, *job); !free.ok()) return FromStatus(free);
+    }
     created.body = doc.dump(2) + "\n";
     return created;
   }
-  absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0}});
+  // A job with ssh keys is written with its Secret, all or nothing (ssh_keys.h).
+  store::Op put{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0};
+  absl::StatusOr<int64_t> rev =
+      job == nullptr
+          ? store_.Txn({std::move(put)})
+          : WriteJobWithSshKeys(store_, secrets_, *job, /*had_ssh=*/false, std::move(put), NewUid(),
+                                doc["metadata"].value("creationTimestamp", ""));
   if (!rev.ok()) return FromStatus(rev.status());
   if (kick_) kick_();
   doc["metadata"]["resourceVersion"] = std::to_string(*rev);
@@ -615,8 +626,14 @@ Response RestApi::Apply(const Request& r, const Route& route) {
   }
   if (DryRun(r))
     return {200, WithRevision({route.Key(), value, 0, current->mod_revision, 0}).dump(2) + "\n"};
+  store::Op put{store::Op::Kind::kPut, route.Key(), value, current->mod_revision};
+  const Job* job = std::get_if<Job>(&*p.object);
+  const Job* was = std::get_if<Job>(&before);
   absl::StatusOr<int64_t> rev =
-      store_.Txn({{store::Op::Kind::kPut, route.Key(), value, current->mod_revision}});
+      job == nullptr
+          ? store_.Txn({std::move(put)})
+          : WriteJobWithSshKeys(store_, secrets_, *job, was != nullptr && was->spec.ssh.has_value(),
+                                std::move(put), NewUid(), ts);
   if (!rev.ok()) return FromStatus(rev.status());
   return {200, WithRevision({route.Key(), value, 0, *rev, 0}).dump(2) + "\n"};
 }

@@ -15,6 +15,7 @@
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "server/rest_util.h"
+#include "server/ssh_keys.h"
 
 namespace gpucloud::server {
 namespace {
@@ -541,6 +542,17 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     Json doc = Json::parse(current->value, nullptr, false);
     std::string phase = PhaseOf(doc);
     const bool holds_nothing = HoldsNothing(doc);
+    // Its ssh keys go with the delete request (ssh_keys.h): a task that is stopping needs
+    // none, and no task of the job starts again.
+    std::optional<store::Op> ssh_secret;
+    if (and_delete && !DryRun(r)) {
+      const bool has_ssh = doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
+                           doc["spec"].contains("ssh");
+      absl::StatusOr<std::optional<store::Op>> op =
+          SshSecretDeleteOp(store_, route.namespace_, route.name, has_ssh);
+      if (!op.ok()) return FromStatus(op.status());
+      ssh_secret = *op;
+    }
     if (and_delete && DryRun(r)) {
       return Status(holds_nothing ? 200 : 202, holds_nothing ? "Deleted" : "Deleting",
                     Cat("Job ", route.Key(),
@@ -554,6 +566,7 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
       for (const std::string& k : EventKeysOf(store_, route.namespace_, route.name)) {
         ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
       }
+      if (ssh_secret) ops.push_back(*ssh_secret);
       absl::StatusOr<int64_t> rev = store_.Txn(ops);
       if (absl::IsAborted(rev.status())) continue;
       if (!rev.ok()) return FromStatus(rev.status());
@@ -568,8 +581,10 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     }
     doc["status"]["cancelRequested"] = true;
     if (and_delete) doc["status"]["deleteRequested"] = true;
-    absl::StatusOr<int64_t> rev =
-        store_.Txn({{store::Op::Kind::kPut, route.Key(), doc.dump(2), current->mod_revision}});
+    std::vector<store::Op> ops{
+        {store::Op::Kind::kPut, route.Key(), doc.dump(2), current->mod_revision}};
+    if (ssh_secret) ops.push_back(*ssh_secret);
+    absl::StatusOr<int64_t> rev = store_.Txn(ops);
     if (absl::IsAborted(rev.status())) continue;
     if (!rev.ok()) return FromStatus(rev.status());
     if (kick_) kick_();

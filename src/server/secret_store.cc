@@ -174,7 +174,8 @@ absl::StatusOr<std::unique_ptr<SecretStore>> SecretStore::Open(store::Store& sto
 absl::StatusOr<store::KeyValue> SecretStore::Put(const std::string& ns, const std::string& name,
                                                  nlohmann::ordered_json doc,
                                                  const std::map<std::string, std::string>& values,
-                                                 std::optional<int64_t> expect) {
+                                                 std::optional<int64_t> expect,
+                                                 std::vector<store::Op> also) {
   size_t total = 0;
   for (const auto& [k, v] : values) total += v.size();
   if (total > kMaxSecretBytes) {
@@ -191,8 +192,8 @@ absl::StatusOr<store::KeyValue> SecretStore::Put(const std::string& ns, const st
     doc["data"][k] = *blob;
   }
   store::KeyValue kv{.key = key, .value = doc.dump()};
-  absl::StatusOr<int64_t> rev =
-      store_.Txn({store::Op{store::Op::Kind::kPut, key, kv.value, expect}});
+  also.insert(also.begin(), store::Op{store::Op::Kind::kPut, key, kv.value, expect});
+  absl::StatusOr<int64_t> rev = store_.Txn(also);
   if (!rev.ok()) return rev.status();
   kv.mod_revision = *rev;
   return kv;

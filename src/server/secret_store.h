@@ -92,13 +92,15 @@ class SecretStore {
   }
 
   // Writes the Secret `doc` (validated; its "data" and "stringData" are ignored) with `values`
-  // (key -> plaintext) sealed, with the precondition `expect` (store::Op's). Returns what was
-  // stored (values sealed) once durable. InvalidArgument over kMaxSecretBytes in all; the
-  // store's errors.
+  // (key -> plaintext) sealed, with the precondition `expect` (store::Op's), and the ops `also`
+  // in the same transaction (a job and its ssh keys: all or nothing). Returns what was stored
+  // (values sealed) once durable. InvalidArgument over kMaxSecretBytes in all; the store's
+  // errors (of `also`'s preconditions too).
   absl::StatusOr<store::KeyValue> Put(const std::string& ns, const std::string& name,
                                       nlohmann::ordered_json doc,
                                       const std::map<std::string, std::string>& values,
-                                      std::optional<int64_t> expect);
+                                      std::optional<int64_t> expect,
+                                      std::vector<store::Op> also = {});
   // Removes it. The store's errors (NotFound when absent).
   absl::StatusOr<int64_t> Delete(const std::string& ns, const std::string& name);
   // Server-internal, never served over HTTP: the plaintext values of NS/NAME, for the
