@@ -148,7 +148,8 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
 bool IsDiscoveryPath(std::string_view path) {
   if (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
   return path == "/api" || path == "/apis" || path == "/apis/gpucloud" ||
-         path == "/apis/gpucloud/v1" || path == "/version";
+         path == "/apis/gpucloud/v1" || path == "/version" || path == "/openapi/v2" ||
+         path == "/openapi/v3" || path == "/openapi/v3/apis/gpucloud/v1";
 }
 
 namespace {

@@ -42,7 +42,8 @@ struct RequestedAction {
 std::optional<RequestedAction> ActionOf(const std::string& method,
                                         const std::vector<std::string>& parts, bool watch);
 
-// The discovery paths (/api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version, each with or
+// The discovery paths (/api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version, and the
+// OpenAPI documents /openapi/v2, /openapi/v3, /openapi/v3/apis/gpucloud/v1, each with or
 // without a trailing '/'): readable by every authenticated identity but the bootstrap token
 // (which only joins), as Kubernetes' system:discovery role allows, and decided by no policy
 // (they name no object).

@@ -12,6 +12,8 @@
 //   /apis/gpucloud/v1/audit/records|digests|key|verify|anomalies   the audit log (rest_audit.cc)
 //   /api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version   discovery (rest_discovery.cc),
 //                                        for every authenticated identity
+//   /openapi/v2, /openapi/v3, /openapi/v3/apis/gpucloud/v1   the OpenAPI documents (openapi.h),
+//                                        likewise
 // and sub-resources (rest_cluster.cc):
 //   GET  .../jobs/{name}/status          the job; writes of it are 405 (the controller's)
 //   POST .../jobs/{name}/cancel          stop the job's tasks (grace period), keep the job

@@ -1,13 +1,14 @@
 // Discovery, as Kubernetes serves it, so that typed clients (kubectl, the Kubernetes Python
 // client) find gpucloud's resources: GET /api (APIVersions: gpucloud serves no core group),
 // /apis (APIGroupList: the group gpucloud, preferred version v1), /apis/gpucloud/v1
-// (APIResourceList) and /version. Readable by every authenticated identity but the bootstrap
-// token (IsDiscoveryPath).
+// (APIResourceList) and /version, and the OpenAPI documents (openapi.h) under /openapi. Readable
+// by every authenticated identity but the bootstrap token (IsDiscoveryPath).
 #include <string_view>
 #include <vector>
 
 #include "core/text.h"
 #include "server/authorizer.h"
+#include "server/openapi.h"
 #include "server/rest.h"
 #include "server/rest_util.h"
 
@@ -137,7 +138,18 @@ Json VersionInfo() {
 
 }  // namespace
 
+std::vector<OpenApiResource> DiscoveredResources() {
+  std::vector<OpenApiResource> out;
+  for (const DiscoveredResource& d : kDiscovered) {
+    if (d.name.find('/') == std::string_view::npos) {
+      out.push_back({d.name, d.kind, d.namespaced, d.verbs});
+    }
+  }
+  return out;
+}
+
 Response RestApi::Discovery(const Request& r) {
+  if (r.path.starts_with("/openapi/")) return ServeOpenApi(r);
   if (r.method != "GET") {
     return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
   }
