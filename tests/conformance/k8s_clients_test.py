@@ -7,6 +7,10 @@ simulated GPUs (issue 16):
     (kubernetes.watch.Watch sends watch=True) until the job's status changes, delete;
   - `kubectl --raw` (skipped when kubectl is not on PATH) get, create and delete, with a
     kubeconfig written here (server, CA, the admin token);
+  - kubectl with the server's OpenAPI (/openapi/v3): `kubectl explain jobs.spec.tasks`, and
+    `kubectl create -f` / `kubectl apply -f` of a Job validated without --validate=false (kubectl
+    finds fieldValidation on the Job's PATCH operation and leaves the validation to the
+    server, sending fieldValidation=Strict; the server refuses an unknown field);
   - every job manifest under examples/ (gpucloud Jobs, Pods, Volcano and Kubeflow jobs): valid
     offline (`gpuctl validate`), and, unless SKIP_RUN says why it cannot, applied with
     `gpuctl apply` and run to completion on the simulated GPUs; plus a Pod with quoted
@@ -199,6 +203,65 @@ current-context: gpucloud
         gone = self.kubectl("get", "--raw", f"{path}/kubectl-raw", check=False)
         self.assertNotEqual(gone.returncode, 0)
         self.assertIn("NotFound", gone.stderr)
+
+
+@unittest.skipIf(shutil.which("kubectl") is None, "kubectl is not on PATH")
+class KubectlOpenApiTest(KubectlRawTest):
+    """kubectl reading the server's OpenAPI documents: explain, and writes it validates."""
+
+    def test_get_create_delete(self):
+        pass  # KubectlRawTest's, not run twice
+
+    def test_explain(self):
+        out = self.kubectl("explain", "jobs.spec.tasks").stdout
+        self.assertIn("KIND:       Job", out)
+        self.assertIn("VERSION:    v1", out)
+        self.assertIn("FIELD: tasks <[]Object>", out)
+        self.assertRegex(out, r"name\s+<string> -required-")
+        self.assertRegex(out, r"resources\s+<Object>")
+        self.assertRegex(out, r"imagePullPolicy\s+<string>\n\s+enum: Always, IfNotPresent, Never")
+        gpu = self.kubectl("explain", "jobs.spec.tasks.resources.gpu").stdout
+        self.assertRegex(gpu, r"sharing\s+<string>\n\s+enum: time-slicing, mps")
+        self.assertIn("cpu\t<Quantity>", self.kubectl("explain", "job.spec.tasks.resources").stdout)
+        recursive = self.kubectl("explain", "queues.spec", "--recursive").stdout
+        self.assertRegex(recursive, r"quota\s+<\[\]Object>\n\s+gpuType\s+<string> -required-")
+        bad = self.kubectl("explain", "jobs.spec.colour", check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn('field "colour" does not exist', bad.stderr)
+        # gpuctl explain prints the same schema offline.
+        mine = subprocess.run([GPUCTL, "explain", "jobs.spec.tasks"], capture_output=True,
+                              text=True, timeout=60, env=dict(os.environ, HOME=self.home))
+        self.assertEqual(mine.returncode, 0, mine.stderr)
+        self.assertEqual(mine.stdout.strip(), out.strip())
+
+    def test_create_and_apply_are_validated_without_validate_false(self):
+        path = os.path.join(self.home, "job.yaml")
+        with open(path, "w") as f:
+            json.dump(job("kubectl-validated", {"client": "kubectl"}), f)
+        created = self.kubectl("create", "-f", path, "-v=6")
+        self.assertIn("job.gpucloud/kubectl-validated created", created.stdout)
+        # kubectl leaves the validation to the server: it asks for strict validation.
+        self.assertIn("fieldValidation=Strict", created.stderr)
+        doc = job("kubectl-validated", {"client": "kubectl", "applied": "yes"})
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        applied = self.kubectl("apply", "-f", path)
+        self.assertIn("kubectl-validated", applied.stdout)
+        got = json.loads(self.kubectl("get", "jobs.gpucloud", "kubectl-validated",
+                                      "-o", "json").stdout)
+        self.assertEqual(got["metadata"]["labels"].get("applied"), "yes")
+        # An unknown field is refused by the server, naming it; nothing is created.
+        doc = job("kubectl-colour")
+        doc["spec"]["colour"] = "blue"
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        bad = self.kubectl("create", "-f", path, check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("colour", bad.stderr)
+        gone = self.kubectl("get", "jobs.gpucloud", "kubectl-colour", check=False)
+        self.assertIn("NotFound", gone.stderr)
+        gpucloud.Client(up.url, up.token, up.ca).wait("kubectl-validated", timeout=60)
+        self.kubectl("delete", "jobs.gpucloud", "kubectl-validated")
 
 
 def without_images(doc):
