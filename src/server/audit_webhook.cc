@@ -1,8 +1,6 @@
 #include "server/audit_webhook.h"
 
 #include <openssl/ssl.h>
-#include <poll.h>
-#include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -10,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <charconv>
+#include <chrono>
 #include <fstream>
 #include <optional>
 
@@ -30,77 +29,52 @@ bool IsLoopback(const std::string& host) {
   return host == "127.0.0.1" || host == "::1" || host == "localhost";
 }
 
-// Waits until `fd` is ready for `events`, for at most `seconds`.
-bool Ready(int fd, short events, int seconds) {
-  pollfd p{fd, events, 0};
-  return poll(&p, 1, seconds * 1000) > 0;
+// Runs one asynchronous operation on `io` to its end and returns its error. Every operation is
+// on a beast::tcp_stream whose deadline the caller set: when it passes, the stream is closed and
+// the operation ends with beast::error::timeout, whatever the other side does (a receiver that
+// stalls in the TLS handshake or halfway through its answer cannot hold the sender).
+template <typename Start>
+beast::error_code RunOne(asio::io_context& io, Start start) {
+  beast::error_code result = asio::error::would_block;
+  start([&result](beast::error_code ec, auto&&...) { result = ec; });
+  io.restart();
+  io.run();
+  return result;
 }
 
-// One request and its answer over `stream` (a TCP socket or a TLS stream over one), each read
-// and write waiting at most `timeout` seconds (Asio's blocking calls would wait forever).
+// The request and its answer over `stream` (a tcp_stream or a TLS stream over one): the write
+// and the whole answer each within `timeout`.
 template <typename Stream>
-absl::StatusOr<int> Exchange(Stream& stream, int fd, const http::request<http::string_body>& req,
-                             int timeout) {
-  beast::error_code ec;
-  http::request_serializer<http::string_body> sr{req};
-  while (!sr.is_done()) {
-    if (!Ready(fd, POLLOUT, timeout)) return absl::UnavailableError("write timed out");
-    http::write_some(stream, sr, ec);
-    if (ec) return absl::UnavailableError(Cat("write: ", ec.message()));
-  }
+absl::StatusOr<int> Exchange(asio::io_context& io, Stream& stream,
+                             http::request<http::string_body>& req, std::chrono::seconds timeout) {
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  beast::error_code ec =
+      RunOne(io, [&](auto handler) { http::async_write(stream, req, std::move(handler)); });
+  if (ec) return absl::UnavailableError(Cat("write: ", ec.message()));
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(1 << 20);
-  while (!parser.is_done()) {
-    bool pending = buf.size() > 0;
-    if constexpr (!std::is_same_v<Stream, tcp::socket>) {
-      pending = pending || SSL_pending(stream.native_handle()) > 0;
-    }
-    if (!pending && !Ready(fd, POLLIN, timeout)) {
-      return absl::UnavailableError("no answer in time");
-    }
-    http::read_some(stream, buf, parser, ec);
-    if (ec) return absl::UnavailableError(Cat("read: ", ec.message()));
-  }
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  ec = RunOne(io, [&](auto handler) { http::async_read(stream, buf, parser, std::move(handler)); });
+  if (ec == beast::error::timeout) return absl::UnavailableError("no whole answer in time");
+  if (ec) return absl::UnavailableError(Cat("read: ", ec.message()));
   return static_cast<int>(parser.get().result_int());
-}
-
-// Connects to the first endpoint that answers within `timeout` seconds (a blocking connect
-// would wait for the kernel's timeout, minutes, on a black-holed address).
-beast::error_code Connect(tcp::socket& socket, const tcp::resolver::results_type& endpoints,
-                          int timeout) {
-  beast::error_code ec = asio::error::host_not_found;
-  for (const auto& entry : endpoints) {
-    socket.close(ec);
-    socket.open(entry.endpoint().protocol(), ec);
-    if (ec) continue;
-    socket.non_blocking(true, ec);
-    socket.connect(entry.endpoint(), ec);
-    if (ec == asio::error::would_block || ec == asio::error::in_progress) {
-      if (!Ready(socket.native_handle(), POLLOUT, timeout)) {
-        ec = asio::error::timed_out;
-        continue;
-      }
-      int err = 0;
-      socklen_t len = sizeof(err);
-      getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-      ec = beast::error_code(err, boost::system::system_category());
-    }
-    if (ec) continue;
-    socket.non_blocking(false, ec);
-    if (!ec) return ec;
-  }
-  return ec;
 }
 
 absl::StatusOr<int> Post(const WebhookUrl& url, const WebhookPosterOptions& o,
                          const std::string& body) {
+  const std::chrono::seconds timeout(o.timeout_seconds);
   asio::io_context io;
   beast::error_code ec;
+  // The name lookup is the system resolver's (getaddrinfo), bounded by its own settings
+  // (resolv.conf's timeout and attempts), not by `timeout`.
   tcp::resolver resolver(io);
   auto endpoints = resolver.resolve(url.host, std::to_string(url.port), ec);
-  tcp::socket socket(io);
-  if (!ec) ec = Connect(socket, endpoints, o.timeout_seconds);
+  beast::tcp_stream tcp_stream(io);
+  if (!ec) {
+    tcp_stream.expires_after(timeout);
+    ec = RunOne(io, [&](auto handler) { tcp_stream.async_connect(endpoints, std::move(handler)); });
+  }
   if (ec)
     return absl::UnavailableError(
         Cat("cannot reach ", url.host, ":", url.port, ": ", ec.message()));
@@ -111,8 +85,7 @@ absl::StatusOr<int> Post(const WebhookUrl& url, const WebhookPosterOptions& o,
   if (!o.token.empty()) req.set(http::field::authorization, "Bearer " + o.token);
   req.body() = body;
   req.prepare_payload();
-  const int fd = socket.native_handle();
-  if (!url.tls) return Exchange(socket, fd, req, o.timeout_seconds);
+  if (!url.tls) return Exchange(io, tcp_stream, req, timeout);
   asio::ssl::context ctx{asio::ssl::context::tls_client};
   if (o.ca_path.empty()) {
     ctx.set_default_verify_paths(ec);
@@ -122,13 +95,16 @@ absl::StatusOr<int> Post(const WebhookUrl& url, const WebhookPosterOptions& o,
   if (ec) return absl::InvalidArgumentError(Cat(o.ca_path, ": ", ec.message()));
   ctx.set_verify_mode(asio::ssl::verify_peer);
   SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
-  asio::ssl::stream<tcp::socket&> tls(socket, ctx);
+  beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp_stream), ctx);
   SSL_set_tlsext_host_name(tls.native_handle(), url.host.c_str());
   tls.set_verify_callback(asio::ssl::host_name_verification(url.host));
-  if (!Ready(fd, POLLOUT, o.timeout_seconds)) return absl::UnavailableError("TLS timed out");
-  tls.handshake(asio::ssl::stream_base::client, ec);
+  beast::get_lowest_layer(tls).expires_after(timeout);
+  ec = RunOne(io, [&](auto handler) {
+    tls.async_handshake(asio::ssl::stream_base::client, std::move(handler));
+  });
+  if (ec == beast::error::timeout) return absl::UnavailableError("TLS handshake timed out");
   if (ec) return absl::UnavailableError(Cat("TLS with ", url.host, ": ", ec.message()));
-  return Exchange(tls, fd, req, o.timeout_seconds);
+  return Exchange(io, tls, req, timeout);
 }
 
 }  // namespace

@@ -46,9 +46,12 @@ absl::StatusOr<WebhookUrl> ParseWebhookUrl(const std::string& url);
 using WebhookSender = std::function<absl::StatusOr<int>(const std::string& body)>;
 
 struct WebhookPosterOptions {
-  std::string ca_path;       // the CA that signs the receiver's certificate ("": system roots)
-  std::string token;         // sent as "Authorization: Bearer" when not empty
-  int timeout_seconds = 10;  // for the connection and for each read and write
+  std::string ca_path;  // the CA that signs the receiver's certificate ("": system roots)
+  std::string token;    // sent as "Authorization: Bearer" when not empty
+  // For each step: the connection, the TLS handshake, the request's write and the whole answer
+  // (a receiver that stalls in any of them is given up on). The name lookup is the system
+  // resolver's, bounded by its own settings.
+  int timeout_seconds = 10;
 };
 // The real sender: a new connection a POST, TLS 1.2 or later verifying the receiver's
 // certificate and host name.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -252,6 +253,48 @@ TEST(WebhookUrlTest, HttpsOrLoopbackHttpOnly) {
   }
   EXPECT_NE(ParseWebhookUrl("http://10.0.0.1/x").status().message().find("loopback"),
             std::string::npos);
+}
+
+// A receiver that accepts a connection, reads what comes, writes `reply` (maybe nothing) and
+// then stalls: the POST must give up within its timeout. The stall ends when the test does (the
+// connection is closed), so a sender that waits forever fails the test instead of hanging it.
+void ExpectStallBounded(bool tls, const std::string& reply) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const uint16_t port = acceptor.local_endpoint().port();
+  tcp::socket peer(io);
+  std::thread stall([&] {
+    beast::error_code ec;
+    acceptor.accept(peer, ec);
+    if (ec) return;
+    char buf[4096];
+    peer.read_some(asio::buffer(buf), ec);
+    if (!reply.empty()) asio::write(peer, asio::buffer(reply), ec);
+  });
+  absl::StatusOr<WebhookUrl> url =
+      ParseWebhookUrl(Cat(tls ? "https" : "http", "://127.0.0.1:", port, "/in"));
+  ASSERT_TRUE(url.ok());
+  auto done = std::make_shared<std::promise<absl::StatusOr<int>>>();
+  std::future<absl::StatusOr<int>> answer = done->get_future();
+  std::thread post([url = *url, done] {
+    done->set_value(MakeWebhookPoster(url, {.timeout_seconds = 1})("{}\n"));
+  });
+  const bool bounded = answer.wait_for(15s) == std::future_status::ready;
+  stall.join();
+  beast::error_code ec;
+  peer.close(ec);  // ends a sender that still waits
+  post.join();
+  ASSERT_TRUE(bounded) << "the POST waited for a stalled receiver past its timeout";
+  absl::StatusOr<int> got = answer.get();
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+}
+
+TEST(WebhookPosterTest, AReceiverThatStallsInTheTlsHandshakeIsGivenUpOn) {
+  ExpectStallBounded(/*tls=*/true, "");
+}
+
+TEST(WebhookPosterTest, AReceiverThatStallsMidAnswerIsGivenUpOn) {
+  ExpectStallBounded(/*tls=*/false, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
 }
 
 TEST_F(AuditWebhookTest, RecordsArriveInOrderInBatchesAsStored) {
