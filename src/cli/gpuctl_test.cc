@@ -107,7 +107,7 @@ TEST(Gpuctl, CompletionScriptsCompleteCommandsFlagsAndTypes) {
   EXPECT_EQ(complete("gpuctl get jobs --sel", 3), "--selector\nrc=0\n");
   EXPECT_EQ(complete("gpuctl create secret d", 3), "docker-registry\nrc=0\n");
   EXPECT_EQ(complete("gpuctl create secret generic hf --from-f", 5), "--from-file\nrc=0\n");
-  EXPECT_EQ(complete("gpuctl get se", 2), "secrets\nrc=0\n");
+  EXPECT_EQ(complete("gpuctl get se", 2), "secrets serviceaccounts\nrc=0\n");
   CliRun zsh = Gpuctl({"completion", "zsh"});
   ASSERT_EQ(zsh.code, kExitOk);
   EXPECT_TRUE(zsh.out.find("bashcompinit") != std::string::npos);

@@ -162,6 +162,23 @@ nlohmann::json GroupBody(const std::string& name, const std::vector<std::string>
           {"spec", {{"policies", policies}}}};
 }
 
+nlohmann::json NamespaceBody(const std::string& name, const std::string& owner,
+                             const std::map<std::string, std::string>& labels) {
+  nlohmann::json meta = {{"name", name}};
+  if (!labels.empty()) meta["labels"] = labels;
+  nlohmann::json spec = nlohmann::json::object();
+  if (!owner.empty()) spec["owner"] = owner;
+  return {{"apiVersion", "gpucloud/v1"}, {"kind", "Namespace"}, {"metadata", meta}, {"spec", spec}};
+}
+
+nlohmann::json ServiceAccountBody(const std::string& name, const std::string& namespace_,
+                                  const std::vector<std::string>& policies) {
+  return {{"apiVersion", "gpucloud/v1"},
+          {"kind", "ServiceAccount"},
+          {"metadata", {{"name", name}, {"namespace", namespace_}}},
+          {"spec", {{"policies", policies}}}};
+}
+
 nlohmann::json TokenRequestBody(const std::string& subject, const std::string& who,
                                 const std::string& ttl, const std::string& name) {
   nlohmann::json body = {{subject, who}};
@@ -542,6 +559,8 @@ struct IamCommands::Flags {
   CLI::App* create_group = nullptr;
   CLI::App* create_token = nullptr;
   CLI::App* create_policy = nullptr;
+  CLI::App* create_namespace = nullptr;
+  CLI::App* create_service_account = nullptr;
   CLI::App* revoke_token = nullptr;
   CLI::App* attach = nullptr;
   CLI::App* detach = nullptr;
@@ -550,7 +569,8 @@ struct IamCommands::Flags {
   CLI::App* simulate = nullptr;
   std::string name, ns, policy, user, group, service_account, ttl = "30d", format = "table";
   std::string policy_file;
-  std::vector<std::string> groups, policies;
+  std::vector<std::string> groups, policies, labels;
+  std::string owner;
   CanIFlags can;
   SimulateOptions sim;
 };
@@ -558,7 +578,8 @@ struct IamCommands::Flags {
 namespace {
 
 void DeclareCreate(CLI::App& app, auto& f) {
-  CLI::App* create = app.add_subcommand("create", "Create a user, group, policy, token or secret");
+  CLI::App* create = app.add_subcommand(
+      "create", "Create a user, group, policy, token, namespace, service account or secret");
   create->require_subcommand(1);
   f.create_user = create->add_subcommand("user", "create user NAME [--group G]... [--policy P]...");
   f.create_user->add_option("name", f.name, "NAME")->required();
@@ -572,6 +593,18 @@ void DeclareCreate(CLI::App& app, auto& f) {
       "policy", "create policy -f FILE [--name N]: a Policy manifest or a bare IAM document");
   f.create_policy->add_option("-f,--filename", f.policy_file, "the policy file")->required();
   f.create_policy->add_option("--name", f.name, "its name (a bare IAM document has none)");
+  f.create_namespace =
+      create->add_subcommand("namespace", "create namespace NAME [--owner USER] [-l KEY=VALUE]");
+  f.create_namespace->alias("ns");
+  f.create_namespace->add_option("name", f.name, "NAME")->required();
+  f.create_namespace->add_option("--owner", f.owner, "the user who owns it");
+  f.create_namespace->add_option("-l,--label", f.labels, "a label KEY=VALUE (repeatable)");
+  f.create_service_account =
+      create->add_subcommand("serviceaccount", "create serviceaccount NAME -n NS [--policy P]");
+  f.create_service_account->alias("sa");
+  f.create_service_account->add_option("name", f.name, "NAME")->required();
+  f.create_service_account->add_option("-n,--namespace", f.ns, "its namespace")->required();
+  f.create_service_account->add_option("--policy", f.policies, "a policy attached (repeatable)");
   f.create_token =
       create->add_subcommand("token", "An API token for a user or service account, shown once");
   CLI::Option* user = f.create_token->add_option("--user", f.user, "the user");
@@ -632,7 +665,8 @@ IamCommands::IamCommands(CLI::App& app) : flags_(std::make_shared<Flags>()) {
 bool IamCommands::parsed() const {
   const Flags& f = *flags_;
   for (CLI::App* c : {f.create_user, f.create_group, f.create_token, f.create_policy,
-                      f.revoke_token, f.attach, f.detach, f.whoami, f.can_i, f.simulate}) {
+                      f.create_namespace, f.create_service_account, f.revoke_token, f.attach,
+                      f.detach, f.whoami, f.can_i, f.simulate}) {
     if (c->parsed()) return true;
   }
   return false;
@@ -647,6 +681,20 @@ std::optional<int> IamCommands::CheckFlags(nlohmann::json& authorize, std::ostre
     labels.emplace_back("NAME", f.name);
   }
   if (f.create_user->parsed() && !f.ns.empty()) labels.emplace_back("namespace", f.ns);
+  if (f.create_namespace->parsed()) {
+    labels.emplace_back("NAME", f.name);
+    if (!f.owner.empty()) labels.emplace_back("--owner", f.owner);
+    for (const std::string& l : f.labels) {
+      if (l.find('=') == std::string::npos) {
+        err << "gpuctl create namespace: -l \"" << l << "\": give KEY=VALUE\n";
+        return kExitUsage;
+      }
+    }
+  }
+  if (f.create_service_account->parsed()) {
+    labels.emplace_back("NAME", f.name);
+    labels.emplace_back("--namespace", f.ns);
+  }
   if (f.create_token->parsed()) {
     if (f.user.empty() == f.service_account.empty()) {
       err << "gpuctl create token: give --user USER or --service-account NS/NAME\n";
@@ -708,6 +756,17 @@ int IamCommands::Run(const std::function<std::optional<CallFn>()>& connect, std:
   }
   if (f.create_group->parsed()) {
     return CreateObject(*call, "groups", "group", f.name, GroupBody(f.name, f.policies), out, err);
+  }
+  if (f.create_namespace->parsed()) {
+    std::map<std::string, std::string> labels;
+    for (const std::string& l : f.labels)
+      labels[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
+    return CreateObject(*call, "namespaces", "namespace", f.name,
+                        NamespaceBody(f.name, f.owner, labels), out, err);
+  }
+  if (f.create_service_account->parsed()) {
+    return CreateObject(*call, Cat("namespaces/", f.ns, "/serviceaccounts"), "serviceaccount",
+                        f.name, ServiceAccountBody(f.name, f.ns, f.policies), out, err);
   }
   if (f.create_policy->parsed()) {
     return CreateObject(*call, "policies", "policy", (*policy)["metadata"]["name"], *policy, out,

@@ -4,6 +4,8 @@
 //   create group NAME [--policy P]...
 //   create policy -f FILE [--name N]   (checked here first, as strictly as the server does)
 //   create token --user U | --service-account NS/NAME [--ttl 30d] [--name N] [-o json]
+//   create namespace NAME [--owner USER] [-l KEY=VALUE]...
+//   create serviceaccount NAME -n NS [--policy P]...
 //   get users|groups|tokens|policies [NAME] [-o table|json|yaml]   (through `gpuctl get`)
 //   revoke token NAME
 //   attach|detach policy P --user U | --group G   (read, change spec.policies, PUT with the
@@ -21,6 +23,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -69,6 +72,12 @@ absl::StatusOr<ActionAndResource> MapVerbAndResource(const CanIRequest& request)
 nlohmann::json UserBody(const std::string& name, const std::vector<std::string>& groups,
                         const std::vector<std::string>& policies, const std::string& namespace_);
 nlohmann::json GroupBody(const std::string& name, const std::vector<std::string>& policies);
+// The body of POST namespaces (`owner`: a user's name, "" for none; `labels` KEY=VALUE, checked
+// by the server) and of POST namespaces/NS/serviceaccounts.
+nlohmann::json NamespaceBody(const std::string& name, const std::string& owner,
+                             const std::map<std::string, std::string>& labels);
+nlohmann::json ServiceAccountBody(const std::string& name, const std::string& namespace_,
+                                  const std::vector<std::string>& policies);
 // `subject` is "user" or "serviceAccount" (NS/NAME); empty ttl and name are left out.
 nlohmann::json TokenRequestBody(const std::string& subject, const std::string& who,
                                 const std::string& ttl, const std::string& name);

@@ -119,13 +119,33 @@ Json ListOf(const std::vector<Fetched>& all) {
   return list;
 }
 
+// What a table says of an object that is not a manifest kind: a Namespace's phase and owner, a
+// ServiceAccount's policies.
+std::string IdentitySummary(const Json& item) {
+  const std::string kind = item.value("kind", "");
+  const Json spec = item.value("spec", Json::object());
+  if (kind == "Namespace") {
+    std::string phase = item.value("status", Json::object()).value("phase", "Active");
+    std::string owner = spec.is_object() ? spec.value("owner", "") : "";
+    return owner.empty() ? phase : Cat(phase, ", owner ", owner);
+  }
+  if (kind == "ServiceAccount") {
+    std::vector<std::string> names;
+    for (const Json& p : spec.value("policies", Json::array())) {
+      if (p.is_string()) names.push_back(p.get<std::string>());
+    }
+    return names.empty() ? "no policies" : Cat("policies ", Join(names, ", "));
+  }
+  return "?";
+}
+
 void PrintSummaryTable(const std::vector<Json>& items, std::ostream& out) {
   out << fmt::format("{:<24} {:>8}  {}\n", "NAME", "REVISION", "SUMMARY");
   for (const Json& item : items) {
     manifest::ParseResult p = manifest::ParseManifests(item.dump(), "server");
     std::string summary = p.ok() && p.manifests.size() == 1
                               ? manifest::Summarize(p.manifests[0].object)
-                              : std::string("?");
+                              : IdentitySummary(item);
     const Json& meta = item.contains("metadata") ? item["metadata"] : Json::object();
     out << fmt::format("{:<24} {:>8}  {}\n", meta.value("name", "?"),
                        meta.value("resourceVersion", "?"), summary);

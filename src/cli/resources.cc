@@ -14,6 +14,8 @@ const std::vector<ResourceType>& ObjectResourceTypes() {
       {"nodepools", "nodepool", "NodePool", false},
       {"runtimeclasses", "runtimeclass", "RuntimeClass", false},
       {"secrets", "secret", "Secret", true, /*plain_collection=*/true},
+      {"namespaces", "namespace", "Namespace", false},
+      {"serviceaccounts", "serviceaccount", "ServiceAccount", true, /*plain_collection=*/true},
   };
   return kTypes;
 }
@@ -26,6 +28,8 @@ std::string ResourceType::Collection(std::string_view ns) const {
 const ResourceType* FindResourceType(std::string_view word) {
   std::string w = ToLower(word);
   if (w.ends_with(".gpucloud")) w.resize(w.size() - std::string_view(".gpucloud").size());
+  if (w == "ns") w = "namespaces";  // kubectl's short names
+  if (w == "sa") w = "serviceaccounts";
   for (const ResourceType& t : ObjectResourceTypes()) {
     if (w == t.plural || w == t.singular || w == ToLower(t.kind)) return &t;
   }

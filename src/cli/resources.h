@@ -25,7 +25,8 @@ struct ResourceType {
   std::string Collection(std::string_view ns) const;
 };
 
-// The types with REST collections: jobs, nodes, queues, nodepools, runtimeclasses, secrets.
+// The types with REST collections: jobs, nodes, queues, nodepools, runtimeclasses, secrets,
+// namespaces, serviceaccounts.
 const std::vector<ResourceType>& ObjectResourceTypes();
 // `word` as a type: its plural, singular or kind (any case), or "job.gpucloud"; nullptr if none.
 const ResourceType* FindResourceType(std::string_view word);

@@ -30,7 +30,7 @@ constexpr std::string_view kActions[] = {
     "nodes:GetTaskSecrets",
     //
     "namespaces:Create", "namespaces:Get", "namespaces:List", "namespaces:Update",
-    "namespaces:Delete",
+    "namespaces:Delete", "namespaces:Watch",
     //
     "users:Create", "users:Get", "users:List", "users:Update", "users:Delete",
     //

@@ -628,6 +628,23 @@ KindSchema Token() {
   return k;
 }
 
+KindSchema NamespaceKind() {
+  KindSchema k{
+      "Namespace", "namespaces",
+      "namespace", {"ns"},
+      false,       "A tenant's namespace: its jobs, secrets and service accounts live in it.",
+      {}};
+  Fields f = TypeFields("Namespace");
+  f.push_back(Metadata(false));
+  f.push_back(Obj("spec", "Who owns it.",
+                  {Str("owner", "The user who owns it (a user's home is owned by the user)."),
+                   List("finalizers", "Accepted as Kubernetes writes them; not acted on.")}));
+  f.push_back(ReadOnly(
+      Obj("status", "The server's.", {Enum("phase", "Active while it exists.", {"Active"})})));
+  k.object = Obj("", k.description, std::move(f));
+  return k;
+}
+
 std::vector<KindSchema> Build() {
   std::vector<KindSchema> out;
   out.push_back(Job());
@@ -639,6 +656,7 @@ std::vector<KindSchema> Build() {
   out.push_back(Identity("ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, true,
                          "An identity for programs, in a namespace; its tokens act as it.",
                          {PoliciesField()}));
+  out.push_back(NamespaceKind());
   out.push_back(Identity("User", "users", "user", {}, false, "A person who uses the API.",
                          {List("groups", "The groups it belongs to."), PoliciesField(),
                           Str("namespace", "Its home namespace (a tenant's).")}));

@@ -86,6 +86,13 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
     if (parts.size() == 3 && parts[2] == "certificate") return std::nullopt;
     return NodeAction(method, parts, watch);
   }
+  if (top == "namespaces" && parts.size() <= 2) {  // the namespace objects themselves
+    std::string verb = ObjectVerb(method, parts.size() == 2, watch);
+    if (verb.empty()) return std::nullopt;
+    return RequestedAction{
+        Cat("namespaces:", verb),
+        ResourceName(ResourceType::kNamespace, "", parts.size() == 2 ? parts[1] : "*")};
+  }
   if (top == "runtimeclasses" && parts.size() <= 2) {  // cluster-wide, as node.k8s.io's
     std::string verb = ObjectVerb(method, parts.size() == 2, watch);
     if (verb.empty()) return std::nullopt;

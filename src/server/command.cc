@@ -182,6 +182,12 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--audit-max-records", o.audit_retention.max_records,
                  "audit records kept at most (0: no bound); the oldest go first")
       ->check(CLI::NonNegativeNumber);
+  std::map<std::string, NamespaceProvisioning> provisioning{
+      {"explicit", NamespaceProvisioning::kExplicit}, {"auto", NamespaceProvisioning::kAuto}};
+  app.add_option("--namespace-provisioning", o.namespace_provisioning,
+                 "a write into a namespace that does not exist: explicit (404; namespaces are "
+                 "made by admins or with their users) or auto (made on the spot)")
+      ->transform(CLI::CheckedTransformer(provisioning, CLI::ignore_case));
   app.add_option("--key-dir", o.key_dir,
                  "the Secrets' key ring, kept out of store backups (default DATA_DIR/keys)");
   std::string webhook_token_file;

@@ -158,6 +158,9 @@ absl::Status ControlPlane::Start() {
     m.tokens = std::move(*reread);
     if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true});
   }
+  // Every namespace in use gets its object (a store from before namespaces were objects).
+  m.api->SetNamespaceProvisioning(m.options.namespace_provisioning);
+  if (absl::StatusOr<int> made = m.api->EnsureNamespaces(); !made.ok()) return made.status();
   m.tokens->SetFallback(
       [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });
   Controller* controller = m.controller.get();

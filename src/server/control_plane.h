@@ -15,6 +15,7 @@
 #include "server/anomaly.h"
 #include "server/audit_log.h"
 #include "server/compactor.h"
+#include "server/namespace_provisioning.h"
 
 namespace gpucloud::server {
 
@@ -53,6 +54,9 @@ struct ControlPlaneOptions {
   std::string audit_webhook_token;  // sent as a bearer token when not empty
   // The Secrets' key ring (docs/secrets.md); "" = DATA_DIR/keys.
   std::string key_dir;
+  // A write into a namespace without its Namespace object: 404 (kExplicit) or the namespace made
+  // on the spot (kAuto; what `gpucloud up` uses). See rest.h's NamespaceProvisioning.
+  NamespaceProvisioning namespace_provisioning = NamespaceProvisioning::kExplicit;
 };
 
 class ControlPlane {

@@ -336,6 +336,14 @@ Response RestApi::Handle(const Request& r) {
       }
       (void)contexts[0].Set(ConditionKeyId::kResourceOwner, owner);
     }
+    if (what->action.starts_with("namespaces:") && parts.size() == 2) {
+      absl::StatusOr<store::KeyValue> ns = store_.Get(Cat("/namespaces/", parts[1]));
+      Json doc = ns.ok() ? Json::parse(ns->value, nullptr, false) : Json();
+      if (doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
+          !doc["spec"].value("owner", "").empty()) {
+        (void)contexts[0].Set(ConditionKeyId::kResourceOwner, doc["spec"].value("owner", ""));
+      }
+    }
   }
   authz::Decision allowed;
   for (authz::RequestContext& c : contexts) {
@@ -345,7 +353,21 @@ Response RestApi::Handle(const Request& r) {
   }
   Response::Authorization decided{what->action, what->resource, "allow", allowed.StatementName()};
   NoteAuditAuthorization(decided);  // for the records committed with the request's writes
+  // A create or replace of an object in a namespace needs the namespace (after authorization:
+  // who may not write there learns nothing of it).
+  const bool namespaced_write = parts.size() >= 3 && parts.size() <= 4 &&
+                                parts[0] == "namespaces" && ValidateDnsLabel(parts[1]).ok() &&
+                                (r.method == "POST" || r.method == "PUT");
+  if (namespaced_write) {
+    if (std::optional<Response> missing = RequireNamespace(parts[1])) {
+      missing->authorization = std::move(decided);
+      return *missing;
+    }
+  }
   Response out = Dispatch(r, parts);
+  if (namespaced_write && out.status < 300 && !r.query.contains("dryRun")) {
+    ProvisionNamespace(r, parts[1]);
+  }
   // A handler's own denial (a second decision, e.g. policies:Attach) is what the record says.
   if (out.authorization.decision != "deny") out.authorization = std::move(decided);
   return out;
@@ -375,6 +397,9 @@ Response RestApi::Dispatch(const Request& r, const std::vector<std::string>& par
       return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
     if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     return Response{.body = summary_()};
+  }
+  if (!parts.empty() && parts.size() <= 2 && parts[0] == "namespaces") {
+    return HandleNamespaces(r, parts.size() == 2 ? parts[1] : "");
   }
   Route route;
   size_t i = 0;

@@ -9,6 +9,8 @@
 //   /apis/gpucloud/v1/users|groups|policies|tokens[/{name}], namespaces/{ns}/serviceaccounts,
 //     whoami, authorize                                   identities (rest_iam.cc)
 //   /apis/gpucloud/v1/namespaces/{ns}/secrets[/{name}]    Secrets, values never answered
+//   /apis/gpucloud/v1/namespaces[/{name}]                 Namespaces (cluster-wide): a create
+//                                        or replace in a namespace needs its object
 //   /apis/gpucloud/v1/audit/records|digests|key|verify|anomalies   the audit log (rest_audit.cc)
 //   /api, /apis, /apis/gpucloud, /apis/gpucloud/v1, /version   discovery (rest_discovery.cc),
 //                                        for every authenticated identity
@@ -64,6 +66,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "core/clock.h"
+#include "server/namespace_provisioning.h"
 #include "store/store.h"
 
 namespace gpucloud {
@@ -171,6 +174,13 @@ class RestApi {
   // Secrets (namespaces/{ns}/secrets[/{name}], rest_secrets.cc; values sealed by `secrets`,
   // never answered); without it those paths answer 404. Set before serving.
   void AttachSecrets(SecretStore* secrets) { secrets_ = secrets; }
+  // See NamespaceProvisioning. Set before serving.
+  void SetNamespaceProvisioning(NamespaceProvisioning p) { namespace_provisioning_ = p; }
+  // The start-up migration (rest_namespaces.cc): every namespace that holds jobs, secrets or
+  // service accounts, or is a user's home, and `default`, gets its Namespace object (a user's
+  // home owned by the user), in one transaction. Returns how many it made; the store's errors.
+  // Call before serving, after the identities' own migration.
+  absl::StatusOr<int> EnsureNamespaces();
 
  private:
   struct Route;
@@ -220,6 +230,16 @@ class RestApi {
   Response CreateToken(const Request& r);
   Response WhoAmI(const Request& r);
   Response AuthorizeFor(const Request& r);
+  // rest_namespaces.cc: namespaces[/{name}] (cluster-scoped; deleting one that still holds
+  // objects is 409, `default` 403). RequireNamespace: under kExplicit, the 404 of a write into
+  // namespace `ns` when it has no object (nullopt when it has, and under the other modes).
+  // ProvisionNamespace: under kAuto, after a write into `ns` succeeded, makes its object if it
+  // has none (a failure is logged: the next start's migration makes it).
+  Response HandleNamespaces(const Request& r, const std::string& name);
+  Response PutNamespace(const std::string& key, nlohmann::ordered_json doc, bool create);
+  Response DeleteNamespace(const std::string& name);
+  std::optional<Response> RequireNamespace(const std::string& ns);
+  void ProvisionNamespace(const Request& r, const std::string& ns);
   // rest_secrets.cc: namespaces/{ns}/secrets[/{name}].
   Response HandleSecrets(const Request& r, const std::vector<std::string>& parts);
   Response PutSecret(const Request& r, const std::string& ns, const std::string& path_name);
@@ -259,6 +279,7 @@ class RestApi {
   std::function<std::string()> summary_;
   int64_t max_jobs_per_namespace_ = 10'000;
   std::string checkpoint_root_;
+  NamespaceProvisioning namespace_provisioning_ = NamespaceProvisioning::kUnchecked;
 };
 
 }  // namespace gpucloud::server

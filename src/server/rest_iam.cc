@@ -196,6 +196,14 @@ Response RestApi::HandleIamObjects(const Request& r, const IamKind& rules,
       return *denied;
     }
   }
+  // A user's home namespace is made with the user (owned by it) when it does not exist yet.
+  const std::string home =
+      rules.kind == "User" && doc.contains("spec") ? doc["spec"].value("namespace", "") : "";
+  if (!home.empty()) {
+    Response made = PutNamespace(Cat("/namespaces/", home), NewNamespaceObject(home, target),
+                                 /*create=*/true);
+    if (made.status >= 300 && made.status != 409) return made;
+  }
   return PutIamObject(prefix + target, doc.dump(), create);
 }
 

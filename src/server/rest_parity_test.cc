@@ -85,7 +85,7 @@ TEST_F(ParityTest, DiscoveryListsWhatTheApiServes) {
   EXPECT_TRUE(by_name.contains("jobs/logs"));
   EXPECT_EQ(by_name["nodes"]["shortNames"], Json::array({"no"}));
   // Every collection this server was given answers (identities and secrets are not attached).
-  for (const char* name : {"jobs", "queues", "nodepools", "nodes"}) {
+  for (const char* name : {"jobs", "queues", "nodepools", "nodes", "namespaces"}) {
     ASSERT_TRUE(by_name.contains(name)) << name;
     std::string path = by_name[name]["namespaced"]
                            ? Cat("/apis/gpucloud/v1/namespaces/team-a/", name)

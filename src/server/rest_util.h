@@ -114,6 +114,13 @@ std::optional<Response> ResolveRuntimeClass(store::Store& store, manifest::Objec
 // heartbeat is left as registered.
 void ApplyLiveGpuHealth(const NodeTable& nodes, Json& doc);
 
+// A Namespace object's body checked for the name `name` (apiVersion gpucloud/v1 or v1, kind
+// Namespace, metadata name/labels/annotations, spec.owner a user's name): "" when it is one, else
+// the error naming the field (rest_namespaces.cc).
+std::string ValidateNamespaceObject(const Json& doc, const std::string& name);
+// A Namespace object named `name`, owned by `owner` ("" for none), without server fields.
+Json NewNamespaceObject(const std::string& name, const std::string& owner);
+
 }  // namespace gpucloud::server
 
 #endif  // GPUCLOUD_SERVER_REST_UTIL_H_

@@ -43,6 +43,15 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
                  "as `gpucloud agent run --metrics-listen` does (port 0: any)");
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
+  // One machine to try things on: a namespace is made by the first write into it.
+  o.namespace_provisioning = server::NamespaceProvisioning::kAuto;
+  std::map<std::string, server::NamespaceProvisioning> provisioning{
+      {"explicit", server::NamespaceProvisioning::kExplicit},
+      {"auto", server::NamespaceProvisioning::kAuto}};
+  app.add_option("--namespace-provisioning", o.namespace_provisioning,
+                 "a write into a namespace that does not exist: auto (made on the spot; the "
+                 "default here) or explicit (404, as `gpucloud server` answers by default)")
+      ->transform(CLI::CheckedTransformer(provisioning, CLI::ignore_case));
   log::Flags log_flags;
   log::AddFlags(app, log_flags);
   try {

@@ -409,6 +409,7 @@ def check_secrets(c, res, areg, busybox):
               phase == "Succeeded" and "pulled-with-secret" in c.logs("pulled"), f"phase {phase}")
     spec = job("steal", ref, ["sh", "-c", "echo stolen"], policy="IfNotPresent")
     spec["metadata"]["namespace"] = "team-b"
+    c.gpuctl("create", "namespace", "team-b")  # `gpucloud server` makes none on first use
     c.apply(spec)
 
     def steal_tasks():
