@@ -221,6 +221,12 @@ class RestApi {
   Response HandleIamObjects(const Request& r, const IamKind& kind, const std::string& prefix,
                             const std::string& name);
   Response PutIamObject(const std::string& key, const std::string& doc, bool create);
+  // The server's metadata of a write of `doc` over `current` (NotFound: a create): uid and
+  // creationTimestamp kept from `current` or made; a metadata.resourceVersion becomes `expect`
+  // (and leaves the body). The 422 of a resourceVersion that is not a revision number.
+  std::optional<Response> StampMetadata(nlohmann::ordered_json& doc,
+                                        const absl::StatusOr<store::KeyValue>& current,
+                                        std::optional<int64_t>& expect);
   // The 403 of a write of the identity at `key` that attaches (or detaches) a policy the caller
   // may not policies:Attach (policies:Detach); nullopt when it may.
   std::optional<Response> AuthorizeAttachments(const Request& r, const std::string& key,

@@ -243,15 +243,9 @@ std::optional<Response> RestApi::AuthorizeAttachments(const Request& r, const st
   return std::nullopt;
 }
 
-// Writes a validated object: a create must not exist; a PUT with metadata.resourceVersion is a
-// compare-and-swap. The store owns uid, creationTimestamp and resourceVersion.
-Response RestApi::PutIamObject(const std::string& key, const std::string& text, bool create) {
-  Json doc = Json::parse(text);
-  absl::StatusOr<store::KeyValue> current = store_.Get(key);
-  if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
-  std::optional<int64_t> expect =
-      current.ok() ? std::optional<int64_t>(current->mod_revision) : std::optional<int64_t>(0);
-  if (create) expect = 0;
+std::optional<Response> RestApi::StampMetadata(Json& doc,
+                                               const absl::StatusOr<store::KeyValue>& current,
+                                               std::optional<int64_t>& expect) {
   Json& meta = doc["metadata"];
   if (meta.contains("resourceVersion")) {
     int64_t rv = 0;
@@ -263,17 +257,30 @@ Response RestApi::PutIamObject(const std::string& key, const std::string& text, 
     meta.erase("resourceVersion");
   }
   Json old = current.ok() ? Json::parse(current->value, nullptr, false) : Json::object();
-  std::string uid =
-      old.is_object() && old.contains("metadata") ? old["metadata"].value("uid", "") : "";
+  const Json old_meta = old.is_object() && old.contains("metadata") && old["metadata"].is_object()
+                            ? old["metadata"]
+                            : Json::object();
+  const std::string uid = old_meta.value("uid", "");
   meta["uid"] = uid.empty() ? NewUid() : uid;
-  std::string created = old.is_object() && old.contains("metadata")
-                            ? old["metadata"].value("creationTimestamp", "")
-                            : "";
+  const std::string created = old_meta.value("creationTimestamp", "");
   meta["creationTimestamp"] =
       created.empty()
           ? absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(clock_.NowMillis()),
                              absl::UTCTimeZone())
           : created;
+  return std::nullopt;
+}
+
+// Writes a validated object: a create must not exist; a PUT with metadata.resourceVersion is a
+// compare-and-swap. The store owns uid, creationTimestamp and resourceVersion.
+Response RestApi::PutIamObject(const std::string& key, const std::string& text, bool create) {
+  Json doc = Json::parse(text);
+  absl::StatusOr<store::KeyValue> current = store_.Get(key);
+  if (!current.ok() && !absl::IsNotFound(current.status())) return FromStatus(current.status());
+  std::optional<int64_t> expect =
+      current.ok() ? std::optional<int64_t>(current->mod_revision) : std::optional<int64_t>(0);
+  if (create) expect = 0;
+  if (std::optional<Response> bad = StampMetadata(doc, current, expect)) return *bad;
   absl::StatusOr<int64_t> rev = identities_->Put(key, doc, expect);
   if (!rev.ok()) return FromStatus(rev.status());
   doc["metadata"]["resourceVersion"] = std::to_string(*rev);

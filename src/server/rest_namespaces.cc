@@ -153,10 +153,8 @@ std::optional<Response> RestApi::RequireNamespace(const std::string& ns) {
 
 void RestApi::ProvisionNamespace(const Request& r, const std::string& ns) {
   if (namespace_provisioning_ != NamespaceProvisioning::kAuto) return;
-  absl::StatusOr<store::KeyValue> kv = store_.Get(NamespaceKey(ns));
-  if (kv.ok() || !absl::IsNotFound(kv.status())) return;
   Response made = PutNamespace(NamespaceKey(ns), NewNamespaceObject(ns, r.who.user), true);
-  if (made.status >= 300 && made.status != 409) {  // 409: another request made it meanwhile
+  if (made.status >= 300 && made.status != 409) {  // 409: it is there already
     log::Warn("server", "namespace not provisioned",
               {{"namespace", ns}, {"status", made.status}, {"error", made.body}});
   }
@@ -171,22 +169,7 @@ Response RestApi::PutNamespace(const std::string& key, Json doc, bool create) {
   }
   // A PUT creates what is missing (as an apply does) and replaces what is there.
   std::optional<int64_t> expect = current.ok() ? current->mod_revision : 0;
-  Json& meta = doc["metadata"];
-  if (meta.contains("resourceVersion")) {
-    int64_t rv = 0;
-    if (!meta["resourceVersion"].is_string() ||
-        !absl::SimpleAtoi(meta["resourceVersion"].get<std::string>(), &rv) || rv <= 0) {
-      return Status(422, "Invalid", "metadata.resourceVersion: must be a revision number");
-    }
-    expect = rv;
-    meta.erase("resourceVersion");
-  }
-  Json old = current.ok() ? Json::parse(current->value, nullptr, false) : Json::object();
-  const Json old_meta = old.is_object() ? old.value("metadata", Json::object()) : Json::object();
-  meta["uid"] = old_meta.value("uid", "").empty() ? NewUid() : old_meta.value("uid", "");
-  meta["creationTimestamp"] = old_meta.value("creationTimestamp", "").empty()
-                                  ? Rfc3339(absl::FromUnixMillis(clock_.NowMillis()))
-                                  : old_meta.value("creationTimestamp", "");
+  if (std::optional<Response> bad = StampMetadata(doc, current, expect)) return *bad;
   doc["apiVersion"] = "gpucloud/v1";
   doc["status"] = {{"phase", "Active"}};  // the server's; what a body says is not kept
   absl::StatusOr<int64_t> rev =
