@@ -17,6 +17,7 @@
 #include "agent/nvml_backend.h"
 #include "agent/simulated_backend.h"
 #include "api/client.h"
+#include "core/clock.h"
 #include "core/log_flags.h"
 #include "core/parse.h"
 #include "core/text.h"
@@ -79,7 +80,8 @@ class NoGpuBackend : public GpuBackend {
 int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptions options,
             const std::string& metrics_listen, bool allow_fault_injection, std::ostream& out,
             std::ostream& err) {
-  NodeAgent agent(server, backend, options);
+  const SystemClock clock;
+  NodeAgent agent(server, backend, clock, options);
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_listen.empty()) {
     absl::StatusOr<HostPort> addr = ParseHostPort("--metrics-listen", metrics_listen);

@@ -157,6 +157,7 @@ struct NodeAgent::Impl {
   NodeCertificateInfo credential;            // the node certificate the clients present
   absl::Time renew_retry_at = absl::InfinitePast();
   GpuBackend& backend;
+  const Clock& clock;  // every decision's time (deadlines, back-offs, reports); never waits
   NodeAgentOptions o;
   std::mutex mu;
   std::condition_variable wake;
@@ -166,7 +167,7 @@ struct NodeAgent::Impl {
   Executor exec{&exits};
   LaunchPolicy launch_policy;
   ImagePuller puller;
-  absl::Time collected_at = absl::Now();
+  absl::Time collected_at;  // the last image collection (the constructor's now at first)
   bool pulled_since_gc = false;
   std::map<std::string, int64_t> image_last_used;  // image -> unix s of its last pull or start
   std::map<std::string, int> pulls_logged;         // image -> ImagePuller::State::pulls logged
@@ -200,18 +201,23 @@ struct NodeAgent::Impl {
   };
   std::map<std::string, Energy> energy;  // guarded by metrics_mu; by exec id
 
-  Impl(api::ClientConfig server, GpuBackend& b, NodeAgentOptions opts)
+  Impl(api::ClientConfig server, GpuBackend& b, const Clock& c, NodeAgentOptions opts)
       : client(server),
         watch_client(server),
         bootstrap_config(server),
         backend(b),
+        clock(c),
         o(std::move(opts)),
         launch_policy(PolicyOf(o)),
         puller(PullerOptions(o)) {
     if (o.node_name.empty()) o.node_name = ToLower(HostName());
     if (o.address.empty()) o.address = HostName();
     cwd = fs::current_path().string();
+    collected_at = Now();
   }
+
+  // The injected clock's now: what every time-dependent decision reads (waits use real time).
+  absl::Time Now() const { return absl::FromUnixMillis(clock.NowMillis()); }
 
   void Log(const std::string& line, log::Level level = log::Level::kInfo) {
     log::Write(level, "agent", line, {{"node", o.node_name}});
@@ -298,7 +304,7 @@ struct NodeAgent::Impl {
     while (!stop) {
       absl::StatusOr<NodeCertificateInfo> have = ReadNodeCredential(path);
       if (have.ok() && have->common_name == Cat("node:", o.node_name) &&
-          have->not_after > absl::Now() + absl::Minutes(1)) {
+          have->not_after > Now() + absl::Minutes(1)) {
         UseCredential(*have);
         return true;
       }
@@ -330,7 +336,7 @@ struct NodeAgent::Impl {
   // minute); one that expired regardless (the server was away) is asked for again with the
   // bootstrap token. The clients pick up the new file on their next connection.
   void MaybeRenewCredential() {
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     if (bootstrap_config.token.empty() || now < renew_retry_at ||
         !RenewalDue(credential.not_before, credential.not_after, now)) {
       return;
@@ -395,8 +401,7 @@ struct NodeAgent::Impl {
         }
         {
           std::lock_guard lock(mu);
-          for (const auto& [name, a] : items)
-            arrived.try_emplace(Cat(name, "/", a.attempt), absl::Now());
+          for (const auto& [name, a] : items) arrived.try_emplace(Cat(name, "/", a.attempt), Now());
           desired = std::move(items);
           desired_known = true;
           dirty = true;
@@ -424,7 +429,7 @@ struct NodeAgent::Impl {
           if (e.type == AssignmentEvent::Type::kDeleted) {
             desired.erase(e.name);
           } else {
-            arrived.try_emplace(Cat(e.assignment->name, "/", e.assignment->attempt), absl::Now());
+            arrived.try_emplace(Cat(e.assignment->name, "/", e.assignment->attempt), Now());
             desired[e.assignment->name] = std::move(*e.assignment);
           }
           dirty = true;
@@ -510,7 +515,7 @@ struct NodeAgent::Impl {
         t.report.exit_code = rep.value("exitCode", -1);
         t.report.signal = rep.value("signal", 0);
         t.report.message = rep.value("message", "");
-        t.ended_at = absl::Now();
+        t.ended_at = Now();
       } else if (Alive(pid, start)) {
         t.adopted_pid = pid;
         t.adopted_start = start;
@@ -525,13 +530,13 @@ struct NodeAgent::Impl {
         Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
       } else if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
         Ended(t, *e);
-        t.ended_at = absl::Now();
+        t.ended_at = Now();
         t.report.finished_ms =
             TaskEndedMs(StatusPath(t), t.report.started_ms, absl::ToUnixMillis(*t.ended_at));
         Log(Cat("task ", t.a.name, " ended while the agent was away: ", t.report.message));
       } else {
         t.report.message = "it ended while the agent was away; its exit status is unknown";
-        t.ended_at = absl::Now();
+        t.ended_at = Now();
         t.report.finished_ms = absl::ToUnixMillis(*t.ended_at);
         Log(Cat("task ", t.a.name, " was lost while the agent was away"));
         if (!t.container_name.empty()) RemoveContainer(t);  // its podman run was killed
@@ -682,11 +687,11 @@ struct NodeAgent::Impl {
   // they come, it is Starting with the server's reason, asked again with back-off (5 s to
   // 5 min). Returns true when the task changed (started preparing, or its message did).
   bool StartWhenSecretsFetched(Local& t) {
-    if (absl::Now() < t.secrets_retry_at) return false;
+    if (Now() < t.secrets_retry_at) return false;
     absl::StatusOr<api::TaskSecrets> s = FetchTaskSecrets(client, o.node_name, t.a);
     if (!s.ok()) {
       const absl::Duration wait = PullBackoff(++t.secret_failures);
-      t.secrets_retry_at = absl::Now() + wait;
+      t.secrets_retry_at = Now() + wait;
       std::string message = Cat(s.status().message(), "; next try in ", absl::FormatDuration(wait));
       if (message == t.report.message) return false;
       Log(Cat("task ", t.a.name, ": ", s.status().message()));
@@ -709,7 +714,7 @@ struct NodeAgent::Impl {
   void Fail(Local& t, std::string why) {
     t.report.state = api::TaskState::kFailed;
     t.report.message = std::move(why);
-    t.ended_at = absl::Now();
+    t.ended_at = Now();
     Log(Cat("task ", t.a.name, " could not start: ", t.report.message));
   }
 
@@ -824,7 +829,7 @@ struct NodeAgent::Impl {
       // A new image in the store (pulled, or first seen by this agent): the store may be over
       // its limit now.
       pulled_since_gc = pulled_since_gc || !image_last_used.contains(t.a.image);
-      image_last_used[t.a.image] = absl::ToUnixSeconds(absl::Now());
+      image_last_used[t.a.image] = absl::ToUnixSeconds(Now());
       if (int& logged = pulls_logged[t.a.image]; st.pulls > logged) {
         logged = st.pulls;
         pulled_since_gc = true;
@@ -855,14 +860,14 @@ struct NodeAgent::Impl {
     }
     t.in_executor = true;
     t.report.state = api::TaskState::kRunning;
-    t.report.started_ms = absl::ToUnixMillis(absl::Now());  // Start returns once it exec'd
+    t.report.started_ms = absl::ToUnixMillis(Now());  // Start returns once it exec'd
     t.report.message.clear();
     std::string after;
     {
       std::lock_guard lock(mu);
       auto it = arrived.find(Cat(t.a.name, "/", t.a.attempt));
       if (it != arrived.end()) {
-        after = Cat(", ", absl::ToDoubleMilliseconds(absl::Now() - it->second),
+        after = Cat(", ", absl::ToDoubleMilliseconds(Now() - it->second),
                     " ms after its assignment arrived");
         arrived.erase(it);
       }
@@ -876,7 +881,7 @@ struct NodeAgent::Impl {
     if (t.ended_at) return;
     if (!t.stopping) {
       t.stopping = true;
-      t.kill_at = absl::Now() + absl::Seconds(t.a.grace_seconds);
+      t.kill_at = Now() + absl::Seconds(t.a.grace_seconds);
       Log(Cat("stopping ", t.a.name, " (attempt ", t.a.attempt, ")"));
     }
     int sig = hard ? SIGKILL : SIGTERM;
@@ -930,7 +935,7 @@ struct NodeAgent::Impl {
       std::lock_guard lock(mu);
       dirty = true;  // the next pass goes on at once
     }
-    absl::Time now = absl::Now();
+    absl::Time now = Now();
     for (auto it = tasks.begin(); it != tasks.end();) {
       Local& t = it->second;
       auto w = want.find(it->first);
@@ -992,7 +997,7 @@ struct NodeAgent::Impl {
       } else {
         continue;
       }
-      t.ended_at = absl::Now();
+      t.ended_at = Now();
       if (!Waiting(t)) {  // a process ended: when its shim wrote its exit, if it could
         t.report.finished_ms =
             TaskEndedMs(StatusPath(t), t.report.started_ms, absl::ToUnixMillis(*t.ended_at));
@@ -1013,7 +1018,7 @@ struct NodeAgent::Impl {
   // where it is kept.
   bool ShipLogs() {
     bool more = false;
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     for (auto& [name, t] : tasks) {
       if (t.log.gone || t.log_path.empty() || stop) continue;
       struct stat st;
@@ -1073,7 +1078,7 @@ struct NodeAgent::Impl {
   // is away or full, or the log is gone).
   bool ShipChunk(Local& t, const std::string& data, ChunkKind kind,
                  std::optional<int64_t> written_by_ms = std::nullopt) {
-    const int64_t time_ms = ShipTimeMs(absl::ToUnixMillis(absl::Now()), written_by_ms);
+    const int64_t time_ms = ShipTimeMs(absl::ToUnixMillis(Now()), written_by_ms);
     absl::StatusOr<api::HttpResponse> r = client.Call(
         "POST",
         LogChunkTarget(t.a.namespace_, t.a.job, t.a.rank, t.a.attempt, t.log.shipped, time_ms),
@@ -1084,7 +1089,7 @@ struct NodeAgent::Impl {
     bool all = ApplyShipAnswer(answer, static_cast<int64_t>(data.size()), kind, t.log);
     if (answer.kind == ShipAnswer::Kind::kOverQuota) {
       // Output is given up until the server takes the marker, tried again after Retry-After.
-      t.log_retry_at = absl::Now() + absl::Seconds(answer.retry_after_s);
+      t.log_retry_at = Now() + absl::Seconds(answer.retry_after_s);
       if (!was_over_quota) {
         Log(Cat("task ", t.a.name,
                 ": its output is dropped until the server has room: ", answer.message));
@@ -1156,7 +1161,7 @@ struct NodeAgent::Impl {
 
   void Heartbeat() {
     api::Heartbeat h;
-    absl::Time now = absl::Now();
+    absl::Time now = Now();
     for (auto& [name, t] : tasks) {
       // The newest checkpoint: every 2 s while the task runs (a listing of the directory; it
       // may be remote), then once after it ended (the checkpoint it wrote on SIGTERM).
@@ -1175,7 +1180,7 @@ struct NodeAgent::Impl {
       sampled = *samples;
       RecordSamples(*samples);
       std::map<int, GpuCondition> before = health.conditions();
-      if (health.OnSamples(*samples, gpu_count, absl::ToUnixMillis(absl::Now()))) {
+      if (health.OnSamples(*samples, gpu_count, absl::ToUnixMillis(Now()))) {
         for (const auto& [gpu, c] : health.conditions()) {
           const GpuCondition& was = before[gpu];
           if (was.healthy != c.healthy)
@@ -1235,7 +1240,7 @@ struct NodeAgent::Impl {
   bool PollXids() {
     bool changed = false;
     for (const XidEvent& e : backend.TakeXids()) {
-      bool c = health.OnXid(e.gpu, e.xid, absl::ToUnixMillis(absl::Now()));
+      bool c = health.OnXid(e.gpu, e.xid, absl::ToUnixMillis(Now()));
       Log(Cat("GPU ", e.gpu, ": ", DescribeXid(e.xid), c ? "; marked unhealthy" : ""));
       changed = changed || c;
     }
@@ -1273,7 +1278,7 @@ struct NodeAgent::Impl {
   // image_gc_age go; with image_store_max_bytes, also after each pull, the least recently used
   // until the store fits. Never an image a task of this node runs or waits for.
   void CollectImages() {
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     bool limit = o.image_store_max_bytes > 0;
     if (now - collected_at < absl::Hours(1) && !(limit && pulled_since_gc)) return;
     collected_at = now;
@@ -1339,20 +1344,21 @@ struct NodeAgent::Impl {
       CollectImages();
       changed = PollXids() || changed;
       // A chatty task's output goes out a bounded piece per pass, the heartbeat on time.
-      const bool due = changed || absl::Now() - last_heartbeat >= o.heartbeat;
+      const bool due = changed || Now() - last_heartbeat >= o.heartbeat;
       if (due || log_backlog) log_backlog = ShipLogs();
       if (due) {
         Heartbeat();
-        last_heartbeat = absl::Now();
+        last_heartbeat = Now();
         MaybeRenewCredential();
       }
     }
     if (watcher.joinable()) watcher.join();
     if (o.kill_tasks_on_stop) {
       for (auto& [name, t] : tasks) StopTask(t, false);
-      absl::Time deadline = absl::Now() + absl::Seconds(5);
+      // A real wait (not a decision): at most 5 s for the tasks to go.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       for (auto& [name, t] : tasks) {
-        while (!t.ended_at && t.in_executor && absl::Now() < deadline) {
+        while (!t.ended_at && t.in_executor && std::chrono::steady_clock::now() < deadline) {
           if (exec.Poll(t.exec_id)) break;
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
@@ -1366,8 +1372,9 @@ struct NodeAgent::Impl {
   }
 };
 
-NodeAgent::NodeAgent(api::ClientConfig server, GpuBackend& backend, NodeAgentOptions options)
-    : impl_(std::make_unique<Impl>(std::move(server), backend, std::move(options))) {}
+NodeAgent::NodeAgent(api::ClientConfig server, GpuBackend& backend, const Clock& clock,
+                     NodeAgentOptions options)
+    : impl_(std::make_unique<Impl>(std::move(server), backend, clock, std::move(options))) {}
 
 NodeAgent::~NodeAgent() { Stop(); }
 

@@ -20,6 +20,11 @@
 //     secrets); writes the CDI spec of its NVIDIA GPUs at start;
 //   - remembers its tasks in STATE_DIR/tasks, so an agent that restarts re-adopts those still
 //     running (same pid and start time) and reports the others lost — none is orphaned silently.
+// Time: every decision that depends on it (a stopping task's SIGKILL after its grace period,
+// the back-off of secret fetches and of a log over quota, how long an ended task is kept, the
+// certificate's renewal, the heartbeat's period, image ages, the reports' startedMs and
+// finishedMs) reads the injected Clock; only waits (the loop's tick, back-off sleeps) are real
+// time. With a FakeClock, a test moves the agent's deadlines by moving the clock.
 // Run blocks until `stop` becomes true. Thread-safe: Run from one thread; Stop from any.
 #ifndef GPUCLOUD_AGENT_NODE_AGENT_H_
 #define GPUCLOUD_AGENT_NODE_AGENT_H_
@@ -34,6 +39,7 @@
 #include "agent/container.h"
 #include "agent/gpu_backend.h"
 #include "api/client.h"
+#include "core/clock.h"
 #include "core/node.h"
 
 namespace gpucloud::agent {
@@ -71,8 +77,10 @@ struct NodeAgentOptions {
 
 class NodeAgent {
  public:
-  // Borrows `backend`.
-  NodeAgent(api::ClientConfig server, GpuBackend& backend, NodeAgentOptions options);
+  // Borrows `backend` and `clock`. The clock is read from the agent's threads, so it must be
+  // thread-safe (SystemClock; a test's fake clock with an atomic now).
+  NodeAgent(api::ClientConfig server, GpuBackend& backend, const Clock& clock,
+            NodeAgentOptions options);
   ~NodeAgent();
   NodeAgent(const NodeAgent&) = delete;
   NodeAgent& operator=(const NodeAgent&) = delete;

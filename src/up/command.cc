@@ -16,6 +16,7 @@
 #include "agent/nvml_backend.h"
 #include "agent/simulated_backend.h"
 #include "api/client.h"
+#include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/log_flags.h"
 #include "core/parse.h"
@@ -135,7 +136,8 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   // namespace's unprivileged user; images run too, where Podman is installed.
   ao.allow_host_processes = true;
   ao.workdir = std::filesystem::current_path().string();
-  agent::NodeAgent node(client, **backend, ao);
+  const SystemClock clock;
+  agent::NodeAgent node(client, **backend, clock, ao);
   // The agent samples the GPUs with its heartbeats; the metrics server shows its view.
   std::unique_ptr<agent::MetricsServer> metrics;
   if (metrics_addr) {
