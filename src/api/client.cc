@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 
+#include "api/paths.h"
 #include "core/text.h"
 
 namespace gpucloud::api {
@@ -244,14 +245,12 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
 }
 
 std::string CollectionPath(std::string_view resource, const std::string& namespace_) {
-  if (resource == "jobs" || resource == "job") {
-    return Cat("/apis/gpucloud/v1/namespaces/", namespace_, "/jobs");
-  }
-  if (resource == "queues" || resource == "queue") return "/apis/gpucloud/v1/queues";
-  if (resource == "nodes" || resource == "node") return "/apis/gpucloud/v1/nodes";
-  if (resource == "nodepools" || resource == "nodepool") return "/apis/gpucloud/v1/nodepools";
+  if (resource == "jobs" || resource == "job") return JobsPath(namespace_);
+  if (resource == "queues" || resource == "queue") return ClusterScopedPath("queues");
+  if (resource == "nodes" || resource == "node") return NodesPath();
+  if (resource == "nodepools" || resource == "nodepool") return ClusterScopedPath("nodepools");
   if (resource == "runtimeclasses" || resource == "runtimeclass") {
-    return "/apis/gpucloud/v1/runtimeclasses";
+    return ClusterScopedPath("runtimeclasses");
   }
   return "";
 }

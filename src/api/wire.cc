@@ -97,12 +97,6 @@ absl::StatusOr<Json> ParseObject(const std::string& text) {
 
 }  // namespace
 
-std::string NodePath(const std::string& node) { return Cat("/apis/gpucloud/v1/nodes/", node); }
-std::string AssignmentsPath(const std::string& node) { return Cat(NodePath(node), "/assignments"); }
-std::string TaskSecretsPath(const std::string& node, const std::string& assignment) {
-  return Cat(AssignmentsPath(node), "/", assignment, "/secrets");
-}
-
 std::string NodeToJson(const NodeInfo& n, bool unschedulable) {
   Json gpus = Json::array();
   for (const Gpu& g : n.gpus) {

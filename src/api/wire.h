@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/paths.h"
 #include "core/job.h"
 #include "core/node.h"
 
@@ -209,11 +210,8 @@ struct Heartbeat {
 std::string HeartbeatToJson(const Heartbeat& h);
 absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& json);
 
-// The path of a node and its sub-resources.
-std::string NodePath(const std::string& node);
-std::string AssignmentsPath(const std::string& node);
-// Where the node `node` reads the secret values of its assignment `assignment`.
-std::string TaskSecretsPath(const std::string& node, const std::string& assignment);
+// The paths of a node and its sub-resources (NodePath, AssignmentsPath, TaskSecretsPath) are
+// in api/paths.h, with every other path of the API.
 
 }  // namespace gpucloud::api
 
