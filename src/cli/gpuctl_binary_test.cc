@@ -1,6 +1,7 @@
 // The real gpuctl binary, run as a user runs it: exit codes, standard output and standard error
 // through a shell (CTest label `integration`).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -52,6 +53,27 @@ TEST(GpuctlBinary, ConvertReadsStandardInput) {
       kGpuctl + " convert -f - -o json");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("\"kind\": \"Queue\""), std::string::npos) << r.output;
+}
+
+// Start-up is a large part of every gpuctl command (issue 17): Abseil comes from its static
+// archives (apps/CMakeLists.txt, GPUCTL_STATIC_ABSEIL), so the loader maps none of its shared
+// libraries. The loader lists what it would load (as ldd does) without running gpuctl.
+TEST(GpuctlBinary, LoadsNoAbseilSharedLibrary) {
+  if (!GPUCTL_STATIC_ABSEIL) GTEST_SKIP() << "configured with GPUCTL_STATIC_ABSEIL=OFF";
+  Result r = Shell("LD_TRACE_LOADED_OBJECTS=1 " + kGpuctl);
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_NE(r.output.find("libc.so"), std::string::npos) << r.output;
+  size_t at = r.output.find("libabsl_");
+  if (at == std::string::npos) return;
+  // Loaded: fine only where its static archive is not installed (the link then keeps them all).
+  size_t arrow = r.output.find("=> ", at);
+  std::string path = r.output.substr(arrow + 3, r.output.find(' ', arrow + 3) - arrow - 3);
+  std::string base = path.substr(path.rfind('/') + 1);
+  std::string archive =
+      path.substr(0, path.rfind('/') + 1) + base.substr(0, base.find(".so")) + ".a";
+  EXPECT_NE(access(archive.c_str(), F_OK), 0)
+      << archive << " is installed, yet gpuctl loads " << path << ":\n"
+      << r.output;
 }
 
 }  // namespace
