@@ -9,6 +9,8 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "api/job_status.h"
+#include "api/paths.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
 #include "cli/secret_commands.h"
@@ -19,10 +21,6 @@ namespace gpucloud::cli {
 namespace {
 
 using Json = nlohmann::json;
-
-std::string JobsPath(const std::string& ns) {
-  return Cat("/apis/gpucloud/v1/namespaces/", ns, "/jobs");
-}
 
 const Json& Field(const Json& j, const char* key) {
   static const Json kNull;
@@ -70,10 +68,13 @@ struct NodeUse {
   std::map<std::string, std::vector<std::string>> jobs;  // node -> "ns/job"
 };
 
-// A job whose placement holds its GPUs now (not pending, not ended).
-bool HoldsGpus(const Json& job) {
-  std::string phase = Str(Field(job, "status"), "phase", "Pending");
-  return phase != "Pending" && phase != "Succeeded" && phase != "Failed" && phase != "Cancelled";
+// The job's status through the API's type; nullopt for a status that does not decode, with the
+// field it names in `error` (when given).
+std::optional<api::JobStatus> StatusOf(const Json& job, std::string* error = nullptr) {
+  absl::StatusOr<api::JobStatus> s = api::JobStatusOf(job);
+  if (s.ok()) return *std::move(s);
+  if (error != nullptr) *error = std::string(s.status().message());
+  return std::nullopt;
 }
 
 std::string JobKey(const Json& job) {
@@ -83,14 +84,12 @@ std::string JobKey(const Json& job) {
 NodeUse UseOf(const std::vector<Json>& jobs) {
   NodeUse use;
   for (const Json& job : jobs) {
-    if (!HoldsGpus(job)) continue;
-    const Json& st = Field(job, "status");
+    std::optional<api::JobStatus> st = StatusOf(job);
+    if (!st || !st->HoldsGpus()) continue;  // one that does not decode: its placement is unknown
     std::string key = JobKey(job);
-    for (const Json& r : Field(st, "placement")) {
-      std::string node = Str(r, "node");
-      for (const Json& g : Field(r, "gpus"))
-        use.gpus[node].insert(static_cast<int>(Int(g, "index")));
-      auto& list = use.jobs[node];
+    for (const api::PlacedReplica& r : st->placement) {
+      for (const api::PlacedGpu& g : r.gpus) use.gpus[r.node].insert(g.index);
+      auto& list = use.jobs[r.node];
       if (list.empty() || list.back() != key) list.push_back(key);
     }
   }
@@ -120,6 +119,9 @@ double Num(const Json& j, const char* key) {
   return v.is_number() ? v.get<double>() : 0.0;
 }
 
+// `s`, or "-" when it is empty.
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
 // GPU time in the unit that shows it: "42.0 GPU-s", "12.5 GPU-min", "3.20 GPU-h".
 std::string GpuTime(double gpu_seconds) {
   if (gpu_seconds < 120) return fmt::format("{:.1f} GPU-s", gpu_seconds);
@@ -129,17 +131,15 @@ std::string GpuTime(double gpu_seconds) {
 
 // "allocated 1.20 GPU-h, productive 1.10, lost 0.05; goodput 91.7%", the current attempt
 // included (its running time counted as productive until something interrupts it).
-std::string GpuTimeLine(const Json& st) {
-  const Json& g = Field(st, "gpuSeconds");
-  double allocated = Num(g, "allocated"), productive = Num(g, "productive"), lost = Num(g, "lost");
-  std::string phase = Str(st, "phase", "Pending");
-  if (phase == "Scheduled" || phase == "Running") {
+std::string GpuTimeLine(const api::JobStatus& st) {
+  double allocated = st.gpu_seconds.allocated, productive = st.gpu_seconds.productive,
+         lost = st.gpu_seconds.lost;
+  if (api::IsActive(st.phase)) {
     int64_t now = absl::ToUnixMillis(absl::Now());
-    double gpus = Num(st, "gpus");
-    if (Int(st, "scheduledMs") > 0)
-      allocated += gpus * std::max<int64_t>(0, now - Int(st, "scheduledMs")) / 1000.0;
-    if (Int(st, "attemptStartedMs") > 0) {
-      productive += gpus * std::max<int64_t>(0, now - Int(st, "attemptStartedMs")) / 1000.0;
+    if (st.scheduled_ms > 0)
+      allocated += st.gpus * std::max<int64_t>(0, now - st.scheduled_ms) / 1000.0;
+    if (st.attempt_started_ms > 0) {
+      productive += st.gpus * std::max<int64_t>(0, now - st.attempt_started_ms) / 1000.0;
     }
   }
   if (allocated <= 0) return "-";
@@ -164,19 +164,22 @@ void PrintJobsTable(const std::vector<Json>& jobs, bool with_namespace, std::ost
   if (wide) out << fmt::format("{:<16} {:>5}  ", "QUEUE", "GPUS");
   out << "MESSAGE\n";
   for (const Json& j : jobs) {
-    const Json& st = Field(j, "status");
+    std::string error;
+    std::optional<api::JobStatus> decoded = StatusOf(j, &error);
+    const api::JobStatus st = decoded.value_or(api::JobStatus{});
     std::set<std::string> nodes;
-    for (const Json& r : Field(st, "placement")) nodes.insert(Str(r, "node"));
+    for (const api::PlacedReplica& r : st.placement) nodes.insert(r.node);
     std::vector<std::string> node_list(nodes.begin(), nodes.end());
-    std::string message = Str(st, "message");
+    // A status that does not decode shows as "?", with the field it got wrong.
+    std::string message = decoded ? st.message : error;
     if (message.size() > 70) message = message.substr(0, 67) + "...";
     if (with_namespace) out << fmt::format("{:<16} ", Str(Field(j, "metadata"), "namespace"));
     out << fmt::format("{:<24} {:<11} {:>7}  {:<20} ", Str(Field(j, "metadata"), "name"),
-                       Str(st, "phase", "Pending"), Int(st, "attempt"),
+                       decoded ? api::PhaseName(st.phase) : "?", st.attempt,
                        node_list.empty() ? "-" : Join(node_list, ","));
     if (wide) {
       out << fmt::format("{:<16} {:>5}  ", Str(Field(j, "spec"), "queue", "default"),
-                         fmt::format("{:g}", Num(st, "gpus")));
+                         fmt::format("{:g}", st.gpus));
     }
     out << message << "\n";
   }
@@ -204,45 +207,52 @@ int Describe(const api::Client& client, const std::string& resource, const std::
              const std::string& ns, std::ostream& out, std::ostream& err) {
   const int64_t now = absl::ToUnixMillis(absl::Now());
   if (resource == "job" || resource == "jobs") {
-    std::optional<Json> job = GetJson(client, Cat(JobsPath(ns), "/", name), err);
+    std::optional<Json> job = GetJson(client, api::JobPath(ns, name), err);
     if (!job) return kExitInvalid;
-    const Json& st = Field(*job, "status");
+    std::string error;
+    std::optional<api::JobStatus> decoded = StatusOf(*job, &error);
+    if (!decoded) {
+      err << "gpuctl: job " << ns << "/" << name << ": " << error << "\n";
+      return kExitInvalid;
+    }
+    const api::JobStatus& st = *decoded;
     const Json& meta = Field(*job, "metadata");
     out << "Name:          " << Str(meta, "name") << "\n"
         << "Namespace:     " << Str(meta, "namespace") << "\n"
         << "UID:           " << Str(meta, "uid") << "\n"
         << "Created:       " << TimestampAndAge(Str(meta, "creationTimestamp"), now) << "\n"
         << "Queue:         " << Str(Field(*job, "spec"), "queue", "default") << "\n"
-        << "Phase:         " << Str(st, "phase", "Pending") << "\n"
-        << "Reason:        " << Str(st, "reason", "-") << "\n"
-        << "Message:       " << Str(st, "message", "-") << "\n"
-        << "Attempt:       " << Int(st, "attempt") << " (restarts after failures "
-        << Int(st, "restarts") << ", after interruptions " << Int(st, "interruptions") << ")\n"
-        << "Checkpoints:   " << Str(st, "checkpointDir", "-")
-        << (Int(st, "lastCheckpointMs") > 0
-                ? Cat("  (newest seen ", HumanAge(Int(st, "lastCheckpointMs"), now), ")")
+        << "Phase:         " << api::PhaseName(st.phase) << "\n"
+        << "Reason:        " << OrDash(st.reason) << "\n"
+        << "Message:       " << OrDash(st.message) << "\n"
+        << "Attempt:       " << st.attempt << " (restarts after failures " << st.restarts
+        << ", after interruptions " << st.interruptions << ")\n"
+        << "Checkpoints:   " << OrDash(st.checkpoint_dir)
+        << (st.last_checkpoint_ms > 0
+                ? Cat("  (newest seen ", HumanAge(st.last_checkpoint_ms, now), ")")
                 : "")
         << "\n"
         << "GPU time:      " << GpuTimeLine(st) << "\n"
-        << "Recoveries:    " << Int(st, "recoveries")
-        << (Int(st, "recoveries") > 0
-                ? Cat(" (the last back to running in ", Int(st, "lastRecoveryMs") / 1000.0, " s)")
+        << "Recoveries:    " << st.recoveries
+        << (st.recoveries > 0
+                ? Cat(" (the last back to running in ", st.last_recovery_ms / 1000.0, " s)")
                 : "")
         << "\n"
-        << "Submitted:     " << HumanAge(Int(st, "submittedMs"), now)
-        << "  first started: " << HumanAge(Int(st, "startedMs"), now)
-        << "  this attempt scheduled: " << HumanAge(Int(st, "scheduledMs"), now)
-        << "  finished: " << HumanAge(Int(st, "finishedMs"), now) << "\n";
-    if (!Field(st, "placement").empty()) {
+        << "Submitted:     " << HumanAge(st.submitted_ms, now)
+        << "  first started: " << HumanAge(st.started_ms, now)
+        << "  this attempt scheduled: " << HumanAge(st.scheduled_ms, now)
+        << "  finished: " << HumanAge(st.finished_ms, now) << "\n";
+    if (!st.placement.empty()) {
       out << "Tasks:\n";
       out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", "RANK", "TASK", "NODE", "GPUS",
                          "STATE");
-      for (const Json& r : Field(st, "placement")) {
+      for (const api::PlacedReplica& r : st.placement) {
         std::vector<std::string> gpus;
-        for (const Json& g : Field(r, "gpus")) gpus.push_back(std::to_string(Int(g, "index")));
-        out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", Int(r, "rank"), Str(r, "task"),
-                           Str(r, "node"), gpus.empty() ? "-" : Join(gpus, ","),
-                           Str(Field(st, "tasks"), Str(r, "name").c_str(), "-"));
+        for (const api::PlacedGpu& g : r.gpus) gpus.push_back(std::to_string(g.index));
+        auto state = st.tasks.find(r.name);
+        out << fmt::format("  {:<6} {:<12} {:<16} {:<12} {}\n", r.rank, r.task, r.node,
+                           gpus.empty() ? "-" : Join(gpus, ","),
+                           state == st.tasks.end() ? "-" : state->second);
       }
     }
     out << "Events:\n";
@@ -252,7 +262,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     return DescribeSecret(ClientCall(client), ns, name, out, err);
   }
   if (resource == "node" || resource == "nodes") {
-    std::optional<Json> node = GetJson(client, Cat("/apis/gpucloud/v1/nodes/", name), err);
+    std::optional<Json> node = GetJson(client, api::NodePath(name), err);
     if (!node) return kExitInvalid;
     const Json& st = Field(*node, "status");
     out << "Name:          " << Str(Field(*node, "metadata"), "name") << "\n"
@@ -264,7 +274,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << "  CUDA: " << Int(st, "cudaVersion") << "  Backend: " << Str(st, "backend") << "\n"
         << "Capacity:      " << Int(st, "cpuMilli") / 1000 << " CPUs, "
         << Int(st, "memoryMiB") / 1024 << " GiB, " << GpuSummary(*node) << "\n";
-    std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
+    std::optional<Json> jobs = GetJson(client, api::AllJobsPath(), err, "jobs (admins only)");
     NodeUse use = jobs ? UseOf(Items(*jobs)) : NodeUse{};
     out << "GPUs:\n";
     out << fmt::format("  {:<5} {:<14} {:<44} {:<8} {}\n", "INDEX", "TYPE", "UUID", "HEALTHY",
@@ -292,7 +302,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
     return kExitOk;
   }
   if (resource == "cluster") {
-    std::optional<Json> c = GetJson(client, "/apis/gpucloud/v1/cluster", err);
+    std::optional<Json> c = GetJson(client, api::ClusterPath(), err);
     if (!c) return kExitInvalid;
     const Json& nodes = Field(*c, "nodes");
     const Json& jobs = Field(*c, "jobGpuSeconds");
@@ -321,7 +331,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
 }
 
 absl::StatusOr<std::string> LogsTarget(const LogsOptions& o) {
-  std::string path = Cat(JobsPath(o.ns), "/", o.job, "/logs?rank=", o.rank);
+  std::string path = api::JobSubresourcePath(o.ns, o.job, Cat("logs?rank=", o.rank));
   if (o.attempt > 0) path += Cat("&attempt=", o.attempt);
   if (o.tail >= 0) path += Cat("&tailLines=", o.tail);
   if (!o.since.empty()) {
@@ -363,7 +373,7 @@ int Logs(const api::Client& client, const LogsOptions& o, std::ostream& out, std
 
 int Events(const api::Client& client, const std::string& job, const std::string& ns,
            std::ostream& out, std::ostream& err) {
-  std::optional<Json> list = GetJson(client, Cat(JobsPath(ns), "/", job, "/events"), err);
+  std::optional<Json> list = GetJson(client, api::JobSubresourcePath(ns, job, "events"), err);
   if (!list) return kExitInvalid;
   out << fmt::format("  {:<24} {:<8} {:<14} {}\n", "TIME", "TYPE", "REASON", "MESSAGE");
   for (const Json& e : Field(*list, "items")) {
@@ -376,7 +386,7 @@ int Events(const api::Client& client, const std::string& job, const std::string&
 int Cancel(const api::Client& client, const std::string& job, const std::string& ns,
            std::ostream& out, std::ostream& err) {
   std::optional<api::HttpResponse> r =
-      Send(client, "POST", Cat(JobsPath(ns), "/", job, "/cancel"), "", err);
+      Send(client, "POST", api::JobSubresourcePath(ns, job, "cancel"), "", err);
   if (!r) return kExitInvalid;
   out << StatusMessage(*r) << "\n";
   return kExitOk;
@@ -384,7 +394,7 @@ int Cancel(const api::Client& client, const std::string& job, const std::string&
 
 int NodeVerb(const api::Client& client, const std::string& verb, const std::string& node,
              std::ostream& out, std::ostream& err, int seconds) {
-  std::string path = Cat("/apis/gpucloud/v1/nodes/", node, "/", verb);
+  std::string path = api::NodeVerbPath(node, verb);
   if (verb == "reclaim") path += Cat("?seconds=", seconds);
   if (!Send(client, "POST", path, "", err)) return kExitInvalid;
   out << "node " << node
@@ -403,8 +413,7 @@ namespace {
 // nodes it reached ("a, b"), or nullopt (the error said on `err`).
 std::optional<std::string> PostPoolVerb(const api::Client& client, const std::string& pool,
                                         const std::string& verb, std::ostream& err) {
-  std::optional<api::HttpResponse> r =
-      Send(client, "POST", Cat("/apis/gpucloud/v1/pools/", pool, "/", verb), "", err);
+  std::optional<api::HttpResponse> r = Send(client, "POST", api::PoolPath(pool, verb), "", err);
   if (!r) return std::nullopt;
   Json j = Json::parse(r->body, nullptr, false);
   std::vector<std::string> nodes;
@@ -455,9 +464,9 @@ GpuCounts CountGpus(const Json& node, const std::set<int>& held) {
 }
 
 int TopNodes(const api::Client& client, std::ostream& out, std::ostream& err) {
-  std::optional<Json> nodes = GetJson(client, "/apis/gpucloud/v1/nodes", err);
+  std::optional<Json> nodes = GetJson(client, api::NodesPath(), err);
   if (!nodes) return kExitInvalid;
-  std::optional<Json> jobs = GetJson(client, "/apis/gpucloud/v1/jobs", err, "jobs (admins only)");
+  std::optional<Json> jobs = GetJson(client, api::AllJobsPath(), err, "jobs (admins only)");
   if (!jobs) return kExitInvalid;
   NodeUse use = UseOf(Items(*jobs));
   std::vector<TopNodeRow> rows;
@@ -472,19 +481,19 @@ int TopNodes(const api::Client& client, std::ostream& out, std::ostream& err) {
 
 int TopJobs(const api::Client& client, const std::string& ns, std::ostream& out,
             std::ostream& err) {
-  std::optional<Json> jobs = ns.empty() ? GetJson(client, "/apis/gpucloud/v1/jobs", err,
+  std::optional<Json> jobs = ns.empty() ? GetJson(client, api::AllJobsPath(), err,
                                                   "jobs of every namespace (admins only; -n NS)")
-                                        : GetJson(client, JobsPath(ns), err);
+                                        : GetJson(client, api::JobsPath(ns), err);
   if (!jobs) return kExitInvalid;
   std::vector<TopJobRow> rows;
   for (const Json& job : Items(*jobs)) {
-    if (!HoldsGpus(job)) continue;
-    TopJobRow row{JobKey(job), 0, TopUsageOf(job), {}};
-    for (const Json& r : Field(Field(job, "status"), "placement")) {
-      row.gpus += static_cast<int>(Field(r, "gpus").size());
-      std::string node = Str(r, "node");
-      if (std::find(row.nodes.begin(), row.nodes.end(), node) == row.nodes.end())
-        row.nodes.push_back(node);
+    std::optional<api::JobStatus> st = StatusOf(job);
+    if (!st || !st->HoldsGpus()) continue;
+    TopJobRow row{JobKey(job), 0, TopUsageOf(st->gpu_usage), {}};
+    for (const api::PlacedReplica& r : st->placement) {
+      row.gpus += static_cast<int>(r.gpus.size());
+      if (std::find(row.nodes.begin(), row.nodes.end(), r.node) == row.nodes.end())
+        row.nodes.push_back(r.node);
     }
     rows.push_back(std::move(row));
   }
@@ -515,7 +524,7 @@ int WaitForDrain(const CallFn& call, const std::string& node, absl::Duration tim
   const int64_t deadline = clock.NowMillis() + absl::ToInt64Milliseconds(timeout);
   while (true) {
     std::optional<api::HttpResponse> r =
-        SendRequest(call, "GET", "/apis/gpucloud/v1/jobs", "", err, "jobs (admins only)");
+        SendRequest(call, "GET", api::AllJobsPath(), "", err, "jobs (admins only)");
     if (!r) return kExitInvalid;
     Json list = Json::parse(r->body, nullptr, false);
     std::vector<std::string> left = UseOf(Items(list)).jobs[node];

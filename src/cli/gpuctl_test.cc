@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
+
+#include "cli/cluster_commands.h"
 
 namespace gpucloud::cli {
 namespace {
@@ -232,6 +235,34 @@ TEST(Gpuctl, ConvertPrintsNothingWhenAnyFileIsInvalid) {
                      Src("testdata/manifests/seed-000-verbatim.yaml")});
   EXPECT_EQ(r.code, kExitInvalid);
   EXPECT_EQ(r.out, "");
+}
+
+// get jobs reads each job's status through api::JobStatus: its phase, attempt, nodes and message;
+// a status the server would never write shows "?" and names the field it got wrong.
+TEST(Gpuctl, JobsTableReadsTheStatusWireType) {
+  using Json = nlohmann::json;
+  std::vector<Json> jobs = {
+      Json::parse(R"({"metadata": {"name": "train"}, "status": {"phase": "Running", "attempt": 2,
+          "message": "2 of 2 tasks running", "gpus": 2,
+          "placement": [{"node": "node-b", "gpus": [{"index": 0}]},
+                        {"node": "node-a", "gpus": [{"index": 1}]}]}})"),
+      Json::parse(R"({"metadata": {"name": "new"}})"),
+      Json::parse(R"({"metadata": {"name": "odd"}, "status": {"phase": "Runing"}})"),
+      Json::parse(R"({"metadata": {"name": "typed"}, "status": {"attempt": "1"}})"),
+  };
+  std::ostringstream out;
+  PrintJobsTable(jobs, /*with_namespace=*/false, out, /*wide=*/true);
+  std::istringstream lines(out.str());
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 5u) << out.str();
+  EXPECT_EQ(rows[1],
+            "train                    Running           2  node-a,node-b        default          "
+            "    2  2 of 2 tasks running");
+  EXPECT_EQ(rows[2].substr(0, 44), "new                      Pending           0");
+  EXPECT_EQ(rows[3].substr(0, 37), "odd                      ?           ");
+  EXPECT_NE(rows[3].find("status.phase: unknown phase \"Runing\""), std::string::npos) << rows[3];
+  EXPECT_NE(rows[4].find("status.attempt: must be an integer"), std::string::npos) << rows[4];
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/client.h"
+#include "api/paths.h"
 #include "cli/remote.h"
 
 namespace CLI {
@@ -41,7 +42,7 @@ class App;
 
 namespace gpucloud::cli {
 
-inline constexpr std::string_view kApiRoot = "/apis/gpucloud/v1/";
+inline constexpr std::string_view kApiRoot = api::kApiRoot;
 
 // --- Pure parts -----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "api/client.h"
+#include "api/paths.h"
 #include "cli/apply_prune.h"
 #include "cli/cluster_commands.h"
 #include "cli/gpuctl.h"
@@ -65,7 +66,7 @@ struct Fetched {
 };
 
 std::string CollectionFor(const ResourceType& type, const std::string& ns, bool all_namespaces) {
-  if (all_namespaces && type.namespaced) return "/apis/gpucloud/v1/jobs";
+  if (all_namespaces && type.namespaced) return api::ClusterScopedPath(type.plural);
   return type.Collection(ns);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "api/paths.h"
 #include "core/text.h"
 
 namespace gpucloud::cli {
@@ -21,8 +22,7 @@ const std::vector<ResourceType>& ObjectResourceTypes() {
 }
 
 std::string ResourceType::Collection(std::string_view ns) const {
-  return namespaced ? Cat("/apis/gpucloud/v1/namespaces/", ns, "/", plural)
-                    : Cat("/apis/gpucloud/v1/", plural);
+  return namespaced ? api::NamespacedPath(ns, plural) : api::ClusterScopedPath(plural);
 }
 
 const ResourceType* FindResourceType(std::string_view word) {

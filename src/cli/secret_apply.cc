@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "absl/strings/escaping.h"
+#include "api/paths.h"
 #include "cli/apply_prune.h"
 #include "cli/remote.h"
 #include "cli/unified_diff.h"
@@ -147,8 +148,7 @@ absl::StatusOr<std::optional<Json>> ReadLive(const api::Client& client, const st
 }
 
 std::string SecretPath(const manifest::SecretObject& secret) {
-  return Cat("/apis/gpucloud/v1/namespaces/", secret.metadata.namespace_, "/secrets/",
-             secret.metadata.name);
+  return api::SecretPath(secret.metadata.namespace_, secret.metadata.name);
 }
 
 bool ApplySecret(const api::Client& client, const manifest::SecretObject& secret, DryRun mode,

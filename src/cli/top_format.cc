@@ -46,6 +46,12 @@ TopUsage TopUsageOf(const Json& object) {
   return u;
 }
 
+TopUsage TopUsageOf(const std::optional<api::GpuUsage>& usage) {
+  if (!usage) return {};
+  return {usage->measured_gpus, usage->utilization_percent, usage->memory_used_mib,
+          usage->memory_total_mib};
+}
+
 std::string HumanMiB(int64_t mib) {
   if (mib < 1024) return Cat(mib, "Mi");
   const int64_t tenths = (mib * 10 + 512) / 1024;  // GiB in tenths, rounded

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/job_status.h"
 #include "cli/cluster_commands.h"
 
 namespace gpucloud::cli {
@@ -24,8 +25,10 @@ struct TopUsage {
   std::optional<int64_t> memory_used_mib;
   std::optional<int64_t> memory_total_mib;
 };
-// Reads status.gpuUsage (anything missing or of the wrong type is unknown).
+// Reads a node's status.gpuUsage (anything missing or of the wrong type is unknown).
 TopUsage TopUsageOf(const nlohmann::json& object);
+// A job's, as api::JobStatus decoded it (nullopt: unknown).
+TopUsage TopUsageOf(const std::optional<api::GpuUsage>& usage);
 
 struct TopNodeRow {
   std::string name, status;  // status as `get nodes` shows it (Ready,SchedulingDisabled)

@@ -23,6 +23,17 @@ TEST(TopFormat, UsageIsReadFromStatusGpuUsageAndWhatIsMissingIsUnknown) {
   }
 }
 
+TEST(TopFormat, AJobsUsageComesFromItsDecodedStatus) {
+  TopUsage u = TopUsageOf(api::GpuUsage{4, 3, 70, 1024, 4096, 1});
+  EXPECT_EQ(u.measured_gpus, 3);
+  EXPECT_EQ(u.utilization_percent, 70);
+  EXPECT_EQ(u.memory_used_mib, 1024);
+  EXPECT_EQ(u.memory_total_mib, 4096);
+  TopUsage none = TopUsageOf(std::optional<api::GpuUsage>());
+  EXPECT_EQ(none.measured_gpus, 0);
+  EXPECT_FALSE(none.utilization_percent.has_value());
+}
+
 TEST(TopFormat, HumanMiB) {
   struct Case {
     int64_t mib;
