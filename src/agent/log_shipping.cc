@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "api/paths.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -115,8 +116,9 @@ int64_t ShipTimeMs(int64_t read_ms, std::optional<int64_t> written_by_ms) {
 
 std::string LogChunkTarget(const std::string& ns, const std::string& job, int rank, int attempt,
                            int64_t offset, int64_t time_ms) {
-  return Cat("/apis/gpucloud/v1/namespaces/", ns, "/jobs/", job, "/logs?rank=", rank,
-             "&attempt=", attempt, "&offset=", offset, "&time=", time_ms);
+  return api::JobSubresourcePath(
+      ns, job,
+      Cat("logs?rank=", rank, "&attempt=", attempt, "&offset=", offset, "&time=", time_ms));
 }
 
 }  // namespace gpucloud::agent

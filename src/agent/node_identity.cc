@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 
+#include "api/paths.h"
 #include "api/wire.h"
 #include "core/private_file.h"
 #include "core/text.h"
@@ -96,7 +97,7 @@ absl::StatusOr<NodeCertificateInfo> RequestNodeCertificate(const api::Client& cl
   absl::StatusOr<std::string> csr = MakeCsr(key.get(), Cat("node:", name));
   if (!csr.ok()) return csr.status();
   absl::StatusOr<api::HttpResponse> r =
-      client.Call("POST", Cat(api::NodePath(name), "/certificate"), *csr);
+      client.Call("POST", api::NodeVerbPath(name, "certificate"), *csr);
   if (!r.ok()) return r.status();
   nlohmann::json doc = nlohmann::json::parse(r->body, nullptr, false);
   std::string message = doc.is_object() ? doc.value("message", r->body) : r->body;
