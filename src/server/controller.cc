@@ -17,6 +17,7 @@
 #include "sched/job_request.h"
 #include "sched/scheduler.h"
 #include "server/assignments.h"
+#include "server/controller_internal.h"
 #include "server/events.h"
 #include "server/job_arrays.h"
 #include "server/job_machine.h"
@@ -27,26 +28,16 @@ namespace gpucloud::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using controller_detail::AssignmentKey;
+using controller_detail::JobEntry;
+using controller_detail::JobOf;
+using controller_detail::NodeEntry;
+using controller_detail::NodeOf;
+using controller_detail::Pass;
+using controller_detail::UidOf;
 
 constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
                                   1,     2.5,  5,    10,   30,  60,   300};
-
-// What a pass derives once per change of a job document.
-struct JobEntry {
-  std::optional<Job> job;  // nullopt when the stored spec does not parse (never, unless edited)
-  JobStatus status;
-  std::string ns, name, uid, key;  // key: "ns/name", the scheduler's job key
-  // The scheduler's view of a pending job, made once (its shape key is cached inside).
-  mutable std::optional<sched::PendingJob> request;
-};
-
-struct NodeEntry {
-  std::shared_ptr<const api::NodeInfo> info;  // null when the stored document does not parse
-  bool unschedulable = false;
-  bool draining = false;
-  bool stored_ready = false;
-  int64_t reclaim_at_ms = 0;  // a spot reclamation notice: the node goes away then
-};
 
 std::string NameOf(const Json& doc) {
   auto m = doc.find("metadata");
@@ -59,6 +50,15 @@ std::string NamespaceOf(const Json& doc) {
   if (m == doc.end() || !m->is_object()) return "";
   return m->value("namespace", "");
 }
+
+bool SpecFlag(const Json& doc, const char* key) {
+  auto s = doc.find("spec");
+  return s != doc.end() && s->is_object() && s->value(key, false);
+}
+
+}  // namespace
+
+namespace controller_detail {
 
 std::string UidOf(const Json& doc) {
   auto m = doc.find("metadata");
@@ -83,11 +83,6 @@ const JobEntry& JobOf(CachedObject& o) {
   return *static_cast<const JobEntry*>(o.derived.get());
 }
 
-bool SpecFlag(const Json& doc, const char* key) {
-  auto s = doc.find("spec");
-  return s != doc.end() && s->is_object() && s->value(key, false);
-}
-
 const NodeEntry& NodeOf(CachedObject& o) {
   if (!o.derived) {
     auto e = std::make_shared<NodeEntry>();
@@ -109,28 +104,7 @@ std::string AssignmentKey(const std::string& node, const std::string& name) {
   return Cat("/assignments/", node, "/", name);
 }
 
-}  // namespace
-
-struct Controller::Pass {
-  int64_t now_ms = 0;
-  std::map<std::string, NodeReport> reports;
-  // Ready nodes, by name, with the agents' GPU health applied; cordoned ones included.
-  std::map<std::string, std::shared_ptr<const api::NodeInfo>> ready;
-  std::string nodes_fingerprint;  // what the scheduler's node list was built from
-  std::set<std::string> cordoned, draining;
-  std::map<std::string, int64_t> reclaiming;  // node -> when it is reclaimed (ms)
-  // Node -> GPU index -> why the agent's failure-risk model expects it to fail.
-  std::map<std::string, std::map<int, std::string>> at_risk;
-  ClusterMetrics metrics;
-  std::vector<double> bind_latencies;    // seconds, of first attempts bound in this pass
-  std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
-  GpuSeconds settled;                    // GPU time of the attempts that ended in this pass
-  // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
-  // every running job is not worth building 10 times a second, and scrapes are 15 s apart).
-  bool live_jobs_due = false;
-  // Node -> the master ports of jobs whose rank 0 is there (MasterPortsOn; built when needed).
-  std::optional<std::map<std::string, std::set<int>>> master_ports;
-};
+}  // namespace controller_detail
 
 JobRules Controller::RulesOf(const std::optional<Job>& job) const {
   JobRules rules;
@@ -171,6 +145,11 @@ Controller::~Controller() { Stop(); }
 
 void Controller::Start() {
   stopping_ = false;
+  {
+    absl::MutexLock lock(&mu_);
+    store_revision_ = store_.Revision();
+  }
+  store_watcher_ = std::thread([this] { WatchStore(); });
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -178,6 +157,7 @@ void Controller::Stop() {
   stopping_ = true;
   Kick();
   if (thread_.joinable()) thread_.join();
+  if (store_watcher_.joinable()) store_watcher_.join();
 }
 
 void Controller::Kick() {
@@ -191,23 +171,40 @@ ClusterMetrics Controller::Metrics() const {
 }
 
 void Controller::Loop() {
-  int64_t seen = -1;
   while (!stopping_) {
+    const int64_t before = store_.Revision();
+    own_txns_ = 0;
     if (absl::Status s = RunOnce(); !s.ok()) {
       log::Error("server", "controller pass failed", {{"error", s.message()}});
     }
-    seen = store_.Revision();
-    // Wait for a change, a kick, or the tick (for heartbeat timeouts and back-offs).
-    absl::Time deadline = absl::Now() + absl::Milliseconds(options_.tick_ms);
-    while (!stopping_ && absl::Now() < deadline && !TakeKick()) {
-      if (store_.WaitForChange(seen, absl::Milliseconds(50))) break;
-    }
+    // Each transaction is one revision: when all the revisions since the pass began are its own
+    // writes, nothing new arrived; otherwise someone wrote during the pass (perhaps after its
+    // caches caught up), and the next pass runs at once.
+    const int64_t after = store_.Revision();
+    WaitForWork(after - before > own_txns_ ? before : after);
   }
 }
 
-bool Controller::TakeKick() {
+void Controller::WaitForWork(int64_t seen) {
+  // A store change, a kick (a heartbeat's news), a stop, or the tick (for heartbeat timeouts
+  // and back-offs), whichever comes first.
   absl::MutexLock lock(&mu_);
-  return std::exchange(kicked_, false);
+  auto work = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return kicked_ || stopping_ || store_revision_ > seen;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&work), absl::Milliseconds(options_.tick_ms));
+  kicked_ = false;
+}
+
+void Controller::WatchStore() {
+  int64_t seen = store_.Revision();
+  while (!stopping_) {
+    // Bounded, so that Stop is seen: the store has no way to interrupt the wait.
+    if (!store_.WaitForChange(seen, absl::Milliseconds(50))) continue;
+    seen = store_.Revision();
+    absl::MutexLock lock(&mu_);
+    store_revision_ = seen;
+  }
 }
 
 absl::Status Controller::RunOnce() {
@@ -297,6 +294,7 @@ absl::Status Controller::SyncNodes(Pass& pass) {
           store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision}});
       if (!rev.ok() && !absl::IsAborted(rev.status())) return rev.status();
       if (rev.ok()) {
+        ++own_txns_;
         log::Write(ready ? log::Level::kInfo : log::Level::kWarn, "server",
                    ready ? "node is Ready" : "node is NotReady", {{"node", name}});
       }
@@ -393,98 +391,115 @@ std::string GpuProblem(const std::map<std::string, std::shared_ptr<const api::No
 
 }  // namespace
 
-bool Controller::StepJobs(Pass& pass) {
+namespace {
+
+// Whether an active job has anything new this pass: a node lost, draining or reclaimed, a GPU
+// unhealthy or at risk, or a task report that differs from what its status already says. Most
+// running jobs have nothing new; they are skipped without copying anything.
+bool HasNews(const Pass& pass, const JobStatus& old, const std::string& uid) {
+  for (const PlacedReplica& r : old.placement) {
+    if (!pass.ready.contains(r.node) || pass.draining.contains(r.node) ||
+        pass.reclaiming.contains(r.node) ||
+        !GpuProblem(pass.ready, pass.reports, pass.at_risk, r).empty() ||
+        !GpuRisk(pass.at_risk, r).empty()) {
+      return true;
+    }
+    const api::TaskReport* t = ReportOf(pass.reports, r, uid, old.attempt);
+    if (t == nullptr) continue;
+    auto known = old.tasks.find(r.name);
+    if (known == old.tasks.end() || !known->second.starts_with(api::TaskStateName(t->state)) ||
+        t->state != api::TaskState::kRunning || t->checkpoint_ms > old.last_checkpoint_ms ||
+        t->replicated_ms > old.last_replicated_ms) {
+      return true;
+    }
+  }
+  return old.phase == "Scheduled" && !old.tasks.empty();
+}
+
+// What NextStatus observes of each replica this pass.
+std::vector<ReplicaView> ViewsOf(const Pass& pass, const JobStatus& old, const std::string& uid) {
+  std::vector<ReplicaView> views;
+  views.reserve(old.placement.size());
+  for (const PlacedReplica& r : old.placement) {
+    ReplicaView& v = views.emplace_back();
+    v.replica = &r;
+    v.node_ready = pass.ready.contains(r.node);
+    if (!v.node_ready) continue;
+    v.draining = pass.draining.contains(r.node);
+    if (auto rc = pass.reclaiming.find(r.node); rc != pass.reclaiming.end()) {
+      v.reclaim_at_ms = rc->second;
+    }
+    v.gpu_problem = GpuProblem(pass.ready, pass.reports, pass.at_risk, r);
+    v.gpu_risk = GpuRisk(pass.at_risk, r);
+    v.report = ReportOf(pass.reports, r, uid, old.attempt);
+  }
+  return views;
+}
+
+}  // namespace
+
+// One job's write in the jobs stage: its new status (and events, assignment deletions), or its
+// deletion once a deleted job's tasks stopped.
+struct Controller::JobWrite {
+  std::vector<store::Op> ops;
+  std::string key;
+  CachedObject* obj;
+  std::shared_ptr<JobEntry> entry;  // the new cache entry; null for a deletion
+  Json doc;
+  std::string deleted_ns, deleted_name;  // for a deletion
+};
+
+std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::string& key,
+                                                        CachedObject& obj) {
   const int64_t now = pass.now_ms;
-  struct Write {
-    std::vector<store::Op> ops;
-    std::string key;
-    CachedObject* obj;
-    std::shared_ptr<JobEntry> entry;  // the new cache entry; null for a deletion
-    Json doc;
-    std::string deleted_ns, deleted_name;  // for a deletion
-  };
-  std::vector<Write> writes;
-  for (auto& [key, obj] : jobs_.mutable_objects()) {
-    const JobEntry& entry = JobOf(obj);
-    const JobStatus& old = entry.status;
-    if (old.Terminal() && !old.delete_requested) continue;
-    if (old.phase == "Pending" && !old.cancel_requested) continue;  // the scheduler's
-    const std::string &ns = entry.ns, &name = entry.name, &uid = entry.uid;
-    if (old.Active() && !old.cancel_requested) {
-      // Most running jobs have nothing new: their nodes are fine and their tasks' reports are
-      // what the status already says. Skip those without copying anything.
-      bool news = false;
-      for (const PlacedReplica& r : old.placement) {
-        if (!pass.ready.contains(r.node) || pass.draining.contains(r.node) ||
-            pass.reclaiming.contains(r.node) ||
-            !GpuProblem(pass.ready, pass.reports, pass.at_risk, r).empty() ||
-            !GpuRisk(pass.at_risk, r).empty()) {
-          news = true;
-          break;
-        }
-        const api::TaskReport* t = ReportOf(pass.reports, r, uid, old.attempt);
-        if (t == nullptr) continue;
-        auto known = old.tasks.find(r.name);
-        if (known == old.tasks.end() || !known->second.starts_with(api::TaskStateName(t->state)) ||
-            t->state != api::TaskState::kRunning || t->checkpoint_ms > old.last_checkpoint_ms ||
-            t->replicated_ms > old.last_replicated_ms) {
-          news = true;
-          break;
-        }
-      }
-      if (!news && !(old.phase == "Scheduled" && !old.tasks.empty())) continue;
-    }
-    std::vector<ReplicaView> views;
-    views.reserve(old.placement.size());
+  const JobEntry& entry = JobOf(obj);
+  const JobStatus& old = entry.status;
+  if (old.Terminal() && !old.delete_requested) return std::nullopt;
+  if (old.phase == "Pending" && !old.cancel_requested) return std::nullopt;  // the scheduler's
+  const std::string &ns = entry.ns, &name = entry.name, &uid = entry.uid;
+  if (old.Active() && !old.cancel_requested && !HasNews(pass, old, uid)) return std::nullopt;
+  JobStep step = NextStatus(old, ViewsOf(pass, old, uid), RulesOf(entry.job), now);
+  JobStatus& s = step.status;
+  std::vector<store::Op> ops;
+  if (step.delete_assignments) {
     for (const PlacedReplica& r : old.placement) {
-      ReplicaView& v = views.emplace_back();
-      v.replica = &r;
-      v.node_ready = pass.ready.contains(r.node);
-      if (!v.node_ready) continue;
-      v.draining = pass.draining.contains(r.node);
-      if (auto rc = pass.reclaiming.find(r.node); rc != pass.reclaiming.end()) {
-        v.reclaim_at_ms = rc->second;
-      }
-      v.gpu_problem = GpuProblem(pass.ready, pass.reports, pass.at_risk, r);
-      v.gpu_risk = GpuRisk(pass.at_risk, r);
-      v.report = ReportOf(pass.reports, r, uid, old.attempt);
+      ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
     }
-    JobStep step = NextStatus(old, views, RulesOf(entry.job), now);
-    JobStatus& s = step.status;
-    std::vector<JobEvent>& events = step.events;
-    std::vector<store::Op> ops;
-    if (step.delete_assignments) {
-      for (const PlacedReplica& r : old.placement) {
-        ops.push_back({store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
-      }
+  }
+  pass.settled += step.settled;
+  if (step.recovery_seconds) pass.recovery_seconds.push_back(*step.recovery_seconds);
+  if (s.Terminal() && s.delete_requested) {
+    ops.push_back({store::Op::Kind::kDelete, key, "", obj.mod_revision});
+    for (const std::string& k : EventKeysOf(store_, ns, name)) {
+      ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
     }
-    pass.settled += step.settled;
-    if (step.recovery_seconds) pass.recovery_seconds.push_back(*step.recovery_seconds);
-    if (s.Terminal() && s.delete_requested) {
-      ops.push_back({store::Op::Kind::kDelete, key, "", obj.mod_revision});
-      for (const std::string& k : EventKeysOf(store_, ns, name)) {
-        ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
-      }
-      writes.push_back({std::move(ops), key, &obj, nullptr, Json(), ns, name});
-      continue;
-    }
-    if (s == old) continue;
-    Json doc = obj.doc;
-    JobStatusToJson(s, doc);
-    ops.push_back({store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision});
-    for (const JobEvent& e : events)
-      ops.push_back(MakeEventOp(ns, name, uid, e, now, ++event_seq_));
-    auto next = std::make_shared<JobEntry>(entry);
-    next->status = s;
-    next->request.reset();
-    writes.push_back({std::move(ops), key, &obj, std::move(next), std::move(doc)});
+    return JobWrite{std::move(ops), key, &obj, nullptr, Json(), ns, name};
+  }
+  if (s == old) return std::nullopt;
+  Json doc = obj.doc;
+  JobStatusToJson(s, doc);
+  ops.push_back({store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision});
+  for (const JobEvent& e : step.events) {
+    ops.push_back(MakeEventOp(ns, name, uid, e, now, ++event_seq_));
+  }
+  auto next = std::make_shared<JobEntry>(entry);
+  next->status = s;
+  next->request.reset();
+  return JobWrite{std::move(ops), key, &obj, std::move(next), std::move(doc), "", ""};
+}
+
+bool Controller::StepJobs(Pass& pass) {
+  std::vector<JobWrite> writes;
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    if (std::optional<JobWrite> w = StepJob(pass, key, obj)) writes.push_back(*std::move(w));
   }
   std::vector<std::vector<store::Op>> txns;
-  for (Write& w : writes) txns.push_back(std::move(w.ops));
+  txns.reserve(writes.size());
+  for (JobWrite& w : writes) txns.push_back(std::move(w.ops));
   std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);
   bool all_written = true;
   for (size_t i = 0; i < writes.size(); ++i) {
-    Write& w = writes[i];
+    JobWrite& w = writes[i];
     if (!results[i].ok()) {
       all_written = false;
       if (!absl::IsAborted(results[i].status()) && !absl::IsNotFound(results[i].status())) {
@@ -510,8 +525,12 @@ std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(
   // Concurrent writers share the store's group commit: one fsync for many transactions
   // instead of one each.
   std::vector<absl::StatusOr<int64_t>> results(txns.size(), absl::UnknownError("not run"));
+  auto count = [&] {
+    for (const absl::StatusOr<int64_t>& r : results) own_txns_ += r.ok() ? 1 : 0;
+  };
   if (txns.size() <= 1) {
     for (size_t i = 0; i < txns.size(); ++i) results[i] = store_.Txn(txns[i]);
+    count();
     return results;
   }
   std::atomic<size_t> next{0};
@@ -522,294 +541,8 @@ std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(
   for (size_t t = 1; t < std::min<size_t>(16, txns.size()); ++t) threads.emplace_back(work);
   work();
   for (std::thread& t : threads) t.join();
+  count();
   return results;
-}
-
-// --- scheduling ------------------------------------------------------------------------------
-
-absl::Status Controller::Schedule(Pass& pass) {
-  const int64_t now = pass.now_ms;
-  // The scheduler, rebuilt when the queues change.
-  if (!scheduler_ || scheduler_queues_revision_ != queues_.revision()) {
-    std::map<std::string, QueueSpec> queues;
-    for (const auto& [key, obj] : queues_.objects()) {
-      manifest::ParseResult p = manifest::ParseManifests(obj.doc.dump(), key);
-      if (!p.ok() || p.manifests.size() != 1) continue;
-      if (const Queue* q = std::get_if<Queue>(&p.manifests[0].object)) {
-        queues[q->metadata.name] = q->spec;
-      }
-    }
-    absl::StatusOr<std::unique_ptr<sched::Scheduler>> s =
-        sched::Scheduler::FromConfig(options_.scheduler, std::move(queues), catalog_);
-    if (!s.ok()) return s.status();
-    scheduler_ = std::move(*s);
-    scheduler_queues_revision_ = queues_.revision();
-  }
-
-  // The scheduler's nodes, rebuilt only when a node, its health or its cordon changed: the
-  // state's node identity then stays the same across passes, and so do the scheduler's caches.
-  if (!base_state_ || pass.nodes_fingerprint != base_fingerprint_) {
-    std::vector<Node> nodes;
-    base_index_.clear();
-    for (const auto& [name, info] : pass.ready) {
-      base_index_[name] = static_cast<sched::NodeIndex>(nodes.size());
-      Node n = api::ToSchedulerNode(*info);
-      n.cordoned = pass.cordoned.contains(name);
-      nodes.push_back(std::move(n));
-    }
-    base_state_ = std::make_unique<sched::ClusterState>(std::move(nodes), catalog_);
-    base_fingerprint_ = std::move(pass.nodes_fingerprint);
-  }
-  const std::map<std::string, sched::NodeIndex>& index = base_index_;
-  for (const auto& [type, n] : base_state_->HealthyGpusByType()) {
-    pass.metrics.gpus_total_by_type[type] = n.raw() / 1000;
-  }
-  // The allocations, kept across passes and changed only for jobs whose holdings changed.
-  if (!state_ || state_->nodes_id() != base_state_->nodes_id()) {
-    state_ = std::make_unique<sched::ClusterState>(*base_state_);
-    held_.clear();
-  }
-  sched::ClusterState& state = *state_;
-  ++pass_number_;
-
-  // Pointers into the cached entries (stable during the pass): copying 100,000 PendingJobs would
-  // cost more than the bounded cycle itself.
-  std::vector<const sched::PendingJob*> pending;
-  ArrayGate<CachedObject*> arrays;  // job_arrays.h: at most `parallelism` elements at once
-  for (auto& [key, obj] : jobs_.mutable_objects()) {
-    const JobEntry& entry = JobOf(obj);
-    const JobStatus& s = entry.status;
-    ++pass.metrics.jobs_by_phase[s.phase];
-    if (!entry.job) continue;
-    const Job& job = *entry.job;
-    const std::string& job_key = entry.key;
-    if (s.Active() || s.Stopping()) {
-      if (Gated(job.spec)) arrays.Holding(entry.ns, *job.spec.array);
-      if (pass.live_jobs_due)
-        pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key,
-                                            LiveGpuSeconds(s, now));
-      Held signature{s.attempt, s.Stopping(), pass_number_};
-      auto held = held_.find(job_key);
-      if (held != held_.end() && held->second.attempt == signature.attempt &&
-          held->second.stopping == signature.stopping) {
-        held->second.pass = pass_number_;
-        continue;
-      }
-      if (held != held_.end()) (void)state.Release(job_key);
-      held_[job_key] = signature;
-      sched::Allocation a;
-      a.job = job_key;
-      a.queue = job.spec.queue;
-      a.priority = job.spec.priority;
-      a.preemptible = job.spec.billing == BillingClass::kSpot;
-      a.start_ms = s.started_ms ? s.started_ms : s.scheduled_ms;
-      a.terminating = s.Stopping();
-      for (const PlacedReplica& r : s.placement) {
-        auto it = index.find(r.node);
-        if (it == index.end()) continue;  // a lost node: nothing to reserve there
-        sched::ReplicaPlacement p = r.placement;
-        p.node = it->second;
-        // A GPU that turned unhealthy is out of the pool already: hold the rest.
-        const Node& node = state.node(p.node);
-        std::erase_if(p.gpus, [&](const sched::GpuAssignment& g) {
-          return g.gpu < 0 || g.gpu >= static_cast<int>(node.gpus.size()) ||
-                 !node.gpus[g.gpu].healthy;
-        });
-        a.replicas.push_back(std::move(p));
-      }
-      if (!a.replicas.empty()) {
-        if (absl::Status c = state.Commit(a); !c.ok()) {
-          log::Error("server", "job holds what is not free",
-                     {{"job", job_key}, {"error", c.message()}});
-        }
-      }
-      continue;
-    }
-    if (s.phase != "Pending" || s.cancel_requested || s.delete_requested) continue;
-    ++pass.metrics.pending_by_queue[job.spec.queue];
-    if (s.not_before_ms > now) continue;
-    if (!entry.request) {
-      sched::PendingJob p;
-      p.request = sched::MakeJobRequest(job);
-      p.request.key = job_key;
-      p.queue = job.spec.queue;
-      p.priority = job.spec.priority;
-      p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
-      p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
-      p.preemptible = job.spec.billing == BillingClass::kSpot;
-      entry.request = std::move(p);
-    }
-    if (Gated(job.spec)) {
-      arrays.Candidate(entry.ns, *job.spec.array, &obj);
-      continue;
-    }
-    pending.push_back(&*entry.request);
-  }
-  ArrayGate<CachedObject*>::Verdict gate = arrays.Decide();
-  for (CachedObject* o : gate.admitted) pending.push_back(&*JobOf(*o).request);
-  std::vector<std::vector<store::Op>> holds;
-  for (CachedObject* o : gate.held) {
-    const JobEntry& e = JobOf(*o);
-    if (std::optional<store::Op> op = HoldArrayElementOp(
-            Cat("/jobs/", e.key), o->doc, o->mod_revision, e.status, *e.job->spec.array)) {
-      holds.push_back({*std::move(op)});
-    }
-  }
-  (void)TxnAll(holds);  // a conflict (an API write won) is held again by the next pass
-  // Jobs that held GPUs and hold none now (ended, stopped, deleted).
-  for (auto it = held_.begin(); it != held_.end();) {
-    if (it->second.pass == pass_number_) {
-      ++it;
-      continue;
-    }
-    (void)state.Release(it->first);
-    it = held_.erase(it);
-  }
-  // What is allocated once this pass's bindings are in (Schedule commits them to `state`).
-  auto count_allocated = [&] {
-    for (const auto& [job, a] : state.allocations()) {
-      for (const sched::ReplicaPlacement& r : a.replicas) {
-        const Node& n = state.node(r.node);
-        for (const sched::GpuAssignment& g : r.gpus) {
-          const std::string& type = n.gpus[g.gpu].type;
-          pass.metrics.gpus_allocated_by_type[type] += g.mode == GpuMode::kShared
-                                                           ? g.fraction.raw() / 1000.0
-                                                       : g.mode == GpuMode::kWhole ? 1.0
-                                                                                   : 0.0;
-        }
-      }
-    }
-  };
-  if (pending.empty()) {
-    count_allocated();
-    return absl::OkStatus();
-  }
-
-  absl::Time t_place = absl::Now();
-  sched::CycleStats cycle;
-  std::vector<sched::Decision> decisions = scheduler_->Schedule(state, pending, now, &cycle);
-  pass.metrics.jobs_deferred = cycle.deferred;
-  pass.metrics.stage_seconds["place"] = absl::ToDoubleSeconds(absl::Now() - t_place);
-  count_allocated();
-  struct Written {
-    std::string job;
-    bool bind;
-    int attempt;
-  };
-  std::vector<std::vector<store::Op>> txns;
-  std::vector<Written> written;
-  for (const sched::Decision& d : decisions) {
-    auto it = jobs_.mutable_objects().find(Cat("/jobs/", d.job));  // d.job is "ns/name"
-    if (it == jobs_.mutable_objects().end()) continue;
-    CachedObject& obj = it->second;
-    const JobEntry& entry = JobOf(obj);
-    const Job& job = *entry.job;
-    JobStatus s = entry.status;
-    const std::string& ns = job.metadata.namespace_;
-    const std::string& name = job.metadata.name;
-    std::vector<store::Op> ops;
-    std::vector<JobEvent> events;
-    // The checkpoint directory is checked when a job is created; one stored before that check
-    // existed fails here rather than write outside its namespace's tree.
-    absl::StatusOr<std::string> dir =
-        d.kind == sched::DecisionKind::kBind
-            ? ResolveCheckpointDir(options_.checkpoint_root, ns, name, job.spec.checkpoint.dir)
-            : std::string();
-    const bool bind = d.kind == sched::DecisionKind::kBind && dir.ok();
-    if (!dir.ok()) {
-      (void)state.Release(d.job);  // Schedule committed the binding to the state
-      s.phase = "Failed";
-      s.finished_ms = now;
-      s.reason = "InvalidSpec";
-      s.message = std::string(dir.status().message());
-      events.push_back({"Warning", "InvalidSpec", s.message});
-    } else if (bind) {
-      s.phase = "Scheduled";
-      s.next.clear();
-      ++s.attempt;
-      s.scheduled_ms = now;
-      s.tasks.clear();
-      s.checkpoint_dir = *std::move(dir);
-      std::vector<PlacedOn> placed;
-      for (const sched::ReplicaPlacement& r : d.allocation->replicas) {
-        const std::string& node = state.node(r.node).name;
-        placed.push_back({r, node, pass.ready.at(node).get()});
-      }
-      BindInput in{
-          &job, UidOf(obj.doc), s.attempt, s.checkpoint_dir, 0, options_.stop_grace_ms / 1000};
-      Binding binding = AssignmentsFor(in, std::move(placed));
-      // The master port: not one another job's rank 0 already listens on at that node.
-      std::set<int>& taken = MasterPortsOn(pass, binding.placement[0].node);
-      s.master_port = MasterPort(in.uid, s.attempt, taken);
-      taken.insert(s.master_port);
-      for (api::Assignment& a : binding.assignments) a.master_port = s.master_port;
-      for (const api::Assignment& a : binding.assignments) {
-        ops.push_back({store::Op::Kind::kPut, AssignmentKey(binding.placement[a.rank].node, a.name),
-                       api::AssignmentToJson(a), std::nullopt});
-      }
-      s.placement = std::move(binding.placement);
-      const std::vector<std::string>& where = binding.where;
-      s.gpus = GpuEquivalents(s.placement);
-      s.attempt_started_ms = 0;
-      s.run_ended_ms = 0;
-      s.reason = "Scheduled";
-      s.message = Cat("attempt ", s.attempt, " on ", Join(where, ", "));
-      if (std::string from = ResumeFrom(s, job.spec.checkpoint, s.placement); !from.empty()) {
-        s.message += Cat("; resuming ", from);
-      }
-      events.push_back({"Normal", "Scheduled", s.message});
-      if (s.attempt == 1) {
-        pass.bind_latencies.push_back(std::max<int64_t>(0, now - s.submitted_ms) / 1000.0);
-      }
-    } else if (d.kind == sched::DecisionKind::kPreempt) {
-      if (!s.Active()) continue;
-      JobStep step = Preempt(s, RulesOf(entry.job),
-                             Cat("preempted for ", d.preemptor, ": ", d.reason), d.grace_ms, now);
-      if (step.delete_assignments) {
-        for (const PlacedReplica& r : s.placement) {
-          ops.push_back(
-              {store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
-        }
-      }
-      s = std::move(step.status);
-      events = std::move(step.events);
-    } else {
-      std::string reason = d.kind == sched::DecisionKind::kReject ? "Unschedulable" : "Waiting";
-      if (s.reason == reason && s.message == d.reason) continue;
-      s.reason = reason;
-      s.message = d.reason;
-      events.push_back(
-          {d.kind == sched::DecisionKind::kReject ? "Warning" : "Normal", reason, d.reason});
-    }
-    Json doc = obj.doc;
-    JobStatusToJson(s, doc);
-    ops.insert(ops.begin(), {store::Op::Kind::kPut, Cat("/jobs/", ns, "/", name), doc.dump(2),
-                             obj.mod_revision});
-    for (const JobEvent& e : events) {
-      ops.push_back(MakeEventOp(ns, name, UidOf(obj.doc), e, now, ++event_seq_));
-    }
-    txns.push_back(std::move(ops));
-    written.push_back({d.job, bind, s.attempt});
-  }
-  absl::Time t_write = absl::Now();
-  std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);
-  pass.metrics.stage_seconds["write"] = absl::ToDoubleSeconds(absl::Now() - t_write);
-  for (size_t i = 0; i < written.size(); ++i) {
-    const absl::StatusOr<int64_t>& rev = results[i];
-    if (!rev.ok() && !absl::IsAborted(rev.status())) {
-      log::Error("server", "scheduling decision not written",
-                 {{"job", written[i].job}, {"error", rev.status().message()}});
-    }
-    if (written[i].bind) {
-      // Schedule committed the binding to the state: keep it when the store has it too.
-      if (rev.ok()) {
-        held_[written[i].job] = {written[i].attempt, false, pass_number_};
-      } else {
-        (void)state.Release(written[i].job);
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 // --- metrics ---------------------------------------------------------------------------------

@@ -13,7 +13,8 @@
 //      bindings — the job's status and every assignment — are written in one transaction;
 //      a waiting job gets its reason in its status and an Event.
 // Writes are compare-and-swap on what the pass read, so a concurrent API write wins and the
-// next pass sees it. Passes run at every store change or Kick, and at least every tick.
+// next pass sees it. Passes run at once on a store change (WatchStore, a thread of its own) or a
+// Kick, and at least every tick; a change made while a pass ran gets a pass right after it.
 // Thread-safe: Start/Stop/Kick/Metrics from any thread; RunOnce from one at a time (tests call
 // it directly, with a FakeClock, instead of Start).
 #ifndef GPUCLOUD_SERVER_CONTROLLER_H_
@@ -24,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -43,9 +45,15 @@
 namespace gpucloud::sched {
 class ClusterState;
 class Scheduler;
+struct Decision;
+struct PendingJob;
 }  // namespace gpucloud::sched
 
 namespace gpucloud::server {
+namespace controller_detail {
+struct JobEntry;
+struct Pass;
+}  // namespace controller_detail
 
 struct ControllerOptions {
   SchedulerConfig scheduler;
@@ -118,14 +126,34 @@ class Controller {
   ClusterMetrics Metrics() const;
 
  private:
-  struct Pass;
+  using Pass = controller_detail::Pass;  // one pass's view and results (controller_internal.h)
   void Loop();
-  bool TakeKick();  // whether Kick was called since the last look
+  // Blocks until the store's revision passes `seen`, Kick or Stop is called, or a tick passed.
+  void WaitForWork(int64_t seen);
+  void WatchStore();  // store_watcher_: publishes the store's revision as it changes
   absl::Status SyncNodes(Pass& pass);
   // Steps every job on the pass's reports; false when a status write did not land (a conflict):
   // then the pass's reports are not acknowledged, and the agents send them again.
   bool StepJobs(Pass& pass);
+  struct JobWrite;
+  // One job stepped by NextStatus on the pass's observations; nullopt when nothing changed.
+  std::optional<JobWrite> StepJob(Pass& pass, const std::string& key, CachedObject& obj);
+  // The scheduling stage (controller_schedule.cc): the scheduler and its view of the cluster
+  // brought up to date, every active job's holdings kept in it, the pending jobs placed, and
+  // each decision written in one transaction.
   absl::Status Schedule(Pass& pass);
+  struct DecisionWrite;
+  absl::Status EnsureScheduler();  // rebuilt when the queues changed
+  void EnsureClusterState(Pass& pass);
+  // Holds the GPUs of every active or stopping job in state_; the pending ones, for libsched.
+  std::vector<const sched::PendingJob*> CollectPending(Pass& pass);
+  void HoldActiveJob(const controller_detail::JobEntry& entry);
+  void ReleaseEnded();  // what jobs no longer active held
+  std::optional<DecisionWrite> WriteOfDecision(Pass& pass, const sched::Decision& d);
+  // A bind decision's assignments; `s` becomes the bound status.
+  std::vector<store::Op> BindOps(Pass& pass, const sched::Decision& d, const CachedObject& obj,
+                                 const Job& job, std::string checkpoint_dir, JobStatus& s);
+  void WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes);
   // What a job's spec says about its lifecycle (the restart policy and lifecycle policies).
   JobRules RulesOf(const std::optional<Job>& job) const;
   // The master ports in use on `node` this pass (jobs whose rank 0 runs or stops there).
@@ -165,8 +193,11 @@ class Controller {
   mutable absl::Mutex mu_;
   ClusterMetrics metrics_ ABSL_GUARDED_BY(mu_);
   bool kicked_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t store_revision_ ABSL_GUARDED_BY(mu_) = 0;  // the newest revision WatchStore saw
+  int64_t own_txns_ = 0;  // transactions this pass committed (the loop's thread only)
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  std::thread store_watcher_;
 };
 
 }  // namespace gpucloud::server

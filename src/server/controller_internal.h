@@ -1,0 +1,79 @@
+// The controller's private pieces shared by its source files (controller.cc: the loop, nodes and
+// jobs; controller_schedule.cc: scheduling): what a pass derives from each cached document, and
+// the pass itself. Not for use outside the controller.
+// Value types; thread-compatible (one pass at a time, on the controller's thread).
+#ifndef GPUCLOUD_SERVER_CONTROLLER_INTERNAL_H_
+#define GPUCLOUD_SERVER_CONTROLLER_INTERNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/wire.h"
+#include "manifest/manifest.h"
+#include "sched/job_request.h"
+#include "server/controller.h"
+#include "server/job_status.h"
+#include "server/node_table.h"
+#include "server/object_cache.h"
+
+namespace gpucloud::server {
+namespace controller_detail {
+
+// What a pass derives once per change of a job document.
+struct JobEntry {
+  std::optional<Job> job;  // nullopt when the stored spec does not parse (never, unless edited)
+  JobStatus status;
+  std::string ns, name, uid, key;  // key: "ns/name", the scheduler's job key
+  // The scheduler's view of a pending job, made once (its shape key is cached inside).
+  mutable std::optional<sched::PendingJob> request;
+};
+
+// What a pass derives once per change of a node document.
+struct NodeEntry {
+  std::shared_ptr<const api::NodeInfo> info;  // null when the stored document does not parse
+  bool unschedulable = false;
+  bool draining = false;
+  bool stored_ready = false;
+  int64_t reclaim_at_ms = 0;  // a spot reclamation notice: the node goes away then
+};
+
+// metadata.uid of a stored document, or "".
+std::string UidOf(const nlohmann::ordered_json& doc);
+// The entry derived from a cached job (made on first use, kept until the document changes).
+const JobEntry& JobOf(CachedObject& o);
+const NodeEntry& NodeOf(CachedObject& o);
+// Where the assignment `name` for `node` is stored.
+std::string AssignmentKey(const std::string& node, const std::string& name);
+
+// One controller pass: what it read (reports, ready nodes and their state) and what it found.
+struct Pass {
+  int64_t now_ms = 0;
+  std::map<std::string, NodeReport> reports;
+  // Ready nodes, by name, with the agents' GPU health applied; cordoned ones included.
+  std::map<std::string, std::shared_ptr<const api::NodeInfo>> ready;
+  std::string nodes_fingerprint;  // what the scheduler's node list was built from
+  std::set<std::string> cordoned, draining;
+  std::map<std::string, int64_t> reclaiming;  // node -> when it is reclaimed (ms)
+  // Node -> GPU index -> why the agent's failure-risk model expects it to fail.
+  std::map<std::string, std::map<int, std::string>> at_risk;
+  ClusterMetrics metrics;
+  std::vector<double> bind_latencies;    // seconds, of first attempts bound in this pass
+  std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
+  GpuSeconds settled;                    // GPU time of the attempts that ended in this pass
+  // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
+  // every running job is not worth building 10 times a second, and scrapes are 15 s apart).
+  bool live_jobs_due = false;
+  // Node -> the master ports of jobs whose rank 0 is there (MasterPortsOn; built when needed).
+  std::optional<std::map<std::string, std::set<int>>> master_ports;
+};
+
+}  // namespace controller_detail
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_CONTROLLER_INTERNAL_H_

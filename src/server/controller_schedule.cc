@@ -1,0 +1,379 @@
+// The controller's scheduling stage (Controller::Schedule and its parts): the scheduler's view of
+// the cluster kept across passes, the pending jobs handed to libsched, and each decision turned
+// into one transaction. The decisions themselves are pure functions (AllocationHeldBy,
+// PendingRequestOf, BoundStatus); the member functions only read the caches and write.
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "core/log.h"
+#include "core/text.h"
+#include "sched/cluster_state.h"
+#include "sched/scheduler.h"
+#include "server/assignments.h"
+#include "server/controller.h"
+#include "server/controller_internal.h"
+#include "server/events.h"
+#include "server/job_arrays.h"
+#include "server/job_machine.h"
+#include "server/paths.h"
+
+namespace gpucloud::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using controller_detail::AssignmentKey;
+using controller_detail::JobEntry;
+using controller_detail::JobOf;
+using controller_detail::UidOf;
+
+// The queues as the scheduler takes them, from the cached Queue documents (one that does not
+// parse is skipped: the API refuses such writes).
+std::map<std::string, QueueSpec> QueuesOf(ObjectCache& queues) {
+  std::map<std::string, QueueSpec> out;
+  for (const auto& [key, obj] : queues.objects()) {
+    manifest::ParseResult p = manifest::ParseManifests(obj.doc.dump(), key);
+    if (!p.ok() || p.manifests.size() != 1) continue;
+    if (const Queue* q = std::get_if<Queue>(&p.manifests[0].object)) {
+      out[q->metadata.name] = q->spec;
+    }
+  }
+  return out;
+}
+
+// What an active or stopping job holds in `state`: its placement on the nodes that are still
+// there, without GPUs that turned unhealthy (out of the pool already).
+sched::Allocation AllocationHeldBy(const std::string& key, const Job& job, const JobStatus& s,
+                                   const std::map<std::string, sched::NodeIndex>& index,
+                                   const sched::ClusterState& state) {
+  sched::Allocation a;
+  a.job = key;
+  a.queue = job.spec.queue;
+  a.priority = job.spec.priority;
+  a.preemptible = job.spec.billing == BillingClass::kSpot;
+  a.start_ms = s.started_ms ? s.started_ms : s.scheduled_ms;
+  a.terminating = s.Stopping();
+  for (const PlacedReplica& r : s.placement) {
+    auto it = index.find(r.node);
+    if (it == index.end()) continue;  // a lost node: nothing to reserve there
+    sched::ReplicaPlacement p = r.placement;
+    p.node = it->second;
+    const Node& node = state.node(p.node);
+    std::erase_if(p.gpus, [&](const sched::GpuAssignment& g) {
+      return g.gpu < 0 || g.gpu >= static_cast<int>(node.gpus.size()) || !node.gpus[g.gpu].healthy;
+    });
+    a.replicas.push_back(std::move(p));
+  }
+  return a;
+}
+
+// The scheduler's view of a pending job.
+sched::PendingJob PendingRequestOf(const std::string& key, const Job& job, const JobStatus& s) {
+  sched::PendingJob p;
+  p.request = sched::MakeJobRequest(job);
+  p.request.key = key;
+  p.queue = job.spec.queue;
+  p.priority = job.spec.priority;
+  p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
+  p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
+  p.preemptible = job.spec.billing == BillingClass::kSpot;
+  return p;
+}
+
+// GPU equivalents allocated in `state`, by GPU type (a shared GPU counts its fraction).
+void CountAllocated(const sched::ClusterState& state, std::map<std::string, double>& by_type) {
+  for (const auto& [job, a] : state.allocations()) {
+    for (const sched::ReplicaPlacement& r : a.replicas) {
+      const Node& n = state.node(r.node);
+      for (const sched::GpuAssignment& g : r.gpus) {
+        by_type[n.gpus[g.gpu].type] += g.mode == GpuMode::kShared  ? g.fraction.raw() / 1000.0
+                                       : g.mode == GpuMode::kWhole ? 1.0
+                                                                   : 0.0;
+      }
+    }
+  }
+}
+
+// A job's status once bound to `binding` for its next attempt (the status before: `s`).
+JobStatus BoundStatus(JobStatus s, const Job& job, std::string checkpoint_dir, Binding binding,
+                      int64_t now) {
+  s.phase = "Scheduled";
+  s.next.clear();
+  ++s.attempt;
+  s.scheduled_ms = now;
+  s.tasks.clear();
+  s.checkpoint_dir = std::move(checkpoint_dir);
+  s.placement = std::move(binding.placement);
+  s.gpus = GpuEquivalents(s.placement);
+  s.attempt_started_ms = 0;
+  s.run_ended_ms = 0;
+  s.reason = "Scheduled";
+  s.message = Cat("attempt ", s.attempt, " on ", Join(binding.where, ", "));
+  if (std::string from = ResumeFrom(s, job.spec.checkpoint, s.placement); !from.empty()) {
+    s.message += Cat("; resuming ", from);
+  }
+  return s;
+}
+
+}  // namespace
+
+// One decision's transaction: the job's new status first, then assignments and events.
+struct Controller::DecisionWrite {
+  std::vector<store::Op> ops;
+  std::string job;  // "ns/name"
+  bool bind = false;
+  int attempt = 0;
+};
+
+absl::Status Controller::EnsureScheduler() {
+  if (scheduler_ && scheduler_queues_revision_ == queues_.revision()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<sched::Scheduler>> s =
+      sched::Scheduler::FromConfig(options_.scheduler, QueuesOf(queues_), catalog_);
+  if (!s.ok()) return s.status();
+  scheduler_ = std::move(*s);
+  scheduler_queues_revision_ = queues_.revision();
+  return absl::OkStatus();
+}
+
+void Controller::EnsureClusterState(Pass& pass) {
+  // The scheduler's nodes, rebuilt only when a node, its health or its cordon changed: the
+  // state's node identity then stays the same across passes, and so do the scheduler's caches.
+  if (!base_state_ || pass.nodes_fingerprint != base_fingerprint_) {
+    std::vector<Node> nodes;
+    base_index_.clear();
+    for (const auto& [name, info] : pass.ready) {
+      base_index_[name] = static_cast<sched::NodeIndex>(nodes.size());
+      Node n = api::ToSchedulerNode(*info);
+      n.cordoned = pass.cordoned.contains(name);
+      nodes.push_back(std::move(n));
+    }
+    base_state_ = std::make_unique<sched::ClusterState>(std::move(nodes), catalog_);
+    base_fingerprint_ = std::move(pass.nodes_fingerprint);
+  }
+  for (const auto& [type, n] : base_state_->HealthyGpusByType()) {
+    pass.metrics.gpus_total_by_type[type] = n.raw() / 1000;
+  }
+  // The allocations, kept across passes and changed only for jobs whose holdings changed.
+  if (!state_ || state_->nodes_id() != base_state_->nodes_id()) {
+    state_ = std::make_unique<sched::ClusterState>(*base_state_);
+    held_.clear();
+  }
+}
+
+void Controller::HoldActiveJob(const JobEntry& entry) {
+  const JobStatus& s = entry.status;
+  Held signature{s.attempt, s.Stopping(), pass_number_};
+  auto held = held_.find(entry.key);
+  if (held != held_.end() && held->second.attempt == signature.attempt &&
+      held->second.stopping == signature.stopping) {
+    held->second.pass = pass_number_;
+    return;
+  }
+  if (held != held_.end()) (void)state_->Release(entry.key);
+  held_[entry.key] = signature;
+  sched::Allocation a = AllocationHeldBy(entry.key, *entry.job, s, base_index_, *state_);
+  if (a.replicas.empty()) return;
+  if (absl::Status c = state_->Commit(a); !c.ok()) {
+    log::Error("server", "job holds what is not free",
+               {{"job", entry.key}, {"error", c.message()}});
+  }
+}
+
+std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
+  const int64_t now = pass.now_ms;
+  // Pointers into the cached entries (stable during the pass): copying 100,000 PendingJobs would
+  // cost more than the bounded cycle itself.
+  std::vector<const sched::PendingJob*> pending;
+  ArrayGate<CachedObject*> arrays;  // job_arrays.h: at most `parallelism` elements at once
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    const JobEntry& entry = JobOf(obj);
+    const JobStatus& s = entry.status;
+    ++pass.metrics.jobs_by_phase[s.phase];
+    if (!entry.job) continue;
+    const Job& job = *entry.job;
+    if (s.Active() || s.Stopping()) {
+      if (Gated(job.spec)) arrays.Holding(entry.ns, *job.spec.array);
+      if (pass.live_jobs_due) {
+        pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key,
+                                            LiveGpuSeconds(s, now));
+      }
+      HoldActiveJob(entry);
+      continue;
+    }
+    if (s.phase != "Pending" || s.cancel_requested || s.delete_requested) continue;
+    ++pass.metrics.pending_by_queue[job.spec.queue];
+    if (s.not_before_ms > now) continue;
+    if (!entry.request) entry.request = PendingRequestOf(entry.key, job, s);
+    if (Gated(job.spec)) {
+      arrays.Candidate(entry.ns, *job.spec.array, &obj);
+      continue;
+    }
+    pending.push_back(&*entry.request);
+  }
+  ArrayGate<CachedObject*>::Verdict gate = arrays.Decide();
+  for (CachedObject* o : gate.admitted) pending.push_back(&*JobOf(*o).request);
+  std::vector<std::vector<store::Op>> holds;
+  for (CachedObject* o : gate.held) {
+    const JobEntry& e = JobOf(*o);
+    if (std::optional<store::Op> op = HoldArrayElementOp(
+            Cat("/jobs/", e.key), o->doc, o->mod_revision, e.status, *e.job->spec.array)) {
+      holds.push_back({*std::move(op)});
+    }
+  }
+  (void)TxnAll(holds);  // a conflict (an API write won) is held again by the next pass
+  return pending;
+}
+
+void Controller::ReleaseEnded() {
+  // Jobs that held GPUs and hold none now (ended, stopped, deleted).
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.pass == pass_number_) {
+      ++it;
+      continue;
+    }
+    (void)state_->Release(it->first);
+    it = held_.erase(it);
+  }
+}
+
+std::vector<store::Op> Controller::BindOps(Pass& pass, const sched::Decision& d,
+                                           const CachedObject& obj, const Job& job,
+                                           std::string checkpoint_dir, JobStatus& s) {
+  std::vector<PlacedOn> placed;
+  for (const sched::ReplicaPlacement& r : d.allocation->replicas) {
+    const std::string& node = state_->node(r.node).name;
+    placed.push_back({r, node, pass.ready.at(node).get()});
+  }
+  BindInput in{
+      &job, UidOf(obj.doc), s.attempt + 1, checkpoint_dir, 0, options_.stop_grace_ms / 1000};
+  Binding binding = AssignmentsFor(in, std::move(placed));
+  // The master port: not one another job's rank 0 already listens on at that node.
+  std::set<int>& taken = MasterPortsOn(pass, binding.placement[0].node);
+  const int master_port = MasterPort(in.uid, in.attempt, taken);
+  taken.insert(master_port);
+  std::vector<store::Op> ops;
+  for (api::Assignment& a : binding.assignments) {
+    a.master_port = master_port;
+    ops.push_back({store::Op::Kind::kPut, AssignmentKey(binding.placement[a.rank].node, a.name),
+                   api::AssignmentToJson(a), std::nullopt});
+  }
+  s = BoundStatus(std::move(s), job, std::move(checkpoint_dir), std::move(binding), pass.now_ms);
+  s.master_port = master_port;
+  if (s.attempt == 1) {
+    pass.bind_latencies.push_back(std::max<int64_t>(0, pass.now_ms - s.submitted_ms) / 1000.0);
+  }
+  return ops;
+}
+
+std::optional<Controller::DecisionWrite> Controller::WriteOfDecision(Pass& pass,
+                                                                     const sched::Decision& d) {
+  const int64_t now = pass.now_ms;
+  auto it = jobs_.mutable_objects().find(Cat("/jobs/", d.job));  // d.job is "ns/name"
+  if (it == jobs_.mutable_objects().end()) return std::nullopt;
+  CachedObject& obj = it->second;
+  const JobEntry& entry = JobOf(obj);
+  const Job& job = *entry.job;
+  JobStatus s = entry.status;
+  const std::string& ns = job.metadata.namespace_;
+  const std::string& name = job.metadata.name;
+  DecisionWrite w;
+  w.job = d.job;
+  std::vector<JobEvent> events;
+  // The checkpoint directory is checked when a job is created; one stored before that check
+  // existed fails here rather than write outside its namespace's tree.
+  absl::StatusOr<std::string> dir =
+      d.kind == sched::DecisionKind::kBind
+          ? ResolveCheckpointDir(options_.checkpoint_root, ns, name, job.spec.checkpoint.dir)
+          : std::string();
+  w.bind = d.kind == sched::DecisionKind::kBind && dir.ok();
+  if (!dir.ok()) {
+    (void)state_->Release(d.job);  // Schedule committed the binding to the state
+    s.phase = "Failed";
+    s.finished_ms = now;
+    s.reason = "InvalidSpec";
+    s.message = std::string(dir.status().message());
+    events.push_back({"Warning", "InvalidSpec", s.message});
+  } else if (w.bind) {
+    w.ops = BindOps(pass, d, obj, job, *std::move(dir), s);
+    events.push_back({"Normal", "Scheduled", s.message});
+  } else if (d.kind == sched::DecisionKind::kPreempt) {
+    if (!s.Active()) return std::nullopt;
+    JobStep step = Preempt(s, RulesOf(entry.job),
+                           Cat("preempted for ", d.preemptor, ": ", d.reason), d.grace_ms, now);
+    if (step.delete_assignments) {
+      for (const PlacedReplica& r : s.placement) {
+        w.ops.push_back(
+            {store::Op::Kind::kDelete, AssignmentKey(r.node, r.name), "", std::nullopt});
+      }
+    }
+    s = std::move(step.status);
+    events = std::move(step.events);
+  } else {
+    std::string reason = d.kind == sched::DecisionKind::kReject ? "Unschedulable" : "Waiting";
+    if (s.reason == reason && s.message == d.reason) return std::nullopt;
+    s.reason = reason;
+    s.message = d.reason;
+    events.push_back(
+        {d.kind == sched::DecisionKind::kReject ? "Warning" : "Normal", reason, d.reason});
+  }
+  Json doc = obj.doc;
+  JobStatusToJson(s, doc);
+  w.ops.insert(w.ops.begin(), {store::Op::Kind::kPut, Cat("/jobs/", ns, "/", name), doc.dump(2),
+                               obj.mod_revision});
+  for (const JobEvent& e : events) {
+    w.ops.push_back(MakeEventOp(ns, name, UidOf(obj.doc), e, now, ++event_seq_));
+  }
+  w.attempt = s.attempt;
+  return w;
+}
+
+void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
+  std::vector<std::vector<store::Op>> txns;
+  txns.reserve(writes.size());
+  for (DecisionWrite& w : writes) txns.push_back(std::move(w.ops));
+  absl::Time t_write = absl::Now();
+  std::vector<absl::StatusOr<int64_t>> results = TxnAll(txns);
+  pass.metrics.stage_seconds["write"] = absl::ToDoubleSeconds(absl::Now() - t_write);
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const absl::StatusOr<int64_t>& rev = results[i];
+    if (!rev.ok() && !absl::IsAborted(rev.status())) {
+      log::Error("server", "scheduling decision not written",
+                 {{"job", writes[i].job}, {"error", rev.status().message()}});
+    }
+    if (!writes[i].bind) continue;
+    // Schedule committed the binding to the state: keep it when the store has it too.
+    if (rev.ok()) {
+      held_[writes[i].job] = {writes[i].attempt, false, pass_number_};
+    } else {
+      (void)state_->Release(writes[i].job);
+    }
+  }
+}
+
+absl::Status Controller::Schedule(Pass& pass) {
+  if (absl::Status s = EnsureScheduler(); !s.ok()) return s;
+  EnsureClusterState(pass);
+  ++pass_number_;
+  std::vector<const sched::PendingJob*> pending = CollectPending(pass);
+  ReleaseEnded();
+  if (pending.empty()) {
+    CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);
+    return absl::OkStatus();
+  }
+  absl::Time t_place = absl::Now();
+  sched::CycleStats cycle;
+  std::vector<sched::Decision> decisions =
+      scheduler_->Schedule(*state_, pending, pass.now_ms, &cycle);
+  pass.metrics.jobs_deferred = cycle.deferred;
+  pass.metrics.stage_seconds["place"] = absl::ToDoubleSeconds(absl::Now() - t_place);
+  // What is allocated once this pass's bindings are in (Schedule committed them to the state).
+  CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);
+  std::vector<DecisionWrite> writes;
+  for (const sched::Decision& d : decisions) {
+    if (std::optional<DecisionWrite> w = WriteOfDecision(pass, d)) writes.push_back(*std::move(w));
+  }
+  WriteDecisions(pass, std::move(writes));
+  return absl::OkStatus();
+}
+
+}  // namespace gpucloud::server
