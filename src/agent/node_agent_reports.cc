@@ -163,7 +163,7 @@ void NodeAgent::Impl::Heartbeat() {
   h.tasks = HeartbeatTasks(Now());
   h.gpus = HeartbeatGpus();
   absl::StatusOr<api::HttpResponse> r =
-      client.Call("POST", api::NodePath(o.node_name) + "/heartbeat", api::HeartbeatToJson(h));
+      client.Call("POST", api::NodeVerbPath(o.node_name, "heartbeat"), api::HeartbeatToJson(h));
   if (r.ok() && r->status == 404) {
     Log("the server does not know this node: registering again");
     Register();
