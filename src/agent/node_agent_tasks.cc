@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agent/node_agent_impl.h"
+#include "agent/task_stop.h"
 #include "agent/task_times.h"
 
 namespace gpucloud::agent {
@@ -47,7 +48,7 @@ void NodeAgent::Impl::StopTask(Local& t, bool hard) {
   if (t.ended_at) return;
   if (!t.stopping) {
     t.stopping = true;
-    t.kill_at = Now() + absl::Seconds(t.a.grace_seconds);
+    t.kill_at = KillDeadline(Now(), t.a.grace_seconds);
     Log(Cat("stopping ", t.a.name, " (attempt ", t.a.attempt, ")"));
   }
   int sig = hard ? SIGKILL : SIGTERM;
@@ -111,13 +112,20 @@ bool NodeAgent::Impl::StartAssigned(const std::map<std::string, api::Assignment>
 
 void NodeAgent::Impl::StopAndForget(const std::map<std::string, api::Assignment>& want,
                                     absl::Time now) {
+  auto view = [](const Local& t, bool wanted) {
+    return StopView{wanted, t.ended_at.has_value(), t.stopping, t.kill_at};
+  };
   for (auto it = tasks.begin(); it != tasks.end();) {
     Local& t = it->second;
     auto w = want.find(it->first);
     bool wanted =
         w != want.end() && w->second.job_uid == t.a.job_uid && w->second.attempt == t.a.attempt;
-    if (!wanted && !t.ended_at && !t.stopping) StopTask(t, false);
-    if (t.stopping && !t.ended_at && now >= t.kill_at) StopTask(t, true);
+    StopAction act = NextStopAction(view(t, wanted), now);
+    if (act == StopAction::kTerminate) {
+      StopTask(t, false);
+      act = NextStopAction(view(t, wanted), now);  // no grace: SIGKILL in this pass
+    }
+    if (act == StopAction::kKill) StopTask(t, true);
     t.assigned = wanted;
     // Ended and no longer assigned: forgotten once the server acknowledged its report and its
     // log is shipped, or after a while regardless (heartbeat_reports.h).
