@@ -305,6 +305,7 @@ void NodeAgent::Impl::MainLoop() {
       wake.wait_for(lock, std::chrono::milliseconds(100),
                     [&] { return dirty || exited || log_backlog || stop.load(); });
       exited = false;
+      ++passes_begun;
     }
     if (stop) break;
     bool changed = Reconcile();
@@ -319,7 +320,25 @@ void NodeAgent::Impl::MainLoop() {
       last_heartbeat = Now();
       MaybeRenewCredential();
     }
+    {
+      std::lock_guard lock(mu);
+      ++passes_done;
+    }
+    pass_done.notify_all();
   }
+  pass_done.notify_all();  // stopping: no more passes
+}
+
+bool NodeAgent::Impl::AwaitPass(absl::Duration timeout) {
+  std::unique_lock lock(mu);
+  // The first pass to begin after this: the one under way (if any) may have read the clock
+  // before the caller moved it.
+  const int64_t target = passes_begun + 1;
+  dirty = true;  // at once rather than at the tick
+  wake.notify_all();
+  return pass_done.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] {
+    return passes_done >= target || stop.load();
+  }) && !stop;
 }
 
 void NodeAgent::Impl::Leave() {
@@ -349,6 +368,8 @@ NodeAgent::~NodeAgent() { Stop(); }
 absl::Status NodeAgent::Run() { return impl_->Run(); }
 
 std::string NodeAgent::MetricsText() const { return impl_->MetricsText(); }
+
+bool NodeAgent::AwaitPassForTest(absl::Duration timeout) { return impl_->AwaitPass(timeout); }
 
 void NodeAgent::Stop() {
   impl_->stop = true;

@@ -94,6 +94,12 @@ class NodeAgent {
   // Thread-safe (for the metrics server's thread).
   std::string MetricsText() const;
 
+  // Test hook: wakes the main loop and blocks until it has run one whole pass (reconcile, the
+  // tasks' polls, log shipping and the heartbeat when due) that began after this call; false
+  // when none did within `timeout` or the agent is stopping. Every decision of that pass read
+  // the clock as it was at the call (or later): a test moves a fake clock, then awaits a pass.
+  bool AwaitPassForTest(absl::Duration timeout = absl::Seconds(10));
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -120,6 +120,10 @@ struct NodeAgent::Impl {
   std::map<std::string, api::Assignment> desired;  // guarded by mu
   bool desired_known = false;                      // guarded by mu: listed at least once
   bool dirty = false;                              // guarded by mu
+  // guarded by mu: the main loop's passes begun and finished (AwaitPassForTest)
+  int64_t passes_begun = 0;
+  int64_t passes_done = 0;
+  std::condition_variable pass_done;
 
   std::map<std::string, Local> tasks;  // the main loop's
   std::thread watcher;
@@ -351,6 +355,7 @@ struct NodeAgent::Impl {
   // heartbeat when due (at once after a change, else every `o.heartbeat` by the clock). Woken
   // by a change of the assignments or a task's exit, else on a 100 ms tick.
   void MainLoop();
+  bool AwaitPass(absl::Duration timeout);
   // On stop: the tasks killed (kill_tasks_on_stop) or left running for the next agent.
   void Leave();
 };
