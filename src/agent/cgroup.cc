@@ -135,6 +135,15 @@ absl::Status TaskCgroup::Attach(pid_t pid) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> TaskCgroup::SelfAttachFiles() const {
+  std::vector<std::string> out;
+  if (plan_.v2) return out;
+  for (const std::string* dir : {&plan_.memory_dir, &plan_.cpu_dir, &plan_.pids_dir}) {
+    if (!dir->empty()) out.push_back(*dir + "/tasks");
+  }
+  return out;
+}
+
 int64_t TaskCgroup::OomKills() const {
   if (plan_.memory_dir.empty()) return 0;
   return plan_.v2 ? Field(plan_.memory_dir + "/memory.events", "oom_kill")

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "testing/temp_dir.h"
+
 namespace gpucloud::agent {
 namespace {
 
@@ -51,6 +56,29 @@ TEST(TaskCgroup, RefusesAGroupWithoutLimitsAndSaysWhyItCannotMakeOne) {
       TaskCgroup::Create("t", {.pids_max = 10}, "/nonexistent-cgroup-root");
   EXPECT_TRUE(absl::IsFailedPrecondition(g.status()));
   EXPECT_EQ(g.status().message(), "no cgroup v2 or v1 pids under /nonexistent-cgroup-root");
+}
+
+// On v1 a task's child joins its groups itself through their `tasks` files (cgroup.h says why);
+// on v2 there are none and the executor moves the process with Attach.
+TEST(TaskCgroup, V1ChildrenJoinThroughTheTasksFilesAndV2ThroughAttach) {
+  // Stand-ins for the kernel's files (a real group has them the moment it is made).
+  testing_util::TempDir v1;
+  std::filesystem::create_directories(v1.path() / "pids/gpucloud/ns.job.w-0.1");
+  std::ofstream(v1.path() / "pids/gpucloud/ns.job.w-0.1/pids.max") << "max\n";
+  absl::StatusOr<std::unique_ptr<TaskCgroup>> g =
+      TaskCgroup::Create("ns.job.w-0.1", {.pids_max = 10}, v1.path().string());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->SelfAttachFiles(),
+            (std::vector<std::string>{(v1.path() / "pids/gpucloud/ns.job.w-0.1/tasks").string()}));
+
+  testing_util::TempDir v2;
+  std::ofstream(v2.path() / "cgroup.controllers") << "cpu memory pids\n";
+  std::filesystem::create_directories(v2.path() / "gpucloud/t");
+  std::ofstream(v2.path() / "gpucloud/t/pids.max") << "max\n";
+  g = TaskCgroup::Create("t", {.pids_max = 10}, v2.path().string());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE((*g)->v2());
+  EXPECT_TRUE((*g)->SelfAttachFiles().empty());
 }
 
 }  // namespace
