@@ -73,7 +73,14 @@ const JobEntry& JobOf(CachedObject& o) {
     if (p.ok() && p.manifests.size() == 1) {
       if (const Job* j = std::get_if<Job>(&p.manifests[0].object)) e->job = *j;
     }
-    e->status = JobStatusFromJson(o.doc);
+    if (absl::StatusOr<JobStatus> status = JobStatusFromJson(o.doc); status.ok()) {
+      e->status = *std::move(status);
+    } else {  // left alone, like a spec that does not parse
+      e->job.reset();
+      log::Error("server", "stored job status does not decode",
+                 {{"job", Cat(NamespaceOf(o.doc), "/", NameOf(o.doc))},
+                  {"error", status.status().message()}});
+    }
     e->ns = NamespaceOf(o.doc);
     e->name = NameOf(o.doc);
     e->uid = UidOf(o.doc);
@@ -413,7 +420,7 @@ bool HasNews(const Pass& pass, const JobStatus& old, const std::string& uid) {
       return true;
     }
   }
-  return old.phase == "Scheduled" && !old.tasks.empty();
+  return old.phase == api::JobPhase::kScheduled && !old.tasks.empty();
 }
 
 // What NextStatus observes of each replica this pass.
@@ -455,7 +462,8 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
   const JobEntry& entry = JobOf(obj);
   const JobStatus& old = entry.status;
   if (old.Terminal() && !old.delete_requested) return std::nullopt;
-  if (old.phase == "Pending" && !old.cancel_requested) return std::nullopt;  // the scheduler's
+  // A Pending job is the scheduler's.
+  if (old.phase == api::JobPhase::kPending && !old.cancel_requested) return std::nullopt;
   const std::string &ns = entry.ns, &name = entry.name, &uid = entry.uid;
   if (old.Active() && !old.cancel_requested && !HasNews(pass, old, uid)) return std::nullopt;
   JobStep step = NextStatus(old, ViewsOf(pass, old, uid), RulesOf(entry.job), now);

@@ -87,7 +87,7 @@ class ControllerTest : public ::testing::Test {
   api::TaskReport Report(const std::string& job, int rank, api::TaskState state,
                          int exit_code = -1) {
     Json doc = Json::parse(store_->Get("/jobs/default/" + job)->value);
-    JobStatus s = JobStatusFromJson(doc);
+    JobStatus s = JobStatusFromJson(doc).value();
     return {Cat("default.", job, ".", rank),
             doc["metadata"]["uid"],
             s.attempt,
@@ -112,12 +112,12 @@ class ControllerTest : public ::testing::Test {
     Heartbeat(first, {Report(job, 0, api::TaskState::kRunning)});
     Heartbeat(other);
     Pass();
-    EXPECT_EQ(Status(job).phase, "Running");
+    EXPECT_EQ(Status(job).phase, api::JobPhase::kRunning);
     return {first, other};
   }
 
   JobStatus Status(const std::string& job) {
-    return JobStatusFromJson(Json::parse(store_->Get("/jobs/default/" + job)->value));
+    return JobStatusFromJson(Json::parse(store_->Get("/jobs/default/" + job)->value)).value();
   }
   int64_t JobRevision(const std::string& job) {
     return store_->Get("/jobs/default/" + job)->mod_revision;

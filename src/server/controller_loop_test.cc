@@ -83,12 +83,12 @@ class ControllerLoopTest : public ControllerTest {
   }
 
   // Waits (on store changes, up to 60 s) until `job` is in `phase`.
-  bool AwaitPhase(const std::string& job, const std::string& phase) {
+  bool AwaitPhase(const std::string& job, api::JobPhase phase) {
     absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (absl::Now() < deadline) {
       int64_t seen = store_->Revision();
       absl::StatusOr<store::KeyValue> kv = store_->Get("/jobs/default/" + job);
-      if (kv.ok() && JobStatusFromJson(Json::parse(kv->value)).phase == phase) return true;
+      if (kv.ok() && JobStatusFromJson(Json::parse(kv->value)).value().phase == phase) return true;
       store_->WaitForChange(seen, absl::Seconds(1));
     }
     return false;
@@ -106,9 +106,10 @@ TEST_F(ControllerLoopTest, AJobSubmittedWhileAPassRunsIsScheduledWithoutWaitingF
   // nothing else happens afterwards, so only a pass run because of it schedules it.
   writer_->Arm("/queues/", [this] { Submit(GangJob("second", 1, 1)); });
   StartLoop();
-  ASSERT_TRUE(AwaitPhase("first", "Scheduled"));
-  EXPECT_TRUE(AwaitPhase("second", "Scheduled")) << "passes: " << loop_->Metrics().passes << "; "
-                                                 << store_->Get("/jobs/default/second")->value;
+  ASSERT_TRUE(AwaitPhase("first", api::JobPhase::kScheduled));
+  EXPECT_TRUE(AwaitPhase("second", api::JobPhase::kScheduled))
+      << "passes: " << loop_->Metrics().passes << "; "
+      << store_->Get("/jobs/default/second")->value;
 }
 
 TEST_F(ControllerLoopTest, AHeartbeatKickMovesAJobAlongWithoutATick) {
@@ -116,11 +117,11 @@ TEST_F(ControllerLoopTest, AHeartbeatKickMovesAJobAlongWithoutATick) {
   Heartbeat("node-a");
   Submit(GangJob("train", 1, 1));
   StartLoop();
-  ASSERT_TRUE(AwaitPhase("train", "Scheduled"));
+  ASSERT_TRUE(AwaitPhase("train", api::JobPhase::kScheduled));
   // The agent's report lives in the NodeTable only: no store change, just the kick.
   Heartbeat("node-a", {Report("train", 0, api::TaskState::kRunning)});
   loop_->Kick();
-  EXPECT_TRUE(AwaitPhase("train", "Running"));
+  EXPECT_TRUE(AwaitPhase("train", api::JobPhase::kRunning));
 }
 
 }  // namespace

@@ -24,20 +24,20 @@ TEST_F(ControllerTest, VolcanoTensorFlowJobCompletesWhenItsWorkersDo) {
   Submit(Example("examples/volcano/tensorflow-ps.yaml"));
   Pass();
   JobStatus s = Status("tensorflow-ps");
-  ASSERT_EQ(s.phase, "Scheduled");
+  ASSERT_EQ(s.phase, api::JobPhase::kScheduled);
   ASSERT_EQ(s.placement.size(), 3u);  // rank 0 the ps, ranks 1 and 2 the workers
   Heartbeat("node-a", {Report("tensorflow-ps", 0, api::TaskState::kRunning),
                        Report("tensorflow-ps", 1, api::TaskState::kRunning),
                        Report("tensorflow-ps", 2, api::TaskState::kRunning)});
   Pass();
-  ASSERT_EQ(Status("tensorflow-ps").phase, "Running");
+  ASSERT_EQ(Status("tensorflow-ps").phase, api::JobPhase::kRunning);
 
   // One worker done: nothing yet.
   Heartbeat("node-a", {Report("tensorflow-ps", 0, api::TaskState::kRunning),
                        Report("tensorflow-ps", 1, api::TaskState::kSucceeded, 0),
                        Report("tensorflow-ps", 2, api::TaskState::kRunning)});
   Pass();
-  ASSERT_EQ(Status("tensorflow-ps").phase, "Running");
+  ASSERT_EQ(Status("tensorflow-ps").phase, api::JobPhase::kRunning);
 
   // Both: the ps is stopped, and the job succeeds once it has.
   Heartbeat("node-a", {Report("tensorflow-ps", 0, api::TaskState::kRunning),
@@ -45,8 +45,8 @@ TEST_F(ControllerTest, VolcanoTensorFlowJobCompletesWhenItsWorkersDo) {
                        Report("tensorflow-ps", 2, api::TaskState::kSucceeded, 0)});
   Pass();
   s = Status("tensorflow-ps");
-  EXPECT_EQ(s.phase, "Stopping");
-  EXPECT_EQ(s.next, "Succeeded");
+  EXPECT_EQ(s.phase, api::JobPhase::kStopping);
+  EXPECT_EQ(s.next, api::JobPhase::kSucceeded);
   EXPECT_EQ(s.reason, "Completed");
   EXPECT_TRUE(Assignments("node-a").empty());  // the agent stops the ps
   Heartbeat("node-a", {Report("tensorflow-ps", 0, api::TaskState::kStopped),
@@ -54,7 +54,7 @@ TEST_F(ControllerTest, VolcanoTensorFlowJobCompletesWhenItsWorkersDo) {
                        Report("tensorflow-ps", 2, api::TaskState::kSucceeded, 0)});
   Pass();
   s = Status("tensorflow-ps");
-  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(s.restarts, 0);
   std::vector<std::string> reasons = EventReasons("tensorflow-ps");
   EXPECT_NE(std::find(reasons.begin(), reasons.end(), "Completed"), reasons.end());
@@ -69,7 +69,7 @@ TEST_F(ControllerTest, PodFailedAbortJobEndsTheJobWithoutRestarts) {
   Pass();
   JobStatus s = Status("abort");
   EXPECT_EQ(s.reason, "Aborted");
-  EXPECT_EQ(s.next, "Failed");
+  EXPECT_EQ(s.next, api::JobPhase::kFailed);
   EXPECT_EQ(s.restarts, 0);
 }
 
@@ -79,8 +79,8 @@ TEST_F(ControllerTest, TwoJobsWithRankZeroOnOneNodeGetDifferentMasterPorts) {
   Submit(GangJob("two", 1, 1));
   Pass();
   JobStatus a = Status("one"), b = Status("two");
-  ASSERT_EQ(a.phase, "Scheduled");
-  ASSERT_EQ(b.phase, "Scheduled");
+  ASSERT_EQ(a.phase, api::JobPhase::kScheduled);
+  ASSERT_EQ(b.phase, api::JobPhase::kScheduled);
   EXPECT_NE(a.master_port, 0);
   EXPECT_NE(a.master_port, b.master_port);
   for (const store::KeyValue& kv : Assignments("node-a")) {

@@ -97,8 +97,8 @@ void CountAllocated(const sched::ClusterState& state, std::map<std::string, doub
 // A job's status once bound to `binding` for its next attempt (the status before: `s`).
 JobStatus BoundStatus(JobStatus s, const Job& job, std::string checkpoint_dir, Binding binding,
                       int64_t now) {
-  s.phase = "Scheduled";
-  s.next.clear();
+  s.phase = api::JobPhase::kScheduled;
+  s.next.reset();
   ++s.attempt;
   s.scheduled_ms = now;
   s.tasks.clear();
@@ -188,7 +188,7 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& s = entry.status;
-    ++pass.metrics.jobs_by_phase[s.phase];
+    ++pass.metrics.jobs_by_phase[std::string(api::PhaseName(s.phase))];
     if (!entry.job) continue;
     const Job& job = *entry.job;
     if (s.Active() || s.Stopping()) {
@@ -200,7 +200,7 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
       HoldActiveJob(entry);
       continue;
     }
-    if (s.phase != "Pending" || s.cancel_requested || s.delete_requested) continue;
+    if (s.phase != api::JobPhase::kPending || s.cancel_requested || s.delete_requested) continue;
     ++pass.metrics.pending_by_queue[job.spec.queue];
     if (s.not_before_ms > now) continue;
     if (!entry.request) entry.request = PendingRequestOf(entry.key, job, s);
@@ -288,7 +288,7 @@ std::optional<Controller::DecisionWrite> Controller::WriteOfDecision(Pass& pass,
   w.bind = d.kind == sched::DecisionKind::kBind && dir.ok();
   if (!dir.ok()) {
     (void)state_->Release(d.job);  // Schedule committed the binding to the state
-    s.phase = "Failed";
+    s.phase = api::JobPhase::kFailed;
     s.finished_ms = now;
     s.reason = "InvalidSpec";
     s.message = std::string(dir.status().message());

@@ -30,7 +30,7 @@ TEST_F(ControllerTest, AGangIsBoundInOneTransactionWithConsistentRanks) {
   Submit(GangJob("gang", 2, 4));
   Pass();
   JobStatus s = Status("gang");
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.attempt, 1);
   EXPECT_EQ(s.checkpoint_dir, "/ckpt/default/gang");
   ASSERT_EQ(s.placement.size(), 2u);
@@ -79,7 +79,7 @@ spec:
     resources: {gpu: {count: 4}}
 )");
   Pass();
-  ASSERT_EQ(Status("mpi").phase, "Scheduled");
+  ASSERT_EQ(Status("mpi").phase, api::JobPhase::kScheduled);
   std::vector<api::Assignment> all;
   std::map<std::string, std::string> node_of;  // assignment name -> node address
   for (const char* node : {"node-a", "node-b", "node-c"}) {
@@ -126,14 +126,14 @@ TEST_F(ControllerTest, AnImagePullIsInTheJobsEventsOnceEachTimeItChanges) {
   EXPECT_EQ(EventReasons("job"),
             (std::vector<std::string>{"Scheduled", "Pulling", "ImagePullBackOff"}));
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.restarts, 0);
   EXPECT_EQ(s.tasks.at("default.job.0"),
             "Starting: ImagePullBackOff: image registry.local/x:1: manifest unknown; next try in "
             "5s");
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
   Pass();
-  EXPECT_EQ(Status("job").phase, "Running");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kRunning);
 }
 
 TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
@@ -143,16 +143,16 @@ TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning),
                        Report("job", 1, api::TaskState::kStarting)});
   Pass();
-  EXPECT_EQ(Status("job").phase, "Running");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kRunning);
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kSucceeded, 0),
                        Report("job", 1, api::TaskState::kRunning)});
   Pass();
-  EXPECT_EQ(Status("job").phase, "Running");  // one of two is done
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kRunning);  // one of two is done
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kSucceeded, 0),
                        Report("job", 1, api::TaskState::kSucceeded, 0)});
   Pass();
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(s.finished_ms, clock_.NowMillis());
   EXPECT_TRUE(Assignments("node-a").empty());
   EXPECT_EQ(EventReasons("job"), (std::vector<std::string>{"Scheduled", "Started", "Succeeded"}));
@@ -181,7 +181,7 @@ TEST_F(ControllerTest, AHeartbeatAnswerAcknowledgesOnlyEndedReportsAPassHasRead)
   EXPECT_EQ(beat({done}), Json::array());  // arrived, not read
   EXPECT_EQ(beat({done}), Json::array());  // sent again (an answer lost): still not read
   Pass();
-  EXPECT_EQ(Status("job").phase, "Succeeded");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kSucceeded);
   Json ack = beat({done});
   ASSERT_EQ(ack.size(), 1u) << ack;
   EXPECT_EQ(ack[0]["name"], done.name);
@@ -206,7 +206,7 @@ TEST_F(ControllerTest, AJobWhoseTaskEndedBeforeThePassSawItRunStillStarts) {
   Heartbeat("node-a", {r});
   Pass();
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(s.started_ms, t0 + 20);
   EXPECT_EQ(s.finished_ms, t0 + 60);
   EXPECT_EQ(EventReasons("job"), (std::vector<std::string>{"Scheduled", "Started", "Succeeded"}));
@@ -221,7 +221,7 @@ TEST_F(ControllerTest, AJobWhoseTaskEndedBeforeThePassSawItRunStillStarts) {
   Heartbeat("node-a", {Report("old", 0, api::TaskState::kSucceeded, 0)});
   Pass();
   s = Status("old");
-  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(s.started_ms, clock_.NowMillis());
   EXPECT_EQ(s.finished_ms, clock_.NowMillis());
   EXPECT_EQ(EventReasons("old"), (std::vector<std::string>{"Scheduled", "Started", "Succeeded"}));
@@ -235,7 +235,7 @@ TEST_F(ControllerTest, AFailedTaskRestartsAfterBackOffThenTheJobFails) {
                        Report("job", 1, api::TaskState::kRunning)});
   Pass();
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Restarting");  // rank 1 still runs: its GPUs stay reserved
+  EXPECT_EQ(s.phase, api::JobPhase::kRestarting);  // rank 1 still runs: its GPUs stay reserved
   EXPECT_EQ(s.restarts, 1);
   EXPECT_TRUE(Assignments("node-a").empty());  // so the agent stops rank 1
   EXPECT_NE(s.message.find("exit code 3"), std::string::npos) << s.message;
@@ -243,17 +243,17 @@ TEST_F(ControllerTest, AFailedTaskRestartsAfterBackOffThenTheJobFails) {
                        Report("job", 1, api::TaskState::kStopped, 0)});
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Pending");
+  EXPECT_EQ(s.phase, api::JobPhase::kPending);
   EXPECT_EQ(s.not_before_ms, clock_.NowMillis() + 10'000);
   clock_.Advance(9'000);
   Heartbeat("node-a");
   Pass();
-  EXPECT_EQ(Status("job").phase, "Pending");  // still backing off
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kPending);  // still backing off
   clock_.Advance(1'000);
   Heartbeat("node-a");
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.attempt, 2);
   ASSERT_EQ(Assignments("node-a").size(), 2u);
   EXPECT_EQ(api::AssignmentFromJson(Assignments("node-a")[0].value)->restart_count, 1);
@@ -262,12 +262,12 @@ TEST_F(ControllerTest, AFailedTaskRestartsAfterBackOffThenTheJobFails) {
                         Json::parse(store_->Get("/jobs/default/job")->value)["metadata"]["uid"], 1,
                         api::TaskState::kFailed, 3, 0, false, ""}});
   Pass();
-  EXPECT_EQ(Status("job").phase, "Scheduled");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kScheduled);
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kFailed, 3),
                        Report("job", 1, api::TaskState::kFailed, 3)});
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Failed");
+  EXPECT_EQ(s.phase, api::JobPhase::kFailed);
   EXPECT_NE(s.message.find("no restarts left"), std::string::npos) << s.message;
 }
 
@@ -281,11 +281,12 @@ TEST_F(ControllerTest, ALostNodeRestartsItsJobsElsewhereWithoutUsingRestarts) {
   Heartbeat(first, {Report("job", 0, api::TaskState::kRunning)});
   Heartbeat(other);
   Pass();
-  EXPECT_EQ(Status("job").phase, "Running");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kRunning);
   clock_.Advance(2'000);
   Heartbeat(other);
   Pass();
-  EXPECT_EQ(Status("job").phase, "Running");  // 2 s without a heartbeat is not yet lost
+  EXPECT_EQ(Status("job").phase,
+            api::JobPhase::kRunning);  // 2 s without a heartbeat is not yet lost
   clock_.Advance(1'500);
   Heartbeat(other);
   Pass();
@@ -294,7 +295,7 @@ TEST_F(ControllerTest, ALostNodeRestartsItsJobsElsewhereWithoutUsingRestarts) {
   EXPECT_FALSE(node["status"]["ready"].get<bool>());
   EXPECT_EQ(node["status"]["readyReason"], "HeartbeatsMissed");
   // Stopped at once (nothing to wait for on a lost node) and placed on the other node.
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.attempt, 2);
   EXPECT_EQ(s.restarts, 0);
   EXPECT_EQ(s.interruptions, 1);
@@ -310,7 +311,7 @@ TEST_F(ControllerTest, AJobThatCannotFitSaysWhyOnce) {
   Pass();
   Pass();
   JobStatus s = Status("big");
-  EXPECT_EQ(s.phase, "Pending");
+  EXPECT_EQ(s.phase, api::JobPhase::kPending);
   EXPECT_EQ(s.reason, "Unschedulable");
   EXPECT_FALSE(s.message.empty());
   EXPECT_EQ(EventReasons("big"), std::vector<std::string>{"Unschedulable"});
@@ -328,10 +329,11 @@ TEST_F(ControllerTest, CancelStopsTheTasksWithGraceAndDeleteRemovesTheJobAfterwa
   EXPECT_EQ(r.status, 202) << r.body;
   EXPECT_EQ(logs_->Size(log), 8);  // the job still runs: its log stays
   Pass();
-  EXPECT_EQ(Status("job").phase, "Cancelling");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kCancelling);
   EXPECT_TRUE(Assignments("node-a").empty());
   Pass();
-  EXPECT_EQ(Status("job").phase, "Cancelling");  // the task still runs (its grace period)
+  EXPECT_EQ(Status("job").phase,
+            api::JobPhase::kCancelling);  // the task still runs (its grace period)
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kStopped, 0)});
   Pass();
   EXPECT_TRUE(absl::IsNotFound(store_->Get("/jobs/default/job").status()));
@@ -348,11 +350,11 @@ TEST_F(ControllerTest, AStopDeadlineEndsAStopThatNeverCompletes) {
   Pass();
   ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/namespaces/default/jobs/job/cancel").status, 202);
   Pass();
-  EXPECT_EQ(Status("job").phase, "Cancelling");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kCancelling);
   clock_.Advance(15'001);  // grace (10 s) + 5 s
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kRunning)});
   Pass();
-  EXPECT_EQ(Status("job").phase, "Cancelled");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kCancelled);
 }
 
 TEST_F(ControllerTest, CordonKeepsNewJobsOffAndDrainMovesRunningOnes) {
@@ -370,18 +372,18 @@ TEST_F(ControllerTest, CordonKeepsNewJobsOffAndDrainMovesRunningOnes) {
   EXPECT_EQ(Status("second").placement.at(0).node, "node-b");
   ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodes/node-a/drain").status, 200);
   Pass();
-  EXPECT_EQ(Status("job").phase, "Preempting");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kPreempting);
   EXPECT_EQ(Status("job").reason, "Drained");
   Heartbeat("node-a", {Report("job", 0, api::TaskState::kStopped, 0)});
   Pass();
   // node-b has 3 GPUs free after `second`: the 4-GPU job waits, not back on node-a.
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Pending");
+  EXPECT_EQ(s.phase, api::JobPhase::kPending);
   EXPECT_EQ(s.interruptions, 1);
   ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodes/node-a/uncordon").status, 200);
   Heartbeat("node-a");
   Pass();
-  EXPECT_EQ(Status("job").phase, "Scheduled");
+  EXPECT_EQ(Status("job").phase, api::JobPhase::kScheduled);
   EXPECT_EQ(Status("job").placement.at(0).node, "node-a");
 }
 
@@ -402,7 +404,7 @@ TEST_F(ControllerTest, AnUnhealthyGpuRestartsItsJobOnHealthyGpus) {
                 clock_.NowMillis());
   Pass();
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Restarting");
+  EXPECT_EQ(s.phase, api::JobPhase::kRestarting);
   EXPECT_EQ(s.reason, "GpuFailed");
   EXPECT_NE(s.message.find("GPU 1 on " + first + ": Xid 79"), std::string::npos) << s.message;
   nodes_.Record(first,
@@ -414,7 +416,7 @@ TEST_F(ControllerTest, AnUnhealthyGpuRestartsItsJobOnHealthyGpus) {
                 clock_.NowMillis());
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Scheduled");  // 3 healthy GPUs left there: the other node
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);  // 3 healthy GPUs left there: the other node
   EXPECT_EQ(s.placement.at(0).node, other);
   EXPECT_EQ(s.interruptions, 1);
   EXPECT_EQ(s.restarts, 0);
@@ -441,7 +443,7 @@ TEST_F(ControllerTest, AMigJobGetsAnInstanceTheAgentRegistered) {
       "    command: [python3, serve.py]\n    resources:\n      gpu: {mig: 1g.10gb}\n");
   Pass();
   JobStatus s = Status("infer");
-  ASSERT_EQ(s.phase, "Scheduled") << s.message;
+  ASSERT_EQ(s.phase, api::JobPhase::kScheduled) << s.message;
   ASSERT_EQ(s.placement.at(0).placement.gpus.size(), 1u);
   EXPECT_EQ(s.placement[0].placement.gpus[0].mode, GpuMode::kMig);
   EXPECT_EQ(s.placement[0].placement.gpus[0].mig.profile, "1g.10gb");
@@ -464,7 +466,7 @@ TEST_F(ControllerTest, ASpotNoticeRequeuesTheJobAndItsRecoveryIsMeasured) {
             200);
   Pass();
   JobStatus s = Status("spot");
-  EXPECT_EQ(s.phase, "Preempting");
+  EXPECT_EQ(s.phase, api::JobPhase::kPreempting);
   EXPECT_EQ(s.reason, "SpotReclaim");
   EXPECT_NE(s.message.find("reclaimed in 60 s"), std::string::npos) << s.message;
   EXPECT_EQ(s.stop_deadline_ms,
@@ -474,14 +476,14 @@ TEST_F(ControllerTest, ASpotNoticeRequeuesTheJobAndItsRecoveryIsMeasured) {
   Heartbeat(other);
   Pass();
   s = Status("spot");
-  ASSERT_EQ(s.phase, "Scheduled");
+  ASSERT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.placement.at(0).node, other);  // not back on the reclaimed node
   clock_.Advance(1'500);
   Heartbeat(other, {Report("spot", 0, api::TaskState::kRunning)});
   Heartbeat(first);
   Pass();
   s = Status("spot");
-  EXPECT_EQ(s.phase, "Running");
+  EXPECT_EQ(s.phase, api::JobPhase::kRunning);
   EXPECT_EQ(s.recoveries, 1);
   EXPECT_EQ(s.last_recovery_ms, 2'500);
   EXPECT_EQ(s.interrupted_ms, 0);
@@ -587,7 +589,7 @@ TEST_F(ControllerTest, GoodputCountsWorkAfterTheLastCheckpointAsLostWhenANodeDie
   Heartbeat(other);
   Pass();
   JobStatus s = Status("job");
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_DOUBLE_EQ(s.gpu_seconds.allocated, 2 * 14.5);
   EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * 6.0);
   EXPECT_DOUBLE_EQ(s.gpu_seconds.lost, 2 * 7.5);
@@ -599,7 +601,7 @@ TEST_F(ControllerTest, GoodputCountsWorkAfterTheLastCheckpointAsLostWhenANodeDie
   Heartbeat(other, {Report("job", 0, api::TaskState::kSucceeded, 0)});
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Succeeded");
+  EXPECT_EQ(s.phase, api::JobPhase::kSucceeded);
   EXPECT_DOUBLE_EQ(s.gpu_seconds.allocated, 2 * (14.5 + 21));
   EXPECT_DOUBLE_EQ(s.gpu_seconds.productive, 2 * (6.0 + 20));
   EXPECT_DOUBLE_EQ(s.gpu_seconds.lost, 2 * 7.5);
@@ -648,7 +650,7 @@ TEST_F(ControllerTest, AGpuAtRiskMovesItsJobWithACheckpointAndTakesNoNewWork) {
   Pass();
   JobStatus s = Status("job");
   // A graceful move (the task gets its grace period to checkpoint), not a failure restart.
-  EXPECT_EQ(s.phase, "Preempting");
+  EXPECT_EQ(s.phase, api::JobPhase::kPreempting);
   EXPECT_EQ(s.reason, "PredictedFailure");
   EXPECT_NE(s.message.find("GPU 2 on " + first + " is likely to fail (12 rows remapped in 6 h)"),
             std::string::npos)
@@ -659,7 +661,7 @@ TEST_F(ControllerTest, AGpuAtRiskMovesItsJobWithACheckpointAndTakesNoNewWork) {
   Heartbeat(other);
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.placement.at(0).node, other);  // 3 GPUs left on the first node: not enough
   EXPECT_EQ(s.restarts, 0);
   // A one-GPU job may go to the first node, but never to GPU 2.
@@ -736,7 +738,7 @@ TEST_F(ControllerTest, AStoredJobWithACheckpointDirOutsideItsTreeFailsWithoutRun
   Submit(GangJob("escape", 1, 4, 3, "  checkpoint: {dir: /ckpt/other-team/train}\n"));
   Pass();
   JobStatus s = Status("escape");
-  EXPECT_EQ(s.phase, "Failed");
+  EXPECT_EQ(s.phase, api::JobPhase::kFailed);
   EXPECT_EQ(s.reason, "InvalidSpec");
   EXPECT_EQ(s.message,
             "spec.checkpoint.dir: must lie inside the namespace's checkpoint tree /ckpt/default/ "
@@ -747,8 +749,8 @@ TEST_F(ControllerTest, AStoredJobWithACheckpointDirOutsideItsTreeFailsWithoutRun
   // Its GPUs were not kept: a job asking for all of them is bound next.
   Submit(GangJob("next", 1, 4));
   Pass();
-  EXPECT_EQ(Status("next").phase, "Scheduled");
-  EXPECT_EQ(Status("escape").phase, "Failed");
+  EXPECT_EQ(Status("next").phase, api::JobPhase::kScheduled);
+  EXPECT_EQ(Status("escape").phase, api::JobPhase::kFailed);
 }
 
 // A job whose checkpoints are on its node's disk; its node dies after the first checkpoint
@@ -791,7 +793,7 @@ class NodeLocalCheckpoints : public ControllerTest {
 
 TEST_F(NodeLocalCheckpoints, ARestartElsewhereResumesFromTheReplicaAndCountsTheRestAsLost) {
   JobStatus s = RunThenLoseTheNode(/*replicate=*/true);
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_EQ(s.placement.at(0).node, other_);
   EXPECT_NE(s.message.find("resuming from the replica in /ckpt/default/shared"), std::string::npos)
       << s.message;
@@ -804,7 +806,7 @@ TEST_F(NodeLocalCheckpoints, ARestartElsewhereResumesFromTheReplicaAndCountsTheR
 
 TEST_F(NodeLocalCheckpoints, WithoutAReplicaTheJobStartsFromScratchAndSaysSo) {
   JobStatus s = RunThenLoseTheNode(/*replicate=*/false);
-  EXPECT_EQ(s.phase, "Scheduled");
+  EXPECT_EQ(s.phase, api::JobPhase::kScheduled);
   EXPECT_NE(s.message.find("resuming from scratch: the checkpoints were on the local disk of " +
                            first_ + " and are not replicated"),
             std::string::npos)
@@ -859,7 +861,7 @@ TEST_F(ControllerTest, APoolNoticeReachesEveryNodeOfThePoolAndOutlivesReRegistra
   Submit(GangJob("job", 2, 4, 3, "  nodeSelector: {pool: spot}\n"));
   Pass();
   JobStatus s = Status("job");
-  ASSERT_EQ(s.phase, "Scheduled") << s.message;
+  ASSERT_EQ(s.phase, api::JobPhase::kScheduled) << s.message;
   for (const char* n : {"spot-a", "spot-b", "od-a"}) Heartbeat(n);
   Heartbeat(s.placement.at(0).node, {Report("job", 0, api::TaskState::kRunning)});
   Heartbeat(s.placement.at(1).node, {Report("job", 1, api::TaskState::kRunning)});
@@ -886,7 +888,7 @@ TEST_F(ControllerTest, APoolNoticeReachesEveryNodeOfThePoolAndOutlivesReRegistra
   EXPECT_TRUE(Json::parse(store_->Get("/nodes/spot-a")->value)["spec"].contains("reclaimAtMs"));
   Pass();
   s = Status("job");
-  EXPECT_EQ(s.phase, "Preempting");
+  EXPECT_EQ(s.phase, api::JobPhase::kPreempting);
   EXPECT_EQ(s.reason, "SpotReclaim");
 }
 
@@ -905,8 +907,8 @@ TEST_F(ControllerTest, AFloodedNamespaceCannotHoldUpAnother) {
   Json doc = Json::parse(store_->Get("/jobs/flood/f0")->value);  // as submitted: Pending
   Pass();                                                        // f0 takes node-a
   Pass();  // and the controller's cache has seen that write
-  ASSERT_EQ(JobStatusFromJson(Json::parse(store_->Get("/jobs/flood/f0")->value)).phase,
-            "Scheduled");
+  ASSERT_EQ(JobStatusFromJson(Json::parse(store_->Get("/jobs/flood/f0")->value))->phase,
+            api::JobPhase::kScheduled);
   const char* env = std::getenv("GPUCLOUD_FLOOD_JOBS");
   const int flood = env != nullptr ? std::atoi(env) : 3000;
   std::vector<store::Op> ops;
@@ -933,8 +935,8 @@ TEST_F(ControllerTest, AFloodedNamespaceCannotHoldUpAnother) {
     std::cout << std::endl;
     EXPECT_EQ(m.jobs_deferred, flood - sched::NamespaceBudgetLimits{}.max_waiting);
     if (pass == 1) {
-      EXPECT_EQ(JobStatusFromJson(Json::parse(store_->Get("/jobs/other/small")->value)).phase,
-                "Scheduled");
+      EXPECT_EQ(JobStatusFromJson(Json::parse(store_->Get("/jobs/other/small")->value))->phase,
+                api::JobPhase::kScheduled);
     }
   }
   // Every write is one transaction per decided job (its status and events): at most the budget

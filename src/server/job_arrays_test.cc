@@ -109,7 +109,7 @@ class ControllerArrayTest : public ControllerTest {
   std::vector<std::string> InPhase(const std::string& phase, int n) {
     std::vector<std::string> out;
     for (const std::string& e : Elements(n)) {
-      if (Status(e).phase == phase) out.push_back(e);
+      if (api::PhaseName(Status(e).phase) == phase) out.push_back(e);
     }
     return out;
   }
@@ -130,7 +130,7 @@ TEST_F(ControllerArrayTest, AtMostParallelismElementsAreAdmittedAtOnce) {
   EXPECT_EQ(InPhase("Scheduled", 5), (std::vector<std::string>{"sweep-0", "sweep-1"}));
   for (const char* e : {"sweep-2", "sweep-3", "sweep-4"}) {
     JobStatus s = Status(e);
-    EXPECT_EQ(s.phase, "Pending") << e;
+    EXPECT_EQ(s.phase, api::JobPhase::kPending) << e;
     EXPECT_EQ(s.reason, "ArrayParallelism") << e;
     EXPECT_EQ(s.message, "array sweep runs at most 2 elements at once") << e;
   }
@@ -146,7 +146,7 @@ TEST_F(ControllerArrayTest, AtMostParallelismElementsAreAdmittedAtOnce) {
   Pass();
   EXPECT_LE(Admitted(5).size(), 2u);
   Pass();
-  EXPECT_EQ(Status("sweep-0").phase, "Succeeded");
+  EXPECT_EQ(Status("sweep-0").phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(Admitted(5), (std::vector<std::string>{"sweep-1", "sweep-2"}));
   EXPECT_EQ(Status("sweep-3").reason, "ArrayParallelism");
 }

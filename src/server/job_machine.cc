@@ -75,26 +75,27 @@ class Stepper {
   }
 
   // Stops the job's tasks; its GPUs stay reserved until they have stopped.
-  void Stop(std::string phase, std::string next, std::string reason, std::string message,
+  void Stop(api::JobPhase phase, api::JobPhase next, std::string reason, std::string message,
             int64_t grace_ms) {
     JobStatus& st = s();
     out_.delete_assignments = true;
-    st.phase = std::move(phase);
-    st.next = std::move(next);
+    st.phase = phase;
+    st.next = next;
     st.reason = reason;
     st.message = message;
     st.stop_deadline_ms = now_ + grace_ms + 5000;
     st.EndRun(run_end_);
     // A restart: its time to recovery is measured from here.
-    if (st.next == "Pending" && st.interrupted_ms == 0) st.interrupted_ms = now_;
+    if (st.next == api::JobPhase::kPending && st.interrupted_ms == 0) st.interrupted_ms = now_;
     bool normal = reason == "Succeeded" || reason == "Completed";
     Event(normal ? "Normal" : "Warning", std::move(reason), std::move(message));
   }
 
   // A restart that is not the job's fault (a node or GPU went): not counted.
-  void Interrupt(std::string phase, std::string reason, std::string message) {
+  void Interrupt(api::JobPhase phase, std::string reason, std::string message) {
     ++s().interruptions;
-    Stop(std::move(phase), "Pending", std::move(reason), std::move(message), rules_.stop_grace_ms);
+    Stop(phase, api::JobPhase::kPending, std::move(reason), std::move(message),
+         rules_.stop_grace_ms);
   }
 
   // A restart the restart policy counts, or the end when none are left.
@@ -105,12 +106,12 @@ class Stepper {
       int64_t backoff_s = policy.backoff_seconds << std::min(st.restarts, 10);
       ++st.restarts;
       st.not_before_ms = now_ + backoff_s * 1000;
-      Stop("Restarting", "Pending", reason,
+      Stop(api::JobPhase::kRestarting, api::JobPhase::kPending, reason,
            Cat(what, "; restart ", st.restarts, " of ", policy.max_restarts, " in ", backoff_s,
                " s, from the last checkpoint"),
            rules_.stop_grace_ms);
     } else {
-      Stop("Stopping", "Failed", reason,
+      Stop(api::JobPhase::kStopping, api::JobPhase::kFailed, reason,
            Cat(what, "; no restarts left (", policy.max_restarts, ")"), rules_.stop_grace_ms);
     }
   }
@@ -128,15 +129,16 @@ class Stepper {
         RestartCounted("RestartJob", why);
         return true;
       case LifecycleAction::kCompleteJob:
-        Stop("Stopping", "Succeeded", "Completed", Cat(why, "; completing the job"),
-             rules_.stop_grace_ms);
+        Stop(api::JobPhase::kStopping, api::JobPhase::kSucceeded, "Completed",
+             Cat(why, "; completing the job"), rules_.stop_grace_ms);
         return true;
       case LifecycleAction::kAbortJob:
-        Stop("Stopping", "Failed", "Aborted", Cat(why, "; aborting the job"), rules_.stop_grace_ms);
+        Stop(api::JobPhase::kStopping, api::JobPhase::kFailed, "Aborted",
+             Cat(why, "; aborting the job"), rules_.stop_grace_ms);
         return true;
       case LifecycleAction::kTerminateJob:
-        Stop("Stopping", "Failed", "Terminated", Cat(why, "; terminating the job"),
-             rules_.stop_grace_ms);
+        Stop(api::JobPhase::kStopping, api::JobPhase::kFailed, "Terminated",
+             Cat(why, "; terminating the job"), rules_.stop_grace_ms);
         return true;
     }
     return false;
@@ -268,7 +270,7 @@ void Started(Stepper& st, const Observed& o, size_t replicas) {
   JobStatus& s = st.s();
   const int64_t now = st.now();
   const int64_t at = o.first_start_ms > 0 ? Within(o.first_start_ms, s.scheduled_ms, now) : now;
-  s.phase = "Running";
+  s.phase = api::JobPhase::kRunning;
   s.reason = "Started";
   s.message = o.started == o.running ? Cat(o.running, " of ", replicas, " tasks running")
                                      : Cat(o.started, " of ", replicas, " tasks started, ",
@@ -292,7 +294,7 @@ void Succeeded(Stepper& st, const Observed& o) {
   JobStatus& s = st.s();
   const int64_t now = st.now();
   st.out().delete_assignments = true;
-  s.phase = "Succeeded";
+  s.phase = api::JobPhase::kSucceeded;
   s.reason = "Succeeded";
   s.message = Cat("all ", o.succeeded, " tasks exited with code 0");
   s.finished_ms = o.last_end_ms > 0 ? Within(o.last_end_ms, s.attempt_started_ms, now) : now;
@@ -306,13 +308,13 @@ bool StepInterruptions(Stepper& st, const Observed& o) {
   if (!o.lost.empty()) {
     if (ApplyFirst(st, o.lost, {LifecycleEvent::kJobUnknown}, true)) return true;
     st.Interrupt(
-        "Restarting", "NodeLost",
+        api::JobPhase::kRestarting, "NodeLost",
         Cat("node ", o.lost[0].what, " stopped heartbeating; restarting from the last checkpoint"));
     return true;
   }
   if (!o.broken.empty()) {
     if (ApplyFirst(st, o.broken, {LifecycleEvent::kPodEvicted}, true)) return true;
-    st.Interrupt("Restarting", "GpuFailed",
+    st.Interrupt(api::JobPhase::kRestarting, "GpuFailed",
                  Cat(o.broken[0].what, "; restarting on healthy GPUs from the last checkpoint"));
     return true;
   }
@@ -320,7 +322,7 @@ bool StepInterruptions(Stepper& st, const Observed& o) {
     // EX_TEMPFAIL: the task could not start yet (e.g. the previous attempt on a partitioned
     // node still holds the job's checkpoint lock). Retried soon, without using a restart.
     st.s().not_before_ms = st.now() + 1000;
-    st.Interrupt("Restarting", "Retrying", Cat(o.retry[0].what, "; retrying in 1 s"));
+    st.Interrupt(api::JobPhase::kRestarting, "Retrying", Cat(o.retry[0].what, "; retrying in 1 s"));
     return true;
   }
   return false;
@@ -334,7 +336,7 @@ bool StepEvictions(Stepper& st, const Observed& o) {
     // 5 s before the reclamation.
     ++st.s().interruptions;
     int64_t left = o.reclaim_at - st.now();
-    st.Stop("Preempting", "Pending", "SpotReclaim",
+    st.Stop(api::JobPhase::kPreempting, api::JobPhase::kPending, "SpotReclaim",
             Cat("node ", o.reclaimed[0].what, " is reclaimed in ",
                 std::max<int64_t>(0, left / 1000), " s; checkpointing and requeueing"),
             std::clamp<int64_t>(left - 10'000, 0, st.rules().stop_grace_ms));
@@ -342,7 +344,7 @@ bool StepEvictions(Stepper& st, const Observed& o) {
   }
   if (!o.drained.empty()) {
     if (ApplyFirst(st, o.drained, {LifecycleEvent::kPodEvicted}, true)) return true;
-    st.Interrupt("Preempting", "Drained",
+    st.Interrupt(api::JobPhase::kPreempting, "Drained",
                  Cat("node ", o.drained[0].what,
                      " is being drained; restarting elsewhere from the last checkpoint"));
     return true;
@@ -350,7 +352,7 @@ bool StepEvictions(Stepper& st, const Observed& o) {
   if (!o.risky.empty()) {
     // Predictive drain: checkpoint and move before the GPU fails.
     if (ApplyFirst(st, o.risky, {LifecycleEvent::kPodEvicted}, true)) return true;
-    st.Interrupt("Preempting", "PredictedFailure",
+    st.Interrupt(api::JobPhase::kPreempting, "PredictedFailure",
                  Cat(o.risky[0].what, "; checkpointing and moving to healthy GPUs"));
     return true;
   }
@@ -361,13 +363,13 @@ void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
   Observed o = Observe(st, replicas);
   JobStatus& s = st.s();
   // Every step since the last pass, in order: the tasks started before whatever came next.
-  if (s.phase == "Scheduled" && o.started > 0) Started(st, o, replicas.size());
+  if (s.phase == api::JobPhase::kScheduled && o.started > 0) Started(st, o, replicas.size());
   if (o.first_failure_end_ms > 0 && s.attempt_started_ms > 0) {
     st.SetRunEnd(Within(o.first_failure_end_ms, s.attempt_started_ms, st.now()));
   }
   if (s.cancel_requested) {
-    st.Stop("Cancelling", "Cancelled", "Cancelled", "cancelled by the user",
-            st.rules().stop_grace_ms);
+    st.Stop(api::JobPhase::kCancelling, api::JobPhase::kCancelled, "Cancelled",
+            "cancelled by the user", st.rules().stop_grace_ms);
     return;
   }
   if (StepInterruptions(st, o)) return;
@@ -404,10 +406,10 @@ void StepStopping(Stepper& st, const std::vector<ReplicaView>& replicas) {
     for (const PlacedReplica& r : s.placement) s.checkpoint_nodes.push_back(r.node);
     s.checkpoint_gpus = s.gpus;
   }
-  bool completed = s.next == "Cancelled" || s.next == "Succeeded";
+  bool completed = s.next == api::JobPhase::kCancelled || s.next == api::JobPhase::kSucceeded;
   st.out().settled += SettleAttempt(s, now, completed, s.last_checkpoint_ms);
-  s.phase = s.next;
-  s.next.clear();
+  s.phase = s.next.value_or(api::JobPhase::kPending);
+  s.next.reset();
   s.placement.clear();
   s.master_port = 0;
   s.stop_deadline_ms = 0;
@@ -441,8 +443,8 @@ JobStep NextStatus(const JobStatus& old, const std::vector<ReplicaView>& replica
   if (s.Terminal()) return st.Take();
   if (s.Active()) {
     StepActive(st, replicas);
-  } else if (s.phase == "Pending" && s.cancel_requested) {
-    s.phase = "Cancelled";
+  } else if (s.phase == api::JobPhase::kPending && s.cancel_requested) {
+    s.phase = api::JobPhase::kCancelled;
     s.reason = "Cancelled";
     s.message = "cancelled by the user before it started";
     s.finished_ms = now_ms;
@@ -462,7 +464,7 @@ JobStep Preempt(const JobStatus& old, const JobRules& rules, const std::string& 
   if (ApplyFirst(st, evicted, {LifecycleEvent::kPodEvicted}, /*restart_is_default=*/true)) {
     return st.Take();
   }
-  st.Interrupt("Preempting", "Preempted", why);
+  st.Interrupt(api::JobPhase::kPreempting, "Preempted", why);
   return st.Take();
 }
 

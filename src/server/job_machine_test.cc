@@ -14,7 +14,7 @@ constexpr int64_t kNow = 1'000'000;
 // its own node, and what one pass observes of it.
 struct Job3 {
   Job3() {
-    old_.phase = "Running";
+    old_.phase = api::JobPhase::kRunning;
     old_.attempt = 1;
     old_.scheduled_ms = kNow - 70'000;
     old_.attempt_started_ms = kNow - 60'000;
@@ -118,8 +118,8 @@ TEST_F(JobMachineTest, DefaultsTableByTable) {
     c.setup(t);
     JobStep step = t.Step();
     SCOPED_TRACE(c.name);
-    EXPECT_EQ(step.status.phase, c.phase);
-    EXPECT_EQ(step.status.next, c.next);
+    EXPECT_EQ(api::PhaseName(step.status.phase), c.phase);
+    EXPECT_EQ(step.status.next ? api::PhaseName(*step.status.next) : "", c.next);
     EXPECT_EQ(step.status.reason, c.reason);
     EXPECT_EQ(step.status.restarts, c.restarts);
     EXPECT_EQ(step.status.interruptions, c.interruptions);
@@ -133,8 +133,8 @@ TEST_F(JobMachineTest, FailureWithoutRestartsLeftFails) {
   old_.restarts = 2;
   reports_[2] = Report(api::TaskState::kFailed, 1);
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Stopping");
-  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kStopping);
+  EXPECT_EQ(step.status.next, api::JobPhase::kFailed);
   EXPECT_NE(step.status.message.find("no restarts left (2)"), std::string::npos);
 }
 
@@ -148,11 +148,11 @@ TEST_F(JobMachineTest, CountedRestartBacksOffExponentially) {
 }
 
 TEST_F(JobMachineTest, ScheduledBecomesRunningAndMeasuresRecovery) {
-  old_.phase = "Scheduled";
+  old_.phase = api::JobPhase::kScheduled;
   old_.attempt_started_ms = 0;
   old_.interrupted_ms = kNow - 4'000;
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Running");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kRunning);
   EXPECT_EQ(step.status.attempt_started_ms, kNow);
   ASSERT_TRUE(step.recovery_seconds.has_value());
   EXPECT_DOUBLE_EQ(*step.recovery_seconds, 4.0);
@@ -245,12 +245,12 @@ TEST_F(JobMachineTest, StepsBetweenPassesAreAllRecordedAtTheAgentsTimes) {
   for (const FastCase& c : cases) {
     SCOPED_TRACE(c.name);
     Job3 t;
-    t.old_.phase = "Scheduled";
+    t.old_.phase = api::JobPhase::kScheduled;
     t.old_.attempt_started_ms = 0;
     c.setup(t);
     JobStep step = t.Step();
     const JobStatus& s = step.status;
-    EXPECT_EQ(s.phase, c.phase);
+    EXPECT_EQ(api::PhaseName(s.phase), c.phase);
     std::vector<std::string> reasons;
     for (const JobEvent& e : step.events) reasons.push_back(e.reason);
     EXPECT_EQ(reasons, c.reasons);
@@ -267,12 +267,12 @@ TEST_F(JobMachineTest, StepsBetweenPassesAreAllRecordedAtTheAgentsTimes) {
 
 // A job that recovers and ends within one pass: its recovery is measured to its tasks' start.
 TEST_F(JobMachineTest, ARecoveryEndsWhenTheTasksStartedNotWhenThePassSawThem) {
-  old_.phase = "Scheduled";
+  old_.phase = api::JobPhase::kScheduled;
   old_.attempt_started_ms = 0;
   old_.interrupted_ms = kNow - 80'000;
   for (auto& r : reports_) r = Timed(api::TaskState::kSucceeded, 0, -50, -20);
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Succeeded");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(step.status.last_recovery_ms, 30'000);
   ASSERT_TRUE(step.recovery_seconds.has_value());
   EXPECT_DOUBLE_EQ(*step.recovery_seconds, 30.0);
@@ -285,8 +285,8 @@ TEST_F(JobMachineTest, TaskCompletedCompleteJobEndsTheJobAsSucceeded) {
   Policy({LifecycleEvent::kTaskCompleted}, LifecycleAction::kCompleteJob, "worker");
   reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Stopping");
-  EXPECT_EQ(step.status.next, "Succeeded");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kStopping);
+  EXPECT_EQ(step.status.next, api::JobPhase::kSucceeded);
   EXPECT_EQ(step.status.reason, "Completed");
   EXPECT_TRUE(step.delete_assignments);
   ASSERT_EQ(step.events.size(), 1u);
@@ -297,7 +297,7 @@ TEST_F(JobMachineTest, TaskCompletedCompleteJobEndsTheJobAsSucceeded) {
   old_ = step.status;
   reports_[0] = Report(api::TaskState::kStopped);
   JobStep done = Step();
-  EXPECT_EQ(done.status.phase, "Succeeded");
+  EXPECT_EQ(done.status.phase, api::JobPhase::kSucceeded);
   EXPECT_EQ(done.status.finished_ms, kNow);
   EXPECT_TRUE(done.status.placement.empty());
   EXPECT_DOUBLE_EQ(done.settled.allocated, 3 * 70.0);
@@ -309,7 +309,7 @@ TEST_F(JobMachineTest, TaskCompletedForAnotherTaskDoesNothing) {
   Policy({LifecycleEvent::kTaskCompleted}, LifecycleAction::kCompleteJob, "ps");
   reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Running");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kRunning);
   EXPECT_FALSE(step.delete_assignments);
 }
 
@@ -317,8 +317,8 @@ TEST_F(JobMachineTest, PodFailedAbortJobFailsWithoutRestarting) {
   Policy({LifecycleEvent::kPodFailed}, LifecycleAction::kAbortJob);
   reports_[1] = Report(api::TaskState::kFailed, 1);
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Stopping");
-  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kStopping);
+  EXPECT_EQ(step.status.next, api::JobPhase::kFailed);
   EXPECT_EQ(step.status.reason, "Aborted");
   EXPECT_EQ(step.status.restarts, 0);
 }
@@ -330,7 +330,7 @@ TEST_F(JobMachineTest, ExitCodePolicyMatchesItsCodeOnly) {
   reports_[1] = Report(api::TaskState::kFailed, 3);
   JobStep step = Step();
   EXPECT_EQ(step.status.reason, "Terminated");
-  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_EQ(step.status.next, api::JobPhase::kFailed);
 }
 
 TEST_F(JobMachineTest, TaskLevelPolicyAppliesToItsTaskOnly) {
@@ -348,7 +348,7 @@ TEST_F(JobMachineTest, AnyEventMatchesInterruptionsButNotCompletion) {
   EXPECT_EQ(Step().status.reason, "Aborted");
   edits_.clear();
   reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
-  EXPECT_EQ(Step().status.phase, "Running");
+  EXPECT_EQ(Step().status.phase, api::JobPhase::kRunning);
 }
 
 TEST_F(JobMachineTest, PodEvictedPolicyOnDrain) {
@@ -363,7 +363,7 @@ TEST_F(JobMachineTest, RestartJobOnCompletionCountsARestart) {
   Policy({LifecycleEvent::kTaskCompleted}, LifecycleAction::kRestartJob, "worker");
   reports_[1] = reports_[2] = Report(api::TaskState::kSucceeded, 0);
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Restarting");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kRestarting);
   EXPECT_EQ(step.status.reason, "RestartJob");
   EXPECT_EQ(step.status.restarts, 1);
 }
@@ -377,31 +377,31 @@ TEST_F(JobMachineTest, RestartJobOnFailureIsTheDefault) {
 }
 
 TEST_F(JobMachineTest, StoppingWaitsForTasksOrTheDeadline) {
-  old_.phase = "Restarting";
-  old_.next = "Pending";
+  old_.phase = api::JobPhase::kRestarting;
+  old_.next = api::JobPhase::kPending;
   old_.stop_deadline_ms = kNow + 1;
   JobStep step = Step();
-  EXPECT_EQ(step.status.phase, "Restarting");  // tasks still running
+  EXPECT_EQ(step.status.phase, api::JobPhase::kRestarting);  // tasks still running
   old_.stop_deadline_ms = kNow;
   step = Step();
-  EXPECT_EQ(step.status.phase, "Pending");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kPending);
   EXPECT_TRUE(step.status.placement.empty());
   EXPECT_EQ(step.status.stop_deadline_ms, 0);
 }
 
 TEST_F(JobMachineTest, StoppingOnLostNodesDoesNotWaitForThem) {
-  old_.phase = "Restarting";
-  old_.next = "Pending";
+  old_.phase = api::JobPhase::kRestarting;
+  old_.next = api::JobPhase::kPending;
   old_.stop_deadline_ms = kNow + 60'000;
   reports_[0] = reports_[1] = Report(api::TaskState::kStopped);
   Edit(2, [](ReplicaView& v) { v.node_ready = false; });
-  EXPECT_EQ(Step().status.phase, "Pending");
+  EXPECT_EQ(Step().status.phase, api::JobPhase::kPending);
 }
 
 TEST_F(JobMachineTest, NodeLocalCheckpointsRememberWhereRanksRan) {
   rules_.node_local_checkpoints = true;
-  old_.phase = "Preempting";
-  old_.next = "Pending";
+  old_.phase = api::JobPhase::kPreempting;
+  old_.next = api::JobPhase::kPending;
   for (auto& r : reports_) r = Report(api::TaskState::kStopped);
   JobStep step = Step();
   EXPECT_EQ(step.status.checkpoint_nodes, (std::vector<std::string>{"node-0", "node-1", "node-2"}));
@@ -412,7 +412,7 @@ TEST_F(JobMachineTest, PendingCancelledAndTerminalJobs) {
   old_ = JobStatus{};
   old_.cancel_requested = true;
   JobStep step = NextStatus(old_, {}, rules_, kNow);
-  EXPECT_EQ(step.status.phase, "Cancelled");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kCancelled);
   EXPECT_EQ(step.status.finished_ms, kNow);
   old_ = step.status;
   EXPECT_EQ(NextStatus(old_, {}, rules_, kNow + 5).status, old_);
@@ -441,7 +441,7 @@ TEST_F(JobMachineTest, ALaterFailuresAbortIsNotHiddenByAnEarlierRestart) {
 // Why a task is not running yet, once per change: pulls are Normal, failed pulls Warnings with
 // their reason, anything else Normal "Starting".
 TEST_F(JobMachineTest, StartingMessagesBecomeEventsOnce) {
-  old_.phase = "Scheduled";
+  old_.phase = api::JobPhase::kScheduled;
   reports_[1] = reports_[2] = Report(api::TaskState::kStarting);  // nothing running yet
   const std::pair<const char*, std::pair<const char*, const char*>> cases[] = {
       {"Pulling: registry.local/train:1", {"Normal", "Pulling"}},
@@ -463,8 +463,8 @@ TEST_F(JobMachineTest, StartingMessagesBecomeEventsOnce) {
 
 TEST_F(JobMachineTest, PreemptedJobsCheckpointAndWaitForCapacity) {
   JobStep step = Preempt(old_, rules_, "preempted for team/urgent: priority", 5'000, kNow);
-  EXPECT_EQ(step.status.phase, "Preempting");
-  EXPECT_EQ(step.status.next, "Pending");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kPreempting);
+  EXPECT_EQ(step.status.next, api::JobPhase::kPending);
   EXPECT_EQ(step.status.reason, "Preempted");
   EXPECT_EQ(step.status.interruptions, 1);
   EXPECT_EQ(step.status.interrupted_ms, kNow);
@@ -479,8 +479,8 @@ TEST_F(JobMachineTest, PreemptedJobsCheckpointAndWaitForCapacity) {
 TEST_F(JobMachineTest, PodEvictedPolicyAppliesToPreemptionToo) {
   Policy({LifecycleEvent::kPodEvicted}, LifecycleAction::kTerminateJob, "worker");
   JobStep step = Preempt(old_, rules_, "preempted for team/urgent: priority", 5'000, kNow);
-  EXPECT_EQ(step.status.phase, "Stopping");
-  EXPECT_EQ(step.status.next, "Failed");
+  EXPECT_EQ(step.status.phase, api::JobPhase::kStopping);
+  EXPECT_EQ(step.status.next, api::JobPhase::kFailed);
   EXPECT_EQ(step.status.reason, "Terminated");
   EXPECT_EQ(step.status.interruptions, 0);
   EXPECT_EQ(step.status.stop_deadline_ms, kNow + 5'000 + 5'000);

@@ -141,13 +141,27 @@ GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
   return total;
 }
 
-JobStatus JobStatusFromJson(const Json& doc) {
+absl::StatusOr<api::JobPhase> JobPhaseOf(const Json& doc) {
+  auto it = doc.find("status");
+  if (it == doc.end() || !it->is_object()) return api::JobPhase::kPending;
+  auto phase = it->find("phase");
+  if (phase == it->end() || phase->is_null()) return api::JobPhase::kPending;
+  return api::PhaseFromJson(*phase, "status.phase");
+}
+
+absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
   JobStatus s;
   auto it = doc.find("status");
   if (it == doc.end() || !it->is_object()) return s;
   const Json& j = *it;
-  s.phase = Get<std::string>(j, "phase", "Pending");
-  s.next = Get<std::string>(j, "next", "");
+  absl::StatusOr<api::JobPhase> phase = JobPhaseOf(doc);
+  if (!phase.ok()) return phase.status();
+  s.phase = *phase;
+  if (auto next = j.find("next"); next != j.end() && !next->is_null()) {
+    absl::StatusOr<api::JobPhase> p = api::PhaseFromJson(*next, "status.next");
+    if (!p.ok()) return p.status();
+    s.next = *p;
+  }
   s.attempt = Get<int>(j, "attempt", 0);
   s.restarts = Get<int>(j, "restarts", 0);
   s.interruptions = Get<int>(j, "interruptions", 0);
@@ -214,8 +228,8 @@ JobStatus JobStatusFromJson(const Json& doc) {
 
 void JobStatusToJson(const JobStatus& s, Json& doc) {
   Json j = Json::object();
-  j["phase"] = s.phase;
-  if (!s.next.empty()) j["next"] = s.next;
+  j["phase"] = api::PhaseName(s.phase);
+  if (s.next) j["next"] = api::PhaseName(*s.next);
   j["attempt"] = s.attempt;
   j["restarts"] = s.restarts;
   j["interruptions"] = s.interruptions;

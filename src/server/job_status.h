@@ -14,9 +14,12 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "api/job_status.h"
 #include "sched/cluster_state.h"
 
 namespace gpucloud::server {
@@ -48,9 +51,9 @@ struct GpuSeconds {
 };
 
 struct JobStatus {
-  std::string phase = "Pending";
-  std::string next;           // stopping phases: the phase after the tasks stopped
-  int attempt = 0;            // attempts started so far; the current one when scheduled
+  api::JobPhase phase = api::JobPhase::kPending;
+  std::optional<api::JobPhase> next;  // stopping phases: the phase after the tasks stopped
+  int attempt = 0;                    // attempts started so far; the current one when scheduled
   int restarts = 0;           // restarts after a task failed (counted against restartPolicy)
   int interruptions = 0;      // restarts after a preemption, a drain or a lost node (not counted)
   std::string reason;         // machine-readable: Unschedulable, Waiting, TaskFailed, NodeLost, ...
@@ -82,14 +85,9 @@ struct JobStatus {
   std::map<std::string, std::string> tasks;  // assignment name -> last reported state
   bool operator==(const JobStatus&) const = default;
 
-  bool Terminal() const {
-    return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
-  }
-  bool Stopping() const {
-    return phase == "Preempting" || phase == "Restarting" || phase == "Cancelling" ||
-           phase == "Stopping";
-  }
-  bool Active() const { return phase == "Scheduled" || phase == "Running"; }
+  bool Terminal() const { return api::IsTerminal(phase); }
+  bool Stopping() const { return api::IsStopping(phase); }
+  bool Active() const { return api::IsActive(phase); }
   // The attempt stops doing useful work now (its stop began): the end of its running time.
   void EndRun(int64_t now_ms) {
     if (attempt_started_ms > 0 && run_ended_ms == 0) run_ended_ms = now_ms;
@@ -122,8 +120,12 @@ std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
 // productive until something interrupts it).
 GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms);
 
-// Reads doc["status"] (absent: a new Pending job). Unknown fields are ignored.
-JobStatus JobStatusFromJson(const nlohmann::ordered_json& doc);
+// Reads doc["status"] (absent: a new Pending job). Unknown fields are ignored, and a field of
+// the wrong type keeps its default, but a phase (status.phase, status.next) that is not a string
+// naming one is InvalidArgument naming the field: a job is never silently Pending.
+absl::StatusOr<JobStatus> JobStatusFromJson(const nlohmann::ordered_json& doc);
+// Only doc["status"]["phase"] (absent: Pending), with JobStatusFromJson's error for a bad one.
+absl::StatusOr<api::JobPhase> JobPhaseOf(const nlohmann::ordered_json& doc);
 void JobStatusToJson(const JobStatus& s, nlohmann::ordered_json& doc);
 
 }  // namespace gpucloud::server

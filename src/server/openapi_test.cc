@@ -138,7 +138,7 @@ void ExpectDescribed(const json& have, const json& schema, const std::string& at
 
 TEST(OpenApi, TheJobStatusTheServerWritesIsDescribed) {
   JobStatus s;
-  s.next = "Succeeded";
+  s.next = api::JobPhase::kSucceeded;
   s.reason = s.message = s.checkpoint_dir = "x";
   s.submitted_ms = s.not_before_ms = s.scheduled_ms = s.started_ms = s.finished_ms = 1;
   s.stop_deadline_ms = s.interrupted_ms = s.last_recovery_ms = s.attempt_started_ms = 1;

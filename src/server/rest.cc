@@ -16,6 +16,7 @@
 #include "server/gpu_usage.h"
 #include "server/identity_book.h"
 #include "server/job_arrays.h"
+#include "server/job_status.h"
 #include "server/paths.h"
 #include "server/rest_paging.h"
 #include "server/rest_util.h"
@@ -526,15 +527,14 @@ std::optional<Response> RefuseRunningSpecChange(const std::string& key, const Js
                                                 const manifest::Object& before,
                                                 const manifest::Object& now) {
   if (!old.contains("status")) return std::nullopt;
-  const Json& st = old["status"];
-  std::string phase = st.is_object() ? st.value("phase", "Pending") : "Pending";
-  bool settled =
-      phase == "Pending" || phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
+  absl::StatusOr<api::JobPhase> phase = JobPhaseOf(old);
+  if (!phase.ok()) return FromStatus(absl::InternalError(Cat(key, ": ", phase.status().message())));
+  bool settled = *phase == api::JobPhase::kPending || api::IsTerminal(*phase);
   const Job* was = std::get_if<Job>(&before);
   const Job* job = std::get_if<Job>(&now);
   if (settled || was == nullptr || job == nullptr || was->spec == job->spec) return std::nullopt;
   return Status(422, "Invalid",
-                Cat("spec: ", key, " is ", phase,
+                Cat("spec: ", key, " is ", api::PhaseName(*phase),
                     "; its spec cannot change while its tasks run (cancel it first)"));
 }
 
@@ -566,7 +566,8 @@ Response RestApi::Create(const Request& r, const Route& route) {
   }
   Json doc = Json::parse(manifest::ToJson(*p.object));
   if (route.resource->plural == "jobs") {
-    doc["status"] = Json{{"phase", "Pending"}, {"submittedMs", clock_.NowMillis()}};
+    doc["status"] = Json{{"phase", api::PhaseName(api::JobPhase::kPending)},
+                         {"submittedMs", clock_.NowMillis()}};
   }
   Response created{201};
   if (!warning.empty()) created.headers["Warning"] = warning;

@@ -100,7 +100,7 @@ Response RestApi::CreateArray(const Request& r, const Route& route, const Job& r
     e.metadata.creation_unix_seconds = now / 1000;
     e.metadata.resource_version = 0;
     Json doc = Json::parse(manifest::ToJson(manifest::Object(e)));
-    doc["status"] = Json{{"phase", "Pending"}, {"submittedMs", now}};
+    doc["status"] = Json{{"phase", api::PhaseName(api::JobPhase::kPending)}, {"submittedMs", now}};
     // Beyond the parallelism, an element waits from the start (the gate admits lowest first).
     if (parallelism > 0 && static_cast<int64_t>(i) >= parallelism) {
       doc["status"]["reason"] = kArrayParallelismReason;
@@ -144,7 +144,11 @@ std::optional<Response> RestApi::CancelArray(const Request& r, const Route& rout
         continue;  // a job named like an element, not of this array
       }
       ++elements;
-      JobStatus s = JobStatusFromJson(doc);
+      absl::StatusOr<JobStatus> decoded = JobStatusFromJson(doc);
+      if (!decoded.ok()) {
+        return FromStatus(absl::InternalError(Cat(kv.key, ": ", decoded.status().message())));
+      }
+      const JobStatus& s = *decoded;
       const bool holds_nothing = HoldsNothing(doc);
       if (and_delete && holds_nothing) {
         ops.push_back({store::Op::Kind::kDelete, kv.key, "", kv.mod_revision});

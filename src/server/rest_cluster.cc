@@ -22,14 +22,12 @@ namespace {
 
 constexpr Resource kNodes{"nodes", "Node", false};
 
-bool Terminal(const std::string& phase) {
-  return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled";
-}
+// The job's phase; InvalidArgument naming status.phase when the stored one is not a phase.
+absl::StatusOr<api::JobPhase> PhaseOf(const Json& doc) { return JobPhaseOf(doc); }
 
-std::string PhaseOf(const Json& doc) {
-  auto st = doc.find("status");
-  if (st == doc.end() || !st->is_object()) return "Pending";
-  return st->value("phase", "Pending");
+// A stored job whose phase does not decode: the server's own document is damaged.
+Response Damaged(const std::string& key, const absl::Status& s) {
+  return FromStatus(absl::InternalError(Cat(key, ": ", s.message())));
 }
 
 // A reclamation notice's period (?seconds=S, 1 to 86400), or nullopt when it is missing or out
@@ -80,9 +78,9 @@ void RemoveLogsOfDeletedJobs(store::Store& store, LogStore& logs, const std::str
 // log upload: a node ships only its own tasks' output).
 bool PlacedOn(const Json& job, const LogKey& key, const std::string& node) {
   if (!job.is_object() || !job.contains("status")) return false;
-  JobStatus s = JobStatusFromJson(job);
-  if (s.attempt != key.attempt) return false;
-  return std::any_of(s.placement.begin(), s.placement.end(),
+  absl::StatusOr<JobStatus> s = JobStatusFromJson(job);
+  if (!s.ok() || s->attempt != key.attempt) return false;
+  return std::any_of(s->placement.begin(), s->placement.end(),
                      [&](const PlacedReplica& p) { return p.rank == key.rank && p.node == node; });
 }
 
@@ -126,9 +124,11 @@ std::string_view LastLines(std::string_view text, int64_t n) {
 }  // namespace
 
 bool HoldsNothing(const Json& job) {
-  const std::string phase = PhaseOf(job);
-  return Terminal(phase) ||
-         (phase == "Pending" && !(job.contains("status") && job["status"].contains("placement")));
+  absl::StatusOr<api::JobPhase> phase = PhaseOf(job);
+  if (!phase.ok()) return false;  // not known to hold nothing
+  return api::IsTerminal(*phase) ||
+         (*phase == api::JobPhase::kPending &&
+          !(job.contains("status") && job["status"].contains("placement")));
 }
 
 void ApplyLiveGpuHealth(const NodeTable& nodes, Json& doc) {
@@ -540,7 +540,8 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
                                                current->mod_revision, ", not ", *expect)));
     }
     Json doc = Json::parse(current->value, nullptr, false);
-    std::string phase = PhaseOf(doc);
+    absl::StatusOr<api::JobPhase> phase = PhaseOf(doc);
+    if (!phase.ok()) return Damaged(route.Key(), phase.status());
     const bool holds_nothing = HoldsNothing(doc);
     // Its ssh keys go with the delete request (ssh_keys.h): a task that is stopping needs
     // none, and no task of the job starts again.
@@ -574,10 +575,10 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
       if (kick_) kick_();
       return Status(200, "Deleted", Cat("Job ", route.Key(), " deleted at revision ", *rev));
     }
-    if (!and_delete && Terminal(phase)) {
-      return Status(
-          409, "Conflict",
-          Cat("Job ", route.namespace_, "/", route.name, " has already ended (", phase, ")"));
+    if (!and_delete && api::IsTerminal(*phase)) {
+      return Status(409, "Conflict",
+                    Cat("Job ", route.namespace_, "/", route.name, " has already ended (",
+                        api::PhaseName(*phase), ")"));
     }
     doc["status"]["cancelRequested"] = true;
     if (and_delete) doc["status"]["deleteRequested"] = true;
@@ -589,7 +590,7 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
     if (!rev.ok()) return FromStatus(rev.status());
     if (kick_) kick_();
     return Status(202, and_delete ? "Deleting" : "Cancelling",
-                  Cat("Job ", route.namespace_, "/", route.name, " is ", phase,
+                  Cat("Job ", route.namespace_, "/", route.name, " is ", api::PhaseName(*phase),
                       and_delete ? "; its tasks are being stopped, then it is deleted"
                                  : "; its tasks are being stopped"));
   }
@@ -658,7 +659,8 @@ Response RestApi::Logs(const Request& r, const Route& route) {
     return AppendLog(store_, *logs_, clock_.NowMillis(), q.time_ms, key, *q.offset, r.body);
   }
   Response out = ReadLog(key, q);
-  out.more = !Terminal(PhaseOf(doc)) && key.attempt == current_attempt;
+  absl::StatusOr<api::JobPhase> phase = PhaseOf(doc);
+  out.more = phase.ok() && !api::IsTerminal(*phase) && key.attempt == current_attempt;
   return out;
 }
 

@@ -82,7 +82,7 @@ TEST_F(RestSshTest, TheSshPluginsSecretIsMadeWithTheJobMountedInEveryTaskAndDele
 
   // Every task mounts it at Volcano's /root/.ssh and is told where it is.
   Pass();
-  ASSERT_EQ(Status("mpi").phase, "Scheduled");
+  ASSERT_EQ(Status("mpi").phase, api::JobPhase::kScheduled);
   std::vector<std::pair<std::string, api::Assignment>> all = AllAssignments();
   ASSERT_EQ(all.size(), 3u);
   const SecretVolume want{"gpucloud-ssh", "mpi-ssh", "/root/.ssh", {}, false};
