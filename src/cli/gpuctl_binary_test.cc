@@ -56,8 +56,9 @@ TEST(GpuctlBinary, ConvertReadsStandardInput) {
 }
 
 // Start-up is a large part of every gpuctl command (issue 17): Abseil comes from its static
-// archives (apps/CMakeLists.txt, GPUCTL_STATIC_ABSEIL), so the loader maps none of its shared
-// libraries. The loader lists what it would load (as ldd does) without running gpuctl.
+// archives (apps/CMakeLists.txt, GPUCTL_STATIC_ABSEIL; scripts/link-static-archives), so the loader
+// maps none of its shared libraries. The loader lists what it would load (as ldd does) without
+// running gpuctl.
 TEST(GpuctlBinary, LoadsNoAbseilSharedLibrary) {
   if (!GPUCTL_STATIC_ABSEIL) GTEST_SKIP() << "configured with GPUCTL_STATIC_ABSEIL=OFF";
   Result r = Shell("LD_TRACE_LOADED_OBJECTS=1 " + kGpuctl);
