@@ -182,6 +182,8 @@ class Controller {
     int attempt = 0;
     bool stopping = false;
     uint64_t pass = 0;  // the last pass that saw the job hold it
+    // The checkpoint its allocation carries (preemption weighs the work lost since then).
+    int64_t last_checkpoint_ms = 0;
   };
   std::map<std::string, Held> held_;
   uint64_t pass_number_ = 0;

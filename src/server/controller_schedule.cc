@@ -3,6 +3,7 @@
 // into one transaction. The decisions themselves are pure functions (AllocationHeldBy,
 // PendingRequestOf, BoundStatus); the member functions only read the caches and write.
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -52,6 +53,12 @@ sched::Allocation AllocationHeldBy(const std::string& key, const Job& job, const
   a.priority = job.spec.priority;
   a.preemptible = job.spec.billing == BillingClass::kSpot;
   a.start_ms = s.started_ms ? s.started_ms : s.scheduled_ms;
+  a.last_checkpoint_ms = s.last_checkpoint_ms;
+  // As the scheduler set it when it bound the job (the pass's time was scheduled_ms), so that it
+  // survives a rebuild of the holdings.
+  if (job.spec.runtime_estimate_seconds) {
+    a.expected_end_ms = s.scheduled_ms + *job.spec.runtime_estimate_seconds * 1000;
+  }
   a.terminating = s.Stopping();
   for (const PlacedReplica& r : s.placement) {
     auto it = index.find(r.node);
@@ -77,6 +84,8 @@ sched::PendingJob PendingRequestOf(const std::string& key, const Job& job, const
   p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
   p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
   p.preemptible = job.spec.billing == BillingClass::kSpot;
+  // GPU time of the attempts that ended (ordering: las), in GPU x ms like the simulator's.
+  p.attained_gpu_ms = std::llround(s.gpu_seconds.allocated * 1000);
   return p;
 }
 
@@ -162,10 +171,11 @@ void Controller::EnsureClusterState(Pass& pass) {
 
 void Controller::HoldActiveJob(const JobEntry& entry) {
   const JobStatus& s = entry.status;
-  Held signature{s.attempt, s.Stopping(), pass_number_};
+  Held signature{s.attempt, s.Stopping(), pass_number_, s.last_checkpoint_ms};
   auto held = held_.find(entry.key);
   if (held != held_.end() && held->second.attempt == signature.attempt &&
-      held->second.stopping == signature.stopping) {
+      held->second.stopping == signature.stopping &&
+      held->second.last_checkpoint_ms == signature.last_checkpoint_ms) {
     held->second.pass = pass_number_;
     return;
   }
@@ -343,7 +353,7 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
     if (!writes[i].bind) continue;
     // Schedule committed the binding to the state: keep it when the store has it too.
     if (rev.ok()) {
-      held_[writes[i].job] = {writes[i].attempt, false, pass_number_};
+      held_[writes[i].job] = {writes[i].attempt, false, pass_number_, 0};
     } else {
       (void)state_->Release(writes[i].job);
     }

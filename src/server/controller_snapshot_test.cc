@@ -1,0 +1,96 @@
+// What the controller hands the scheduler about each job (issue 18): the same facts the
+// simulator gives it — attained service for `ordering: las`, the last checkpoint for preemption,
+// expected ends that survive a rebuild of the scheduler's view of the nodes.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "server/controller_fixture.h"
+
+namespace gpucloud::server {
+namespace {
+
+class ControllerSnapshotTest : public ControllerTest {
+ protected:
+  void UseScheduler(const SchedulerConfig& config) {
+    ControllerOptions o;
+    o.checkpoint_root = "/ckpt";
+    o.stop_grace_ms = 10'000;
+    o.scheduler = config;
+    controller_ = std::make_unique<Controller>(*store_, nodes_, clock_, GpuCatalog::Default(), o);
+  }
+
+  // Rewrites the stored job's status as if earlier attempts had held `gpu_seconds` of GPU time.
+  void SetAttained(const std::string& job, double gpu_seconds) {
+    store::KeyValue kv = *store_->Get("/jobs/default/" + job);
+    Json doc = Json::parse(kv.value);
+    doc["status"]["gpuSeconds"] = Json{{"allocated", gpu_seconds}, {"productive", gpu_seconds}};
+    ASSERT_TRUE(
+        store_->Txn({{store::Op::Kind::kPut, "/jobs/default/" + job, doc.dump(2), kv.mod_revision}})
+            .ok());
+  }
+};
+
+TEST_F(ControllerSnapshotTest, LasStartsTheJobWithLessAttainedServiceFirst) {
+  SchedulerConfig config;
+  config.ordering = QueueOrdering::kLas;
+  UseScheduler(config);
+  // The veteran came first (FIFO would start it) but has had an hour of GPU time already.
+  Submit(GangJob("veteran", 1, 1));
+  SetAttained("veteran", 3600);
+  clock_.Advance(1'000);
+  Submit(GangJob("newcomer", 1, 1));
+  Register("node-a", 1);
+  Pass();
+  EXPECT_EQ(Status("newcomer").phase, api::JobPhase::kScheduled);
+  EXPECT_EQ(Status("veteran").phase, api::JobPhase::kPending);
+}
+
+TEST_F(ControllerSnapshotTest, PreemptionTakesTheVictimThatLosesLeastSinceItsCheckpoint) {
+  UseScheduler(SchedulerConfig{});
+  Register("node-a", 2);
+  // Two spot jobs started together; the tie-breaker (the key) would pick aa-plain.
+  Submit(GangJob("aa-plain", 1, 1, 3, "  billing: spot\n"));
+  Submit(GangJob("zz-ckpt", 1, 1, 3, "  billing: spot\n"));
+  Pass();
+  ASSERT_EQ(Status("aa-plain").phase, api::JobPhase::kScheduled);
+  ASSERT_EQ(Status("zz-ckpt").phase, api::JobPhase::kScheduled);
+  Heartbeat("node-a", {Report("aa-plain", 0, api::TaskState::kRunning),
+                       Report("zz-ckpt", 0, api::TaskState::kRunning)});
+  Pass();
+  clock_.Advance(10 * 60'000);
+  // zz-ckpt wrote a checkpoint just now: preempting it loses almost nothing, aa-plain 10 min.
+  api::TaskReport saved = Report("zz-ckpt", 0, api::TaskState::kRunning);
+  saved.checkpoint_ms = clock_.NowMillis();
+  Heartbeat("node-a", {Report("aa-plain", 0, api::TaskState::kRunning), saved});
+  Pass();
+  ASSERT_EQ(Status("zz-ckpt").last_checkpoint_ms, clock_.NowMillis());
+  clock_.Advance(1'000);
+  Heartbeat("node-a", {Report("aa-plain", 0, api::TaskState::kRunning), saved});
+  Submit(GangJob("urgent", 1, 1));
+  Pass();
+  EXPECT_EQ(Status("zz-ckpt").phase, api::JobPhase::kPreempting) << Status("zz-ckpt").message;
+  EXPECT_EQ(Status("aa-plain").phase, api::JobPhase::kRunning);
+}
+
+TEST_F(ControllerSnapshotTest, ExpectedEndsSurviveARebuildOfTheNodes) {
+  SchedulerConfig config;
+  config.estimate_start_times = true;
+  UseScheduler(config);
+  Register("node-a", 1);
+  Submit(GangJob("long", 1, 1, 3, "  runtimeEstimate: 1h\n"));
+  Pass();
+  ASSERT_EQ(Status("long").phase, api::JobPhase::kScheduled);
+  Submit(GangJob("next", 1, 1));
+  Pass();
+  const std::string before = Status("next").message;
+  ASSERT_NE(before.find("expected to start in"), std::string::npos) << before;
+  // A node joins: the scheduler's view of the nodes, and with it every holding, is rebuilt.
+  Register("node-b", 0);
+  Pass();
+  EXPECT_EQ(Status("next").message, before);
+}
+
+}  // namespace
+}  // namespace gpucloud::server
