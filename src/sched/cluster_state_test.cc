@@ -72,6 +72,33 @@ TEST(ClusterState, MigOnlyOnMigGpusAndWholeNeverOnShared) {
   EXPECT_FALSE(s.FitReplica(1, Shared(1)).has_value());  // fractions sum to one GPU
 }
 
+// Shares whose fractions add up to at most one GPU all fit on it, whatever the GPU's memory:
+// each share's memory bound is its exact proportion rounded down (rounded up, 0.3 + 0.7 of a
+// T4 overflowed its memory by a MiB and ran one after the other). Seeded random share sets.
+TEST(ClusterState, SharesThatSumToAtMostOneGpuAllFitOnIt) {
+  for (const std::string type : {"T4", "A10", "H200-141GB", "H100-80GB"}) {
+    for (int pair : {300, 200, 400, 100, 330}) {
+      ClusterState s({MakeNode("a", type, 1)}, Cat());
+      ASSERT_TRUE(Place(s, "x", 0, Shared(pair))) << type << " " << pair;
+      EXPECT_TRUE(Place(s, "y", 0, Shared(1000 - pair))) << type << " " << pair << "+rest";
+      EXPECT_TRUE(s.CheckInvariants().ok());
+    }
+  }
+  Rng rng(17);
+  for (int trial = 0; trial < 300; ++trial) {
+    ClusterState s({MakeNode("a", trial % 2 ? "T4" : "A10", 1)}, Cat());
+    int64_t left = 1000;
+    for (int i = 0; left > 0; ++i) {
+      int64_t f = rng.Range(1, left);
+      ASSERT_TRUE(Place(s, "j" + std::to_string(i), 0, Shared(f)))
+          << "trial " << trial << ": a share of " << f << "m with " << left << "m left";
+      left -= f;
+    }
+    EXPECT_FALSE(s.FitReplica(0, Shared(1)).has_value());  // the fractions are spent
+    EXPECT_TRUE(s.CheckInvariants().ok());
+  }
+}
+
 TEST(ClusterState, SharedGpusAreBoundedByMemoryAndSharingMode) {
   ClusterState s({MakeNode("a", "T4", 1)}, Cat());  // 16 GiB
   ASSERT_TRUE(Place(s, "a", 0, Shared(250, 12 * 1024)));
