@@ -67,6 +67,8 @@ struct FakeControlPlane::State {
   bool acknowledge = false;
   SecretsAnswer secrets_answer;
   int secrets_requests = 0;
+  LogAnswer log_answer;
+  int log_requests = 0;
   int registrations = 0;
   std::vector<api::Heartbeat> heartbeats;
   std::map<std::string, std::string> logs;  // LogKey -> the output shipped
@@ -157,6 +159,13 @@ struct FakeControlPlane::State {
       auto it = target.query.find(k);
       return it == target.query.end() ? std::string() : it->second;
     };
+    if (log_answer) {
+      if (std::optional<std::pair<int, std::string>> a = log_answer(log_requests++)) {
+        return Answer(req, a->first, a->second);
+      }
+    } else {
+      ++log_requests;
+    }
     // .../namespaces/NS/jobs/JOB/logs
     std::vector<std::string> parts = absl::StrSplit(target.path, '/');
     if (parts.size() < 5) return Answer(req, 404, "{}");
@@ -299,6 +308,16 @@ void FakeControlPlane::AcknowledgeEnded(bool on) {
 void FakeControlPlane::SetSecretsAnswer(SecretsAnswer answer) {
   std::lock_guard lock(state_->mu);
   state_->secrets_answer = std::move(answer);
+}
+
+void FakeControlPlane::SetLogAnswer(LogAnswer answer) {
+  std::lock_guard lock(state_->mu);
+  state_->log_answer = std::move(answer);
+}
+
+int FakeControlPlane::log_requests() const {
+  std::lock_guard lock(state_->mu);
+  return state_->log_requests;
 }
 
 int FakeControlPlane::registrations() const {

@@ -9,7 +9,8 @@
 //   POST nodes/NAME/heartbeat                 kept; 200 acknowledging the ended reports it
 //                                             carried while AcknowledgeEnded(true)
 //   GET  nodes/NAME/assignments/A/secrets     the test's answer (SetSecretsAnswer), counted
-//   POST namespaces/NS/jobs/J/logs?...        appended when at the log's size (200), else 409
+//   POST namespaces/NS/jobs/J/logs?...        the test's answer (SetLogAnswer), counted; else
+//                                             appended when at the log's size (200), else 409
 // Anything else is 404. Test-only. Thread-safe: a thread per connection; Await* wait on a
 // condition variable with a deadline.
 #ifndef GPUCLOUD_AGENT_FAKE_CONTROL_PLANE_H_
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,8 @@ class FakeControlPlane {
  public:
   // The status and body of the n-th (0-based) secrets request.
   using SecretsAnswer = std::function<std::pair<int, std::string>(int n)>;
+  // The status and body of the n-th (0-based) log chunk request, or nullopt to store it.
+  using LogAnswer = std::function<std::optional<std::pair<int, std::string>>(int n)>;
 
   // Listens on a free port of 127.0.0.1; its certificate and key are written into `dir`.
   explicit FakeControlPlane(const std::string& dir);
@@ -53,9 +57,12 @@ class FakeControlPlane {
   void AcknowledgeEnded(bool on);
   // How secrets requests are answered; by default 404 {"message": "no such assignment"}.
   void SetSecretsAnswer(SecretsAnswer answer);
+  // How log chunks are answered; by default each is stored (LogAnswer's nullopt).
+  void SetLogAnswer(LogAnswer answer);
 
   int registrations() const;
   int secrets_requests() const;
+  int log_requests() const;
   // Every heartbeat received, in order.
   std::vector<api::Heartbeat> heartbeats() const;
   // The report of task `name` in the newest heartbeat that carried one; nullopt when none did.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -85,8 +86,9 @@ class NodeAgentTest : public ::testing::Test {
     if (run_.joinable()) run_.join();
   }
 
-  void StartAgent() {
+  void StartAgent(absl::Duration heartbeat = absl::Seconds(1)) {
     NodeAgentOptions o;
+    o.heartbeat = heartbeat;
     o.node_name = "node-a";
     o.address = "127.0.0.1";
     o.state_dir = tmp_ / "state";
@@ -103,8 +105,10 @@ class NodeAgentTest : public ::testing::Test {
                               int64_t grace_seconds = 30) {
     api::Assignment a;
     a.namespace_ = "team-a";
-    a.job = job;
-    a.name = Cat("team-a.", job, ".0");
+    // The pid keeps two runs of this test on one machine apart: a task's cgroup is named by its
+    // exec id, machine-wide.
+    a.job = Cat(job, "-", getpid());
+    a.name = Cat("team-a.", a.job, ".0");
     a.job_uid = Cat("uid-", job);
     a.attempt = 1;
     a.task = "worker";
@@ -217,6 +221,35 @@ TEST_F(NodeAgentTest, RetriesAFailedSecretsFetchOnlyAfterItsBackoff) {
   EXPECT_EQ(plane_.secrets_requests(), 2) << "not asked again once its back-off was over";
   ASSERT_TRUE(AwaitState(a, api::TaskState::kSucceeded)) << plane_.LatestReport(a.name)->message;
   EXPECT_EQ(plane_.LatestReport(a.name)->started_ms, kT0 + 5'000);
+}
+
+TEST_F(NodeAgentTest, ALogOverQuotaShipsItsMarkerOnlyAfterRetryAfterByTheClock) {
+  plane_.SetLogAnswer([](int n) -> std::optional<std::pair<int, std::string>> {
+    if (n > 0) return std::nullopt;  // stored
+    return std::pair<int, std::string>{
+        429, R"({"reason": "QuotaExceeded", "message": "namespace team-a is at its log quota",
+                 "details": {"size": 0, "retryAfterSeconds": 30}})"};
+  });
+  // Logs go out with every heartbeat: one each time the clock moves 1 ms.
+  ASSERT_NO_FATAL_FAILURE(StartAgent(absl::Milliseconds(1)));
+  const api::Assignment a = Task("chatty", "echo hello");
+  plane_.PutAssignment(a);
+  ASSERT_TRUE(AwaitState(a, api::TaskState::kSucceeded));
+  ASSERT_TRUE(agent_->AwaitPassForTest());
+  ASSERT_EQ(plane_.log_requests(), 1);  // at kT0: refused, "hello\n" given up
+
+  clock_.Advance(30'000 - 1);
+  ASSERT_TRUE(agent_->AwaitPassForTest());
+  EXPECT_EQ(plane_.log_requests(), 1) << "tried again before its Retry-After";
+
+  clock_.Advance(1);
+  ASSERT_TRUE(agent_->AwaitPassForTest());
+  EXPECT_EQ(plane_.log_requests(), 2) << "not tried again once its Retry-After was over";
+  const std::string log = plane_.Log(a.namespace_, a.job, a.rank, a.attempt);
+  EXPECT_NE(log.find("[gpucloud: 6 bytes of this task's output were not shipped"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("at their quota"), std::string::npos) << log;
 }
 
 TEST_F(NodeAgentTest, ForgetsAnUnacknowledgedEndedTaskOnceItsRetentionPassesByTheClock) {
