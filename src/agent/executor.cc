@@ -262,7 +262,11 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   }
   TaskLimits limits{spec.cpu, spec.memory, spec.pids_max};
   if (limits.any()) {
-    absl::StatusOr<std::unique_ptr<TaskCgroup>> g = TaskCgroup::Create(spec.id, limits);
+    // Named by the task and this process: ids are unique within one agent only, and two agents
+    // on one host (tests, or nodes in network namespaces) must not share or remove each
+    // other's groups.
+    absl::StatusOr<std::unique_ptr<TaskCgroup>> g =
+        TaskCgroup::Create(Cat(spec.id, ".", getpid()), limits);
     if (g.ok()) {
       t.cgroup = std::move(*g);
     } else if (warning != nullptr) {

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "agent/task_env.h"
+#include "core/text.h"
 #include "testing/temp_dir.h"
 
 namespace gpucloud::agent {
@@ -444,6 +445,22 @@ TEST_F(ExecutorTest, APidLimitBoundsAForkBomb) {
   EXPECT_GT(started, 0u) << log;
   EXPECT_EQ(log.find("all\n"), std::string::npos) << log;
   EXPECT_NE(e.exit_code, 0) << e.Describe();
+}
+
+// A task's groups are named by its id and the agent's pid, so two agents on one host (tests
+// running side by side, nodes in network namespaces) never share or remove each other's group.
+// The task reads its own /proc/self/cgroup. Skipped, saying why, without writable cgroups.
+TEST_F(ExecutorTest, ATasksCgroupIsNamedByItsIdAndTheAgentsPid) {
+  Executor ex;
+  TaskSpecToRun t = Shell("named", "cat /proc/self/cgroup");
+  t.pids_max = 20;
+  std::string warning;
+  ASSERT_TRUE(ex.Start(t, &warning).ok());
+  TaskExit e = ex.Wait("named");
+  if (!warning.empty()) GTEST_SKIP() << warning;
+  ASSERT_EQ(e.exit_code, 0) << e.Describe();
+  std::string log = Slurp(t.log_path);
+  EXPECT_NE(log.find(Cat("/gpucloud/named.", getpid(), "\n")), std::string::npos) << log;
 }
 
 TEST_F(ExecutorTest, LogsAreRotated) {
