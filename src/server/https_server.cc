@@ -805,6 +805,10 @@ absl::Status HttpsServer::Start() {
   // An idle connection (an agent's keep-alive, a quiet watch) then holds no TLS buffers.
   SSL_CTX_set_mode(m.tls_context.native_handle(),
                    SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // No session tickets: no client of ours resumes (gpuctl makes one request per process, agents
+  // keep their connection), and OpenSSL's default two per connection cost an encryption each
+  // and arrived after the handshake, before any answer.
+  SSL_CTX_set_num_tickets(m.tls_context.native_handle(), 0);
   beast::error_code ec;
   m.tls_context.use_certificate_chain_file(m.options.cert_path, ec);
   if (!ec) m.tls_context.use_private_key_file(m.options.key_path, asio::ssl::context::pem, ec);

@@ -143,6 +143,26 @@ TEST_F(HttpsServerTest, Tls12IsRefused) {
   EXPECT_NE(r.body().find("handshake"), std::string::npos);
 }
 
+// No client of ours resumes a TLS session (gpuctl runs once, agents keep one connection), so
+// the server sends no session tickets: each costs an encryption per connection, and a ticket
+// arriving after the handshake made a fresh connection look readable before any answer came.
+TEST_F(HttpsServerTest, NoSessionTicketsAreSent) {
+  TlsConnection c(server_->port(), creds_.ca_cert_path);
+  ASSERT_FALSE(c.ec) << c.ec.message();
+  http::request<http::empty_body> req{http::verb::get, kJobs, 11};
+  req.set(http::field::host, "localhost");
+  req.set(http::field::authorization, "Bearer " + creds_.admin_token);
+  beast::error_code ec;
+  http::write(c.stream, req, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  http::read(c.stream, buf, res, ec);  // the tickets, had there been any, came before it
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(SSL_SESSION_is_resumable(SSL_get_session(c.stream.native_handle())), 0);
+}
+
 TEST_F(HttpsServerTest, CreateThenGetOverTheWire) {
   auto c = Call(http::verb::post, kJobs, creds_.admin_token, kJob);
   ASSERT_EQ(c.result_int(), 201) << c.body();
