@@ -3,6 +3,7 @@
 // into one transaction. The decisions themselves are pure functions (AllocationHeldBy,
 // PendingRequestOf, BoundStatus); the member functions only read the caches and write.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -195,10 +196,12 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
   // cost more than the bounded cycle itself.
   std::vector<const sched::PendingJob*> pending;
   ArrayGate<CachedObject*> arrays;  // job_arrays.h: at most `parallelism` elements at once
+  // Counted by the enum, named once (not a string per job per pass).
+  std::array<int64_t, std::size(api::kAllJobPhases)> by_phase{};
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& s = entry.status;
-    ++pass.metrics.jobs_by_phase[std::string(api::PhaseName(s.phase))];
+    ++by_phase[static_cast<size_t>(s.phase)];
     if (!entry.job) continue;
     const Job& job = *entry.job;
     if (s.Active() || s.Stopping()) {
@@ -219,6 +222,11 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
       continue;
     }
     pending.push_back(&*entry.request);
+  }
+  for (api::JobPhase phase : api::kAllJobPhases) {
+    if (int64_t n = by_phase[static_cast<size_t>(phase)]; n > 0) {
+      pass.metrics.jobs_by_phase[std::string(api::PhaseName(phase))] += n;
+    }
   }
   ArrayGate<CachedObject*>::Verdict gate = arrays.Decide();
   for (CachedObject* o : gate.admitted) pending.push_back(&*JobOf(*o).request);
