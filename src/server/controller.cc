@@ -34,7 +34,6 @@ using controller_detail::JobOf;
 using controller_detail::NodeEntry;
 using controller_detail::NodeOf;
 using controller_detail::Pass;
-using controller_detail::UidOf;
 
 constexpr double kBindBounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
                                   1,     2.5,  5,    10,   30,  60,   300};

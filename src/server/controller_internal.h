@@ -16,13 +16,13 @@
 #include "api/wire.h"
 #include "manifest/manifest.h"
 #include "sched/job_request.h"
+#include "sched/scheduler.h"
 #include "server/controller.h"
 #include "server/job_status.h"
 #include "server/node_table.h"
 #include "server/object_cache.h"
 
-namespace gpucloud::server {
-namespace controller_detail {
+namespace gpucloud::server::controller_detail {
 
 // What a pass derives once per change of a job document.
 struct JobEntry {
@@ -72,8 +72,6 @@ struct Pass {
   std::optional<std::map<std::string, std::set<int>>> master_ports;
 };
 
-}  // namespace controller_detail
-
-}  // namespace gpucloud::server
+}  // namespace gpucloud::server::controller_detail
 
 #endif  // GPUCLOUD_SERVER_CONTROLLER_INTERNAL_H_
