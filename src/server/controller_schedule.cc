@@ -104,12 +104,12 @@ void CountAllocated(const sched::ClusterState& state, std::map<std::string, doub
   }
 }
 
-// A job's status once bound to `binding` for its next attempt (the status before: `s`).
-JobStatus BoundStatus(JobStatus s, const Job& job, std::string checkpoint_dir, Binding binding,
-                      int64_t now) {
+// A job's status once bound to `binding` as `attempt` (the status before: `s`).
+JobStatus BoundStatus(JobStatus s, const Job& job, int attempt, std::string checkpoint_dir,
+                      Binding binding, int64_t now) {
   s.phase = api::JobPhase::kScheduled;
   s.next.reset();
-  ++s.attempt;
+  s.attempt = attempt;
   s.scheduled_ms = now;
   s.tasks.clear();
   s.checkpoint_dir = std::move(checkpoint_dir);
@@ -275,7 +275,8 @@ std::vector<store::Op> Controller::BindOps(Pass& pass, const sched::Decision& d,
     ops.push_back({store::Op::Kind::kPut, AssignmentKey(binding.placement[a.rank].node, a.name),
                    api::AssignmentToJson(a), std::nullopt});
   }
-  s = BoundStatus(std::move(s), job, std::move(checkpoint_dir), std::move(binding), pass.now_ms);
+  s = BoundStatus(std::move(s), job, in.attempt, std::move(checkpoint_dir), std::move(binding),
+                  pass.now_ms);
   s.master_port = master_port;
   if (s.attempt == 1) {
     pass.bind_latencies.push_back(std::max<int64_t>(0, pass.now_ms - s.submitted_ms) / 1000.0);
@@ -359,7 +360,9 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
                  {{"job", writes[i].job}, {"error", rev.status().message()}});
     }
     if (!writes[i].bind) continue;
-    // Schedule committed the binding to the state: keep it when the store has it too.
+    // Schedule committed the binding to the state: keep it when the store has it too. Its
+    // allocation carries no checkpoint, so a job bound again after one is re-committed with it
+    // by the next pass (HoldActiveJob).
     if (rev.ok()) {
       held_[writes[i].job] = {writes[i].attempt, false, pass_number_, 0};
     } else {
