@@ -141,12 +141,26 @@ GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
   return total;
 }
 
+namespace {
+
+// The phase at status[key] (`field` names it in errors); `absent` when missing or null.
+absl::StatusOr<std::optional<api::JobPhase>> PhaseAt(const Json& status, const char* key,
+                                                     const char* field) {
+  auto it = status.find(key);
+  if (it == status.end() || it->is_null()) return std::optional<api::JobPhase>();
+  absl::StatusOr<api::JobPhase> p = api::PhaseFromJson(*it, field);
+  if (!p.ok()) return p.status();
+  return std::optional<api::JobPhase>(*p);
+}
+
+}  // namespace
+
 absl::StatusOr<api::JobPhase> JobPhaseOf(const Json& doc) {
   auto it = doc.find("status");
   if (it == doc.end() || !it->is_object()) return api::JobPhase::kPending;
-  auto phase = it->find("phase");
-  if (phase == it->end() || phase->is_null()) return api::JobPhase::kPending;
-  return api::PhaseFromJson(*phase, "status.phase");
+  absl::StatusOr<std::optional<api::JobPhase>> phase = PhaseAt(*it, "phase", "status.phase");
+  if (!phase.ok()) return phase.status();
+  return phase->value_or(api::JobPhase::kPending);
 }
 
 absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
@@ -154,14 +168,12 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
   auto it = doc.find("status");
   if (it == doc.end() || !it->is_object()) return s;
   const Json& j = *it;
-  absl::StatusOr<api::JobPhase> phase = JobPhaseOf(doc);
+  absl::StatusOr<std::optional<api::JobPhase>> phase = PhaseAt(j, "phase", "status.phase");
   if (!phase.ok()) return phase.status();
-  s.phase = *phase;
-  if (auto next = j.find("next"); next != j.end() && !next->is_null()) {
-    absl::StatusOr<api::JobPhase> p = api::PhaseFromJson(*next, "status.next");
-    if (!p.ok()) return p.status();
-    s.next = *p;
-  }
+  s.phase = phase->value_or(api::JobPhase::kPending);
+  absl::StatusOr<std::optional<api::JobPhase>> next = PhaseAt(j, "next", "status.next");
+  if (!next.ok()) return next.status();
+  s.next = *next;
   s.attempt = Get<int>(j, "attempt", 0);
   s.restarts = Get<int>(j, "restarts", 0);
   s.interruptions = Get<int>(j, "interruptions", 0);

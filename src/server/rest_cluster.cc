@@ -22,9 +22,6 @@ namespace {
 
 constexpr Resource kNodes{"nodes", "Node", false};
 
-// The job's phase; InvalidArgument naming status.phase when the stored one is not a phase.
-absl::StatusOr<api::JobPhase> PhaseOf(const Json& doc) { return JobPhaseOf(doc); }
-
 // A stored job whose phase does not decode: the server's own document is damaged.
 Response Damaged(const std::string& key, const absl::Status& s) {
   return FromStatus(absl::InternalError(Cat(key, ": ", s.message())));
@@ -124,7 +121,7 @@ std::string_view LastLines(std::string_view text, int64_t n) {
 }  // namespace
 
 bool HoldsNothing(const Json& job) {
-  absl::StatusOr<api::JobPhase> phase = PhaseOf(job);
+  absl::StatusOr<api::JobPhase> phase = JobPhaseOf(job);
   if (!phase.ok()) return false;  // not known to hold nothing
   return api::IsTerminal(*phase) ||
          (*phase == api::JobPhase::kPending &&
@@ -540,7 +537,7 @@ Response RestApi::Cancel(const Request& r, const Route& route, bool and_delete) 
                                                current->mod_revision, ", not ", *expect)));
     }
     Json doc = Json::parse(current->value, nullptr, false);
-    absl::StatusOr<api::JobPhase> phase = PhaseOf(doc);
+    absl::StatusOr<api::JobPhase> phase = JobPhaseOf(doc);
     if (!phase.ok()) return Damaged(route.Key(), phase.status());
     const bool holds_nothing = HoldsNothing(doc);
     // Its ssh keys go with the delete request (ssh_keys.h): a task that is stopping needs
@@ -659,7 +656,7 @@ Response RestApi::Logs(const Request& r, const Route& route) {
     return AppendLog(store_, *logs_, clock_.NowMillis(), q.time_ms, key, *q.offset, r.body);
   }
   Response out = ReadLog(key, q);
-  absl::StatusOr<api::JobPhase> phase = PhaseOf(doc);
+  absl::StatusOr<api::JobPhase> phase = JobPhaseOf(doc);
   out.more = phase.ok() && !api::IsTerminal(*phase) && key.attempt == current_attempt;
   return out;
 }
