@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "core/text.h"
 
@@ -365,20 +366,35 @@ absl::Status ClusterState::Commit(const Allocation& allocation) {
   return absl::OkStatus();
 }
 
+MilliGpu GpuShareOf(const GpuAssignment& g, const GpuType* type) {
+  switch (g.mode) {
+    case GpuMode::kWhole:
+      return WholeGpus(1);
+    case GpuMode::kShared:
+      return g.fraction;
+    case GpuMode::kMig: {
+      const MigProfile* p = type ? type->FindMigProfile(g.mig.profile) : nullptr;
+      int64_t slices = p ? p->compute_slices : std::max(1, std::atoi(g.mig.profile.c_str()));
+      slices = std::min<int64_t>(slices, kMigComputeSlices);
+      return MilliGpu((slices * kMilliPerUnit + kMigComputeSlices - 1) / kMigComputeSlices);
+    }
+    case GpuMode::kNone:
+      break;
+  }
+  return MilliGpu(0);
+}
+
+MilliGpu ClusterState::ShareOf(NodeIndex n, const GpuAssignment& g) const {
+  return GpuShareOf(g, TypeOf(nodes_[n].gpus[g.gpu]));
+}
+
 std::map<std::string, MilliGpu> ClusterState::UsageByType(const Allocation& a) const {
   std::map<std::string, MilliGpu> out;
   for (const ReplicaPlacement& r : a.replicas) {
     for (const GpuAssignment& g : r.gpus) {
-      const Gpu& gpu = nodes_[r.node].gpus[g.gpu];
-      MilliGpu amount = WholeGpus(1);
-      if (g.mode == GpuMode::kShared) amount = g.fraction;
-      if (g.mode == GpuMode::kMig) {
-        const GpuType* type = TypeOf(gpu);
-        const MigProfile* p = type ? type->FindMigProfile(g.mig.profile) : nullptr;
-        int64_t slices = p ? p->compute_slices : kMigComputeSlices;
-        amount = MilliGpu((slices * kMilliPerUnit + kMigComputeSlices - 1) / kMigComputeSlices);
-      }
-      out[gpu.type] += amount;
+      const std::string& type = nodes_[r.node].gpus[g.gpu].type;
+      MilliGpu amount = ShareOf(r.node, g);
+      out[type] += amount;
       out[std::string(kAnyGpuType)] += amount;
     }
   }

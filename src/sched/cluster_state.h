@@ -97,6 +97,13 @@ struct Allocation {
   bool operator==(const Allocation&) const = default;
 };
 
+// The one definition of a GPU assignment's share of its GPU ("GPU equivalents"), used for
+// quotas, fair share, job status, metrics, cost and reports: 1 for a whole GPU, the fraction
+// for a share, and for a MIG instance its compute slices over the GPU's (3g = 3/7, rounded up
+// to a milli-GPU). `type` is the GPU's catalog entry; when it is null or lacks the profile, the
+// slices are read from the profile's name ("3g.40gb" -> 3), at least 1.
+MilliGpu GpuShareOf(const GpuAssignment& g, const GpuType* type);
+
 class ClusterState {
  public:
   ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog);
@@ -142,6 +149,8 @@ class ClusterState {
   // its share of the GPU's compute (3g = 3/7, rounded up to a milli-GPU), a share as its
   // fraction.
   std::map<std::string, MilliGpu> UsageByType(const Allocation& a) const;
+  // The share of a GPU ("GPU equivalents") assignment `g` on node `n` takes; see GpuShareOf.
+  MilliGpu ShareOf(NodeIndex n, const GpuAssignment& g) const;
   // Queue -> GPU type (and "*") -> GPUs held by the committed jobs (keys without '#'), kept up
   // to date by Commit and Release, so a scheduling cycle need not walk every running job.
   const std::map<std::string, std::map<std::string, MilliGpu>>& QueueUsage() const {

@@ -50,6 +50,22 @@ TEST(ClusterState, Mig3gAnd4gShareOneA100) {
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
+TEST(ClusterState, GpuShareOfIsTheOneDefinitionOfGpuEquivalents) {
+  ClusterState s({MakeNode("mig", "A100-80GB", 1, true), MakeNode("plain", "A100-80GB", 2)}, Cat());
+  ASSERT_TRUE(Place(s, "m", 0, Mig("3g.40gb")));
+  ASSERT_TRUE(Place(s, "w", 1, Whole(1)));
+  ASSERT_TRUE(Place(s, "f", 1, Shared(250)));
+  const GpuAssignment& m = s.allocations().at("m").replicas[0].gpus[0];
+  EXPECT_EQ(s.ShareOf(0, m), MilliGpu(429));         // 3/7, rounded up to a milli-GPU
+  EXPECT_EQ(GpuShareOf(m, nullptr), MilliGpu(429));  // slices from the profile's name
+  EXPECT_EQ(GpuShareOf(m, Cat().Find("A100-80GB")), MilliGpu(429));
+  EXPECT_EQ(s.ShareOf(1, s.allocations().at("w").replicas[0].gpus[0]), WholeGpus(1));
+  EXPECT_EQ(s.ShareOf(1, s.allocations().at("f").replicas[0].gpus[0]), MilliGpu(250));
+  EXPECT_EQ(s.UsageByType(s.allocations().at("m")).at("A100-80GB"), MilliGpu(429));
+  GpuAssignment odd{.gpu = 0, .mode = GpuMode::kMig, .mig = {"9g.99gb", 0}};
+  EXPECT_EQ(GpuShareOf(odd, nullptr), WholeGpus(1));  // never more than the GPU
+}
+
 TEST(ClusterState, SevenSmallMigInstancesLeaveNoRoomFor3g) {
   ClusterState s({MakeNode("a", "A100-80GB", 1, /*mig=*/true)}, Cat());
   for (int i = 0; i < 7; ++i) ASSERT_TRUE(Place(s, "j" + std::to_string(i), 0, Mig("1g.10gb")));
