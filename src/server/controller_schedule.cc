@@ -90,15 +90,13 @@ sched::PendingJob PendingRequestOf(const std::string& key, const Job& job, const
   return p;
 }
 
-// GPU equivalents allocated in `state`, by GPU type (a shared GPU counts its fraction).
+// GPU equivalents allocated in `state`, by GPU type (sched::GpuShareOf).
 void CountAllocated(const sched::ClusterState& state, std::map<std::string, double>& by_type) {
   for (const auto& [job, a] : state.allocations()) {
     for (const sched::ReplicaPlacement& r : a.replicas) {
       const Node& n = state.node(r.node);
       for (const sched::GpuAssignment& g : r.gpus) {
-        by_type[n.gpus[g.gpu].type] += g.mode == GpuMode::kShared  ? g.fraction.raw() / 1000.0
-                                       : g.mode == GpuMode::kWhole ? 1.0
-                                                                   : 0.0;
+        by_type[n.gpus[g.gpu].type] += state.ShareOf(r.node, g).raw() / 1000.0;
       }
     }
   }

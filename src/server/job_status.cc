@@ -49,19 +49,7 @@ double GpuEquivalents(const std::vector<PlacedReplica>& placement) {
   double n = 0;
   for (const PlacedReplica& r : placement) {
     for (const sched::GpuAssignment& g : r.placement.gpus) {
-      switch (g.mode) {
-        case GpuMode::kWhole:
-          n += 1;
-          break;
-        case GpuMode::kShared:
-          n += g.fraction.raw() / 1000.0;
-          break;
-        case GpuMode::kMig:
-          n += std::max(1, std::atoi(g.mig.profile.c_str())) / 7.0;
-          break;
-        case GpuMode::kNone:
-          break;
-      }
+      n += sched::GpuShareOf(g, nullptr).raw() / 1000.0;  // the MIG profile's slices by name
     }
   }
   return n;

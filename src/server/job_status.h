@@ -99,8 +99,8 @@ struct JobStatus {
   }
 };
 
-// GPU equivalents of a placement: a whole GPU 1, a share its fraction, a MIG instance its
-// compute slices out of 7.
+// GPU equivalents of a placement (sched::GpuShareOf: a whole GPU 1, a share its fraction, a MIG
+// instance its compute slices out of the GPU's, read from the profile name).
 double GpuEquivalents(const std::vector<PlacedReplica>& placement);
 
 // Ends the current attempt's accounting at `now_ms`: adds its GPU time to `s.gpu_seconds` and

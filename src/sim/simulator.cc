@@ -421,7 +421,7 @@ class Simulation {
     for (const sched::ReplicaPlacement& r : j.allocation.replicas) {
       double gpus = 0;
       for (const sched::GpuAssignment& g : r.gpus) {
-        gpus += g.mode == GpuMode::kShared ? g.fraction.raw() / 1000.0 : 1.0;
+        gpus += state_.ShareOf(r.node, g).raw() / 1000.0;  // GPU equivalents (sched)
       }
       int pool = cluster_.pool_of_node[r.node];
       double dollars = gpus * static_cast<double>(now - j.start_s) / 3600.0 *
