@@ -1,3 +1,6 @@
+// SQLite-only behaviour: its files and their modes, corruption, the WAL, batched compaction,
+// kill -9. Everything store.h promises of every backend is in store_conformance_test.cc, which
+// runs it on SQLite and on etcd.
 #include "store/sqlite_store.h"
 
 #include <gtest/gtest.h>
@@ -33,26 +36,6 @@ class SqliteStoreTest : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(SqliteStoreTest, CreateUpdateDeleteWithRevisions) {
-  std::unique_ptr<Store> s = Open();
-  EXPECT_EQ(s->Revision(), 0);
-  ASSERT_EQ(*s->Txn({Put("/jobs/a/x", "v1", 0)}), 1);
-  EXPECT_EQ(s->Txn({Put("/jobs/a/x", "again", 0)}).status().message(), "/jobs/a/x already exists");
-  ASSERT_EQ(*s->Txn({Put("/jobs/a/x", "v2", 1)}), 2);
-  absl::StatusOr<KeyValue> kv = s->Get("/jobs/a/x");
-  ASSERT_TRUE(kv.ok());
-  EXPECT_EQ(*kv, (KeyValue{"/jobs/a/x", "v2", 1, 2, 2}));
-  // A stale CAS is a conflict and changes nothing.
-  absl::Status stale = s->Txn({Put("/jobs/a/x", "v3", 1)}).status();
-  EXPECT_TRUE(absl::IsAborted(stale));
-  EXPECT_EQ(stale.message(), "/jobs/a/x was changed: it is at revision 2, not 1");
-  EXPECT_EQ(s->Revision(), 2);
-  ASSERT_EQ(*s->Txn({Op{Op::Kind::kDelete, "/jobs/a/x", "", 2}}), 3);
-  EXPECT_TRUE(absl::IsNotFound(s->Get("/jobs/a/x").status()));
-  EXPECT_TRUE(absl::IsNotFound(s->Txn({Op{Op::Kind::kDelete, "/jobs/a/x"}}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(s->Txn({}).status()));
-}
-
 // An unlogged put (the audit log's records) is stored and read like any, but no watch sees it:
 // its transaction's other writes are in the change log at the same revision.
 TEST_F(SqliteStoreTest, AnUnloggedPutIsStoredButNotInTheChangeLog) {
@@ -72,130 +55,6 @@ TEST_F(SqliteStoreTest, AnUnloggedPutIsStoredButNotInTheChangeLog) {
   s = Open();
   EXPECT_EQ(s->Revision(), 1);
   EXPECT_EQ(s->Get("/audit/records/1")->value, "r1");
-}
-
-TEST_F(SqliteStoreTest, TransactionsAreAllOrNothing) {
-  std::unique_ptr<Store> s = Open();
-  ASSERT_TRUE(s->Txn({Put("/b/1", "x", 0)}).ok());
-  // The second op's precondition fails: the first is not applied either.
-  absl::Status st = s->Txn({Put("/b/2", "y", 0), Put("/b/1", "z", 0)}).status();
-  EXPECT_TRUE(absl::IsAlreadyExists(st));
-  EXPECT_TRUE(absl::IsNotFound(s->Get("/b/2").status()));
-  EXPECT_EQ(s->Revision(), 1);
-  // A gang's bindings in one transaction: one revision for all.
-  ASSERT_EQ(*s->Txn({Put("/b/2", "y", 0), Put("/b/3", "w", 0), Put("/b/1", "z", 1)}), 2);
-  absl::StatusOr<ListResult> list = s->List("/b/");
-  ASSERT_TRUE(list.ok());
-  ASSERT_EQ(list->items.size(), 3u);
-  EXPECT_EQ(list->revision, 2);
-  for (const KeyValue& kv : list->items) EXPECT_EQ(kv.mod_revision, 2);
-  EXPECT_EQ(s->Txn({Put("/b/9", "", 0), Put("/b/9", "", 0)}).status().message(),
-            "key /b/9 appears twice in a transaction");
-}
-
-TEST_F(SqliteStoreTest, ListIsByPrefixInKeyOrder) {
-  std::unique_ptr<Store> s = Open();
-  for (std::string k : {"/jobs/b/2", "/jobs/a/1", "/jobsx", "/nodes/n1", "/jobs/b/1"}) {
-    ASSERT_TRUE(s->Txn({Put(k, "v")}).ok());
-  }
-  absl::StatusOr<ListResult> list = s->List("/jobs/");
-  ASSERT_TRUE(list.ok());
-  std::vector<std::string> keys;
-  for (const KeyValue& kv : list->items) keys.push_back(kv.key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"/jobs/a/1", "/jobs/b/1", "/jobs/b/2"}));
-  EXPECT_EQ(s->List("")->items.size(), 5u);
-  // Count agrees with List, by prefix only ("/jobsx" is not under "/jobs/").
-  EXPECT_EQ(*s->Count("/jobs/"), 3);
-  EXPECT_EQ(*s->Count("/jobs/b/"), 2);
-  EXPECT_EQ(*s->Count("/jobs"), 4);
-  EXPECT_EQ(*s->Count("/queues/"), 0);
-  EXPECT_TRUE(absl::IsInvalidArgument(s->Count("").status()));
-}
-
-TEST_F(SqliteStoreTest, WatchResumesFromARevisionWithoutLossOrDuplicates) {
-  std::unique_ptr<Store> s = Open();
-  for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(s->Txn({Put("/w/" + std::to_string(i % 3), std::to_string(i))}).ok());
-  }
-  ASSERT_TRUE(s->Txn({Op{Op::Kind::kDelete, "/w/0"}}).ok());
-  // Read in pages of 4 from revision 0, resuming from the last revision seen.
-  std::vector<int64_t> seen;
-  int64_t after = 0;
-  for (;;) {
-    absl::StatusOr<std::vector<Event>> page = s->Changes("/w/", after, 4);
-    ASSERT_TRUE(page.ok());
-    if (page->empty()) break;
-    for (const Event& e : *page) seen.push_back(e.revision);
-    after = page->back().revision;
-  }
-  std::vector<int64_t> want;
-  for (int64_t r = 1; r <= 11; ++r) want.push_back(r);
-  EXPECT_EQ(seen, want);
-  absl::StatusOr<std::vector<Event>> last = s->Changes("/w/", 10, 10);
-  ASSERT_EQ(last->size(), 1u);
-  EXPECT_EQ((*last)[0].kind, Event::Kind::kDelete);
-  EXPECT_EQ((*last)[0].kv.value, "9");  // the deleted object's last value
-  // Compaction: older revisions are gone, and a watcher is told to list again.
-  ASSERT_TRUE(s->Compact(5).ok());
-  EXPECT_TRUE(absl::IsOutOfRange(s->Changes("/w/", 4, 10).status()));
-  EXPECT_EQ(s->Changes("/w/", 5, 100)->size(), 6u);
-  EXPECT_TRUE(absl::IsInvalidArgument(s->Compact(99)));
-}
-
-TEST_F(SqliteStoreTest, APageOfChangesNeverSplitsARevision) {
-  std::unique_ptr<Store> s = Open();
-  ASSERT_TRUE(s->Txn({Put("/w/a", "1"), Put("/w/b", "1"), Put("/w/c", "1")}).ok());  // rev 1
-  ASSERT_TRUE(s->Txn({Put("/w/d", "1"), Put("/w/e", "1")}).ok());                    // rev 2
-  // A limit of 2 would end inside revision 1: the page holds all of it, and stops there.
-  absl::StatusOr<std::vector<Event>> page = s->Changes("/w/", 0, 2);
-  ASSERT_TRUE(page.ok());
-  ASSERT_EQ(page->size(), 3u);
-  EXPECT_EQ(page->back().revision, 1);
-  page = s->Changes("/w/", 1, 2);
-  ASSERT_EQ(page->size(), 2u);
-  EXPECT_EQ(page->front().revision, 2);
-}
-
-TEST_F(SqliteStoreTest, WaitForChangeWakesOnAWrite) {
-  std::unique_ptr<Store> s = Open();
-  EXPECT_FALSE(s->WaitForChange(0, absl::Milliseconds(10)));  // nothing happens: times out
-  std::thread writer([&] { ASSERT_TRUE(s->Txn({Put("/x", "1")}).ok()); });
-  EXPECT_TRUE(s->WaitForChange(0, absl::Seconds(30)));
-  writer.join();
-  EXPECT_TRUE(s->WaitForChange(0, absl::ZeroDuration()));  // already past
-}
-
-TEST_F(SqliteStoreTest, ConcurrentCompareAndSwapOneWins) {
-  std::unique_ptr<Store> s = Open();
-  for (int round = 0; round < 20; ++round) {
-    std::string key = "/c/" + std::to_string(round);
-    int64_t rev = *s->Txn({Put(key, "base", 0)});
-    std::atomic<int> won{0}, conflicts{0};
-    auto apply = [&](std::string value) {
-      absl::Status st = s->Txn({Put(key, value, rev)}).status();
-      if (st.ok()) ++won;
-      if (absl::IsAborted(st)) ++conflicts;
-    };
-    std::thread a(apply, "a"), b(apply, "b");
-    a.join();
-    b.join();
-    EXPECT_EQ(won.load(), 1);
-    EXPECT_EQ(conflicts.load(), 1);
-  }
-}
-
-TEST_F(SqliteStoreTest, StateSurvivesReopening) {
-  {
-    std::unique_ptr<Store> s = Open();
-    ASSERT_TRUE(s->Txn({Put("/p", "1", 0)}).ok());
-    ASSERT_TRUE(s->Txn({Put("/p", "2", 1)}).ok());
-    ASSERT_TRUE(s->Compact(1).ok());
-  }
-  std::unique_ptr<Store> s = Open();
-  EXPECT_EQ(s->Revision(), 2);
-  EXPECT_EQ(s->Get("/p")->value, "2");
-  EXPECT_TRUE(absl::IsOutOfRange(s->Changes("", 0, 10).status()));
-  EXPECT_EQ(*s->Txn({Put("/q", "", 0)}), 3);
 }
 
 TEST_F(SqliteStoreTest, NotAStoreIsRefused) {
@@ -381,41 +240,6 @@ TEST_F(SqliteStoreTest, CompactionTruncatesTheWal) {
   // Writing goes on after the checkpoint.
   ASSERT_TRUE(s->Txn({Put("/w/after", "1")}).ok());
   EXPECT_EQ(s->Get("/w/after")->value, "1");
-}
-
-// Compaction in many small batches while another thread writes: every write is acknowledged
-// and kept, and the log holds exactly what is after the compaction point.
-TEST_F(SqliteStoreTest, CompactionAndWritesGoOnTogether) {
-  std::unique_ptr<Store> s = Open({.compaction_batch_rows = 2});
-  for (int i = 0; i < 300; ++i) ASSERT_TRUE(s->Txn({Put("/p/" + std::to_string(i % 7), "v")}).ok());
-  absl::Status compacted;
-  std::thread compactor([&] { compacted = s->Compact(300); });
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(s->Txn({Put("/q/" + std::to_string(i), "v", 0)}).ok());
-  compactor.join();
-  ASSERT_TRUE(compacted.ok()) << compacted;
-  EXPECT_EQ(s->CompactedRevision(), 300);
-  EXPECT_EQ(s->Revision(), 350);
-  EXPECT_EQ(s->List("/q/")->items.size(), 50u);
-  absl::StatusOr<std::vector<Event>> left = s->Changes("", 300, 1000);
-  ASSERT_TRUE(left.ok()) << left.status();
-  EXPECT_EQ(left->size(), 50u);
-}
-
-// A List's items and revision are of one snapshot, also while writes go on: each write creates
-// one key at the next revision, so a list at revision R holds exactly R keys, none newer.
-TEST_F(SqliteStoreTest, ListItemsAndRevisionAreOneSnapshot) {
-  std::unique_ptr<Store> s = Open();
-  std::thread writer([&] {
-    for (int i = 0; i < 200; ++i)
-      ASSERT_TRUE(s->Txn({Put("/s/" + std::to_string(i), "v", 0)}).ok());
-  });
-  for (int n = 0; n < 200; ++n) {
-    absl::StatusOr<ListResult> list = s->List("/s/");
-    ASSERT_TRUE(list.ok()) << list.status();
-    ASSERT_EQ(static_cast<int64_t>(list->items.size()), list->revision);
-    for (const KeyValue& kv : list->items) ASSERT_LE(kv.mod_revision, list->revision);
-  }
-  writer.join();
 }
 
 // A writer process is killed with SIGKILL after N acknowledged writes; every acknowledged write

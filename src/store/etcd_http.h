@@ -1,0 +1,79 @@
+// The HTTP side of the etcd backend (etcd_store.h): JSON requests to one etcd member's gRPC
+// gateway, and its streamed watch answers. Internal to the store library.
+//
+// Each request makes its own connection (loopback and LAN connects are cheap next to etcd's
+// fsync), closed when the answer is read; Connect() is the one place a TLS session with a
+// client certificate would be set up. Errors: Unavailable when etcd cannot be reached or does
+// not answer within the timeout; the gateway's own errors keep etcd's gRPC code (absl's codes
+// are gRPC's) and message, prefixed "etcd: "; Internal for an answer that is not JSON.
+// Thread-safe: no state but the options.
+#ifndef GPUCLOUD_STORE_ETCD_HTTP_H_
+#define GPUCLOUD_STORE_ETCD_HTTP_H_
+
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gpucloud::store::etcd {
+
+std::string Base64(const std::string& bytes);
+// InvalidArgument when `text` is not base64.
+absl::StatusOr<std::string> FromBase64(const std::string& text);
+// An int64 as the gateway writes it: a string ("12"), a number, or absent (0).
+int64_t JsonInt(const nlohmann::json& object, const char* field);
+
+// One open /v3/watch answer: the messages of the stream, one at a time.
+class WatchStream {
+ public:
+  virtual ~WatchStream() = default;
+  // The next message's "result" object; DeadlineExceeded when none came by `deadline`,
+  // Unavailable when the stream ended or broke, the gateway's error when it sent one.
+  virtual absl::StatusOr<nlohmann::json> Next(absl::Time deadline) = 0;
+};
+
+// One member's client address.
+struct Member {
+  std::string host;
+  std::string port;
+};
+
+// "host:port[,host:port...]" as members; InvalidArgument naming the bad entry.
+absl::StatusOr<std::vector<Member>> ParseMembers(const std::string& endpoints);
+
+// Requests to one of several members: the one that answered last, else the next that accepts a
+// connection. A request that was sent and not answered fails (Unavailable) and is never resent
+// to another member, since it may have been applied; the next request starts with the next
+// member. Thread-safe.
+class Http {
+ public:
+  Http(std::vector<Member> members, absl::Duration timeout)
+      : members_(std::move(members)), timeout_(timeout) {}
+  Http(std::string host, std::string port, absl::Duration timeout)
+      : Http(std::vector<Member>{{std::move(host), std::move(port)}}, timeout) {}
+  // POSTs `body` to `path` ("/v3/kv/range") and returns the answer's JSON.
+  absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body) const;
+  // Opens a watch with `create_request` (the WatchCreateRequest's fields).
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(const nlohmann::json& create_request) const;
+
+ private:
+  struct Connection;
+  // A connection to the current member, or the first of the others that accepts one; it
+  // becomes the current member. Unavailable naming every member when none does.
+  absl::StatusOr<Connection> Connect() const;
+  // A request to `member` went unanswered: unless another request moved on already, the next
+  // one starts with the member after it.
+  void Failed(size_t member) const;
+
+  const std::vector<Member> members_;
+  const absl::Duration timeout_;
+  mutable std::atomic<size_t> current_{0};
+};
+
+}  // namespace gpucloud::store::etcd
+
+#endif  // GPUCLOUD_STORE_ETCD_HTTP_H_
