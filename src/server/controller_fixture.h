@@ -74,6 +74,33 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(r.status == 201 || r.status == 200) << r.body;
   }
 
+  // Registers node "mig-a" with one A100-80GB in MIG mode, its instances a 3g.40gb at slice 0
+  // and a 1g.10gb at slice 6 (what its agent reports).
+  void RegisterMigNode() {
+    api::NodeInfo n;
+    n.name = "mig-a";
+    n.address = "10.0.0.9";
+    n.cpu_milli = 64'000;
+    n.memory_mib = 512 << 10;
+    Gpu g;
+    g.index = 0;
+    g.uuid = "GPU-mig-0";
+    g.type = "A100-80GB";
+    g.memory = MiB(80 << 10);
+    g.mig_enabled = true;
+    g.mig_layout = {{"3g.40gb", 0}, {"1g.10gb", 6}};
+    n.gpus.push_back(g);
+    ASSERT_EQ(Call("PUT", api::NodePath("mig-a"), api::NodeToJson(n, false)).status, 201);
+  }
+
+  // A one-task job `name` asking for a MIG instance of `profile`.
+  void SubmitMigJob(const std::string& name, const std::string& profile) {
+    Submit(Cat("apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: ", name,
+               "}\nspec:\n  tasks:\n  - name: serve\n    command: [python3, serve.py]\n"
+               "    resources:\n      gpu: {mig: ",
+               profile, "}\n"));
+  }
+
   void Submit(const std::string& yaml) {
     Response r = Call("POST", "/apis/gpucloud/v1/namespaces/default/jobs", yaml);
     ASSERT_EQ(r.status, 201) << r.body;

@@ -96,23 +96,8 @@ TEST_F(ControllerSnapshotTest, ExpectedEndsSurviveARebuildOfTheNodes) {
 // A100 rounded up to a milli-GPU, in the job's status and in the cluster's metrics alike (the
 // metrics counted MIG instances as 0, the status as exactly 3/7).
 TEST_F(ControllerSnapshotTest, AMigInstanceCountsTheSameGpuShareInStatusAndMetrics) {
-  api::NodeInfo n;
-  n.name = "mig-a";
-  n.address = "10.0.0.9";
-  n.cpu_milli = 64'000;
-  n.memory_mib = 512 << 10;
-  Gpu g;
-  g.index = 0;
-  g.uuid = "GPU-mig-0";
-  g.type = "A100-80GB";
-  g.memory = MiB(80 << 10);
-  g.mig_enabled = true;
-  g.mig_layout = {{"3g.40gb", 0}, {"1g.10gb", 6}};
-  n.gpus.push_back(g);
-  ASSERT_EQ(Call("PUT", api::NodePath("mig-a"), api::NodeToJson(n, false)).status, 201);
-  Submit(
-      "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: infer}\nspec:\n  tasks:\n  - name: "
-      "serve\n    command: [python3, serve.py]\n    resources:\n      gpu: {mig: 3g.40gb}\n");
+  RegisterMigNode();
+  SubmitMigJob("infer", "3g.40gb");
   Pass();
   JobStatus s = Status("infer");
   ASSERT_EQ(s.phase, api::JobPhase::kScheduled) << s.message;

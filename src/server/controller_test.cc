@@ -423,24 +423,8 @@ TEST_F(ControllerTest, AnUnhealthyGpuRestartsItsJobOnHealthyGpus) {
 }
 
 TEST_F(ControllerTest, AMigJobGetsAnInstanceTheAgentRegistered) {
-  api::NodeInfo n;
-  n.name = "mig-a";
-  n.address = "10.0.0.9";
-  n.cpu_milli = 64'000;
-  n.memory_mib = 512 << 10;
-  Gpu g;
-  g.index = 0;
-  g.uuid = "GPU-mig-0";
-  g.type = "A100-80GB";
-  g.memory = MiB(80 << 10);
-  g.mig_enabled = true;
-  g.mig_layout = {{"3g.40gb", 0}, {"1g.10gb", 6}};
-  n.gpus.push_back(g);
-  ASSERT_EQ(Call("PUT", api::NodePath("mig-a"), api::NodeToJson(n, false)).status, 201);
-  Submit(
-      "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: infer}\nspec:\n  tasks:\n  - name: "
-      "serve\n"
-      "    command: [python3, serve.py]\n    resources:\n      gpu: {mig: 1g.10gb}\n");
+  RegisterMigNode();
+  SubmitMigJob("infer", "1g.10gb");
   Pass();
   JobStatus s = Status("infer");
   ASSERT_EQ(s.phase, api::JobPhase::kScheduled) << s.message;

@@ -1,7 +1,6 @@
 #include "server/job_status.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
