@@ -6,6 +6,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
 #include "core/text.h"
 
@@ -16,8 +17,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using nlohmann::json;
-
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return std::chrono::microseconds(absl::ToInt64Microseconds(d));
@@ -154,42 +153,12 @@ class HttpWatchStream final : public WatchStream {
 
 }  // namespace
 
-std::string Base64(const std::string& bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(bytes[k])); };
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t n = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
-    for (int shift : {18, 12, 6, 0}) out += kAlphabet[(n >> shift) & 63];
-  }
-  if (i + 1 == bytes.size()) {
-    uint32_t n = at(i) << 16;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == bytes.size()) {
-    uint32_t n = at(i) << 16 | at(i + 1) << 8;
-    for (int shift : {18, 12, 6}) out += kAlphabet[(n >> shift) & 63];
-    out += '=';
-  }
-  return out;
-}
+std::string Base64(const std::string& bytes) { return absl::Base64Escape(bytes); }
 
 absl::StatusOr<std::string> FromBase64(const std::string& text) {
   std::string out;
-  uint32_t n = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    const char* p = std::strchr(kAlphabet, c);
-    if (c == '\0' || p == nullptr) return absl::InvalidArgumentError("etcd: bad base64 in answer");
-    n = n << 6 | static_cast<uint32_t>(p - kAlphabet);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((n >> bits) & 0xff);
-    }
+  if (!absl::Base64Unescape(text, &out)) {
+    return absl::InvalidArgumentError("etcd: bad base64 in answer");
   }
   return out;
 }
@@ -245,7 +214,6 @@ absl::StatusOr<Http::Connection> Http::Connect() const {
       current_.store(at);
       return Connection{std::move(io), std::move(*stream), m.host, at};
     }
-    if (members_.size() == 1) return stream.status();
     failures += Cat(failures.empty() ? "" : "; ", stream.status().message());
   }
   return absl::UnavailableError(Cat("no etcd member answers: ", failures));

@@ -1,12 +1,13 @@
-// The HTTP side of the etcd backend (etcd_store.h): JSON requests to one etcd member's gRPC
-// gateway, and its streamed watch answers. Internal to the store library.
+// The HTTP side of the etcd backend (etcd_store.h): JSON requests to the gRPC gateway of one
+// of the cluster's members, and its streamed watch answers. Internal to the store library.
 //
 // Each request makes its own connection (loopback and LAN connects are cheap next to etcd's
-// fsync), closed when the answer is read; Connect() is the one place a TLS session with a
-// client certificate would be set up. Errors: Unavailable when etcd cannot be reached or does
-// not answer within the timeout; the gateway's own errors keep etcd's gRPC code (absl's codes
-// are gRPC's) and message, prefixed "etcd: "; Internal for an answer that is not JSON.
-// Thread-safe: no state but the options.
+// fsync), closed when the answer is read; ConnectTo() in etcd_http.cc is the one place a TLS
+// session with a client certificate would be set up. Errors: Unavailable when etcd cannot be
+// reached or does not answer within the timeout; the gateway's own errors keep etcd's gRPC code
+// (absl's codes are gRPC's) and message, prefixed "etcd: "; Internal for an answer that is not
+// JSON. Http is thread-safe (its one mutable field, the member in use, is atomic); a WatchStream
+// belongs to one thread.
 #ifndef GPUCLOUD_STORE_ETCD_HTTP_H_
 #define GPUCLOUD_STORE_ETCD_HTTP_H_
 
@@ -53,8 +54,6 @@ class Http {
  public:
   Http(std::vector<Member> members, absl::Duration timeout)
       : members_(std::move(members)), timeout_(timeout) {}
-  Http(std::string host, std::string port, absl::Duration timeout)
-      : Http(std::vector<Member>{{std::move(host), std::move(port)}}, timeout) {}
   // POSTs `body` to `path` ("/v3/kv/range") and returns the answer's JSON.
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body) const;
   // Opens a watch with `create_request` (the WatchCreateRequest's fields).

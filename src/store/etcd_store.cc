@@ -27,6 +27,13 @@ absl::StatusOr<std::string> Decode(const json& kv, const char* field) {
                                                      : absl::StatusOr<std::string>("");
 }
 
+// Raises `a` to `value` unless it is there already (lock-free: several calls may race).
+void RaiseTo(std::atomic<int64_t>& a, int64_t value) {
+  int64_t seen = a.load();
+  while (seen < value && !a.compare_exchange_weak(seen, value)) {
+  }
+}
+
 json Compare(const std::string& key, const char* target, const char* result, int64_t value) {
   json c = {{"key", Base64(key)}, {"target", target}, {"result", result}};
   c[std::string(target) == "MOD" ? "mod_revision" : "create_revision"] = std::to_string(value);
@@ -139,11 +146,7 @@ class EtcdStore final : public Store {
     return r;
   }
 
-  void Saw(int64_t revision) {
-    int64_t seen = revision_.load();
-    while (seen < revision && !revision_.compare_exchange_weak(seen, revision)) {
-    }
-  }
+  void Saw(int64_t revision) { RaiseTo(revision_, revision); }
 
   absl::StatusOr<KeyValue> ToKeyValue(const json& kv) const {
     absl::StatusOr<std::string> key = Decode(kv, "key");
@@ -230,9 +233,7 @@ class EtcdStore final : public Store {
       mark.compacted = std::atoll(value->c_str());
       mark.mod_revision = JsonInt(kv, "mod_revision");
     }
-    int64_t seen = compacted_.load();
-    while (seen < mark.compacted && !compacted_.compare_exchange_weak(seen, mark.compacted)) {
-    }
+    RaiseTo(compacted_, mark.compacted);
     return mark;
   }
 
@@ -340,17 +341,16 @@ absl::Status EtcdStore::Compact(int64_t revision) {
         Post("/v3/kv/compaction", {{"revision", std::to_string(revision)}, {"physical", true}});
     // Compacted already (by someone else, further): nothing left to do.
     if (!done.ok() && !absl::IsOutOfRange(done.status())) return done.status();
-    int64_t seen = compacted_.load();
-    while (seen < revision && !compacted_.compare_exchange_weak(seen, revision)) {
-    }
+    RaiseTo(compacted_, revision);
     return absl::OkStatus();
   }
 }
 
 bool EtcdStore::WaitForChange(int64_t after, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) return Revision() > after;
   const absl::Time deadline = absl::Now() + timeout;
-  if (Revision() > after) return true;
-  if (timeout <= absl::ZeroDuration()) return false;
+  // A watch from after + 1 answers at once when the revision is past `after` already: no
+  // separate read of the revision first.
   absl::StatusOr<std::unique_ptr<etcd::WatchStream>> watch = WatchEverything(after + 1);
   if (!watch.ok()) return false;
   for (;;) {
