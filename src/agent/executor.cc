@@ -130,8 +130,8 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   shim::TaskChild child;
   child.log_fd = log;
   child.sweep_limit = shim::DescriptorSweepLimit();
+  child.creds.workdir = workdir.c_str();
   if (spec.uid) child.creds = {true, *spec.uid, spec.gid, workdir.c_str()};
-  child.workdir = workdir.c_str();
   child.status_path = spec.status_path.c_str();
   child.status_tmp = status_tmp.c_str();
   // v1: the child joins its groups itself (cheaper: cgroup.h); v2: the parent moves it.

@@ -17,6 +17,12 @@
 namespace gpucloud::agent::shim {
 namespace {
 
+// Reports errno `e` to the parent on `fd` and ends the child.
+[[noreturn]] void Fail(int fd, int e) {
+  (void)!write(fd, &e, sizeof e);
+  _exit(127);
+}
+
 // Writes "exit N\n" or "signal N\n" (async-signal-safe: no allocation, no stdio).
 void WriteStatus(const char* path, const char* tmp, int status) {
   char buf[32];
@@ -99,8 +105,7 @@ int DropPrivileges(const Creds& c) {
     execvpe(argv[0], argv, envp);
     e = errno;
   }
-  (void)!write(exec_failed_fd, &e, sizeof e);
-  _exit(127);
+  Fail(exec_failed_fd, e);
 }
 
 // In the executor's child, after fork, instead of exec. Starts the task with posix_spawn (a
@@ -124,11 +129,7 @@ int DropPrivileges(const Creds& c) {
   pid_t task = 0;
   if (creds.set) {
     task = fork();
-    if (task < 0) {
-      int e = errno;
-      (void)!write(exec_failed_fd, &e, sizeof e);
-      _exit(127);
-    }
+    if (task < 0) Fail(exec_failed_fd, errno);
     // The task writes an exec failure's errno to `exec_failed_fd` itself.
     if (task == 0) ExecTask(creds, stop_signals, exec_failed_fd, argv, envp);
   } else {
@@ -138,10 +139,7 @@ int DropPrivileges(const Creds& c) {
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     int rc = posix_spawnp(&task, argv[0], nullptr, &attr, argv, envp);
-    if (rc != 0) {
-      (void)!write(exec_failed_fd, &rc, sizeof rc);
-      _exit(127);
-    }
+    if (rc != 0) Fail(exec_failed_fd, rc);
   }
   CloseAboveStdio(sweep_limit);  // exec_failed_fd too: the parent reads its end-of-file
   int status = 0;
@@ -161,11 +159,6 @@ int DropPrivileges(const Creds& c) {
     kill(getpid(), sig);
   }
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128);
-}
-
-[[noreturn]] void Fail(int fd, int e) {
-  (void)!write(fd, &e, sizeof e);
-  _exit(127);
 }
 
 }  // namespace
@@ -189,15 +182,13 @@ void RunTaskChild(const TaskChild& c) {
   if (int e = JoinCgroup(c.join_paths); e != 0) Fail(c.failed_fd, -e);
   char byte;
   if (read(c.go_fd, &byte, 1) != 1) _exit(126);
-  if (c.log_fd >= 0) {
-    dup2(c.log_fd, STDOUT_FILENO);
-    dup2(c.log_fd, STDERR_FILENO);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    if (devnull > STDERR_FILENO) close(devnull);
-  }
+  dup2(c.log_fd, STDOUT_FILENO);
+  dup2(c.log_fd, STDERR_FILENO);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (devnull > STDERR_FILENO) close(devnull);
   CloseAboveStdioOnExec(c.sweep_limit);  // failed_fd is close-on-exec already
-  if (!c.creds.set && chdir(c.workdir) != 0) Fail(c.failed_fd, errno);
+  if (!c.creds.set && chdir(c.creds.workdir) != 0) Fail(c.failed_fd, errno);
   if (c.status_path != nullptr && c.status_path[0] != 0) {
     RunShim(c.status_path, c.status_tmp, c.failed_fd, c.sweep_limit, c.creds, c.argv, c.envp);
   }

@@ -10,24 +10,24 @@
 
 namespace gpucloud::agent::shim {
 
-// Who a task runs as (TaskSpecToRun::uid). Its working directory is entered as that user (a
-// path the user could not reach stays closed). Pointers are borrowed from the caller.
+// Who a task runs as (TaskSpecToRun::uid; `set` false: the agent's user) and where. The working
+// directory is entered as the task's user (a path the user could not reach stays closed).
+// Pointers are borrowed from the caller.
 struct Creds {
   bool set = false;
   uid_t uid = 0;
   gid_t gid = 0;
-  const char* workdir = nullptr;
+  const char* workdir = nullptr;  // always given
 };
 
 // Everything a task's first process needs, built before fork (the strings and arrays are
 // borrowed and must outlive the call).
 struct TaskChild {
-  int log_fd = -1;          // becomes stdout and stderr; -1: they are already in place
+  int log_fd = -1;          // becomes stdout and stderr
   int go_fd = -1;           // one byte from the parent once it has placed the child
   int failed_fd = -1;       // close-on-exec; gets exec's errno, or minus a cgroup-join errno
   int sweep_limit = 65536;  // from DescriptorSweepLimit(), read before fork
   Creds creds;
-  const char* workdir = nullptr;
   const char* status_path = nullptr;  // null or "": no shim process, exec directly
   const char* status_tmp = nullptr;
   const char* const* join_paths = nullptr;  // v1 cgroup `tasks` files, null-terminated
