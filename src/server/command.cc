@@ -152,7 +152,12 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   std::string listen = "127.0.0.1:8443", scheduler_config;
   ControlPlaneOptions o;
   double heartbeat_timeout_s = 3, grace_s = 30, node_cert_hours = 24;
-  app.add_option("--data-dir", o.data_dir, "where the store, certificates, tokens and logs live");
+  app.add_option("--data-dir", o.data_dir,
+                 "where the certificates, tokens, keys and logs live, and the SQLite store");
+  app.add_option("--store", o.store,
+                 "the store: sqlite (DATA_DIR/store.db, the default) or "
+                 "etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (an etcd cluster's members, the "
+                 "server's keys under PREFIX, default /gpucloud; docs/server.md)");
   app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
   app.add_option("--scheduler-config", scheduler_config, "a SchedulerConfiguration YAML file");
   app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
@@ -223,6 +228,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   o.address = addr->host;
   o.port = addr->port;
+  if (absl::StatusOr<StoreLocation> where = ParseStoreUrl(o.store); !where.ok()) {
+    err << "gpucloud server: " << where.status().message() << "\n";
+    return 2;
+  }
   // Absolute, so that what is derived from it (the checkpoint root tasks are given, the paths in
   // admin.config) means the same from any working directory.
   o.data_dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
@@ -274,7 +283,7 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
         << o.data_dir << "/bootstrap.token\n";
   }
   out << "gpucloud server: serving " << cp.url() << " (CA " << cp.ca_path() << ", store "
-      << o.data_dir << "/store.db, revision " << cp.revision() << ")" << std::endl;
+      << cp.store_name() << ", revision " << cp.revision() << ")" << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
   out << "gpucloud server: stopping on signal " << sig << std::endl;

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -12,11 +13,13 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/log.h"
+#include "core/parse.h"
 #include "core/private_file.h"
 #include "core/text.h"
 #include "server/audit_log.h"
@@ -32,6 +35,7 @@
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "server/secret_store.h"
+#include "store/etcd_store.h"
 #include "store/sqlite_store.h"
 
 namespace gpucloud::server {
@@ -71,9 +75,14 @@ ControlPlane::~ControlPlane() { Stop(); }
 
 namespace {
 
-// A server ran here before (its CA exists) but the store is gone or empty: starting would serve
-// an empty cluster to agents and users that expect theirs, so it takes --init.
-absl::Status PrepareDataDir(const std::string& dir, bool init) {
+constexpr char kStoreForms[] = "sqlite, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
+
+absl::Status BadStoreUrl(const std::string& url, const std::string& why) {
+  return absl::InvalidArgumentError(Cat("--store: \"", url, "\" ", why, " (", kStoreForms, ")"));
+}
+
+// Creates DIR, private to its owner; true when a server ran here before (its CA exists).
+absl::StatusOr<bool> PrepareDataDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
@@ -83,24 +92,98 @@ absl::Status PrepareDataDir(const std::string& dir, bool init) {
   if (chmod(dir.c_str(), 0711) != 0) {
     return absl::InternalError(Cat("cannot make ", dir, " private: ", std::strerror(errno)));
   }
-  const std::string db = dir + "/store.db";
-  bool had_server = std::filesystem::exists(dir + "/ca.crt", ec);
-  bool missing = !std::filesystem::exists(db, ec) || std::filesystem::file_size(db, ec) == 0;
-  if (init || !had_server || !missing) return absl::OkStatus();
+  return std::filesystem::exists(dir + "/ca.crt", ec);
+}
+
+// A server ran here before but its store is gone or empty: starting would serve an empty
+// cluster to agents and users that expect theirs, so it takes --init.
+absl::Status StoreLost(const std::string& store, const std::string& dir) {
   return absl::FailedPreconditionError(
-      Cat(db, " is missing or empty, but ", dir,
+      Cat(store, " is missing or empty, but ", dir,
           " holds the credentials of a server that ran "
           "before: restore the store, or start with --init to begin with an empty one"));
 }
 
+// Opens the store `o.store` names, refusing a lost one next to an earlier server's credentials
+// (`had_server`) unless --init. On etcd, "lost" is a store without a single key: every server
+// writes some at its first start (the default namespace, the audit log's records).
+absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const ControlPlaneOptions& o,
+                                                        const StoreLocation& where,
+                                                        bool had_server) {
+  const bool check = had_server && !o.init;
+  if (where.kind == StoreLocation::Kind::kSqlite) {
+    const std::string db = o.data_dir + "/store.db";
+    std::error_code ec;
+    if (check && (!std::filesystem::exists(db, ec) || std::filesystem::file_size(db, ec) == 0)) {
+      return StoreLost(db, o.data_dir);
+    }
+    return store::OpenSqliteStore(db);
+  }
+  absl::StatusOr<std::unique_ptr<store::Store>> etcd = store::OpenEtcdStore({
+      .endpoint = where.endpoints,
+      .namespace_prefix = where.key_prefix + "/data",
+      .compaction_key = where.key_prefix + "/meta/compacted-revision",
+  });
+  if (!etcd.ok()) {
+    return absl::Status(etcd.status().code(),
+                        Cat("store ", o.store, ": ", etcd.status().message()));
+  }
+  if (!check) return etcd;
+  absl::StatusOr<int64_t> keys = (*etcd)->Count("/");
+  if (!keys.ok()) {
+    return absl::Status(keys.status().code(),
+                        Cat("store ", o.store, ": ", keys.status().message()));
+  }
+  if (*keys == 0) return StoreLost(Cat("the store ", o.store), o.data_dir);
+  return etcd;
+}
+
 }  // namespace
+
+absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url) {
+  StoreLocation where;
+  if (url.empty() || url == "sqlite") return where;
+  constexpr std::string_view kEtcd = "etcd://";
+  if (!url.starts_with(kEtcd)) {
+    const size_t scheme = url.find("://");
+    if (scheme == std::string::npos) return BadStoreUrl(url, "is not a store");
+    return BadStoreUrl(url, Cat("has an unknown scheme \"", url.substr(0, scheme), "\""));
+  }
+  const std::string_view rest = std::string_view(url).substr(kEtcd.size());
+  const size_t slash = rest.find('/');
+  const std::string_view members = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    const std::string_view prefix = rest.substr(slash);
+    if (prefix.size() < 2 || prefix.ends_with('/') || prefix.find("//") != std::string::npos) {
+      return BadStoreUrl(url, "has a bad key prefix (/NAME[/NAME...])");
+    }
+    where.key_prefix = std::string(prefix);
+  }
+  if (members.empty()) return BadStoreUrl(url, "names no etcd member");
+  for (size_t from = 0; from <= members.size();) {
+    const size_t comma = std::min(members.find(',', from), members.size());
+    const std::string_view member = members.substr(from, comma - from);
+    absl::StatusOr<HostPort> hp = ParseHostPort("--store", member);
+    if (!hp.ok() || hp->host.empty() || hp->port == 0) {
+      return BadStoreUrl(
+          url, Cat("has a member \"", member, "\" that is not HOST:PORT (port 1 to 65535)"));
+    }
+    from = comma + 1;
+  }
+  where.kind = StoreLocation::Kind::kEtcd;
+  where.endpoints = std::string(members);
+  return where;
+}
 
 absl::Status ControlPlane::Start() {
   Impl& m = *impl_;
   const std::string& dir = m.options.data_dir;
-  if (absl::Status s = PrepareDataDir(dir, m.options.init); !s.ok()) return s;
+  absl::StatusOr<StoreLocation> where = ParseStoreUrl(m.options.store);
+  if (!where.ok()) return where.status();
+  absl::StatusOr<bool> had_server = PrepareDataDir(dir);
+  if (!had_server.ok()) return had_server.status();
   // The store first: a start that fails after this finds it next time.
-  absl::StatusOr<std::unique_ptr<store::Store>> store = store::OpenSqliteStore(dir + "/store.db");
+  absl::StatusOr<std::unique_ptr<store::Store>> store = OpenStore(m.options, *where, *had_server);
   if (!store.ok()) return store.status();
   m.store = std::move(*store);
   absl::StatusOr<Credentials> creds = EnsureCredentials(dir, {m.options.address});
@@ -315,6 +398,12 @@ std::string ControlPlane::admin_config_path() const {
 }
 std::string ControlPlane::bootstrap_token() const { return impl_->bootstrap; }
 bool ControlPlane::first_start() const { return impl_->first; }
+std::string ControlPlane::store_name() const {
+  const ControlPlaneOptions& o = impl_->options;
+  absl::StatusOr<StoreLocation> where = ParseStoreUrl(o.store);
+  return where.ok() && where->kind == StoreLocation::Kind::kEtcd ? o.store
+                                                                 : o.data_dir + "/store.db";
+}
 int64_t ControlPlane::revision() const { return impl_->store ? impl_->store->Revision() : 0; }
 
 }  // namespace gpucloud::server

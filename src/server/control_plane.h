@@ -1,7 +1,7 @@
-// ControlPlane: everything `gpucloud server` runs, wired together — credentials, the SQLite
-// store, the REST API, the controller loop (nodes, jobs, scheduler), the log store and the HTTPS
-// server. `gpucloud server` and `gpucloud up` both start one. Start returns once it listens.
-// Thread-safe to Stop from any thread; not copyable.
+// ControlPlane: everything `gpucloud server` runs, wired together — credentials, the store
+// (SQLite in DATA_DIR, or etcd), the REST API, the controller loop (nodes, jobs, scheduler), the
+// log store and the HTTPS server. `gpucloud server` and `gpucloud up` both start one. Start returns
+// once it listens. Thread-safe to Stop from any thread; not copyable.
 #ifndef GPUCLOUD_SERVER_CONTROL_PLANE_H_
 #define GPUCLOUD_SERVER_CONTROL_PLANE_H_
 
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/sched_config.h"
 #include "server/anomaly.h"
@@ -19,8 +20,24 @@
 
 namespace gpucloud::server {
 
+// Where the store is (ControlPlaneOptions::store, `--store`), parsed.
+struct StoreLocation {
+  enum class Kind { kSqlite, kEtcd };
+  Kind kind = Kind::kSqlite;
+  std::string endpoints;                 // kEtcd: "host:port[,host:port...]"
+  std::string key_prefix = "/gpucloud";  // kEtcd: every key of the server is under it
+};
+
+// "" or "sqlite": DATA_DIR/store.db. "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]": the etcd
+// cluster with those members' client URLs (plain HTTP), the server's keys under PREFIX
+// (default /gpucloud), so several control planes can share one etcd. InvalidArgument naming
+// --store and the value for anything else (no member, a bad port, an unknown scheme).
+absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url);
+
 struct ControlPlaneOptions {
   std::string data_dir = ".gpucloud";
+  // The store (ParseStoreUrl). On etcd, certificates, tokens, keys and logs stay in data_dir.
+  std::string store;
   std::string address = "127.0.0.1";
   uint16_t port = 8443;  // 0: any free port
   SchedulerConfig scheduler;
@@ -71,6 +88,7 @@ class ControlPlane {
   std::string admin_config_path() const;  // DATA_DIR/admin.config (gpuctl's config)
   std::string bootstrap_token() const;    // the agents' join token
   bool first_start() const;               // credentials were created by this Start
+  std::string store_name() const;         // DATA_DIR/store.db, or the etcd:// URL
   int64_t revision() const;
 
  private:

@@ -1,6 +1,7 @@
 // The real `gpucloud server` process (CTest label `integration`): killed with SIGKILL after N
 // acknowledged creates and started again on the same data directory, it has all N, three times
-// over; SIGTERM stops it cleanly. And `gpucloud up` stopping when its agent cannot run.
+// over, on SQLite and on etcd (`--store etcd://`, skipped without /usr/bin/etcd); SIGTERM stops
+// it cleanly. And `gpucloud up` stopping when its agent cannot run.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "server/test_client.h"
+#include "store/etcd_test_server.h"
 
 extern char** environ;
 
@@ -105,14 +107,12 @@ std::string ReadToken(const std::string& dir) {
   return "";
 }
 
-TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
-  std::string dir =
-      (std::filesystem::temp_directory_path() / ("gpucloud-server-" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove_all(dir);
+// Three rounds of: start the server on `dir` (with `extra` flags), see every job acknowledged
+// before, create 20 more, kill -9. Then a start and a clean SIGTERM stop.
+void CreateKillNineRestart(const std::string& dir, const std::vector<std::string>& extra) {
   int created = 0;
   for (int round = 0; round < 3; ++round) {
-    Running s = Start(dir);
+    Running s = Start(dir, extra);
     ASSERT_GT(s.port, 0) << s.first_lines;
     if (round == 0) {
       EXPECT_NE(s.first_lines.find("first start: admin token written to"), std::string::npos);
@@ -142,12 +142,128 @@ TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
     kill(s.pid, SIGKILL);
     waitpid(s.pid, nullptr, 0);
   }
-  Running last = Start(dir);
+  Running last = Start(dir, extra);
   ASSERT_GT(last.port, 0);
   kill(last.pid, SIGTERM);
   int status = 0;
   waitpid(last.pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST(ServerBinary, AcknowledgedCreatesSurviveKillNine) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("gpucloud-server-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  CreateKillNineRestart(dir, {});
+  std::filesystem::remove_all(dir);
+}
+
+#define SKIP_WITHOUT_ETCD()                                          \
+  if (!store::EtcdTestServer::Available()) {                         \
+    GTEST_SKIP() << store::EtcdTestServer::kBinary                   \
+                 << " is absent (scripts/install-deps installs it)"; \
+  }
+
+// Issue 21: the same on the etcd backend (`--store etcd://`): the server killed with SIGKILL
+// and started again on the same etcd has every acknowledged create; no store.db is made.
+TEST(ServerBinary, OnEtcdAcknowledgedCreatesSurviveKillNine) {
+  SKIP_WITHOUT_ETCD();
+  const std::string dir = TempDir("server-etcd");
+  store::EtcdTestServer etcd(dir + "/etcd");
+  absl::Status started = etcd.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  const std::string url = "etcd://" + etcd.endpoint();
+  ASSERT_NO_FATAL_FAILURE(CreateKillNineRestart(dir + "/data", {"--store", url}));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/data/store.db"));
+  // The start-up line names the store.
+  Running s = Start(dir + "/data", {"--store", url}, {}, /*keep_output=*/true);
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  std::string line = s.first_lines;
+  for (char c; !line.ends_with('\n') && read(s.output, &c, 1) == 1;) line += c;
+  EXPECT_NE(line.find("store " + url + ", revision "), std::string::npos) << line;
+  kill(s.pid, SIGTERM);
+  close(s.output);
+  EXPECT_EQ(Wait(s), 0);
+  etcd.Stop();
+  std::filesystem::remove_all(dir);
+}
+
+// An etcd that lost its data (here: another, empty one) next to an earlier server's
+// credentials is refused, naming the store and --init; with --init it starts. Under another
+// key prefix of the same etcd, the store is empty too.
+TEST(ServerBinary, AWipedEtcdIsRefusedWithoutInit) {
+  SKIP_WITHOUT_ETCD();
+  const std::string dir = TempDir("server-etcd-wiped");
+  store::EtcdTestServer etcd(dir + "/etcd");
+  absl::Status started = etcd.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  const std::string url = "etcd://" + etcd.endpoint();
+  Running first = Start(dir + "/data", {"--store", url});
+  ASSERT_GT(first.port, 0) << first.first_lines;
+  kill(first.pid, SIGTERM);
+  ASSERT_EQ(Wait(first), 0);
+  Running again = Start(dir + "/data", {"--store", url});  // the same etcd: it starts
+  ASSERT_GT(again.port, 0) << again.first_lines;
+  kill(again.pid, SIGTERM);
+  ASSERT_EQ(Wait(again), 0);
+
+  store::EtcdTestServer wiped(dir + "/wiped");
+  started = wiped.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  for (const std::string& empty :
+       {"etcd://" + wiped.endpoint(), "etcd://" + etcd.endpoint() + "/elsewhere"}) {
+    Running refused = Start(dir + "/data", {"--store", empty});
+    EXPECT_EQ(refused.port, 0) << refused.first_lines;
+    if (refused.port != 0) kill(refused.pid, SIGKILL);  // it must not serve: fail, never hang
+    EXPECT_EQ(Wait(refused), 1) << refused.first_lines;
+    EXPECT_NE(refused.first_lines.find("the store " + empty + " is missing or empty"),
+              std::string::npos)
+        << refused.first_lines;
+    EXPECT_NE(refused.first_lines.find("--init"), std::string::npos) << refused.first_lines;
+  }
+  Running init = Start(dir + "/data", {"--store", "etcd://" + wiped.endpoint(), "--init"});
+  ASSERT_GT(init.port, 0) << init.first_lines;
+  kill(init.pid, SIGTERM);
+  EXPECT_EQ(Wait(init), 0);
+  wiped.Stop();
+  etcd.Stop();
+  std::filesystem::remove_all(dir);
+}
+
+// A --store value that is not a store is refused before anything is made, naming the flag and
+// the value; an etcd that does not answer is refused naming the URL.
+TEST(ServerBinary, ABadStoreIsRefusedNamingTheFlag) {
+  const std::string dir = TempDir("server-bad-store");
+  const std::string forms = " (sqlite, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX])\n";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"etcd://", "names no etcd member"},
+      {"etcd:///gpucloud", "names no etcd member"},
+      {"etcd://127.0.0.1:99999",
+       "has a member \"127.0.0.1:99999\" that is not HOST:PORT (port 1 to 65535)"},
+      {"etcd://127.0.0.1:2379,", "has a member \"\" that is not HOST:PORT (port 1 to 65535)"},
+      {"etcd://:2379", "has a member \":2379\" that is not HOST:PORT (port 1 to 65535)"},
+      {"etcd://127.0.0.1", "has a member \"127.0.0.1\" that is not HOST:PORT (port 1 to 65535)"},
+      {"etcd://127.0.0.1:2379/", "has a bad key prefix (/NAME[/NAME...])"},
+      {"http://127.0.0.1:2379", "has an unknown scheme \"http\""},
+      {"mysql", "is not a store"},
+  };
+  for (const auto& [value, why] : bad) {
+    Running r = Start(dir, {"--store", value});
+    EXPECT_EQ(r.port, 0) << r.first_lines;
+    if (r.port != 0) kill(r.pid, SIGKILL);  // it must not serve: fail, never hang
+    EXPECT_EQ(Wait(r), 2) << r.first_lines;
+    EXPECT_EQ(r.first_lines, "gpucloud server: --store: \"" + value + "\" " + why + forms);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir));  // nothing made
+  if (store::EtcdTestServer::Available()) {
+    const std::string absent = "etcd://127.0.0.1:" + std::to_string(store::FreeLoopbackPort());
+    Running r = Start(dir, {"--store", absent});
+    EXPECT_EQ(Wait(r), 1) << r.first_lines;
+    EXPECT_TRUE(r.first_lines.starts_with("gpucloud server: store " + absent + ": "))
+        << r.first_lines;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/ca.crt"));  // no credentials made
+  }
   std::filesystem::remove_all(dir);
 }
 
