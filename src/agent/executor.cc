@@ -15,8 +15,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
+#include <utility>
 
 #include "agent/task_shim.h"
 #include "core/text.h"
@@ -64,8 +67,6 @@ void RotateLog(const std::string& path, int64_t max_bytes, int keep) {
   if (truncate(path.c_str(), 0) != 0) return;
 }
 
-Executor::Executor(ExitWatcher* exits) : exits_(exits) { prctl(PR_SET_CHILD_SUBREAPER, 1); }
-
 Executor::~Executor() {
   for (auto& [id, t] : tasks_) {
     if (!t.exit) {
@@ -82,6 +83,171 @@ absl::Status NoCommandError() {
       "or an image)");
 }
 
+namespace {
+
+// Everything a task's first process needs, owned here and built before it is forked or
+// spawned (after a fork, only async-signal-safe calls). Filled in place: `child` and the
+// pointer arrays point into the strings, so a ChildPlan is never copied or moved.
+struct ChildPlan {
+  std::vector<std::string> env_strings, args, join;
+  std::vector<char*> envp, argv;
+  std::vector<const char*> join_paths;
+  std::string workdir, status_tmp;
+  shim::TaskChild child;
+};
+
+void PlanChild(const TaskSpecToRun& spec, const TaskCgroup* cgroup, int log, ChildPlan& p) {
+  bool has_path = false;
+  for (const auto& [k, v] : spec.env) {
+    p.env_strings.push_back(k + "=" + v);
+    has_path = has_path || k == "PATH";
+  }
+  if (!has_path) p.env_strings.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  for (std::string& s : p.env_strings) p.envp.push_back(s.data());
+  p.envp.push_back(nullptr);
+  p.args = spec.argv;
+  for (std::string& s : p.args) p.argv.push_back(s.data());
+  p.argv.push_back(nullptr);
+  p.workdir = spec.workdir.empty() ? std::filesystem::path(spec.log_path).parent_path().string()
+                                   : spec.workdir;
+  p.status_tmp = spec.status_path + ".tmp";
+  // v1: the child joins its groups itself (cheaper: cgroup.h); v2: the parent moves it.
+  if (cgroup != nullptr) p.join = cgroup->SelfAttachFiles();
+  for (const std::string& f : p.join) p.join_paths.push_back(f.c_str());
+  p.join_paths.push_back(nullptr);
+  shim::TaskChild& c = p.child;
+  c.log_fd = log;
+  c.sweep_limit = shim::DescriptorSweepLimit();
+  c.creds.workdir = p.workdir.c_str();
+  if (spec.uid) c.creds = {true, *spec.uid, spec.gid, p.workdir.c_str()};
+  c.status_path = spec.status_path.c_str();
+  c.status_tmp = p.status_tmp.c_str();
+  c.join_paths = p.join_paths.data();
+  c.argv = p.argv.data();
+  c.envp = p.envp.data();
+}
+
+// The gpucloud-shim command line for `p` (shim_main.cc reads it).
+std::vector<std::string> ShimArgs(const std::string& shim, const ChildPlan& p) {
+  const shim::TaskChild& c = p.child;
+  std::vector<std::string> a = {shim, "--workdir", p.workdir};
+  if (c.creds.set) {
+    a.insert(a.end(), {"--uid", Cat(c.creds.uid), "--gid", Cat(c.creds.gid)});
+  }
+  if (c.status_path[0] != 0) {
+    a.insert(a.end(), {"--status", c.status_path, "--status-tmp", p.status_tmp});
+  }
+  for (const std::string& f : p.join) a.insert(a.end(), {"--join", f});
+  a.insert(a.end(), {"--sweep", Cat(c.sweep_limit), "--"});
+  a.insert(a.end(), p.args.begin(), p.args.end());
+  return a;
+}
+
+// Starts gpucloud-shim for `p` with posix_spawn: the log on 1, the go pipe on 3, the failed
+// pipe on 4 (each source at 5 or above, so no dup2 overwrites another's source), nothing else
+// open, its own process group, no signal blocked, the stop signals at their defaults. 0 and
+// `pid`, or the errno.
+int SpawnShim(const std::string& shim, const ChildPlan& p, pid_t* pid) {
+  std::vector<std::string> args = ShimArgs(shim, p);
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p.child.log_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, p.child.go_fd, 3);
+  posix_spawn_file_actions_adddup2(&fa, p.child.failed_fd, 4);
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+  posix_spawn_file_actions_addclosefrom_np(&fa, 5);
+#endif
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rc = posix_spawn(pid, shim.c_str(), &fa, &attr, argv.data(), p.child.envp);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc;
+}
+
+// `fd`, or a close-on-exec copy of it at 5 or above (the original closed); -1 on failure.
+int AboveShimDescriptors(int fd) {
+  if (fd >= 5 || fd < 0) return fd;
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 5);
+  close(fd);
+  return copy;
+}
+
+// Starts `p`'s first process: through `shim` when there is one (cleared, with a warning
+// for later, when it turns out to be missing), else by fork. A pending warning goes to
+// `warning` (once).
+absl::StatusOr<pid_t> Launch(ChildPlan& p, std::string& shim, std::string& shim_warning,
+                             std::string* warning) {
+  if (!shim.empty()) {
+    pid_t pid = 0;
+    int rc = SpawnShim(shim, p, &pid);
+    if (rc == 0) return pid;
+    if (rc != ENOENT && rc != EACCES && rc != ENOEXEC) {
+      return absl::InternalError(Cat("posix_spawn ", shim, ": ", std::strerror(rc)));
+    }
+    shim_warning = Cat("tasks start by fork, not through ", shim, " (", std::strerror(rc), ")");
+    shim.clear();
+  }
+  if (!shim_warning.empty() && warning != nullptr) {
+    if (!warning->empty()) *warning += "; ";
+    *warning += std::exchange(shim_warning, "");
+  }
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(Cat("fork: ", std::strerror(errno)));
+  if (pid == 0) shim::RunTaskChild(p.child);
+  return pid;
+}
+
+// The task's cgroup when it has limits; null (and a warning) when cgroups are unusable here.
+std::unique_ptr<TaskCgroup> OpenCgroup(const TaskSpecToRun& spec, std::string* warning) {
+  TaskLimits limits{spec.cpu, spec.memory, spec.pids_max};
+  if (!limits.any()) return nullptr;
+  // Named by the task and this process: ids are unique within one agent only, and two agents
+  // on one host (tests, or nodes in network namespaces) must not share or remove each other's
+  // groups.
+  absl::StatusOr<std::unique_ptr<TaskCgroup>> g =
+      TaskCgroup::Create(Cat(spec.id, ".", getpid()), limits);
+  if (g.ok()) return std::move(*g);
+  if (warning != nullptr) {
+    *warning = Cat("task ", spec.id, " runs without its cgroup limits: ", g.status().message());
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ShimChoice ChooseShim(const char* env, const std::string& self_exe) {
+  if (env != nullptr && std::string_view(env) == "none") return {};
+  std::string path =
+      env != nullptr && env[0] != 0
+          ? std::string(env)
+          : (std::filesystem::path(self_exe).parent_path() / "gpucloud-shim").string();
+  if (access(path.c_str(), X_OK) == 0) return {path, ""};
+  return {"", Cat("tasks start by fork, not through ", path, " (", std::strerror(errno),
+                  "): slower, each start copies the agent's page tables")};
+}
+
+Executor::Executor(ExitWatcher* exits) : exits_(exits) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::error_code ec;
+  ShimChoice c =
+      ChooseShim(std::getenv("GPUCLOUD_SHIM"), std::filesystem::read_symlink("/proc/self/exe", ec));
+  shim_ = std::move(c.path);
+  shim_warning_ = std::move(c.warning);
+}
+
 absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   if (spec.argv.empty()) return NoCommandError();
   if (tasks_.contains(spec.id)) {
@@ -91,58 +257,15 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   t.spec = spec;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(spec.log_path).parent_path(), ec);
-  int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int log = AboveShimDescriptors(
+      open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (log < 0) {
     return absl::InternalError(Cat("cannot open log ", spec.log_path, ": ", std::strerror(errno)));
   }
-  TaskLimits limits{spec.cpu, spec.memory, spec.pids_max};
-  if (limits.any()) {
-    // Named by the task and this process: ids are unique within one agent only, and two agents
-    // on one host (tests, or nodes in network namespaces) must not share or remove each
-    // other's groups.
-    absl::StatusOr<std::unique_ptr<TaskCgroup>> g =
-        TaskCgroup::Create(Cat(spec.id, ".", getpid()), limits);
-    if (g.ok()) {
-      t.cgroup = std::move(*g);
-    } else if (warning != nullptr) {
-      *warning = Cat("task ", spec.id, " runs without its cgroup limits: ", g.status().message());
-    }
-  }
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> env_strings;
-  bool has_path = false;
-  for (const auto& [k, v] : spec.env) {
-    env_strings.push_back(k + "=" + v);
-    has_path = has_path || k == "PATH";
-  }
-  if (!has_path) env_strings.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
-  std::vector<char*> envp, argv;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = spec.argv;
-  for (std::string& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::string workdir = spec.workdir.empty()
-                            ? std::filesystem::path(spec.log_path).parent_path().string()
-                            : spec.workdir;
-  const std::string status_tmp = spec.status_path + ".tmp";
+  t.cgroup = OpenCgroup(spec, warning);
   if (!spec.status_path.empty()) unlink(spec.status_path.c_str());
-  shim::TaskChild child;
-  child.log_fd = log;
-  child.sweep_limit = shim::DescriptorSweepLimit();
-  child.creds.workdir = workdir.c_str();
-  if (spec.uid) child.creds = {true, *spec.uid, spec.gid, workdir.c_str()};
-  child.status_path = spec.status_path.c_str();
-  child.status_tmp = status_tmp.c_str();
-  // v1: the child joins its groups itself (cheaper: cgroup.h); v2: the parent moves it.
-  std::vector<std::string> join =
-      t.cgroup ? t.cgroup->SelfAttachFiles() : std::vector<std::string>{};
-  std::vector<const char*> join_paths;
-  for (const std::string& f : join) join_paths.push_back(f.c_str());
-  join_paths.push_back(nullptr);
-  child.join_paths = join_paths.data();
-  child.argv = argv.data();
-  child.envp = envp.data();
+  ChildPlan plan;
+  PlanChild(spec, t.cgroup.get(), log, plan);
   // parent -> child: attached, go; child -> parent: exec's errno, or minus the errno of joining
   // its cgroup
   int go[2], failed[2];
@@ -150,20 +273,23 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
     close(log);
     return absl::InternalError(Cat("pipe: ", std::strerror(errno)));
   }
-  child.go_fd = go[0];
-  child.failed_fd = failed[1];
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(log);
-    return absl::InternalError(Cat("fork: ", std::strerror(errno)));
-  }
-  if (pid == 0) shim::RunTaskChild(child);
-  setpgid(pid, pid);  // also here, so the group exists before either side goes on
+  go[0] = AboveShimDescriptors(go[0]);
+  failed[1] = AboveShimDescriptors(failed[1]);
+  plan.child.go_fd = go[0];
+  plan.child.failed_fd = failed[1];
+  absl::StatusOr<pid_t> launched = Launch(plan, shim_, shim_warning_, warning);
   close(log);
   close(go[0]);
   close(failed[1]);
+  if (!launched.ok()) {
+    close(go[1]);
+    close(failed[0]);
+    return launched.status();
+  }
+  pid_t pid = *launched;
+  setpgid(pid, pid);  // also here, so the group exists before either side goes on
   if (t.cgroup) {
-    absl::Status s = join.empty() ? t.cgroup->Attach(pid) : absl::OkStatus();
+    absl::Status s = plan.join.empty() ? t.cgroup->Attach(pid) : absl::OkStatus();
     if (!s.ok() && warning != nullptr) {
       *warning = Cat("task ", spec.id, " runs without its cgroup limits: ", s.message());
     }

@@ -5,6 +5,10 @@
 // they can be set. A task inherits only descriptors 0, 1 and 2 (/dev/null, its log, its log):
 // everything else the agent has open (its sockets, its files) is closed on exec, and the shim
 // closes it too. Logs and status files are created 0600.
+// A task's first process is gpucloud-shim, a small static program started with posix_spawn
+// (shim_main.cc), where it is installed; elsewhere a fork of the agent. Both run the same
+// steps (task_shim.h) and look the same to the executor; the spawn avoids copying the agent's
+// page tables for every task.
 // Stop is SIGTERM to the whole group, a grace period, then SIGKILL; when a task's leader ends,
 // whatever is left of its group is killed and reaped. An ended task reports its
 // exit code or signal, and whether the kernel's OOM killer ended it.
@@ -43,7 +47,7 @@ struct TaskSpecToRun {
   std::optional<MilliCpu> cpu;
   std::optional<MiB> memory;
   int64_t pids_max = 0;  // the most processes (and threads) the task may have at once; 0: no limit
-  // When set, the group's leader is a small shim (a fork of the executor's child) that runs the
+  // When set, the group's leader is a small shim (the first process itself) that runs the
   // task as its only child, ignores the stop signals, writes how the task ended to this file
   // ("exit N" or "signal N", via a temporary name and rename) and then ends the same way. So a
   // task that outlives its agent still leaves its exit status for the next one
@@ -74,19 +78,32 @@ struct TaskExit {
 // "NoCommand: ", which the agent reports as the task's failure.
 absl::Status NoCommandError();
 
+// Which gpucloud-shim starts tasks (a small static program spawned with posix_spawn; see
+// shim_main.cc): `env` is $GPUCLOUD_SHIM ("none": fork instead; a path: that program), else the
+// one next to `self_exe` (this program). An empty path means fork, with the reason in
+// `warning` when a shim was looked for and is not there (or not executable).
+struct ShimChoice {
+  std::string path;
+  std::string warning;
+};
+ShimChoice ChooseShim(const char* env, const std::string& self_exe);
+
 class Executor {
  public:
   // Makes this process a child subreaper (prctl), so that processes a task's leader leaves
   // behind come to it and can be reaped. With `exits` (borrowed; it must outlive the executor),
-  // every task started is watched there, so that its end is announced at once.
+  // every task started is watched there, so that its end is announced at once. Tasks start
+  // through the shim ChooseShim finds ($GPUCLOUD_SHIM, else next to this program), or by fork
+  // when there is none (the first Start's warning says so).
   explicit Executor(ExitWatcher* exits = nullptr);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
   ~Executor();  // kills what still runs
 
   // Starts the task. InvalidArgument for an empty argv (NoCommandError) or a duplicate id; NotFound
-  // when the program cannot be executed (with the reason); Internal for fork or file errors. A
-  // warning (cgroups unusable here: the task runs without its limits) goes to `warning` when given.
+  // when the program cannot be executed (with the reason); Internal for fork, spawn or file
+  // errors. A warning (cgroups unusable here: the task runs without its limits; no shim: tasks
+  // start by fork) goes to `warning` when given.
   absl::Status Start(const TaskSpecToRun& spec, std::string* warning = nullptr);
   pid_t Pid(const std::string& id) const;
   // The exit of a task that has ended (reaped once, then remembered), or nullopt while it runs.
@@ -107,6 +124,8 @@ class Executor {
   // Lets every task run on without this executor (the agent stops, the next one re-adopts
   // them): nothing is killed on destruction.
   void Detach();
+  // The shim tasks start through ("" = by fork).
+  const std::string& shim() const { return shim_; }
 
  private:
   struct Task {
@@ -122,6 +141,8 @@ class Executor {
   void Reap(Task& t, absl::Duration timeout);
   std::map<std::string, Task> tasks_;
   ExitWatcher* exits_ = nullptr;
+  std::string shim_;          // "" = fork
+  std::string shim_warning_;  // for the next Start's warning, once
 };
 
 // Rotates `path` when it is larger than `max_bytes` (> 0): path.N-1 -> path.N, ..., path ->

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -258,6 +259,71 @@ TEST_F(ExecutorTest, TheShimRecordsHowTheTaskEndedAndEndsTheSameWay) {
   EXPECT_FALSE(ReadExitStatus((dir_ / "none").string()).has_value());
   std::ofstream(dir_ / "garbage") << "maybe\n";
   EXPECT_FALSE(ReadExitStatus((dir_ / "garbage").string()).has_value());
+}
+
+// The shim this suite starts tasks through: the one built beside it (GPUCLOUD_TEST_SHIM) unless
+// the environment says otherwise (ctest's `.fork` run sets GPUCLOUD_SHIM=none).
+class ShimEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { setenv("GPUCLOUD_SHIM", GPUCLOUD_TEST_SHIM, /*overwrite=*/0); }
+};
+const auto* const kShimEnvironment = ::testing::AddGlobalTestEnvironment(new ShimEnvironment);
+
+std::string ExeOf(pid_t pid) {
+  std::error_code ec;
+  return std::filesystem::read_symlink(Cat("/proc/", pid, "/exe"), ec).string();
+}
+
+TEST_F(ExecutorTest, ATasksFirstProcessIsTheShimOrAForkOfTheAgent) {
+  Executor ex;
+  std::string mode = std::getenv("GPUCLOUD_SHIM");
+  EXPECT_EQ(ex.shim(), mode == "none" ? "" : mode);
+  // With a status file the first process stays as the task's parent, so it can be looked at.
+  std::string ready = Fifo("ready");
+  TaskSpecToRun t = Shell("t", "echo go > " + ready + "; exec sleep 30");
+  t.status_path = (dir_ / "t.exit").string();
+  std::string warning;
+  ASSERT_TRUE(ex.Start(t, &warning).ok());
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(ReadLine(ready), "go");
+  std::string first = ExeOf(ex.Pid("t"));
+  EXPECT_EQ(first, ex.shim().empty() ? ExeOf(getpid()) : ex.shim());
+  ASSERT_TRUE(ex.Kill("t").ok());
+  EXPECT_EQ(ex.Wait("t").signal, SIGKILL);
+}
+
+TEST(ChooseShim, NoneForksAMissingShimForksWithAReasonAndOneBesideTheProgramIsUsed) {
+  EXPECT_EQ(ChooseShim("none", "/usr/bin/gpucloud").path, "");
+  EXPECT_EQ(ChooseShim("none", "/usr/bin/gpucloud").warning, "");
+  ShimChoice missing = ChooseShim("/nonexistent/gpucloud-shim", "/usr/bin/gpucloud");
+  EXPECT_EQ(missing.path, "");
+  EXPECT_EQ(missing.warning,
+            "tasks start by fork, not through /nonexistent/gpucloud-shim (No such file or "
+            "directory): slower, each start copies the agent's page tables");
+  testing_util::TempDir dir("gpucloud-shim");
+  std::string beside = (dir.path() / "gpucloud-shim").string();
+  EXPECT_EQ(ChooseShim(nullptr, (dir.path() / "gpucloud").string()).path, "");
+  std::ofstream(beside) << "#!/bin/sh\n";
+  ASSERT_EQ(chmod(beside.c_str(), 0755), 0);
+  EXPECT_EQ(ChooseShim(nullptr, (dir.path() / "gpucloud").string()).path, beside);
+  EXPECT_EQ(ChooseShim("", (dir.path() / "gpucloud").string()).path, beside);
+  EXPECT_EQ(ChooseShim(GPUCLOUD_TEST_SHIM, "/usr/bin/gpucloud").path, GPUCLOUD_TEST_SHIM);
+}
+
+TEST_F(ExecutorTest, AShimThatIsMissingFallsBackToForkWarningOnce) {
+  std::string saved = std::getenv("GPUCLOUD_SHIM");
+  setenv("GPUCLOUD_SHIM", (dir_ / "no-shim").c_str(), 1);
+  Executor ex;
+  setenv("GPUCLOUD_SHIM", saved.c_str(), 1);
+  std::string first, second;
+  ASSERT_TRUE(ex.Start(Shell("a", "exit 4"), &first).ok());
+  ASSERT_TRUE(ex.Start(Shell("b", "exit 5"), &second).ok());
+  EXPECT_NE(first.find("tasks start by fork, not through " + (dir_ / "no-shim").string()),
+            std::string::npos)
+      << first;
+  EXPECT_EQ(second, "");
+  EXPECT_EQ(ex.Wait("a").exit_code, 4);
+  EXPECT_EQ(ex.Wait("b").exit_code, 5);
 }
 
 // Counts the watcher's calls; Await blocks until there has been one more (an event, not a sleep;
