@@ -185,6 +185,12 @@ int AboveShimDescriptors(int fd) {
   return copy;
 }
 
+// Why tasks start by fork: the shim at `path` failed with errno `e`.
+std::string ForkWarning(const std::string& path, int e) {
+  return Cat("tasks start by fork, not through ", path, " (", std::strerror(e),
+             "): slower, each start copies the agent's page tables");
+}
+
 // Starts `p`'s first process: through `shim` when there is one (cleared, with a warning
 // for later, when it turns out to be missing), else by fork. A pending warning goes to
 // `warning` (once).
@@ -197,7 +203,7 @@ absl::StatusOr<pid_t> Launch(ChildPlan& p, std::string& shim, std::string& shim_
     if (rc != ENOENT && rc != EACCES && rc != ENOEXEC) {
       return absl::InternalError(Cat("posix_spawn ", shim, ": ", std::strerror(rc)));
     }
-    shim_warning = Cat("tasks start by fork, not through ", shim, " (", std::strerror(rc), ")");
+    shim_warning = ForkWarning(shim, rc);
     shim.clear();
   }
   if (!shim_warning.empty() && warning != nullptr) {
@@ -235,8 +241,7 @@ ShimChoice ChooseShim(const char* env, const std::string& self_exe) {
           ? std::string(env)
           : (std::filesystem::path(self_exe).parent_path() / "gpucloud-shim").string();
   if (access(path.c_str(), X_OK) == 0) return {path, ""};
-  return {"", Cat("tasks start by fork, not through ", path, " (", std::strerror(errno),
-                  "): slower, each start copies the agent's page tables")};
+  return {"", ForkWarning(path, errno)};
 }
 
 Executor::Executor(ExitWatcher* exits) : exits_(exits) {

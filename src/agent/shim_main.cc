@@ -11,7 +11,6 @@
 // environment is the task's. Plain libc, no allocation: the task's environment (a tenant's)
 // reaches nothing here but glibc's start-up, which in a static program reads GLIBC_TUNABLES
 // only (malloc tuning for a program that does not allocate).
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -87,10 +86,8 @@ int ParseOptions(int argc, char** argv, TaskChild& c, const char** joins) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The pipes came through posix_spawn's dup2, which clears close-on-exec; the task must not
-  // inherit either (RunTaskChild marks every descriptor above 2 close-on-exec as well).
-  (void)fcntl(kGoFd, F_SETFD, FD_CLOEXEC);
-  (void)fcntl(kFailedFd, F_SETFD, FD_CLOEXEC);
+  // The pipes came through posix_spawn's dup2, which clears close-on-exec; RunTaskChild marks
+  // every descriptor above 2 close-on-exec before it execs or spawns the task.
   TaskChild c;
   const char* joins[kMaxJoins + 1];
   int first = ParseOptions(argc, argv, c, joins);
