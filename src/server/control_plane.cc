@@ -48,6 +48,7 @@ struct ControlPlane::Impl {
   std::optional<Credentials> creds;
   std::optional<TokenBook> tokens;
   std::unique_ptr<store::Store> store;
+  bool on_etcd = false;                        // options.store named etcd (set by Start)
   std::unique_ptr<AnomalyRecorder> anomalies;  // the audit log's observer: outlives it
   std::unique_ptr<AuditLog> audit;
   std::unique_ptr<AuditedStore> audited;  // the API's view of `store` (with `audit`)
@@ -180,6 +181,7 @@ absl::Status ControlPlane::Start() {
   const std::string& dir = m.options.data_dir;
   absl::StatusOr<StoreLocation> where = ParseStoreUrl(m.options.store);
   if (!where.ok()) return where.status();
+  m.on_etcd = where->kind == StoreLocation::Kind::kEtcd;
   absl::StatusOr<bool> had_server = PrepareDataDir(dir);
   if (!had_server.ok()) return had_server.status();
   // The store first: a start that fails after this finds it next time.
@@ -400,9 +402,7 @@ std::string ControlPlane::bootstrap_token() const { return impl_->bootstrap; }
 bool ControlPlane::first_start() const { return impl_->first; }
 std::string ControlPlane::store_name() const {
   const ControlPlaneOptions& o = impl_->options;
-  absl::StatusOr<StoreLocation> where = ParseStoreUrl(o.store);
-  return where.ok() && where->kind == StoreLocation::Kind::kEtcd ? o.store
-                                                                 : o.data_dir + "/store.db";
+  return impl_->on_etcd ? o.store : o.data_dir + "/store.db";
 }
 int64_t ControlPlane::revision() const { return impl_->store ? impl_->store->Revision() : 0; }
 
