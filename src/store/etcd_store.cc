@@ -1,7 +1,6 @@
 #include "store/etcd_store.h"
 
 #include <atomic>
-#include <set>
 
 #include "core/text.h"
 #include "store/etcd_http.h"
@@ -88,14 +87,19 @@ class EtcdStore final : public Store {
     json req = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
     for (const Op& op : ops) {
       std::string key = ns() + op.key;
-      if (op.expect_mod_revision == 0) {
+      if (op.kind == Op::Kind::kCheck) {
+        // Absent keys have mod revision 0, never equal to R > 0: one compare covers both.
+        req["compare"].push_back(Compare(key, "MOD", "EQUAL", *op.expect_mod_revision));
+      } else if (op.expect_mod_revision == 0) {
         req["compare"].push_back(Compare(key, "CREATE", "EQUAL", 0));
       } else if (op.expect_mod_revision) {
         req["compare"].push_back(Compare(key, "MOD", "EQUAL", *op.expect_mod_revision));
       } else if (op.kind == Op::Kind::kDelete) {
         req["compare"].push_back(Compare(key, "CREATE", "GREATER", 0));
       }
-      if (op.kind == Op::Kind::kPut) {
+      if (op.kind == Op::Kind::kCheck) {
+        // A condition only: nothing to write.
+      } else if (op.kind == Op::Kind::kPut) {
         req["success"].push_back(
             {{"request_put", {{"key", Base64(key)}, {"value", Base64(op.value)}}}});
       } else {
@@ -159,14 +163,9 @@ class EtcdStore final : public Store {
   }
 
   absl::Status Validate(const std::vector<Op>& ops) const {
-    if (ops.empty()) return absl::InvalidArgumentError("empty transaction");
-    std::set<std::string> keys;
+    if (absl::Status s = ValidateTxnOps(ops); !s.ok()) return s;
     int64_t bytes = 0;
     for (const Op& op : ops) {
-      if (op.key.empty()) return absl::InvalidArgumentError("empty key");
-      if (!keys.insert(op.key).second) {
-        return absl::InvalidArgumentError(Cat("key ", op.key, " appears twice in a transaction"));
-      }
       int64_t size = static_cast<int64_t>(ns().size() + op.key.size() + op.value.size());
       if (size > options_.max_request_bytes) {
         return absl::InvalidArgumentError(
@@ -207,6 +206,15 @@ class EtcdStore final : public Store {
       const json& kvs = reads[i]["response_range"].value("kvs", json::array());
       const bool exists = !kvs.empty();
       const int64_t mod = exists ? JsonInt(kvs[0], "mod_revision") : 0;
+      if (op.kind == Op::Kind::kCheck) {
+        if (!exists)
+          return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is absent"));
+        if (mod != *op.expect_mod_revision) {
+          return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is at revision ", mod,
+                                                   ", not ", *op.expect_mod_revision));
+        }
+        continue;
+      }
       if (op.expect_mod_revision == 0 && exists) {
         return absl::AlreadyExistsError(Cat(op.key, " already exists"));
       }

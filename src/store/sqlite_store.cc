@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <set>
 #include <string_view>
 
 #include "absl/synchronization/mutex.h"
@@ -292,14 +291,7 @@ class SqliteStore final : public Store {
   }
 
   absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) override {
-    if (ops.empty()) return absl::InvalidArgumentError("empty transaction");
-    std::set<std::string> keys;
-    for (const Op& op : ops) {
-      if (op.key.empty()) return absl::InvalidArgumentError("empty key");
-      if (!keys.insert(op.key).second) {
-        return absl::InvalidArgumentError(Cat("key ", op.key, " appears twice in a transaction"));
-      }
-    }
+    if (absl::Status s = ValidateTxnOps(ops); !s.ok()) return s;
     Pending me{&ops};
     std::vector<Pending*> batch;
     {
@@ -454,6 +446,7 @@ class SqliteStore final : public Store {
   }
 
   static absl::Status CheckPrecondition(const Op& op, const std::optional<KeyValue>& kv) {
+    if (op.kind == Op::Kind::kCheck) return CheckFence(op, kv);
     if (op.expect_mod_revision) {
       int64_t want = *op.expect_mod_revision;
       if (want == 0 && kv) return absl::AlreadyExistsError(Cat(op.key, " already exists"));
@@ -467,8 +460,20 @@ class SqliteStore final : public Store {
     return absl::OkStatus();
   }
 
-  // Writes `op` (whose key holds `kv`) as revision `rev`, and logs it.
+  // A kCheck: the key exists at exactly its expect_mod_revision (ValidateTxnOps made it > 0).
+  static absl::Status CheckFence(const Op& op, const std::optional<KeyValue>& kv) {
+    const int64_t want = *op.expect_mod_revision;
+    if (!kv) return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is absent"));
+    if (kv->mod_revision != want) {
+      return absl::FailedPreconditionError(
+          Cat("check on ", op.key, ": it is at revision ", kv->mod_revision, ", not ", want));
+    }
+    return absl::OkStatus();
+  }
+
+  // Writes `op` (whose key holds `kv`) as revision `rev`, and logs it. A kCheck writes nothing.
   absl::Status Write(const Op& op, const std::optional<KeyValue>& kv, int64_t rev) {
+    if (op.kind == Op::Kind::kCheck) return absl::OkStatus();
     if (op.kind == Op::Kind::kPut) {
       int64_t create = kv ? kv->create_revision : rev;
       int64_t version = kv ? kv->version + 1 : 1;

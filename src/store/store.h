@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -39,8 +40,14 @@ struct KeyValue {
 // `unlogged`: a put that no watch needs (the audit log's records): it may be left out of the
 // change log (Changes never returns it; the SQLite backend leaves it out, so it is written once,
 // not twice). The object itself is stored and read like any other.
+// kCheck writes nothing: it is a condition only (a fence), "the key exists at mod_revision
+// `expect_mod_revision`" (which must be set and > 0). A leader's writes carry one on its
+// election key (server/fenced_store.h), so they apply only while that key is the one its term
+// created. A failed check is FailedPrecondition naming the key (not Aborted: redoing the
+// read-modify-write cannot help; the state that made the check must change first). A
+// transaction of checks only is InvalidArgument: it would write nothing.
 struct Op {
-  enum class Kind { kPut, kDelete };
+  enum class Kind { kPut, kDelete, kCheck };
   Kind kind = Kind::kPut;
   std::string key;
   std::string value;  // kPut
@@ -61,6 +68,11 @@ struct ListResult {
   int64_t revision = 0;         // the store's revision the list was read at
 };
 
+// The checks every backend's Txn makes before it reads anything: InvalidArgument for an empty
+// transaction, an empty key, a key given twice, a kCheck without expect_mod_revision > 0, or a
+// transaction of checks only.
+absl::Status ValidateTxnOps(const std::vector<Op>& ops);
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -75,8 +87,11 @@ class Store {
   virtual absl::StatusOr<int64_t> Count(const std::string& prefix) = 0;
   // Applies every op or none. Returns the new revision. A failed precondition changes nothing:
   // AlreadyExists (create of an existing key), NotFound (update or delete of an absent key),
-  // Aborted (the key is at another mod_revision: a conflict, HTTP 409); the message names the
-  // key. InvalidArgument for an empty transaction or a key given twice.
+  // Aborted (the key is at another mod_revision: a conflict, HTTP 409), FailedPrecondition (a
+  // kCheck that does not hold: the key is absent or at another mod_revision); the message names
+  // the key. When several fail, the first failing op in `ops` decides. InvalidArgument for an
+  // empty transaction, one of checks only, a kCheck without expect_mod_revision > 0, or a key
+  // given twice.
   virtual absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) = 0;
   // Changes to keys under `prefix` with revision > `after`, oldest first, in whole revisions:
   // a page ends at `limit` events only where a revision ends, so one revision (a transaction)

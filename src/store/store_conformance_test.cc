@@ -26,6 +26,9 @@ Op Put(std::string key, std::string value, std::optional<int64_t> expect = {}) {
 Op Delete(std::string key, std::optional<int64_t> expect = {}) {
   return Op{Op::Kind::kDelete, std::move(key), "", expect};
 }
+Op Check(std::string key, std::optional<int64_t> at) {
+  return Op{Op::Kind::kCheck, std::move(key), "", at};
+}
 
 enum class Backend { kSqlite, kEtcd };
 
@@ -113,6 +116,66 @@ TEST_P(StoreConformanceTest, AFailedPreconditionNamesItsKey) {
   EXPECT_EQ(st.message(), "/k/b already exists");
   EXPECT_EQ(s.Revision(), R(2));
   EXPECT_TRUE(absl::IsNotFound(s.Get("/k/new").status()));
+}
+
+// A check (a fence) lets the writes of its transaction through while its key is at the
+// revision it names, and writes nothing itself: the key keeps its value and revisions.
+TEST_P(StoreConformanceTest, ACheckThatHoldsLetsTheWritesThrough) {
+  Store& s = *s_;
+  ASSERT_EQ(*s.Txn({Put("/meta/leader", "server-a", 0)}), R(1));
+  ASSERT_EQ(*s.Txn({Check("/meta/leader", R(1)), Put("/jobs/a/x", "bound", 0)}), R(2));
+  ASSERT_EQ(*s.Txn({Put("/jobs/a/x", "running", R(2)), Check("/meta/leader", R(1))}), R(3));
+  absl::StatusOr<KeyValue> leader = s.Get("/meta/leader");
+  ASSERT_TRUE(leader.ok()) << leader.status();
+  EXPECT_EQ(*leader, (KeyValue{"/meta/leader", "server-a", R(1), R(1), 1}));
+  EXPECT_EQ(s.Get("/jobs/a/x")->value, "running");
+  // The check is not a change: no watcher sees the checked key.
+  absl::StatusOr<std::vector<Event>> changes = s.Changes("/meta/", base_, 100);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_EQ(changes->size(), 1u);
+}
+
+// A check that does not hold (its key re-created by another term, or gone) fails the whole
+// transaction with FailedPrecondition naming the key, and changes nothing; it decides the error
+// when it comes first, even where a later op's precondition fails too.
+TEST_P(StoreConformanceTest, AFailedCheckIsFailedPreconditionAndChangesNothing) {
+  Store& s = *s_;
+  ASSERT_EQ(*s.Txn({Put("/meta/leader", "server-a", 0), Put("/jobs/a/x", "v1", 0)}), R(1));
+  ASSERT_EQ(*s.Txn({Delete("/meta/leader")}), R(2));
+  absl::Status st = s.Txn({Check("/meta/leader", R(1)), Put("/jobs/a/x", "v2", R(1))}).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_EQ(st.message(), "check on /meta/leader: it is absent");
+  ASSERT_EQ(*s.Txn({Put("/meta/leader", "server-b", 0)}), R(3));
+  st = s.Txn({Check("/meta/leader", R(1)), Put("/jobs/a/x", "v2", R(1)), Put("/jobs/a/y", "")})
+           .status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_EQ(st.message(), Cat("check on /meta/leader: it is at revision ", R(3), ", not ", R(1)));
+  // After a failing CAS, the CAS decides.
+  st = s.Txn({Put("/jobs/a/x", "v2", R(2)), Check("/meta/leader", R(1))}).status();
+  EXPECT_TRUE(absl::IsAborted(st)) << st;
+  EXPECT_EQ(s.Revision(), R(3));
+  EXPECT_EQ(s.Get("/jobs/a/x")->value, "v1");
+  EXPECT_TRUE(absl::IsNotFound(s.Get("/jobs/a/y").status()));
+  EXPECT_EQ(s.Get("/meta/leader")->value, "server-b");
+}
+
+TEST_P(StoreConformanceTest, ABadCheckIsInvalidArgument) {
+  Store& s = *s_;
+  ASSERT_EQ(*s.Txn({Put("/meta/leader", "a", 0)}), R(1));
+  for (std::optional<int64_t> at : {std::optional<int64_t>(), std::optional<int64_t>(0)}) {
+    absl::Status st = s.Txn({Check("/meta/leader", at), Put("/jobs/a/x", "")}).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+    EXPECT_EQ(st.message(),
+              "the check on /meta/leader needs expect_mod_revision > 0 (the revision it must be "
+              "at)");
+  }
+  absl::Status st = s.Txn({Check("/meta/leader", R(1))}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_EQ(st.message(),
+            "a transaction of checks only (the first on /meta/leader) writes nothing");
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      s.Txn({Check("/meta/leader", R(1)), Put("/meta/leader", "b")}).status()));
+  EXPECT_EQ(s.Revision(), R(1));
 }
 
 // An unlogged put is stored and read like any other (whether the change log leaves it out is
