@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <unordered_map>
 
 #include "absl/synchronization/mutex.h"
 #include "core/text.h"
@@ -49,18 +50,74 @@ bool IsPreconditionFailure(const absl::Status& s) {
   return absl::IsAlreadyExists(s) || absl::IsNotFound(s) || absl::IsAborted(s);
 }
 
-// A prepared statement, finalized on destruction. `what` names the operation in errors. The
-// first failure (to prepare, bind or step) sticks: every later Next() or Run() returns it.
+// One SQLite connection and the statements prepared on it, kept for reuse: preparing (parsing
+// and planning the SQL) costs more than running most of the store's statements. Statements are
+// cached by the address of their SQL, a string literal. Owns the connection: finalizes the
+// statements and closes it on destruction. Not thread-safe: used by whoever owns the
+// connection (SqliteStore's read_mu_ or writing_).
+class Connection {
+ public:
+  explicit Connection(sqlite3* db) : db_(db) {}
+  ~Connection() {
+    for (auto& [sql, entry] : cache_) sqlite3_finalize(entry.stmt);
+    sqlite3_close(db_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  sqlite3* db() const { return db_; }
+
+  // The statement for `sql`, ready to bind and step; a cached one unless it is in use (a
+  // statement run inside another's loop), then one of its own that Release finalizes.
+  int Acquire(const char* sql, sqlite3_stmt** out) {
+    Entry& entry = cache_[sql];
+    if (entry.stmt != nullptr && !entry.in_use) {
+      entry.in_use = true;
+      *out = entry.stmt;
+      return SQLITE_OK;
+    }
+    const bool cache = entry.stmt == nullptr;
+    int rc = sqlite3_prepare_v3(db_, sql, -1, cache ? SQLITE_PREPARE_PERSISTENT : 0, out, nullptr);
+    if (rc == SQLITE_OK && cache) entry = {*out, true};
+    return rc;
+  }
+  // Gives back what Acquire returned: a cached statement is reset (its read lock let go, its
+  // bound values freed) for the next caller.
+  void Release(const char* sql, sqlite3_stmt* stmt) {
+    auto it = cache_.find(sql);
+    if (it == cache_.end() || it->second.stmt != stmt) {
+      sqlite3_finalize(stmt);
+      return;
+    }
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    it->second.in_use = false;
+  }
+
+ private:
+  struct Entry {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
+  sqlite3* const db_;
+  std::unordered_map<const char*, Entry> cache_;
+};
+
+// A prepared statement of `conn` (Connection::Acquire), given back on destruction. `what` names
+// the operation in errors. The first failure (to prepare, bind or step) sticks: every later
+// Next() or Run() returns it.
 class Stmt {
  public:
-  Stmt(sqlite3* db, std::string_view what, const char* sql) : db_(db), what_(what) {
-    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-    if (rc != SQLITE_OK) status_ = SqliteError(db, rc, what_);
+  Stmt(Connection& conn, std::string_view what, const char* sql)
+      : conn_(conn), db_(conn.db()), what_(what), sql_(sql) {
+    int rc = conn_.Acquire(sql, &stmt_);
+    if (rc != SQLITE_OK) status_ = SqliteError(db_, rc, what_);
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  ~Stmt() {
+    if (stmt_ != nullptr) conn_.Release(sql_, stmt_);
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
-
   Stmt& Bind(int i, const std::string& s) {
     if (status_.ok()) {
       Check(sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
@@ -106,38 +163,41 @@ class Stmt {
     if (rc != SQLITE_OK) status_ = SqliteError(db_, rc, what_);
   }
 
+  Connection& conn_;
   sqlite3* db_;
   std::string_view what_;
+  const char* sql_;
   sqlite3_stmt* stmt_ = nullptr;
   absl::Status status_;
 };
 
-absl::Status Exec(sqlite3* db, const char* sql, std::string_view what) {
-  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, what);
+// Runs one statement that returns no rows (BEGIN, COMMIT, a savepoint).
+absl::Status Exec(Connection& conn, const char* sql, std::string_view what) {
+  return Stmt(conn, what, sql).Run();
 }
 
 // Ends the open transaction of `db`, if any (SQLite rolls some failures back by itself).
-void Rollback(sqlite3* db) {
-  if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+void Rollback(Connection& conn) {
+  if (!sqlite3_get_autocommit(conn.db())) Exec(conn, "ROLLBACK", "roll back").IgnoreError();
 }
 
 // A read transaction: the statements run while it lives read one snapshot. It writes nothing,
 // so it ends with a rollback.
 class ReadSnapshot {
  public:
-  explicit ReadSnapshot(sqlite3* db) : db_(db), status_(Exec(db, "BEGIN", "begin read")) {}
-  ~ReadSnapshot() { Rollback(db_); }
+  explicit ReadSnapshot(Connection& conn)
+      : conn_(conn), status_(Exec(conn, "BEGIN", "begin read")) {}
+  ~ReadSnapshot() { Rollback(conn_); }
   ReadSnapshot(const ReadSnapshot&) = delete;
   ReadSnapshot& operator=(const ReadSnapshot&) = delete;
   const absl::Status& status() const { return status_; }
 
  private:
-  sqlite3* db_;
+  Connection& conn_;
   absl::Status status_;
 };
 
-absl::StatusOr<int64_t> Meta(sqlite3* db, const char* k) {
+absl::StatusOr<int64_t> Meta(Connection& db, const char* k) {
   Stmt s(db, "read meta", "SELECT v FROM meta WHERE k = ?1");
   absl::StatusOr<bool> row = s.BindText(1, std::string(k)).Next();
   if (!row.ok()) return row.status();
@@ -145,13 +205,13 @@ absl::StatusOr<int64_t> Meta(sqlite3* db, const char* k) {
   return s.Int(0);
 }
 
-absl::Status SetMeta(sqlite3* db, const char* k, int64_t v) {
+absl::Status SetMeta(Connection& db, const char* k, int64_t v) {
   Stmt s(db, "write meta", "UPDATE meta SET v = ?1 WHERE k = ?2");
   return s.Bind(1, v).BindText(2, std::string(k)).Run();
 }
 
 // The object at `key`; nullopt when there is none.
-absl::StatusOr<std::optional<KeyValue>> Read(sqlite3* db, const std::string& key) {
+absl::StatusOr<std::optional<KeyValue>> Read(Connection& db, const std::string& key) {
   Stmt s(db, "read object",
          "SELECT value, create_rev, mod_rev, version FROM objects WHERE key = ?1");
   absl::StatusOr<bool> row = s.Bind(1, key).Next();
@@ -162,7 +222,7 @@ absl::StatusOr<std::optional<KeyValue>> Read(sqlite3* db, const std::string& key
 
 // PRAGMA quick_check: the b-trees' structure, every page read once. DataLoss with SQLite's
 // first complaint when the file fails it.
-absl::Status QuickCheck(sqlite3* db) {
+absl::Status QuickCheck(Connection& db) {
   Stmt s(db, "integrity check", "PRAGMA quick_check(1)");
   absl::StatusOr<bool> row = s.Next();
   if (!row.ok()) return row.status();
@@ -200,10 +260,6 @@ class SqliteStore final : public Store {
  public:
   SqliteStore(sqlite3* writer, sqlite3* reader, const SqliteStoreOptions& options)
       : writer_(writer), reader_(reader), options_(options) {}
-  ~SqliteStore() override {
-    sqlite3_close(reader_);
-    sqlite3_close(writer_);
-  }
 
   absl::Status Init() {
     if (options_.quick_check) {
@@ -221,7 +277,7 @@ class SqliteStore final : public Store {
         "  version INTEGER NOT NULL, PRIMARY KEY(rev, key));"
         "INSERT OR IGNORE INTO meta VALUES('schema', 1), ('revision', 0), ('compacted', 0);";
     char* err = nullptr;
-    if (sqlite3_exec(writer_, setup, nullptr, nullptr, &err) != SQLITE_OK) {
+    if (sqlite3_exec(writer_.db(), setup, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string why = err ? err : "unknown error";
       sqlite3_free(err);
       return absl::DataLossError(Cat("not a usable gpucloud store: ", why));
@@ -572,8 +628,8 @@ class SqliteStore final : public Store {
     return s;
   }
 
-  sqlite3* const writer_;
-  sqlite3* const reader_;
+  Connection writer_;
+  Connection reader_;
   const SqliteStoreOptions options_;
   absl::Mutex read_mu_;  // serializes use of reader_
   absl::Mutex mu_;       // guards everything below
