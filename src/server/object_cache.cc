@@ -39,6 +39,9 @@ absl::StatusOr<bool> ObjectCache::Sync(store::Store& store) {
         continue;
       }
       CachedObject& o = objects_[e.kv.key];
+      // The owner wrote this revision itself and put it here already (doc and what it derived
+      // from it): parsing it again would only throw away what it derived.
+      if (o.mod_revision == e.kv.mod_revision) continue;
       o.mod_revision = e.kv.mod_revision;
       o.doc = nlohmann::ordered_json::parse(e.kv.value, nullptr, false);
       o.derived.reset();

@@ -32,6 +32,9 @@ class ObjectCache {
   // Change-log events read at a time.
   static constexpr int kPage = 4096;
   const std::map<std::string, CachedObject>& objects() const { return objects_; }
+  // An owner that wrote an object may put what it wrote here (doc, the mod_revision the store
+  // gave it, what it derived): Sync then skips that revision's event for the key instead of
+  // parsing it again and dropping `derived`.
   std::map<std::string, CachedObject>& mutable_objects() { return objects_; }
   int64_t revision() const { return revision_; }
 

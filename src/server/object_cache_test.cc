@@ -46,5 +46,31 @@ TEST_F(ObjectCacheTest, ATransactionBiggerThanAPageIsReadWhole) {
   EXPECT_FALSE(*cache.Sync(*store_));  // nothing new
 }
 
+// The controller writes a job's status and puts the written document and what it derived into
+// the cache itself; the change event of that write must not throw the derived entry away (it
+// would parse the job's manifest again on every status change), while another writer's change
+// of the same key must.
+TEST_F(ObjectCacheTest, AnOwnersOwnWriteKeepsWhatItDerivedAnotherWriteDropsIt) {
+  ObjectCache cache("/jobs/");
+  PutMany(0, 1);
+  ASSERT_TRUE(cache.Sync(*store_).ok());
+  CachedObject& o = cache.mutable_objects().at("/jobs/0");
+  absl::StatusOr<int64_t> rev = store_->Txn(
+      {{.key = "/jobs/0", .value = "{\"n\":1}", .expect_mod_revision = o.mod_revision}});
+  ASSERT_TRUE(rev.ok());
+  o.doc = nlohmann::ordered_json::parse("{\"n\":1}");
+  o.mod_revision = *rev;
+  o.derived = std::make_shared<int>(7);
+  ASSERT_TRUE(cache.Sync(*store_).ok());
+  ASSERT_NE(o.derived, nullptr);
+  EXPECT_EQ(*static_cast<int*>(o.derived.get()), 7);
+
+  PutMany(0, 1);  // someone else writes {"n":0}
+  ASSERT_TRUE(cache.Sync(*store_).ok());
+  EXPECT_EQ(o.derived, nullptr);
+  EXPECT_EQ(o.doc["n"], 0);
+  EXPECT_EQ(o.mod_revision, store_->Revision());
+}
+
 }  // namespace
 }  // namespace gpucloud::server
