@@ -47,7 +47,8 @@ absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
 
 // A precondition failure of Txn (the caller's answer), as opposed to a storage error.
 bool IsPreconditionFailure(const absl::Status& s) {
-  return absl::IsAlreadyExists(s) || absl::IsNotFound(s) || absl::IsAborted(s);
+  return absl::IsAlreadyExists(s) || absl::IsNotFound(s) || absl::IsAborted(s) ||
+         absl::IsFailedPrecondition(s);  // a kCheck's
 }
 
 // One SQLite connection and the statements prepared on it, kept for reuse: preparing (parsing

@@ -159,6 +159,32 @@ TEST_P(StoreConformanceTest, AFailedCheckIsFailedPreconditionAndChangesNothing) 
   EXPECT_EQ(s.Get("/meta/leader")->value, "server-b");
 }
 
+// A deposed leader's fenced writes fail alone: writes of other callers that go to the store at
+// the same moment (and that a backend may commit together with them) all land.
+TEST_P(StoreConformanceTest, AFailedCheckFailsOnlyItsOwnTransaction) {
+  Store& s = *s_;
+  ASSERT_EQ(*s.Txn({Put("/meta/leader", "b", 0)}), R(1));
+  constexpr int kThreads = 8, kEach = 25;
+  std::atomic<int> failed_plain{0}, passed_stale{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string key = Cat("/jobs/t", t, "/", i);
+        if (t % 2 == 0) {
+          if (s.Txn({Check("/meta/leader", R(1) + 1000), Put(key, "stale")}).ok()) ++passed_stale;
+        } else if (!s.Txn({Put(key, "api", 0)}).ok()) {
+          ++failed_plain;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failed_plain.load(), 0);
+  EXPECT_EQ(passed_stale.load(), 0);
+  EXPECT_EQ(*s.Count("/jobs/"), kThreads / 2 * kEach);
+}
+
 TEST_P(StoreConformanceTest, ABadCheckIsInvalidArgument) {
   Store& s = *s_;
   ASSERT_EQ(*s.Txn({Put("/meta/leader", "a", 0)}), R(1));
