@@ -135,7 +135,7 @@ void NodeAgent::Impl::StopAndForget(const std::map<std::string, api::Assignment>
       std::error_code ec;
       fs::remove(RecordPath(t.exec_id), ec);
       fs::remove_all(RunDir(t), ec);
-      RemoveTaskDir(SandboxPath(t));
+      RemoveTaskDir(SandboxPath(t), exec.shim());
       exec.Forget(t.exec_id);
       replicator.Untrack(t.exec_id);
       it = tasks.erase(it);

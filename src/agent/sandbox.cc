@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -165,30 +166,49 @@ absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id)
   return absl::OkStatus();
 }
 
-void RemoveTaskDir(const std::string& dir) {
-  struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
-  if (st.st_uid != geteuid()) {
-    pid_t pid = fork();
+namespace {
+
+// Empties `dir` as uid:gid in a child: gpucloud-shim --remove-contents when `shim` is given,
+// else a fork of this process. Waits for it.
+void RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::string& shim) {
+  pid_t pid = -1;
+  if (!shim.empty()) {
+    std::string u = std::to_string(uid), g = std::to_string(gid);
+    const char* argv[] = {"gpucloud-shim", "--remove-contents", dir.c_str(), "--uid", u.c_str(),
+                          "--gid",         g.c_str(),           nullptr};
+    const char* envp[] = {nullptr};
+    if (posix_spawn(&pid, shim.c_str(), nullptr, nullptr, const_cast<char**>(argv),
+                    const_cast<char**>(envp)) != 0) {
+      pid = -1;
+    }
+  }
+  if (pid < 0) {
+    pid = fork();
     if (pid == 0) {
-      if (setgroups(0, nullptr) != 0 || setgid(st.st_gid) != 0 || setuid(st.st_uid) != 0) {
-        _exit(1);
-      }
+      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(1);
       std::error_code ec;
       for (const auto& e : fs::directory_iterator(dir, ec)) fs::remove_all(e.path(), ec);
       _exit(0);
     }
-    if (pid > 0) {
-      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
+  }
+  if (pid > 0) {
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
+}
+
+}  // namespace
+
+void RemoveTaskDir(const std::string& dir, const std::string& shim) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
   std::error_code ec;
   if (st.st_uid == geteuid()) {
     fs::remove_all(dir, ec);  // the agent's own (it never gave it away)
-  } else {
-    rmdir(dir.c_str());  // left when the task's user could not empty it: kept, not forced
+    return;
   }
+  RemoveContentsAs(dir, st.st_uid, st.st_gid, shim);
+  rmdir(dir.c_str());  // left when the task's user could not empty it: kept, not forced
 }
 
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id) {

@@ -80,7 +80,10 @@ absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id)
 // Removes a task's directory: its contents as the directory's owner, the task's user (in a child
 // process that became it, so a link the task left there, or one it plants meanwhile, reaches only
 // what is its own), then the directory itself. Nothing when there is none. Best effort.
-void RemoveTaskDir(const std::string& dir);
+// `shim`: gpucloud-shim's path; the child is then that program (--remove-contents), started
+// with posix_spawn, instead of a fork of the caller (which copies a large agent's page tables
+// and costs it copy-on-write faults afterwards). "" forks.
+void RemoveTaskDir(const std::string& dir, const std::string& shim = "");
 
 // OpenTaskDir then GiveTaskDir.
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id);

@@ -120,8 +120,12 @@ TEST(PrepareTaskDir, FollowsNoLinkButRoots) {
 
 // A task's directory goes as its owner: what that user may not remove (a root-only directory in
 // it) stays, whatever the caller knows of the task (a re-adopted task's record has no identity).
-TEST(RemoveTaskDir, RemovesAsTheDirectorysOwner) {
+// Both ways the agent has: through gpucloud-shim --remove-contents, and by a fork of itself.
+class RemoveTaskDirTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RemoveTaskDirTest, RemovesAsTheDirectorysOwner) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to own directories as another user";
+  const std::string shim = GetParam();
   testing_util::TempDir tmp("gpucloud-remove");
   const std::string dir = tmp.path().string() + "/sandbox";
   ASSERT_TRUE(std::filesystem::create_directories(dir + "/work/deep"));
@@ -130,17 +134,34 @@ TEST(RemoveTaskDir, RemovesAsTheDirectorysOwner) {
     ASSERT_EQ(lchown((dir + p).c_str(), 4242, 4242), 0) << p;
   }
   ASSERT_EQ(symlink("/etc/hostname", (dir + "/link").c_str()), 0);
-  RemoveTaskDir(dir);
+  // A link to a directory of root's with a file the owner could not remove anyway, and one to
+  // a directory of the owner's outside: neither is followed.
+  ASSERT_TRUE(std::filesystem::create_directories(tmp.path() / "outside"));
+  std::ofstream(tmp.path() / "outside" / "keep") << "x";
+  ASSERT_EQ(lchown((tmp.path() / "outside").c_str(), 4242, 4242), 0);
+  ASSERT_EQ(lchown((tmp.path() / "outside" / "keep").c_str(), 4242, 4242), 0);
+  ASSERT_EQ(symlink((tmp.path() / "outside").c_str(), (dir + "/work/out").c_str()), 0);
+  RemoveTaskDir(dir, shim);
   EXPECT_FALSE(std::filesystem::exists(dir));
   EXPECT_TRUE(std::filesystem::exists("/etc/hostname"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "outside" / "keep"));
   // A root-only directory inside: the owner cannot remove it, so it stays.
   ASSERT_TRUE(std::filesystem::create_directories(dir + "/root-only"));
   std::ofstream(dir + "/root-only/f") << "x";
+  std::ofstream(dir + "/mine") << "x";
+  ASSERT_EQ(lchown((dir + "/mine").c_str(), 4242, 4242), 0);
   ASSERT_EQ(chmod((dir + "/root-only").c_str(), 0700), 0);
   ASSERT_EQ(chown(dir.c_str(), 4242, 4242), 0);
-  RemoveTaskDir(dir);
+  RemoveTaskDir(dir, shim);
   EXPECT_TRUE(std::filesystem::exists(dir + "/root-only/f"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/mine"));
 }
+
+INSTANTIATE_TEST_SUITE_P(ShimAndFork, RemoveTaskDirTest,
+                         ::testing::Values(std::string(GPUCLOUD_TEST_SHIM), std::string()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param.empty() ? std::string("Fork") : std::string("Shim");
+                         });
 
 TEST(PrepareStateDir, PassableByTasksPrivateInsideAndRefusedUnderAClosedParent) {
   testing_util::TempDir tmp("gpucloud-state");

@@ -11,6 +11,15 @@
 // environment is the task's. Plain libc, no allocation: the task's environment (a tenant's)
 // reaches nothing here but glibc's start-up, which in a static program reads GLIBC_TUNABLES
 // only (malloc tuning for a program that does not allocate).
+//
+// A second mode empties a task's directory as its owner (agent/sandbox.h, RemoveTaskDir):
+//   gpucloud-shim --remove-contents DIR --uid U --gid G
+// becomes U:G (no supplementary groups) and removes everything under DIR, never following a
+// link, so what the task left or plants meanwhile reaches only what is its own; what U may not
+// remove stays. DIR itself stays (its parent is the agent's). Exit 0, or 127 on a usage error.
+#include <ftw.h>
+#include <grp.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,9 +92,29 @@ int ParseOptions(int argc, char** argv, TaskChild& c, const char** joins) {
   return i + 1;
 }
 
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW* at) {
+  if (at->level > 0) remove(path);  // best effort: what cannot go stays
+  return 0;
+}
+
+// --remove-contents DIR --uid U --gid G (argv[1] is --remove-contents).
+int RemoveContents(int argc, char** argv) {
+  unsigned uid = 0, gid = 0;
+  if (argc != 7 || std::strcmp(argv[3], "--uid") != 0 || std::strcmp(argv[5], "--gid") != 0 ||
+      !ParseId(argv[4], &uid) || !ParseId(argv[6], &gid)) {
+    _exit(127);
+  }
+  if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(1);
+  // Depth first (a directory after what is in it), physical (a link is removed, not followed),
+  // within one file system.
+  nftw(argv[2], RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  _exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--remove-contents") == 0) return RemoveContents(argc, argv);
   // The pipes came through posix_spawn's dup2, which clears close-on-exec; RunTaskChild marks
   // every descriptor above 2 close-on-exec before it execs or spawns the task.
   TaskChild c;
