@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -292,12 +293,60 @@ std::vector<LoadedDocument> LoadDocuments(std::string_view text, const std::stri
 
 }  // namespace internal
 
+namespace {
+
+// The YAML tree of a JSON value, as yaml-cpp would load its text: strings tagged as quoted
+// scalars (so "4" stays a string), numbers, booleans and null as plain scalars.
+YAML::Node NodeOfJson(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::object: {
+      YAML::Node map(YAML::NodeType::Map);
+      for (const auto& [k, v] : j.items()) map.force_insert(k, NodeOfJson(v));
+      return map;
+    }
+    case nlohmann::ordered_json::value_t::array: {
+      YAML::Node seq(YAML::NodeType::Sequence);
+      for (const auto& v : j) seq.push_back(NodeOfJson(v));
+      return seq;
+    }
+    case nlohmann::ordered_json::value_t::string: {
+      YAML::Node n(j.get_ref<const std::string&>());
+      n.SetTag("!");
+      return n;
+    }
+    case nlohmann::ordered_json::value_t::null:
+    case nlohmann::ordered_json::value_t::discarded:
+      return YAML::Node(YAML::NodeType::Null);
+    default:
+      return YAML::Node(j.dump());
+  }
+}
+
+ParseResult DecodeDocuments(std::vector<internal::LoadedDocument> docs, ParseResult result,
+                            const std::string& file_name, const GpuCatalog& catalog);
+
+}  // namespace
+
 ParseResult ParseManifests(std::string_view text, std::string_view file,
                            const GpuCatalog& catalog) {
   ParseResult result;
   std::string file_name(file);
   std::vector<internal::LoadedDocument> docs =
       internal::LoadDocuments(text, file_name, &result.errors);
+  return DecodeDocuments(std::move(docs), std::move(result), file_name, catalog);
+}
+
+ParseResult ParseStoredManifest(const nlohmann::ordered_json& doc, std::string_view file,
+                                const GpuCatalog& catalog) {
+  std::vector<internal::LoadedDocument> docs;
+  if (!doc.is_null()) docs.push_back({NodeOfJson(doc), 0});
+  return DecodeDocuments(std::move(docs), ParseResult{}, std::string(file), catalog);
+}
+
+namespace {
+
+ParseResult DecodeDocuments(std::vector<internal::LoadedDocument> docs, ParseResult result,
+                            const std::string& file_name, const GpuCatalog& catalog) {
   const int count = static_cast<int>(docs.size());
   Collected collected;
   std::vector<Manifest>& manifests = collected.manifests;
@@ -344,6 +393,8 @@ ParseResult ParseManifests(std::string_view text, std::string_view file,
   }
   return result;
 }
+
+}  // namespace
 
 std::vector<Diagnostic> ResolveRuntimeClasses(std::vector<Manifest>& manifests) {
   std::vector<Diagnostic> errors;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -109,6 +110,14 @@ struct ParseResult {
 // documents are returned or, if any has an error, none (with the errors of every document).
 ParseResult ParseManifests(std::string_view text, std::string_view file,
                            const GpuCatalog& catalog = GpuCatalog::Default());
+
+// One document the server stored (the JSON of a manifest ParseManifests read, with status and
+// server-set metadata), read exactly as ParseManifests reads its JSON text, but without
+// scanning text: the YAML tree is built from the JSON value directly. For the controller, which
+// reads every job document it is given (a scan of the text was most of the cost). Diagnostics
+// carry no line or column.
+ParseResult ParseStoredManifest(const nlohmann::ordered_json& doc, std::string_view file,
+                                const GpuCatalog& catalog = GpuCatalog::Default());
 
 // One IAM policy document, for `gpuctl policy simulate` and the server's policy API: either a
 // gpucloud/v1 Policy manifest or a bare IAM document ({"Version": "2012-10-17", "Statement":

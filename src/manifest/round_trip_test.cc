@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/clock.h"
@@ -28,6 +29,12 @@ void ExpectRoundTrip(const Object& o, bool json) {
   EXPECT_TRUE(r.manifests[0].object == o) << text;
   // Printing is a fixed point: the normalized form prints the same again.
   EXPECT_EQ(json ? ToJson(r.manifests[0].object) : ToYaml(r.manifests[0].object), text);
+  if (json) {  // the controller's reading of a stored document gives the same object
+    ParseResult stored = ParseStoredManifest(nlohmann::ordered_json::parse(text), "store");
+    ASSERT_TRUE(stored.ok()) << Errors(stored) << text;
+    ASSERT_EQ(stored.manifests.size(), 1u) << text;
+    EXPECT_TRUE(stored.manifests[0].object == o) << text;
+  }
 }
 
 TEST(RoundTrip, EveryExample) {

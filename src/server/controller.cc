@@ -68,7 +68,7 @@ std::string UidOf(const Json& doc) {
 const JobEntry& JobOf(CachedObject& o) {
   if (!o.derived) {
     auto e = std::make_shared<JobEntry>();
-    manifest::ParseResult p = manifest::ParseManifests(o.doc.dump(), "store");
+    manifest::ParseResult p = manifest::ParseStoredManifest(o.doc, "store");
     if (p.ok() && p.manifests.size() == 1) {
       if (const Job* j = std::get_if<Job>(&p.manifests[0].object)) e->job = *j;
     }

@@ -34,7 +34,7 @@ using controller_detail::UidOf;
 std::map<std::string, QueueSpec> QueuesOf(ObjectCache& queues) {
   std::map<std::string, QueueSpec> out;
   for (const auto& [key, obj] : queues.objects()) {
-    manifest::ParseResult p = manifest::ParseManifests(obj.doc.dump(), key);
+    manifest::ParseResult p = manifest::ParseStoredManifest(obj.doc, key);
     if (!p.ok() || p.manifests.size() != 1) continue;
     if (const Queue* q = std::get_if<Queue>(&p.manifests[0].object)) {
       out[q->metadata.name] = q->spec;
