@@ -167,6 +167,11 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-root", o.checkpoint_root,
                  "default checkpoint directory root (a shared file system on several nodes)");
+  double leader_lease_s = 5;
+  app.add_option("--leader-lease", leader_lease_s,
+                 "on etcd: seconds of the leader's lease; the controllers move to another server "
+                 "within about this long (plus a third) of the leader's death or loss of etcd")
+      ->check(CLI::Range(1.0, 3600.0));
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
   app.add_option("--max-jobs-per-namespace", o.max_jobs_per_namespace,
@@ -239,6 +244,7 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
     o.key_dir = std::filesystem::absolute(o.key_dir).lexically_normal().string();
   }
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
+  o.leader_lease = absl::Seconds(leader_lease_s);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
   o.node_certificate_ttl = absl::Seconds(node_cert_hours * 3600);
   o.audit_retention.max_age_ms = static_cast<int64_t>(audit_days * 24 * 3600 * 1000);
@@ -283,7 +289,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
         << o.data_dir << "/bootstrap.token\n";
   }
   out << "gpucloud server: serving " << cp.url() << " (CA " << cp.ca_path() << ", store "
-      << cp.store_name() << ", revision " << cp.revision() << ")" << std::endl;
+      << cp.store_name() << ", revision " << cp.revision()
+      << (cp.leader() ? ", leader" : ", standby: another server leads") << ")" << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
   out << "gpucloud server: stopping on signal " << sig << std::endl;

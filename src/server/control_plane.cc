@@ -1,16 +1,19 @@
 #include "server/control_plane.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string_view>
@@ -21,6 +24,7 @@
 #include "core/log.h"
 #include "core/parse.h"
 #include "core/private_file.h"
+#include "core/prom_text.h"
 #include "core/text.h"
 #include "server/audit_log.h"
 #include "server/audit_webhook.h"
@@ -28,13 +32,16 @@
 #include "server/compactor.h"
 #include "server/controller.h"
 #include "server/credentials.h"
+#include "server/fenced_store.h"
 #include "server/https_server.h"
 #include "server/identity_book.h"
+#include "server/leader_elector.h"
 #include "server/log_store.h"
 #include "server/node_certs.h"
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "server/secret_store.h"
+#include "store/etcd_lease.h"
 #include "store/etcd_store.h"
 #include "store/sqlite_store.h"
 
@@ -42,9 +49,22 @@ namespace gpucloud::server {
 
 constexpr int64_t kRetainEveryMs = 10 * 60 * 1000;
 
+// The election key, as a key of the store; in etcd it is under the store's namespace
+// (PREFIX/data/meta/leader), so that the fence is a check of the store's own.
+constexpr char kLeaderKey[] = "/meta/leader";
+
+// What runs only on the leader, for one term: made when it is elected, stopped when the term
+// ends. Members are destroyed in reverse order: the users of `fenced` before it.
+struct LeaderTerm {
+  std::unique_ptr<FencedStore> fenced;  // null on SQLite (no other server to fence out)
+  std::unique_ptr<Controller> controller;
+  std::unique_ptr<Compactor> compactor;
+};
+
 struct ControlPlane::Impl {
   ControlPlaneOptions options;
   SystemClock clock;
+  StoreLocation where;
   std::optional<Credentials> creds;
   std::optional<TokenBook> tokens;
   std::unique_ptr<store::Store> store;
@@ -61,11 +81,54 @@ struct ControlPlane::Impl {
   std::unique_ptr<IdentityBook> identities;
   std::unique_ptr<SecretStore> secrets;  // the Secrets and their key ring (holds its lock)
   std::unique_ptr<LogStore> logs;
-  std::unique_ptr<Controller> controller;
+  ControllerOptions controller_options;
   std::unique_ptr<HttpsServer> https;
-  std::unique_ptr<Compactor> compactor;
   std::string bootstrap;
   bool first = false;
+  std::unique_ptr<store::LeaseClient> leases;  // on etcd
+  std::unique_ptr<LeaderElector> elector;      // on etcd; uses `leases`
+  mutable std::mutex term_mu;
+  // The current term's controllers (null while not leader); guarded by term_mu. Shared, so that
+  // Kick and Metrics use them outside the lock while EndTerm stops them.
+  std::shared_ptr<LeaderTerm> term;
+
+  std::shared_ptr<LeaderTerm> Term() const {
+    std::lock_guard lock(term_mu);
+    return term;
+  }
+  void Kick() const {
+    if (std::shared_ptr<LeaderTerm> t = Term()) t->controller->Kick();
+  }
+  // A follower's are empty: its controllers do not run.
+  ClusterMetrics Metrics() const {
+    std::shared_ptr<LeaderTerm> t = Term();
+    return t ? t->controller->Metrics() : ClusterMetrics{};
+  }
+  // Starts the controllers writing through `s` (a FencedStore on etcd, the store on SQLite).
+  void BeginTerm(std::unique_ptr<FencedStore> fenced) {
+    auto t = std::make_shared<LeaderTerm>();
+    t->fenced = std::move(fenced);
+    store::Store& s = t->fenced ? *t->fenced : *store;
+    t->controller =
+        std::make_unique<Controller>(s, *nodes, clock, GpuCatalog::Default(), controller_options);
+    t->compactor = std::make_unique<Compactor>(s, options.compaction);
+    t->controller->Start();
+    t->compactor->Start();
+    std::lock_guard lock(term_mu);
+    term = std::move(t);
+  }
+  // Stops the term's controllers (a pass in flight ends first; its fenced writes fail once
+  // another term began).
+  void EndTerm() {
+    std::shared_ptr<LeaderTerm> t;
+    {
+      std::lock_guard lock(term_mu);
+      t.swap(term);
+    }
+    if (!t) return;
+    t->compactor->Stop();
+    t->controller->Stop();
+  }
 };
 
 ControlPlane::ControlPlane(ControlPlaneOptions options) : impl_(std::make_unique<Impl>()) {
@@ -179,12 +242,37 @@ absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url) {
 absl::Status ControlPlane::Start() {
   Impl& m = *impl_;
   const std::string& dir = m.options.data_dir;
+  if (absl::Status s = OpenStoreAndCredentials(); !s.ok()) return s;
+  m.nodes = std::make_unique<NodeTable>();
+  m.logs = std::make_unique<LogStore>(dir + "/logs", m.options.max_log_bytes_per_namespace);
+  ControllerOptions& co = m.controller_options;
+  co.scheduler = m.options.scheduler;
+  co.heartbeat_timeout_ms = m.options.heartbeat_timeout_ms;
+  co.stop_grace_ms = m.options.stop_grace_ms;
+  co.on_job_deleted = [logs = m.logs.get()](const std::string& ns, const std::string& job) {
+    logs->RemoveJob(ns, job);
+  };
+  co.checkpoint_root =
+      m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
+  if (absl::Status s = OpenAudit(); !s.ok()) return s;
+  if (absl::Status s = OpenApi(); !s.ok()) return s;
+  if (absl::Status s = StartServing(); !s.ok()) return s;
+  if (absl::Status s = StartLeadership(); !s.ok()) return s;
+  m.secrets->Start();  // rotation when due, and rewrapping after one
+  StartAuditTicker();
+  return absl::OkStatus();
+}
+
+// The store (a start that fails after it finds it next time), then the credentials in DATA_DIR.
+absl::Status ControlPlane::OpenStoreAndCredentials() {
+  Impl& m = *impl_;
+  const std::string& dir = m.options.data_dir;
   absl::StatusOr<StoreLocation> where = ParseStoreUrl(m.options.store);
   if (!where.ok()) return where.status();
+  m.where = *where;
   m.on_etcd = where->kind == StoreLocation::Kind::kEtcd;
   absl::StatusOr<bool> had_server = PrepareDataDir(dir);
   if (!had_server.ok()) return had_server.status();
-  // The store first: a start that fails after this finds it next time.
   absl::StatusOr<std::unique_ptr<store::Store>> store = OpenStore(m.options, *where, *had_server);
   if (!store.ok()) return store.status();
   m.store = std::move(*store);
@@ -196,31 +284,22 @@ absl::Status ControlPlane::Start() {
   if (!tokens.ok()) return tokens.status();
   m.tokens = std::move(*tokens);
   // A new admin is valid from the first request on, but stored only once the server listens
-  // and its config is written (below): a start that fails loses nothing.
+  // and its config is written (StartServing): a start that fails loses nothing.
   if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true});
-  {
-    std::ifstream f(creds->bootstrap_token_path);
-    std::getline(f, m.bootstrap);
-  }
-  m.nodes = std::make_unique<NodeTable>();
-  m.logs = std::make_unique<LogStore>(dir + "/logs", m.options.max_log_bytes_per_namespace);
-  ControllerOptions co;
-  co.scheduler = m.options.scheduler;
-  co.heartbeat_timeout_ms = m.options.heartbeat_timeout_ms;
-  co.stop_grace_ms = m.options.stop_grace_ms;
-  co.on_job_deleted = [logs = m.logs.get()](const std::string& ns, const std::string& job) {
-    logs->RemoveJob(ns, job);
-  };
-  co.checkpoint_root =
-      m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
-  m.controller =
-      std::make_unique<Controller>(*m.store, *m.nodes, m.clock, GpuCatalog::Default(), co);
-  if (absl::Status s = OpenAudit(); !s.ok()) return s;
+  std::ifstream f(creds->bootstrap_token_path);
+  std::getline(f, m.bootstrap);
+  return absl::OkStatus();
+}
+
+// The REST API and what it serves from the store: node certificates, identities, Secrets.
+absl::Status ControlPlane::OpenApi() {
+  Impl& m = *impl_;
+  const std::string& dir = m.options.data_dir;
   store::Store& api_store = m.audited ? *m.audited : *m.store;
   m.api = std::make_unique<RestApi>(api_store, m.clock, std::random_device{}());
   m.api->AttachAudit(m.audit.get());
   m.api->SetMaxJobsPerNamespace(m.options.max_jobs_per_namespace);
-  m.api->SetCheckpointRoot(co.checkpoint_root);
+  m.api->SetCheckpointRoot(m.controller_options.checkpoint_root);
   // Through the API's store: a certificate's issue is audited with its request.
   m.node_certs =
       std::make_unique<NodeCertificates>(api_store, m.clock, dir, m.options.node_certificate_ttl);
@@ -241,21 +320,32 @@ absl::Status ControlPlane::Start() {
     absl::StatusOr<TokenBook> reread = TokenBook::Load(dir);
     if (!reread.ok()) return reread.status();
     m.tokens = std::move(*reread);
-    if (m.first) m.tokens->Add(creds->admin_token, Identity{"admin", "", true});
+    if (m.first) m.tokens->Add(m.creds->admin_token, Identity{"admin", "", true});
   }
   // Every namespace in use gets its object (a store from before namespaces were objects).
   m.api->SetNamespaceProvisioning(m.options.namespace_provisioning);
   if (absl::StatusOr<int> made = m.api->EnsureNamespaces(); !made.ok()) return made.status();
   m.tokens->SetFallback(
       [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });
-  Controller* controller = m.controller.get();
+  // The controllers come and go with leadership: through Impl, which knows the current ones.
   m.api->AttachCluster(
-      m.nodes.get(), m.logs.get(), [controller] { controller->Kick(); },
-      [controller] { return ClusterSummaryJson(controller->Metrics()); });
+      m.nodes.get(), m.logs.get(), [&m] { m.Kick(); },
+      [&m] { return ClusterSummaryJson(m.Metrics()); });
+  return absl::OkStatus();
+}
+
+// The HTTPS server (with /metrics), then the admin's config.
+absl::Status ControlPlane::StartServing() {
+  Impl& m = *impl_;
   AnomalyRecorder* anomalies = m.anomalies.get();  // null without the audit log
   AuditWebhook* webhook = m.webhook.get();         // null without --audit-webhook
-  auto metrics = [controller, anomalies, webhook] {
-    std::string text = RenderClusterMetrics(controller->Metrics());
+  auto metrics = [&m, this, anomalies, webhook] {
+    std::string text = RenderClusterMetrics(m.Metrics());
+    text += PromText()
+                .Family("gpucloud_leader", "gauge",
+                        "1 while this server is the leader and runs the controllers, else 0.")
+                .Sample(leader() ? 1 : 0)
+                .Take();
     if (anomalies != nullptr) text += anomalies->detector().RenderMetrics();
     if (webhook != nullptr) text += webhook->RenderMetrics();
     return text;
@@ -263,46 +353,73 @@ absl::Status ControlPlane::Start() {
   HttpsServer::Options ho{
       .address = m.options.address,
       .port = m.options.port,
-      .cert_path = creds->cert_path,
-      .key_path = creds->key_path,
+      .cert_path = m.creds->cert_path,
+      .key_path = m.creds->key_path,
       .extra_metrics = metrics,
       .logs = m.logs.get(),
       .node_certs = m.node_certs.get(),
-      .client_ca_path = creds->ca_cert_path,
+      .client_ca_path = m.creds->ca_cert_path,
       .audit = m.audit.get(),
   };
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
-  if (absl::Status s = WriteAdminConfig(); !s.ok()) return s;
-  m.controller->Start();
-  m.secrets->Start();  // rotation when due, and rewrapping after one
-  m.compactor = std::make_unique<Compactor>(*m.store, m.options.compaction);
-  m.compactor->Start();
-  if (m.audit) {
-    m.audit_ticker = std::jthread([&m](std::stop_token stop) {
-      std::mutex mu;
-      std::condition_variable_any cv;
-      std::unique_lock lock(mu);
-      int64_t retained_ms = m.clock.NowMillis();
-      while (!stop.stop_requested()) {
-        cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
-        if (stop.stop_requested()) break;
-        const int64_t now = m.clock.NowMillis();
-        if (absl::Status s = m.audit->Tick(now); !s.ok()) {
-          log::Error("server", "audit log tick failed", {{"error", s.ToString()}});
-        }
-        if (now - retained_ms >= kRetainEveryMs) {  // retention, every 10 minutes
-          retained_ms = now;
-          if (absl::StatusOr<int64_t> gone = m.audit->Retain(m.options.audit_retention);
-              !gone.ok()) {
-            log::Error("server", "audit log retention failed",
-                       {{"error", gone.status().ToString()}});
-          }
+  return WriteAdminConfig();
+}
+
+// SQLite: this server leads, now. etcd: the first campaign now (so the start-up line can say
+// how it went), then the elector's thread.
+absl::Status ControlPlane::StartLeadership() {
+  Impl& m = *impl_;
+  if (!m.on_etcd) {
+    m.BeginTerm(nullptr);
+    return absl::OkStatus();
+  }
+  const int64_t ttl_ms =
+      std::max<int64_t>(1, std::ceil(absl::ToDoubleSeconds(m.options.leader_lease))) * 1000;
+  const ElectionTiming timing{.ttl_ms = ttl_ms};
+  // A lease request that waits longer than a renew interval is as good as failed.
+  absl::StatusOr<std::unique_ptr<store::LeaseClient>> leases =
+      store::OpenEtcdLeases(m.where.endpoints, absl::Milliseconds(timing.RenewMs()));
+  if (!leases.ok()) return leases.status();
+  m.leases = std::move(*leases);
+  nlohmann::json identity = {{"url", url()}, {"pid", static_cast<int64_t>(getpid())}};
+  m.elector = std::make_unique<LeaderElector>(
+      *m.leases, m.clock,
+      LeaderElectorOptions{m.where.key_prefix + "/data" + kLeaderKey, identity.dump(), timing},
+      [&m](int64_t token) {
+        m.BeginTerm(std::make_unique<FencedStore>(*m.store, kLeaderKey, token));
+      },
+      [&m] { m.EndTerm(); });
+  m.elector->StepOnce();
+  m.elector->Start();
+  return absl::OkStatus();
+}
+
+// AuditLog::Tick every 50 ms (buffered records flushed, digests signed), and retention every
+// 10 minutes, on a thread of its own until Stop.
+void ControlPlane::StartAuditTicker() {
+  Impl& m = *impl_;
+  if (!m.audit) return;
+  m.audit_ticker = std::jthread([&m](std::stop_token stop) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    int64_t retained_ms = m.clock.NowMillis();
+    while (!stop.stop_requested()) {
+      cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
+      if (stop.stop_requested()) break;
+      const int64_t now = m.clock.NowMillis();
+      if (absl::Status s = m.audit->Tick(now); !s.ok()) {
+        log::Error("server", "audit log tick failed", {{"error", s.ToString()}});
+      }
+      if (now - retained_ms >= kRetainEveryMs) {  // retention, every 10 minutes
+        retained_ms = now;
+        if (absl::StatusOr<int64_t> gone = m.audit->Retain(m.options.audit_retention); !gone.ok()) {
+          log::Error("server", "audit log retention failed", {{"error", gone.status().ToString()}});
         }
       }
-    });
-  }
-  return absl::OkStatus();
+    }
+  });
 }
 
 // The audit log over the store, signing with its own key (DATA_DIR/audit.key). A
@@ -373,8 +490,10 @@ absl::Status ControlPlane::WriteAdminConfig() {
 
 void ControlPlane::Stop() {
   Impl& m = *impl_;
-  if (m.compactor) m.compactor->Stop();
-  if (m.controller) m.controller->Stop();
+  // The controllers first. On etcd, a clean stop also revokes the lease: another server takes
+  // over at its next campaign, not a lease later.
+  if (m.elector) m.elector->Stop();
+  m.EndTerm();
   if (m.https) m.https->Stop();
   if (m.secrets) m.secrets->Stop();
   if (m.audit_ticker.joinable()) {
@@ -405,5 +524,6 @@ std::string ControlPlane::store_name() const {
   return impl_->on_etcd ? o.store : o.data_dir + "/store.db";
 }
 int64_t ControlPlane::revision() const { return impl_->store ? impl_->store->Revision() : 0; }
+bool ControlPlane::leader() const { return impl_->Term() != nullptr; }
 
 }  // namespace gpucloud::server

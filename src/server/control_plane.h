@@ -38,6 +38,10 @@ struct ControlPlaneOptions {
   std::string data_dir = ".gpucloud";
   // The store (ParseStoreUrl). On etcd, certificates, tokens, keys and logs stay in data_dir.
   std::string store;
+  // On etcd: the leader's lease (`--leader-lease`). Several servers may share one etcd; the one
+  // holding the election key runs the controllers, and loses it within this long of losing
+  // etcd (or of its death). Renewed every third of it. Whole seconds (rounded up).
+  absl::Duration leader_lease = absl::Seconds(5);
   std::string address = "127.0.0.1";
   uint16_t port = 8443;  // 0: any free port
   SchedulerConfig scheduler;
@@ -76,6 +80,10 @@ struct ControlPlaneOptions {
   NamespaceProvisioning namespace_provisioning = NamespaceProvisioning::kExplicit;
 };
 
+// On SQLite the server is the only one and always the leader. On etcd every server serves the
+// API, and only the elected leader (leader_elector.h) runs the controller loop and the
+// compactor, writing through a FencedStore with its term's token; they are started when it is
+// elected and stopped (on the elector's thread, not the API's) when its term ends.
 class ControlPlane {
  public:
   explicit ControlPlane(ControlPlaneOptions options);
@@ -90,8 +98,15 @@ class ControlPlane {
   bool first_start() const;               // credentials were created by this Start
   std::string store_name() const;         // DATA_DIR/store.db, or the etcd:// URL
   int64_t revision() const;
+  // Whether this server runs the controllers now (always on SQLite).
+  bool leader() const;
 
  private:
+  absl::Status OpenStoreAndCredentials();
+  absl::Status OpenApi();
+  absl::Status StartServing();
+  absl::Status StartLeadership();
+  void StartAuditTicker();
   absl::Status WriteAdminConfig();
   absl::Status OpenAudit();
   struct Impl;
