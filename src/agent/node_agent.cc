@@ -279,6 +279,8 @@ absl::Status NodeAgent::Impl::Run() {
     return s;
   }
   WriteCdi(*d);
+  janitor.Sweep(Cat(o.state_dir, "/sandbox"));  // what a killed agent left half removed
+  janitor.Sweep(Cat(o.state_dir, "/run"));
   if (o.allow_host_processes && !launch_policy.switch_users) {
     Log("the agent is not root, so tasks without an image run as its own user and can read "
         "what it can (its state and tokens): for a single user's machine only",

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "agent/checkpoints.h"
 #include "agent/container.h"
+#include "agent/dir_janitor.h"
 #include "agent/executor.h"
 #include "agent/exit_watcher.h"
 #include "agent/exporter.h"
@@ -108,6 +109,7 @@ struct NodeAgent::Impl {
   // Declared before the executor and after what its callback touches (destroyed in reverse).
   ExitWatcher exits{[this] { OnExit(); }};
   Executor exec{&exits};
+  DirJanitor janitor{exec.shim()};  // forgotten tasks' directories, off the main loop
   LaunchPolicy launch_policy;
   ImagePuller puller;
   absl::Time collected_at;  // the last image collection (the constructor's now at first)

@@ -136,7 +136,7 @@ void NodeAgent::Impl::Fail(Local& t, std::string why) {
 absl::Status NodeAgent::Impl::PrepareDirs(Local& t) {
   const TaskIdentity& id = t.plan.identity;
   std::error_code ec;
-  RemoveTaskDir(SandboxPath(t), exec.shim());  // an earlier start's, if any
+  janitor.RemoveTaskDir(SandboxPath(t));  // an earlier start's, if any: its path is free now
   absl::StatusOr<int> sandbox = OpenTaskDir(SandboxPath(t));
   if (!sandbox.ok()) return sandbox.status();
   absl::Status s = WriteTaskFile(*sandbox, "hostfile", Hostfile(t.a.hosts), id);

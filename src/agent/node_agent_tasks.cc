@@ -134,8 +134,8 @@ void NodeAgent::Impl::StopAndForget(const std::map<std::string, api::Assignment>
     if (Forgettable(v)) {
       std::error_code ec;
       fs::remove(RecordPath(t.exec_id), ec);
-      fs::remove_all(RunDir(t), ec);
-      RemoveTaskDir(SandboxPath(t), exec.shim());
+      janitor.RemoveTree(RunDir(t));
+      janitor.RemoveTaskDir(SandboxPath(t));
       exec.Forget(t.exec_id);
       replicator.Untrack(t.exec_id);
       it = tasks.erase(it);
