@@ -360,9 +360,16 @@ bool EtcdStore::WaitForChange(int64_t after, absl::Duration timeout) {
   // A watch from after + 1 answers at once when the revision is past `after` already: no
   // separate read of the revision first.
   absl::StatusOr<std::unique_ptr<etcd::WatchStream>> watch = WatchEverything(after + 1);
-  if (!watch.ok()) return false;
+  // etcd is away: wait out the timeout all the same, so that callers looping on WaitForChange
+  // (watch feeds, the controller) do not spin on refused connections.
+  auto unavailable = [&] {
+    absl::SleepFor(deadline - absl::Now());
+    return false;
+  };
+  if (!watch.ok()) return unavailable();
   for (;;) {
     absl::StatusOr<json> result = (*watch)->Next(deadline);
+    if (absl::IsUnavailable(result.status())) return unavailable();
     if (!result.ok()) return Revision() > after;
     if (!result->value("events", json::array()).empty()) return true;
     if (JsonInt(*result, "compact_revision") > 0) return true;  // long past `after`

@@ -515,6 +515,19 @@ TEST_F(EtcdStoreTest, AnAbsentMemberIsUnavailableAtOpen) {
   EXPECT_TRUE(absl::IsInvalidArgument(OpenEtcdStore({.endpoint = "no-port"}).status()));
 }
 
+// With etcd stopped, WaitForChange still waits out its timeout (callers loop on it: the watch
+// feeds, the controller), rather than answering at once and having them spin.
+TEST_F(EtcdStoreTest, WaitForChangeWaitsOutItsTimeoutWhileEtcdIsAway) {
+  Start();
+  const int64_t rev = s_->Revision();
+  etcd_->Stop();
+  for (int i = 0; i < 3; ++i) {
+    const absl::Time start = absl::Now();
+    EXPECT_FALSE(s_->WaitForChange(rev, absl::Milliseconds(200)));
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(190));
+  }
+}
+
 // A member that accepts connections but answers nothing (hung, or cut off behind a proxy):
 // every call ends within the request timeout with Unavailable, and works again once it answers.
 TEST_F(EtcdStoreTest, AHungMemberTimesOutWithUnavailable) {
