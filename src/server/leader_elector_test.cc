@@ -1,6 +1,7 @@
 // Leader election: ElectionMachine's decisions as tables over an injected clock; FencedStore's
 // stale token refused; and LeaderElector on a real etcd (skipped without /usr/bin/etcd): two
-// servers campaigning, exactly one leads, and the other takes over when it stops or is cut off.
+// servers campaigning, exactly one leads, and the other takes over when it stops; a paused
+// leader's fenced writes refused once another is elected; a leader cut off steps down.
 #include "server/leader_elector.h"
 
 #include <gtest/gtest.h>
@@ -123,13 +124,14 @@ TEST(FencedStore, AStaleTokenWritesNothing) {
 
 // One server's elector with its lease client and what its callbacks saw.
 struct Candidate {
-  Candidate(const std::string& endpoint, const std::string& name, ElectionTiming timing) {
+  Candidate(const std::string& endpoint, const std::string& name, ElectionTiming timing,
+            const std::string& key = "/test/meta/leader") {
     absl::StatusOr<std::unique_ptr<store::LeaseClient>> l =
         store::OpenEtcdLeases(endpoint, absl::Milliseconds(timing.RenewMs()));
     EXPECT_TRUE(l.ok()) << l.status();
     leases = std::move(*l);
     elector = std::make_unique<LeaderElector>(
-        *leases, clock, LeaderElectorOptions{"/test/meta/leader", name, timing},
+        *leases, clock, LeaderElectorOptions{key, name, timing},
         [this](int64_t token) {
           elected_token = token;
           ++elections;
@@ -186,6 +188,62 @@ TEST(LeaderElector, OneOfTwoLeadsAndTheOtherTakesOverWhenItStops) {
   ASSERT_TRUE(Within(absl::Seconds(5), [&] { return b.elector->leader(); }));
   EXPECT_LT(absl::Now() - stopped, absl::Milliseconds(timing.RenewMs() + 500));
   EXPECT_GT(b.elected_token.load(), a.elected_token.load());
+  b.elector->Stop();
+}
+
+// The seam the server relies on, on a real etcd: the elector's key is the store's /meta/leader
+// under its namespace, and the token it is elected with fences the store's writes. A leader that
+// is paused (its elector not stepped) while its key goes and another server is elected: its
+// fenced writes fail and change nothing, the new leader's land; when it runs again it sees the
+// key is not its own and steps down.
+TEST(LeaderElector, APausedLeadersWritesAreFencedOutOnceAnotherIsElected) {
+  SKIP_WITHOUT_ETCD();
+  testing_util::TempDir tmp("gpucloud-elector-fence");
+  store::EtcdTestServer etcd((tmp.path() / "etcd").string());
+  ASSERT_TRUE(etcd.Start().ok()) << etcd.log();
+  absl::StatusOr<std::unique_ptr<store::Store>> opened =
+      store::OpenEtcdStore({.endpoint = etcd.endpoint(),
+                            .namespace_prefix = "/test/data",
+                            .compaction_key = "/test/meta/compacted-revision"});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  store::Store& s = **opened;
+  const ElectionTiming timing{.ttl_ms = 5000};
+  Candidate a(etcd.endpoint(), "a", timing, "/test/data/meta/leader");
+  Candidate b(etcd.endpoint(), "b", timing, "/test/data/meta/leader");
+  a.elector->StepOnce();  // campaigns: wins
+  ASSERT_TRUE(a.elector->leader());
+  FencedStore fenced_a(s, "/meta/leader", a.elector->token());
+  ASSERT_TRUE(fenced_a.Txn({{store::Op::Kind::kPut, "/jobs/ns/j", "bound by a", 0}}).ok());
+  b.elector->StepOnce();  // loses
+  EXPECT_FALSE(b.elector->leader());
+  // a pauses (no more steps); its key goes (as when its lease expires); b is elected.
+  ASSERT_TRUE(s.Txn({{store::Op::Kind::kDelete, "/meta/leader"}}).ok());
+  ASSERT_TRUE(Within(absl::Seconds(5), [&] {  // at its next campaign, a renew interval on
+    b.elector->StepOnce();
+    return b.elector->leader();
+  }));
+  EXPECT_GT(b.elector->token(), a.elector->token());
+  absl::StatusOr<store::KeyValue> job = s.Get("/jobs/ns/j");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const int64_t before = s.Revision();
+  absl::Status st =
+      fenced_a.Txn({{store::Op::Kind::kPut, "/jobs/ns/j", "rebound by a", job->mod_revision}})
+          .status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_EQ(s.Revision(), before);
+  EXPECT_EQ(s.Get("/jobs/ns/j")->value, "bound by a");
+  FencedStore fenced_b(s, "/meta/leader", b.elector->token());
+  EXPECT_TRUE(
+      fenced_b.Txn({{store::Op::Kind::kPut, "/jobs/ns/j", "bound by b", job->mod_revision}}).ok());
+  // a runs again: it still believes it leads until its next renewal, which finds b's key.
+  EXPECT_TRUE(a.elector->leader());
+  EXPECT_TRUE(Within(absl::Seconds(5), [&] {
+    a.elector->StepOnce();
+    return !a.elector->leader();
+  }));
+  EXPECT_EQ(a.depositions.load(), 1);
+  EXPECT_TRUE(b.elector->leader());
+  a.elector->Stop();
   b.elector->Stop();
 }
 
