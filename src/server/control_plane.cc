@@ -85,12 +85,13 @@ struct ControlPlane::Impl {
   std::unique_ptr<HttpsServer> https;
   std::string bootstrap;
   bool first = false;
-  std::unique_ptr<store::LeaseClient> leases;  // on etcd
-  std::unique_ptr<LeaderElector> elector;      // on etcd; uses `leases`
   mutable std::mutex term_mu;
   // The current term's controllers (null while not leader); guarded by term_mu. Shared, so that
   // Kick and Metrics use them outside the lock while EndTerm stops them.
   std::shared_ptr<LeaderTerm> term;
+  // After what its callbacks use (BeginTerm, EndTerm), so that it goes first.
+  std::unique_ptr<store::LeaseClient> leases;  // on etcd
+  std::unique_ptr<LeaderElector> elector;      // on etcd; uses `leases`
 
   std::shared_ptr<LeaderTerm> Term() const {
     std::lock_guard lock(term_mu);

@@ -16,6 +16,7 @@
 #ifndef GPUCLOUD_SERVER_LEADER_ELECTOR_H_
 #define GPUCLOUD_SERVER_LEADER_ELECTOR_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
