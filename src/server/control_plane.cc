@@ -401,7 +401,7 @@ absl::Status ControlPlane::StartLeadership() {
 void ControlPlane::StartAuditTicker() {
   Impl& m = *impl_;
   if (!m.audit) return;
-  m.audit_ticker = std::jthread([&m](std::stop_token stop) {
+  m.audit_ticker = std::jthread([&m](const std::stop_token& stop) {
     std::mutex mu;
     std::condition_variable_any cv;
     std::unique_lock lock(mu);

@@ -76,7 +76,7 @@ LeaderElector::LeaderElector(store::LeaseClient& leases, const Clock& clock,
 LeaderElector::~LeaderElector() { Stop(); }
 
 void LeaderElector::Start() {
-  thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+  thread_ = std::jthread([this](const std::stop_token& stop) { Loop(stop); });
 }
 
 void LeaderElector::Stop() {
@@ -89,7 +89,7 @@ void LeaderElector::Stop() {
   RevokeLease();
 }
 
-void LeaderElector::Loop(std::stop_token stop) {
+void LeaderElector::Loop(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
     lock.unlock();

@@ -101,7 +101,7 @@ class LeaderElector {
   int64_t token() const { return token_.load(); }
 
  private:
-  void Loop(std::stop_token stop);
+  void Loop(const std::stop_token& stop);
   void Campaign();
   void Renew();
   void StepDown();
