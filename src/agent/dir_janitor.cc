@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <system_error>
 
 #include "agent/sandbox.h"
@@ -18,7 +19,9 @@ namespace {
 constexpr const char* kPrefix = ".removing-";
 }  // namespace
 
-DirJanitor::DirJanitor(std::string shim) : shim_(std::move(shim)) {
+DirJanitor::DirJanitor(std::string shim)
+    : shim_(std::move(shim)),
+      token_(std::to_string(uint64_t{std::random_device{}()} << 32 | std::random_device{}())) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -42,10 +45,21 @@ void DirJanitor::Queue(const std::string& dir, bool as_owner) {
   // Already out of its place (Sweep), or renamed now: the path is free for a new task at once.
   std::string moved = dir;
   if (name.rfind(kPrefix, 0) != 0) {
-    moved = (path.parent_path() / Cat(kPrefix, name, "-", getpid(), "-", ++seq_)).string();
-    if (std::rename(dir.c_str(), moved.c_str()) != 0) {
-      if (errno == ENOENT) return;  // nothing there
-      moved = dir;                  // cannot move it (another file system?): remove in place
+    bool renamed = false;
+    // A name this janitor never used (its token is random: a restarted agent with the same pid
+    // does not meet an earlier one's leftovers), tried again should one be there all the same.
+    for (int attempt = 0; attempt < 3 && !renamed; ++attempt) {
+      moved = (path.parent_path() / Cat(kPrefix, name, "-", token_, "-", ++seq_)).string();
+      renamed = std::rename(dir.c_str(), moved.c_str()) == 0;
+      if (!renamed && errno == ENOENT) return;  // nothing there
+      if (!renamed && errno != EEXIST && errno != ENOTEMPTY) break;
+    }
+    if (!renamed) {
+      // It cannot be moved away, and a new task may be given this path at once: removed here,
+      // before the caller goes on, never later behind its back.
+      lock.unlock();
+      RemoveNow({dir, as_owner});
+      return;
     }
   }
   queue_.push_back({std::move(moved), as_owner});
@@ -71,6 +85,15 @@ void DirJanitor::Drain() {
   cv_.wait(lock, [&] { return done_ >= target; });
 }
 
+void DirJanitor::RemoveNow(const Item& item) {
+  if (item.as_owner) {
+    agent::RemoveTaskDir(item.dir, shim_);
+  } else {
+    std::error_code ec;
+    fs::remove_all(item.dir, ec);
+  }
+}
+
 void DirJanitor::Run() {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -79,12 +102,7 @@ void DirJanitor::Run() {
     Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    if (item.as_owner) {
-      agent::RemoveTaskDir(item.dir, shim_);
-    } else {
-      std::error_code ec;
-      fs::remove_all(item.dir, ec);
-    }
+    RemoveNow(item);
     lock.lock();
     ++done_;
     cv_.notify_all();

@@ -1,8 +1,10 @@
 // DirJanitor: removes the directories of tasks the agent has forgotten on a thread of its own,
 // so that the agent's loop, which starts the next tasks, does not wait for them (a sandbox is
 // emptied as its owner by a child process the removal waits for; a run directory is a tree of
-// small files). Each directory is first renamed out of its place, to PARENT/.removing-NAME-N,
-// in the caller's thread: its path is free at once, and nothing reads half of it.
+// small files). Each directory is first renamed out of its place, to
+// PARENT/.removing-NAME-TOKEN-N (TOKEN random per janitor), in the caller's thread: its path is
+// free at once, and nothing reads half of it. One that cannot be renamed is removed in the
+// caller's thread, before the call returns.
 // An agent that stops with removals queued finishes them first (the destructor); one that is
 // killed leaves .removing-* directories, which Sweep queues again at the next start.
 // Thread-safe.
@@ -43,9 +45,11 @@ class DirJanitor {
     bool as_owner;
   };
   void Queue(const std::string& dir, bool as_owner);
+  void RemoveNow(const Item& item);
   void Run();
 
   const std::string shim_;
+  const std::string token_;  // in this janitor's .removing- names
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;  // guarded by mu_

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <tuple>
@@ -177,10 +178,28 @@ void RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::s
     const char* argv[] = {"gpucloud-shim", "--remove-contents", dir.c_str(), "--uid", u.c_str(),
                           "--gid",         g.c_str(),           nullptr};
     const char* envp[] = {nullptr};
-    if (posix_spawn(&pid, shim.c_str(), nullptr, nullptr, const_cast<char**>(argv),
+    // Nothing of the caller's but 0-2, and a clean signal state: it runs as the task's user.
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    if (posix_spawn(&pid, shim.c_str(), &fa, &attr, const_cast<char**>(argv),
                     const_cast<char**>(envp)) != 0) {
       pid = -1;
     }
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    // A shim that did not do it (an older one without --remove-contents): by fork, then.
+    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    pid = -1;
   }
   if (pid < 0) {
     pid = fork();
@@ -191,7 +210,7 @@ void RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::s
       _exit(0);
     }
   }
-  if (pid > 0) {
+  if (pid > 0) {  // the fork's
     while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
   }

@@ -16,7 +16,8 @@
 //   gpucloud-shim --remove-contents DIR --uid U --gid G
 // becomes U:G (no supplementary groups) and removes everything under DIR, never following a
 // link, so what the task left or plants meanwhile reaches only what is its own; what U may not
-// remove stays. DIR itself stays (its parent is the agent's). Exit 0, or 127 on a usage error.
+// remove stays. DIR itself stays (its parent is the agent's). Exit 0; 1 when it cannot become
+// U:G; 127 on a usage error.
 #include <ftw.h>
 #include <grp.h>
 #include <stdio.h>
