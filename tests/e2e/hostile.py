@@ -67,15 +67,20 @@ def log(msg):
 
 def wait(ok, seconds, what, step=0.1):
     """Polls `ok` until it is true; raises after `seconds`. Returns its last true value."""
-    deadline = time.time() + seconds
+    deadline = time.monotonic() + seconds
     last_error = None
-    while time.time() < deadline:
+    while True:
+        # Checked once more after the deadline: a harness that was not scheduled for the whole
+        # wait (a loaded or paused VM) must not fail without looking.
+        past = time.monotonic() >= deadline
         try:
             v = ok()
             if v:
                 return v
         except Exception as e:  # noqa: BLE001 (a request may fail while the server is busy)
             last_error = e
+        if past:
+            break
         time.sleep(step)
     raise TimeoutError(f"timed out after {seconds} s waiting for {what}"
                        + (f" (last error: {last_error})" if last_error else ""))
