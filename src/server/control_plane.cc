@@ -68,7 +68,7 @@ struct ControlPlane::Impl {
   std::optional<Credentials> creds;
   std::optional<TokenBook> tokens;
   std::unique_ptr<store::Store> store;
-  bool on_etcd = false;                        // options.store named etcd (set by Start)
+  bool OnEtcd() const { return where.kind == StoreLocation::Kind::kEtcd; }  // set by Start
   std::unique_ptr<AnomalyRecorder> anomalies;  // the audit log's observer: outlives it
   std::unique_ptr<AuditLog> audit;
   std::unique_ptr<AuditedStore> audited;  // the API's view of `store` (with `audit`)
@@ -271,7 +271,6 @@ absl::Status ControlPlane::OpenStoreAndCredentials() {
   absl::StatusOr<StoreLocation> where = ParseStoreUrl(m.options.store);
   if (!where.ok()) return where.status();
   m.where = *where;
-  m.on_etcd = where->kind == StoreLocation::Kind::kEtcd;
   absl::StatusOr<bool> had_server = PrepareDataDir(dir);
   if (!had_server.ok()) return had_server.status();
   absl::StatusOr<std::unique_ptr<store::Store>> store = OpenStore(m.options, *where, *had_server);
@@ -371,7 +370,7 @@ absl::Status ControlPlane::StartServing() {
 // how it went), then the elector's thread.
 absl::Status ControlPlane::StartLeadership() {
   Impl& m = *impl_;
-  if (!m.on_etcd) {
+  if (!m.OnEtcd()) {
     m.BeginTerm(nullptr);
     return absl::OkStatus();
   }
@@ -522,7 +521,7 @@ std::string ControlPlane::bootstrap_token() const { return impl_->bootstrap; }
 bool ControlPlane::first_start() const { return impl_->first; }
 std::string ControlPlane::store_name() const {
   const ControlPlaneOptions& o = impl_->options;
-  return impl_->on_etcd ? o.store : o.data_dir + "/store.db";
+  return impl_->OnEtcd() ? o.store : o.data_dir + "/store.db";
 }
 int64_t ControlPlane::revision() const { return impl_->store ? impl_->store->Revision() : 0; }
 bool ControlPlane::leader() const { return impl_->Term() != nullptr; }
