@@ -1,22 +1,58 @@
 #include "store/etcd_http.h"
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
 #include "core/text.h"
 
 namespace gpucloud::store::etcd {
-namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using nlohmann::json;
+
+struct TlsContext {
+  asio::ssl::context ssl{asio::ssl::context::tls_client};
+};
+
+namespace {
+
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One connection to a member: a TCP stream, or a TLS stream over one. Beast's operations are
+// templates over the stream type, so they run on whichever it is through Visit.
+struct Channel {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<TlsStream> tls;
+  std::string member;  // "host:port", for messages
+
+  beast::tcp_stream& tcp() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  template <class F>
+  beast::error_code Visit(F f) {
+    return tls ? f(*tls) : f(*plain);
+  }
+  void Close() {
+    beast::error_code ec;
+    tcp().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  }
+};
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return std::chrono::microseconds(absl::ToInt64Microseconds(d));
@@ -38,6 +74,32 @@ absl::Status Unreachable(const std::string& what, const beast::error_code& ec) {
   return absl::UnavailableError(Cat("etcd: ", what, ": ", ec.message()));
 }
 
+// A TLS handshake with `c.member` that failed with `ec`: OpenSSL's reason, then the certificate
+// check's when that was what failed, or `hint`.
+absl::Status HandshakeFailed(const Channel& c, const beast::error_code& ec,
+                             const std::string& hint = "") {
+  std::string why = ec == beast::error::timeout ? "it timed out" : ec.message();
+  const long verify = SSL_get_verify_result(c.tls->native_handle());
+  if (verify != X509_V_OK) {
+    why += Cat(" (", X509_verify_cert_error_string(verify), ")");
+  } else if (!hint.empty()) {
+    why += Cat(" (", hint, ")");
+  }
+  return absl::UnavailableError(Cat("etcd: the TLS handshake to ", c.member, " failed: ", why));
+}
+
+// What a read or write on `c` that failed with `ec` while doing `what` means. In TLS 1.3 the
+// client's half of the handshake ends before the member checks the client's certificate: a
+// member that refuses it (or its absence) says so, with an alert, only when the first answer is
+// read.
+absl::Status IoFailed(const Channel& c, const std::string& what, const beast::error_code& ec) {
+  if (c.tls && ec.category() == asio::error::get_ssl_category()) {
+    return HandshakeFailed(c, ec,
+                           "the member refused this client's certificate, or that none was sent");
+  }
+  return Unreachable(what, ec);
+}
+
 // The gateway's error answer ({"error": ..., "code": N, "message": ...}) as a status with
 // etcd's gRPC code.
 absl::Status GatewayError(int http_status, const json& body) {
@@ -50,22 +112,44 @@ absl::Status GatewayError(int http_status, const json& body) {
   return absl::Status(static_cast<absl::StatusCode>(code), Cat("etcd: ", message));
 }
 
-// A connected stream to the member, with `timeout` set for what follows. The one place a TLS
-// session would be made.
-absl::StatusOr<std::unique_ptr<beast::tcp_stream>> ConnectTo(asio::io_context& io,
-                                                             const std::string& host,
-                                                             const std::string& port,
-                                                             absl::Duration timeout) {
+// Asks the TLS session to check that the member's certificate names `host`: an IP address
+// must be one of its IP addresses; a host name is sent as SNI and must be one of its DNS names.
+absl::Status ExpectPeerName(TlsStream& tls, const std::string& host) {
+  SSL* ssl = tls.native_handle();
+  beast::error_code ec;
+  asio::ip::make_address(host, ec);
+  const bool named =
+      ec ? SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1
+         : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+  if (!named) return absl::InvalidArgumentError(Cat("etcd: cannot check TLS names for ", host));
+  return absl::OkStatus();
+}
+
+// A connected stream to the member (TLS when `tls` is set, its handshake done), with `timeout`
+// set for what follows.
+absl::StatusOr<Channel> ConnectTo(asio::io_context& io, const Member& m, absl::Duration timeout,
+                                  TlsContext* tls) {
   beast::error_code ec;
   asio::ip::tcp::resolver resolver(io);
-  auto endpoints = resolver.resolve(host, port, ec);
-  if (ec) return Unreachable(Cat("resolving ", host), ec);
-  auto stream = std::make_unique<beast::tcp_stream>(io);
-  stream->expires_after(ToChrono(timeout));
-  ec = Run(io, [&](auto done) { stream->async_connect(endpoints, done); });
-  if (ec) return Unreachable(Cat("connecting to ", host, ":", port), ec);
-  stream->socket().set_option(asio::ip::tcp::no_delay(true), ec);
-  return stream;
+  auto endpoints = resolver.resolve(m.host, m.port, ec);
+  if (ec) return Unreachable(Cat("resolving ", m.host), ec);
+  Channel c;
+  c.member = Cat(m.host, ":", m.port);
+  if (tls) {
+    c.tls = std::make_unique<TlsStream>(io, tls->ssl);
+  } else {
+    c.plain = std::make_unique<beast::tcp_stream>(io);
+  }
+  beast::tcp_stream& tcp = c.tcp();
+  tcp.expires_after(ToChrono(timeout));
+  ec = Run(io, [&](auto done) { tcp.async_connect(endpoints, done); });
+  if (ec) return Unreachable(Cat("connecting to ", c.member), ec);
+  tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  if (!tls) return c;
+  if (absl::Status s = ExpectPeerName(*c.tls, m.host); !s.ok()) return s;
+  ec = Run(io, [&](auto done) { c.tls->async_handshake(asio::ssl::stream_base::client, done); });
+  if (ec) return HandshakeFailed(c, ec);
+  return c;
 }
 
 http::request<http::string_body> Request(const std::string& host, const std::string& path,
@@ -80,20 +164,18 @@ http::request<http::string_body> Request(const std::string& host, const std::str
 
 class HttpWatchStream final : public WatchStream {
  public:
-  HttpWatchStream(std::unique_ptr<asio::io_context> io, std::unique_ptr<beast::tcp_stream> s)
-      : io_(std::move(io)), stream_(std::move(s)) {
+  HttpWatchStream(std::unique_ptr<asio::io_context> io, Channel c)
+      : io_(std::move(io)), channel_(std::move(c)) {
     parser_.body_limit(boost::none);
   }
-  ~HttpWatchStream() override {
-    beast::error_code ec;
-    stream_->socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-  }
+  ~HttpWatchStream() override { channel_.Close(); }
 
   absl::Status ReadHeader(absl::Time deadline) {
-    beast::error_code ec;
-    stream_->expires_after(ToChrono(deadline - absl::Now()));
-    ec = Run(*io_, [&](auto done) { http::async_read_header(*stream_, buffer_, parser_, done); });
-    if (ec) return Unreachable("reading the watch answer", ec);
+    channel_.tcp().expires_after(ToChrono(deadline - absl::Now()));
+    beast::error_code ec = channel_.Visit([&](auto& s) {
+      return Run(*io_, [&](auto done) { http::async_read_header(s, buffer_, parser_, done); });
+    });
+    if (ec) return IoFailed(channel_, "reading the watch answer", ec);
     if (parser_.get().result_int() != 200) {
       absl::StatusOr<json> line = Next(deadline);
       if (!line.ok()) return line.status();
@@ -134,18 +216,19 @@ class HttpWatchStream final : public WatchStream {
     char chunk[16384];
     parser_.get().body().data = chunk;
     parser_.get().body().size = sizeof chunk;
-    beast::error_code ec;
-    stream_->expires_after(ToChrono(deadline - absl::Now()));
-    ec = Run(*io_, [&](auto done) { http::async_read_some(*stream_, buffer_, parser_, done); });
+    channel_.tcp().expires_after(ToChrono(deadline - absl::Now()));
+    beast::error_code ec = channel_.Visit([&](auto& s) {
+      return Run(*io_, [&](auto done) { http::async_read_some(s, buffer_, parser_, done); });
+    });
     if (ec == http::error::need_buffer) ec = {};
     pending_.append(chunk, sizeof chunk - parser_.get().body().size);
     if (ec == beast::error::timeout) return absl::DeadlineExceededError("no watch event in time");
-    if (ec) return Unreachable("reading the watch stream", ec);
+    if (ec) return IoFailed(channel_, "reading the watch stream", ec);
     return absl::OkStatus();
   }
 
   std::unique_ptr<asio::io_context> io_;
-  std::unique_ptr<beast::tcp_stream> stream_;
+  Channel channel_;
   beast::flat_buffer buffer_;
   http::response_parser<http::buffer_body> parser_;
   std::string pending_;
@@ -189,9 +272,95 @@ int64_t JsonInt(const json& object, const char* field) {
   return 0;
 }
 
+namespace {
+
+absl::Status BadTlsFile(const char* what, const std::string& path, const std::string& why) {
+  return absl::InvalidArgumentError(Cat("etcd TLS: the ", what, " ", path, ": ", why));
+}
+
+// "" when `path` is a file that can be read, else why not.
+std::string Unreadable(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return Cat("cannot read it: ", std::strerror(errno));
+  std::fclose(f);
+  return "";
+}
+
+// OpenSSL's reason for the latest error of this thread; clears them all.
+std::string OpenSslReason() {
+  const unsigned long e = ERR_peek_last_error();
+  const char* reason = e == 0 ? nullptr : ERR_reason_error_string(e);
+  ERR_clear_error();
+  return reason ? reason : "not PEM";
+}
+
+absl::Status CheckFileOptions(const EtcdTlsOptions& o) {
+  if (!o.enabled) {
+    if (!o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty()) {
+      return absl::InvalidArgumentError("etcd TLS: files are given but TLS is off");
+    }
+    return absl::OkStatus();
+  }
+  if (o.ca_file.empty()) return absl::InvalidArgumentError("etcd TLS: no CA file");
+  if (o.cert_file.empty() != o.key_file.empty()) {
+    return absl::InvalidArgumentError(o.cert_file.empty()
+                                          ? "etcd TLS: a client key without its certificate"
+                                          : "etcd TLS: a client certificate without its key");
+  }
+  const std::pair<const char*, const std::string*> files[] = {
+      {"CA file", &o.ca_file}, {"client certificate", &o.cert_file}, {"client key", &o.key_file}};
+  for (const auto& [what, path] : files) {
+    if (path->empty()) continue;
+    if (std::string why = Unreadable(*path); !why.empty()) return BadTlsFile(what, *path, why);
+  }
+  return absl::OkStatus();
+}
+
+// Loads the client certificate and its key into `ssl`; the key must be the certificate's.
+absl::Status LoadClientCertificate(asio::ssl::context& ssl, const EtcdTlsOptions& o) {
+  beast::error_code ec;
+  ssl.use_certificate_chain_file(o.cert_file, ec);
+  if (ec) return BadTlsFile("client certificate", o.cert_file, ec.message());
+  std::FILE* f = std::fopen(o.key_file.c_str(), "r");
+  if (!f) return BadTlsFile("client key", o.key_file, std::strerror(errno));
+  EVP_PKEY* key = PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
+  std::fclose(f);
+  if (!key) return BadTlsFile("client key", o.key_file, OpenSslReason());
+  const bool matches = SSL_CTX_use_PrivateKey(ssl.native_handle(), key) == 1;
+  EVP_PKEY_free(key);
+  if (!matches) {
+    ERR_clear_error();
+    return BadTlsFile("client key", o.key_file,
+                      Cat("does not match the client certificate ", o.cert_file));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<TlsContext>> MakeTlsContext(const EtcdTlsOptions& o) {
+  if (absl::Status s = CheckFileOptions(o); !s.ok()) return s;
+  if (!o.enabled) return std::shared_ptr<TlsContext>();
+  auto tls = std::make_shared<TlsContext>();
+  asio::ssl::context& ssl = tls->ssl;
+  beast::error_code ec;
+  ssl.load_verify_file(o.ca_file, ec);
+  if (ec) return BadTlsFile("CA file", o.ca_file, ec.message());
+  if (!o.cert_file.empty()) {
+    if (absl::Status s = LoadClientCertificate(ssl, o); !s.ok()) return s;
+  }
+  ssl.set_verify_mode(asio::ssl::verify_peer);
+  SSL_CTX_set_min_proto_version(ssl.native_handle(), TLS1_3_VERSION);
+  return tls;
+}
+
+Http::Http(std::vector<Member> members, absl::Duration timeout, std::shared_ptr<TlsContext> tls)
+    : members_(std::move(members)), timeout_(timeout), tls_(std::move(tls)) {}
+Http::~Http() = default;
+
 struct Http::Connection {
   std::unique_ptr<asio::io_context> io;
-  std::unique_ptr<beast::tcp_stream> stream;
+  Channel channel;
   std::string host;
   size_t member = 0;
 };
@@ -208,13 +377,12 @@ absl::StatusOr<Http::Connection> Http::Connect() const {
     const size_t at = (first + i) % members_.size();
     const Member& m = members_[at];
     auto io = std::make_unique<asio::io_context>();
-    absl::StatusOr<std::unique_ptr<beast::tcp_stream>> stream =
-        ConnectTo(*io, m.host, m.port, timeout_);
-    if (stream.ok()) {
+    absl::StatusOr<Channel> channel = ConnectTo(*io, m, timeout_, tls_.get());
+    if (channel.ok()) {
       current_.store(at);
-      return Connection{std::move(io), std::move(*stream), m.host, at};
+      return Connection{std::move(io), std::move(*channel), m.host, at};
     }
-    failures += Cat(failures.empty() ? "" : "; ", stream.status().message());
+    failures += Cat(failures.empty() ? "" : "; ", channel.status().message());
   }
   return absl::UnavailableError(Cat("no etcd member answers: ", failures));
 }
@@ -223,22 +391,24 @@ absl::StatusOr<json> Http::Post(const std::string& path, const json& body) const
   absl::StatusOr<Connection> c = Connect();
   if (!c.ok()) return c.status();
   asio::io_context& io = *c->io;
-  beast::tcp_stream& s = *c->stream;
   auto req = Request(c->host, path, body);
-  beast::error_code ec = Run(io, [&](auto done) { http::async_write(s, req, done); });
+  beast::error_code ec = c->channel.Visit(
+      [&](auto& s) { return Run(io, [&](auto done) { http::async_write(s, req, done); }); });
   if (ec) {
     Failed(c->member);
-    return Unreachable(Cat("sending ", path), ec);
+    return IoFailed(c->channel, Cat("sending ", path), ec);
   }
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(boost::none);
-  ec = Run(io, [&](auto done) { http::async_read(s, buffer, parser, done); });
+  ec = c->channel.Visit([&](auto& s) {
+    return Run(io, [&](auto done) { http::async_read(s, buffer, parser, done); });
+  });
   if (ec) {
     Failed(c->member);  // the next request tries another member
-    return Unreachable(Cat("reading the answer to ", path), ec);
+    return IoFailed(c->channel, Cat("reading the answer to ", path), ec);
   }
-  s.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  c->channel.Close();
   const auto& res = parser.get();
   json answer = json::parse(res.body(), nullptr, false);
   if (answer.is_discarded()) {
@@ -252,16 +422,24 @@ absl::StatusOr<json> Http::Post(const std::string& path, const json& body) const
 absl::StatusOr<std::unique_ptr<WatchStream>> Http::Watch(const json& create_request) const {
   absl::StatusOr<Connection> c = Connect();
   if (!c.ok()) return c.status();
-  beast::tcp_stream& s = *c->stream;
   auto req = Request(c->host, "/v3/watch", {{"create_request", create_request}});
-  beast::error_code ec = Run(*c->io, [&](auto done) { http::async_write(s, req, done); });
+  beast::error_code ec = c->channel.Visit(
+      [&](auto& s) { return Run(*c->io, [&](auto done) { http::async_write(s, req, done); }); });
   if (ec) {
     Failed(c->member);
-    return Unreachable("sending a watch", ec);
+    return IoFailed(c->channel, "sending a watch", ec);
   }
-  auto watch = std::make_unique<HttpWatchStream>(std::move(c->io), std::move(c->stream));
+  auto watch = std::make_unique<HttpWatchStream>(std::move(c->io), std::move(c->channel));
   if (absl::Status s = watch->ReadHeader(absl::Now() + timeout_); !s.ok()) return s;
   return watch;
 }
 
 }  // namespace gpucloud::store::etcd
+
+namespace gpucloud::store {
+
+absl::Status CheckEtcdTls(const EtcdTlsOptions& options) {
+  return etcd::MakeTlsContext(options).status();
+}
+
+}  // namespace gpucloud::store

@@ -2,12 +2,15 @@
 // of the cluster's members, and its streamed watch answers. Internal to the store library.
 //
 // Each request makes its own connection (loopback and LAN connects are cheap next to etcd's
-// fsync), closed when the answer is read; ConnectTo() in etcd_http.cc is the one place a TLS
-// session with a client certificate would be set up. Errors: Unavailable when etcd cannot be
-// reached or does not answer within the timeout; the gateway's own errors keep etcd's gRPC code
-// (absl's codes are gRPC's) and message, prefixed "etcd: "; Internal for an answer that is not
-// JSON. Http is thread-safe (its one mutable field, the member in use, is atomic); a WatchStream
-// belongs to one thread.
+// fsync), closed when the answer is read; with TLS (etcd_tls.h) each is a TLS 1.3 session made
+// from the one TlsContext the Http was given (ConnectTo() in etcd_http.cc). Errors: Unavailable
+// when etcd cannot be reached or does not answer within the timeout, and when a TLS handshake
+// fails (the message says with which member, and OpenSSL's reason: an unknown CA, an expired or
+// misnamed certificate, the member refusing ours; in TLS 1.3 that refusal arrives after the
+// handshake, with the first answer, and reads the same); the gateway's own errors keep etcd's
+// gRPC code (absl's codes are gRPC's) and message, prefixed "etcd: "; Internal for an answer
+// that is not JSON. Http is thread-safe (its one mutable field, the member in use, is atomic;
+// the TlsContext is only read once made); a WatchStream belongs to one thread.
 #ifndef GPUCLOUD_STORE_ETCD_HTTP_H_
 #define GPUCLOUD_STORE_ETCD_HTTP_H_
 
@@ -19,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "store/etcd_tls.h"
 
 namespace gpucloud::store::etcd {
 
@@ -46,14 +50,22 @@ struct Member {
 // "host:port[,host:port...]" as members; InvalidArgument naming the bad entry.
 absl::StatusOr<std::vector<Member>> ParseMembers(const std::string& endpoints);
 
+// The client side of TLS to the members (an OpenSSL context with the CA, the client certificate
+// and the verification settings), made once and shared by every connection of one Http.
+struct TlsContext;
+// nullptr when `options` has TLS off. InvalidArgument as CheckEtcdTls says.
+absl::StatusOr<std::shared_ptr<TlsContext>> MakeTlsContext(const EtcdTlsOptions& options);
+
 // Requests to one of several members: the one that answered last, else the next that accepts a
 // connection. A request that was sent and not answered fails (Unavailable) and is never resent
 // to another member, since it may have been applied; the next request starts with the next
 // member. Thread-safe.
 class Http {
  public:
-  Http(std::vector<Member> members, absl::Duration timeout)
-      : members_(std::move(members)), timeout_(timeout) {}
+  // `tls`: nullptr for plain HTTP; else every connection is TLS with it.
+  Http(std::vector<Member> members, absl::Duration timeout,
+       std::shared_ptr<TlsContext> tls = nullptr);
+  ~Http();
   // POSTs `body` to `path` ("/v3/kv/range") and returns the answer's JSON.
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body) const;
   // Opens a watch with `create_request` (the WatchCreateRequest's fields).
@@ -70,6 +82,7 @@ class Http {
 
   const std::vector<Member> members_;
   const absl::Duration timeout_;
+  const std::shared_ptr<TlsContext> tls_;
   mutable std::atomic<size_t> current_{0};
 };
 

@@ -27,8 +27,9 @@ absl::StatusOr<KeyHolder> ToHolder(const json& kv) {
 
 class EtcdLeases final : public LeaseClient {
  public:
-  EtcdLeases(std::vector<etcd::Member> members, absl::Duration timeout)
-      : http_(std::move(members), timeout) {}
+  EtcdLeases(std::vector<etcd::Member> members, absl::Duration timeout,
+             std::shared_ptr<etcd::TlsContext> tls)
+      : http_(std::move(members), timeout, std::move(tls)) {}
 
   absl::StatusOr<int64_t> Grant(absl::Duration ttl) override {
     const int64_t seconds = std::max<int64_t>(1, std::ceil(absl::ToDoubleSeconds(ttl)));
@@ -98,13 +99,16 @@ class EtcdLeases final : public LeaseClient {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LeaseClient>> OpenEtcdLeases(const std::string& endpoints,
-                                                            absl::Duration request_timeout) {
+                                                            absl::Duration request_timeout,
+                                                            const EtcdTlsOptions& tls) {
   absl::StatusOr<std::vector<etcd::Member>> members = etcd::ParseMembers(endpoints);
   if (!members.ok()) return members.status();
   if (request_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("etcd leases: the request timeout must be positive");
   }
-  return std::make_unique<EtcdLeases>(std::move(*members), request_timeout);
+  absl::StatusOr<std::shared_ptr<etcd::TlsContext>> context = etcd::MakeTlsContext(tls);
+  if (!context.ok()) return context.status();
+  return std::make_unique<EtcdLeases>(std::move(*members), request_timeout, std::move(*context));
 }
 
 }  // namespace gpucloud::store

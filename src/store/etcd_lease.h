@@ -4,9 +4,9 @@
 // received; when it expires or is revoked, etcd deletes every key attached to it.
 //
 // Keys here are etcd's own (no namespace added): the caller names the full key.
-// Errors: Unavailable when etcd cannot be reached or does not answer in the request timeout
-// (the request may or may not have been applied); NotFound from KeepAlive and Revoke when the
-// lease has expired or was revoked; InvalidArgument for bad options.
+// Errors: Unavailable when etcd cannot be reached, does not answer in the request timeout
+// (the request may or may not have been applied) or a TLS handshake with it fails; NotFound from
+// KeepAlive and Revoke when the lease has expired or was revoked; InvalidArgument for bad options.
 // Thread-safe (every call makes its own connection).
 #ifndef GPUCLOUD_STORE_ETCD_LEASE_H_
 #define GPUCLOUD_STORE_ETCD_LEASE_H_
@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "store/etcd_tls.h"
 
 namespace gpucloud::store {
 
@@ -50,10 +51,12 @@ class LeaseClient {
   virtual absl::StatusOr<std::optional<KeyHolder>> Holder(const std::string& key) = 0;
 };
 
-// `endpoints`: "host:port[,host:port...]" (as EtcdStoreOptions::endpoint). InvalidArgument for a
-// bad list; nothing is dialled yet.
+// `endpoints`: "host:port[,host:port...]" (as EtcdStoreOptions::endpoint), over TLS with `tls`
+// when it is enabled (the files read now). InvalidArgument for a bad list or bad TLS options
+// (CheckEtcdTls); nothing is dialled yet.
 absl::StatusOr<std::unique_ptr<LeaseClient>> OpenEtcdLeases(const std::string& endpoints,
-                                                            absl::Duration request_timeout);
+                                                            absl::Duration request_timeout,
+                                                            const EtcdTlsOptions& tls = {});
 
 }  // namespace gpucloud::store
 

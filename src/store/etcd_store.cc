@@ -41,8 +41,9 @@ json Compare(const std::string& key, const char* target, const char* result, int
 
 class EtcdStore final : public Store {
  public:
-  EtcdStore(const EtcdStoreOptions& options, std::vector<etcd::Member> members)
-      : options_(options), http_(std::move(members), options.request_timeout) {}
+  EtcdStore(const EtcdStoreOptions& options, std::vector<etcd::Member> members,
+            std::shared_ptr<etcd::TlsContext> tls)
+      : options_(options), http_(std::move(members), options.request_timeout, std::move(tls)) {}
 
   absl::StatusOr<KeyValue> Get(const std::string& key) override {
     absl::StatusOr<json> r = Post("/v3/kv/range", {{"key", Base64(ns() + key)}});
@@ -393,7 +394,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& opt
   }
   absl::StatusOr<std::vector<etcd::Member>> members = etcd::ParseMembers(options.endpoint);
   if (!members.ok()) return members.status();
-  auto store = std::make_unique<EtcdStore>(options, std::move(*members));
+  absl::StatusOr<std::shared_ptr<etcd::TlsContext>> tls = etcd::MakeTlsContext(options.tls);
+  if (!tls.ok()) return tls.status();
+  auto store = std::make_unique<EtcdStore>(options, std::move(*members), std::move(*tls));
   if (absl::Status s = store->Ping(); !s.ok()) return s;
   return store;
 }

@@ -1,9 +1,8 @@
 // The etcd v3 backend of Store, for a control plane that outlives one machine: keys, values,
 // revisions, compare-and-swap transactions and the change log are etcd's own, one to one.
 // It talks to etcd's HTTP/JSON gateway (/v3/kv/range, /v3/kv/txn, /v3/watch,
-// /v3/kv/compaction; keys and values base64) over plain HTTP, one connection per request (the
-// connection is made in one place, so TLS with client certificates can be added there; it is
-// not done yet).
+// /v3/kv/compaction; keys and values base64) over plain HTTP or TLS 1.3 with a client
+// certificate (`tls`, etcd_tls.h), one connection per request.
 //
 // Mapping:
 // - Revisions are etcd's: a fresh etcd is at revision 1, not 0, and every etcd write counts,
@@ -31,8 +30,9 @@
 //
 // Durability: etcd acknowledges a write once a majority of members has it in its fsynced WAL.
 // Errors: Unavailable when etcd cannot be reached or answers that it cannot serve (no leader,
-// timeouts); after a Txn that failed so, the write may or may not have been applied. Internal
-// for an answer that cannot be understood.
+// timeouts) or a TLS handshake with it fails (the message names the member and OpenSSL's reason);
+// after a Txn that failed so, the write may or may not have been applied. Internal for an
+// answer that cannot be understood.
 // Thread-safe: every call makes its own connection.
 #ifndef GPUCLOUD_STORE_ETCD_STORE_H_
 #define GPUCLOUD_STORE_ETCD_STORE_H_
@@ -42,13 +42,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "store/etcd_tls.h"
 #include "store/store.h"
 
 namespace gpucloud::store {
 
 struct EtcdStoreOptions {
-  // "host:port" of the members' client URLs (plain HTTP), comma-separated: requests go to the
-  // one that answered last, or to the next that accepts a connection.
+  // "host:port" of the members' client URLs (http://, or https:// with `tls`), comma-separated:
+  // requests go to the one that answered last, or to the next that accepts a connection.
   std::string endpoint;
   // Every key of the store is this prefix + the key: several stores can share one etcd. Must
   // not be empty.
@@ -61,10 +62,13 @@ struct EtcdStoreOptions {
   absl::Duration request_timeout = absl::Seconds(10);
   // Keys a List reads per request (one snapshot: every page is read at the first's revision).
   int list_page_size = 1000;
+  // TLS to every member (off: plain HTTP). The files are read once, by OpenEtcdStore.
+  EtcdTlsOptions tls;
 };
 
 // Connects to etcd (a range request, so an etcd that does not answer is an error now).
-// InvalidArgument for bad options, Unavailable when etcd cannot be reached.
+// InvalidArgument for bad options (CheckEtcdTls's for `tls`), Unavailable when etcd cannot be
+// reached or a TLS handshake fails.
 absl::StatusOr<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options);
 
 }  // namespace gpucloud::store

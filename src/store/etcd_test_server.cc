@@ -54,7 +54,7 @@ absl::Status EtcdTestServer::Launch() {
     client_port_ = FreeLoopbackPort();
     peer_port_ = FreeLoopbackPort();
   }
-  std::string client = Cat("http://127.0.0.1:", client_port_);
+  std::string client = Cat(tls_ ? "https" : "http", "://127.0.0.1:", client_port_);
   std::string peer = Cat("http://127.0.0.1:", peer_port_);
   std::vector<std::string> args = {
       kBinary,
@@ -70,6 +70,10 @@ absl::Status EtcdTestServer::Launch() {
   bool txn_ops_given = false;
   for (const std::string& f : extra_flags_) txn_ops_given |= f.starts_with("--max-txn-ops");
   if (!txn_ops_given) args.push_back("--max-txn-ops=4096");
+  if (tls_) {
+    args.insert(args.end(), {"--cert-file=" + tls_->cert_file, "--key-file=" + tls_->key_file,
+                             "--client-cert-auth", "--trusted-ca-file=" + tls_->trusted_ca_file});
+  }
   args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");

@@ -1,7 +1,8 @@
 // Test helper: a real single-member etcd (Debian's etcd-server) on loopback, on free ports,
 // with its data in a directory the caller owns. Start() returns once etcd says it is ready to
 // serve clients; Stop() (and the destructor) end it with SIGTERM and wait for it. Start() after
-// Stop() restarts it on the same data directory and ports, as a member restart does.
+// Stop() restarts it on the same data directory and ports, as a member restart does. With
+// ServeTls its client URL is https:// and asks every client for a certificate.
 // Test-only; thread-compatible.
 #ifndef GPUCLOUD_STORE_ETCD_TEST_SERVER_H_
 #define GPUCLOUD_STORE_ETCD_TEST_SERVER_H_
@@ -9,6 +10,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +19,13 @@
 #include "absl/synchronization/mutex.h"
 
 namespace gpucloud::store {
+
+// The files of a member that serves clients over TLS (TestCa in etcd_test_certs.h makes them).
+struct EtcdTestTls {
+  std::string cert_file;        // --cert-file: its serving certificate
+  std::string key_file;         // --key-file
+  std::string trusted_ca_file;  // --trusted-ca-file: the CA of the clients' certificates
+};
 
 class EtcdTestServer {
  public:
@@ -32,6 +41,10 @@ class EtcdTestServer {
   ~EtcdTestServer();
   EtcdTestServer(const EtcdTestServer&) = delete;
   EtcdTestServer& operator=(const EtcdTestServer&) = delete;
+
+  // Before Start: serve clients on https:// with --client-cert-auth (a client without a
+  // certificate that `tls.trusted_ca_file` signed is refused). Peers stay on plain HTTP.
+  void ServeTls(EtcdTestTls tls) { tls_ = std::move(tls); }
 
   absl::Status Start();
   // Start() in two halves: a member of a new cluster is ready only once a quorum runs.
@@ -54,6 +67,7 @@ class EtcdTestServer {
   const std::string name_ = "test";
   std::string initial_cluster_;  // "" = this member alone
   const std::vector<std::string> extra_flags_;
+  std::optional<EtcdTestTls> tls_;
   int client_port_ = 0;
   int peer_port_ = 0;
   pid_t pid_ = -1;
