@@ -157,7 +157,14 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--store", o.store,
                  "the store: sqlite (DATA_DIR/store.db, the default) or "
                  "etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (an etcd cluster's members, the "
-                 "server's keys under PREFIX, default /gpucloud; docs/server.md)");
+                 "server's keys under PREFIX, default /gpucloud; docs/server.md); etcds://... "
+                 "for TLS 1.3 to etcd (--etcd-ca)");
+  app.add_option("--etcd-ca", o.etcd_ca,
+                 "with --store etcds://: the CA file that signed the etcd members' certificates");
+  app.add_option("--etcd-cert", o.etcd_cert,
+                 "with --store etcds://: the client certificate shown to etcd "
+                 "(--client-cert-auth), with --etcd-key");
+  app.add_option("--etcd-key", o.etcd_key, "the private key of --etcd-cert");
   app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
   app.add_option("--scheduler-config", scheduler_config, "a SchedulerConfiguration YAML file");
   app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
@@ -233,8 +240,13 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   o.address = addr->host;
   o.port = addr->port;
-  if (absl::StatusOr<StoreLocation> where = ParseStoreUrl(o.store); !where.ok()) {
+  absl::StatusOr<StoreLocation> where = ParseStoreUrl(o.store);
+  if (!where.ok()) {
     err << "gpucloud server: " << where.status().message() << "\n";
+    return 2;
+  }
+  if (absl::Status s = EtcdTlsFromFlags(*where, o).status(); !s.ok()) {
+    err << "gpucloud server: " << s.message() << "\n";
     return 2;
   }
   // Absolute, so that what is derived from it (the checkpoint root tasks are given, the paths in

@@ -65,6 +65,7 @@ struct ControlPlane::Impl {
   ControlPlaneOptions options;
   SystemClock clock;
   StoreLocation where;
+  store::EtcdTlsOptions etcd_tls;  // set by Start: TLS to etcd (etcds://), for store and leases
   std::optional<Credentials> creds;
   std::optional<TokenBook> tokens;
   std::unique_ptr<store::Store> store;
@@ -140,7 +141,7 @@ ControlPlane::~ControlPlane() { Stop(); }
 
 namespace {
 
-constexpr char kStoreForms[] = "sqlite, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
+constexpr char kStoreForms[] = "sqlite, or etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX]";
 
 absl::Status BadStoreUrl(const std::string& url, const std::string& why) {
   return absl::InvalidArgumentError(Cat("--store: \"", url, "\" ", why, " (", kStoreForms, ")"));
@@ -174,6 +175,7 @@ absl::Status StoreLost(const std::string& store, const std::string& dir) {
 // writes some at its first start (the default namespace, the audit log's records).
 absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const ControlPlaneOptions& o,
                                                         const StoreLocation& where,
+                                                        const store::EtcdTlsOptions& tls,
                                                         bool had_server) {
   const bool check = had_server && !o.init;
   if (where.kind == StoreLocation::Kind::kSqlite) {
@@ -188,6 +190,7 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const ControlPlaneOption
       .endpoint = where.endpoints,
       .namespace_prefix = where.key_prefix + "/data",
       .compaction_key = where.key_prefix + "/meta/compacted-revision",
+      .tls = tls,
   });
   if (!etcd.ok()) {
     return absl::Status(etcd.status().code(),
@@ -208,13 +211,15 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const ControlPlaneOption
 absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url) {
   StoreLocation where;
   if (url.empty() || url == "sqlite") return where;
-  constexpr std::string_view kEtcd = "etcd://";
-  if (!url.starts_with(kEtcd)) {
+  constexpr std::string_view kEtcd = "etcd://", kEtcdTls = "etcds://";
+  where.tls = url.starts_with(kEtcdTls);
+  if (!where.tls && !url.starts_with(kEtcd)) {
     const size_t scheme = url.find("://");
     if (scheme == std::string::npos) return BadStoreUrl(url, "is not a store");
     return BadStoreUrl(url, Cat("has an unknown scheme \"", url.substr(0, scheme), "\""));
   }
-  const std::string_view rest = std::string_view(url).substr(kEtcd.size());
+  const std::string_view rest =
+      std::string_view(url).substr(where.tls ? kEtcdTls.size() : kEtcd.size());
   const size_t slash = rest.find('/');
   const std::string_view members = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
@@ -238,6 +243,48 @@ absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url) {
   where.kind = StoreLocation::Kind::kEtcd;
   where.endpoints = std::string(members);
   return where;
+}
+
+absl::StatusOr<store::EtcdTlsOptions> EtcdTlsFromFlags(const StoreLocation& where,
+                                                       const ControlPlaneOptions& o) {
+  const std::pair<const char*, const std::string*> flags[] = {
+      {"--etcd-ca", &o.etcd_ca}, {"--etcd-cert", &o.etcd_cert}, {"--etcd-key", &o.etcd_key}};
+  if (!where.tls) {
+    for (const auto& [flag, value] : flags) {
+      if (value->empty()) continue;
+      return absl::InvalidArgumentError(
+          Cat(flag,
+              " is for TLS to etcd: it needs --store etcds://HOST:PORT[,HOST:PORT...] (the "
+              "store is \"",
+              o.store.empty() ? "sqlite" : o.store, "\")"));
+    }
+    return store::EtcdTlsOptions{};
+  }
+  if (o.etcd_ca.empty()) {
+    return absl::InvalidArgumentError(Cat("--store ", o.store,
+                                          " needs --etcd-ca (the CA file that signed the etcd "
+                                          "members' certificates)"));
+  }
+  if (o.etcd_cert.empty() != o.etcd_key.empty()) {
+    return absl::InvalidArgumentError(
+        Cat(o.etcd_cert.empty() ? "--etcd-key needs --etcd-cert" : "--etcd-cert needs --etcd-key",
+            " (a client certificate and its key: both or neither)"));
+  }
+  // The CA first, alone, so that what is wrong is told with the flag that names it.
+  const store::EtcdTlsOptions ca_only{.enabled = true, .ca_file = o.etcd_ca};
+  const store::EtcdTlsOptions tls{
+      .enabled = true, .ca_file = o.etcd_ca, .cert_file = o.etcd_cert, .key_file = o.etcd_key};
+  for (const store::EtcdTlsOptions* check : {&ca_only, &tls}) {
+    absl::Status s = store::CheckEtcdTls(*check);
+    if (s.ok()) continue;
+    std::string why(s.message());
+    if (why.starts_with("etcd TLS: ")) why.erase(0, 10);
+    const char* flag = check == &ca_only                    ? "--etcd-ca"
+                       : why.starts_with("the client key ") ? "--etcd-key"
+                                                            : "--etcd-cert";
+    return absl::InvalidArgumentError(Cat(flag, ": ", why));
+  }
+  return tls;
 }
 
 absl::Status ControlPlane::Start() {
@@ -271,9 +318,13 @@ absl::Status ControlPlane::OpenStoreAndCredentials() {
   absl::StatusOr<StoreLocation> where = ParseStoreUrl(m.options.store);
   if (!where.ok()) return where.status();
   m.where = *where;
+  absl::StatusOr<store::EtcdTlsOptions> tls = EtcdTlsFromFlags(*where, m.options);
+  if (!tls.ok()) return tls.status();
+  m.etcd_tls = *tls;
   absl::StatusOr<bool> had_server = PrepareDataDir(dir);
   if (!had_server.ok()) return had_server.status();
-  absl::StatusOr<std::unique_ptr<store::Store>> store = OpenStore(m.options, *where, *had_server);
+  absl::StatusOr<std::unique_ptr<store::Store>> store =
+      OpenStore(m.options, *where, m.etcd_tls, *had_server);
   if (!store.ok()) return store.status();
   m.store = std::move(*store);
   absl::StatusOr<Credentials> creds = EnsureCredentials(dir, {m.options.address});
@@ -379,7 +430,7 @@ absl::Status ControlPlane::StartLeadership() {
   const ElectionTiming timing{.ttl_ms = ttl_ms};
   // A lease request that waits longer than a renew interval is as good as failed.
   absl::StatusOr<std::unique_ptr<store::LeaseClient>> leases =
-      store::OpenEtcdLeases(m.where.endpoints, absl::Milliseconds(timing.RenewMs()));
+      store::OpenEtcdLeases(m.where.endpoints, absl::Milliseconds(timing.RenewMs()), m.etcd_tls);
   if (!leases.ok()) return leases.status();
   m.leases = std::move(*leases);
   nlohmann::json identity = {{"url", url()}, {"pid", static_cast<int64_t>(getpid())}};

@@ -17,6 +17,7 @@
 #include "server/audit_log.h"
 #include "server/compactor.h"
 #include "server/namespace_provisioning.h"
+#include "store/etcd_tls.h"
 
 namespace gpucloud::server {
 
@@ -24,20 +25,37 @@ namespace gpucloud::server {
 struct StoreLocation {
   enum class Kind { kSqlite, kEtcd };
   Kind kind = Kind::kSqlite;
+  bool tls = false;                      // kEtcd: etcds://, TLS to every member
   std::string endpoints;                 // kEtcd: "host:port[,host:port...]"
   std::string key_prefix = "/gpucloud";  // kEtcd: every key of the server is under it
 };
 
 // "" or "sqlite": DATA_DIR/store.db. "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]": the etcd
 // cluster with those members' client URLs (plain HTTP), the server's keys under PREFIX
-// (default /gpucloud), so several control planes can share one etcd. InvalidArgument naming
-// --store and the value for anything else (no member, a bad port, an unknown scheme).
+// (default /gpucloud), so several control planes can share one etcd. "etcds://...": the same
+// over TLS 1.3 to every member (--etcd-ca, EtcdTlsFromFlags). InvalidArgument naming --store
+// and the value for anything else (no member, a bad port, an unknown scheme).
 absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url);
+
+struct ControlPlaneOptions;
+
+// The TLS to etcd that `o`'s --etcd-ca, --etcd-cert and --etcd-key give the store `where`, its
+// files read and checked. InvalidArgument naming the flag: one given with a store that is not
+// etcds://, no --etcd-ca with one that is, --etcd-cert without --etcd-key or the reverse, a
+// file that is missing, unreadable or not PEM, a key that is not the certificate's.
+absl::StatusOr<store::EtcdTlsOptions> EtcdTlsFromFlags(const StoreLocation& where,
+                                                       const ControlPlaneOptions& o);
 
 struct ControlPlaneOptions {
   std::string data_dir = ".gpucloud";
   // The store (ParseStoreUrl). On etcd, certificates, tokens, keys and logs stay in data_dir.
   std::string store;
+  // TLS to etcd (etcds://; docs/server.md): the CA file that signed the members' serving
+  // certificates (`--etcd-ca`, required there), and a client certificate and its key
+  // (`--etcd-cert`, `--etcd-key`: both or neither) for an etcd run with --client-cert-auth.
+  std::string etcd_ca;
+  std::string etcd_cert;
+  std::string etcd_key;
   // On etcd: the leader's lease (`--leader-lease`). Several servers may share one etcd; the one
   // holding the election key runs the controllers, and loses it within this long of losing
   // etcd (or of its death). Renewed every third of it. Whole seconds (rounded up).
