@@ -7,23 +7,13 @@
 
 #include "core/private_file.h"
 #include "core/text.h"
+#include "testing/pem.h"
 
 namespace gpucloud::store {
 namespace {
 
 std::shared_ptr<EVP_PKEY> NewKey() {
   return std::shared_ptr<EVP_PKEY>(EVP_EC_gen("P-256"), EVP_PKEY_free);
-}
-
-template <typename Write>
-std::string ToPem(Write write) {
-  BIO* b = BIO_new(BIO_s_mem());
-  write(b);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(b, &data);
-  std::string out(data, static_cast<size_t>(n));
-  BIO_free(b);
-  return out;
 }
 
 bool AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
@@ -57,10 +47,10 @@ std::shared_ptr<X509> NewCert(EVP_PKEY* key, const std::string& cn, absl::Time n
 }
 
 absl::Status WritePem(const std::string& path, EVP_PKEY* key, X509* cert) {
-  std::string pem = key ? ToPem([&](BIO* b) {
+  std::string pem = key ? testing_util::PemText([&](BIO* b) {
     PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr);
   })
-                        : ToPem([&](BIO* b) { PEM_write_bio_X509(b, cert); });
+                        : testing_util::PemText([&](BIO* b) { PEM_write_bio_X509(b, cert); });
   return WritePrivateFile(path, pem);
 }
 
