@@ -128,9 +128,8 @@ void QuoteList(std::string& out, const std::vector<std::string>& items) {
 
 // The canonical JSON of a record, written directly (keys in byte order, no whitespace); the same
 // text as nlohmann::json's dump of RecordJson, several times faster. Without "hash" when
-// `with_hash` is false: the bytes the hash is over; then `hash_at`, when given, is where the
-// "hash" member goes.
-std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_at = nullptr) {
+// `with_hash` is false: the bytes the hash is over.
+std::string CanonicalRecord(const AuditRecord& r, bool with_hash) {
   std::string out;
   out.reserve(1024);
   auto field = [&](const char* key, std::string_view value) {
@@ -151,7 +150,6 @@ std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_a
   field(",\"auditID\":", r.audit_id);
   field(",\"decision\":", r.decision);
   if (with_hash) field(",\"hash\":", r.hash);
-  if (hash_at) *hash_at = out.size();
   out += ",\"kind\":\"Event\",\"level\":\"Metadata\"";
   field(",\"nodeName\":", r.node_name);
   field(",\"objectRef\":{\"name\":", r.object_name);
@@ -286,14 +284,6 @@ bool Unbase64(const std::string& in, std::string& out) {
 std::string EncodeRecord(const AuditRecord& r) { return CanonicalRecord(r, true); }
 
 std::string RecordHash(const AuditRecord& r) { return Sha256Hex(CanonicalRecord(r, false)); }
-
-std::string HashAndEncodeRecord(AuditRecord& r) {
-  size_t hash_at = 0;
-  std::string out = CanonicalRecord(r, false, &hash_at);
-  r.hash = Sha256Hex(out);
-  out.insert(hash_at, Cat(",\"hash\":\"", r.hash, "\""));  // hex: nothing to escape
-  return out;
-}
 
 absl::StatusOr<AuditRecord> DecodeRecord(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -73,8 +73,6 @@ std::string EncodeRecord(const AuditRecord& r);
 absl::StatusOr<AuditRecord> DecodeRecord(const std::string& json);
 // The SHA-256 hex over r's canonical JSON without "hash" (r.hash is ignored).
 std::string RecordHash(const AuditRecord& r);
-// Sets r.hash = RecordHash(r) and returns EncodeRecord(r), encoding the record once.
-std::string HashAndEncodeRecord(AuditRecord& r);
 
 // An ECDSA P-256 key: a private one signs digests, a public one (or a certificate's) verifies.
 class AuditKey {

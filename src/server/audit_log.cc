@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "absl/cleanup/cleanup.h"
 #include "core/policy.h"
 #include "core/text.h"
 
@@ -75,176 +74,63 @@ absl::Status AuditLog::Open() {
     return absl::DataLossError(Cat("audit log: truncated: a digest covers seq ", signed_seq_,
                                    ", the last record is ", head_.seq));
   }
-  durable_ = head_;
-  {
-    std::lock_guard<std::mutex> committed_lock(committed_mu_);
-    committed_.clear();
-    shown_seq_ = head_.seq;
-  }
   last_sign_ms_ = clock_.NowMillis();
   broken_ = absl::OkStatus();
   return absl::OkStatus();
 }
 
-// The chain's commits. Each attempt is one store transaction: the records buffered so far and
-// the queued callers' mutations with their records, chained after head_ under commit_mu_ and
-// handed to the store with TxnQueued, which lets go of commit_mu_ as soon as the transaction has
-// its place in the store's commit order. So the next attempt is chained while the store writes
-// this one, and on SQLite both go in one group commit (one fsync); on a store that does not
-// pipeline (the default TxnQueued) commit_mu_ is held through the Txn and the callers that queue
-// meanwhile share the next attempt, as in a classic group commit.
-//
-// An attempt chained while another is in flight starts with a check that the record before its
-// first exists, so it fails if the one before it failed: no gap is ever committed. Once an
-// attempt fails, no new one is chained until those in flight have ended; then ResetLocked rolls
-// head_ back to the last committed record (learning from the store whether a failed attempt
-// was applied after all, and whether another writer took the next seq) and decides each failed
-// attempt: redo it (it failed because the one before it did), redo each of its callers alone (a
-// shared transaction failed on one of their mutations), or answer its one caller the error.
-
-// Takes the queued callers for one attempt: the oldest, and after it those that neither must go
-// alone nor touch a key already in the attempt, up to max_commit_batch; and the buffered records.
-bool AuditLog::TakeQueuedLocked(Attempt& a) {
-  {
-    std::lock_guard<std::mutex> queue_lock(queue_mu_);
-    std::set<std::string> keys;
-    const size_t max = static_cast<size_t>(std::max(1, options_.max_commit_batch));
-    while (!queue_.empty() && a.pendings.size() < max) {
-      Pending* p = queue_.front();
-      if (!a.pendings.empty() && (p->alone || a.pendings.front()->alone)) break;
-      bool clash = false;
-      for (const Op& op : p->ops) clash = clash || keys.count(op.key) > 0;
-      if (clash) break;
-      for (const Op& op : p->ops) keys.insert(op.key);
-      a.pendings.push_back(p);
-      queue_.pop_front();
-    }
-  }
-  if (a.pendings.empty()) return false;
-  a.records = TakeBuffer();
-  a.buffered = a.records.size();
-  for (Pending* p : a.pendings) a.records.push_back(p->record);
-  return true;
-}
-
-// Chains a.records after head_ (seq, prevHash, hash) and builds a.ops: the check on the record
-// before (when an attempt may still be in flight), the mutations, then the records (each key
-// created: none may exist, so that a second writer cannot fork the chain).
-void AuditLog::ChainLocked(Attempt& a) {
-  a.ops.clear();
-  if (in_flight_ > 0 && head_.seq > 0) {
-    a.ops.push_back(Op{.kind = Op::Kind::kCheck, .key = RecordKey(head_.seq)});
-  }
-  for (const Pending* p : a.pendings) a.ops.insert(a.ops.end(), p->ops.begin(), p->ops.end());
-  for (AuditRecord& r : a.records) {
-    r.seq = head_.seq + 1;
-    r.prev_hash = head_.hash;
-    std::string text = HashAndEncodeRecord(r);
-    head_ = Head{r.seq, r.hash};
+// Chains `records` after the head and writes them (each key created: none may exist) with `ops`
+// in one transaction.
+absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
+                                               std::vector<Op> ops) {
+  if (!broken_.ok()) return broken_;
+  if (records.empty() && ops.empty()) return store_.Revision();
+  int64_t seq = head_.seq;
+  std::string hash = head_.hash;
+  ops.reserve(ops.size() + records.size());
+  for (AuditRecord& r : records) {
+    r.seq = ++seq;
+    r.prev_hash = hash;
+    r.hash = RecordHash(r);
+    hash = r.hash;
     // Nobody watches the records: kept out of the change log (written once, not twice).
-    a.ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), std::move(text), 0, /*unlogged=*/true});
+    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), EncodeRecord(r), 0, /*unlogged=*/true});
   }
-}
-
-// Runs one attempt (a.records not empty) with commit_mu_ held by `lock` (held again on return)
-// and waits until it is decided. OK when it was applied; else its error (a.retry: redo it).
-absl::Status AuditLog::RunAttemptLocked(Attempt& a, std::unique_lock<std::mutex>& lock) {
-  ChainLocked(a);
-  ++in_flight_;
-  bool released = false;
-  absl::StatusOr<int64_t> rev = store_.TxnQueued(a.ops, [&] {
-    lock.unlock();
-    released = true;
-  });
-  if (released) lock.lock();
-  --in_flight_;
+  absl::StatusOr<int64_t> rev = store_.Txn(ops);
   if (rev.ok()) {
-    AppliedLocked(a, *rev);
+    head_ = Head{seq, hash};
+  } else if (records.empty()) {
+    return rev.status();
+  } else if (std::optional<int64_t> applied = ResyncHeadLocked(seq, ops.back().value)) {
+    rev = *applied;
   } else {
-    a.error = rev.status();
-    failed_.push_back(&a);
-    resetting_ = true;
-  }
-  if (resetting_ && in_flight_ == 0) ResetLocked();
-  chain_cv_.notify_all();
-  chain_cv_.wait(lock, [&] { return a.decided; });
-  return a.error;
-}
-
-void AuditLog::AppliedLocked(Attempt& a, int64_t revision) {
-  const AuditRecord& last = a.records.back();
-  if (last.seq > durable_.seq) durable_ = Head{last.seq, last.hash};
-  for (Pending* p : a.pendings) {
-    p->result = revision;
-    p->done = true;
+    return broken_.ok() ? rev.status() : broken_;
   }
   if (observed_) {
-    std::lock_guard<std::mutex> committed_lock(committed_mu_);
-    for (AuditRecord& r : a.records) committed_.emplace(r.seq, std::move(r));
+    committed_.insert(committed_.end(), std::make_move_iterator(records.begin()),
+                      std::make_move_iterator(records.end()));
   }
-  a.error = absl::OkStatus();
-  a.decided = true;
+  return rev;
 }
 
-// Nothing in flight, at least one attempt failed: back to the last record committed.
-void AuditLog::ResetLocked() {
-  std::sort(failed_.begin(), failed_.end(), [](const Attempt* x, const Attempt* y) {
-    return x->records.front().seq < y->records.front().seq;
-  });
-  head_ = durable_;
-  // An error after the commit (a lost answer): the store has the attempt's last record.
-  for (Attempt* a : failed_) {
-    if (a->records.front().seq != head_.seq + 1) continue;
-    absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(a->records.back().seq));
-    if (!last.ok() || last->value != a->ops.back().value) continue;
-    AppliedLocked(*a, last->mod_revision);
-    head_ = durable_;
-  }
-  if (broken_.ok() && store_.Get(RecordKey(head_.seq + 1)).ok()) {
-    broken_ = absl::FailedPreconditionError(
-        "audit log: another writer appended to the chain; reopen the log");
-  }
-  DecideFailedLocked();
-  failed_.clear();
-  resetting_ = false;
-}
-
-// What becomes of each failed attempt (in seq order) once head_ is the truth: its buffered
-// records go back to the buffer; callers are queued again, ahead of the others.
-void AuditLog::DecideFailedLocked() {
-  std::vector<AuditRecord> buffered;
-  std::vector<Pending*> again;
-  for (Attempt* a : failed_) {
-    if (a->decided) continue;
-    buffered.insert(buffered.end(), a->records.begin(), a->records.begin() + a->buffered);
-    // Its first record came right after a committed one: it failed on its own.
-    const bool own = a->records.front().seq <= head_.seq + 1;
-    a->retry = broken_.ok() && !own;
-    for (Pending* p : a->pendings) {
-      if (!broken_.ok() || (own && a->pendings.size() == 1)) {
-        p->result = broken_.ok() ? a->error : broken_;
-        p->done = true;
-        continue;
-      }
-      p->alone = p->alone || own;  // a shared transaction failed on one of its mutations
-      again.push_back(p);
+// After a failed transaction that meant to write records up to `seq` (the last one `last_text`):
+// learns from the store whether it was applied after all (an error after the commit; then
+// returns its revision) and whether another writer took the next seq (then this log stops
+// writing: broken_).
+std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t seq, const std::string& last_text) {
+  absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_.seq + 1));
+  if (!next.ok()) return std::nullopt;  // not applied (or unreadable: the next create tells)
+  absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(seq));
+  if (last.ok() && last->value == last_text) {
+    absl::StatusOr<AuditRecord> r = DecodeRecord(last_text);
+    if (r.ok()) {
+      head_ = Head{seq, r->hash};  // ours, applied
+      return last->mod_revision;
     }
-    if (!broken_.ok()) a->error = broken_;
-    a->decided = true;
   }
-  PutBackBuffer(std::move(buffered));
-  std::lock_guard<std::mutex> queue_lock(queue_mu_);
-  queue_.insert(queue_.begin(), again.begin(), again.end());
-}
-
-void AuditLog::DrainLocked(std::unique_lock<std::mutex>& lock) {
-  ++draining_;
-  chain_cv_.wait(lock, [&] { return in_flight_ == 0 && !resetting_; });
-}
-
-void AuditLog::EndDrainLocked() {
-  --draining_;
-  chain_cv_.notify_all();
+  broken_ = absl::FailedPreconditionError(
+      "audit log: another writer appended to the chain; reopen the log");
+  return std::nullopt;
 }
 
 std::vector<AuditRecord> AuditLog::TakeBuffer() {
@@ -268,44 +154,74 @@ absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op>
     }
   }
   if (record.stage_ms == 0) record.stage_ms = clock_.NowMillis();
+  // Group commit: the first caller to find no commit in flight leads, and commits its own
+  // mutation with every one that queued meanwhile; the others wait for their result.
   Pending mine{std::move(record), std::move(ops)};
-  {
-    std::lock_guard<std::mutex> queue_lock(queue_mu_);
-    queue_.push_back(&mine);
-  }
-  std::unique_lock<std::mutex> lock(commit_mu_);
+  std::unique_lock<std::mutex> queue_lock(queue_mu_);
+  queue_.push_back(&mine);
   while (!mine.done) {
-    if (resetting_ || draining_ > 0) {
-      chain_cv_.wait(lock);
+    if (leading_) {
+      queue_cv_.wait(queue_lock);
       continue;
     }
-    if (!broken_.ok()) {
-      FailQueuedLocked(broken_);
-      continue;
+    leading_ = true;
+    size_t n = std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_commit_batch)));
+    std::vector<Pending*> batch(queue_.begin(), queue_.begin() + n);
+    queue_.erase(queue_.begin(), queue_.begin() + n);
+    queue_lock.unlock();
+    {
+      std::lock_guard<std::mutex> lock(commit_mu_);
+      CommitBatchLocked(batch);
     }
-    Attempt a;
-    // Nothing queued: this caller's mutation is in another's attempt; wait for it to end.
-    if (!TakeQueuedLocked(a)) {
-      chain_cv_.wait(lock);
-      continue;
-    }
-    RunAttemptLocked(a, lock).IgnoreError();  // each caller's answer is in its Pending
+    queue_lock.lock();
+    for (Pending* p : batch) p->done = true;
+    leading_ = false;
+    queue_cv_.notify_all();
   }
-  lock.unlock();
-  // Refused: the buffered records that were in its transaction are committed without it.
-  if (!mine.result.ok()) Flush().IgnoreError();
+  queue_lock.unlock();
   NotifyObserver();
   return std::move(mine.result);
 }
 
-void AuditLog::FailQueuedLocked(const absl::Status& why) {
-  std::lock_guard<std::mutex> queue_lock(queue_mu_);
-  for (Pending* p : queue_) {
-    p->result = why;
-    p->done = true;
+// Commits `batch` (in order) with the buffered records before it: as few transactions as the
+// mutations' keys allow (two that touch one key go in different ones); a transaction that fails
+// is redone one mutation at a time, so that each gets its own answer.
+void AuditLog::CommitBatchLocked(const std::vector<Pending*>& batch) {
+  std::vector<AuditRecord> buffered = TakeBuffer();
+  size_t from = 0;
+  while (from < batch.size()) {
+    std::set<std::string> keys;
+    size_t to = from;
+    for (; to < batch.size(); ++to) {
+      bool clash = false;
+      for (const Op& op : batch[to]->ops) clash = clash || keys.count(op.key) > 0;
+      if (clash && to > from) break;
+      for (const Op& op : batch[to]->ops) keys.insert(op.key);
+    }
+    std::vector<AuditRecord> records = buffered;
+    std::vector<Op> ops;
+    for (size_t i = from; i < to; ++i) {
+      records.push_back(batch[i]->record);
+      ops.insert(ops.end(), batch[i]->ops.begin(), batch[i]->ops.end());
+    }
+    absl::StatusOr<int64_t> rev = CommitLocked(std::move(records), std::move(ops));
+    if (rev.ok()) {
+      for (size_t i = from; i < to; ++i) batch[i]->result = rev;
+      buffered.clear();
+    } else if (to - from == 1) {
+      batch[from]->result = rev.status();
+    } else {
+      for (size_t i = from; i < to; ++i) {
+        std::vector<AuditRecord> one = buffered;
+        one.push_back(batch[i]->record);
+        batch[i]->result = CommitLocked(std::move(one), batch[i]->ops);
+        if (batch[i]->result.ok()) buffered.clear();
+      }
+    }
+    from = to;
   }
-  queue_.clear();
-  chain_cv_.notify_all();
+  // The buffered records are committed even when every mutation failed; else kept for later.
+  if (!buffered.empty() && !CommitLocked(buffered, {}).ok()) PutBackBuffer(std::move(buffered));
 }
 
 absl::Status AuditLog::Record(AuditRecord record) {
@@ -328,17 +244,12 @@ absl::Status AuditLog::Record(AuditRecord record) {
 absl::Status AuditLog::Flush() {
   absl::Status status;
   {
-    std::unique_lock<std::mutex> lock(commit_mu_);
-    for (;;) {
-      chain_cv_.wait(lock, [&] { return !resetting_ && draining_ == 0; });
-      if (!broken_.ok()) return broken_;
-      Attempt a;
-      a.records = TakeBuffer();
-      a.buffered = a.records.size();
-      if (a.records.empty()) return absl::OkStatus();
-      status = RunAttemptLocked(a, lock);
-      if (!a.retry) break;
-    }
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    std::vector<AuditRecord> records = TakeBuffer();
+    if (records.empty()) return absl::OkStatus();
+    absl::StatusOr<int64_t> rev = CommitLocked(records, {});
+    if (!rev.ok()) PutBackBuffer(std::move(records));
+    status = rev.status();
   }
   NotifyObserver();
   return status;
@@ -349,25 +260,17 @@ void AuditLog::SetObserver(std::function<void(const AuditRecord&)> observer) {
   std::lock_guard<std::mutex> lock(commit_mu_);
   observer_ = std::move(observer);
   observed_ = static_cast<bool>(observer_);
-  std::lock_guard<std::mutex> committed_lock(committed_mu_);
   committed_.clear();
-  shown_seq_ = durable_.seq;
 }
 
-// Shows the committed records to the observer, in seq order without gaps (a record committed
-// right after another may get here first), one caller at a time (observer_mu_).
+// Shows the committed records to the observer: taken from committed_ while observer_mu_ is held,
+// so that a later batch (higher seqs) waits for an earlier one to be shown.
 void AuditLog::NotifyObserver() {
   std::lock_guard<std::mutex> observer_lock(observer_mu_);
   std::vector<AuditRecord> records;
   {
-    std::lock_guard<std::mutex> lock(committed_mu_);
-    for (auto it = committed_.begin(); it != committed_.end() && it->first <= shown_seq_ + 1;) {
-      if (it->first == shown_seq_ + 1) {
-        records.push_back(std::move(it->second));
-        ++shown_seq_;
-      }
-      it = committed_.erase(it);
-    }
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    records.swap(committed_);
   }
   if (!observer_) return;
   for (const AuditRecord& r : records) observer_(r);
@@ -375,9 +278,7 @@ void AuditLog::NotifyObserver() {
 
 absl::StatusOr<std::optional<AuditDigest>> AuditLog::SignDigest() {
   if (absl::Status s = Flush(); !s.ok()) return s;
-  std::unique_lock<std::mutex> lock(commit_mu_);
-  DrainLocked(lock);
-  absl::Cleanup end = [&] { EndDrainLocked(); };
+  std::lock_guard<std::mutex> lock(commit_mu_);
   if (!broken_.ok()) return broken_;
   int64_t now = clock_.NowMillis();
   last_sign_ms_ = now;
@@ -413,7 +314,7 @@ absl::Status AuditLog::Close() { return SignDigest().status(); }
 
 int64_t AuditLog::head_seq() const {
   std::lock_guard<std::mutex> lock(commit_mu_);
-  return durable_.seq;
+  return head_.seq;
 }
 
 size_t AuditLog::QueuedForTest() {
@@ -547,9 +448,7 @@ size_t AuditLog::RetainCount(const std::vector<store::KeyValue>& records,
 
 absl::StatusOr<int64_t> AuditLog::Retain(const RetentionPolicy& policy) {
   if (absl::StatusOr<std::optional<AuditDigest>> d = SignDigest(); !d.ok()) return d.status();
-  std::unique_lock<std::mutex> lock(commit_mu_);
-  DrainLocked(lock);
-  absl::Cleanup end = [&] { EndDrainLocked(); };
+  std::lock_guard<std::mutex> lock(commit_mu_);
   if (!broken_.ok()) return broken_;
   LogSnapshot log;
   if (absl::Status s = ReadLogLocked(log); !s.ok()) return s;

@@ -5,16 +5,11 @@
 // digests/<20-digit seq> (canonical digest JSON). The records are contiguous: from seq 1, or
 // after retention from the seq after the oldest digest (its anchor), to the head.
 // 1. A mutation and its record are ONE store transaction (CommitWith): no acknowledged change
-//    without its record, and a mutation that fails writes neither. The chain has one head, so
-//    its transactions are ordered: each is chained under a lock and handed to the store with
-//    Store::TxnQueued, which lets go of the lock once the transaction has its place in the
-//    commit order. On SQLite the next one is then chained while this one is written, and both
-//    share the store's group commit (one fsync); a transaction chained while another is in flight
-//    checks that the record before its first exists, so a failure is never followed by a gap
-//    (the ones after it are redone). On a store that does not pipeline, the callers that wait
-//    meanwhile share one transaction (mutations of distinct keys, one revision, as the ops of
-//    one Txn do); if it fails, each is redone alone, so one mutation's failed precondition never
-//    fails another's. max_commit_batch = 1 gives each caller its own transaction.
+//    without its record, and a mutation that fails writes neither. Concurrent CommitWith calls
+//    are group-committed (the chain has one head, so they cannot be separate concurrent
+//    transactions): mutations of distinct keys that wait together go into one transaction and
+//    so share its revision (as the ops of one Txn do); if it fails, each is redone alone, so one
+//    mutation's failed precondition never fails another's. max_commit_batch = 1 turns this off.
 // 2. Requests that write nothing (reads, denials, failures) are buffered (Record) and
 //    group-committed: when max_batch are waiting, when the oldest has waited flush_delay_ms
 //    (Tick), and before any CommitWith, in the order they were recorded.
@@ -26,7 +21,7 @@
 //    never a gap or a fork.
 // 5. An observer (SetObserver) sees each record once it is committed, in seq order.
 // The destructor does not flush (like a crash): call Close() on shutdown.
-// Thread-safe. The chain's transactions are built one at a time, in seq order.
+// Thread-safe. Writes of the chain are serialised (one store transaction at a time).
 #ifndef GPUCLOUD_SERVER_AUDIT_LOG_H_
 #define GPUCLOUD_SERVER_AUDIT_LOG_H_
 
@@ -34,7 +29,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -150,7 +144,7 @@ class AuditLog {
   int64_t head_seq() const;
   // Records dropped by Record() because the buffer was full.
   int64_t dropped() const;
-  // How many CommitWith calls are queued and not yet in a transaction (tests).
+  // How many CommitWith calls wait for the one in flight (tests).
   size_t QueuedForTest();
 
  private:
@@ -162,30 +156,12 @@ class AuditLog {
     AuditRecord record;
     std::vector<store::Op> ops;
     absl::StatusOr<int64_t> result = absl::UnknownError("not committed");
-    bool done = false;   // guarded by commit_mu_
-    bool alone = false;  // guarded by queue_mu_: failed in a shared transaction; redo it alone
+    bool done = false;  // guarded by queue_mu_
   };
-  // One store transaction of the chain (see the .cc file).
-  struct Attempt {
-    std::vector<Pending*> pendings;
-    std::vector<AuditRecord> records;  // the buffered ones first, then one per pending
-    size_t buffered = 0;
-    std::vector<store::Op> ops;
-    absl::Status error;    // why it failed
-    bool decided = false;  // applied, or what becomes of it decided (guarded by commit_mu_)
-    bool retry = false;    // it failed only because the one before it did: redo it
-  };
-  bool TakeQueuedLocked(Attempt& a);
-  absl::Status RunAttemptLocked(Attempt& a, std::unique_lock<std::mutex>& lock);
-  void ChainLocked(Attempt& a);
-  void AppliedLocked(Attempt& a, int64_t revision);
-  void ResetLocked();
-  void FailQueuedLocked(const absl::Status& why);
-  void DecideFailedLocked();
-  // Waits until nothing is in flight and holds new attempts back while the caller, holding
-  // `lock`, reads or writes past the chain (SignDigest, Retain); undone by EndDrainLocked.
-  void DrainLocked(std::unique_lock<std::mutex>& lock);
-  void EndDrainLocked();
+  void CommitBatchLocked(const std::vector<Pending*>& batch);
+  absl::StatusOr<int64_t> CommitLocked(std::vector<AuditRecord> records,
+                                       std::vector<store::Op> ops);
+  std::optional<int64_t> ResyncHeadLocked(int64_t seq, const std::string& last_text);
   std::vector<AuditRecord> TakeBuffer();
   void PutBackBuffer(std::vector<AuditRecord> records);
   struct LogSnapshot {
@@ -207,39 +183,24 @@ class AuditLog {
   const AuditKey key_;
   const AuditLogOptions options_;
 
-  // The chain's lock: held while a transaction of records is built and put in the store's
-  // commit order, not while the store writes it (Store::TxnQueued; on a store that does not
-  // pipeline, the whole Txn). Before queue_mu_, committed_mu_ and buffer_mu_.
+  // Taken while the chain is written (a store transaction in flight); before buffer_mu_.
   mutable std::mutex commit_mu_;
-  std::condition_variable chain_cv_;  // an attempt ended, a reset or a drain is over
-  Head head_;                         // guarded by commit_mu_: the last record chained
-  Head durable_;                      // guarded by commit_mu_: the last record committed
-  int in_flight_ = 0;                 // guarded by commit_mu_: attempts in the store's hands
-  bool resetting_ = false;            // guarded by commit_mu_: one failed, others in flight
-  int draining_ = 0;                  // guarded by commit_mu_: DrainLocked callers
-  std::vector<Attempt*> failed_;      // guarded by commit_mu_: until the reset decides
-  int64_t signed_seq_ = 0;            // guarded by commit_mu_: the newest digest's seq
-  int64_t last_sign_ms_ = 0;          // guarded by commit_mu_
-  absl::Status broken_;               // guarded by commit_mu_: set when another writer was seen
-  bool observed_ = false;             // guarded by commit_mu_: an observer is set
+  Head head_;                           // guarded by commit_mu_
+  int64_t signed_seq_ = 0;              // guarded by commit_mu_: the newest digest's seq
+  int64_t last_sign_ms_ = 0;            // guarded by commit_mu_
+  absl::Status broken_;                 // guarded by commit_mu_: set when another writer was seen
+  bool observed_ = false;               // guarded by commit_mu_: an observer is set
+  std::vector<AuditRecord> committed_;  // guarded by commit_mu_: not yet shown to the observer
 
-  // The committed records not yet shown to the observer, by seq (committed in seq order, but
-  // their callers may get here in any order), and the last seq shown: shown in seq order
-  // without gaps. Its own lock, so that a caller whose transaction is durable does not wait for
-  // commit_mu_.
-  std::mutex committed_mu_;
-  std::map<int64_t, AuditRecord> committed_;  // guarded by committed_mu_
-  int64_t shown_seq_ = 0;                     // guarded by committed_mu_
-
-  // Held while the observer is called (one call at a time, in seq order); before commit_mu_
-  // and committed_mu_.
+  // Held while the observer is called (one call at a time, in seq order); before commit_mu_.
   std::mutex observer_mu_;
   std::function<void(const AuditRecord&)> observer_;  // guarded by observer_mu_
 
-  // CommitWith's callers not yet in an attempt, oldest first (a caller queues here, then takes
-  // commit_mu_ and commits what is queued, its own and others').
+  // CommitWith's group commit: the callers waiting, and whether one of them is committing.
   std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
   std::deque<Pending*> queue_;  // guarded by queue_mu_
+  bool leading_ = false;        // guarded by queue_mu_
 
   mutable std::mutex buffer_mu_;
   std::deque<AuditRecord> buffer_;  // guarded by buffer_mu_

@@ -88,9 +88,7 @@ class EtcdStore final : public Store {
     json req = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
     for (const Op& op : ops) {
       std::string key = ns() + op.key;
-      if (op.kind == Op::Kind::kCheck && !op.expect_mod_revision) {
-        req["compare"].push_back(Compare(key, "CREATE", "GREATER", 0));  // it exists
-      } else if (op.kind == Op::Kind::kCheck) {
+      if (op.kind == Op::Kind::kCheck) {
         // Absent keys have mod revision 0, never equal to R > 0: one compare covers both.
         req["compare"].push_back(Compare(key, "MOD", "EQUAL", *op.expect_mod_revision));
       } else if (op.expect_mod_revision == 0) {
@@ -212,7 +210,7 @@ class EtcdStore final : public Store {
       if (op.kind == Op::Kind::kCheck) {
         if (!exists)
           return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is absent"));
-        if (op.expect_mod_revision && mod != *op.expect_mod_revision) {
+        if (mod != *op.expect_mod_revision) {
           return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is at revision ", mod,
                                                    ", not ", *op.expect_mod_revision));
         }

@@ -348,19 +348,12 @@ class SqliteStore final : public Store {
   }
 
   absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) override {
-    return TxnQueued(ops, [] {});
-  }
-
-  // The queue's order is the commit order: `queued` runs once this caller is in it.
-  absl::StatusOr<int64_t> TxnQueued(const std::vector<Op>& ops,
-                                    absl::FunctionRef<void()> queued) override {
     if (absl::Status s = ValidateTxnOps(ops); !s.ok()) return s;
     Pending me{&ops};
     std::vector<Pending*> batch;
     {
       absl::MutexLock lock(&mu_);
       queue_.push_back(&me);
-      queued();
       while (!me.done && writing_) changed_.Wait(&mu_);
       if (me.done) return me.result;
       writing_ = true;  // this caller writes everything queued so far
@@ -524,11 +517,10 @@ class SqliteStore final : public Store {
     return absl::OkStatus();
   }
 
-  // A kCheck: the key exists, at exactly its expect_mod_revision when one is given.
+  // A kCheck: the key exists at exactly its expect_mod_revision (ValidateTxnOps made it > 0).
   static absl::Status CheckFence(const Op& op, const std::optional<KeyValue>& kv) {
-    if (!kv) return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is absent"));
-    if (!op.expect_mod_revision) return absl::OkStatus();
     const int64_t want = *op.expect_mod_revision;
+    if (!kv) return absl::FailedPreconditionError(Cat("check on ", op.key, ": it is absent"));
     if (kv->mod_revision != want) {
       return absl::FailedPreconditionError(
           Cat("check on ", op.key, ": it is at revision ", kv->mod_revision, ", not ", want));

@@ -17,10 +17,9 @@ absl::Status ValidateTxnOps(const std::vector<Op>& ops) {
     }
     if (op.kind != Op::Kind::kCheck) {
       writes = true;
-    } else if (op.expect_mod_revision && *op.expect_mod_revision <= 0) {
-      return absl::InvalidArgumentError(Cat("the check on ", op.key,
-                                            " needs expect_mod_revision > 0 (the revision it must "
-                                            "be at) or none (it must exist)"));
+    } else if (!op.expect_mod_revision || *op.expect_mod_revision <= 0) {
+      return absl::InvalidArgumentError(Cat(
+          "the check on ", op.key, " needs expect_mod_revision > 0 (the revision it must be at)"));
     }
   }
   if (!writes) {

@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -42,9 +41,7 @@ struct KeyValue {
 // change log (Changes never returns it; the SQLite backend leaves it out, so it is written once,
 // not twice). The object itself is stored and read like any other.
 // kCheck writes nothing: it is a condition only (a fence), "the key exists at mod_revision
-// `expect_mod_revision`" (> 0), or with expect_mod_revision unset "the key exists" (at any
-// revision: the audit log's chain, whose previous record may be in a transaction not yet
-// committed, TxnQueued). A leader's writes carry one on its
+// `expect_mod_revision`" (which must be set and > 0). A leader's writes carry one on its
 // election key (server/fenced_store.h), so they apply only while that key is the one its term
 // created. A failed check is FailedPrecondition naming the key (not Aborted: redoing the
 // read-modify-write cannot help; the state that made the check must change first). A
@@ -72,7 +69,7 @@ struct ListResult {
 };
 
 // The checks every backend's Txn makes before it reads anything: InvalidArgument for an empty
-// transaction, an empty key, a key given twice, a kCheck with an expect_mod_revision <= 0, or a
+// transaction, an empty key, a key given twice, a kCheck without expect_mod_revision > 0, or a
 // transaction of checks only.
 absl::Status ValidateTxnOps(const std::vector<Op>& ops);
 
@@ -93,22 +90,9 @@ class Store {
   // Aborted (the key is at another mod_revision: a conflict, HTTP 409), FailedPrecondition (a
   // kCheck that does not hold: the key is absent or at another mod_revision); the message names
   // the key. When several fail, the first failing op in `ops` decides. InvalidArgument for an
-  // empty transaction, one of checks only, a kCheck with an expect_mod_revision <= 0, or a key
+  // empty transaction, one of checks only, a kCheck without expect_mod_revision > 0, or a key
   // given twice.
   virtual absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) = 0;
-  // Txn, for a caller that orders its transactions under a lock of its own (the audit log's
-  // chain) and lets go of it as soon as the order is fixed, so that the next transaction is
-  // prepared while this one is written: `queued` is called once, as soon as this transaction's
-  // place in the commit order is fixed (every transaction of a Txn or TxnQueued call made after
-  // `queued` returned commits or fails after this one), before its outcome is known; it must not
-  // call the store. A transaction refused before it is ordered (InvalidArgument) may return
-  // without calling it. This default orders trivially: `queued` runs after Txn returned.
-  virtual absl::StatusOr<int64_t> TxnQueued(const std::vector<Op>& ops,
-                                            absl::FunctionRef<void()> queued) {
-    absl::StatusOr<int64_t> rev = Txn(ops);
-    queued();
-    return rev;
-  }
   // Changes to keys under `prefix` with revision > `after`, oldest first, in whole revisions:
   // a page ends at `limit` events only where a revision ends, so one revision (a transaction)
   // is never split across pages, and one larger than `limit` comes whole. A reader that got
