@@ -128,8 +128,11 @@ void QuoteList(std::string& out, const std::vector<std::string>& items) {
 
 // The canonical JSON of a record, written directly (keys in byte order, no whitespace); the same
 // text as nlohmann::json's dump of RecordJson, several times faster. Without "hash" when
-// `with_hash` is false: the bytes the hash is over.
-std::string CanonicalRecord(const AuditRecord& r, bool with_hash) {
+// `with_hash` is false: the bytes the hash is over; then `hash_at`, when given, is where the
+// "hash" member goes. With `cuts`, the values of prevHash and seq are left out and cuts[0],
+// cuts[1] are where they go.
+std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_at = nullptr,
+                            size_t* cuts = nullptr) {
   std::string out;
   out.reserve(1024);
   auto field = [&](const char* key, std::string_view value) {
@@ -150,18 +153,29 @@ std::string CanonicalRecord(const AuditRecord& r, bool with_hash) {
   field(",\"auditID\":", r.audit_id);
   field(",\"decision\":", r.decision);
   if (with_hash) field(",\"hash\":", r.hash);
+  if (hash_at) *hash_at = out.size();
   out += ",\"kind\":\"Event\",\"level\":\"Metadata\"";
   field(",\"nodeName\":", r.node_name);
   field(",\"objectRef\":{\"name\":", r.object_name);
   field(",\"namespace\":", r.object_namespace);
   field(",\"resource\":", r.object_resource);
-  field("},\"prevHash\":", r.prev_hash);
+  if (cuts != nullptr) {
+    out += "},\"prevHash\":";
+    cuts[0] = out.size();
+  } else {
+    field("},\"prevHash\":", r.prev_hash);
+  }
   field(",\"reason\":", r.reason);
   field(",\"requestReceivedTimestamp\":", FormatTime(r.request_received_ms));
   field(",\"requestURI\":", r.request_uri);
   field(",\"resource\":", r.resource);
-  out += fmt::format(
-      ",\"responseStatus\":{{\"code\":{}}},\"seq\":{},\"sourceIPs\":", r.response_code, r.seq);
+  out += fmt::format(",\"responseStatus\":{{\"code\":{}}},\"seq\":", r.response_code);
+  if (cuts != nullptr) {
+    cuts[1] = out.size();
+  } else {
+    out += std::to_string(r.seq);
+  }
+  out += ",\"sourceIPs\":";
   QuoteList(out, r.source_ips);
   field(",\"stage\":", r.stage);
   field(",\"stageTimestamp\":", FormatTime(r.stage_ms));
@@ -284,6 +298,47 @@ bool Unbase64(const std::string& in, std::string& out) {
 std::string EncodeRecord(const AuditRecord& r) { return CanonicalRecord(r, true); }
 
 std::string RecordHash(const AuditRecord& r) { return Sha256Hex(CanonicalRecord(r, false)); }
+
+PreparedRecord PrepareRecord(const AuditRecord& r) {
+  size_t hash_at = 0;
+  size_t cuts[2] = {0, 0};
+  std::string text = CanonicalRecord(r, false, &hash_at, cuts);
+  PreparedRecord p;
+  p.before_prev_hash = text.substr(0, cuts[0]);
+  p.before_seq = text.substr(cuts[0], cuts[1] - cuts[0]);
+  p.rest = text.substr(cuts[1]);
+  p.hash_at = hash_at;
+  return p;
+}
+
+std::string ChainRecord(const PreparedRecord& p, int64_t seq, const std::string& prev_hash,
+                        AuditRecord& r) {
+  r.seq = seq;
+  r.prev_hash = prev_hash;
+  const std::string seq_text = std::to_string(seq);
+  std::string out;
+  // prevHash is a hash (hex: nothing to escape) or the genesis hash; +76 for the "hash" member.
+  out.reserve(p.before_prev_hash.size() + prev_hash.size() + 2 + p.before_seq.size() +
+              seq_text.size() + p.rest.size() + 76);
+  out += p.before_prev_hash;
+  out += '"';
+  out += prev_hash;
+  out += '"';
+  out += p.before_seq;
+  out += seq_text;
+  out += p.rest;
+  r.hash = Sha256Hex(out);
+  out.insert(p.hash_at, Cat(",\"hash\":\"", r.hash, "\""));
+  return out;
+}
+
+std::string HashAndEncodeRecord(AuditRecord& r) {
+  size_t hash_at = 0;
+  std::string out = CanonicalRecord(r, false, &hash_at);
+  r.hash = Sha256Hex(out);
+  out.insert(hash_at, Cat(",\"hash\":\"", r.hash, "\""));  // hex: nothing to escape
+  return out;
+}
 
 absl::StatusOr<AuditRecord> DecodeRecord(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -73,6 +73,21 @@ std::string EncodeRecord(const AuditRecord& r);
 absl::StatusOr<AuditRecord> DecodeRecord(const std::string& json);
 // The SHA-256 hex over r's canonical JSON without "hash" (r.hash is ignored).
 std::string RecordHash(const AuditRecord& r);
+// Sets r.hash = RecordHash(r) and returns EncodeRecord(r), encoding the record once.
+std::string HashAndEncodeRecord(AuditRecord& r);
+// A record's canonical JSON made before its place in the chain is known (seq, prevHash and hash
+// left out), so that whoever chains records in order spends no time encoding them.
+struct PreparedRecord {
+  std::string before_prev_hash;  // up to prevHash's value
+  std::string before_seq;        // after it, up to seq's value
+  std::string rest;              // after seq's value
+  size_t hash_at = 0;            // where in before_prev_hash the "hash" member goes
+};
+PreparedRecord PrepareRecord(const AuditRecord& r);
+// From p = PrepareRecord(r) (r's other fields unchanged since): sets r.seq, r.prev_hash (a hash
+// in hex, as every prevHash is) and r.hash = RecordHash(r), and returns EncodeRecord(r).
+std::string ChainRecord(const PreparedRecord& p, int64_t seq, const std::string& prev_hash,
+                        AuditRecord& r);
 
 // An ECDSA P-256 key: a private one signs digests, a public one (or a certificate's) verifies.
 class AuditKey {

@@ -31,7 +31,32 @@ std::vector<std::string> Values(const std::vector<store::KeyValue>& kvs) {
 }  // namespace
 
 AuditLog::AuditLog(store::Store& store, const Clock& clock, AuditKey key, AuditLogOptions options)
-    : store_(store), clock_(clock), key_(std::move(key)), options_(std::move(options)) {}
+    : store_(store),
+      clock_(clock),
+      key_(std::move(key)),
+      options_(std::move(options)),
+      tails_(store.HasTxnTails()) {}
+
+// A transaction's records as the store's tail: the buffered ones and the request's own (none for
+// a flush), chained after the newest record made when the store applies the transaction.
+class AuditLog::Tail final : public store::TxnTail {
+ public:
+  // `own` is the request's record (nullptr for a flush), prepared here, by the caller.
+  Tail(AuditLog& log, AuditRecord* own)
+      : own_(own), own_prepared_(own ? PrepareRecord(*own) : PreparedRecord{}), log_(log) {}
+  absl::StatusOr<std::vector<Op>> Make(int64_t) override { return log_.MakeTail(*this); }
+  void Settled(const absl::Status& status) override { log_.SettleTail(*this, status); }
+
+  AuditRecord* own_;  // the request's record, or nullptr
+  const PreparedRecord own_prepared_;
+  std::vector<Buffered> buffered;  // taken from the buffer by Make
+  Head before;                     // the chain's tentative head before Make
+  Head after;                      // and after it
+  bool forked = false;             // another writer held the next seq
+
+ private:
+  AuditLog& log_;
+};
 
 std::string AuditLog::RecordKey(int64_t seq) const {
   return fmt::format("{}records/{:020d}", options_.prefix, seq);
@@ -44,7 +69,7 @@ std::string AuditLog::DigestKey(int64_t seq) const {
 // the oldest digest) to the head: the head is first + Count - 1.
 absl::Status AuditLog::Open() {
   std::lock_guard<std::mutex> lock(commit_mu_);
-  head_ = Head{};
+  Head head;
   absl::StatusOr<store::ListResult> digests = store_.List(options_.prefix + "digests/");
   if (!digests.ok()) return digests.status();
   std::vector<int64_t> digest_seqs;
@@ -59,57 +84,134 @@ absl::Status AuditLog::Open() {
   if (*count > 0) {
     int64_t first = digest_seqs.empty() ? 1 : digest_seqs.front() + 1;
     if (absl::StatusOr<store::KeyValue> one = store_.Get(RecordKey(1)); one.ok()) first = 1;
-    head_.seq = first + *count - 1;
-    absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(head_.seq));
-    absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_.seq + 1));
+    head.seq = first + *count - 1;
+    absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(head.seq));
+    absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head.seq + 1));
     absl::StatusOr<AuditRecord> r =
         last.ok() ? DecodeRecord(last->value) : absl::NotFoundError("missing");
     if (!r.ok() || RecordHash(*r) != r->hash || !absl::IsNotFound(next.status())) {
       return absl::DataLossError(Cat("audit log: the records are not a contiguous chain from seq ",
                                      first, " (", *count, " records): run a verification"));
     }
-    head_.hash = r->hash;
+    head.hash = r->hash;
   }
-  if (signed_seq_ > head_.seq) {
+  if (signed_seq_ > head.seq) {
     return absl::DataLossError(Cat("audit log: truncated: a digest covers seq ", signed_seq_,
-                                   ", the last record is ", head_.seq));
+                                   ", the last record is ", head.seq));
   }
   last_sign_ms_ = clock_.NowMillis();
+  std::lock_guard<std::mutex> chain_lock(chain_mu_);
+  head_ = tentative_ = head;
   broken_ = absl::OkStatus();
   return absl::OkStatus();
+}
+
+absl::Status AuditLog::ChainBroken() const {
+  std::lock_guard<std::mutex> lock(chain_mu_);
+  return broken_;
+}
+
+AuditLog::Head AuditLog::ChainHead() const {
+  std::lock_guard<std::mutex> lock(chain_mu_);
+  return head_;
+}
+
+void AuditLog::NoteCommitted(std::vector<AuditRecord> records) {
+  std::lock_guard<std::mutex> lock(committed_mu_);
+  if (!observed_) return;
+  committed_.insert(committed_.end(), std::make_move_iterator(records.begin()),
+                    std::make_move_iterator(records.end()));
+}
+
+// Chains the buffered records and the tail's own after the newest record made (committed or in
+// the store's batch being written): called by the store, in its commit order.
+absl::StatusOr<std::vector<Op>> AuditLog::MakeTail(Tail& tail) {
+  std::lock_guard<std::mutex> lock(chain_mu_);
+  tail.before = tail.after = tentative_;
+  if (!broken_.ok()) return broken_;
+  tail.buffered = TakeBuffer(/*for_tail=*/true);
+  Head h = tentative_;
+  std::vector<Op> ops;
+  ops.reserve(tail.buffered.size() + 1);
+  // Only the chaining is done here, in the store's commit order: records come encoded.
+  auto chain = [&](AuditRecord& r, const PreparedRecord& prepared) {
+    std::string text = ChainRecord(prepared, ++h.seq, h.hash, r);
+    h.hash = r.hash;
+    // Created (no key may exist: another writer's record is found) and kept out of the change
+    // log (nobody watches the records: written once, not twice).
+    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), std::move(text), 0, /*unlogged=*/true});
+  };
+  for (Buffered& b : tail.buffered) chain(b.record, b.prepared);
+  if (tail.own_ != nullptr) chain(*tail.own_, tail.own_prepared_);
+  tail.after = tentative_ = h;
+  return ops;
+}
+
+// Durable: the head moves and the observer will see them. Not written: the chain goes back to
+// where it was before the tail (the store settles failed batches newest first) and the buffered
+// records go back to the buffer; a record key that existed means another writer.
+void AuditLog::SettleTail(Tail& tail, const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(chain_mu_);
+  if (status.ok()) {
+    head_ = tail.after;
+    TailRecordsCommitted(tail.buffered.size());
+    std::vector<AuditRecord> records = RecordsOf(std::move(tail.buffered));
+    if (tail.own_ != nullptr) records.push_back(*tail.own_);
+    NoteCommitted(std::move(records));
+    return;
+  }
+  tentative_ = tail.before;
+  PutBackBuffer(std::move(tail.buffered), /*from_tail=*/true);
+  if (broken_.ok() && (absl::IsAlreadyExists(status) || absl::IsFailedPrecondition(status))) {
+    broken_ = absl::FailedPreconditionError(
+        "audit log: another writer appended to the chain; reopen the log");
+  }
+  tail.forked = !broken_.ok();
+}
+
+absl::StatusOr<int64_t> AuditLog::CommitWithTail(AuditRecord* record, const std::vector<Op>& ops) {
+  Tail tail(*this, record);
+  absl::StatusOr<int64_t> rev = store_.TxnWithTail(ops, tail);
+  NotifyObserver();
+  if (!rev.ok() && tail.forked) return ChainBroken();
+  return rev;
 }
 
 // Chains `records` after the head and writes them (each key created: none may exist) with `ops`
 // in one transaction.
 absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
                                                std::vector<Op> ops) {
-  if (!broken_.ok()) return broken_;
+  Head head;
+  {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    if (!broken_.ok()) return broken_;
+    head = head_;
+  }
   if (records.empty() && ops.empty()) return store_.Revision();
-  int64_t seq = head_.seq;
-  std::string hash = head_.hash;
+  int64_t seq = head.seq;
+  std::string hash = head.hash;
   ops.reserve(ops.size() + records.size());
   for (AuditRecord& r : records) {
     r.seq = ++seq;
     r.prev_hash = hash;
-    r.hash = RecordHash(r);
+    std::string text = HashAndEncodeRecord(r);
     hash = r.hash;
     // Nobody watches the records: kept out of the change log (written once, not twice).
-    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), EncodeRecord(r), 0, /*unlogged=*/true});
+    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), std::move(text), 0, /*unlogged=*/true});
   }
   absl::StatusOr<int64_t> rev = store_.Txn(ops);
   if (rev.ok()) {
-    head_ = Head{seq, hash};
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    head_ = tentative_ = Head{seq, hash};
   } else if (records.empty()) {
     return rev.status();
-  } else if (std::optional<int64_t> applied = ResyncHeadLocked(seq, ops.back().value)) {
+  } else if (std::optional<int64_t> applied = ResyncHeadLocked(head.seq, seq, ops.back().value)) {
     rev = *applied;
   } else {
+    std::lock_guard<std::mutex> lock(chain_mu_);
     return broken_.ok() ? rev.status() : broken_;
   }
-  if (observed_) {
-    committed_.insert(committed_.end(), std::make_move_iterator(records.begin()),
-                      std::make_move_iterator(records.end()));
-  }
+  NoteCommitted(std::move(records));
   return rev;
 }
 
@@ -117,14 +219,16 @@ absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
 // learns from the store whether it was applied after all (an error after the commit; then
 // returns its revision) and whether another writer took the next seq (then this log stops
 // writing: broken_).
-std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t seq, const std::string& last_text) {
-  absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_.seq + 1));
+std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t head_seq, int64_t seq,
+                                                  const std::string& last_text) {
+  absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_seq + 1));
   if (!next.ok()) return std::nullopt;  // not applied (or unreadable: the next create tells)
   absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(seq));
+  std::lock_guard<std::mutex> lock(chain_mu_);
   if (last.ok() && last->value == last_text) {
     absl::StatusOr<AuditRecord> r = DecodeRecord(last_text);
     if (r.ok()) {
-      head_ = Head{seq, r->hash};  // ours, applied
+      head_ = tentative_ = Head{seq, r->hash};  // ours, applied
       return last->mod_revision;
     }
   }
@@ -133,18 +237,36 @@ std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t seq, const std::string
   return std::nullopt;
 }
 
-std::vector<AuditRecord> AuditLog::TakeBuffer() {
-  std::lock_guard<std::mutex> lock(buffer_mu_);
-  std::vector<AuditRecord> out(std::make_move_iterator(buffer_.begin()),
-                               std::make_move_iterator(buffer_.end()));
-  buffer_.clear();
+std::vector<AuditRecord> AuditLog::RecordsOf(std::vector<Buffered> buffered) {
+  std::vector<AuditRecord> out;
+  out.reserve(buffered.size());
+  for (Buffered& b : buffered) out.push_back(std::move(b.record));
   return out;
 }
 
-void AuditLog::PutBackBuffer(std::vector<AuditRecord> records) {
+std::vector<AuditLog::Buffered> AuditLog::TakeBuffer(bool for_tail) {
   std::lock_guard<std::mutex> lock(buffer_mu_);
+  std::vector<Buffered> out(std::make_move_iterator(buffer_.begin()),
+                            std::make_move_iterator(buffer_.end()));
+  buffer_.clear();
+  if (for_tail) in_tails_ += out.size();
+  return out;
+}
+
+// Records taken back come first again, and the buffer is as old as the oldest of them.
+void AuditLog::PutBackBuffer(std::vector<Buffered> records, bool from_tail) {
+  if (records.empty()) return;
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  if (from_tail) in_tails_ -= records.size();
+  const int64_t oldest = records.front().record.stage_ms;
+  oldest_buffered_ms_ = buffer_.empty() ? oldest : std::min(oldest_buffered_ms_, oldest);
   buffer_.insert(buffer_.begin(), std::make_move_iterator(records.begin()),
                  std::make_move_iterator(records.end()));
+}
+
+void AuditLog::TailRecordsCommitted(size_t n) {
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  in_tails_ -= n;
 }
 
 absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op> ops) {
@@ -154,6 +276,7 @@ absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op>
     }
   }
   if (record.stage_ms == 0) record.stage_ms = clock_.NowMillis();
+  if (tails_) return CommitWithTail(&record, ops);
   // Group commit: the first caller to find no commit in flight leads, and commits its own
   // mutation with every one that queued meanwhile; the others wait for their result.
   Pending mine{std::move(record), std::move(ops)};
@@ -187,7 +310,9 @@ absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op>
 // mutations' keys allow (two that touch one key go in different ones); a transaction that fails
 // is redone one mutation at a time, so that each gets its own answer.
 void AuditLog::CommitBatchLocked(const std::vector<Pending*>& batch) {
-  std::vector<AuditRecord> buffered = TakeBuffer();
+  std::vector<Buffered> taken = TakeBuffer();
+  std::vector<AuditRecord> buffered;
+  for (const Buffered& b : taken) buffered.push_back(b.record);
   size_t from = 0;
   while (from < batch.size()) {
     std::set<std::string> keys;
@@ -221,33 +346,45 @@ void AuditLog::CommitBatchLocked(const std::vector<Pending*>& batch) {
     from = to;
   }
   // The buffered records are committed even when every mutation failed; else kept for later.
-  if (!buffered.empty() && !CommitLocked(buffered, {}).ok()) PutBackBuffer(std::move(buffered));
+  if (!buffered.empty() && !CommitLocked(buffered, {}).ok()) PutBackBuffer(std::move(taken));
 }
 
 absl::Status AuditLog::Record(AuditRecord record) {
   int64_t now = clock_.NowMillis();
   if (record.stage_ms == 0) record.stage_ms = now;
+  // With tails, encoded here rather than by the store's writer (see MakeTail).
+  PreparedRecord prepared = tails_ ? PrepareRecord(record) : PreparedRecord{};
   bool full = false;
   {
     std::lock_guard<std::mutex> lock(buffer_mu_);
-    if (buffer_.size() >= static_cast<size_t>(options_.max_buffered)) {
+    if (buffer_.size() + in_tails_ >= static_cast<size_t>(options_.max_buffered)) {
       ++dropped_;
       return absl::UnavailableError("audit log: the buffer is full (the store is failing)");
     }
     if (buffer_.empty()) oldest_buffered_ms_ = now;
-    buffer_.push_back(std::move(record));
+    buffer_.push_back(Buffered{std::move(record), std::move(prepared)});
     full = buffer_.size() >= static_cast<size_t>(options_.max_batch);
   }
   return full ? Flush() : absl::OkStatus();
 }
 
 absl::Status AuditLog::Flush() {
+  if (tails_) {
+    {
+      // Records a tail took are durable only once it settles (or are given back): then a flush
+      // commits after that batch, even when it finds the buffer empty.
+      std::lock_guard<std::mutex> lock(buffer_mu_);
+      if (buffer_.empty() && in_tails_ == 0) return absl::OkStatus();
+    }
+    static const std::vector<Op> kNoOps;
+    return CommitWithTail(nullptr, kNoOps).status();
+  }
   absl::Status status;
   {
     std::lock_guard<std::mutex> lock(commit_mu_);
-    std::vector<AuditRecord> records = TakeBuffer();
+    std::vector<Buffered> records = TakeBuffer();
     if (records.empty()) return absl::OkStatus();
-    absl::StatusOr<int64_t> rev = CommitLocked(records, {});
+    absl::StatusOr<int64_t> rev = CommitLocked(RecordsOf(records), {});
     if (!rev.ok()) PutBackBuffer(std::move(records));
     status = rev.status();
   }
@@ -257,7 +394,7 @@ absl::Status AuditLog::Flush() {
 
 void AuditLog::SetObserver(std::function<void(const AuditRecord&)> observer) {
   std::lock_guard<std::mutex> observer_lock(observer_mu_);
-  std::lock_guard<std::mutex> lock(commit_mu_);
+  std::lock_guard<std::mutex> lock(committed_mu_);
   observer_ = std::move(observer);
   observed_ = static_cast<bool>(observer_);
   committed_.clear();
@@ -269,7 +406,7 @@ void AuditLog::NotifyObserver() {
   std::lock_guard<std::mutex> observer_lock(observer_mu_);
   std::vector<AuditRecord> records;
   {
-    std::lock_guard<std::mutex> lock(commit_mu_);
+    std::lock_guard<std::mutex> lock(committed_mu_);
     records.swap(committed_);
   }
   if (!observer_) return;
@@ -279,11 +416,16 @@ void AuditLog::NotifyObserver() {
 absl::StatusOr<std::optional<AuditDigest>> AuditLog::SignDigest() {
   if (absl::Status s = Flush(); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(commit_mu_);
-  if (!broken_.ok()) return broken_;
+  Head head;
+  {
+    std::lock_guard<std::mutex> chain_lock(chain_mu_);
+    if (!broken_.ok()) return broken_;
+    head = head_;
+  }
   int64_t now = clock_.NowMillis();
   last_sign_ms_ = now;
-  if (head_.seq == 0 || head_.seq <= signed_seq_) return std::optional<AuditDigest>();
-  absl::StatusOr<AuditDigest> d = server::SignDigest(head_.seq, head_.hash, now, key_);
+  if (head.seq == 0 || head.seq <= signed_seq_) return std::optional<AuditDigest>();
+  absl::StatusOr<AuditDigest> d = server::SignDigest(head.seq, head.hash, now, key_);
   if (!d.ok()) return d.status();
   std::string text = EncodeDigest(*d);
   absl::StatusOr<int64_t> rev = store_.Txn({Op{Op::Kind::kPut, DigestKey(d->seq), text, 0}});
@@ -312,10 +454,7 @@ absl::Status AuditLog::Tick(int64_t now_ms) {
 
 absl::Status AuditLog::Close() { return SignDigest().status(); }
 
-int64_t AuditLog::head_seq() const {
-  std::lock_guard<std::mutex> lock(commit_mu_);
-  return head_.seq;
-}
+int64_t AuditLog::head_seq() const { return ChainHead().seq; }
 
 size_t AuditLog::QueuedForTest() {
   std::lock_guard<std::mutex> lock(queue_mu_);
@@ -449,7 +588,7 @@ size_t AuditLog::RetainCount(const std::vector<store::KeyValue>& records,
 absl::StatusOr<int64_t> AuditLog::Retain(const RetentionPolicy& policy) {
   if (absl::StatusOr<std::optional<AuditDigest>> d = SignDigest(); !d.ok()) return d.status();
   std::lock_guard<std::mutex> lock(commit_mu_);
-  if (!broken_.ok()) return broken_;
+  if (absl::Status broken = ChainBroken(); !broken.ok()) return broken;
   LogSnapshot log;
   if (absl::Status s = ReadLogLocked(log); !s.ok()) return s;
   VerifyReport report = VerifyChain(Values(log.records), Values(log.digests), key_);

@@ -5,11 +5,16 @@
 // digests/<20-digit seq> (canonical digest JSON). The records are contiguous: from seq 1, or
 // after retention from the seq after the oldest digest (its anchor), to the head.
 // 1. A mutation and its record are ONE store transaction (CommitWith): no acknowledged change
-//    without its record, and a mutation that fails writes neither. Concurrent CommitWith calls
-//    are group-committed (the chain has one head, so they cannot be separate concurrent
-//    transactions): mutations of distinct keys that wait together go into one transaction and
-//    so share its revision (as the ops of one Txn do); if it fails, each is redone alone, so one
-//    mutation's failed precondition never fails another's. max_commit_batch = 1 turns this off.
+//    without its record, and a mutation that fails writes neither. On a store with transaction
+//    tails (store::Store::HasTxnTails: SQLite) the record is the transaction's tail: numbered,
+//    chained and encoded by the store as it applies the transaction, in its commit order, so
+//    every CommitWith is a transaction of its own (its own revision) in the store's group commit
+//    beside every other writer's, and the log adds no lock or hand-off of its own. On other
+//    stores (etcd) the chain's one head serialises them: concurrent CommitWith calls are
+//    group-committed by the log, mutations of distinct keys that wait together go into one
+//    transaction and so share its revision (as the ops of one Txn do); if it fails, each is
+//    redone alone, so one mutation's failed precondition never fails another's.
+//    max_commit_batch = 1 turns this off.
 // 2. Requests that write nothing (reads, denials, failures) are buffered (Record) and
 //    group-committed: when max_batch are waiting, when the oldest has waited flush_delay_ms
 //    (Tick), and before any CommitWith, in the order they were recorded.
@@ -21,7 +26,8 @@
 //    never a gap or a fork.
 // 5. An observer (SetObserver) sees each record once it is committed, in seq order.
 // The destructor does not flush (like a crash): call Close() on shutdown.
-// Thread-safe. Writes of the chain are serialised (one store transaction at a time).
+// Thread-safe. Writes of the chain are serialised: by the store's commit order (tails), else by
+// the log (one store transaction at a time).
 #ifndef GPUCLOUD_SERVER_AUDIT_LOG_H_
 #define GPUCLOUD_SERVER_AUDIT_LOG_H_
 
@@ -85,11 +91,12 @@ class AuditLog {
   // a digest covers a seq beyond it (the log was cut or altered).
   absl::Status Open();
   // Commits the buffered records, then `record` (seq, prevHash and hash assigned here; a zero
-  // stage_ms becomes now) together with `ops` in one store transaction (with other callers'
-  // mutations, see above), and returns its revision: the revision of every key `ops` puts. The
-  // store's errors for `ops` (AlreadyExists, NotFound, Aborted, ...) come back as they are, and
-  // then neither the ops nor `record` are written (the buffered records are, in a transaction of
-  // their own). InvalidArgument for an op on a key under the prefix.
+  // stage_ms becomes now) together with `ops` in one store transaction (see above), and returns
+  // its revision: the revision of every key `ops` puts. The store's errors for `ops`
+  // (AlreadyExists, NotFound, Aborted, ...) come back as they are, and then neither the ops nor
+  // `record` are written (the buffered records wait for the next commit or flush; without
+  // tails they are written in a transaction of their own). InvalidArgument for an op on a key
+  // under the prefix; FailedPrecondition once another writer was seen on the chain.
   absl::StatusOr<int64_t> CommitWith(AuditRecord record, std::vector<store::Op> ops);
   // Buffers `record` for the next group commit (see above); flushes when max_batch are waiting
   // and returns that flush's error. Unavailable (the record dropped) when max_buffered are
@@ -152,18 +159,32 @@ class AuditLog {
     int64_t seq = 0;
     std::string hash = kGenesisHash;
   };
+  class Tail;  // a transaction's record as its store::TxnTail (audit_log.cc)
   struct Pending {
     AuditRecord record;
     std::vector<store::Op> ops;
     absl::StatusOr<int64_t> result = absl::UnknownError("not committed");
     bool done = false;  // guarded by queue_mu_
   };
+  absl::StatusOr<int64_t> CommitWithTail(AuditRecord* record, const std::vector<store::Op>& ops);
+  absl::StatusOr<std::vector<store::Op>> MakeTail(Tail& tail);
+  void SettleTail(Tail& tail, const absl::Status& status);
+  Head ChainHead() const;
+  absl::Status ChainBroken() const;
+  void NoteCommitted(std::vector<AuditRecord> records);
   void CommitBatchLocked(const std::vector<Pending*>& batch);
   absl::StatusOr<int64_t> CommitLocked(std::vector<AuditRecord> records,
                                        std::vector<store::Op> ops);
-  std::optional<int64_t> ResyncHeadLocked(int64_t seq, const std::string& last_text);
-  std::vector<AuditRecord> TakeBuffer();
-  void PutBackBuffer(std::vector<AuditRecord> records);
+  std::optional<int64_t> ResyncHeadLocked(int64_t head_seq, int64_t seq,
+                                          const std::string& last_text);
+  struct Buffered {
+    AuditRecord record;
+    PreparedRecord prepared;  // with tails: PrepareRecord(record), by Record's caller
+  };
+  static std::vector<AuditRecord> RecordsOf(std::vector<Buffered> buffered);
+  std::vector<Buffered> TakeBuffer(bool for_tail = false);
+  void PutBackBuffer(std::vector<Buffered> records, bool from_tail = false);
+  void TailRecordsCommitted(size_t n);
   struct LogSnapshot {
     std::vector<store::KeyValue> records;  // by seq
     std::vector<store::KeyValue> digests;  // by seq
@@ -182,17 +203,28 @@ class AuditLog {
   const Clock& clock_;
   const AuditKey key_;
   const AuditLogOptions options_;
+  const bool tails_;  // store_.HasTxnTails(): records are transaction tails
 
-  // Taken while the chain is written (a store transaction in flight); before buffer_mu_.
+  // Lock order: observer_mu_, commit_mu_, queue_mu_, chain_mu_, buffer_mu_, committed_mu_.
+  // Only commit_mu_ (and observer_mu_, queue_mu_) may be held across a store call: a tail is
+  // made and settled inside another thread's store call, taking chain_mu_ and those after it.
+
+  // Taken by the log's own writes of the chain: without tails, every one (a store transaction
+  // in flight); with tails, digests and retention only.
   mutable std::mutex commit_mu_;
-  Head head_;                           // guarded by commit_mu_
-  int64_t signed_seq_ = 0;              // guarded by commit_mu_: the newest digest's seq
-  int64_t last_sign_ms_ = 0;            // guarded by commit_mu_
-  absl::Status broken_;                 // guarded by commit_mu_: set when another writer was seen
-  bool observed_ = false;               // guarded by commit_mu_: an observer is set
-  std::vector<AuditRecord> committed_;  // guarded by commit_mu_: not yet shown to the observer
+  int64_t signed_seq_ = 0;    // guarded by commit_mu_: the newest digest's seq
+  int64_t last_sign_ms_ = 0;  // guarded by commit_mu_
 
-  // Held while the observer is called (one call at a time, in seq order); before commit_mu_.
+  mutable std::mutex chain_mu_;
+  Head head_;            // guarded by chain_mu_: the newest durable record
+  Head tentative_;       // guarded by chain_mu_: tails only: the newest record made, not settled
+  absl::Status broken_;  // guarded by chain_mu_: set when another writer was seen
+
+  std::mutex committed_mu_;
+  bool observed_ = false;               // guarded by committed_mu_: an observer is set
+  std::vector<AuditRecord> committed_;  // guarded by committed_mu_: not yet shown, seq order
+
+  // Held while the observer is called (one call at a time, in seq order).
   std::mutex observer_mu_;
   std::function<void(const AuditRecord&)> observer_;  // guarded by observer_mu_
 
@@ -203,8 +235,9 @@ class AuditLog {
   bool leading_ = false;        // guarded by queue_mu_
 
   mutable std::mutex buffer_mu_;
-  std::deque<AuditRecord> buffer_;  // guarded by buffer_mu_
+  std::deque<Buffered> buffer_;     // guarded by buffer_mu_
   int64_t oldest_buffered_ms_ = 0;  // guarded by buffer_mu_
+  size_t in_tails_ = 0;             // guarded by buffer_mu_: taken by tails not settled yet
   int64_t dropped_ = 0;             // guarded by buffer_mu_
 };
 

@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <numeric>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -150,6 +154,26 @@ TEST(AuditChainTest, RecordEncodingIsCanonicalAndStrict) {
   other = r;
   other.hash = "x";
   EXPECT_EQ(RecordHash(other), r.hash);
+  // HashAndEncodeRecord is RecordHash then EncodeRecord, in one encoding.
+  for (AuditRecord one : {r, odd, other}) {
+    AuditRecord two = one;
+    two.hash = RecordHash(two);
+    EXPECT_EQ(HashAndEncodeRecord(one), EncodeRecord(two));
+    EXPECT_EQ(one.hash, two.hash);
+  }
+  // A prepared record chained later is the same text and hash as one encoded then.
+  for (AuditRecord one : {r, odd, other}) {
+    PreparedRecord prepared = PrepareRecord(one);
+    for (int64_t seq : {int64_t{1}, int64_t{1234567890123}}) {
+      AuditRecord two = one;
+      two.seq = seq;
+      two.prev_hash = RecordHash(r);
+      two.hash = RecordHash(two);
+      EXPECT_EQ(ChainRecord(prepared, seq, two.prev_hash, one), EncodeRecord(two));
+      EXPECT_EQ(one, two);
+      EXPECT_TRUE(DecodeRecord(EncodeRecord(two)).ok());
+    }
+  }
 }
 
 TEST(AuditChainTest, KeysSignAndVerifyFromPem) {
@@ -345,12 +369,13 @@ TEST_F(AuditTest, AFailedMutationWritesNeitherItNorItsRecord) {
       log_->CommitWith(Req("alice", "jobs:Create", "team-a"),
                        {Create("/jobs/team-a/y", "new"), Create("/jobs/team-a/x", "second")});
   EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
-  // Not the mutation: x kept, y not made. Not its record: only the two buffered reads.
+  // Not the mutation: x kept, y not made. Not its record: the store's revision did not move
+  // (SQLite makes records transaction tails: the two buffered reads wait for the next commit).
   EXPECT_EQ(store_->Get("/jobs/team-a/x")->value, "first");
   EXPECT_TRUE(absl::IsNotFound(store_->Get("/jobs/team-a/y").status()));
-  EXPECT_EQ(log_->head_seq(), 3);
-  EXPECT_EQ(store_->Revision(), rev + 1);
-  absl::StatusOr<std::vector<AuditRecord>> all = log_->Query({});
+  EXPECT_EQ(log_->head_seq(), 1);
+  EXPECT_EQ(store_->Revision(), rev);
+  absl::StatusOr<std::vector<AuditRecord>> all = log_->Query({});  // flushes the two
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ((*all)[2].action, "jobs:List");
@@ -431,6 +456,73 @@ TEST_F(AuditTest, ConcurrentWritersKeepOneChain) {
   }
 }
 
+// On SQLite a record is its transaction's tail: concurrent mutations (some refused), buffered
+// reads and unaudited writers (the controller) commit in the store's own group commit, each
+// mutation in a revision of its own that its record shares; the chain has no gap or fork and
+// the observer sees every record once, in seq order.
+TEST_F(AuditTest, OnSqliteRecordsAreTailsOfTheStoresOwnGroupCommit) {
+  std::mutex seen_mu;
+  std::vector<int64_t> seen;
+  log_->SetObserver([&](const AuditRecord& r) {
+    std::lock_guard<std::mutex> lock(seen_mu);
+    seen.push_back(r.seq);
+  });
+  ASSERT_TRUE(store_->Txn({Create("/jobs/team-a/taken")}).ok());
+  constexpr int kThreads = 8, kEach = 40;
+  std::atomic<int> committed{0}, recorded{0}, failures{0};
+  std::mutex revs_mu;
+  std::set<int64_t> revs;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        std::string key = fmt::format("/jobs/team-a/t{}-{}", t, i);
+        if (i % 4 == 0) {
+          absl::StatusOr<int64_t> r =
+              log_->CommitWith(Req("alice", "jobs:Create", "team-a"), {Create(key)});
+          if (!r.ok()) ++failures;
+          std::lock_guard<std::mutex> lock(revs_mu);
+          if (r.ok() && !revs.insert(*r).second) ++failures;  // a revision of its own
+          ++committed;
+        } else if (i % 4 == 1) {
+          absl::StatusOr<int64_t> r =
+              log_->CommitWith(Req("eve", "jobs:Create", "team-a"), {Create("/jobs/team-a/taken")});
+          if (!absl::IsAlreadyExists(r.status())) ++failures;
+        } else if (i % 4 == 2) {
+          if (!log_->Record(Req("bob", "jobs:Get", "team-a")).ok()) ++failures;
+          ++recorded;
+        } else if (!store_->Txn({Create(key)}).ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures, 0);
+  ASSERT_TRUE(log_->Close().ok());
+  VerifyReport r = VerifyStore();
+  EXPECT_TRUE(r.ok) << r.what;
+  EXPECT_EQ(r.records, committed + recorded);
+  EXPECT_EQ(log_->head_seq(), committed + recorded);
+  std::vector<int64_t> want(committed + recorded);
+  std::iota(want.begin(), want.end(), 1);
+  EXPECT_EQ(seen, want);
+  // A mutation's record is written at the mutation's revision; the refused ones have none.
+  int alices = 0;
+  absl::StatusOr<store::ListResult> records = store_->List("/audit/records/");
+  ASSERT_TRUE(records.ok()) << records.status();
+  for (const store::KeyValue& kv : records->items) {
+    absl::StatusOr<AuditRecord> a = DecodeRecord(kv.value);
+    ASSERT_TRUE(a.ok());
+    EXPECT_NE(a->username, "eve");
+    if (a->username == "alice") {
+      ++alices;
+      EXPECT_EQ(revs.count(kv.mod_revision), 1u) << kv.key;
+    }
+  }
+  EXPECT_EQ(alices, committed);
+}
+
 // A store whose next Txn waits until released, to hold a commit in flight.
 class HeldStore : public store::Store {
  public:
@@ -455,13 +547,82 @@ class HeldStore : public store::Store {
   bool WaitForChange(int64_t after, absl::Duration t) override {
     return s_.WaitForChange(after, t);
   }
+  // With `tails` (over a store that has them): the next tail held in Make, after the tail
+  // took its records (its batch in flight), and `on_later` told of each transaction after it.
+  bool HasTxnTails() const override { return tails; }
+  absl::StatusOr<int64_t> TxnWithTail(const std::vector<Op>& ops, store::TxnTail& tail) override {
+    if (!hold_.exchange(false)) {
+      if (on_later) on_later();
+      return s_.TxnWithTail(ops, tail);
+    }
+    struct Holding final : store::TxnTail {
+      Holding(store::TxnTail& t, HeldStore& h) : inner(t), held(h) {}
+      absl::StatusOr<std::vector<Op>> Make(int64_t rev) override {
+        absl::StatusOr<std::vector<Op>> ops = inner.Make(rev);
+        held.entered_.set_value();
+        held.released_.wait();
+        return ops;
+      }
+      void Settled(const absl::Status& s) override { inner.Settled(s); }
+      store::TxnTail& inner;
+      HeldStore& held;
+    } holding(tail, *this);
+    return s_.TxnWithTail(ops, holding);
+  }
 
   store::Store& s_;
+  bool tails = false;
+  std::function<void()> on_later;
   std::atomic<bool> hold_{false};
   std::promise<void> entered_;
   std::promise<void> release_;
   std::shared_future<void> released_ = release_.get_future().share();
 };
+
+// A flush must not answer before the records a tail in flight took are durable: it waits for
+// that batch (it reaches the store) rather than finding the buffer empty and returning.
+TEST_F(AuditTest, AFlushWaitsForTheRecordsATailInFlightTook) {
+  HeldStore held(*store_);
+  held.tails = true;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reached_store = false, flushed = false;
+  held.on_later = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    reached_store = true;
+    cv.notify_all();
+  };
+  AuditLog log(held, clock_, key_);
+  ASSERT_TRUE(log.Open().ok());
+  ASSERT_TRUE(log.Record(Req("bob", "jobs:Get", "a")).ok());
+  held.hold_ = true;
+  absl::StatusOr<int64_t> commit;
+  std::thread a(
+      [&] { commit = log.CommitWith(Req("alice", "jobs:Create", "a"), {Create("/j/1")}); });
+  held.entered_.get_future().wait();  // a's tail took bob's record; its batch is in flight
+  absl::Status flush;
+  bool durable_at_flush = false;
+  std::thread b([&] {
+    flush = log.Flush();
+    durable_at_flush = store_->Get(RecordKey(1)).ok();
+    std::lock_guard<std::mutex> lock(mu);
+    flushed = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return reached_store || flushed; });
+    EXPECT_TRUE(reached_store && !flushed) << "the flush answered while bob's record was in flight";
+  }
+  held.release_.set_value();
+  a.join();
+  b.join();
+  ASSERT_TRUE(commit.ok()) << commit.status();
+  EXPECT_TRUE(flush.ok()) << flush;
+  EXPECT_TRUE(durable_at_flush);
+  EXPECT_EQ(log.head_seq(), 2);
+  EXPECT_TRUE(log.Verify()->ok);
+}
 
 TEST_F(AuditTest, MutationsWaitingTogetherShareATransactionButNotAFailure) {
   ASSERT_TRUE(store_->Txn({Create("/jobs/a/taken")}).ok());

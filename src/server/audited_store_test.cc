@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_format.h"
@@ -313,6 +315,16 @@ TEST(AuditRecordForTest, ParsesVerbAndObjectFromThePath) {
   EXPECT_EQ(id.size(), 36u);
   EXPECT_EQ(id[14], '4');
   EXPECT_NE(id, NewAuditId());
+  // A version 4 UUID, lower-case hex; unique across the pool refills (256 ids a refill).
+  std::set<std::string> ids;
+  for (int i = 0; i < 1000; ++i) {
+    std::string next = NewAuditId();
+    ASSERT_TRUE(std::regex_match(
+        next, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
+        << next;
+    ids.insert(next);
+  }
+  EXPECT_EQ(ids.size(), 1000u);
 }
 
 }  // namespace

@@ -350,27 +350,17 @@ class SqliteStore final : public Store {
   absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) override {
     if (absl::Status s = ValidateTxnOps(ops); !s.ok()) return s;
     Pending me{&ops};
-    std::vector<Pending*> batch;
-    {
-      absl::MutexLock lock(&mu_);
-      queue_.push_back(&me);
-      while (!me.done && writing_) changed_.Wait(&mu_);
-      if (me.done) return me.result;
-      writing_ = true;  // this caller writes everything queued so far
-      batch.swap(queue_);
+    return Commit(me);
+  }
+
+  bool HasTxnTails() const override { return true; }
+
+  absl::StatusOr<int64_t> TxnWithTail(const std::vector<Op>& ops, TxnTail& tail) override {
+    if (!ops.empty()) {
+      if (absl::Status s = ValidateTxnOps(ops); !s.ok()) return s;
     }
-    WriteBatch(batch);
-    {
-      absl::MutexLock lock(&mu_);
-      for (Pending* p : batch) {
-        if (p->result.ok()) revision_ = std::max(revision_, *p->result);
-        p->done = true;
-      }
-      ++txn_batches_;
-      writing_ = false;
-      changed_.SignalAll();
-    }
-    return me.result;
+    Pending me{&ops, &tail};
+    return Commit(me);
   }
 
   absl::StatusOr<std::vector<Event>> Changes(const std::string& prefix, int64_t after,
@@ -447,9 +437,37 @@ class SqliteStore final : public Store {
  private:
   struct Pending {
     const std::vector<Op>* ops;
+    TxnTail* tail = nullptr;  // TxnWithTail's
     absl::StatusOr<int64_t> result = absl::UnknownError("not written");
     bool done = false;
+    bool tail_made = false;  // Make was called and Settled not yet
   };
+
+  // Queues `me` for the next batch and returns its result once written (group commit: the
+  // first caller to find no batch being written writes everything queued).
+  absl::StatusOr<int64_t> Commit(Pending& me) {
+    std::vector<Pending*> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(&me);
+      while (!me.done && writing_) changed_.Wait(&mu_);
+      if (me.done) return me.result;
+      writing_ = true;  // this caller writes everything queued so far
+      batch.swap(queue_);
+    }
+    WriteBatch(batch);
+    {
+      absl::MutexLock lock(&mu_);
+      for (Pending* p : batch) {
+        if (p->result.ok()) revision_ = std::max(revision_, *p->result);
+        p->done = true;
+      }
+      ++txn_batches_;
+      writing_ = false;
+      changed_.SignalAll();
+    }
+    return me.result;
+  }
 
   // Writes `batch` in one SQLite transaction, each caller's transaction in a savepoint (so a
   // failed precondition undoes only that one) with the next revision. Sets every result; on a
@@ -470,6 +488,17 @@ class SqliteStore final : public Store {
       for (Pending* p : batch) p->result = s;
     }
     // Committed with synchronous=FULL: on disk, so the callers may acknowledge.
+    if (s.ok()) {
+      for (Pending* p : batch) SettleTail(*p, s);
+    } else {
+      for (auto p = batch.rbegin(); p != batch.rend(); ++p) SettleTail(**p, s);
+    }
+  }
+
+  static void SettleTail(Pending& p, const absl::Status& s) {
+    if (!p.tail_made) return;
+    p.tail_made = false;
+    p.tail->Settled(s);
   }
 
   // Applies one caller's transaction as revision `rev` + 1 (and then advances `rev`), or, when
@@ -477,11 +506,30 @@ class SqliteStore final : public Store {
   absl::Status ApplyInSavepoint(Pending& p, int64_t& rev) {
     if (absl::Status s = Exec(writer_, "SAVEPOINT txn", "savepoint"); !s.ok()) return s;
     p.result = Apply(*p.ops, rev + 1);
+    bool writes = !p.ops->empty();
+    bool alone = !p.result.ok() && IsPreconditionFailure(p.result.status());
+    if (p.result.ok() && p.tail != nullptr) {
+      absl::StatusOr<std::vector<Op>> tail = p.tail->Make(rev + 1);
+      p.tail_made = true;
+      if (!tail.ok()) {
+        p.result = tail.status();
+        alone = true;  // the tail's refusal fails this transaction, not the batch
+      } else {
+        writes = writes || !tail->empty();
+        p.result = Apply(*tail, rev + 1);
+        alone = !p.result.ok() && IsPreconditionFailure(p.result.status());
+      }
+    }
     if (p.result.ok()) {
-      ++rev;
+      if (writes) {
+        ++rev;
+      } else {
+        p.result = rev;  // wrote nothing: no revision of its own
+      }
       return Exec(writer_, "RELEASE txn", "release savepoint");
     }
-    if (!IsPreconditionFailure(p.result.status())) return p.result.status();
+    if (!alone) return p.result.status();  // a storage error: the batch fails
+    SettleTail(p, p.result.status());
     absl::Status s = Exec(writer_, "ROLLBACK TO txn", "roll back savepoint");
     return s.ok() ? Exec(writer_, "RELEASE txn", "release savepoint") : s;
   }

@@ -3,6 +3,7 @@
 // runs it on SQLite and on etcd.
 #include "store/sqlite_store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -240,6 +242,108 @@ TEST_F(SqliteStoreTest, CompactionTruncatesTheWal) {
   // Writing goes on after the checkpoint.
   ASSERT_TRUE(s->Txn({Put("/w/after", "1")}).ok());
   EXPECT_EQ(s->Get("/w/after")->value, "1");
+}
+
+// A TxnTail for the tests: Make calls `make`, and every call is logged ("make R", then the
+// settled status).
+class LoggedTail final : public TxnTail {
+ public:
+  explicit LoggedTail(std::function<absl::StatusOr<std::vector<Op>>(int64_t)> make)
+      : make_(std::move(make)) {}
+  absl::StatusOr<std::vector<Op>> Make(int64_t revision) override {
+    log.push_back("make " + std::to_string(revision));
+    return make_(revision);
+  }
+  void Settled(const absl::Status& status) override {
+    log.push_back(status.ok() ? "settled ok" : "settled " + status.ToString());
+  }
+  std::vector<std::string> log;
+
+ private:
+  std::function<absl::StatusOr<std::vector<Op>>(int64_t)> make_;
+};
+
+// Concurrent transactions with tails: each tail is made once its transaction's ops hold, in
+// commit order, at its transaction's revision: a counter the tails increment without a lock of
+// their own numbers them 1..N in revision order, with no number lost to a failed transaction.
+TEST_F(SqliteStoreTest, TailsAreMadeOneAtATimeInCommitOrder) {
+  std::unique_ptr<Store> s = Open();
+  ASSERT_TRUE(s->HasTxnTails());
+  ASSERT_TRUE(s->Txn({Put("/jobs/taken", "x", 0)}).ok());
+  constexpr int kThreads = 8, kEach = 30;
+  int next = 0;  // the tails' own state: the store calls them one at a time
+  std::atomic<int> settled_ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        // Every fifth transaction's own create fails: its tail must not be made.
+        std::string key = i % 5 == 4 ? "/jobs/taken" : fmt::format("/jobs/{}-{}", t, i);
+        int mine = 0;
+        LoggedTail tail([&](int64_t) -> absl::StatusOr<std::vector<Op>> {
+          mine = ++next;
+          return std::vector<Op>{Put(fmt::format("/chain/{:06d}", mine), key, 0)};
+        });
+        absl::StatusOr<int64_t> rev = s->TxnWithTail({Put(key, "v", 0)}, tail);
+        if (i % 5 == 4) {
+          EXPECT_TRUE(absl::IsAlreadyExists(rev.status())) << rev.status();
+          EXPECT_TRUE(tail.log.empty());
+          continue;
+        }
+        ASSERT_TRUE(rev.ok()) << rev.status();
+        ASSERT_EQ(tail.log.size(), 2u);
+        EXPECT_EQ(tail.log[0], "make " + std::to_string(*rev));
+        EXPECT_EQ(tail.log[1], "settled ok");
+        EXPECT_EQ(s->Get(fmt::format("/chain/{:06d}", mine))->mod_revision, *rev);
+        ++settled_ok;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const int made = kThreads * kEach * 4 / 5;
+  EXPECT_EQ(next, made);
+  EXPECT_EQ(settled_ok, made);
+  absl::StatusOr<ListResult> chain = s->List("/chain/");
+  ASSERT_TRUE(chain.ok());
+  ASSERT_EQ(chain->items.size(), static_cast<size_t>(made));
+  for (size_t n = 1; n < chain->items.size(); ++n) {
+    EXPECT_GT(chain->items[n].mod_revision, chain->items[n - 1].mod_revision) << n;
+  }
+}
+
+// A tail refused (its create finds the key, or Make says no) fails its transaction alone: none
+// of it is written, no revision is taken, and the tail is told at once. A transaction that
+// writes nothing takes no revision either. Bad ops are refused before any tail is made.
+TEST_F(SqliteStoreTest, ARefusedTailFailsItsTransactionAlone) {
+  std::unique_ptr<Store> s = Open();
+  ASSERT_TRUE(s->Txn({Put("/chain/1", "someone else's", 0)}).ok());
+  const int64_t rev = s->Revision();
+  LoggedTail exists([](int64_t) {
+    return std::vector<Op>{Op{Op::Kind::kPut, "/chain/1", "mine", 0}};
+  });
+  absl::StatusOr<int64_t> r = s->TxnWithTail({Put("/jobs/a", "v", 0)}, exists);
+  EXPECT_TRUE(absl::IsAlreadyExists(r.status())) << r.status();
+  EXPECT_EQ(exists.log, (std::vector<std::string>{"make " + std::to_string(rev + 1),
+                                                  "settled " + r.status().ToString()}));
+  EXPECT_TRUE(absl::IsNotFound(s->Get("/jobs/a").status()));
+  EXPECT_EQ(s->Get("/chain/1")->value, "someone else's");
+  LoggedTail no([](int64_t) { return absl::UnavailableError("the chain is broken"); });
+  r = s->TxnWithTail({Put("/jobs/a", "v", 0)}, no);
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_EQ(no.log.back(), "settled " + r.status().ToString());
+  EXPECT_TRUE(absl::IsNotFound(s->Get("/jobs/a").status()));
+  EXPECT_EQ(s->Revision(), rev);
+  LoggedTail nothing([](int64_t) { return std::vector<Op>{}; });
+  EXPECT_EQ(*s->TxnWithTail({}, nothing), rev);
+  EXPECT_EQ(nothing.log.back(), "settled ok");
+  EXPECT_EQ(s->Revision(), rev);
+  LoggedTail only([](int64_t) { return std::vector<Op>{Op{Op::Kind::kPut, "/chain/2", "r", 0}}; });
+  EXPECT_EQ(*s->TxnWithTail({}, only), rev + 1);  // a tail alone is a transaction
+  EXPECT_EQ(s->Get("/chain/2")->mod_revision, rev + 1);
+  LoggedTail unused([](int64_t) { return std::vector<Op>{}; });
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      s->TxnWithTail({Put("/jobs/b", "1"), Put("/jobs/b", "2")}, unused).status()));
+  EXPECT_TRUE(unused.log.empty());
 }
 
 // A writer process is killed with SIGKILL after N acknowledged writes; every acknowledged write

@@ -73,6 +73,25 @@ struct ListResult {
 // transaction of checks only.
 absl::Status ValidateTxnOps(const std::vector<Op>& ops);
 
+// The end of a transaction, made by the backend at the moment the transaction is applied, in
+// its commit order (Store::TxnWithTail): the audit log's record, numbered and hash-chained to the
+// one committed before it, without a lock of its own around the store's group commit. A backend
+// calls its tails one at a time (with its writer held), so a tail's state needs no lock against
+// other tails; it must not call the store.
+class TxnTail {
+ public:
+  virtual ~TxnTail() = default;
+  // Called once the transaction's own ops hold (their preconditions), with the revision they
+  // will have: the ops to write with them, in that same revision. An error fails this
+  // transaction alone, with that error; nothing of it is written.
+  virtual absl::StatusOr<std::vector<Op>> Make(int64_t revision) = 0;
+  // Called exactly once after each Make: with the error, before any other tail is made, when
+  // this transaction alone fails (Make's error, or a precondition of Make's ops: AlreadyExists
+  // for a key it creates); else once its batch is durable (OK, tails in commit order) or has
+  // failed (the batch's error, tails in reverse commit order, so each may undo what it did).
+  virtual void Settled(const absl::Status& status) = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -93,6 +112,20 @@ class Store {
   // empty transaction, one of checks only, a kCheck without expect_mod_revision > 0, or a key
   // given twice.
   virtual absl::StatusOr<int64_t> Txn(const std::vector<Op>& ops) = 0;
+  // Whether TxnWithTail is offered (the SQLite backend; not etcd, whose answers may leave a
+  // commit unknown, nor wrappers).
+  virtual bool HasTxnTails() const { return false; }
+  // Txn(ops + tail.Make(revision)): the tail is made while the transaction is applied, in the
+  // store's commit order, so it can chain itself to the tail committed before it; the
+  // transaction is group-committed with the others like any Txn, and the caller returns after
+  // the tail was Settled. `ops` may be empty (the tail's ops alone); a transaction that writes
+  // nothing at all is answered the current revision and takes none. Errors as Txn, plus those
+  // of the tail (see TxnTail). Unimplemented where HasTxnTails() is false.
+  virtual absl::StatusOr<int64_t> TxnWithTail(const std::vector<Op>& ops, TxnTail& tail) {
+    (void)ops;
+    (void)tail;
+    return absl::UnimplementedError("this store has no transaction tails");
+  }
   // Changes to keys under `prefix` with revision > `after`, oldest first, in whole revisions:
   // a page ends at `limit` events only where a revision ends, so one revision (a transaction)
   // is never split across pages, and one larger than `limit` comes whole. A reader that got
