@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
@@ -53,7 +55,8 @@ bool IsPreconditionFailure(const absl::Status& s) {
 
 // One SQLite connection and the statements prepared on it, kept for reuse: preparing (parsing
 // and planning the SQL) costs more than running most of the store's statements. Statements are
-// cached by the address of their SQL, a string literal. Owns the connection: finalizes the
+// cached by their SQL text (not its address: a string built at run time may reuse the address
+// of another, and two equal literals share one statement). Owns the connection: finalizes the
 // statements and closes it on destruction. Not thread-safe: used by whoever owns the
 // connection (SqliteStore's read_mu_ or writing_).
 class Connection {
@@ -71,7 +74,9 @@ class Connection {
   // The statement for `sql`, ready to bind and step; a cached one unless it is in use (a
   // statement run inside another's loop), then one of its own that Release finalizes.
   int Acquire(const char* sql, sqlite3_stmt** out) {
-    Entry& entry = cache_[sql];
+    auto it = cache_.find(std::string_view(sql));
+    if (it == cache_.end()) it = cache_.emplace(sql, Entry{}).first;
+    Entry& entry = it->second;
     if (entry.stmt != nullptr && !entry.in_use) {
       entry.in_use = true;
       *out = entry.stmt;
@@ -85,7 +90,7 @@ class Connection {
   // Gives back what Acquire returned: a cached statement is reset (its read lock let go, its
   // bound values freed) for the next caller.
   void Release(const char* sql, sqlite3_stmt* stmt) {
-    auto it = cache_.find(sql);
+    auto it = cache_.find(std::string_view(sql));
     if (it == cache_.end() || it->second.stmt != stmt) {
       sqlite3_finalize(stmt);
       return;
@@ -100,8 +105,12 @@ class Connection {
     sqlite3_stmt* stmt = nullptr;
     bool in_use = false;
   };
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   sqlite3* const db_;
-  std::unordered_map<const char*, Entry> cache_;
+  std::unordered_map<std::string, Entry, TextHash, std::equal_to<>> cache_;
 };
 
 // A prepared statement of `conn` (Connection::Acquire), given back on destruction. `what` names
