@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "agent/sandbox.h"
+#include "core/log.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -87,7 +88,10 @@ void DirJanitor::Drain() {
 
 void DirJanitor::RemoveNow(const Item& item) {
   if (item.as_owner) {
-    agent::RemoveTaskDir(item.dir, shim_);
+    if (!agent::RemoveTaskDir(item.dir, shim_)) {
+      log::Warn("agent", "a task directory's removal did not end in time: left for the next start",
+                {{"dir", item.dir}});
+    }
   } else {
     std::error_code ec;
     fs::remove_all(item.dir, ec);

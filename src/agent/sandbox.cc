@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,7 +173,36 @@ namespace {
 
 // Empties `dir` as uid:gid in a child: gpucloud-shim --remove-contents when `shim` is given,
 // else a fork of this process. Waits for it.
-void RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::string& shim) {
+// Reaps `pid`, killing it (SIGKILL) when it has not ended after `timeout_ms` (< 0: no bound;
+// also none where pidfd_open is missing: Linux before 5.3). False when it had to be killed; a
+// child that does not die even then (stuck in the kernel) is left unreaped after another second.
+bool WaitBounded(pid_t pid, int timeout_ms, int* status) {
+  const int fd = timeout_ms < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  bool ended = true;
+  if (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    int rc;
+    while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
+    }
+    if (rc == 0) {
+      ended = false;
+      kill(pid, SIGKILL);
+      while ((rc = poll(&p, 1, 1000)) < 0 && errno == EINTR) {
+      }
+      if (rc == 0) {
+        close(fd);
+        return false;
+      }
+    }
+    close(fd);
+  }
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  return ended;
+}
+
+bool RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::string& shim,
+                      int timeout_ms) {
   pid_t pid = -1;
   if (!shim.empty()) {
     std::string u = std::to_string(uid), g = std::to_string(gid);
@@ -195,10 +226,9 @@ void RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::s
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     int status = 0;
-    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    if (pid > 0 && !WaitBounded(pid, timeout_ms, &status)) return false;
     // A shim that did not do it (an older one without --remove-contents): by fork, then.
-    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
     pid = -1;
   }
   if (pid < 0) {
@@ -210,24 +240,23 @@ void RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::s
       _exit(0);
     }
   }
-  if (pid > 0) {  // the fork's
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
+  int status = 0;
+  return pid <= 0 || WaitBounded(pid, timeout_ms, &status);  // the fork's
 }
 
 }  // namespace
 
-void RemoveTaskDir(const std::string& dir, const std::string& shim) {
+bool RemoveTaskDir(const std::string& dir, const std::string& shim, int timeout_ms) {
   struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return true;
   std::error_code ec;
   if (st.st_uid == geteuid()) {
     fs::remove_all(dir, ec);  // the agent's own (it never gave it away)
-    return;
+    return true;
   }
-  RemoveContentsAs(dir, st.st_uid, st.st_gid, shim);
+  if (!RemoveContentsAs(dir, st.st_uid, st.st_gid, shim, timeout_ms)) return false;
   rmdir(dir.c_str());  // left when the task's user could not empty it: kept, not forced
+  return true;
 }
 
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id) {

@@ -83,7 +83,13 @@ absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id)
 // `shim`: gpucloud-shim's path; the child is then that program (--remove-contents), started
 // with posix_spawn, instead of a fork of the caller (which copies a large agent's page tables
 // and costs it copy-on-write faults afterwards). "" forks.
-void RemoveTaskDir(const std::string& dir, const std::string& shim = "");
+// The child gets `timeout_ms` (< 0: no bound): one still at it then (a hung file system, a
+// tree the task grows as fast as it goes) is killed and the rest left, so that a caller (the
+// agent's janitor thread, its shutdown) never waits for ever; the directory stays for the next
+// try. Returns false when the removal was cut off so.
+inline constexpr int kRemoveTaskDirTimeoutMs = 10 * 60 * 1000;
+bool RemoveTaskDir(const std::string& dir, const std::string& shim = "",
+                   int timeout_ms = kRemoveTaskDirTimeoutMs);
 
 // OpenTaskDir then GiveTaskDir.
 absl::Status PrepareTaskDir(const std::string& dir, const TaskIdentity& id);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "testing/temp_dir.h"
 
@@ -162,6 +163,37 @@ INSTANTIATE_TEST_SUITE_P(ShimAndFork, RemoveTaskDirTest,
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            return p.param.empty() ? std::string("Fork") : std::string("Shim");
                          });
+
+// A removal that does not end (here a "shim" that sleeps) is killed at its bound and the
+// directory left as it is, for the next try: the caller is never held for ever, no child stays.
+TEST(RemoveTaskDirBound, AHungRemovalIsKilledAndTheDirectoryLeft) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to own directories as another user";
+  testing_util::TempDir tmp("gpucloud-remove-hung");
+  const std::string dir = tmp.path().string() + "/sandbox";
+  ASSERT_TRUE(std::filesystem::create_directories(dir + "/work"));
+  std::ofstream(dir + "/work/f") << "x";
+  for (const char* p : {"", "/work", "/work/f"}) {
+    ASSERT_EQ(lchown((dir + p).c_str(), 4242, 4242), 0) << p;
+  }
+  const std::string hung = tmp.path().string() + "/hung-shim";
+  const std::string mark = "3599." + std::to_string(getpid());  // names this test's sleep
+  std::ofstream(hung) << "#!/bin/sh\nexec /bin/sleep " << mark << "\n";
+  ASSERT_EQ(chmod(hung.c_str(), 0755), 0);
+  EXPECT_FALSE(RemoveTaskDir(dir, hung, /*timeout_ms=*/100));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/work/f"));  // not by fork behind the bound either
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string text;
+    try {  // a process that exits while it is read throws from the filebuf (ESRCH)
+      std::ifstream cmdline(e.path() / "cmdline");
+      text.assign(std::istreambuf_iterator<char>(cmdline), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+    }
+    EXPECT_EQ(text.find(mark), std::string::npos) << "the hung child is still there: " << e.path();
+  }
+  // Without a bound the real shim removes it.
+  EXPECT_TRUE(RemoveTaskDir(dir, GPUCLOUD_TEST_SHIM, /*timeout_ms=*/-1));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
 
 TEST(PrepareStateDir, PassableByTasksPrivateInsideAndRefusedUnderAClosedParent) {
   testing_util::TempDir tmp("gpucloud-state");
