@@ -7,8 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
+#include "testing/proc.h"
 #include "testing/temp_dir.h"
 
 namespace gpucloud::agent {
@@ -182,13 +182,8 @@ TEST(RemoveTaskDirBound, AHungRemovalIsKilledAndTheDirectoryLeft) {
   EXPECT_FALSE(RemoveTaskDir(dir, hung, /*timeout_ms=*/100));
   EXPECT_TRUE(std::filesystem::exists(dir + "/work/f"));  // not by fork behind the bound either
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string text;
-    try {  // a process that exits while it is read throws from the filebuf (ESRCH)
-      std::ifstream cmdline(e.path() / "cmdline");
-      text.assign(std::istreambuf_iterator<char>(cmdline), std::istreambuf_iterator<char>());
-    } catch (const std::ios_base::failure&) {
-    }
-    EXPECT_EQ(text.find(mark), std::string::npos) << "the hung child is still there: " << e.path();
+    EXPECT_EQ(testing_util::ReadProcFile(e.path() / "cmdline").find(mark), std::string::npos)
+        << "the hung child is still there: " << e.path();
   }
   // Without a bound the real shim removes it.
   EXPECT_TRUE(RemoveTaskDir(dir, GPUCLOUD_TEST_SHIM, /*timeout_ms=*/-1));

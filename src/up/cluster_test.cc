@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/text.h"
+#include "testing/proc.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
@@ -76,17 +77,6 @@ std::string Slurp(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// A /proc file of a process that may exit while it is read: libstdc++'s filebuf throws from
-// underflow when read(2) fails (ESRCH once the process is gone), and istreambuf_iterator does
-// not catch it. A process that went is one that is not left, so it reads as empty.
-std::string SlurpProc(const std::filesystem::path& path) {
-  try {
-    return Slurp(path.string());
-  } catch (const std::ios_base::failure&) {
-    return "";
-  }
-}
-
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -115,8 +105,8 @@ class ClusterTest : public ::testing::Test {
       for (const auto& e : std::filesystem::directory_iterator("/proc")) {
         pid_t pid = std::atoi(e.path().filename().c_str());
         if (pid <= 0 || pid == getpid()) continue;
-        if (SlurpProc(e.path() / "cmdline").find(state_dir) != std::string::npos ||
-            SlurpProc(e.path() / "environ").find(task_env) != std::string::npos) {
+        if (testing_util::ReadProcFile(e.path() / "cmdline").find(state_dir) != std::string::npos ||
+            testing_util::ReadProcFile(e.path() / "environ").find(task_env) != std::string::npos) {
           pids.push_back(pid);
         }
       }
