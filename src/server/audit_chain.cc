@@ -128,11 +128,12 @@ void QuoteList(std::string& out, const std::vector<std::string>& items) {
 
 // The canonical JSON of a record, written directly (keys in byte order, no whitespace); the same
 // text as nlohmann::json's dump of RecordJson, several times faster. Without "hash" when
-// `with_hash` is false: the bytes the hash is over; then `hash_at`, when given, is where the
-// "hash" member goes. With `cuts`, the values of prevHash and seq are left out and cuts[0],
-// cuts[1] are where they go.
-std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_at = nullptr,
-                            size_t* cuts = nullptr) {
+// `with_hash` is false: the bytes the hash is over. With `cuts` (and no hash), the values of
+// prevHash and seq are left out too, and `cuts` says where they and "hash" go.
+struct Cuts {
+  size_t hash = 0, prev_hash = 0, seq = 0;
+};
+std::string CanonicalRecord(const AuditRecord& r, bool with_hash, Cuts* cuts = nullptr) {
   std::string out;
   out.reserve(1024);
   auto field = [&](const char* key, std::string_view value) {
@@ -153,7 +154,7 @@ std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_a
   field(",\"auditID\":", r.audit_id);
   field(",\"decision\":", r.decision);
   if (with_hash) field(",\"hash\":", r.hash);
-  if (hash_at) *hash_at = out.size();
+  if (cuts != nullptr) cuts->hash = out.size();
   out += ",\"kind\":\"Event\",\"level\":\"Metadata\"";
   field(",\"nodeName\":", r.node_name);
   field(",\"objectRef\":{\"name\":", r.object_name);
@@ -161,7 +162,7 @@ std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_a
   field(",\"resource\":", r.object_resource);
   if (cuts != nullptr) {
     out += "},\"prevHash\":";
-    cuts[0] = out.size();
+    cuts->prev_hash = out.size();
   } else {
     field("},\"prevHash\":", r.prev_hash);
   }
@@ -171,7 +172,7 @@ std::string CanonicalRecord(const AuditRecord& r, bool with_hash, size_t* hash_a
   field(",\"resource\":", r.resource);
   out += fmt::format(",\"responseStatus\":{{\"code\":{}}},\"seq\":", r.response_code);
   if (cuts != nullptr) {
-    cuts[1] = out.size();
+    cuts->seq = out.size();
   } else {
     out += std::to_string(r.seq);
   }
@@ -300,14 +301,13 @@ std::string EncodeRecord(const AuditRecord& r) { return CanonicalRecord(r, true)
 std::string RecordHash(const AuditRecord& r) { return Sha256Hex(CanonicalRecord(r, false)); }
 
 PreparedRecord PrepareRecord(const AuditRecord& r) {
-  size_t hash_at = 0;
-  size_t cuts[2] = {0, 0};
-  std::string text = CanonicalRecord(r, false, &hash_at, cuts);
+  Cuts cuts;
+  std::string text = CanonicalRecord(r, false, &cuts);
   PreparedRecord p;
-  p.before_prev_hash = text.substr(0, cuts[0]);
-  p.before_seq = text.substr(cuts[0], cuts[1] - cuts[0]);
-  p.rest = text.substr(cuts[1]);
-  p.hash_at = hash_at;
+  p.before_prev_hash = text.substr(0, cuts.prev_hash);
+  p.before_seq = text.substr(cuts.prev_hash, cuts.seq - cuts.prev_hash);
+  p.rest = text.substr(cuts.seq);
+  p.hash_at = cuts.hash;
   return p;
 }
 
@@ -333,11 +333,8 @@ std::string ChainRecord(const PreparedRecord& p, int64_t seq, const std::string&
 }
 
 std::string HashAndEncodeRecord(AuditRecord& r) {
-  size_t hash_at = 0;
-  std::string out = CanonicalRecord(r, false, &hash_at);
-  r.hash = Sha256Hex(out);
-  out.insert(hash_at, Cat(",\"hash\":\"", r.hash, "\""));  // hex: nothing to escape
-  return out;
+  const std::string prev_hash = r.prev_hash;
+  return ChainRecord(PrepareRecord(r), r.seq, prev_hash, r);
 }
 
 absl::StatusOr<AuditRecord> DecodeRecord(const std::string& text) {

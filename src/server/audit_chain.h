@@ -73,7 +73,8 @@ std::string EncodeRecord(const AuditRecord& r);
 absl::StatusOr<AuditRecord> DecodeRecord(const std::string& json);
 // The SHA-256 hex over r's canonical JSON without "hash" (r.hash is ignored).
 std::string RecordHash(const AuditRecord& r);
-// Sets r.hash = RecordHash(r) and returns EncodeRecord(r), encoding the record once.
+// Sets r.hash = RecordHash(r) and returns EncodeRecord(r), encoding the record once
+// (ChainRecord(PrepareRecord(r), r.seq, r.prev_hash, r): r.prev_hash must be a hash in hex).
 std::string HashAndEncodeRecord(AuditRecord& r);
 // A record's canonical JSON made before its place in the chain is known (seq, prevHash and hash
 // left out), so that whoever chains records in order spends no time encoding them.

@@ -52,7 +52,6 @@ class AuditLog::Tail final : public store::TxnTail {
   std::vector<Buffered> buffered;  // taken from the buffer by Make
   Head before;                     // the chain's tentative head before Make
   Head after;                      // and after it
-  bool forked = false;             // another writer held the next seq
 
  private:
   AuditLog& log_;
@@ -61,6 +60,12 @@ class AuditLog::Tail final : public store::TxnTail {
 std::string AuditLog::RecordKey(int64_t seq) const {
   return fmt::format("{}records/{:020d}", options_.prefix, seq);
 }
+// A record's put: created (no key may exist, so another writer's record is found) and kept out
+// of the change log (nobody watches the records: written once, not twice).
+Op AuditLog::RecordPut(int64_t seq, std::string text) const {
+  return Op{Op::Kind::kPut, RecordKey(seq), std::move(text), 0, /*unlogged=*/true};
+}
+
 std::string AuditLog::DigestKey(int64_t seq) const {
   return fmt::format("{}digests/{:020d}", options_.prefix, seq);
 }
@@ -137,9 +142,7 @@ absl::StatusOr<std::vector<Op>> AuditLog::MakeTail(Tail& tail) {
   auto chain = [&](AuditRecord& r, const PreparedRecord& prepared) {
     std::string text = ChainRecord(prepared, ++h.seq, h.hash, r);
     h.hash = r.hash;
-    // Created (no key may exist: another writer's record is found) and kept out of the change
-    // log (nobody watches the records: written once, not twice).
-    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), std::move(text), 0, /*unlogged=*/true});
+    ops.push_back(RecordPut(r.seq, std::move(text)));
   };
   for (Buffered& b : tail.buffered) chain(b.record, b.prepared);
   if (tail.own_ != nullptr) chain(*tail.own_, tail.own_prepared_);
@@ -156,7 +159,8 @@ void AuditLog::SettleTail(Tail& tail, const absl::Status& status) {
     head_ = tail.after;
     TailRecordsCommitted(tail.buffered.size());
     std::vector<AuditRecord> records = RecordsOf(std::move(tail.buffered));
-    if (tail.own_ != nullptr) records.push_back(*tail.own_);
+    // CommitWithTail's caller owns the record and is done with it.
+    if (tail.own_ != nullptr) records.push_back(std::move(*tail.own_));
     NoteCommitted(std::move(records));
     return;
   }
@@ -166,14 +170,16 @@ void AuditLog::SettleTail(Tail& tail, const absl::Status& status) {
     broken_ = absl::FailedPreconditionError(
         "audit log: another writer appended to the chain; reopen the log");
   }
-  tail.forked = !broken_.ok();
 }
 
 absl::StatusOr<int64_t> AuditLog::CommitWithTail(AuditRecord* record, const std::vector<Op>& ops) {
   Tail tail(*this, record);
   absl::StatusOr<int64_t> rev = store_.TxnWithTail(ops, tail);
   NotifyObserver();
-  if (!rev.ok() && tail.forked) return ChainBroken();
+  if (!rev.ok()) {
+    // As without tails: once another writer was seen, that is the answer.
+    if (absl::Status broken = ChainBroken(); !broken.ok()) return broken;
+  }
   return rev;
 }
 
@@ -196,13 +202,12 @@ absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
     r.prev_hash = hash;
     std::string text = HashAndEncodeRecord(r);
     hash = r.hash;
-    // Nobody watches the records: kept out of the change log (written once, not twice).
-    ops.push_back(Op{Op::Kind::kPut, RecordKey(r.seq), std::move(text), 0, /*unlogged=*/true});
+    ops.push_back(RecordPut(r.seq, std::move(text)));
   }
   absl::StatusOr<int64_t> rev = store_.Txn(ops);
   if (rev.ok()) {
     std::lock_guard<std::mutex> lock(chain_mu_);
-    head_ = tentative_ = Head{seq, hash};
+    head_ = Head{seq, hash};
   } else if (records.empty()) {
     return rev.status();
   } else if (std::optional<int64_t> applied = ResyncHeadLocked(head.seq, seq, ops.back().value)) {
@@ -228,7 +233,7 @@ std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t head_seq, int64_t seq,
   if (last.ok() && last->value == last_text) {
     absl::StatusOr<AuditRecord> r = DecodeRecord(last_text);
     if (r.ok()) {
-      head_ = tentative_ = Head{seq, r->hash};  // ours, applied
+      head_ = Head{seq, r->hash};  // ours, applied
       return last->mod_revision;
     }
   }
@@ -311,8 +316,7 @@ absl::StatusOr<int64_t> AuditLog::CommitWith(AuditRecord record, std::vector<Op>
 // is redone one mutation at a time, so that each gets its own answer.
 void AuditLog::CommitBatchLocked(const std::vector<Pending*>& batch) {
   std::vector<Buffered> taken = TakeBuffer();
-  std::vector<AuditRecord> buffered;
-  for (const Buffered& b : taken) buffered.push_back(b.record);
+  std::vector<AuditRecord> buffered = RecordsOf(taken);  // `taken` kept to give back
   size_t from = 0;
   while (from < batch.size()) {
     std::set<std::string> keys;

@@ -196,6 +196,7 @@ class AuditLog {
   absl::Status RetainBatchLocked(LogSnapshot& log, size_t from, size_t to);
   void NotifyObserver();
   std::string RecordKey(int64_t seq) const;
+  store::Op RecordPut(int64_t seq, std::string text) const;
   std::string DigestKey(int64_t seq) const;
 
   // Constant after construction.
