@@ -171,11 +171,10 @@ absl::Status GiveTaskDir(int fd, const std::string& dir, const TaskIdentity& id)
 
 namespace {
 
-// Empties `dir` as uid:gid in a child: gpucloud-shim --remove-contents when `shim` is given,
-// else a fork of this process. Waits for it.
-// Reaps `pid`, killing it (SIGKILL) when it has not ended after `timeout_ms` (< 0: no bound;
-// also none where pidfd_open is missing: Linux before 5.3). False when it had to be killed; a
-// child that does not die even then (stuck in the kernel) is left unreaped after another second.
+// Reaps `pid` (its wait status in `status`, if given), killing it (SIGKILL) when it has not ended
+// after `timeout_ms` (< 0: no bound; also none where pidfd_open is missing: Linux before 5.3).
+// False when it had to be killed; a child that does not die even then (stuck in the kernel) is
+// left unreaped after another second.
 bool WaitBounded(pid_t pid, int timeout_ms, int* status) {
   const int fd = timeout_ms < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   bool ended = true;
@@ -201,6 +200,9 @@ bool WaitBounded(pid_t pid, int timeout_ms, int* status) {
   return ended;
 }
 
+// Empties `dir` as uid:gid in a child: gpucloud-shim --remove-contents when `shim` is given,
+// else a fork of this process. Waits for it, at most `timeout_ms` (WaitBounded): false when it
+// was cut off (then nothing more is tried).
 bool RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::string& shim,
                       int timeout_ms) {
   pid_t pid = -1;
@@ -240,8 +242,7 @@ bool RemoveContentsAs(const std::string& dir, uid_t uid, gid_t gid, const std::s
       _exit(0);
     }
   }
-  int status = 0;
-  return pid <= 0 || WaitBounded(pid, timeout_ms, &status);  // the fork's
+  return pid <= 0 || WaitBounded(pid, timeout_ms, nullptr);  // the fork's
 }
 
 }  // namespace

@@ -82,8 +82,9 @@ class TxnTail {
  public:
   virtual ~TxnTail() = default;
   // Called once the transaction's own ops hold (their preconditions), with the revision they
-  // will have: the ops to write with them, in that same revision. An error fails this
-  // transaction alone, with that error; nothing of it is written.
+  // will have: the ops to write with them, in that same revision (their preconditions hold or
+  // fail as any op's, but ValidateTxnOps is not run on them: the tail is trusted). An error
+  // fails this transaction alone, with that error; nothing of it is written.
   virtual absl::StatusOr<std::vector<Op>> Make(int64_t revision) = 0;
   // Called exactly once after each Make: with the error, before any other tail is made, when
   // this transaction alone fails (Make's error, or a precondition of Make's ops: AlreadyExists
