@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <initializer_list>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "core/text.h"
 
@@ -38,12 +41,27 @@ std::string Hex(const unsigned char* p, size_t n) {
   return out;
 }
 
-std::string Sha256Hex(const std::string& data) {
+// SHA-256 fetched from OpenSSL's provider once (EVP_sha256() makes every digest fetch it
+// again); an EVP_MD may be shared between threads.
+const EVP_MD* Sha256() {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  return md != nullptr ? md : EVP_sha256();
+}
+
+// SHA-256 in hex of the concatenation of `parts`, without concatenating them.
+std::string Sha256Hex(std::initializer_list<std::string_view> parts) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  return Hex(md, n);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), Sha256(), nullptr) == 1;
+  for (std::string_view part : parts) {
+    ok = ok && EVP_DigestUpdate(ctx.get(), part.data(), part.size()) == 1;
+  }
+  ok = ok && EVP_DigestFinal_ex(ctx.get(), md, &n) == 1;
+  return ok ? Hex(md, n) : std::string();
 }
+
+std::string Sha256Hex(const std::string& data) { return Sha256Hex({std::string_view(data)}); }
 
 // RFC 3339 in UTC with microseconds, as Kubernetes writes a MicroTime.
 std::string FormatTime(int64_t ms) {
@@ -302,33 +320,37 @@ std::string RecordHash(const AuditRecord& r) { return Sha256Hex(CanonicalRecord(
 
 PreparedRecord PrepareRecord(const AuditRecord& r) {
   Cuts cuts;
-  std::string text = CanonicalRecord(r, false, &cuts);
   PreparedRecord p;
-  p.before_prev_hash = text.substr(0, cuts.prev_hash);
-  p.before_seq = text.substr(cuts.prev_hash, cuts.seq - cuts.prev_hash);
-  p.rest = text.substr(cuts.seq);
+  p.text = CanonicalRecord(r, false, &cuts);
   p.hash_at = cuts.hash;
+  p.prev_hash_at = cuts.prev_hash;
+  p.seq_at = cuts.seq;
   return p;
 }
 
+// The hash is over the text with prevHash's and seq's values in place and no "hash" member: it
+// is taken over the pieces, and the text is then written once, with the member.
 std::string ChainRecord(const PreparedRecord& p, int64_t seq, const std::string& prev_hash,
                         AuditRecord& r) {
   r.seq = seq;
   r.prev_hash = prev_hash;
-  const std::string seq_text = std::to_string(seq);
+  char seq_buf[24];
+  const int seq_len = std::snprintf(seq_buf, sizeof seq_buf, "%lld", static_cast<long long>(seq));
+  const std::string_view seq_text(seq_buf, seq_len > 0 ? static_cast<size_t>(seq_len) : 0);
+  const std::string_view text(p.text);
+  const std::string_view to_hash_member = text.substr(0, p.hash_at);
+  const std::string_view to_prev_hash = text.substr(p.hash_at, p.prev_hash_at - p.hash_at);
+  const std::string_view to_seq = text.substr(p.prev_hash_at, p.seq_at - p.prev_hash_at);
+  const std::string_view rest = text.substr(p.seq_at);
+  // prevHash is a hash (hex: nothing to escape) or the genesis hash.
+  r.hash = Sha256Hex({to_hash_member, to_prev_hash, "\"", prev_hash, "\"", to_seq, seq_text, rest});
+  static constexpr std::string_view kHashKey = ",\"hash\":\"";
   std::string out;
-  // prevHash is a hash (hex: nothing to escape) or the genesis hash; +76 for the "hash" member.
-  out.reserve(p.before_prev_hash.size() + prev_hash.size() + 2 + p.before_seq.size() +
-              seq_text.size() + p.rest.size() + 76);
-  out += p.before_prev_hash;
-  out += '"';
-  out += prev_hash;
-  out += '"';
-  out += p.before_seq;
-  out += seq_text;
-  out += p.rest;
-  r.hash = Sha256Hex(out);
-  out.insert(p.hash_at, Cat(",\"hash\":\"", r.hash, "\""));
+  out.reserve(text.size() + kHashKey.size() + r.hash.size() + 1 + prev_hash.size() + 2 +
+              seq_text.size());
+  out.append(to_hash_member).append(kHashKey).append(r.hash).append(1, '"');
+  out.append(to_prev_hash).append(1, '"').append(prev_hash).append(1, '"');
+  out.append(to_seq).append(seq_text).append(rest);
   return out;
 }
 

@@ -78,11 +78,12 @@ std::string RecordHash(const AuditRecord& r);
 std::string HashAndEncodeRecord(AuditRecord& r);
 // A record's canonical JSON made before its place in the chain is known (seq, prevHash and hash
 // left out), so that whoever chains records in order spends no time encoding them.
+// One text and the offsets where the missing values go (hash_at <= prev_hash_at <= seq_at).
 struct PreparedRecord {
-  std::string before_prev_hash;  // up to prevHash's value
-  std::string before_seq;        // after it, up to seq's value
-  std::string rest;              // after seq's value
-  size_t hash_at = 0;            // where in before_prev_hash the "hash" member goes
+  std::string text;         // the canonical JSON without "hash" and the values of prevHash, seq
+  size_t hash_at = 0;       // where the "hash" member goes
+  size_t prev_hash_at = 0;  // where prevHash's value goes
+  size_t seq_at = 0;        // where seq's value goes
 };
 PreparedRecord PrepareRecord(const AuditRecord& r);
 // From p = PrepareRecord(r) (r's other fields unchanged since): sets r.seq, r.prev_hash (a hash
