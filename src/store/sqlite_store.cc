@@ -450,32 +450,54 @@ class SqliteStore final : public Store {
     absl::StatusOr<int64_t> result = absl::UnknownError("not written");
     bool done = false;
     bool tail_made = false;  // Make was called and Settled not yet
+    absl::CondVar cv;        // its caller waits on it (with mu_)
   };
 
+  // A leader writes up to this many batches in a row while callers queue behind it, instead
+  // of handing over after each: the next one in line has to be woken, and on a busy machine
+  // that took longer than applying a batch. Its own caller waits for them.
+  static constexpr int kLeaderRounds = 4;
+
   // Queues `me` for the next batch and returns its result once written (group commit: the
-  // first caller to find no batch being written writes everything queued).
+  // first caller in line, once no batch is being written, writes everything queued, then what
+  // queued meanwhile, up to kLeaderRounds batches, unless compaction waits). Each caller
+  // sleeps on its own condition variable: a leader wakes the callers it wrote, then the next
+  // one in line only, not every waiter at every batch.
   absl::StatusOr<int64_t> Commit(Pending& me) {
     std::vector<Pending*> batch;
     {
       absl::MutexLock lock(&mu_);
       queue_.push_back(&me);
-      while (!me.done && writing_) changed_.Wait(&mu_);
+      while (!me.done && (writing_ || queue_.front() != &me)) me.cv.Wait(&mu_);
       if (me.done) return me.result;
       writing_ = true;  // this caller writes everything queued so far
       batch.swap(queue_);
     }
-    WriteBatch(batch);
-    {
+    for (int round = 1;; ++round) {
+      WriteBatch(batch);
       absl::MutexLock lock(&mu_);
       for (Pending* p : batch) {
         if (p->result.ok()) revision_ = std::max(revision_, *p->result);
         p->done = true;
+        if (p != &me) p->cv.Signal();
       }
       ++txn_batches_;
-      writing_ = false;
-      changed_.SignalAll();
+      batch.clear();
+      if (round >= kLeaderRounds || queue_.empty() || compaction_waiting_ > 0) {
+        ReleaseWriterLocked();
+        return me.result;
+      }
+      changed_.SignalAll();  // watchers see each batch
+      batch.swap(queue_);    // still the writer
     }
-    return me.result;
+  }
+
+  // Gives `writer_` up: the first caller in line leads the next batch, and watchers and
+  // compaction (on changed_) look again.
+  void ReleaseWriterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = false;
+    if (!queue_.empty()) queue_.front()->cv.Signal();
+    changed_.SignalAll();
   }
 
   // Writes `batch` in one SQLite transaction, each caller's transaction in a savepoint (so a
@@ -620,9 +642,11 @@ class SqliteStore final : public Store {
   // the log is compacted up to `revision` already.
   bool TakeWriterForCompaction(int64_t revision, int64_t txn_batches_seen) {
     absl::MutexLock lock(&mu_);
+    ++compaction_waiting_;
     while (writing_ || (!queue_.empty() && txn_batches_ == txn_batches_seen)) {
       changed_.Wait(&mu_);
     }
+    --compaction_waiting_;
     if (revision <= compacted_) return false;
     writing_ = true;
     return true;
@@ -632,8 +656,7 @@ class SqliteStore final : public Store {
     absl::MutexLock lock(&mu_);
     compacted_ = std::max(compacted_, compacted);
     txn_batches_seen = txn_batches_;
-    writing_ = false;
-    changed_.SignalAll();
+    ReleaseWriterLocked();
   }
 
   // One durable transaction that drops about `compaction_batch_rows` of the oldest change rows
@@ -671,7 +694,9 @@ class SqliteStore final : public Store {
   absl::Status CheckpointWal() {
     {
       absl::MutexLock lock(&mu_);
+      ++compaction_waiting_;
       while (writing_) changed_.Wait(&mu_);
+      --compaction_waiting_;
       writing_ = true;
     }
     absl::Status s;
@@ -681,8 +706,7 @@ class SqliteStore final : public Store {
       s = checkpoint.Next().status();
     }
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    changed_.SignalAll();
+    ReleaseWriterLocked();
     return s;
   }
 
@@ -693,8 +717,9 @@ class SqliteStore final : public Store {
   absl::Mutex mu_;       // guards everything below
   absl::CondVar changed_;
   std::vector<Pending*> queue_;
-  bool writing_ = false;     // someone owns writer_
-  int64_t txn_batches_ = 0;  // batches of transactions written
+  bool writing_ = false;        // someone owns writer_
+  int compaction_waiting_ = 0;  // compaction or a checkpoint waits for writer_
+  int64_t txn_batches_ = 0;     // batches of transactions written
   int64_t revision_ = 0;
   int64_t compacted_ = 0;
 };
