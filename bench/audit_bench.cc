@@ -27,8 +27,8 @@ Request CreateRequest() {
 
 // The record as AuditedStore::Txn commits it: the request's, with the decision and the name.
 AuditRecord CommittedRecord() {
-  AuditRecord rec = AuditRecordFor(CreateRequest(), "127.0.0.1", "gpuctl/0.1.0", NewAuditId(),
-                                   1764979200123);
+  AuditRecord rec =
+      AuditRecordFor(CreateRequest(), "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
   rec.stage = kAuditCommittedStage;
   rec.stage_ms = 1764979200125;
   rec.object_name = "train-00042";
@@ -92,8 +92,7 @@ void BM_CreateRecordPath(benchmark::State& state) {
   const Request r = CreateRequest();
   int64_t seq = 1000000;
   for (auto _ : state) {
-    AuditRecord scope =
-        AuditRecordFor(r, "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
+    AuditRecord scope = AuditRecordFor(r, "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
     AuditRecord rec = scope;
     rec.stage = kAuditCommittedStage;
     rec.object_name = "train-00042";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/text.h"
 
@@ -297,36 +298,63 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestStart(ClusterState&
 std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterState& state,
                                                                         const JobRequest& job,
                                                                         int64_t now_ms) const {
-  // Running jobs with a known end, soonest first (ties by key: deterministic), copied because
-  // they leave the state while the search looks past their end.
-  std::vector<Allocation> ending;
+  // Running jobs with a known end, soonest first (ties by key, the map's order: deterministic).
+  // Only the ones the search takes out of the state are copied (to be put back), so a job that
+  // can start after the first few endings costs a few releases, not one per running job.
+  std::vector<const Allocation*> order;
   for (const auto& [key, a] : state.allocations()) {
-    if (a.expected_end_ms > 0) ending.push_back(a);
+    if (a.expected_end_ms > 0) order.push_back(&a);
   }
-  if (ending.empty()) return std::nullopt;
-  std::stable_sort(ending.begin(), ending.end(), [](const Allocation& a, const Allocation& b) {
-    return a.expected_end_ms < b.expected_end_ms;
-  });
-  size_t released = 0;  // ending[0, released) are out of the state
+  if (order.empty()) return std::nullopt;
+  const size_t n = order.size();
+  // Sorted as far as the search looks (it usually stops after a few): order[0, sorted) are the
+  // soonest, in order. Before any of them is taken out, so the pointers sorted are valid.
+  size_t sorted = 0;
+  std::vector<int64_t> ends;  // ends[i] = order[i]'s expected end, for i < sorted
+  auto sort_to = [&](size_t k) {
+    if (k <= sorted) return;
+    const size_t to = std::min(n, std::max(k, 2 * sorted + 16));
+    std::partial_sort(order.begin() + sorted, order.begin() + to, order.end(),
+                      [](const Allocation* a, const Allocation* b) {
+                        return std::tie(a->expected_end_ms, a->job) <
+                               std::tie(b->expected_end_ms, b->job);
+                      });
+    for (; sorted < to; ++sorted) ends.push_back(order[sorted]->expected_end_ms);
+  };
+  std::vector<Allocation> out;  // out[i] is ending i, once taken out (order[i] then dangles)
+  size_t released = 0;          // endings [0, released) are out of the state
   auto fits_after = [&](size_t k) -> std::optional<Allocation> {
-    while (released < k) (void)state.Release(ending[released++].job);
-    while (released > k) (void)state.Commit(ending[--released]);
+    sort_to(k);
+    for (; released < k; ++released) {
+      if (released == out.size()) out.push_back(*order[released]);
+      (void)state.Release(out[released].job);
+    }
+    while (released > k) (void)state.Commit(out[--released]);
     return PlaceNow(state, job).allocation;
   };
+  // Galloping: the fewest endings after which it fits lie in (lo, hi], then binary search.
+  size_t lo = 0;  // does not fit after lo endings (the caller's premise for 0)
+  size_t hi = 0;  // fits after hi endings (0: not found yet)
+  for (size_t k = 1;; k = std::min(n, 2 * k)) {
+    if (fits_after(k)) {
+      hi = k;
+      break;
+    }
+    lo = k;
+    if (k == n) break;
+  }
   std::optional<StartEstimate> result;
-  if (fits_after(ending.size())) {
-    size_t lo = 0;              // does not fit after lo endings (the caller's premise for 0)
-    size_t hi = ending.size();  // fits after hi endings
+  if (hi > 0) {
     while (hi - lo > 1) {
       size_t mid = lo + (hi - lo) / 2;
       (fits_after(mid) ? hi : lo) = mid;
     }
     // Jobs that end at the same moment end together.
-    while (hi < ending.size() && ending[hi].expected_end_ms == ending[hi - 1].expected_end_ms) ++hi;
+    for (sort_to(hi + 1); hi < n && ends[hi] == ends[hi - 1]; sort_to(hi + 1)) ++hi;
     std::optional<Allocation> placed = fits_after(hi);
-    result = StartEstimate{std::max(now_ms, ending[hi - 1].expected_end_ms), std::move(*placed)};
+    result = StartEstimate{std::max(now_ms, ends[hi - 1]), std::move(*placed)};
   }
-  while (released > 0) (void)state.Commit(ending[--released]);  // put everything back
+  while (released > 0) (void)state.Commit(out[--released]);  // put everything back
   return result;
 }
 

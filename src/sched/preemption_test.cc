@@ -156,6 +156,25 @@ TEST(Preemption, SpotJobsMakeRoomForOnDemandOnes) {
   EXPECT_EQ(d[0].reason, "preempted by ns/on-demand (a spot job); checkpoint and stop within 30 s");
 }
 
+// Who may be preempted is summed up once a cycle (so that a job no running job could make room
+// for costs no scan of every allocation); a spot job bound earlier in the same cycle is in that
+// summary too, and can make room for a later job of the cycle as one bound before would.
+TEST(Preemption, ASpotJobBoundEarlierInTheCycleCanMakeRoomLaterInIt) {
+  ClusterState s({MakeTestNode("a", 8), MakeTestNode("b", 8)}, GpuCatalog::Default());
+  ASSERT_TRUE(s.Commit(Running("ns/running", 0, 0, 8)).ok());  // node a, no known end
+  Scheduler sched(DefaultFilters(), GpuCatalog::Default());
+  // First, a gang that cannot start and has no one to preempt: the summary is made then.
+  PendingJob gang = PendingWholeGpuJob("ns/gang", 2, 8, "q", 0, 1);
+  PendingJob spot = PendingWholeGpuJob("ns/spot", 1, 4, "q", 0, 2);
+  spot.preemptible = true;
+  PendingJob eight = PendingWholeGpuJob("ns/eight", 1, 8, "q", 0, 3);
+  std::vector<Decision> d = sched.Schedule(s, {gang, spot, eight}, kMin);
+  EXPECT_EQ(For(d, "ns/gang").kind, DecisionKind::kWait);
+  EXPECT_EQ(For(d, "ns/spot").kind, DecisionKind::kBind);
+  EXPECT_EQ(Preempted(d), std::vector<std::string>{"ns/spot"});
+  EXPECT_EQ(For(d, "ns/eight").kind, DecisionKind::kWait);
+}
+
 class Reclaim : public ::testing::Test {
  protected:
   Reclaim() : state_({MakeTestNode("n0", 8), MakeTestNode("n1", 8)}, GpuCatalog::Default()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -110,12 +111,72 @@ PlacementResult Scheduler::PlaceRespectingReservations(
           /*reservation=*/true};
 }
 
+namespace {
+
+// What a preemptor's candidates are drawn from, in summary: with it, a job that no running job
+// could make room for (the usual case in a busy cluster of equals) is answered without looking
+// at every allocation. Built at a cycle's first preemption search, then kept up to date with the
+// cycle's binds (the only allocations a cycle adds for good). Placeholders ("#...") are left out.
+struct PossibleVictims {
+  int64_t terminating = 0;
+  std::map<std::string, int32_t> lowest_priority;  // by queue
+  std::optional<int32_t> lowest_preemptible_priority;
+
+  void Add(const Allocation& a) {
+    if (a.job.starts_with("#")) return;
+    if (a.terminating) ++terminating;
+    auto [it, added] = lowest_priority.emplace(a.queue, a.priority);
+    if (!added) it->second = std::min(it->second, a.priority);
+    if (a.preemptible) {
+      lowest_preemptible_priority =
+          std::min(lowest_preemptible_priority.value_or(a.priority), a.priority);
+    }
+  }
+  // False only when no allocation meets any of Preempt's reasons for `p`.
+  bool Any(const PendingJob& p, bool may_reclaim) const {
+    if (terminating > 0) return true;
+    auto own = lowest_priority.find(p.queue);
+    if (own != lowest_priority.end() && own->second < p.priority) return true;
+    if (!p.preemptible && lowest_preemptible_priority &&
+        *lowest_preemptible_priority <= p.priority) {
+      return true;
+    }
+    return may_reclaim && lowest_priority.size() > (own != lowest_priority.end() ? 1u : 0u);
+  }
+};
+
+// The memo's key: what a job's placement and preemption depend on (Decide), with the runtime
+// estimate only for answers that a reservation decided. Views into the cycle's PendingJobs,
+// which outlive it: a lookup builds no string.
+struct MemoKey {
+  std::string_view queue;
+  std::string_view shape;
+  int32_t priority = 0;
+  bool preemptible = false;
+  std::optional<int64_t> estimate_s;  // set: the key with the estimate (-1 for none)
+  bool operator==(const MemoKey&) const = default;
+};
+struct MemoKeyHash {
+  size_t operator()(const MemoKey& k) const {
+    size_t h = std::hash<std::string_view>()(k.shape);
+    auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+    mix(std::hash<std::string_view>()(k.queue));
+    mix(std::hash<int64_t>()(k.priority));
+    mix(k.preemptible);
+    mix(k.estimate_s ? std::hash<int64_t>()(*k.estimate_s) : 0x51ed27);
+    return h;
+  }
+};
+
+}  // namespace
+
 struct Scheduler::CycleState {
   QueueQuota quota;
+  std::optional<PossibleVictims> possible_victims;  // see PossibleVictims
   // Within one cycle the cluster only fills up and reservations are only added, so a job that
   // did not fit will not fit later in the cycle either: same queue, shape and estimate get the
   // same decision without another search.
-  std::unordered_map<std::string, Decision> unfit;
+  std::unordered_map<MemoKey, Decision, MemoKeyHash> unfit;
   std::map<std::string, Reservation> reservations;  // queue (or #preempt#job) -> reservation
   std::set<std::string> victims;                    // preempted in this cycle
   std::vector<Allocation> nominated;                // where this cycle's preemptors will run
@@ -232,6 +293,7 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
   // Same node set as last time (by identity, or else by value): reuse it.
   if (empty_ && (empty_source_id_ != state.nodes_id() && empty_source_ != state.nodes())) {
     empty_.reset();
+    never_fits_.clear();
   }
   if (!empty_) {
     empty_source_ = state.nodes();
@@ -241,14 +303,26 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
   return *empty_;
 }
 
+const std::optional<std::string>& Scheduler::WhyNeverFits(const ClusterState& state,
+                                                          const PendingJob& p) const {
+  ClusterState& empty = EmptyTwin(state);
+  std::string key = p.shape_key.empty() ? ShapeKey(p.request) : p.shape_key;
+  for (const TaskRequest& t : p.request.tasks) key += Cat("|n", t.name);  // named in the answer
+  if (auto it = never_fits_.find(key); it != never_fits_.end()) return it->second;
+  constexpr size_t kMaxShapes = 4096;  // a bound, not a working set: shapes repeat
+  if (never_fits_.size() >= kMaxShapes) never_fits_.clear();
+  return never_fits_.emplace(std::move(key), placer_.WhyNeverFits(empty, p.request)).first->second;
+}
+
 JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
                              CycleState& cycle, std::vector<Decision>* decisions) const {
   const JobRequest& job = p.request;
   if (p.shape_key.empty()) p.shape_key = ShapeKey(job);
   // Jobs alike in everything placement and preemption look at get the same answer. The runtime
   // estimate matters only where a reservation is in the way, so only those answers carry it.
-  std::string memo = Cat(p.queue, "\n", p.priority, "\n", p.preemptible, "\n", p.shape_key);
-  std::string memo_with_estimate = Cat(memo, "\n", p.runtime_estimate_s.value_or(-1));
+  MemoKey memo{p.queue, p.shape_key, p.priority, p.preemptible, std::nullopt};
+  MemoKey memo_with_estimate = memo;
+  memo_with_estimate.estimate_s = p.runtime_estimate_s.value_or(-1);
   auto it = cycle.unfit.find(memo);
   if (it == cycle.unfit.end()) it = cycle.unfit.find(memo_with_estimate);
   if (it != cycle.unfit.end()) {
@@ -269,20 +343,21 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
     if (refused) {
       decisions->push_back(
           {DecisionKind::kWait, job.key, std::nullopt, Cat("waiting: ", std::move(*refused))});
-      cycle.unfit.emplace(std::move(memo), decisions->back());
+      cycle.unfit.emplace(memo, decisions->back());
       return JobOutcome::kSearched;
     }
     if (absl::Status st = state.Commit(a); st.ok()) {
       cycle.quota.Add(p.queue, a);
+      if (cycle.possible_victims) cycle.possible_victims->Add(a);
       decisions->push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
       return JobOutcome::kBound;
     } else {
       r.reason = std::string(st.message());  // cannot happen: the placer checked it
     }
   }
-  if (std::optional<std::string> never = placer_.WhyNeverFits(EmptyTwin(state), job)) {
-    decisions->push_back({DecisionKind::kReject, job.key, std::nullopt, std::move(*never)});
-    cycle.unfit.emplace(std::move(memo), decisions->back());
+  if (const std::optional<std::string>& never = WhyNeverFits(state, p)) {
+    decisions->push_back({DecisionKind::kReject, job.key, std::nullopt, *never});
+    cycle.unfit.emplace(memo, decisions->back());
     return JobOutcome::kSearched;
   }
   if (options_.preemption) {
@@ -302,8 +377,7 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
     memo_decision.reason +=
         Cat("; expected to start in ", AboutMinutes(now_ms, *wait.expected_start_ms));
   }
-  cycle.unfit.emplace(by_reservation ? std::move(memo_with_estimate) : std::move(memo),
-                      std::move(memo_decision));
+  cycle.unfit.emplace(by_reservation ? memo_with_estimate : memo, std::move(memo_decision));
   return JobOutcome::kSearched;
 }
 
@@ -318,6 +392,14 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     std::string why;
   };
   std::vector<Candidate> candidates;
+  // Reclaiming needs room under the preemptor's queue's guarantee; without it, no job's usage
+  // need be looked at for that reason.
+  const bool may_reclaim = quota.BelowGuarantee(p.queue);
+  if (!cycle.possible_victims) {
+    cycle.possible_victims.emplace();
+    for (const auto& [key, a] : state.allocations()) cycle.possible_victims->Add(a);
+  }
+  if (!cycle.possible_victims->Any(p, may_reclaim)) return std::nullopt;
   // Only jobs on nodes the preemptor may use can make room for it.
   const std::vector<bool> eligible = placer_.EligibleMask(state, p.request);
   auto on_eligible_node = [&](const Allocation& a) {
@@ -326,9 +408,6 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     }
     return false;
   };
-  // Reclaiming needs room under the preemptor's queue's guarantee; without it, no job's usage
-  // need be looked at for that reason.
-  const bool may_reclaim = quota.BelowGuarantee(p.queue);
   for (const auto& [key, a] : state.allocations()) {
     if (key.starts_with("#") || cycle.victims.contains(key) || !on_eligible_node(a)) continue;
     std::string why;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -182,6 +183,11 @@ class Scheduler {
   mutable std::optional<ClusterState> empty_;
   mutable std::vector<Node> empty_source_;
   mutable uint64_t empty_source_id_ = 0;
+  // GangPlacer::WhyNeverFits on the empty twin, by the job's shape and task names (what its
+  // answer depends on), kept with the twin: a waiting shape is asked once, not every cycle.
+  const std::optional<std::string>& WhyNeverFits(const ClusterState& state,
+                                                 const PendingJob& p) const;
+  mutable std::unordered_map<std::string, std::optional<std::string>> never_fits_;
 };
 
 }  // namespace gpucloud::sched

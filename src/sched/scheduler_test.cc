@@ -289,6 +289,42 @@ TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
   EXPECT_EQ(d[3].kind, DecisionKind::kBind);  // a smaller job still fits
 }
 
+// "Could it ever run" is answered once per shape while the nodes stay the same (the scheduler
+// keeps the answers with its empty twin of the cluster), yet each job's answer names its own
+// task, and a cluster that changes is asked again: a job refused on one node set waits once a
+// node that could hold it joins (busy), with the same scheduler.
+TEST(Scheduler, NeverFitsAnswersAreKeptPerShapeAndForgottenWhenNodesChange) {
+  Scheduler scheduler = MakeScheduler();
+  ClusterState small({MakeNode("a", 8)}, GpuCatalog::Default());
+  PendingJob huge = Job("ns/huge", 1, 16, 0, 1);
+  PendingJob other = Job("ns/other", 1, 16, 0, 2);
+  other.request.tasks[0].name = "trainer";
+  std::vector<Decision> d = scheduler.Schedule(small, {huge}, 0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kReject);
+  EXPECT_EQ(d[0].reason,
+            "task w needs 16 GPUs of any type on one node; the largest such node has 8");
+  // The next cycle, the same nodes: the same shape with another task name gets its own answer.
+  d = scheduler.Schedule(small, {other}, 1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kReject);
+  EXPECT_EQ(d[0].reason,
+            "task trainer needs 16 GPUs of any type on one node; the largest such node has 8");
+  d = scheduler.Schedule(small, {huge}, 2);  // and the first its kept one
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].reason,
+            "task w needs 16 GPUs of any type on one node; the largest such node has 8");
+  // A 16-GPU node joins, busy for now: the job waits for it instead of being refused.
+  ClusterState bigger({MakeNode("a", 8), MakeNode("b", 16)}, GpuCatalog::Default());
+  PendingJob busy = Job("ns/busy", 1, 16, 0, 0);
+  d = scheduler.Schedule(bigger, {busy}, 3);
+  ASSERT_EQ(d.size(), 1u);
+  ASSERT_EQ(d[0].kind, DecisionKind::kBind);
+  d = scheduler.Schedule(bigger, {huge}, 4);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kWait) << d[0].reason;
+}
+
 // One line per decision: "job kind reason", and the nodes of a bind's replicas.
 std::vector<std::string> DecisionLines(const std::vector<Decision>& decisions) {
   std::vector<std::string> out;
