@@ -332,7 +332,10 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
     while (released > k) (void)state.Commit(out[--released]);
     return PlaceNow(state, job).allocation;
   };
-  // Galloping: the fewest endings after which it fits lie in (lo, hi], then binary search.
+  // Galloping: the fewest endings after which it fits lie in (lo, hi], then binary search. Like
+  // the binary search before it, this takes "fits after k endings" to hold for every larger k
+  // once it holds. A job that fits after no number of endings costs log2(n) + 1 placement
+  // probes (the binary search made one, after taking every ending out, as this does too).
   size_t lo = 0;  // does not fit after lo endings (the caller's premise for 0)
   size_t hi = 0;  // fits after hi endings (0: not found yet)
   for (size_t k = 1;; k = std::min(n, 2 * k)) {
