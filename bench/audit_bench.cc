@@ -25,17 +25,26 @@ Request CreateRequest() {
   return r;
 }
 
-// The record as AuditedStore::Txn commits it: the request's, with the decision and the name.
-AuditRecord CommittedRecord() {
-  AuditRecord rec =
-      AuditRecordFor(CreateRequest(), "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
+// The request's record as the front makes it (BeginAudit), with a new id.
+AuditRecord RequestRecord(const Request& r) {
+  return AuditRecordFor(r, "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
+}
+
+// What AuditedStore::Txn and authorization add to its copy before committing it.
+void MarkCommitted(AuditRecord& rec) {
   rec.stage = kAuditCommittedStage;
-  rec.stage_ms = 1764979200125;
   rec.object_name = "train-00042";
   rec.action = "jobs:Create";
   rec.resource = "gpucloud:job/team-a/train-00042";
   rec.decision = "allow";
   rec.reason = "gpucloud:tenant/TenantOwnNamespace";
+}
+
+// The record as AuditedStore::Txn commits it, with the annotations a job's create carries.
+AuditRecord CommittedRecord() {
+  AuditRecord rec = RequestRecord(CreateRequest());
+  MarkCommitted(rec);
+  rec.stage_ms = 1764979200125;
   rec.annotations["gpucloud.io/estimated-hourly-cost"] = "2.5";
   rec.annotations["gpucloud.io/gpu-type"] = "H100-80GB";
   return rec;
@@ -47,7 +56,7 @@ const std::string kPrevHash(64, 'a');
 void BM_RecordForRequest(benchmark::State& state) {
   const Request r = CreateRequest();
   for (auto _ : state) {
-    AuditRecord rec = AuditRecordFor(r, "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
+    AuditRecord rec = RequestRecord(r);
     benchmark::DoNotOptimize(rec);
   }
 }
@@ -92,14 +101,9 @@ void BM_CreateRecordPath(benchmark::State& state) {
   const Request r = CreateRequest();
   int64_t seq = 1000000;
   for (auto _ : state) {
-    AuditRecord scope = AuditRecordFor(r, "127.0.0.1", "gpuctl/0.1.0", NewAuditId(), 1764979200123);
+    AuditRecord scope = RequestRecord(r);
     AuditRecord rec = scope;
-    rec.stage = kAuditCommittedStage;
-    rec.object_name = "train-00042";
-    rec.action = "jobs:Create";
-    rec.resource = "gpucloud:job/team-a/train-00042";
-    rec.decision = "allow";
-    rec.reason = "gpucloud:tenant/TenantOwnNamespace";
+    MarkCommitted(rec);
     PreparedRecord p = PrepareRecord(rec);
     std::string text = ChainRecord(p, ++seq, kPrevHash, rec);
     benchmark::DoNotOptimize(text);

@@ -4,10 +4,12 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -334,9 +336,9 @@ std::string ChainRecord(const PreparedRecord& p, int64_t seq, const std::string&
                         AuditRecord& r) {
   r.seq = seq;
   r.prev_hash = prev_hash;
-  char seq_buf[24];
-  const int seq_len = std::snprintf(seq_buf, sizeof seq_buf, "%lld", static_cast<long long>(seq));
-  const std::string_view seq_text(seq_buf, seq_len > 0 ? static_cast<size_t>(seq_len) : 0);
+  char seq_buf[24];  // an int64 in decimal: at most 20 characters
+  const std::string_view seq_text(seq_buf,
+                                  std::to_chars(seq_buf, std::end(seq_buf), seq).ptr - seq_buf);
   const std::string_view text(p.text);
   const std::string_view to_hash_member = text.substr(0, p.hash_at);
   const std::string_view to_prev_hash = text.substr(p.hash_at, p.prev_hash_at - p.hash_at);
