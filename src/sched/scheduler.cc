@@ -118,13 +118,13 @@ namespace {
 // at every allocation. Built at a cycle's first preemption search, then kept up to date with the
 // cycle's binds (the only allocations a cycle adds for good). Placeholders ("#...") are left out.
 struct PossibleVictims {
-  int64_t terminating = 0;
+  bool terminating = false;                        // some job is stopping already
   std::map<std::string, int32_t> lowest_priority;  // by queue
   std::optional<int32_t> lowest_preemptible_priority;
 
   void Add(const Allocation& a) {
     if (a.job.starts_with("#")) return;
-    if (a.terminating) ++terminating;
+    terminating = terminating || a.terminating;
     auto [it, added] = lowest_priority.emplace(a.queue, a.priority);
     if (!added) it->second = std::min(it->second, a.priority);
     if (a.preemptible) {
@@ -134,7 +134,7 @@ struct PossibleVictims {
   }
   // False only when no allocation meets any of Preempt's reasons for `p`.
   bool Any(const PendingJob& p, bool may_reclaim) const {
-    if (terminating > 0) return true;
+    if (terminating) return true;
     auto own = lowest_priority.find(p.queue);
     if (own != lowest_priority.end() && own->second < p.priority) return true;
     if (!p.preemptible && lowest_preemptible_priority &&
@@ -306,7 +306,8 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
 const std::optional<std::string>& Scheduler::WhyNeverFits(const ClusterState& state,
                                                           const PendingJob& p) const {
   ClusterState& empty = EmptyTwin(state);
-  std::string key = p.shape_key.empty() ? ShapeKey(p.request) : p.shape_key;
+  if (p.shape_key.empty()) p.shape_key = ShapeKey(p.request);
+  std::string key = p.shape_key;
   for (const TaskRequest& t : p.request.tasks) key += Cat("|n", t.name);  // named in the answer
   if (auto it = never_fits_.find(key); it != never_fits_.end()) return it->second;
   constexpr size_t kMaxShapes = 4096;  // a bound, not a working set: shapes repeat

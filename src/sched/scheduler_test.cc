@@ -289,11 +289,12 @@ TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
   EXPECT_EQ(d[3].kind, DecisionKind::kBind);  // a smaller job still fits
 }
 
-// "Could it ever run" is answered once per shape while the nodes stay the same (the scheduler
-// keeps the answers with its empty twin of the cluster), yet each job's answer names its own
-// task, and a cluster that changes is asked again: a job refused on one node set waits once a
-// node that could hold it joins (busy), with the same scheduler.
-TEST(Scheduler, NeverFitsAnswersAreKeptPerShapeAndForgottenWhenNodesChange) {
+// "Could it ever run" is kept per shape beside the scheduler's empty twin of the cluster. What
+// can be seen of that from outside, and is checked here: a job of the same shape with another
+// task name gets an answer naming its own task, and the answers follow a change of the nodes
+// (a job refused on one node set waits once a node that could hold it joins, busy, with the
+// same scheduler). That the answer is reused rather than recomputed is not observable.
+TEST(Scheduler, NeverFitsAnswersNameTheirOwnTaskAndFollowTheNodes) {
   Scheduler scheduler = MakeScheduler();
   ClusterState small({MakeNode("a", 8)}, GpuCatalog::Default());
   PendingJob huge = Job("ns/huge", 1, 16, 0, 1);
@@ -310,7 +311,7 @@ TEST(Scheduler, NeverFitsAnswersAreKeptPerShapeAndForgottenWhenNodesChange) {
   EXPECT_EQ(d[0].kind, DecisionKind::kReject);
   EXPECT_EQ(d[0].reason,
             "task trainer needs 16 GPUs of any type on one node; the largest such node has 8");
-  d = scheduler.Schedule(small, {huge}, 2);  // and the first its kept one
+  d = scheduler.Schedule(small, {huge}, 2);  // and the first job still its own
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].reason,
             "task w needs 16 GPUs of any type on one node; the largest such node has 8");
