@@ -10,6 +10,8 @@ std::string_view QueueOrderingName(QueueOrdering o) {
       return "sjf";
     case QueueOrdering::kLas:
       return "las";
+    case QueueOrdering::kDlas:
+      return "dlas";
     case QueueOrdering::kFifo:
       break;
   }
@@ -20,6 +22,7 @@ std::optional<QueueOrdering> ParseQueueOrdering(std::string_view text) {
   if (text == "fifo") return QueueOrdering::kFifo;
   if (text == "sjf") return QueueOrdering::kSjf;
   if (text == "las") return QueueOrdering::kLas;
+  if (text == "dlas") return QueueOrdering::kDlas;
   return std::nullopt;
 }
 

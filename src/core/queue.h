@@ -20,8 +20,12 @@ enum class QueueOrdering {
   kFifo,  // submission order
   kSjf,   // shortest job first, on the user's runtime estimate
   kLas,   // least attained service (Tiresias): least GPU-time received so far first
+  // Tiresias' discretized two-dimensional LAS: jobs in priority bands by the GPU-time they have
+  // attained (SchedulerConfig::las), FIFO inside a band, and a waiting job may preempt running
+  // jobs of a later band; a starvation guard promotes jobs that waited long.
+  kDlas,
 };
-std::string_view QueueOrderingName(QueueOrdering o);  // "fifo", "sjf", "las"
+std::string_view QueueOrderingName(QueueOrdering o);  // "fifo", "sjf", "las", "dlas"
 std::optional<QueueOrdering> ParseQueueOrdering(std::string_view text);
 
 inline constexpr std::string_view kAnyGpuType = "*";

@@ -41,6 +41,18 @@ struct NamespaceBudgetConfig {
   bool operator==(const NamespaceBudgetConfig&) const = default;
 };
 
+// Ordering dlas (Tiresias' discretized 2D-LAS): band k holds the jobs whose attained GPU-time
+// (GPUs x time, over all their attempts) is at least thresholds[k-1] and below thresholds[k];
+// band 0 goes first. A job that has waited, since its last attempt ended, at least
+// `starvation_factor` times the wall time its service took (attained / GPUs) is promoted to
+// band 0 for its next attempt (0 = no promotion). The defaults are those of the Pollux artifact's
+// Tiresias (one threshold of 16 GPU-hours, no promotion).
+struct LasConfig {
+  std::vector<int64_t> thresholds_gpu_s = {16 * 3600};  // ascending, > 0
+  double starvation_factor = 0;                         // >= 0
+  bool operator==(const LasConfig&) const = default;
+};
+
 struct SchedulerConfig {
   // Within a queue: priority first, then this (a queue's own spec.ordering overrides it).
   QueueOrdering ordering = QueueOrdering::kFifo;
@@ -57,6 +69,7 @@ struct SchedulerConfig {
   // Empty = no scoring: the first node in best-fit order wins.
   std::vector<ScorePluginConfig> scores = {{"BinPack", 1, {}}, {"Fragmentation", 1, {}}};
   NamespaceBudgetConfig namespace_budget;
+  LasConfig las;  // ordering dlas's bands
   bool operator==(const SchedulerConfig&) const = default;
 };
 

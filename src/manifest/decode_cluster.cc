@@ -80,7 +80,7 @@ std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc) {
   ok = s.Bool("mayBorrow", &spec.may_borrow) && ok;
   ok = s.Bool("mayLend", &spec.may_lend) && ok;
   if (std::optional<Field> o = s.Take("ordering")) {
-    std::optional<std::string> text = ReadOneOf(ctx, *o, {"fifo", "sjf", "las"});
+    std::optional<std::string> text = ReadOneOf(ctx, *o, {"fifo", "sjf", "las", "dlas"});
     ok = text.has_value() && ok;
     if (text) spec.ordering = *ParseQueueOrdering(*text);
   }

@@ -124,6 +124,43 @@ bool DecodeNamespaceBudget(Context& ctx, const Field& f, NamespaceBudgetConfig* 
   return ok;
 }
 
+// spec.las: {thresholds: [durations of GPU-time, ascending, > 0, at most 8], starvationFactor:
+// a number >= 0}.
+bool DecodeLas(Context& ctx, const Field& f, LasConfig* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  bool ok = true;
+  if (std::optional<Field> t = m.Take("thresholds")) {
+    std::optional<std::vector<Field>> items = ReadList(ctx.sink, *t);
+    ok = items.has_value();
+    if (items && (items->empty() || items->size() > 8)) {
+      ctx.sink.Error(t->mark, t->path, "must list 1 to 8 thresholds of GPU-time such as 16h");
+      ok = false;
+    }
+    std::vector<int64_t> thresholds;
+    for (const Field& item : items.value_or(std::vector<Field>{})) {
+      std::optional<int64_t> secs = DecodeDuration(ctx, item);
+      if (secs && (*secs <= 0 || (!thresholds.empty() && *secs <= thresholds.back()))) {
+        ctx.sink.Error(item.mark, item.path,
+                       "must be longer than 0s and than the threshold before it");
+        secs.reset();
+      }
+      ok = secs.has_value() && ok;
+      if (secs) thresholds.push_back(*secs);
+    }
+    if (ok) out->thresholds_gpu_s = std::move(thresholds);
+  }
+  if (std::optional<Field> s = m.Take("starvationFactor")) {
+    // ParseMilli takes no sign: a negative factor is refused with the rest.
+    std::optional<int64_t> milli =
+        DecodeParsed(ctx, *s, ParseMilli, "must be a number such as 2 or 0.5 (0: off), got ");
+    ok = milli.has_value() && ok;
+    if (milli) out->starvation_factor = static_cast<double>(*milli) / kMilliPerUnit;
+  }
+  m.Finish();
+  return ok;
+}
+
 }  // namespace
 
 std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx, MapReader& doc) {
@@ -135,7 +172,7 @@ std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx,
   if (!s.valid()) return std::nullopt;
   SchedulerConfig& spec = out.spec;
   if (std::optional<Field> o = s.Take("ordering")) {
-    std::optional<std::string> text = ReadOneOf(ctx, *o, {"fifo", "sjf", "las"});
+    std::optional<std::string> text = ReadOneOf(ctx, *o, {"fifo", "sjf", "las", "dlas"});
     ok = text.has_value() && ok;
     if (text) spec.ordering = *ParseQueueOrdering(*text);
   }
@@ -177,6 +214,7 @@ std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx,
   if (std::optional<Field> b = s.Take("namespaceBudget")) {
     ok = DecodeNamespaceBudget(ctx, *b, &spec.namespace_budget) && ok;
   }
+  if (std::optional<Field> l = s.Take("las")) ok = DecodeLas(ctx, *l, &spec.las) && ok;
   s.Finish();
   if (!ok) return std::nullopt;
   return out;

@@ -292,6 +292,11 @@ Json SchedulerConfigJson(const SchedulerConfig& s) {
   out["plugins"] = std::move(plugins);
   out["namespaceBudget"] = Json{{"maxWaiting", s.namespace_budget.max_waiting},
                                 {"maxSearches", s.namespace_budget.max_searches}};
+  Json thresholds = Json::array();
+  for (int64_t t : s.las.thresholds_gpu_s) thresholds.push_back(FormatDuration(t));
+  out["las"] = Json{
+      {"thresholds", std::move(thresholds)},
+      {"starvationFactor", FormatMilli(std::llround(s.las.starvation_factor * kMilliPerUnit))}};
   return out;
 }
 

@@ -47,7 +47,7 @@ spec:
       - {gpus: 1}
     scroe: []
 )",
-     "job.yaml:6:13: spec.ordering: must be fifo, sjf or las, got \"random\"\n"
+     "job.yaml:6:13: spec.ordering: must be fifo, sjf, las or dlas, got \"random\"\n"
      "job.yaml:7:24: spec.fairShare.enabled: must be true or false, got string \"yes\"\n"
      "job.yaml:7:37: spec.fairShare.window: must be longer than 0s\n"
      "job.yaml:8:29: spec.preemption.gracePeriod: not a valid duration: \"soon\" (use e.g. "
@@ -67,6 +67,20 @@ spec:
      "job.yaml:5:33: spec.namespaceBudget.maxWaiting: must be >= 0, got -1\n"
      "job.yaml:5:50: spec.namespaceBudget.maxSearches: must be <= 1000000, got 2000000\n"
      "job.yaml:5:59: spec.namespaceBudget.maxBinds: unknown field\n"},
+    {"sched_config_las_bands", R"(apiVersion: gpucloud/v1
+kind: SchedulerConfiguration
+metadata: {name: p}
+spec:
+  ordering: dlas
+  las: {thresholds: [1h, 30m, 0s], starvationFactor: -2, quanta: 3}
+)",
+     "job.yaml:6:26: spec.las.thresholds[1]: must be longer than 0s and than the threshold "
+     "before it\n"
+     "job.yaml:6:31: spec.las.thresholds[2]: must be longer than 0s and than the threshold "
+     "before it\n"
+     "job.yaml:6:54: spec.las.starvationFactor: must be a number such as 2 or 0.5 (0: off), got "
+     "-2\n"
+     "job.yaml:6:58: spec.las.quanta: unknown field\n"},
     {"sched_config_namespace_budget_not_a_map", R"(apiVersion: gpucloud/v1
 kind: SchedulerConfiguration
 metadata: {name: p}

@@ -358,6 +358,8 @@ FieldSchema JobStatus() {
       Int("attemptStartedMs", "When the current attempt's first task ran."),
       Int("runEndedMs", "When the current attempt stopped doing useful work."),
       Int("lastCheckpointMs", "The newest complete checkpoint the agents saw."),
+      Int("lasServiceGpuMs",
+          "Ordering dlas: the GPU-time (GPU x ms) this attempt's band counts from."),
       Int("lastReplicatedMs", "The newest checkpoint copied to the replica location."),
       List("checkpointNodes", "Node-local checkpoints: the node of each rank of the last attempt."),
       Num("checkpointGpus", "Node-local checkpoints: the last attempt's GPUs."),
@@ -396,16 +398,17 @@ KindSchema Queue() {
                "queue", {"q"},
                false,   "A queue jobs wait in, with its share of the cluster and its GPU quotas.",
                {}};
-  FieldSchema spec = Req(Obj(
-      "spec", "The queue's share, ordering and quotas.",
-      {Int("weight", "Its share between queues (1 to 1000, default 1)."),
-       Bool("mayBorrow", "It may use idle quota of other queues (default true)."),
-       Bool("mayLend", "Other queues may use its idle quota (default true)."),
-       Enum("ordering", "The order its jobs are tried in; default fifo.", {"fifo", "sjf", "las"}),
-       ObjList("quota", "GPU quotas, one per GPU type.",
-               {Req(Str("gpuType", "One catalog type, or \"*\" for all types together.")),
-                Qty("guaranteed", "GPUs it is guaranteed (8, 2.5)."),
-                Qty("max", "GPUs it may use at most (>= guaranteed).")})}));
+  FieldSchema spec =
+      Req(Obj("spec", "The queue's share, ordering and quotas.",
+              {Int("weight", "Its share between queues (1 to 1000, default 1)."),
+               Bool("mayBorrow", "It may use idle quota of other queues (default true)."),
+               Bool("mayLend", "Other queues may use its idle quota (default true)."),
+               Enum("ordering", "The order its jobs are tried in; default fifo.",
+                    {"fifo", "sjf", "las", "dlas"}),
+               ObjList("quota", "GPU quotas, one per GPU type.",
+                       {Req(Str("gpuType", "One catalog type, or \"*\" for all types together.")),
+                        Qty("guaranteed", "GPUs it is guaranteed (8, 2.5)."),
+                        Qty("max", "GPUs it may use at most (>= guaranteed).")})}));
   Fields f = TypeFields("Queue");
   f.push_back(Metadata(false));
   f.push_back(std::move(spec));
@@ -474,7 +477,8 @@ KindSchema SchedulerConfiguration() {
                              Req(Qty("weight", "Its relative frequency (93.2)."))})})});
   FieldSchema spec = Req(Obj(
       "spec", "The scheduler's policy.",
-      {Enum("ordering", "The order jobs are tried in; default fifo.", {"fifo", "sjf", "las"}),
+      {Enum("ordering", "The order jobs are tried in; default fifo.",
+            {"fifo", "sjf", "las", "dlas"}),
        Bool("backfill", "Smaller jobs may start ahead of a waiting gang that they do not delay."),
        Bool("estimateStartTimes", "Estimate when waiting jobs start."),
        Obj("fairShare", "Order by recent usage.",
@@ -485,7 +489,13 @@ KindSchema SchedulerConfiguration() {
        std::move(plugins),
        Obj("namespaceBudget", "Bounds on one namespace's work per scheduling cycle (0: none).",
            {Int("maxWaiting", "Jobs of one namespace considered per cycle."),
-            Int("maxSearches", "Placement searches for one namespace per cycle.")})}));
+            Int("maxSearches", "Placement searches for one namespace per cycle.")}),
+       Obj("las", "Ordering dlas: bands of attained GPU-time (Tiresias).",
+           {List("thresholds", "GPU-time where each band ends, ascending (16h).",
+                 FieldType::kDuration),
+            Num("starvationFactor",
+                "Promote a job that waited this many times its service to the first band; 0: "
+                "off.")})}));
   Fields f = TypeFields("SchedulerConfiguration");
   f.push_back(Metadata(false));
   f.push_back(std::move(spec));

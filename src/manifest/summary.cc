@@ -1,4 +1,6 @@
 // One-line summaries of what an object asks for, for `gpuctl validate` and the demo.
+#include <cmath>
+
 #include "core/parse.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
@@ -109,7 +111,19 @@ std::string SchedulerConfigSummary(const SchedulerConfiguration& c) {
   const SchedulerConfig& s = c.spec;
   std::vector<std::string> scores;
   for (const ScorePluginConfig& p : s.scores) scores.push_back(Cat(p.name, " x", p.weight));
-  return Cat("SchedulerConfiguration ", c.metadata.name, ": ", QueueOrderingName(s.ordering),
+  std::string bands;
+  if (s.ordering == QueueOrdering::kDlas) {
+    std::vector<std::string> t;
+    for (int64_t v : s.las.thresholds_gpu_s) t.push_back(FormatDuration(v));
+    bands =
+        Cat(" (bands at ", Join(t, ", "), " of GPU-time",
+            s.las.starvation_factor > 0
+                ? Cat(", promoted after waiting ",
+                      FormatMilli(std::llround(s.las.starvation_factor * 1000)), "x their service")
+                : std::string(),
+            ")");
+  }
+  return Cat("SchedulerConfiguration ", c.metadata.name, ": ", QueueOrderingName(s.ordering), bands,
              s.backfill ? ", backfill" : ", no backfill",
              s.fair_share ? Cat(", fair share over ", FormatDuration(s.fair_share_window_s))
                           : std::string(", no fair share"),

@@ -26,8 +26,7 @@ void NamespaceBudget::Record(std::string_view ns, JobOutcome outcome) {
   if (outcome == JobOutcome::kSearched) ++u.searches;
 }
 
-Lane::Lane(QueueOrdering ordering, const std::vector<const PendingJob*>& jobs)
-    : ordering_(ordering) {
+Lane::Lane(OrderContext order, const std::vector<const PendingJob*>& jobs) : order_(order) {
   std::unordered_map<std::string_view, size_t> index;
   std::string_view last_ns;
   size_t last = 0;
@@ -51,7 +50,7 @@ Lane::Lane(QueueOrdering ordering, const std::vector<const PendingJob*>& jobs)
 }
 
 bool Lane::JobAfter(const PendingJob* a, const PendingJob* b) const {
-  return QueueSortLess(ordering_, *b, *a);
+  return QueueSortLess(order_, *b, *a);
 }
 
 bool Lane::HeadAfter(size_t a, size_t b) const {

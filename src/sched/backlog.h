@@ -26,10 +26,20 @@
 #include <vector>
 
 #include "core/queue.h"
+#include "core/sched_config.h"
 
 namespace gpucloud::sched {
 
 struct PendingJob;
+
+// What a queue's order depends on besides the jobs: the ordering and, for dlas, its bands and
+// the cycle's time (the starvation guard). `las` must outlive its users; nullptr means
+// LasConfig's defaults.
+struct OrderContext {
+  QueueOrdering ordering = QueueOrdering::kFifo;
+  const LasConfig* las = nullptr;
+  int64_t now_ms = 0;
+};
 
 // The namespace of a job key "namespace/name": the part before the first '/' ("" without one).
 std::string_view NamespaceOfKey(std::string_view job_key);
@@ -66,8 +76,8 @@ class NamespaceBudget {
 
 class Lane {
  public:
-  // `jobs` must outlive the lane; QueueSortLess(ordering, ...) is the order.
-  Lane(QueueOrdering ordering, const std::vector<const PendingJob*>& jobs);
+  // `jobs` (and order.las) must outlive the lane; QueueSortLess(order, ...) is the order.
+  Lane(OrderContext order, const std::vector<const PendingJob*>& jobs);
 
   bool empty() const { return heads_.empty(); }
   // The first job in the queue's order. Not when empty().
@@ -85,7 +95,7 @@ class Lane {
   // Takes the namespace at the top of heads_ off it.
   size_t PopHead();
 
-  QueueOrdering ordering_;
+  OrderContext order_;
   std::vector<Heap> namespaces_;
   std::vector<size_t> heads_;  // indices into namespaces_ that are non-empty, a heap by top job
 };

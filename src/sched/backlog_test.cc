@@ -50,23 +50,29 @@ TEST(NamespaceBudgetTest, ZeroIsUnbounded) {
 // The lane yields exactly the order of a full sort by QueueSortLess, whatever the namespaces.
 TEST(LaneTest, YieldsTheQueueOrderAcrossNamespaces) {
   Rng rng(11);
-  for (QueueOrdering ordering : {QueueOrdering::kFifo, QueueOrdering::kSjf, QueueOrdering::kLas}) {
+  // dlas with bands at 0.3 and 0.6 GPU-seconds and a starvation guard, at a time that promotes
+  // some of the jobs.
+  const LasConfig las{.thresholds_gpu_s = {300, 600}, .starvation_factor = 2};
+  for (QueueOrdering ordering :
+       {QueueOrdering::kFifo, QueueOrdering::kSjf, QueueOrdering::kLas, QueueOrdering::kDlas}) {
+    const OrderContext order{ordering, &las, 900'000};
     std::vector<PendingJob> jobs;
     for (int i = 0; i < 300; ++i) {
       PendingJob p = PendingWholeGpuJob(Cat("ns", rng.Uniform(7), "/j", i), 1,
                                         static_cast<int>(rng.Range(1, 8)), "",
                                         static_cast<int32_t>(rng.Uniform(3)), rng.Range(0, 50));
       if (rng.Uniform(2) == 0) p.runtime_estimate_s = rng.Range(60, 6000);
-      p.attained_gpu_ms = rng.Range(0, 1000);
+      p.attained_gpu_ms = rng.Range(0, 1000) * 1000;
+      p.waiting_since_ms = rng.Range(0, 900) * 1000;
       jobs.push_back(std::move(p));
     }
     std::vector<const PendingJob*> pointers;
     for (const PendingJob& p : jobs) pointers.push_back(&p);
     std::vector<const PendingJob*> sorted = pointers;
     std::sort(sorted.begin(), sorted.end(), [&](const PendingJob* a, const PendingJob* b) {
-      return QueueSortLess(ordering, *a, *b);
+      return QueueSortLess(order, *a, *b);
     });
-    Lane lane(ordering, pointers);
+    Lane lane(order, pointers);
     std::vector<const PendingJob*> got;
     while (!lane.empty()) {
       got.push_back(&lane.Next());
@@ -83,7 +89,7 @@ TEST(LaneTest, DropsANamespaceAtOnce) {
       PendingWholeGpuJob("b/2", 1, 1, "", 0, 5)};
   std::vector<const PendingJob*> pointers;
   for (const PendingJob& p : jobs) pointers.push_back(&p);
-  Lane lane(QueueOrdering::kFifo, pointers);
+  Lane lane(OrderContext{QueueOrdering::kFifo}, pointers);
   EXPECT_EQ(lane.Next().request.key, "a/1");
   lane.Pop();
   EXPECT_EQ(lane.Next().request.key, "b/1");

@@ -92,6 +92,10 @@ struct Allocation {
   bool preemptible = false;
   int64_t start_ms = 0;
   int64_t last_checkpoint_ms = 0;
+  // Ordering dlas: the attained GPU-time (GPU x ms) this attempt's band counts from: the job's
+  // earlier attempts, or 0 when the starvation guard promoted it. Its band at time t counts
+  // its GPUs x (t - start_ms) on top.
+  int64_t las_service_gpu_ms = 0;
   // Preempted and within its grace period: still holds its GPUs, is not chosen again.
   bool terminating = false;
   bool operator==(const Allocation&) const = default;

@@ -28,26 +28,63 @@ int64_t RequestedMilliGpus(const JobRequest& job) {
 }
 
 // The policy's key; smaller runs first.
-int64_t OrderingKey(QueueOrdering ordering, const PendingJob& p) {
-  switch (ordering) {
+int64_t OrderingKey(const OrderContext& order, const PendingJob& p) {
+  switch (order.ordering) {
     case QueueOrdering::kSjf:
       if (!p.runtime_estimate_s) return INT64_MAX;
       return *p.runtime_estimate_s * std::max<int64_t>(RequestedMilliGpus(p.request), 1);
     case QueueOrdering::kLas:
       return p.attained_gpu_ms;
+    case QueueOrdering::kDlas:
+      return LasBandOf(order.las != nullptr ? *order.las : LasConfig{}, p, order.now_ms);
     case QueueOrdering::kFifo:
       break;
   }
   return 0;
 }
 
+// GPU equivalents (milli-GPUs) that `a` holds.
+int64_t HeldMilliGpus(const ClusterState& state, const Allocation& a) {
+  int64_t total = 0;
+  for (const ReplicaPlacement& r : a.replicas) {
+    for (const GpuAssignment& g : r.gpus) total += state.ShareOf(r.node, g).raw();
+  }
+  return total;
+}
+
 }  // namespace
 
-bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b) {
-  return std::forward_as_tuple(-int64_t{a.priority}, OrderingKey(ordering, a), a.submit_ms,
+bool QueueSortLess(const OrderContext& order, const PendingJob& a, const PendingJob& b) {
+  return std::forward_as_tuple(-int64_t{a.priority}, OrderingKey(order, a), a.submit_ms,
                                a.request.key) < std::forward_as_tuple(-int64_t{b.priority},
-                                                                      OrderingKey(ordering, b),
+                                                                      OrderingKey(order, b),
                                                                       b.submit_ms, b.request.key);
+}
+
+int32_t LasBand(const LasConfig& las, int64_t service_gpu_ms) {
+  int32_t band = 0;
+  for (int64_t t : las.thresholds_gpu_s) {
+    if (service_gpu_ms < t * 1000) break;
+    ++band;
+  }
+  return band;
+}
+
+int32_t LasBandOf(const LasConfig& las, const PendingJob& p, int64_t now_ms) {
+  if (p.attained_gpu_ms <= 0) return 0;
+  if (las.starvation_factor > 0) {
+    // Wall time its service took: GPU x ms over its GPUs (milli-GPUs / 1000).
+    const int64_t milli = std::max<int64_t>(RequestedMilliGpus(p.request), 1);
+    const double served_ms = static_cast<double>(p.attained_gpu_ms) * 1000 / milli;
+    const int64_t since = p.waiting_since_ms > 0 ? p.waiting_since_ms : p.submit_ms;
+    if (static_cast<double>(now_ms - since) >= las.starvation_factor * served_ms) return 0;
+  }
+  return LasBand(las, p.attained_gpu_ms);
+}
+
+int32_t LasBandOf(const LasConfig& las, const Allocation& a, int64_t milli_gpus, int64_t now_ms) {
+  return LasBand(
+      las, a.las_service_gpu_ms + milli_gpus * std::max<int64_t>(0, now_ms - a.start_ms) / 1000);
 }
 
 namespace {
@@ -121,10 +158,19 @@ struct PossibleVictims {
   bool terminating = false;                        // some job is stopping already
   std::map<std::string, int32_t> lowest_priority;  // by queue
   std::optional<int32_t> lowest_preemptible_priority;
+  // Ordering dlas: the latest band of a running job, by queue and over all (-1: none).
+  std::map<std::string, int32_t> latest_band;
+  int32_t latest_band_any = -1;
 
-  void Add(const Allocation& a) {
+  // `band`: a's dlas band at the cycle's time, or -1 when no lane orders by dlas.
+  void Add(const Allocation& a, int32_t band) {
     if (a.job.starts_with("#")) return;
     terminating = terminating || a.terminating;
+    if (band >= 0 && !a.terminating) {
+      auto [b, fresh] = latest_band.emplace(a.queue, band);
+      if (!fresh) b->second = std::max(b->second, band);
+      latest_band_any = std::max(latest_band_any, band);
+    }
     auto [it, added] = lowest_priority.emplace(a.queue, a.priority);
     if (!added) it->second = std::min(it->second, a.priority);
     if (a.preemptible) {
@@ -132,9 +178,17 @@ struct PossibleVictims {
           std::min(lowest_preemptible_priority.value_or(a.priority), a.priority);
     }
   }
-  // False only when no allocation meets any of Preempt's reasons for `p`.
-  bool Any(const PendingJob& p, bool may_reclaim) const {
+  // False only when no allocation meets any of Preempt's reasons for `p` (`band`: p's dlas
+  // band, -1 when its lane does not order by dlas; `any_queue`: dlas victims may be of any
+  // queue, as with fair share off).
+  bool Any(const PendingJob& p, bool may_reclaim, int32_t band, bool any_queue) const {
     if (terminating) return true;
+    if (band >= 0) {
+      auto b = latest_band.find(p.queue);
+      if (any_queue ? latest_band_any > band : b != latest_band.end() && b->second > band) {
+        return true;
+      }
+    }
     auto own = lowest_priority.find(p.queue);
     if (own != lowest_priority.end() && own->second < p.priority) return true;
     if (!p.preemptible && lowest_preemptible_priority &&
@@ -153,6 +207,7 @@ struct MemoKey {
   std::string_view shape;
   int32_t priority = 0;
   bool preemptible = false;
+  int32_t band = -1;                  // dlas: whom it may preempt depends on its band
   std::optional<int64_t> estimate_s;  // set: the key with the estimate (-1 for none)
   bool operator==(const MemoKey&) const = default;
 };
@@ -163,6 +218,7 @@ struct MemoKeyHash {
     mix(std::hash<std::string_view>()(k.queue));
     mix(std::hash<int64_t>()(k.priority));
     mix(k.preemptible);
+    mix(std::hash<int32_t>()(k.band));
     mix(k.estimate_s ? std::hash<int64_t>()(*k.estimate_s) : 0x51ed27);
     return h;
   }
@@ -200,6 +256,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
   o.preemption_grace_ms = config.preemption_grace_s * 1000;
   o.namespace_budget.max_waiting = config.namespace_budget.max_waiting;
   o.namespace_budget.max_searches = config.namespace_budget.max_searches;
+  o.las = config.las;
   return std::make_unique<Scheduler>(std::move(*filters), catalog, std::move(o),
                                      std::move(*scores));
 }
@@ -242,7 +299,7 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   };
 
   if (!options_.fair_share) {
-    Lane lane(options_.ordering, pending);
+    Lane lane(OrderContext{options_.ordering, &options_.las, now_ms}, pending);
     while (decide_next(lane)) {
     }
     if (stats != nullptr) *stats = counted;
@@ -256,12 +313,8 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   std::vector<const std::string*> names;
   std::vector<Lane> lanes;
   for (auto& [name, jobs] : by_queue) {
-    QueueOrdering ordering = options_.ordering;
-    if (auto spec = options_.queues.find(name); spec != options_.queues.end()) {
-      ordering = spec->second.ordering;
-    }
     names.push_back(&name);
-    lanes.emplace_back(ordering, jobs);
+    lanes.emplace_back(OrderContext{OrderingOf(name), &options_.las, now_ms}, jobs);
   }
   std::vector<std::tuple<int, double>> keys(lanes.size());
   auto refresh_keys = [&] {
@@ -287,6 +340,32 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   }
   if (stats != nullptr) *stats = counted;
   return decisions;
+}
+
+QueueOrdering Scheduler::OrderingOf(const std::string& queue) const {
+  if (!options_.fair_share) return options_.ordering;
+  auto spec = options_.queues.find(queue);
+  return spec != options_.queues.end() ? spec->second.ordering : options_.ordering;
+}
+
+bool Scheduler::DlasUsed(const SchedulerOptions& o) {
+  if (o.ordering == QueueOrdering::kDlas) return true;
+  if (!o.fair_share) return false;
+  for (const auto& [name, spec] : o.queues) {
+    if (spec.ordering == QueueOrdering::kDlas) return true;
+  }
+  return false;
+}
+
+int32_t Scheduler::PreemptorBand(const PendingJob& p, int64_t now_ms) const {
+  if (!dlas_used_ || OrderingOf(p.queue) != QueueOrdering::kDlas) return -1;
+  return LasBandOf(options_.las, p, now_ms);
+}
+
+int32_t Scheduler::RunningBand(const ClusterState& state, const Allocation& a,
+                               int64_t now_ms) const {
+  if (!dlas_used_ || a.job.starts_with("#")) return -1;
+  return LasBandOf(options_.las, a, HeldMilliGpus(state, a), now_ms);
 }
 
 ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
@@ -321,7 +400,8 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
   if (p.shape_key.empty()) p.shape_key = ShapeKey(job);
   // Jobs alike in everything placement and preemption look at get the same answer. The runtime
   // estimate matters only where a reservation is in the way, so only those answers carry it.
-  MemoKey memo{p.queue, p.shape_key, p.priority, p.preemptible, std::nullopt};
+  const int32_t band = PreemptorBand(p, now_ms);
+  MemoKey memo{p.queue, p.shape_key, p.priority, p.preemptible, band, std::nullopt};
   MemoKey memo_with_estimate = memo;
   memo_with_estimate.estimate_s = p.runtime_estimate_s.value_or(-1);
   auto it = cycle.unfit.find(memo);
@@ -339,6 +419,9 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
     a.priority = p.priority;
     a.preemptible = p.preemptible;
     a.start_ms = now_ms;
+    // A job the starvation guard promoted starts its band afresh (Tiresias resets it).
+    a.las_service_gpu_ms =
+        band == 0 && LasBand(options_.las, p.attained_gpu_ms) > 0 ? 0 : p.attained_gpu_ms;
     std::optional<std::string> refused = cycle.quota.CheckMax(p.queue, a);
     if (!refused) refused = cycle.quota.CheckBorrow(p.queue, a);
     if (refused) {
@@ -349,7 +432,7 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
     }
     if (absl::Status st = state.Commit(a); st.ok()) {
       cycle.quota.Add(p.queue, a);
-      if (cycle.possible_victims) cycle.possible_victims->Add(a);
+      if (cycle.possible_victims) cycle.possible_victims->Add(a, RunningBand(state, a, now_ms));
       decisions->push_back({DecisionKind::kBind, job.key, std::move(r.allocation), ""});
       return JobOutcome::kBound;
     } else {
@@ -398,9 +481,13 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
   const bool may_reclaim = quota.BelowGuarantee(p.queue);
   if (!cycle.possible_victims) {
     cycle.possible_victims.emplace();
-    for (const auto& [key, a] : state.allocations()) cycle.possible_victims->Add(a);
+    for (const auto& [key, a] : state.allocations()) {
+      cycle.possible_victims->Add(a, RunningBand(state, a, now_ms));
+    }
   }
-  if (!cycle.possible_victims->Any(p, may_reclaim)) return std::nullopt;
+  const int32_t band = PreemptorBand(p, now_ms);
+  const bool any_queue = !options_.fair_share;
+  if (!cycle.possible_victims->Any(p, may_reclaim, band, any_queue)) return std::nullopt;
   // Only jobs on nodes the preemptor may use can make room for it.
   const std::vector<bool> eligible = placer_.EligibleMask(state, p.request);
   auto on_eligible_node = [&](const Allocation& a) {
@@ -419,6 +506,12 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
       why = Cat("priority ", a.priority, " < ", p.priority);
     } else if (a.preemptible && !p.preemptible && a.priority <= p.priority) {
       why = "a spot job";
+    } else if (int32_t b =
+                   band >= 0 && a.priority <= p.priority && (any_queue || a.queue == p.queue)
+                       ? RunningBand(state, a, now_ms)
+                       : -1;
+               b > band) {
+      why = Cat("it has attained more GPU-time: LAS band ", b, " after ", band);
     } else if (may_reclaim && a.queue != p.queue) {
       usage = quota.Usage(a);
       for (const auto& [type, amount] : usage) {

@@ -47,7 +47,10 @@ struct PendingJob {
   int64_t submit_ms = 0;
   std::optional<int64_t> runtime_estimate_s;  // the user's estimate (SJF)
   int64_t attained_gpu_ms = 0;                // GPU time received in earlier attempts (LAS)
-  bool preemptible = false;                   // spot: any non-preemptible job may preempt it
+  // When its last attempt ended (0: it never ran, or unknown: the submission counts); the
+  // dlas starvation guard measures its wait from here.
+  int64_t waiting_since_ms = 0;
+  bool preemptible = false;  // spot: any non-preemptible job may preempt it
   // ShapeKey(request), computed on first use. Callers that keep PendingJobs across cycles (the
   // server, the simulator) thereby compute it once per job instead of once per cycle; a caller
   // that changes `request` must clear it.
@@ -98,6 +101,11 @@ struct SchedulerOptions {
   // without a bind, or this many unsuccessful searches, in a cycle, its remaining jobs are
   // deferred to the next cycle (no decision). Keeps one tenant's backlog from slowing the cycle.
   NamespaceBudgetLimits namespace_budget;
+  // Ordering dlas (Tiresias' discretized 2D-LAS): the bands of attained GPU-time and the
+  // starvation guard. A waiting job may preempt running jobs of a later band, of priority at
+  // most its own, in its queue (or any queue, with fair share off); they checkpoint within the
+  // grace period, and lose nothing else.
+  LasConfig las;
 };
 
 // What a cycle did, for tests and metrics.
@@ -112,8 +120,22 @@ struct CycleStats {
 //   kSjf:  smaller estimated GPU-time (estimate x GPUs); jobs without an estimate after those
 //          with one (shortest job first on the user's estimate);
 //   kLas:  less GPU time attained so far (Tiresias' least attained service);
+//   kDlas: the earlier band of attained GPU-time (LasBandOf), FIFO inside a band;
 // then submission time and key, so the order is total and deterministic.
-bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b);
+bool QueueSortLess(const OrderContext& order, const PendingJob& a, const PendingJob& b);
+inline bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b) {
+  return QueueSortLess(OrderContext{ordering}, a, b);
+}
+
+// The band of `service_gpu_ms` (GPU x ms): how many of las.thresholds_gpu_s it has reached.
+int32_t LasBand(const LasConfig& las, int64_t service_gpu_ms);
+// A waiting job's band at `now_ms`: 0 when the starvation guard promotes it (it has waited, since
+// waiting_since_ms or else its submission, at least starvation_factor x attained / its GPUs),
+// else LasBand of its attained GPU-time.
+int32_t LasBandOf(const LasConfig& las, const PendingJob& p, int64_t now_ms);
+// A running job's band at `now_ms`: LasBand of its las_service_gpu_ms plus `milli_gpus` (what it
+// holds) x the time since it started.
+int32_t LasBandOf(const LasConfig& las, const Allocation& a, int64_t milli_gpus, int64_t now_ms);
 
 class Scheduler {
  public:
@@ -123,7 +145,8 @@ class Scheduler {
         scores_(std::move(scores)),
         catalog_(catalog),
         options_(std::move(options)),
-        placer_(filters_, &scores_) {}
+        placer_(filters_, &scores_),
+        dlas_used_(DlasUsed(options_)) {}
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -134,6 +157,8 @@ class Scheduler {
       const GpuCatalog& catalog);
 
   const SchedulerOptions& options() const { return options_; }
+  // Whether some queue's jobs are ordered by dlas (bands change with time, not only events).
+  bool orders_by_dlas() const { return dlas_used_; }
 
   // One cycle. Decisions come in the order jobs were looked at; a job deferred by the namespace
   // budget gets none (the caller keeps what it showed before).
@@ -166,6 +191,14 @@ class Scheduler {
   struct CycleState;
   std::optional<Decision> Preempt(ClusterState& state, const PendingJob& p, int64_t now_ms,
                                   CycleState& cycle, std::vector<Decision>* decisions) const;
+  // The ordering of `queue`'s lane (its spec's, or the default; with fair share off, the
+  // default for all), and whether dlas is any lane's.
+  QueueOrdering OrderingOf(const std::string& queue) const;
+  static bool DlasUsed(const SchedulerOptions& o);
+  // p's band when its lane orders by dlas, else -1 (no band, nothing to preempt by it).
+  int32_t PreemptorBand(const PendingJob& p, int64_t now_ms) const;
+  // A running job's band at `now_ms` when some lane orders by dlas, else -1.
+  int32_t RunningBand(const ClusterState& state, const Allocation& a, int64_t now_ms) const;
   // Bind, wait or reject one job.
   JobOutcome Decide(ClusterState& state, const PendingJob& p, int64_t now_ms, CycleState& cycle,
                     std::vector<Decision>* decisions) const;
@@ -175,6 +208,7 @@ class Scheduler {
   const GpuCatalog& catalog_;
   SchedulerOptions options_;
   GangPlacer placer_;
+  const bool dlas_used_;
 
   // `state`'s nodes, empty, uncordoned and healthy: where "could it ever run" is asked. Built
   // when a job first does not fit and kept while the nodes stay the same (cycles of a server or

@@ -55,6 +55,7 @@ sched::Allocation AllocationHeldBy(const std::string& key, const Job& job, const
   a.preemptible = job.spec.billing == BillingClass::kSpot;
   a.start_ms = s.started_ms ? s.started_ms : s.scheduled_ms;
   a.last_checkpoint_ms = s.last_checkpoint_ms;
+  a.las_service_gpu_ms = s.las_service_gpu_ms;
   // As the scheduler set it when it bound the job (the pass's time was scheduled_ms), so that it
   // survives a rebuild of the holdings.
   if (job.spec.runtime_estimate_seconds) {
@@ -87,6 +88,9 @@ sched::PendingJob PendingRequestOf(const std::string& key, const Job& job, const
   p.preemptible = job.spec.billing == BillingClass::kSpot;
   // GPU time of the attempts that ended (ordering: las), in GPU x ms like the simulator's.
   p.attained_gpu_ms = std::llround(s.gpu_seconds.allocated * 1000);
+  // The dlas starvation guard's wait starts when its last attempt was interrupted (preempted,
+  // drained, its node lost); otherwise at its submission.
+  p.waiting_since_ms = s.interrupted_ms;
   return p;
 }
 
@@ -276,6 +280,7 @@ std::vector<store::Op> Controller::BindOps(Pass& pass, const sched::Decision& d,
   s = BoundStatus(std::move(s), job, in.attempt, std::move(checkpoint_dir), std::move(binding),
                   pass.now_ms);
   s.master_port = master_port;
+  s.las_service_gpu_ms = d.allocation->las_service_gpu_ms;
   if (s.attempt == 1) {
     pass.bind_latencies.push_back(std::max<int64_t>(0, pass.now_ms - s.submitted_ms) / 1000.0);
   }

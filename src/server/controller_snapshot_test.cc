@@ -47,6 +47,37 @@ TEST_F(ControllerSnapshotTest, LasStartsTheJobWithLessAttainedServiceFirst) {
   EXPECT_EQ(Status("veteran").phase, api::JobPhase::kPending);
 }
 
+// Ordering dlas: a running job is preempted for a fresh one only once its service (the attempts
+// before, as bound, plus this one's GPU time) has crossed into a later band.
+TEST_F(ControllerSnapshotTest, DlasPreemptsARunningJobOnceItsServiceCrossesABand) {
+  SchedulerConfig config;
+  config.ordering = QueueOrdering::kDlas;
+  config.las.thresholds_gpu_s = {3600};
+  UseScheduler(config);
+  Register("node-a", 1);
+  Submit(GangJob("veteran", 1, 1));
+  SetAttained("veteran", 1800);  // half a GPU-hour in earlier attempts
+  Pass();
+  ASSERT_EQ(Status("veteran").phase, api::JobPhase::kScheduled);
+  EXPECT_EQ(Status("veteran").las_service_gpu_ms, 1'800'000);
+  Heartbeat("node-a", {Report("veteran", 0, api::TaskState::kRunning)});
+  Pass();
+  ASSERT_EQ(Status("veteran").phase, api::JobPhase::kRunning);
+
+  clock_.Advance(20 * 60'000);  // 50 GPU-minutes: still band 0, like the newcomer
+  Submit(GangJob("newcomer", 1, 1));
+  Heartbeat("node-a", {Report("veteran", 0, api::TaskState::kRunning)});
+  Pass();
+  EXPECT_EQ(Status("veteran").phase, api::JobPhase::kRunning);
+  EXPECT_EQ(Status("newcomer").phase, api::JobPhase::kPending);
+
+  clock_.Advance(11 * 60'000);  // 61 GPU-minutes: band 1
+  Heartbeat("node-a", {Report("veteran", 0, api::TaskState::kRunning)});
+  Pass();
+  EXPECT_EQ(Status("veteran").phase, api::JobPhase::kPreempting) << Status("veteran").message;
+  EXPECT_EQ(Status("newcomer").message, "waiting for 1 preempted job to stop: default/veteran");
+}
+
 TEST_F(ControllerSnapshotTest, PreemptionTakesTheVictimThatLosesLeastSinceItsCheckpoint) {
   UseScheduler(SchedulerConfig{});
   Register("node-a", 2);

@@ -182,6 +182,7 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
   s.attempt_started_ms = Get<int64_t>(j, "attemptStartedMs", 0);
   s.run_ended_ms = Get<int64_t>(j, "runEndedMs", 0);
   s.last_checkpoint_ms = Get<int64_t>(j, "lastCheckpointMs", 0);
+  s.las_service_gpu_ms = Get<int64_t>(j, "lasServiceGpuMs", 0);
   s.last_replicated_ms = Get<int64_t>(j, "lastReplicatedMs", 0);
   s.checkpoint_nodes = Get<std::vector<std::string>>(j, "checkpointNodes", {});
   s.checkpoint_gpus = Get<double>(j, "checkpointGpus", 0);
@@ -252,6 +253,7 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
   if (s.attempt_started_ms) j["attemptStartedMs"] = s.attempt_started_ms;
   if (s.run_ended_ms) j["runEndedMs"] = s.run_ended_ms;
   if (s.last_checkpoint_ms) j["lastCheckpointMs"] = s.last_checkpoint_ms;
+  if (s.las_service_gpu_ms) j["lasServiceGpuMs"] = s.las_service_gpu_ms;
   if (s.last_replicated_ms) j["lastReplicatedMs"] = s.last_replicated_ms;
   if (!s.checkpoint_nodes.empty()) {
     j["checkpointNodes"] = s.checkpoint_nodes;

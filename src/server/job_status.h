@@ -76,6 +76,9 @@ struct JobStatus {
   int64_t run_ended_ms = 0;        // when it stopped doing useful work (its stop began)
   int64_t last_checkpoint_ms = 0;  // the newest complete checkpoint the agents saw
   int64_t last_replicated_ms = 0;  // the newest one copied to the replica location
+  // Ordering dlas: the attained GPU-time (GPU x ms) the current attempt's band counts from, as
+  // the scheduler bound it (sched::Allocation::las_service_gpu_ms).
+  int64_t las_service_gpu_ms = 0;
   // Node-local checkpoints: where the last attempt's ranks ran (rank -> node), and its GPUs.
   std::vector<std::string> checkpoint_nodes;
   double checkpoint_gpus = 0;

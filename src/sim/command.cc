@@ -119,7 +119,7 @@ absl::Status WriteFile(const std::filesystem::path& path, const std::string& tex
 absl::StatusOr<SchedulerConfig> BuiltinPolicy(std::string_view name) {
   SchedulerConfig c;
   if (name == "default") return c;
-  if (name == "fifo" || name == "sjf" || name == "las") {
+  if (name == "fifo" || name == "sjf" || name == "las" || name == "dlas") {
     c.ordering = *ParseQueueOrdering(name);
     return c;
   }

@@ -25,7 +25,7 @@ namespace gpucloud::sim {
 // Built-in policies: "default" (the server's defaults), "fifo", "sjf", "las" (the defaults
 // with that ordering), "best-fit" (no scores, no fair share, no preemption) and "fgd"
 // (Fragmentation weighted twice BinPack).
-inline constexpr std::string_view kPolicyNames = "default, fifo, sjf, las, best-fit, fgd";
+inline constexpr std::string_view kPolicyNames = "default, fifo, sjf, las, dlas, best-fit, fgd";
 absl::StatusOr<SchedulerConfig> BuiltinPolicy(std::string_view name);
 
 int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& err);

@@ -31,7 +31,8 @@ enum class EventKind {
   kRepair,
   kSignal,
   kNoise,
-  kInspected
+  kInspected,
+  kBandChange,  // ordering dlas: a job's band changes (see ScheduleBandChange)
 };
 
 struct Event {
@@ -182,6 +183,7 @@ class Simulation {
       }
       bool bound = false;
       if (!pending_.empty() && changed) bound = Cycle(now);
+      if (changed) ScheduleBandChange(now);
       // Nothing left that could change anything: waiting jobs stay pending.
       if (!bound && live_events_ == 0 && running_ == 0 && down_nodes_ == 0 && flagged_count_ == 0) {
         RecordAllocated(now);
@@ -199,9 +201,11 @@ class Simulation {
   }
 
  private:
+  // Events that do not keep the replay going by themselves: failures and repairs recur forever,
+  // and a band change only matters while jobs run and wait.
   static bool Recurring(EventKind k) {
     return k == EventKind::kFailure || k == EventKind::kRepair || k == EventKind::kSignal ||
-           k == EventKind::kNoise || k == EventKind::kInspected;
+           k == EventKind::kNoise || k == EventKind::kInspected || k == EventKind::kBandChange;
   }
   void Push(Event e) {
     e.seq = seq_++;
@@ -396,6 +400,9 @@ class Simulation {
         ScheduleNoise(now, e.node, e.gpu);
         return acted;
       }
+      case EventKind::kBandChange:
+        if (e.t == next_band_change_) next_band_change_ = INT64_MAX;
+        return true;
       case EventKind::kInspected:
         if (!flagged_[e.node] || flagged_since_[e.node] + o_.prediction.inspection_s != now)
           return false;
@@ -430,6 +437,7 @@ class Simulation {
     }
     j.request.attained_gpu_ms +=
         static_cast<int64_t>(j.out.gpus.raw()) * (now - j.start_s);  // milli-GPU x s = GPU x ms
+    j.request.waiting_since_ms = now * 1000;
     (void)state_.Release(j.request.request.key);
     j.running = false;
     j.terminating = false;
@@ -544,6 +552,42 @@ class Simulation {
     return bound;
   }
 
+  // Ordering dlas: a running job crossing into a later band, or a waiting job that the starvation
+  // guard promotes, may change who runs without any other event (Tiresias' time quanta); a
+  // cycle is due at the first such moment. Only while jobs wait (else nobody could preempt).
+  void ScheduleBandChange(int64_t now) {
+    if (!scheduler_->orders_by_dlas() || pending_.empty()) return;
+    const LasConfig& las = scheduler_->options().las;
+    int64_t next_ms = INT64_MAX;
+    for (const auto& [key, a] : state_.allocations()) {
+      if (key.starts_with("#") || a.terminating) continue;
+      const int64_t milli = jobs_[IndexOfKey(key)].out.gpus.raw();
+      if (milli <= 0) continue;
+      const int64_t service = a.las_service_gpu_ms + milli * (now * 1000 - a.start_ms) / 1000;
+      for (int64_t t : las.thresholds_gpu_s) {
+        if (t * 1000 <= service) continue;
+        next_ms = std::min(next_ms, a.start_ms + (t * 1000 - a.las_service_gpu_ms) * 1000 / milli);
+        break;
+      }
+    }
+    if (las.starvation_factor > 0) {
+      for (const PendingJob& p : pending_requests_) {
+        if (p.attained_gpu_ms <= 0 || sched::LasBand(las, p.attained_gpu_ms) == 0) continue;
+        const double served_ms =
+            static_cast<double>(p.attained_gpu_ms) * 1000 /
+            std::max<int64_t>(1, jobs_[IndexOfKey(p.request.key)].out.gpus.raw());
+        const int64_t since = p.waiting_since_ms > 0 ? p.waiting_since_ms : p.submit_ms;
+        next_ms = std::min<int64_t>(
+            next_ms, since + std::llround(std::ceil(las.starvation_factor * served_ms)));
+      }
+    }
+    if (next_ms == INT64_MAX) return;
+    const int64_t t = std::max(now + 1, (next_ms + 999) / 1000);  // the clock counts seconds
+    if (t >= next_band_change_) return;
+    next_band_change_ = t;
+    Push({.t = t, .kind = EventKind::kBandChange});
+  }
+
   void RecordAllocated(int64_t now) {
     double gpus = 0;
     for (const auto& [queue, types] : state_.QueueUsage()) {
@@ -645,6 +689,7 @@ class Simulation {
   int64_t flagged_count_ = 0;  // nodes cordoned for a predicted failure
   int64_t finished_ = 0;
   int64_t next_fragmentation_ = 0;
+  int64_t next_band_change_ = INT64_MAX;  // the kBandChange event pending, if any
   SimResult result_;
 };
 

@@ -57,6 +57,24 @@ TEST(Simulator, HandComputedFifoAndSjf) {
   EXPECT_EQ(r.allocated.back(), (std::pair<int64_t, double>{160, 0.0}));
 }
 
+// Ordering dlas, one node of 2 GPUs, a band at 100 GPU-seconds, 10 s of grace: "long" (0,
+// 1,000 s) crosses into band 1 at t=50 with no other event then; "short" (10, 20 s), waiting in
+// band 0, preempts it: long checkpoints until 60, short runs 60-80, long resumes its last 940 s
+// at 80 and ends at 1,020. JCTs 1,020 and 70 (FIFO: 1,000 and 1,010).
+TEST(Simulator, DlasPreemptsAJobWhenItsServiceCrossesABand) {
+  const char* trace = "id,submit,duration,gpus\nlong,0,1000,2\nshort,10,20,2\n";
+  SimOptions dlas;
+  dlas.policy.ordering = QueueOrdering::kDlas;
+  dlas.policy.las.thresholds_gpu_s = {100};
+  dlas.policy.preemption_grace_s = 10;
+  SimResult r = Replay(Csv(trace), Nodes(1, 2), dlas);
+  EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"long", 1020}, {"short", 70}}));
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.jobs[0].preemptions, 1);
+  r = Replay(Csv(trace), Nodes(1, 2), SimOptions{});
+  EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"long", 1000}, {"short", 1010}}));
+}
+
 TEST(Simulator, SpreadJobsRunSlower) {
   // Two nodes of 2 GPUs under one leaf; a 4-GPU job runs as 2 x 2 at 1.1x: 110 s.
   SimResult r = Replay(Csv("id,submit,duration,gpus\nwide,0,100,4\n"), Nodes(2, 2));
