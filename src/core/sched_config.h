@@ -27,7 +27,8 @@ struct WorkloadShare {
 struct ScorePluginConfig {
   std::string name;
   int32_t weight = 1;
-  // Fragmentation only: the expected mix of requests; empty = the Philly trace's job sizes.
+  // Fragmentation only: the expected mix of requests; empty = the requests actually made (the
+  // server's current jobs, the simulator's trace: Scheduler::SetWorkload), else Philly's sizes.
   std::vector<WorkloadShare> workload;
   bool operator==(const ScorePluginConfig&) const = default;
 };

@@ -9,6 +9,7 @@
 
 #include "core/parse.h"
 #include "core/text.h"
+#include "sched/plugins/scores.h"
 #include "sched/registry.h"
 
 namespace gpucloud::sched {
@@ -257,8 +258,21 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
   o.namespace_budget.max_waiting = config.namespace_budget.max_waiting;
   o.namespace_budget.max_searches = config.namespace_budget.max_searches;
   o.las = config.las;
-  return std::make_unique<Scheduler>(std::move(*filters), catalog, std::move(o),
-                                     std::move(*scores));
+  auto s =
+      std::make_unique<Scheduler>(std::move(*filters), catalog, std::move(o), std::move(*scores));
+  // At most one Fragmentation score (a plugin listed twice is refused); weight 0 leaves it out.
+  bool defaulted = false;
+  for (const ScorePluginConfig& c : config.scores) {
+    defaulted = defaulted || (c.name == "Fragmentation" && c.workload.empty());
+  }
+  for (size_t i = 0; defaulted && i < s->scores_.size(); ++i) {
+    if (s->scores_[i].plugin->Name() == "Fragmentation") s->default_workload_scores_.push_back(i);
+  }
+  return s;
+}
+
+void Scheduler::SetWorkload(const std::vector<WorkloadShare>& mix) {
+  for (size_t i : default_workload_scores_) scores_[i].plugin = NewFragmentationScore(mix);
 }
 
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,

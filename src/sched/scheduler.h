@@ -159,6 +159,14 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   // Whether some queue's jobs are ordered by dlas (bands change with time, not only events).
   bool orders_by_dlas() const { return dlas_used_; }
+  // The fair-share window's GPU-hours per queue and type for the next cycles (the caller keeps
+  // them in a UsageWindow, sched/usage_window.h).
+  void SetHistory(QueueHistory history) { options_.history = std::move(history); }
+  // Fragmentation scores configured without a workload of their own protect `mix` from the
+  // next cycle on (the simulator: the trace's request mix; the server: its current jobs'); an
+  // empty mix restores the default (the Philly trace's). Scores built by the constructor, not
+  // FromConfig, are left alone.
+  void SetWorkload(const std::vector<WorkloadShare>& mix);
 
   // One cycle. Decisions come in the order jobs were looked at; a job deferred by the namespace
   // budget gets none (the caller keeps what it showed before).
@@ -209,6 +217,7 @@ class Scheduler {
   SchedulerOptions options_;
   GangPlacer placer_;
   const bool dlas_used_;
+  std::vector<size_t> default_workload_scores_;  // indices into scores_ (SetWorkload)
 
   // `state`'s nodes, empty, uncordoned and healthy: where "could it ever run" is asked. Built
   // when a job first does not fit and kept while the nodes stay the same (cycles of a server or

@@ -190,6 +190,8 @@ class Controller {
   int64_t last_pass_ms_ = 0;              // for the availability integral
   int64_t live_jobs_ms_ = INT64_MIN / 2;  // when ClusterMetrics::live_jobs was last refreshed
   int64_t scheduler_queues_revision_ = -1;
+  // The request mix last given to scheduler_'s Fragmentation score (SetWorkload).
+  std::vector<WorkloadShare> workload_mix_;
   uint64_t event_seq_ = 0;
 
   mutable absl::Mutex mu_;

@@ -11,7 +11,9 @@
 #include "core/log.h"
 #include "core/text.h"
 #include "sched/cluster_state.h"
+#include "sched/plugins/scores.h"
 #include "sched/scheduler.h"
+#include "sched/usage_window.h"
 #include "server/assignments.h"
 #include "server/controller.h"
 #include "server/controller_internal.h"
@@ -144,6 +146,7 @@ absl::Status Controller::EnsureScheduler() {
   if (!s.ok()) return s.status();
   scheduler_ = std::move(*s);
   scheduler_queues_revision_ = queues_.revision();
+  workload_mix_.clear();  // a new scheduler has the default mix until the pass sets it
   return absl::OkStatus();
 }
 
@@ -200,12 +203,28 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
   ArrayGate<CachedObject*> arrays;  // job_arrays.h: at most `parallelism` elements at once
   // Counted by the enum, named once (not a string per job per pass).
   std::array<int64_t, std::size(api::kAllJobPhases)> by_phase{};
+  // Fair share's window: the GPU time of the attempts that ended in it (the simulator keeps the
+  // same UsageWindow).
+  const bool fair_share = scheduler_->options().fair_share;
+  sched::UsageWindow usage(options_.scheduler.fair_share_window_s * 1000);
+  // The request mix a Fragmentation score without a workload of its own protects: the jobs
+  // waiting or holding GPUs now.
+  sched::WorkloadCounter mix;
   for (auto& [key, obj] : jobs_.mutable_objects()) {
     const JobEntry& entry = JobOf(obj);
     const JobStatus& s = entry.status;
     ++by_phase[static_cast<size_t>(s.phase)];
     if (!entry.job) continue;
     const Job& job = *entry.job;
+    if (fair_share) {
+      for (const UsageRecord& u : s.usage) {
+        usage.Add(u.end_ms, job.spec.queue, u.gpu_type, u.gpu_seconds / 3600);
+      }
+    }
+    const bool waiting = s.phase == api::JobPhase::kPending && !s.cancel_requested;
+    if (waiting || s.Active()) {
+      for (const TaskSpec& t : job.spec.tasks) mix.Add(t.resources.gpu);
+    }
     if (s.Active() || s.Stopping()) {
       if (Gated(job.spec)) arrays.Holding(entry.ns, *job.spec.array);
       if (pass.live_jobs_due) {
@@ -224,6 +243,14 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
       continue;
     }
     pending.push_back(&*entry.request);
+  }
+  if (fair_share) {
+    usage.Advance(now);
+    scheduler_->SetHistory(usage.history());
+  }
+  if (std::vector<WorkloadShare> shares = mix.Shares(); shares != workload_mix_) {
+    scheduler_->SetWorkload(shares);
+    workload_mix_ = std::move(shares);
   }
   for (api::JobPhase phase : api::kAllJobPhases) {
     if (int64_t n = by_phase[static_cast<size_t>(phase)]; n > 0) {
@@ -281,6 +308,7 @@ std::vector<store::Op> Controller::BindOps(Pass& pass, const sched::Decision& d,
                   pass.now_ms);
   s.master_port = master_port;
   s.las_service_gpu_ms = d.allocation->las_service_gpu_ms;
+  s.gpus_by_type = sched::GpusByType(*state_, *d.allocation);
   if (s.attempt == 1) {
     pass.bind_latencies.push_back(std::max<int64_t>(0, pass.now_ms - s.submitted_ms) / 1000.0);
   }

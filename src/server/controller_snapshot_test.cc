@@ -78,6 +78,48 @@ TEST_F(ControllerSnapshotTest, DlasPreemptsARunningJobOnceItsServiceCrossesABand
   EXPECT_EQ(Status("newcomer").message, "waiting for 1 preempted job to stop: default/veteran");
 }
 
+// Fair share counts the GPU-hours of attempts that ended in its window (before, no caller passed
+// any history and fairShare.window changed nothing): queue a has used an hour, so b's job starts
+// first though a's came first and the tie between equal shares would go to a.
+TEST_F(ControllerSnapshotTest, FairShareRemembersTheWindowsGpuHours) {
+  UseScheduler(SchedulerConfig{});
+  Register("node-a", 1);
+  Submit(GangJob("a-old", 1, 1, 3, "  queue: a\n"));
+  Pass();
+  Heartbeat("node-a", {Report("a-old", 0, api::TaskState::kRunning)});
+  Pass();
+  clock_.Advance(3'600'000);
+  Heartbeat("node-a", {Report("a-old", 0, api::TaskState::kSucceeded, 0)});
+  Pass();
+  ASSERT_EQ(Status("a-old").phase, api::JobPhase::kSucceeded);
+  ASSERT_EQ(Status("a-old").usage.size(), 1u);
+  EXPECT_EQ(Status("a-old").usage[0].gpu_type, "H100-80GB");
+  EXPECT_NEAR(Status("a-old").usage[0].gpu_seconds, 3600, 1);
+  Submit(GangJob("a-new", 1, 1, 3, "  queue: a\n"));
+  clock_.Advance(1);
+  Submit(GangJob("b-new", 1, 1, 3, "  queue: b\n"));
+  Heartbeat("node-a");
+  Pass();
+  EXPECT_EQ(Status("b-new").phase, api::JobPhase::kScheduled);
+  EXPECT_EQ(Status("a-new").phase, api::JobPhase::kPending);
+}
+
+// The Fragmentation score protects the request mix of the jobs waiting and running now, not
+// Philly's: with only single-GPU jobs there is nothing to strand, so the job goes to best fit's
+// node (2 free GPUs); Philly's mix, with its 4- and 8-GPU jobs, would keep that node whole and
+// pick the one with 3.
+TEST_F(ControllerSnapshotTest, FragmentationProtectsTheCurrentJobsMix) {
+  SchedulerConfig config;
+  config.scores = {{"Fragmentation", 1, {}}};
+  UseScheduler(config);
+  Register("node-a", 2);
+  Register("node-b", 3);
+  Submit(GangJob("one", 1, 1));
+  Pass();
+  ASSERT_EQ(Status("one").phase, api::JobPhase::kScheduled);
+  EXPECT_EQ(Status("one").placement.at(0).node, "node-a");
+}
+
 TEST_F(ControllerSnapshotTest, PreemptionTakesTheVictimThatLosesLeastSinceItsCheckpoint) {
   UseScheduler(SchedulerConfig{});
   Register("node-a", 2);

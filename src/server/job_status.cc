@@ -80,6 +80,17 @@ GpuSeconds AttemptGpuSeconds(const JobStatus& s, int64_t now_ms, bool completed,
 GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms) {
   GpuSeconds add = AttemptGpuSeconds(s, now_ms, completed, checkpoint_ms);
   s.gpu_seconds += add;
+  double held = 0;
+  for (const auto& [type, gpus] : s.gpus_by_type) held += gpus;
+  for (const auto& [type, gpus] : s.gpus_by_type) {
+    if (add.allocated > 0 && gpus > 0) {
+      s.usage.push_back({now_ms, type, add.allocated * gpus / held});
+    }
+  }
+  if (s.usage.size() > kMaxUsageRecords) {
+    s.usage.erase(s.usage.begin(), s.usage.end() - kMaxUsageRecords);
+  }
+  s.gpus_by_type.clear();
   s.attempt_started_ms = 0;
   s.run_ended_ms = 0;
   s.gpus = 0;
@@ -187,6 +198,18 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
   s.checkpoint_nodes = Get<std::vector<std::string>>(j, "checkpointNodes", {});
   s.checkpoint_gpus = Get<double>(j, "checkpointGpus", 0);
   s.master_port = Get<int>(j, "masterPort", 0);
+  if (auto g = j.find("gpusByType"); g != j.end() && g->is_object()) {
+    for (const auto& [type, n] : g->items()) {
+      if (n.is_number()) s.gpus_by_type[type] = n.get<double>();
+    }
+  }
+  if (auto u = j.find("usage"); u != j.end() && u->is_array()) {
+    for (const Json& r : *u) {
+      if (!r.is_object()) continue;
+      s.usage.push_back({Get<int64_t>(r, "endMs", 0), Get<std::string>(r, "gpuType", ""),
+                         Get<double>(r, "gpuSeconds", 0)});
+    }
+  }
   if (auto g = j.find("gpuSeconds"); g != j.end() && g->is_object()) {
     s.gpu_seconds.allocated = Get<double>(*g, "allocated", 0);
     s.gpu_seconds.productive = Get<double>(*g, "productive", 0);
@@ -264,6 +287,15 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
                            {"productive", s.gpu_seconds.productive},
                            {"lost", s.gpu_seconds.lost},
                            {"goodput", s.gpu_seconds.goodput()}};
+  }
+  if (!s.gpus_by_type.empty()) j["gpusByType"] = s.gpus_by_type;
+  if (!s.usage.empty()) {
+    Json u = Json::array();
+    for (const UsageRecord& r : s.usage) {
+      u.push_back(
+          Json{{"endMs", r.end_ms}, {"gpuType", r.gpu_type}, {"gpuSeconds", r.gpu_seconds}});
+    }
+    j["usage"] = std::move(u);
   }
   if (s.master_port != 0) j["masterPort"] = s.master_port;
   if (!s.placement.empty()) {

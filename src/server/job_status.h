@@ -50,6 +50,17 @@ struct GpuSeconds {
   bool operator==(const GpuSeconds&) const = default;
 };
 
+// GPU time of an ended attempt on one GPU type, for the fair-share window's history
+// (sched::UsageWindow): it counts for the job's queue from `end_ms` until the window passes.
+struct UsageRecord {
+  int64_t end_ms = 0;
+  std::string gpu_type;
+  double gpu_seconds = 0;
+  bool operator==(const UsageRecord&) const = default;
+};
+// A job keeps the records of its last attempts only (older ones are out of any useful window).
+inline constexpr size_t kMaxUsageRecords = 16;
+
 struct JobStatus {
   api::JobPhase phase = api::JobPhase::kPending;
   std::optional<api::JobPhase> next;  // stopping phases: the phase after the tasks stopped
@@ -79,6 +90,10 @@ struct JobStatus {
   // Ordering dlas: the attained GPU-time (GPU x ms) the current attempt's band counts from, as
   // the scheduler bound it (sched::Allocation::las_service_gpu_ms).
   int64_t las_service_gpu_ms = 0;
+  // The current placement's GPU equivalents by GPU type (set when bound), and the GPU time of
+  // the last attempts that ended, by type (SettleAttempt; at most kMaxUsageRecords).
+  std::map<std::string, double> gpus_by_type;
+  std::vector<UsageRecord> usage;
   // Node-local checkpoints: where the last attempt's ranks ran (rank -> node), and its GPUs.
   std::vector<std::string> checkpoint_nodes;
   double checkpoint_gpus = 0;
@@ -106,10 +121,10 @@ struct JobStatus {
 // instance its compute slices out of the GPU's, read from the profile name).
 double GpuEquivalents(const std::vector<PlacedReplica>& placement);
 
-// Ends the current attempt's accounting at `now_ms`: adds its GPU time to `s.gpu_seconds` and
-// returns what it added. `completed`: its work counts in full (it succeeded, or the user
-// stopped it); otherwise the work after `checkpoint_ms` (the newest checkpoint that survived;
-// 0: none) is lost. Clears the attempt's marks.
+// Ends the current attempt's accounting at `now_ms`: adds its GPU time to `s.gpu_seconds` (and,
+// split by s.gpus_by_type, to s.usage) and returns what it added. `completed`: its work counts in
+// full (it succeeded, or the user stopped it); otherwise the work after `checkpoint_ms` (the newest
+// checkpoint that survived; 0: none) is lost. Clears the attempt's marks.
 GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms);
 
 // For a job with node-local checkpoints, bound to `placement` after an earlier attempt ran on

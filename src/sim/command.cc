@@ -123,10 +123,8 @@ absl::StatusOr<SchedulerConfig> BuiltinPolicy(std::string_view name) {
     c.ordering = *ParseQueueOrdering(name);
     return c;
   }
-  if (name == "best-fit") {
+  if (name == "best-fit") {  // the defaults without scoring: each preset differs in one thing
     c.scores.clear();
-    c.fair_share = false;
-    c.preemption = false;
     return c;
   }
   if (name == "fgd") {
@@ -276,7 +274,8 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (!trace->skipped.empty()) {
     err << "gpucloud sim: " << trace_file << ": skipped " << trace->skipped.size() << " of "
         << trace->rows << " rows (first: line " << trace->skipped[0].line << ": "
-        << trace->skipped[0].reason << "); all are listed in report.json\n";
+        << trace->skipped[0].reason
+        << "); report.json counts them by reason and lists the first 20\n";
   }
   absl::StatusOr<SimCluster> cluster = LoadCluster(cluster_arg);
   if (!cluster.ok()) return fail(cluster.status());

@@ -55,16 +55,34 @@ double MeanUtilization(const SimResult& r) {
   return area / (static_cast<double>(r.total_gpus) * static_cast<double>(r.end_s));
 }
 
-// At most `points` samples of the allocated-GPU step function, as utilization, at even times.
-std::vector<std::pair<int64_t, double>> UtilizationSeries(const SimResult& r, int points) {
-  std::vector<std::pair<int64_t, double>> out;
+// Utilization in `buckets` equal spans of [0, end]: each span's start, its mean (the
+// allocated-GPU step function's integral over the span) and its peak, so that a busy stretch
+// shorter than a span still shows (as its peak) rather than falling between samples.
+struct UtilizationBucket {
+  int64_t start_s = 0;
+  double mean = 0, peak = 0;
+};
+std::vector<UtilizationBucket> UtilizationSeries(const SimResult& r, int buckets) {
+  std::vector<UtilizationBucket> out;
   if (r.end_s <= 0 || r.total_gpus == 0) return out;
+  const double total = static_cast<double>(r.total_gpus);
   size_t k = 0;
-  double current = 0;
-  for (int i = 0; i <= points; ++i) {
-    int64_t t = r.end_s * i / points;
-    while (k < r.allocated.size() && r.allocated[k].first <= t) current = r.allocated[k++].second;
-    out.push_back({t, Round3(current / static_cast<double>(r.total_gpus))});
+  double current = 0;  // allocated GPUs at the span's start
+  for (int i = 0; i < buckets; ++i) {
+    const int64_t from = r.end_s * i / buckets, to = r.end_s * (i + 1) / buckets;
+    while (k < r.allocated.size() && r.allocated[k].first <= from)
+      current = r.allocated[k++].second;
+    double area = 0, peak = current;
+    int64_t t = from;
+    while (k < r.allocated.size() && r.allocated[k].first < to) {
+      area += current * static_cast<double>(r.allocated[k].first - t);
+      t = r.allocated[k].first;
+      current = r.allocated[k++].second;
+      peak = std::max(peak, current);
+    }
+    area += current * static_cast<double>(to - t);
+    const double span = static_cast<double>(std::max<int64_t>(1, to - from));
+    out.push_back({from, Round3(area / span / total), Round3(peak / total)});
   }
   return out;
 }
@@ -120,7 +138,8 @@ Json RunJson(const SimResult& r) {
   }
   out["by_size_gpus"] = std::move(ordered_sizes);
   out["by_queue"] = group(by_queue);
-  out["makespan_s"] = all.jct.empty() ? 0 : last_end - first_submit;
+  // null, not 0, when no job finished.
+  out["makespan_s"] = all.jct.empty() ? Json(nullptr) : Json(last_end - first_submit);
   out["end_s"] = r.end_s;
   Json lower = Json::object();
   lower["mean_jct_s"] = Round3(r.jobs.empty() ? 0 : ideal_sum / static_cast<double>(r.jobs.size()));
@@ -131,7 +150,9 @@ Json RunJson(const SimResult& r) {
   Json util = Json::object();
   util["mean"] = Round3(MeanUtilization(r));
   Json series = Json::array();
-  for (const auto& [t, u] : UtilizationSeries(r, 200)) series.push_back(Json::array({t, u}));
+  for (const UtilizationBucket& b : UtilizationSeries(r, 200)) {
+    series.push_back(Json::array({b.start_s, b.mean, b.peak}));
+  }
   util["series"] = std::move(series);
   out["utilization"] = std::move(util);
   Json frag = Json::object();
@@ -242,6 +263,21 @@ std::string Chart(
   return svg + "</svg>\n";
 }
 
+// A skip reason without the values it quotes: each "..." becomes "…".
+std::string ReasonKind(std::string_view reason) {
+  std::string out;
+  bool quoted = false;
+  for (char c : reason) {
+    if (c == '"') {
+      out += quoted ? "\"" : "\"\u2026";
+      quoted = !quoted;
+    } else if (!quoted) {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // RFC 4180 quoting when needed.
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
@@ -274,6 +310,13 @@ std::string ReportJson(const ReportInput& in) {
         Json{{"line", in.trace->skipped[i].line}, {"reason", in.trace->skipped[i].reason}});
   }
   trace["skipped_examples"] = std::move(examples);
+  // Every skipped row is counted under its reason with the values taken out ("duration
+  // \"x\" is not a number of seconds" -> "duration \"…\" is not a number of seconds").
+  std::map<std::string, int64_t> by_reason;
+  for (const SkippedRow& s : in.trace->skipped) ++by_reason[ReasonKind(s.reason)];
+  Json counts = Json::object();
+  for (const auto& [reason, n] : by_reason) counts[reason] = n;
+  trace["skipped_by_reason"] = std::move(counts);
   out["trace"] = std::move(trace);
   Json cluster = Json::object();
   cluster["name"] = in.cluster->name;
@@ -300,9 +343,13 @@ std::string ReportJson(const ReportInput& in) {
 std::string ReportHtml(const ReportInput& in) {
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> util, cdf;
   for (const SimResult& r : in.runs) {
-    std::vector<std::pair<double, double>> u;
-    for (const auto& [t, v] : UtilizationSeries(r, 400)) u.push_back({t / 3600.0, v});
-    util.push_back({r.policy_name, std::move(u)});
+    std::vector<std::pair<double, double>> mean, peak;
+    for (const UtilizationBucket& b : UtilizationSeries(r, 400)) {
+      mean.push_back({b.start_s / 3600.0, b.mean});
+      peak.push_back({b.start_s / 3600.0, b.peak});
+    }
+    util.push_back({r.policy_name, std::move(mean)});
+    util.push_back({r.policy_name + " (peak)", std::move(peak)});
     std::vector<double> jct;
     for (const JobOutcome& j : r.jobs) {
       if (j.state == JobState::kFinished) jct.push_back(JctOf(j));
@@ -353,12 +400,16 @@ std::string JobsCsv(const ReportInput& in) {
 }
 
 std::string SummaryTable(const ReportInput& in) {
-  std::string out =
-      fmt::format("{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}\n", "policy",
-                  "finished", "mean JCT", "median", "p95", "p99", "mean wait", "util", "makespan");
+  std::string out = fmt::format(
+      "{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}\n", "policy", "finished",
+      "unfinished", "mean JCT", "median", "p95", "p99", "mean wait", "util", "makespan");
+  // Seconds, or "-" when there is nothing to measure (no job finished or started): not 0s.
+  auto secs = [](const std::vector<double>& v, double x) {
+    return v.empty() ? std::string("-") : fmt::format("{:.0f}s", x);
+  };
   for (const SimResult& r : in.runs) {
     std::vector<double> jct, wait;
-    int64_t first = INT64_MAX, last = 0;
+    int64_t first = INT64_MAX, last = 0, unfinished = 0;
     for (const JobOutcome& j : r.jobs) {
       first = std::min(first, j.submit_s);
       if (j.first_start_s) wait.push_back(static_cast<double>(*j.first_start_s - j.submit_s));
@@ -366,16 +417,18 @@ std::string SummaryTable(const ReportInput& in) {
         jct.push_back(JctOf(j));
         last = std::max(last, *j.end_s);
       }
+      if (j.state == JobState::kPending || j.state == JobState::kRunning) ++unfinished;
     }
     double mean_jct = 0, mean_wait = 0;
     for (double x : jct) mean_jct += x;
     for (double x : wait) mean_wait += x;
     if (!jct.empty()) mean_jct /= jct.size();
     if (!wait.empty()) mean_wait /= wait.size();
-    out += fmt::format(
-        "{:<14} {:>9} {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>5.1f}% {:>11}s\n",
-        r.policy_name, jct.size(), mean_jct, Percentile(jct, 50), Percentile(jct, 95),
-        Percentile(jct, 99), mean_wait, 100 * MeanUtilization(r), jct.empty() ? 0 : last - first);
+    out += fmt::format("{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>5.1f}% {:>12}\n",
+                       r.policy_name, jct.size(), unfinished, secs(jct, mean_jct),
+                       secs(jct, Percentile(jct, 50)), secs(jct, Percentile(jct, 95)),
+                       secs(jct, Percentile(jct, 99)), secs(wait, mean_wait),
+                       100 * MeanUtilization(r), secs(jct, static_cast<double>(last - first)));
   }
   bool any_prediction = false;
   for (const SimResult& r : in.runs) any_prediction = any_prediction || r.prediction.failures > 0;

@@ -12,6 +12,7 @@
 #include "sched/cluster_state.h"
 #include "sched/plugins/scores.h"
 #include "sched/scheduler.h"
+#include "sched/usage_window.h"
 
 namespace gpucloud::sim {
 namespace {
@@ -106,6 +107,14 @@ PendingJob MakeRequest(const TraceJob& job, int32_t index, int32_t max_per_node,
   return p;
 }
 
+int32_t MaxGpusPerNode(const std::vector<Node>& nodes) {
+  int32_t max_per_node = 1;
+  for (const Node& n : nodes) {
+    max_per_node = std::max<int32_t>(max_per_node, static_cast<int32_t>(n.gpus.size()));
+  }
+  return max_per_node;
+}
+
 int32_t IndexOfKey(const std::string& key) {
   int32_t i = -1;
   (void)std::from_chars(key.data() + 2, key.data() + key.size(), i);
@@ -115,7 +124,8 @@ int32_t IndexOfKey(const std::string& key) {
 class Simulation {
  public:
   Simulation(const Trace& trace, const SimCluster& cluster, const SimOptions& o,
-             const GpuCatalog& catalog, std::unique_ptr<sched::Scheduler> scheduler)
+             const GpuCatalog& catalog, std::unique_ptr<sched::Scheduler> scheduler,
+             std::vector<WorkloadShare> workload)
       : trace_(trace),
         cluster_(cluster),
         o_(o),
@@ -124,11 +134,9 @@ class Simulation {
         state_(cluster.nodes, catalog),
         rng_(o.seed),
         signal_rng_(o.seed * 7919 + 17),
-        workload_(sched::PhillyWorkload()) {
-    int32_t max_per_node = 1;
-    for (const Node& n : cluster.nodes) {
-      max_per_node = std::max<int32_t>(max_per_node, static_cast<int32_t>(n.gpus.size()));
-    }
+        workload_(std::move(workload)),
+        usage_(o.policy.fair_share_window_s * 1000) {
+    const int32_t max_per_node = MaxGpusPerNode(cluster.nodes);
     jobs_.resize(trace.jobs.size());
     for (size_t i = 0; i < trace.jobs.size(); ++i) {
       const TraceJob& t = trace.jobs[i];
@@ -175,6 +183,7 @@ class Simulation {
         now = *o_.until_s;
         break;
       }
+      SampleFragmentationBefore(now);
       bool changed = false;
       while (!events_.empty() && events_.top().t == now) {
         Event e = events_.top();
@@ -184,16 +193,13 @@ class Simulation {
       bool bound = false;
       if (!pending_.empty() && changed) bound = Cycle(now);
       if (changed) ScheduleBandChange(now);
+      if (now == next_fragmentation_) SampleFragmentationBefore(now + 1);
       // Nothing left that could change anything: waiting jobs stay pending.
       if (!bound && live_events_ == 0 && running_ == 0 && down_nodes_ == 0 && flagged_count_ == 0) {
         RecordAllocated(now);
         break;
       }
       RecordAllocated(now);
-      if (now >= next_fragmentation_) {
-        result_.fragmentation.push_back({now, Fragmentation()});
-        next_fragmentation_ = now + o_.fragmentation_sample_s;
-      }
       if (!events_.empty() && OnlyFailuresLeft()) break;
     }
     Finish(now);
@@ -438,6 +444,12 @@ class Simulation {
     j.request.attained_gpu_ms +=
         static_cast<int64_t>(j.out.gpus.raw()) * (now - j.start_s);  // milli-GPU x s = GPU x ms
     j.request.waiting_since_ms = now * 1000;
+    if (o_.policy.fair_share) {  // the fair-share window's history
+      for (const auto& [type, gpus] : sched::GpusByType(state_, j.allocation)) {
+        usage_.Add(now * 1000, j.request.queue, type,
+                   gpus * static_cast<double>(now - j.start_s) / 3600.0);
+      }
+    }
     (void)state_.Release(j.request.request.key);
     j.running = false;
     j.terminating = false;
@@ -489,6 +501,10 @@ class Simulation {
   // Runs the scheduler; true when some job was bound.
   bool Cycle(int64_t now) {
     ++result_.cycles;
+    if (o_.policy.fair_share) {
+      usage_.Advance(now * 1000);
+      scheduler_->SetHistory(usage_.history());
+    }
     std::vector<Decision> decisions = scheduler_->Schedule(state_, pending_requests_, now * 1000);
     std::set<int32_t> leaving;
     for (Decision& d : decisions) {
@@ -604,6 +620,17 @@ class Simulation {
     }
   }
 
+  // Samples the fragmentation at every multiple of the sample interval before `t`, from the
+  // state since the last event (it does not change between events), so that quiet stretches
+  // and busy ones are sampled alike.
+  void SampleFragmentationBefore(int64_t t) {
+    if (o_.fragmentation_sample_s <= 0) return;
+    while (next_fragmentation_ < t) {
+      result_.fragmentation.push_back({next_fragmentation_, Fragmentation()});
+      next_fragmentation_ += o_.fragmentation_sample_s;
+    }
+  }
+
   double Fragmentation() const {
     double frag = 0, free = 0;
     for (NodeIndex n = 0; n < state_.node_count(); ++n) {
@@ -671,6 +698,7 @@ class Simulation {
   Rng rng_;
   Rng signal_rng_;  // precursors and noise: their own stream, so failures do not depend on them
   std::vector<WorkloadShare> workload_;
+  sched::UsageWindow usage_;  // GPU-hours of ended attempts in the fair-share window
   // Failure prediction (SimOptions::prediction): one model per GPU, nodes cordoned on a flag.
   std::vector<std::vector<FailureRiskModel>> models_;
   std::vector<bool> flagged_;
@@ -711,6 +739,24 @@ std::string_view JobStateName(JobState s) {
   return "pending";
 }
 
+std::vector<WorkloadShare> WorkloadOfTrace(const Trace& trace, int32_t max_gpus_per_node) {
+  std::map<int64_t, int64_t> tasks_by_size;  // milli-GPUs per replica -> tasks
+  for (const TraceJob& job : trace.jobs) {
+    for (const TraceTask& t : job.tasks) {
+      int64_t milli = t.gpus_per_replica.raw();
+      if (milli >= kMilliPerUnit) {
+        milli = int64_t{ReplicaSize(milli / kMilliPerUnit, max_gpus_per_node)} * kMilliPerUnit;
+      }
+      if (milli > 0) ++tasks_by_size[milli];
+    }
+  }
+  std::vector<WorkloadShare> out;
+  for (const auto& [milli, n] : tasks_by_size) {
+    out.push_back({MilliGpu(milli), static_cast<double>(n)});
+  }
+  return out;
+}
+
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster,
                                    const SimOptions& options, const GpuCatalog& catalog) {
   absl::StatusOr<std::unique_ptr<sched::Scheduler>> scheduler =
@@ -719,7 +765,10 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster
     return absl::InvalidArgumentError(
         Cat("policy ", options.policy_name, ": ", scheduler.status().message()));
   }
-  Simulation sim(trace, cluster, options, catalog, std::move(*scheduler));
+  const std::vector<WorkloadShare> mix = WorkloadOfTrace(trace, MaxGpusPerNode(cluster.nodes));
+  (*scheduler)->SetWorkload(mix);
+  Simulation sim(trace, cluster, options, catalog, std::move(*scheduler),
+                 mix.empty() ? sched::PhillyWorkload() : mix);
   return sim.Run();
 }
 

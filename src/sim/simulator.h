@@ -125,7 +125,8 @@ struct SimResult {
   std::vector<JobOutcome> jobs;  // in trace order
   // Allocated GPUs over time: (time, GPUs) at every change.
   std::vector<std::pair<int64_t, double>> allocated;
-  // Fraction of free GPUs that are fragmented (FGD's measure for the Philly mix), sampled.
+  // Fraction of free GPUs that are fragmented (FGD's measure, for the trace's request mix), at
+  // every multiple of SimOptions::fragmentation_sample_s.
   std::vector<std::pair<int64_t, double>> fragmentation;
   int64_t end_s = 0;  // when the clock stopped
   int64_t total_gpus = 0;
@@ -138,7 +139,15 @@ struct SimResult {
   std::map<std::string, double> cost_usd;  // billing class -> dollars
 };
 
-// Runs the whole replay. InvalidArgument when the policy names an unknown plugin.
+// The trace's request mix, as the Fragmentation score and the report's fragmentation measure
+// take it: each task's GPUs per replica as the scheduler sees them (whole GPUs split into
+// replicas of at most `max_gpus_per_node`, shares as their fraction), weighted by how many
+// tasks ask for that size; sorted by size.
+std::vector<WorkloadShare> WorkloadOfTrace(const Trace& trace, int32_t max_gpus_per_node);
+
+// Runs the whole replay. A Fragmentation score without a workload of its own protects the
+// trace's request mix (WorkloadOfTrace), and the report's fragmentation is measured against it.
+// InvalidArgument when the policy names an unknown plugin.
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster,
                                    const SimOptions& options,
                                    const GpuCatalog& catalog = GpuCatalog::Default());

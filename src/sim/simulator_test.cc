@@ -2,10 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/command.h"
 #include "sim/report.h"
 
 namespace gpucloud::sim {
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 SimCluster Nodes(int nodes, int gpus) {
   NodePool p;
@@ -73,6 +80,25 @@ TEST(Simulator, DlasPreemptsAJobWhenItsServiceCrossesABand) {
   EXPECT_EQ(r.jobs[0].preemptions, 1);
   r = Replay(Csv(trace), Nodes(1, 2), SimOptions{});
   EXPECT_EQ(Jct(r), (std::map<std::string, int64_t>{{"long", 1000}, {"short", 1010}}));
+}
+
+// Fair share remembers the window's GPU-hours: one GPU; a1 (queue a) runs 0-1,000, c1 (c)
+// 5,000-10,000; a2 (a, submitted at 5,010) and b1 (b, at 5,020) wait for it, both queues holding
+// nothing then. With the default window (7 days) queue a has used 1,000 GPU-seconds, b none, so
+// b1 goes first; with a window of an hour a1 is forgotten by 10,000 and the tie goes to a (by
+// name).
+TEST(Simulator, FairShareCountsTheWindowsHistory) {
+  const char* trace =
+      "id,submit,duration,gpus,queue\na1,0,1000,1,a\nc1,5000,5000,1,c\na2,5010,100,1,a\n"
+      "b1,5020,100,1,b\n";
+  SimResult r = Replay(Csv(trace), Nodes(1, 1));
+  EXPECT_EQ(Jct(r).at("b1"), 10100 - 5020);
+  EXPECT_EQ(Jct(r).at("a2"), 10200 - 5010);
+  SimOptions hour;
+  hour.policy.fair_share_window_s = 3600;
+  r = Replay(Csv(trace), Nodes(1, 1), hour);
+  EXPECT_EQ(Jct(r).at("a2"), 10100 - 5010);
+  EXPECT_EQ(Jct(r).at("b1"), 10200 - 5020);
 }
 
 TEST(Simulator, SpreadJobsRunSlower) {
@@ -215,6 +241,86 @@ TEST(FailurePrediction, WithoutPrecursorsFlagsAreNoBetterThanChance) {
   SimResult noisy = Replay(c.trace, c.cluster, c.o);
   EXPECT_GT(noisy.prediction.flags, 10 * quiet.prediction.flags);
   EXPECT_LT(noisy.prediction.precision(), 0.6);
+}
+
+// The Fragmentation score and the report protect the trace's own request mix: each task's GPUs
+// per replica as the scheduler sees them (16 GPUs on 8-GPU nodes are two replicas of 8).
+TEST(Simulator, TheRequestMixIsTheTraces) {
+  Trace t = Csv("id,submit,duration,gpus\na,0,10,0.5\nb,0,10,0.5\nc,0,10,1\nd,0,10,16\n");
+  std::vector<WorkloadShare> mix = WorkloadOfTrace(t, 8);
+  EXPECT_EQ(mix, (std::vector<WorkloadShare>{
+                     {MilliGpu(500), 2.0}, {WholeGpus(1), 1.0}, {WholeGpus(8), 1.0}}));
+}
+
+// Fragmentation is sampled at every multiple of the interval, also where no event happens: one
+// job from 0 to 10 h gives samples at 0, 1, ..., 10 h.
+TEST(Simulator, FragmentationIsSampledEveryIntervalEventsOrNot) {
+  SimOptions o;
+  o.fragmentation_sample_s = 3600;
+  SimResult r = Replay(Csv("id,submit,duration,gpus\nlong,0,36000,1\n"), Nodes(1, 2), o);
+  ASSERT_EQ(r.fragmentation.size(), 11u);
+  for (size_t i = 0; i < r.fragmentation.size(); ++i) {
+    EXPECT_EQ(r.fragmentation[i].first, static_cast<int64_t>(i) * 3600);
+  }
+}
+
+// The best-fit preset is the defaults without scoring: presets differ in one thing each.
+TEST(Simulator, PresetsDifferFromTheDefaultsInOneThing) {
+  SchedulerConfig defaults = *BuiltinPolicy("default");
+  SchedulerConfig best_fit = *BuiltinPolicy("best-fit");
+  EXPECT_TRUE(best_fit.scores.empty());
+  best_fit.scores = defaults.scores;
+  EXPECT_EQ(best_fit, defaults);
+  SchedulerConfig dlas = *BuiltinPolicy("dlas");
+  EXPECT_EQ(dlas.ordering, QueueOrdering::kDlas);
+  dlas.ordering = defaults.ordering;
+  EXPECT_EQ(dlas, defaults);
+}
+
+// A short busy stretch in a long run shows in the utilization series as its span's peak.
+TEST(Report, UtilizationSpansKeepTheirPeak) {
+  Trace t = Csv("id,submit,duration,gpus\nfirst,0,10,1\nburst,5000,100,2\nlate,999990,10,1\n");
+  SimCluster c = Nodes(1, 2);
+  ReportInput in{"burst.csv", &t, &c, {Replay(t, c)}};
+  Json json = Json::parse(ReportJson(in));
+  const Json& series = json["runs"][0]["utilization"]["series"];
+  ASSERT_EQ(series.size(), 200u);
+  // Spans of 5,000 s: the burst (5,000-5,100) lies in the second, busy 2% of it at 100%.
+  EXPECT_EQ(series[1][0], 5000);
+  EXPECT_EQ(series[1][1], 0.02);
+  EXPECT_EQ(series[1][2], 1.0);
+  EXPECT_EQ(series[0][1], 0.001);  // the first job: 1 of 2 GPUs for 10 s of 5,000
+  EXPECT_EQ(series[0][2], 0.5);
+  EXPECT_EQ(series[2][2], 0.0);
+}
+
+// With nothing finished, the summary says "-", not 0s, and how many jobs are left.
+TEST(Report, NothingFinishedIsNotZeroSeconds) {
+  Trace t = Csv("id,submit,duration,gpus\nlong,0,1000,1\nwait,0,1000,2\n");
+  SimCluster c = Nodes(1, 2);
+  ReportInput in{"t.csv", &t, &c, {Replay(t, c, SimOptions{.until_s = 10})}};
+  std::string table = SummaryTable(in);
+  EXPECT_NE(table.find("unfinished"), std::string::npos) << table;
+  std::istringstream row(table.substr(table.find('\n') + 1));
+  std::vector<std::string> cells{std::istream_iterator<std::string>(row), {}};
+  // policy, finished, unfinished, mean JCT, median, p95, p99, mean wait, util, makespan
+  ASSERT_EQ(cells.size(), 10u) << table;
+  EXPECT_EQ(cells[1], "0");
+  EXPECT_EQ(cells[2], "2");
+  for (int i : {3, 4, 5, 6, 9}) EXPECT_EQ(cells[i], "-") << i << ": " << table;
+  EXPECT_EQ(cells[7], "0s");  // "long" started at once: a real wait of 0 s
+  EXPECT_TRUE(Json::parse(ReportJson(in))["runs"][0]["makespan_s"].is_null());
+}
+
+// Every skipped row is counted under its reason, values taken out.
+TEST(Report, SkippedRowsAreCountedByReason) {
+  Trace t = Csv("id,submit,duration,gpus\na,0,x,1\nb,0,y,1\nc,0,10,0\nd,0,10,1\n");
+  SimCluster c = Nodes(1, 2);
+  ReportInput in{"t.csv", &t, &c, {Replay(t, c)}};
+  Json trace = Json::parse(ReportJson(in))["trace"];
+  EXPECT_EQ(trace["skipped_rows"], 3);
+  EXPECT_EQ(trace["skipped_by_reason"],
+            (Json{{"duration \"\u2026\" is not a number of seconds", 2}, {"uses no GPU", 1}}));
 }
 
 TEST(Report, PercentilesByNearestRank) {

@@ -219,7 +219,7 @@ absl::StatusOr<Trace> ReadGeneric(const std::vector<CsvRow>& rows, std::string_v
       continue;
     }
     if (!seen_ids.insert(job.id).second) {
-      r.Skip(row.line, Cat("job id ", job.id, " appears again"));
+      r.Skip(row.line, Cat("job id \"", job.id, "\" appears again"));
       continue;
     }
     job.duration_s = std::max<int64_t>(1, std::llround(*duration));
@@ -229,9 +229,21 @@ absl::StatusOr<Trace> ReadGeneric(const std::vector<CsvRow>& rows, std::string_v
     }
     if (!n.user.empty()) job.user = std::string(Trim(c.Get(row, n.user)));
     if (!n.type.empty() && !Trim(c.Get(row, n.type)).empty()) {
-      job.gpu_types = CatalogTypes(catalog, c.Get(row, n.type));
-      if (job.gpu_types.empty()) {
-        r.Skip(row.line, Cat("unknown GPU type \"", Trim(c.Get(row, n.type)), "\""));
+      // One type or several, "T4|A10": any of them will do.
+      std::string unknown;
+      for (const std::string& part : SplitAny(c.Get(row, n.type), "|")) {
+        std::vector<std::string> types = CatalogTypes(catalog, part);
+        if (types.empty() && unknown.empty()) unknown = std::string(Trim(part));
+        for (std::string& t : types) {
+          if (std::find(job.gpu_types.begin(), job.gpu_types.end(), t) == job.gpu_types.end()) {
+            job.gpu_types.push_back(std::move(t));
+          }
+        }
+      }
+      if (!unknown.empty() || job.gpu_types.empty()) {
+        r.Skip(row.line,
+               Cat("unknown GPU type \"",
+                   unknown.empty() ? std::string(Trim(c.Get(row, n.type))) : unknown, "\""));
         continue;
       }
     }
@@ -293,7 +305,7 @@ absl::StatusOr<Trace> ReadPai(const std::vector<CsvRow>& job_rows, std::string_v
     std::string_view plan_text = Trim(task_cols.Get(row, "plan_gpu"));
     std::optional<double> plan = plan_text.empty() ? std::optional<double>(0) : Seconds(plan_text);
     if (!inst || !plan || *inst < 1 || *inst != std::floor(*inst)) {
-      t.problem = Cat("task table row ", row.line, " has a bad inst_num or plan_gpu");
+      t.problem = Cat("task table row \"", row.line, "\" has a bad inst_num or plan_gpu");
       continue;
     }
     if (*plan == 0) continue;                  // a CPU-only task
@@ -318,7 +330,7 @@ absl::StatusOr<Trace> ReadPai(const std::vector<CsvRow>& job_rows, std::string_v
     if (name.empty()) {
       r.Skip(row.line, "no job_name");
     } else if (!seen.insert(name).second) {
-      r.Skip(row.line, Cat("job ", name, " appears again"));
+      r.Skip(row.line, Cat("job \"", name, "\" appears again"));
     } else if (!start) {
       r.Skip(row.line, Cat("start_time \"", job_cols.Get(row, "start_time"), "\" is not a time"));
     } else if (!end) {
@@ -326,7 +338,7 @@ absl::StatusOr<Trace> ReadPai(const std::vector<CsvRow>& job_rows, std::string_v
     } else if (*end <= *start) {
       r.Skip(row.line, "end_time is not after start_time");
     } else if (t == by_job.end()) {
-      r.Skip(row.line, Cat("job ", name, " has no tasks in the task table"));
+      r.Skip(row.line, Cat("job \"", name, "\" has no tasks in the task table"));
     } else if (!t->second.problem.empty()) {
       r.Skip(row.line, t->second.problem);
     } else if (t->second.tasks.empty()) {

@@ -11,8 +11,9 @@
 //   pai       Alibaba PAI 2020: pai_job_table (job_name,inst_id,user,status,start_time,end_time)
 //             with pai_task_table (job_name,task_name,inst_num,status,start_time,end_time,
 //             plan_cpu,plan_mem,plan_gpu,gpu_type); headerless as published, or with a header
-//   csv       generic, with a header: id,submit,duration,gpus and optionally queue, gpu_type,
-//             estimate, priority (seconds; gpus may be a fraction below 1 for a shared GPU)
+//   csv       generic, with a header: id,submit,duration,gpus and optionally queue, user,
+//             gpu_type (one type, or several as "T4|A10"), estimate, priority (seconds; gpus may
+//             be a fraction below 1 for a shared GPU; user is read, not used)
 // Stateless functions; thread-safe.
 #ifndef GPUCLOUD_SIM_TRACE_H_
 #define GPUCLOUD_SIM_TRACE_H_

@@ -143,9 +143,25 @@ TEST(Trace, GenericCsvWithOptionalColumns) {
   EXPECT_EQ(t->jobs[1].queue, "default");
   EXPECT_EQ(t->jobs[1].TotalGpus(), MilliGpu(250));
   ASSERT_EQ(t->skipped.size(), 3u);
-  EXPECT_EQ(t->skipped[0].reason, "job id a appears again");
+  EXPECT_EQ(t->skipped[0].reason, "job id \"a\" appears again");
   EXPECT_EQ(t->skipped[1].reason, "unknown GPU type \"tpu\"");
   EXPECT_EQ(t->skipped[2].reason, "priority \"high\" is not -1000..1000");
+}
+
+// gpu_type may list several types: any of them will do; one unknown among them skips the row.
+TEST(Trace, GenericCsvTakesSeveralGpuTypes) {
+  absl::StatusOr<Trace> t = ReadTrace(
+      "id,submit,duration,gpus,gpu_type\n"
+      "a,0,100,1,T4|A10\n"
+      "b,0,100,1,t4 | t4\n"
+      "c,0,100,1,T4|tpu\n",
+      "csv");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->jobs.size(), 2u);
+  EXPECT_EQ(t->jobs[0].gpu_types, (std::vector<std::string>{"T4", "A10"}));
+  EXPECT_EQ(t->jobs[1].gpu_types, std::vector<std::string>{"T4"});
+  ASSERT_EQ(t->skipped.size(), 1u);
+  EXPECT_EQ(t->skipped[0].reason, "unknown GPU type \"tpu\"");
 }
 
 TEST(Trace, BadFilesAreRefusedWithAReason) {

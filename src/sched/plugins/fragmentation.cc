@@ -59,6 +59,21 @@ class FragmentationScore final : public ScorePlugin {
 
 }  // namespace
 
+void WorkloadCounter::Add(const GpuRequest& per_replica) {
+  int64_t milli = 0;
+  if (per_replica.mode == GpuMode::kWhole) milli = int64_t{per_replica.count} * kMilliPerUnit;
+  if (per_replica.mode == GpuMode::kShared) milli = per_replica.fraction.raw();
+  if (milli > 0) ++tasks_by_milli_[milli];
+}
+
+std::vector<WorkloadShare> WorkloadCounter::Shares() const {
+  std::vector<WorkloadShare> out;
+  for (const auto& [milli, n] : tasks_by_milli_) {
+    out.push_back({MilliGpu(milli), static_cast<double>(n)});
+  }
+  return out;
+}
+
 std::vector<WorkloadShare> PhillyWorkload() {
   return {{WholeGpus(1), 93.2},
           {WholeGpus(2), 2.2},

@@ -3,6 +3,7 @@
 #ifndef GPUCLOUD_SCHED_PLUGINS_SCORES_H_
 #define GPUCLOUD_SCHED_PLUGINS_SCORES_H_
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,19 @@ std::unique_ptr<ScorePlugin> NewFragmentationScore(std::vector<WorkloadShare> wo
 double ExpectedFragmentation(const NodeView& view, const std::vector<WorkloadShare>& workload);
 // The Philly trace's request sizes (93.2% 1 GPU, 2.2% 2, 2.3% 4, 2.0% 8, 0.4% 16 or more).
 std::vector<WorkloadShare> PhillyWorkload();
+
+// Counts requests into a workload for the Fragmentation score: each task's GPUs per replica
+// (whole GPUs, or a share's fraction; MIG and GPU-less tasks are left out), weighted by how many
+// tasks ask for that size. Value type.
+class WorkloadCounter {
+ public:
+  void Add(const GpuRequest& per_replica);
+  // Sorted by size; empty when nothing was counted.
+  std::vector<WorkloadShare> Shares() const;
+
+ private:
+  std::map<int64_t, int64_t> tasks_by_milli_;
+};
 
 }  // namespace gpucloud::sched
 

@@ -4,6 +4,7 @@
 
 #include "sched/gang_placer.h"
 #include "sched/registry.h"
+#include "sched/scheduler.h"
 #include "sched/test_util.h"
 
 namespace gpucloud::sched {
@@ -83,6 +84,37 @@ TEST_F(ScoredPlacement, WeightsDecide) {
   EXPECT_EQ(NodeFor({{"BinPack", 1, {}}, {"Fragmentation", 1, half_pairs_}}), "a");
   EXPECT_EQ(NodeFor({{"BinPack", 1, {}}, {"Fragmentation", 2, half_pairs_}}), "b");
   EXPECT_EQ(NodeFor({{"BinPack", 3, {}}, {"Fragmentation", 2, half_pairs_}}), "a");
+}
+
+// A scheduler's Fragmentation score without a workload of its own takes the caller's mix
+// (Scheduler::SetWorkload): half 2-GPU jobs move the 1-GPU job to b, as above; an empty mix
+// restores the Philly default; a configured workload is never replaced.
+TEST_F(ScoredPlacement, SetWorkloadReplacesOnlyTheDefaultMix) {
+  auto node_for = [&](Scheduler& sched) {
+    ClusterState s = state_;
+    std::vector<Decision> d =
+        sched.Schedule(s, {testing_util::PendingWholeGpuJob("ns/j", 1, 1)}, 0);
+    EXPECT_EQ(d.size(), 1u);
+    return d.empty() || !d[0].allocation ? std::string()
+                                         : s.node(d[0].allocation->replicas[0].node).name;
+  };
+  SchedulerConfig config;
+  config.scores = {{"Fragmentation", 1, {}}};
+  auto sched = Scheduler::FromConfig(config, {}, GpuCatalog::Default());
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  const std::string philly = node_for(**sched);
+  (*sched)->SetWorkload(half_pairs_);
+  EXPECT_EQ(node_for(**sched), "b");
+  (*sched)->SetWorkload({{WholeGpus(1), 1}});  // only 1-GPU jobs: nothing to strand; best fit
+  EXPECT_EQ(node_for(**sched), "a");
+  (*sched)->SetWorkload({});
+  EXPECT_EQ(node_for(**sched), philly);
+
+  config.scores = {{"Fragmentation", 1, half_pairs_}};
+  auto configured = Scheduler::FromConfig(config, {}, GpuCatalog::Default());
+  ASSERT_TRUE(configured.ok());
+  (*configured)->SetWorkload({{WholeGpus(1), 1}});
+  EXPECT_EQ(node_for(**configured), "b");
 }
 
 TEST(ScoredPlacement2, SharedRequestsAreScoredToo) {
