@@ -12,7 +12,7 @@ std::string_view NamespaceOfKey(std::string_view job_key) {
 }
 
 bool NamespaceBudget::Admits(std::string_view ns) const {
-  auto it = used_.find(std::string(ns));
+  auto it = used_.find(ns);
   if (it == used_.end()) return true;
   const Used& u = it->second;
   return (limits_.max_waiting <= 0 || u.waiting < limits_.max_waiting) &&
@@ -21,7 +21,9 @@ bool NamespaceBudget::Admits(std::string_view ns) const {
 
 void NamespaceBudget::Record(std::string_view ns, JobOutcome outcome) {
   if (outcome == JobOutcome::kBound) return;
-  Used& u = used_[std::string(ns)];
+  auto it = used_.find(ns);
+  if (it == used_.end()) it = used_.emplace(std::string(ns), Used{}).first;
+  Used& u = it->second;
   ++u.waiting;
   if (outcome == JobOutcome::kSearched) ++u.searches;
 }
@@ -39,25 +41,29 @@ Lane::Lane(OrderContext order, const std::vector<const PendingJob*>& jobs) : ord
       last_ns = ns;
       last = it->second;
     }
-    namespaces_[last].push_back(p);
+    namespaces_[last].push_back(
+        {-int64_t{p->priority}, QueueOrderKey(order_, *p), p->submit_ms, p});
   }
   for (size_t i = 0; i < namespaces_.size(); ++i) {
     Heap& h = namespaces_[i];
-    std::make_heap(h.begin(), h.end(), [&](auto a, auto b) { return JobAfter(a, b); });
+    std::make_heap(h.begin(), h.end(), JobAfter);
     heads_.push_back(i);
   }
   std::make_heap(heads_.begin(), heads_.end(), [&](size_t a, size_t b) { return HeadAfter(a, b); });
 }
 
-bool Lane::JobAfter(const PendingJob* a, const PendingJob* b) const {
-  return QueueSortLess(order_, *b, *a);
+bool Lane::JobAfter(const Entry& a, const Entry& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  if (a.order_key != b.order_key) return a.order_key > b.order_key;
+  if (a.submit_ms != b.submit_ms) return a.submit_ms > b.submit_ms;
+  return a.job->request.key > b.job->request.key;
 }
 
 bool Lane::HeadAfter(size_t a, size_t b) const {
   return JobAfter(namespaces_[a].front(), namespaces_[b].front());
 }
 
-const PendingJob& Lane::Next() const { return *namespaces_[heads_.front()].front(); }
+const PendingJob& Lane::Next() const { return *namespaces_[heads_.front()].front().job; }
 
 size_t Lane::PopHead() {
   std::pop_heap(heads_.begin(), heads_.end(), [&](size_t a, size_t b) { return HeadAfter(a, b); });
@@ -69,7 +75,7 @@ size_t Lane::PopHead() {
 void Lane::Pop() {
   size_t ns = PopHead();
   Heap& h = namespaces_[ns];
-  std::pop_heap(h.begin(), h.end(), [&](auto a, auto b) { return JobAfter(a, b); });
+  std::pop_heap(h.begin(), h.end(), JobAfter);
   h.pop_back();
   if (h.empty()) return;
   heads_.push_back(ns);

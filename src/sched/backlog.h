@@ -71,7 +71,12 @@ class NamespaceBudget {
     int64_t searches = 0;
   };
   NamespaceBudgetLimits limits_;
-  std::unordered_map<std::string, Used> used_;  // keyed by namespace
+  // Keyed by namespace, looked up by string_view without making a string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, Used, NameHash, std::equal_to<>> used_;
 };
 
 class Lane {
@@ -88,9 +93,16 @@ class Lane {
   size_t DropNamespaceOfNext();
 
  private:
+  // A job with its order's keys, computed once (QueueSortLess's order).
+  struct Entry {
+    int64_t priority = 0;  // negated: smaller first
+    int64_t order_key = 0;
+    int64_t submit_ms = 0;
+    const PendingJob* job = nullptr;
+  };
   // One namespace's jobs, a heap whose top is its first job.
-  using Heap = std::vector<const PendingJob*>;
-  bool JobAfter(const PendingJob* a, const PendingJob* b) const;  // heap order: a after b
+  using Heap = std::vector<Entry>;
+  static bool JobAfter(const Entry& a, const Entry& b);  // heap order: a after b
   bool HeadAfter(size_t a, size_t b) const;
   // Takes the namespace at the top of heads_ off it.
   size_t PopHead();

@@ -40,6 +40,7 @@ int ChooseMigStart(const GpuType& type, const std::vector<MigPlacement>& layout,
   return best;
 }
 
+// Node-set ids and allocation stamps, from one counter: never equal across states.
 uint64_t NextNodesId() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1);
@@ -52,6 +53,7 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
       catalog_(catalog),
       use_(nodes_.size()),
       nodes_id_(NextNodesId()),
+      version_(NextNodesId()),
       free_whole_(nodes_.size()),
       free_slots_(nodes_.size()) {
   size_t max_gpus = 0;
@@ -75,6 +77,7 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
   }
   for (NodeIndex n = 0; n < node_count(); ++n) {
     free_whole_[n] = CountFreeWholeGpus(n);
+    total_free_whole_ += free_whole_[n];
     by_free_[free_whole_[n]].insert(n);
     free_slots_[n] = std::max(0, nodes_[n].max_tasks);
   }
@@ -92,6 +95,7 @@ void ClusterState::UpdateIndex(NodeIndex n) {
   if (now == free_whole_[n]) return;
   by_free_[free_whole_[n]].erase(n);
   by_free_[now].insert(n);
+  total_free_whole_ += now - free_whole_[n];
   free_whole_[n] = now;
 }
 
@@ -362,6 +366,7 @@ absl::Status ClusterState::Commit(const Allocation& allocation) {
     UpdateIndex(allocation.replicas[i].node);
   }
   allocations_.emplace(allocation.job, allocation);
+  version_ = NextNodesId();
   CountQueueUsage(allocation, +1);
   return absl::OkStatus();
 }
@@ -416,6 +421,7 @@ absl::Status ClusterState::Release(const std::string& job) {
   for (const ReplicaPlacement& r : it->second.replicas) Remove(r);
   CountQueueUsage(it->second, -1);
   allocations_.erase(it);
+  version_ = NextNodesId();
   return absl::OkStatus();
 }
 
@@ -470,6 +476,12 @@ absl::Status ClusterState::CheckInvariants() const {
            free_whole_[n] == CountFreeWholeGpus(static_cast<NodeIndex>(n)) &&
            by_free_[free_whole_[n]].contains(static_cast<NodeIndex>(n));
     if (!same) return absl::InternalError(Cat("bookkeeping of node ", nodes_[n].name, " drifted"));
+  }
+  int64_t free_whole = 0;
+  for (int32_t f : free_whole_) free_whole += f;
+  if (free_whole != total_free_whole_) {
+    return absl::InternalError(
+        Cat("free whole GPUs counted ", total_free_whole_, ", are ", free_whole));
   }
   std::map<std::string, std::map<std::string, MilliGpu>> by_queue;
   for (const auto& [job, a] : allocations_) {

@@ -136,6 +136,8 @@ class ClusterState {
 
   // Free whole GPUs on a node (healthy, not MIG-enabled, nothing on them). O(1).
   int32_t FreeWholeGpus(NodeIndex n) const { return free_whole_[n]; }
+  // The sum of FreeWholeGpus over all nodes. O(1).
+  int64_t TotalFreeWholeGpus() const { return total_free_whole_; }
   // The nodes with exactly `free` free whole GPUs, in index order (empty beyond the largest
   // node). Kept up to date by Commit and Release, so a best-fit search walks these buckets
   // upwards from the GPUs it needs instead of scanning every node.
@@ -149,6 +151,11 @@ class ClusterState {
   // Distinct for every ClusterState built (copies share it: they hold the same nodes). Lets
   // callers cache facts that depend only on the nodes, such as which ones a filter accepts.
   uint64_t nodes_id() const { return nodes_id_; }
+  // A stamp of the allocations: a new value, unique across every ClusterState, after each
+  // successful Commit and Release (copies share it: they hold the same allocations). Equal
+  // stamps mean equal allocations, so a caller may reuse an answer computed from them, even
+  // after a search that released and re-committed jobs if it took the stamp after the search.
+  uint64_t version() const { return version_; }
   // GPUs an allocation takes per GPU type, plus all types under "*": a MIG instance counts as
   // its share of the GPU's compute (3g = 3/7, rounded up to a milli-GPU), a share as its
   // fraction.
@@ -211,7 +218,9 @@ class ClusterState {
   std::map<std::string, Allocation> allocations_;
   ClusterTopology topology_;
   uint64_t nodes_id_;
+  uint64_t version_;
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
+  int64_t total_free_whole_ = 0;              // their sum
   std::vector<int32_t> free_slots_;           // per node, max_tasks less tasks (at least 0)
   std::vector<std::set<NodeIndex>> by_free_;  // by_free_[k]: nodes with k free whole GPUs
   std::map<std::string, MilliGpu> healthy_by_type_;

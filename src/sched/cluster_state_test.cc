@@ -40,6 +40,33 @@ bool Place(ClusterState& s, const std::string& job, NodeIndex n, const ReplicaRe
   return true;
 }
 
+// The allocations' stamp changes with every successful commit and release, never with a failed
+// one; a copy shares it; no two states ever stamp alike. The free whole GPUs are summed as they
+// change.
+TEST(ClusterState, VersionStampsTheAllocationsAndFreeGpusAreSummed) {
+  ClusterState s({MakeNode("a", "H100-80GB", 8), MakeNode("b", "H100-80GB", 4)}, Cat());
+  ClusterState other({MakeNode("a", "H100-80GB", 8)}, Cat());
+  EXPECT_NE(s.version(), other.version());
+  EXPECT_EQ(s.TotalFreeWholeGpus(), 12);
+  const uint64_t empty = s.version();
+  ASSERT_TRUE(Place(s, "ns/x", 0, Whole(3)));
+  const uint64_t one = s.version();
+  EXPECT_NE(one, empty);
+  EXPECT_EQ(s.TotalFreeWholeGpus(), 9);
+  ClusterState copy = s;
+  EXPECT_EQ(copy.version(), one);
+  EXPECT_FALSE(s.Commit(s.allocations().at("ns/x")).ok());  // already there: no change
+  EXPECT_EQ(s.version(), one);
+  ASSERT_TRUE(s.Release("ns/x").ok());
+  EXPECT_NE(s.version(), one);
+  EXPECT_NE(s.version(), empty);  // the same allocations as before, but a new stamp
+  EXPECT_EQ(s.TotalFreeWholeGpus(), 12);
+  ASSERT_TRUE(Place(copy, "ns/y", 1, Whole(4)));
+  EXPECT_NE(copy.version(), s.version());
+  EXPECT_EQ(copy.TotalFreeWholeGpus(), 5);
+  EXPECT_TRUE(copy.CheckInvariants().ok());
+}
+
 TEST(ClusterState, Mig3gAnd4gShareOneA100) {
   ClusterState s({MakeNode("a", "A100-80GB", 1, /*mig=*/true)}, Cat());
   ASSERT_TRUE(Place(s, "j1", 0, Mig("3g.40gb")));

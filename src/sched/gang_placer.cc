@@ -323,6 +323,14 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
   };
   std::vector<Allocation> out;  // out[i] is ending i, once taken out (order[i] then dangles)
   size_t released = 0;          // endings [0, released) are out of the state
+  // Whole GPUs the job needs in all: with fewer free in the whole cluster, no search can place
+  // it (a gang waiting for many endings is probed cheaply while the count is short).
+  int64_t whole_needed = 0;
+  for (const TaskRequest& t : job.tasks) {
+    if (t.per_replica.gpu.mode == GpuMode::kWhole) {
+      whole_needed += int64_t{t.replicas} * t.per_replica.gpu.count;
+    }
+  }
   auto fits_after = [&](size_t k) -> std::optional<Allocation> {
     sort_to(k);
     for (; released < k; ++released) {
@@ -330,6 +338,7 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
       (void)state.Release(out[released].job);
     }
     while (released > k) (void)state.Commit(out[--released]);
+    if (state.TotalFreeWholeGpus() < whole_needed) return std::nullopt;
     return PlaceNow(state, job).allocation;
   };
   // Galloping: the fewest endings after which it fits lie in (lo, hi], then binary search. Like

@@ -55,6 +55,10 @@ int64_t HeldMilliGpus(const ClusterState& state, const Allocation& a) {
 
 }  // namespace
 
+int64_t QueueOrderKey(const OrderContext& order, const PendingJob& p) {
+  return OrderingKey(order, p);
+}
+
 bool QueueSortLess(const OrderContext& order, const PendingJob& a, const PendingJob& b) {
   return std::forward_as_tuple(-int64_t{a.priority}, OrderingKey(order, a), a.submit_ms,
                                a.request.key) < std::forward_as_tuple(-int64_t{b.priority},
@@ -237,6 +241,14 @@ struct Scheduler::CycleState {
   std::map<std::string, Reservation> reservations;  // queue (or #preempt#job) -> reservation
   std::set<std::string> victims;                    // preempted in this cycle
   std::vector<Allocation> nominated;                // where this cycle's preemptors will run
+  // GangPlacer::EarliestLaterStart by shape, with the allocations' stamp after the search: a
+  // job of the same shape asked again before anything was committed or released gets the same
+  // answer without the search (queue heads of one shape, in a full cluster, one after another).
+  struct LaterStart {
+    uint64_t version = 0;
+    std::optional<GangPlacer::StartEstimate> estimate;
+  };
+  std::unordered_map<std::string_view, LaterStart> later_starts;
 };
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
@@ -322,13 +334,22 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
 
   // Fair share: per queue, jobs in the queue's own order; then, job by job, the queue below its
   // guarantee, else the one with the smallest weighted dominant share, places its next job.
-  std::map<std::string, std::vector<const PendingJob*>> by_queue;
-  for (const PendingJob* p : pending) by_queue[p->queue].push_back(p);
+  // Grouped by queue with a hash of the name (a few queues, many jobs), then in name order.
+  std::unordered_map<std::string_view, size_t> group_of;
+  std::vector<std::pair<const std::string*, std::vector<const PendingJob*>>> groups;
+  for (const PendingJob* p : pending) {
+    auto [it, added] = group_of.try_emplace(p->queue, groups.size());
+    if (added) groups.push_back({&p->queue, {}});
+    groups[it->second].second.push_back(p);
+  }
+  std::sort(groups.begin(), groups.end(),
+            [](const auto& a, const auto& b) { return *a.first < *b.first; });
   std::vector<const std::string*> names;
   std::vector<Lane> lanes;
-  for (auto& [name, jobs] : by_queue) {
-    names.push_back(&name);
-    lanes.emplace_back(OrderContext{OrderingOf(name), &options_.las, now_ms}, jobs);
+  lanes.reserve(groups.size());
+  for (auto& [name, jobs] : groups) {
+    names.push_back(name);
+    lanes.emplace_back(OrderContext{OrderingOf(*name), &options_.las, now_ms}, jobs);
   }
   std::vector<std::tuple<int, double>> keys(lanes.size());
   auto refresh_keys = [&] {
@@ -465,7 +486,7 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
     }
   }
   bool by_reservation = r.reservation;
-  Decision wait = Wait(state, p, now_ms, r.reason, &cycle.reservations);
+  Decision wait = Wait(state, p, now_ms, r.reason, cycle);
   decisions->push_back(wait);
   // What later jobs alike reuse: the reason without this job's own reservation (they are not
   // the queue's head; a head is the first to wait, and this one came first).
@@ -649,12 +670,17 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
 }
 
 Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,
-                         std::string reason,
-                         std::map<std::string, Reservation>* reservations) const {
+                         std::string reason, CycleState& cycle) const {
+  std::map<std::string, Reservation>* reservations = &cycle.reservations;
   Decision wait{DecisionKind::kWait, p.request.key, std::nullopt, std::move(reason)};
   bool head = options_.backfill && !reservations->contains(p.queue);
   if (!head && !options_.estimate_start_times) return wait;
-  std::optional<GangPlacer::StartEstimate> e = placer_.EarliestLaterStart(state, p.request, now_ms);
+  CycleState::LaterStart& known = cycle.later_starts[p.shape_key];  // Decide filled shape_key
+  if (known.version != state.version()) {
+    known.estimate = placer_.EarliestLaterStart(state, p.request, now_ms);
+    known.version = state.version();
+  }
+  const std::optional<GangPlacer::StartEstimate>& e = known.estimate;
   if (!e) return wait;
   wait.expected_start_ms = e->start_ms;
   if (head && e->start_ms > now_ms) {

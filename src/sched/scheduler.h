@@ -123,6 +123,9 @@ struct CycleStats {
 //   kDlas: the earlier band of attained GPU-time (LasBandOf), FIFO inside a band;
 // then submission time and key, so the order is total and deterministic.
 bool QueueSortLess(const OrderContext& order, const PendingJob& a, const PendingJob& b);
+// The ordering's key of `p` (QueueSortLess compares priority, then this, then submission and
+// key): for callers that sort many jobs and compute it once per job.
+int64_t QueueOrderKey(const OrderContext& order, const PendingJob& p);
 inline bool QueueSortLess(QueueOrdering ordering, const PendingJob& a, const PendingJob& b) {
   return QueueSortLess(OrderContext{ordering}, a, b);
 }
@@ -190,13 +193,13 @@ class Scheduler {
 
   // The decision for a job that cannot start now but could some day; makes the queue's first
   // such job the holder of its reservation (with backfill on).
+  struct CycleState;
   Decision Wait(ClusterState& state, const PendingJob& p, int64_t now_ms, std::string reason,
-                std::map<std::string, Reservation>* reservations) const;
+                CycleState& cycle) const;
 
   // Post-filter: the cheapest set of running jobs whose end lets `p` start, among those it may
   // preempt. Appends kPreempt decisions and returns p's wait decision (with a reservation of
   // the nodes it will get), or nullopt when no such set exists.
-  struct CycleState;
   std::optional<Decision> Preempt(ClusterState& state, const PendingJob& p, int64_t now_ms,
                                   CycleState& cycle, std::vector<Decision>* decisions) const;
   // The ordering of `queue`'s lane (its spec's, or the default; with fair share off, the
