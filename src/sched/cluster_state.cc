@@ -50,7 +50,7 @@ uint64_t NextNodesId() {
 
 ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
     : nodes_(std::move(nodes)),
-      catalog_(catalog),
+      catalog_(&catalog),
       use_(nodes_.size()),
       nodes_id_(NextNodesId()),
       version_(NextNodesId()),
@@ -83,6 +83,33 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
   }
 }
 
+int64_t LastCheckpointMs(const Allocation& a, int64_t now_ms) {
+  int64_t last = std::max(a.start_ms, a.last_checkpoint_ms);
+  if (a.checkpoint_interval_ms > 0 && now_ms > a.start_ms) {
+    const int64_t periods = (now_ms - a.start_ms) / a.checkpoint_interval_ms;
+    last = std::max(last, a.start_ms + periods * a.checkpoint_interval_ms);
+  }
+  return last;
+}
+
+absl::Status ClusterState::SetNodeGpusHealthy(NodeIndex n, bool healthy) {
+  if (!healthy && use_[n].tasks > 0) {
+    return absl::FailedPreconditionError(
+        Cat("node ", nodes_[n].name, " still holds replicas; release them first"));
+  }
+  bool changed = false;
+  for (Gpu& g : nodes_[n].gpus) {
+    if (g.healthy == healthy) continue;
+    g.healthy = healthy;
+    healthy_by_type_[g.type] += healthy ? WholeGpus(1) : WholeGpus(-1);
+    changed = true;
+  }
+  if (!changed) return absl::OkStatus();
+  UpdateIndex(n);
+  nodes_id_ = NextNodesId();
+  return absl::OkStatus();
+}
+
 const std::set<NodeIndex>& ClusterState::NodesWithFreeWholeGpus(int32_t free) const {
   static const std::set<NodeIndex> kNone;
   if (free < 0 || free >= static_cast<int32_t>(by_free_.size())) return kNone;
@@ -99,7 +126,7 @@ void ClusterState::UpdateIndex(NodeIndex n) {
   free_whole_[n] = now;
 }
 
-const GpuType* ClusterState::TypeOf(const Gpu& gpu) const { return catalog_.Find(gpu.type); }
+const GpuType* ClusterState::TypeOf(const Gpu& gpu) const { return catalog_->Find(gpu.type); }
 
 bool ClusterState::TypeAccepted(const Gpu& gpu, const GpuRequest& req) const {
   return req.types.empty() ||
@@ -407,8 +434,7 @@ std::map<std::string, MilliGpu> ClusterState::UsageByType(const Allocation& a) c
 }
 
 void ClusterState::CountQueueUsage(const Allocation& a, int sign) {
-  // Placeholders and trial commits of the placer ("#hold#3", "ns/j#trial#0") are not jobs.
-  if (a.job.find('#') != std::string::npos) return;
+  if (a.placeholder) return;  // not a job
   std::map<std::string, MilliGpu>& q = queue_usage_[a.queue];
   for (const auto& [type, amount] : UsageByType(a)) {
     q[type] += sign > 0 ? amount : MilliGpu(0) - amount;
@@ -485,7 +511,7 @@ absl::Status ClusterState::CheckInvariants() const {
   }
   std::map<std::string, std::map<std::string, MilliGpu>> by_queue;
   for (const auto& [job, a] : allocations_) {
-    if (job.find('#') != std::string::npos) continue;
+    if (a.placeholder) continue;
     for (const auto& [type, amount] : UsageByType(a)) by_queue[a.queue][type] += amount;
   }
   for (const auto& [queue, types] : queue_usage_) {

@@ -92,14 +92,26 @@ struct Allocation {
   bool preemptible = false;
   int64_t start_ms = 0;
   int64_t last_checkpoint_ms = 0;
+  // Periodic checkpoints every this long from start_ms (the simulator's model of a job); 0: only
+  // last_checkpoint_ms counts (the server's, from what the agents report). See LastCheckpointMs.
+  int64_t checkpoint_interval_ms = 0;
   // Ordering dlas: the attained GPU-time (GPU x ms) this attempt's band counts from: the job's
   // earlier attempts, or 0 when the starvation guard promoted it. Its band at time t counts
   // its GPUs x (t - start_ms) on top.
   int64_t las_service_gpu_ms = 0;
   // Preempted and within its grace period: still holds its GPUs, is not chosen again.
   bool terminating = false;
+  // Not a job: capacity held for a while (a reservation's nodes during a search, a cordoned
+  // node in the simulator) or a placer's trial. Its key only has to be unique. Counted in no
+  // queue's use, never a preemption victim, never reported.
+  bool placeholder = false;
   bool operator==(const Allocation&) const = default;
 };
+
+// When `a` last wrote a complete checkpoint by `now_ms`: the later of its start, its reported
+// last_checkpoint_ms and its last periodic checkpoint. Work since then is what preempting it
+// loses.
+int64_t LastCheckpointMs(const Allocation& a, int64_t now_ms);
 
 // The one definition of a GPU assignment's share of its GPU ("GPU equivalents"), used for
 // quotas, fair share, job status, metrics, cost and reports: 1 for a whole GPU, the fraction
@@ -131,6 +143,11 @@ class ClusterState {
   absl::Status Commit(const Allocation& allocation);
   // Frees everything `job` holds; NotFound if it holds nothing.
   absl::Status Release(const std::string& job);
+  // Marks every GPU of node `n` healthy or not (a node going down or coming back), in place: the
+  // state then has a new nodes_id() (its nodes changed, so caches of node facts are stale).
+  // FailedPrecondition, changing nothing, when GPUs of n are to go down while replicas are
+  // placed there.
+  absl::Status SetNodeGpusHealthy(NodeIndex n, bool healthy);
 
   const std::map<std::string, Allocation>& allocations() const { return allocations_; }
 
@@ -213,7 +230,7 @@ class ClusterState {
   void UpdateIndex(NodeIndex n);  // free_whole_, by_free_ and free_slots_ of node n
 
   std::vector<Node> nodes_;
-  const GpuCatalog& catalog_;
+  const GpuCatalog* catalog_;  // not owned; a pointer so that states can be assigned
   std::vector<NodeUse> use_;
   std::map<std::string, Allocation> allocations_;
   ClusterTopology topology_;

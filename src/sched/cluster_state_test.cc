@@ -67,6 +67,43 @@ TEST(ClusterState, VersionStampsTheAllocationsAndFreeGpusAreSummed) {
   EXPECT_TRUE(copy.CheckInvariants().ok());
 }
 
+// A node going down takes its GPUs out of the capacity and the free ones, in place, with a new
+// nodes_id; not while replicas are on it; coming back restores them.
+TEST(ClusterState, ANodeGoesDownAndComesBackInPlace) {
+  ClusterState s({MakeNode("a", "H100-80GB", 8), MakeNode("b", "H100-80GB", 4)}, Cat());
+  const uint64_t id = s.nodes_id();
+  ASSERT_TRUE(Place(s, "ns/x", 1, Whole(1)));
+  absl::Status busy = s.SetNodeGpusHealthy(1, false);
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
+  EXPECT_EQ(s.nodes_id(), id);
+  ASSERT_TRUE(s.SetNodeGpusHealthy(0, false).ok());
+  EXPECT_NE(s.nodes_id(), id);
+  EXPECT_EQ(s.HealthyGpusByType().at("H100-80GB"), WholeGpus(4));
+  EXPECT_EQ(s.FreeWholeGpus(0), 0);
+  EXPECT_EQ(s.TotalFreeWholeGpus(), 3);
+  EXPECT_FALSE(s.FitReplica(0, Whole(1)).has_value());
+  EXPECT_TRUE(s.CheckInvariants().ok());
+  ASSERT_TRUE(s.SetNodeGpusHealthy(0, true).ok());
+  EXPECT_EQ(s.HealthyGpusByType().at("H100-80GB"), WholeGpus(12));
+  EXPECT_EQ(s.TotalFreeWholeGpus(), 11);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+// A placeholder is known by its kind, not its key: it holds GPUs but counts in no queue's use.
+TEST(ClusterState, PlaceholdersHoldCapacityButAreNoQueuesUse) {
+  ClusterState s({MakeNode("a", "H100-80GB", 8)}, Cat());
+  Allocation hold{"hold-a", {{.task = "hold", .node = 0, .gpus = {{.gpu = 0}, {.gpu = 1}}}}};
+  hold.queue = "q";
+  hold.placeholder = true;
+  ASSERT_TRUE(s.Commit(hold).ok());
+  Allocation job{"ns/j", {{.task = "w", .node = 0, .gpus = {{.gpu = 2}}}}};
+  job.queue = "q";
+  ASSERT_TRUE(s.Commit(job).ok());
+  EXPECT_EQ(s.FreeWholeGpus(0), 5);
+  EXPECT_EQ(s.QueueUsage().at("q").at("*"), WholeGpus(1));
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
 TEST(ClusterState, Mig3gAnd4gShareOneA100) {
   ClusterState s({MakeNode("a", "A100-80GB", 1, /*mig=*/true)}, Cat());
   ASSERT_TRUE(Place(s, "j1", 0, Mig("3g.40gb")));

@@ -115,7 +115,9 @@ std::vector<ReplicaPlacement> GangPlacer::Trial(ClusterState& state, const JobRe
       ReplicaPlacement p{
           task.name, r, best, std::move(best_fit), task.per_replica.cpu, task.per_replica.memory};
       std::string key = Cat(job.key, "#trial#", placed.size());
-      if (!state.Commit(Allocation{key, {p}}).ok()) {  // FitReplica said yes: cannot happen
+      Allocation trial{key, {p}};
+      trial.placeholder = true;
+      if (!state.Commit(trial).ok()) {  // FitReplica said yes: cannot happen
         stop = true;
         break;
       }

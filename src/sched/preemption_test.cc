@@ -46,6 +46,41 @@ const Decision& For(const std::vector<Decision>& d, const std::string& job) {
   return kNone;
 }
 
+// Capacity held by a placeholder (whatever its key) is never preempted, even by a job of higher
+// priority in the placeholder's queue.
+// A victim's periodic checkpoints count like reported ones: at 21 min, "periodic" (started at
+// 0, a checkpoint every 10 min) has lost 1 min since its last, "plain" (started at 5 min, none
+// reported) 16; the cheaper one goes, though the older job would be kept by the tie-breakers.
+TEST(Preemption, PeriodicCheckpointsCountAsTheLastCheckpoint) {
+  ClusterState s({MakeTestNode("n", 8)}, GpuCatalog::Default());
+  Allocation periodic = Running("ns/periodic", 0, 0, 4);
+  periodic.start_ms = 0;
+  periodic.checkpoint_interval_ms = 10 * kMin;
+  Allocation plain = Running("ns/plain", 0, 4, 4);
+  plain.start_ms = 5 * kMin;
+  ASSERT_TRUE(s.Commit(periodic).ok());
+  ASSERT_TRUE(s.Commit(plain).ok());
+  EXPECT_EQ(LastCheckpointMs(periodic, 21 * kMin), 20 * kMin);
+  EXPECT_EQ(LastCheckpointMs(plain, 21 * kMin), 5 * kMin);
+  Scheduler sched(DefaultFilters(), GpuCatalog::Default());
+  std::vector<Decision> d =
+      sched.Schedule(s, {PendingWholeGpuJob("ns/high", 1, 4, "q", /*priority=*/10)}, 21 * kMin);
+  EXPECT_EQ(Preempted(d), std::vector<std::string>{"ns/periodic"});
+}
+
+TEST(Preemption, APlaceholderIsNeverAVictim) {
+  ClusterState s({MakeTestNode("n", 8)}, GpuCatalog::Default());
+  Allocation hold = Running("held", 0, 0, 8);
+  hold.placeholder = true;
+  ASSERT_TRUE(s.Commit(hold).ok());
+  Scheduler sched(DefaultFilters(), GpuCatalog::Default());
+  std::vector<Decision> d =
+      sched.Schedule(s, {PendingWholeGpuJob("ns/high", 1, 4, "q", /*priority=*/10)}, 10 * kMin);
+  EXPECT_TRUE(Preempted(d).empty());
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].kind, DecisionKind::kWait);
+}
+
 TEST(Preemption, HigherPriorityPreemptsWithAGracePeriodThenBinds) {
   ClusterState s({MakeTestNode("n", 8)}, GpuCatalog::Default());
   ASSERT_TRUE(s.Commit(Running("ns/low", 0, 0, 8)).ok());

@@ -119,21 +119,27 @@ std::vector<std::string> HoldNodes(ClusterState& state, const std::set<NodeIndex
                        .cpu = state.FreeCpu(n),
                        .memory = state.FreeMemory(n)};
     std::string key = Cat("#hold#", n);
-    if (state.Commit(Allocation{key, {p}}).ok()) keys.push_back(std::move(key));
+    Allocation hold{key, {p}};
+    hold.placeholder = true;
+    if (state.Commit(hold).ok()) keys.push_back(std::move(key));
   }
   return keys;
 }
 
 }  // namespace
 
-PlacementResult Scheduler::PlaceRespectingReservations(
-    ClusterState& state, const PendingJob& p,
-    const std::map<std::string, Reservation>& reservations, int64_t now_ms) const {
+PlacementResult Scheduler::PlaceRespectingReservations(ClusterState& state, const PendingJob& p,
+                                                       const Reservations& reservations,
+                                                       int64_t now_ms) const {
   PlacementResult r = placer_.PlaceNow(state, p.request);
-  if (!r.allocation || reservations.empty()) return r;
+  if (!r.allocation || (reservations.heads.empty() && reservations.preemptors.empty())) return r;
   std::set<NodeIndex> blocked;
   const Reservation* first = nullptr;
-  for (const auto& [queue, res] : reservations) {
+  std::vector<const Reservation*> all;
+  for (const auto& [queue, res] : reservations.heads) all.push_back(&res);
+  for (const Reservation& res : reservations.preemptors) all.push_back(&res);
+  for (const Reservation* reservation : all) {
+    const Reservation& res = *reservation;
     bool ends_before =
         p.runtime_estimate_s && now_ms + *p.runtime_estimate_s * 1000 <= res.start_ms;
     if (ends_before) continue;
@@ -158,7 +164,7 @@ namespace {
 // What a preemptor's candidates are drawn from, in summary: with it, a job that no running job
 // could make room for (the usual case in a busy cluster of equals) is answered without looking
 // at every allocation. Built at a cycle's first preemption search, then kept up to date with the
-// cycle's binds (the only allocations a cycle adds for good). Placeholders ("#...") are left out.
+// cycle's binds (the only allocations a cycle adds for good). Placeholders are left out.
 struct PossibleVictims {
   bool terminating = false;                        // some job is stopping already
   std::map<std::string, int32_t> lowest_priority;  // by queue
@@ -169,7 +175,7 @@ struct PossibleVictims {
 
   // `band`: a's dlas band at the cycle's time, or -1 when no lane orders by dlas.
   void Add(const Allocation& a, int32_t band) {
-    if (a.job.starts_with("#")) return;
+    if (a.placeholder) return;
     terminating = terminating || a.terminating;
     if (band >= 0 && !a.terminating) {
       auto [b, fresh] = latest_band.emplace(a.queue, band);
@@ -238,9 +244,9 @@ struct Scheduler::CycleState {
   // did not fit will not fit later in the cycle either: same queue, shape and estimate get the
   // same decision without another search.
   std::unordered_map<MemoKey, Decision, MemoKeyHash> unfit;
-  std::map<std::string, Reservation> reservations;  // queue (or #preempt#job) -> reservation
-  std::set<std::string> victims;                    // preempted in this cycle
-  std::vector<Allocation> nominated;                // where this cycle's preemptors will run
+  Reservations reservations;
+  std::set<std::string> victims;      // preempted in this cycle
+  std::vector<Allocation> nominated;  // where this cycle's preemptors will run
   // GangPlacer::EarliestLaterStart by shape, with the allocations' stamp after the search: a
   // job of the same shape asked again before anything was committed or released gets the same
   // answer without the search (queue heads of one shape, in a full cluster, one after another).
@@ -399,7 +405,7 @@ int32_t Scheduler::PreemptorBand(const PendingJob& p, int64_t now_ms) const {
 
 int32_t Scheduler::RunningBand(const ClusterState& state, const Allocation& a,
                                int64_t now_ms) const {
-  if (!dlas_used_ || a.job.starts_with("#")) return -1;
+  if (!dlas_used_ || a.placeholder) return -1;
   return LasBandOf(options_.las, a, HeldMilliGpus(state, a), now_ms);
 }
 
@@ -454,6 +460,7 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
     a.priority = p.priority;
     a.preemptible = p.preemptible;
     a.start_ms = now_ms;
+    a.checkpoint_interval_ms = p.checkpoint_interval_ms;
     // A job the starvation guard promoted starts its band afresh (Tiresias resets it).
     a.las_service_gpu_ms =
         band == 0 && LasBand(options_.las, p.attained_gpu_ms) > 0 ? 0 : p.attained_gpu_ms;
@@ -532,7 +539,7 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     return false;
   };
   for (const auto& [key, a] : state.allocations()) {
-    if (key.starts_with("#") || cycle.victims.contains(key) || !on_eligible_node(a)) continue;
+    if (a.placeholder || cycle.victims.contains(key) || !on_eligible_node(a)) continue;
     std::string why;
     std::map<std::string, MilliGpu> usage;  // filled when needed
     if (a.terminating) {
@@ -563,7 +570,7 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
     if (why.empty()) continue;
     if (usage.empty()) usage = quota.Usage(a);
     const int64_t gpus = usage[std::string(kAnyGpuType)].raw();
-    int64_t since = std::max(a.start_ms, a.last_checkpoint_ms);
+    int64_t since = LastCheckpointMs(a, now_ms);
     int64_t cost = a.terminating ? -1 : gpus * std::max<int64_t>(0, now_ms - since);
     candidates.push_back({&a, cost, std::move(why)});
   }
@@ -659,7 +666,7 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
   int64_t start = now_ms + options_.preemption_grace_ms;
   Reservation res{p.request.key, start, {}};
   for (const ReplicaPlacement& r : placed->replicas) res.nodes.push_back(r.node);
-  cycle.reservations.emplace(Cat("#preempt#", p.request.key), std::move(res));
+  cycle.reservations.preemptors.push_back(std::move(res));
   cycle.nominated.push_back(std::move(*placed));
   return Decision{
       .kind = DecisionKind::kWait,
@@ -671,7 +678,7 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
 
 Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,
                          std::string reason, CycleState& cycle) const {
-  std::map<std::string, Reservation>* reservations = &cycle.reservations;
+  std::map<std::string, Reservation>* reservations = &cycle.reservations.heads;
   Decision wait{DecisionKind::kWait, p.request.key, std::nullopt, std::move(reason)};
   bool head = options_.backfill && !reservations->contains(p.queue);
   if (!head && !options_.estimate_start_times) return wait;

@@ -50,6 +50,9 @@ struct PendingJob {
   // When its last attempt ended (0: it never ran, or unknown: the submission counts); the
   // dlas starvation guard measures its wait from here.
   int64_t waiting_since_ms = 0;
+  // Checkpoints it writes every this long once started (0: unknown; the server counts what its
+  // agents report instead). Bound allocations carry it (Allocation::checkpoint_interval_ms).
+  int64_t checkpoint_interval_ms = 0;
   bool preemptible = false;  // spot: any non-preemptible job may preempt it
   // ShapeKey(request), computed on first use. Callers that keep PendingJobs across cycles (the
   // server, the simulator) thereby compute it once per job instead of once per cycle; a caller
@@ -185,11 +188,17 @@ class Scheduler {
     int64_t start_ms = 0;
     std::vector<NodeIndex> nodes;
   };
+  // A cycle's reservations: each queue's first waiting job's (backfill), and the nodes this
+  // cycle's preemptors will get once their victims stop.
+  struct Reservations {
+    std::map<std::string, Reservation> heads;  // by queue
+    std::vector<Reservation> preemptors;
+  };
   // PlaceNow, except that a job that may still run at a reservation's start keeps off the
   // reserved nodes.
-  PlacementResult PlaceRespectingReservations(
-      ClusterState& state, const PendingJob& p,
-      const std::map<std::string, Reservation>& reservations, int64_t now_ms) const;
+  PlacementResult PlaceRespectingReservations(ClusterState& state, const PendingJob& p,
+                                              const Reservations& reservations,
+                                              int64_t now_ms) const;
 
   // The decision for a job that cannot start now but could some day; makes the queue's first
   // such job the holder of its reservation (with backfill on).

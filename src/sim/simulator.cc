@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -148,6 +149,9 @@ class Simulation {
       j.out.duration_s = t.duration_s;
       j.remaining_s = static_cast<double>(t.duration_s);
       j.request = MakeRequest(t, static_cast<int32_t>(i), max_per_node, o.oracle_estimates);
+      // Preemption weighs the work since a victim's last periodic checkpoint, as the server
+      // weighs it since the last one its agents reported.
+      j.request.checkpoint_interval_ms = o.checkpoint_interval_s * 1000;
       Push({.t = t.submit_s, .kind = EventKind::kArrival, .job = static_cast<int32_t>(i)});
     }
     for (NodeIndex n = 0; n < state_.node_count(); ++n) {
@@ -161,6 +165,9 @@ class Simulation {
       }
       mtbf_of_node_.push_back(mtbf);
       if (mtbf > 0) ScheduleFailure(NextFailure(0, n), n, 0);
+    }
+    for (const auto& [t, n] : o.node_failures) {
+      if (n >= 0 && n < state_.node_count()) Push({.t = t, .kind = EventKind::kFailure, .node = n});
     }
     if (predicting()) {
       models_.resize(state_.node_count());
@@ -316,7 +323,7 @@ class Simulation {
   std::vector<int32_t> JobsOn(NodeIndex n) const {
     std::vector<int32_t> hit;
     for (const auto& [key, a] : state_.allocations()) {
-      if (key.starts_with("#")) continue;
+      if (a.placeholder) continue;
       for (const sched::ReplicaPlacement& r : a.replicas) {
         if (r.node == n) {
           hit.push_back(IndexOfKey(key));
@@ -327,13 +334,21 @@ class Simulation {
     return hit;
   }
 
+  // Marks node n's GPUs healthy (up) or not (down), as the server rebuilds its view when a
+  // node goes or comes back (the jobs on a failed node have been stopped first).
+  void SetNodeUp(NodeIndex n, bool up) {
+    if (!state_.SetNodeGpusHealthy(n, up).ok()) std::abort();  // cannot happen: see above
+  }
+
   void HoldNode(NodeIndex n, const char* why) {
     sched::ReplicaPlacement hold{.task = "down", .node = n};
     const Node& node = state_.node(n);
     for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
       if (!node.gpus[g].mig_enabled && node.gpus[g].healthy) hold.gpus.push_back({.gpu = g});
     }
-    (void)state_.Commit(Allocation{Cat(why, n), {hold}});
+    Allocation a{Cat(why, n), {hold}};
+    a.placeholder = true;
+    (void)state_.Commit(a);
   }
 
   // Ends a cordon for a predicted failure: at the failure, or after the inspection.
@@ -391,13 +406,13 @@ class Simulation {
         Fail(e.node, now);
         return true;
       case EventKind::kRepair:
-        (void)state_.Release(Cat("#down#", e.node));
+        SetNodeUp(e.node, true);
         --down_nodes_;
         if (predicting()) {
           down_since_.erase(e.node);
           for (FailureRiskModel& m : models_[e.node]) m.Reset();  // repaired or replaced
         }
-        ScheduleFailure(NextFailure(now, e.node), e.node, now);
+        if (mtbf_of_node_[e.node] > 0) ScheduleFailure(NextFailure(now, e.node), e.node, now);
         return true;
       case EventKind::kSignal:
         return OnSignal(e, now);
@@ -475,8 +490,9 @@ class Simulation {
       Stop(i, now);
       Enqueue(i);
     }
-    // Hold the node's GPUs until it is repaired.
-    HoldNode(n, "#down#");
+    // Out of the cluster until it is repaired: its GPUs are no capacity (as the server leaves a
+    // node that is not Ready out of the scheduler's view), not held.
+    SetNodeUp(n, false);
     ++down_nodes_;
     Push({.t = now + o_.repair_s, .kind = EventKind::kRepair, .node = n});
   }
@@ -576,7 +592,7 @@ class Simulation {
     const LasConfig& las = scheduler_->options().las;
     int64_t next_ms = INT64_MAX;
     for (const auto& [key, a] : state_.allocations()) {
-      if (key.starts_with("#") || a.terminating) continue;
+      if (a.placeholder || a.terminating) continue;
       const int64_t milli = jobs_[IndexOfKey(key)].out.gpus.raw();
       if (milli <= 0) continue;
       const int64_t service = a.las_service_gpu_ms + milli * (now * 1000 - a.start_ms) / 1000;

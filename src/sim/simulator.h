@@ -90,6 +90,9 @@ struct SimOptions {
   // Per GPU type (a node's first GPU decides), overriding mtbf_hours for those nodes.
   std::map<std::string, double> mtbf_hours_by_type;
   int64_t repair_s = 3600;
+  // Failures at given times besides the random ones: (seconds, node index); each is repaired
+  // after repair_s. For what-if runs and tests.
+  std::vector<std::pair<int64_t, int32_t>> node_failures;
   FailurePredictionOptions prediction;
   // Give jobs without an estimate in the trace their real duration as estimate (a perfect
   // user), so SJF and backfill have something to work with.
