@@ -14,6 +14,7 @@ namespace {
 
 using testing_util::MakeTestNode;
 using testing_util::PendingWholeGpuJob;
+using testing_util::Preempted;
 
 constexpr int64_t kHour = 3'600'000;  // ms
 constexpr int64_t kGpuHour = kHour;   // GPU x ms in one GPU-hour
@@ -36,15 +37,6 @@ Allocation Running(std::string key, NodeIndex node, int first, int gpus, int64_t
   a.last_checkpoint_ms = start_ms;
   a.las_service_gpu_ms = service;
   return a;
-}
-
-std::vector<std::string> Preempted(const std::vector<Decision>& d) {
-  std::vector<std::string> out;
-  for (const Decision& x : d) {
-    if (x.kind == DecisionKind::kPreempt) out.push_back(x.job);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 TEST(Dlas, BandsCountThresholdsReached) {

@@ -15,6 +15,7 @@ namespace {
 
 using testing_util::MakeTestNode;
 using testing_util::PendingWholeGpuJob;
+using testing_util::Preempted;
 
 constexpr int64_t kMin = 60'000;
 
@@ -26,15 +27,6 @@ Allocation Running(std::string key, NodeIndex node, int first, int gpus, std::st
   a.queue = std::move(queue);
   a.priority = priority;
   return a;
-}
-
-std::vector<std::string> Preempted(const std::vector<Decision>& d) {
-  std::vector<std::string> out;
-  for (const Decision& x : d) {
-    if (x.kind == DecisionKind::kPreempt) out.push_back(x.job);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 const Decision& For(const std::vector<Decision>& d, const std::string& job) {

@@ -2,8 +2,10 @@
 #ifndef GPUCLOUD_SCHED_TEST_UTIL_H_
 #define GPUCLOUD_SCHED_TEST_UTIL_H_
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/gpu_catalog.h"
 #include "core/node.h"
@@ -60,6 +62,16 @@ inline PendingJob PendingWholeGpuJob(std::string key, int replicas, int gpus_eac
   p.priority = priority;
   p.submit_ms = submit_ms;
   return p;
+}
+
+// The jobs a cycle's decisions preempt, sorted.
+inline std::vector<std::string> Preempted(const std::vector<Decision>& decisions) {
+  std::vector<std::string> out;
+  for (const Decision& d : decisions) {
+    if (d.kind == DecisionKind::kPreempt) out.push_back(d.job);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace gpucloud::sched::testing_util
