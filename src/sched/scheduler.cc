@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <string_view>
@@ -28,8 +29,9 @@ int64_t RequestedMilliGpus(const JobRequest& job) {
   return total;
 }
 
-// The policy's key; smaller runs first.
-int64_t OrderingKey(const OrderContext& order, const PendingJob& p) {
+}  // namespace
+
+int64_t QueueOrderKey(const OrderContext& order, const PendingJob& p) {
   switch (order.ordering) {
     case QueueOrdering::kSjf:
       if (!p.runtime_estimate_s) return INT64_MAX;
@@ -44,6 +46,8 @@ int64_t OrderingKey(const OrderContext& order, const PendingJob& p) {
   return 0;
 }
 
+namespace {
+
 // GPU equivalents (milli-GPUs) that `a` holds.
 int64_t HeldMilliGpus(const ClusterState& state, const Allocation& a) {
   int64_t total = 0;
@@ -55,14 +59,10 @@ int64_t HeldMilliGpus(const ClusterState& state, const Allocation& a) {
 
 }  // namespace
 
-int64_t QueueOrderKey(const OrderContext& order, const PendingJob& p) {
-  return OrderingKey(order, p);
-}
-
 bool QueueSortLess(const OrderContext& order, const PendingJob& a, const PendingJob& b) {
-  return std::forward_as_tuple(-int64_t{a.priority}, OrderingKey(order, a), a.submit_ms,
+  return std::forward_as_tuple(-int64_t{a.priority}, QueueOrderKey(order, a), a.submit_ms,
                                a.request.key) < std::forward_as_tuple(-int64_t{b.priority},
-                                                                      OrderingKey(order, b),
+                                                                      QueueOrderKey(order, b),
                                                                       b.submit_ms, b.request.key);
 }
 
@@ -75,21 +75,33 @@ int32_t LasBand(const LasConfig& las, int64_t service_gpu_ms) {
   return band;
 }
 
+int64_t LasPromotionMs(const LasConfig& las, const PendingJob& p) {
+  if (p.attained_gpu_ms <= 0 || las.starvation_factor <= 0) return INT64_MAX;
+  // Wall time its service took: GPU x ms over its GPUs (milli-GPUs / 1000).
+  const int64_t milli = std::max<int64_t>(RequestedMilliGpus(p.request), 1);
+  const double served_ms = static_cast<double>(p.attained_gpu_ms) * 1000 / milli;
+  const int64_t since = p.waiting_since_ms > 0 ? p.waiting_since_ms : p.submit_ms;
+  return since + std::llround(std::ceil(las.starvation_factor * served_ms));
+}
+
 int32_t LasBandOf(const LasConfig& las, const PendingJob& p, int64_t now_ms) {
-  if (p.attained_gpu_ms <= 0) return 0;
-  if (las.starvation_factor > 0) {
-    // Wall time its service took: GPU x ms over its GPUs (milli-GPUs / 1000).
-    const int64_t milli = std::max<int64_t>(RequestedMilliGpus(p.request), 1);
-    const double served_ms = static_cast<double>(p.attained_gpu_ms) * 1000 / milli;
-    const int64_t since = p.waiting_since_ms > 0 ? p.waiting_since_ms : p.submit_ms;
-    if (static_cast<double>(now_ms - since) >= las.starvation_factor * served_ms) return 0;
-  }
+  if (p.attained_gpu_ms <= 0 || now_ms >= LasPromotionMs(las, p)) return 0;
   return LasBand(las, p.attained_gpu_ms);
 }
 
 int32_t LasBandOf(const LasConfig& las, const Allocation& a, int64_t milli_gpus, int64_t now_ms) {
   return LasBand(
       las, a.las_service_gpu_ms + milli_gpus * std::max<int64_t>(0, now_ms - a.start_ms) / 1000);
+}
+
+int64_t LasNextBandMs(const LasConfig& las, const Allocation& a, int64_t milli_gpus,
+                      int64_t now_ms) {
+  if (milli_gpus <= 0) return INT64_MAX;
+  const int32_t band = LasBandOf(las, a, milli_gpus, now_ms);
+  if (band >= static_cast<int32_t>(las.thresholds_gpu_s.size())) return INT64_MAX;
+  // The first t with las_service + milli x (t - start) / 1000 >= the threshold (GPU x ms).
+  const int64_t missing = las.thresholds_gpu_s[band] * 1000 - a.las_service_gpu_ms;
+  return a.start_ms + (missing * 1000 + milli_gpus - 1) / milli_gpus;
 }
 
 namespace {
@@ -135,17 +147,15 @@ PlacementResult Scheduler::PlaceRespectingReservations(ClusterState& state, cons
   if (!r.allocation || (reservations.heads.empty() && reservations.preemptors.empty())) return r;
   std::set<NodeIndex> blocked;
   const Reservation* first = nullptr;
-  std::vector<const Reservation*> all;
-  for (const auto& [queue, res] : reservations.heads) all.push_back(&res);
-  for (const Reservation& res : reservations.preemptors) all.push_back(&res);
-  for (const Reservation* reservation : all) {
-    const Reservation& res = *reservation;
+  auto block = [&](const Reservation& res) {
     bool ends_before =
         p.runtime_estimate_s && now_ms + *p.runtime_estimate_s * 1000 <= res.start_ms;
-    if (ends_before) continue;
+    if (ends_before) return;
     blocked.insert(res.nodes.begin(), res.nodes.end());
     if (first == nullptr || res.start_ms < first->start_ms) first = &res;
-  }
+  };
+  for (const auto& [queue, res] : reservations.heads) block(res);
+  for (const Reservation& res : reservations.preemptors) block(res);
   if (blocked.empty() || !Touches(*r.allocation, blocked)) return r;
   std::vector<std::string> holds = HoldNodes(state, blocked);
   PlacementResult again = placer_.PlaceNow(state, p.request);
@@ -678,9 +688,9 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
 
 Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,
                          std::string reason, CycleState& cycle) const {
-  std::map<std::string, Reservation>* reservations = &cycle.reservations.heads;
+  std::map<std::string, Reservation>& heads = cycle.reservations.heads;
   Decision wait{DecisionKind::kWait, p.request.key, std::nullopt, std::move(reason)};
-  bool head = options_.backfill && !reservations->contains(p.queue);
+  bool head = options_.backfill && !heads.contains(p.queue);
   if (!head && !options_.estimate_start_times) return wait;
   CycleState::LaterStart& known = cycle.later_starts[p.shape_key];  // Decide filled shape_key
   if (known.version != state.version()) {
@@ -693,7 +703,7 @@ Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_m
   if (head && e->start_ms > now_ms) {
     Reservation res{p.request.key, e->start_ms, {}};
     for (const ReplicaPlacement& r : e->allocation.replicas) res.nodes.push_back(r.node);
-    reservations->emplace(p.queue, std::move(res));
+    heads.emplace(p.queue, std::move(res));
     wait.reason +=
         Cat("; holds a reservation, expected to start in ", AboutMinutes(now_ms, e->start_ms));
   } else {

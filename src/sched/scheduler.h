@@ -142,6 +142,12 @@ int32_t LasBandOf(const LasConfig& las, const PendingJob& p, int64_t now_ms);
 // A running job's band at `now_ms`: LasBand of its las_service_gpu_ms plus `milli_gpus` (what it
 // holds) x the time since it started.
 int32_t LasBandOf(const LasConfig& las, const Allocation& a, int64_t milli_gpus, int64_t now_ms);
+// When those bands change without any other event (the simulator schedules a cycle then):
+// when the starvation guard promotes waiting job `p` (LasBandOf is 0 from then on), and when
+// running `a` reaches its next band after `now_ms`. INT64_MAX for never.
+int64_t LasPromotionMs(const LasConfig& las, const PendingJob& p);
+int64_t LasNextBandMs(const LasConfig& las, const Allocation& a, int64_t milli_gpus,
+                      int64_t now_ms);
 
 class Scheduler {
  public:

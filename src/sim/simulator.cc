@@ -593,24 +593,14 @@ class Simulation {
     int64_t next_ms = INT64_MAX;
     for (const auto& [key, a] : state_.allocations()) {
       if (a.placeholder || a.terminating) continue;
-      const int64_t milli = jobs_[IndexOfKey(key)].out.gpus.raw();
-      if (milli <= 0) continue;
-      const int64_t service = a.las_service_gpu_ms + milli * (now * 1000 - a.start_ms) / 1000;
-      for (int64_t t : las.thresholds_gpu_s) {
-        if (t * 1000 <= service) continue;
-        next_ms = std::min(next_ms, a.start_ms + (t * 1000 - a.las_service_gpu_ms) * 1000 / milli);
-        break;
-      }
+      next_ms = std::min(
+          next_ms, sched::LasNextBandMs(las, a, jobs_[IndexOfKey(key)].out.gpus.raw(), now * 1000));
     }
-    if (las.starvation_factor > 0) {
-      for (const PendingJob& p : pending_requests_) {
-        if (p.attained_gpu_ms <= 0 || sched::LasBand(las, p.attained_gpu_ms) == 0) continue;
-        const double served_ms =
-            static_cast<double>(p.attained_gpu_ms) * 1000 /
-            std::max<int64_t>(1, jobs_[IndexOfKey(p.request.key)].out.gpus.raw());
-        const int64_t since = p.waiting_since_ms > 0 ? p.waiting_since_ms : p.submit_ms;
-        next_ms = std::min<int64_t>(
-            next_ms, since + std::llround(std::ceil(las.starvation_factor * served_ms)));
+    for (const PendingJob& p : pending_requests_) {
+      // A promotion still to come (one past is no change to wait for).
+      const int64_t promoted = sched::LasPromotionMs(las, p);
+      if (promoted > now * 1000 && sched::LasBand(las, p.attained_gpu_ms) > 0) {
+        next_ms = std::min(next_ms, promoted);
       }
     }
     if (next_ms == INT64_MAX) return;
