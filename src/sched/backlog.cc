@@ -28,7 +28,7 @@ void NamespaceBudget::Record(std::string_view ns, JobOutcome outcome) {
   if (outcome == JobOutcome::kSearched) ++u.searches;
 }
 
-Lane::Lane(OrderContext order, const std::vector<const PendingJob*>& jobs) : order_(order) {
+Lane::Lane(OrderContext order, const std::vector<const PendingJob*>& jobs) {
   std::unordered_map<std::string_view, size_t> index;
   std::string_view last_ns;
   size_t last = 0;
@@ -41,8 +41,7 @@ Lane::Lane(OrderContext order, const std::vector<const PendingJob*>& jobs) : ord
       last_ns = ns;
       last = it->second;
     }
-    namespaces_[last].push_back(
-        {-int64_t{p->priority}, QueueOrderKey(order_, *p), p->submit_ms, p});
+    namespaces_[last].push_back({-int64_t{p->priority}, QueueOrderKey(order, *p), p->submit_ms, p});
   }
   for (size_t i = 0; i < namespaces_.size(); ++i) {
     Heap& h = namespaces_[i];

@@ -81,7 +81,8 @@ class NamespaceBudget {
 
 class Lane {
  public:
-  // `jobs` (and order.las) must outlive the lane; QueueSortLess(order, ...) is the order.
+  // `jobs` must outlive the lane; QueueSortLess(order, ...) is the order (each job's keys are
+  // computed here, once).
   Lane(OrderContext order, const std::vector<const PendingJob*>& jobs);
 
   bool empty() const { return heads_.empty(); }
@@ -107,7 +108,6 @@ class Lane {
   // Takes the namespace at the top of heads_ off it.
   size_t PopHead();
 
-  OrderContext order_;
   std::vector<Heap> namespaces_;
   std::vector<size_t> heads_;  // indices into namespaces_ that are non-empty, a heap by top job
 };

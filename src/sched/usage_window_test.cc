@@ -27,7 +27,7 @@ TEST(UsageWindow, AnAttemptCountsInFullUntilTheWindowPassesItsEnd) {
   EXPECT_TRUE(w.history().empty());
 }
 
-TEST(UsageWindow, GpusByTypeCountsShares) {
+TEST(UsageWindow, GpusByTypeSumsEachNodesType) {
   testing_util::NodeOptions t4;
   t4.type = "T4";
   ClusterState s({testing_util::MakeTestNode("h", 8), testing_util::MakeTestNode("t", 4, t4)},

@@ -207,6 +207,7 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
   // same UsageWindow).
   const bool fair_share = scheduler_->options().fair_share;
   sched::UsageWindow usage(options_.scheduler.fair_share_window_s * 1000);
+  usage.Advance(now);  // first, so that records older than the window are not even stored
   // The request mix a Fragmentation score without a workload of its own protects: the jobs
   // waiting or holding GPUs now.
   sched::WorkloadCounter mix;
@@ -244,10 +245,7 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
     }
     pending.push_back(&*entry.request);
   }
-  if (fair_share) {
-    usage.Advance(now);
-    scheduler_->SetHistory(usage.history());
-  }
+  if (fair_share) scheduler_->SetHistory(usage.history());
   if (std::vector<WorkloadShare> shares = mix.Shares(); shares != workload_mix_) {
     scheduler_->SetWorkload(shares);
     workload_mix_ = std::move(shares);
