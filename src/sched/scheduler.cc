@@ -340,12 +340,30 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
     return false;
   };
 
+  // With preemption on, spot jobs come after every other waiting job: one bound first into
+  // capacity a non-spot job needs would be preempted by it at once (in the same cycle, or the
+  // next), and, taking the capacity again each time it is freed, would keep that job waiting for
+  // ever (the replay test's scripted day found it).
+  std::vector<const PendingJob*> first, spot;
+  for (const PendingJob* p : pending) {
+    (options_.preemption && p->preemptible ? spot : first).push_back(p);
+  }
+  for (const std::vector<const PendingJob*>* part : {&first, &spot}) {
+    if (!part->empty()) DecideAll(*part, now_ms, cycle, decisions, decide_next);
+  }
+  if (stats != nullptr) *stats = counted;
+  return decisions;
+}
+
+template <typename DecideNext>
+void Scheduler::DecideAll(const std::vector<const PendingJob*>& pending, int64_t now_ms,
+                          CycleState& cycle, const std::vector<Decision>& decisions,
+                          DecideNext& decide_next) const {
   if (!options_.fair_share) {
     Lane lane(OrderContext{options_.ordering, &options_.las, now_ms}, pending);
     while (decide_next(lane)) {
     }
-    if (stats != nullptr) *stats = counted;
-    return decisions;
+    return;
   }
 
   // Fair share: per queue, jobs in the queue's own order; then, job by job, the queue below its
@@ -389,8 +407,6 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
       refresh_keys();
     }
   }
-  if (stats != nullptr) *stats = counted;
-  return decisions;
 }
 
 QueueOrdering Scheduler::OrderingOf(const std::string& queue) const {

@@ -124,7 +124,9 @@ struct CycleStats {
 //          with one (shortest job first on the user's estimate);
 //   kLas:  less GPU time attained so far (Tiresias' least attained service);
 //   kDlas: the earlier band of attained GPU-time (LasBandOf), FIFO inside a band;
-// then submission time and key, so the order is total and deterministic.
+// then submission time and key, so the order is total and deterministic. With preemption on, a
+// cycle decides spot (preemptible) jobs after all others: a spot job bound before a job that may
+// preempt it would only be preempted by it.
 bool QueueSortLess(const OrderContext& order, const PendingJob& a, const PendingJob& b);
 // The ordering's key of `p` (QueueSortLess compares priority, then this, then submission and
 // key): for callers that sort many jobs and compute it once per job.
@@ -209,6 +211,11 @@ class Scheduler {
   // The decision for a job that cannot start now but could some day; makes the queue's first
   // such job the holder of its reservation (with backfill on).
   struct CycleState;
+  // Decides `pending` in the cycle's order (fair share between queues, each queue's ordering);
+  // decide_next(lane) decides a lane's next job into `decisions`.
+  template <typename DecideNext>
+  void DecideAll(const std::vector<const PendingJob*>& pending, int64_t now_ms, CycleState& cycle,
+                 const std::vector<Decision>& decisions, DecideNext& decide_next) const;
   Decision Wait(ClusterState& state, const PendingJob& p, int64_t now_ms, std::string reason,
                 CycleState& cycle) const;
 

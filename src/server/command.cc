@@ -167,6 +167,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--etcd-key", o.etcd_key, "the private key of --etcd-cert");
   app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
   app.add_option("--scheduler-config", scheduler_config, "a SchedulerConfiguration YAML file");
+  app.add_option("--record-scheduler", o.record_scheduler,
+                 "record what the scheduler is given and decides, pass by pass, to this file "
+                 "(JSON lines; `gpucloud sim --trace FILE` replays it; docs/simulator.md)");
   app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
                  "seconds without a heartbeat before a node is NotReady")
       ->check(CLI::PositiveNumber);

@@ -83,6 +83,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<SecretStore> secrets;  // the Secrets and their key ring (holds its lock)
   std::unique_ptr<LogStore> logs;
   ControllerOptions controller_options;
+  std::ofstream recording;  // --record-scheduler, before the terms that write to it
   std::unique_ptr<HttpsServer> https;
   std::string bootstrap;
   bool first = false;
@@ -302,6 +303,18 @@ absl::Status ControlPlane::Start() {
   };
   co.checkpoint_root =
       m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
+  if (!m.options.record_scheduler.empty()) {
+    m.recording.open(m.options.record_scheduler, std::ios::app);
+    // A line the last server was writing when it died ends here, before this start's header.
+    if (std::error_code ec; std::filesystem::file_size(m.options.record_scheduler, ec) > 0) {
+      m.recording << '\n';
+    }
+    if (!m.recording) {
+      return absl::InvalidArgumentError(
+          Cat("--record-scheduler: cannot write ", m.options.record_scheduler));
+    }
+    co.record_scheduler = &m.recording;
+  }
   if (absl::Status s = OpenAudit(); !s.ok()) return s;
   if (absl::Status s = OpenApi(); !s.ok()) return s;
   if (absl::Status s = StartServing(); !s.ok()) return s;

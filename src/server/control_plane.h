@@ -63,6 +63,10 @@ struct ControlPlaneOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 8443;  // 0: any free port
   SchedulerConfig scheduler;
+  // A file to record the scheduler's inputs and decisions in (--record-scheduler; replayed by
+  // `gpucloud sim --trace`); "" = none. Appended to: each start and each leader term begins
+  // with a header.
+  std::string record_scheduler;
   int64_t heartbeat_timeout_ms = 3000;
   int64_t stop_grace_ms = 30'000;
   // Where jobs' checkpoints go by default; "" = DATA_DIR/checkpoints.

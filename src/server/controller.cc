@@ -23,6 +23,7 @@
 #include "server/job_machine.h"
 #include "server/job_status.h"
 #include "server/paths.h"
+#include "sim/recording.h"
 
 namespace gpucloud::server {
 namespace {
@@ -84,6 +85,7 @@ const JobEntry& JobOf(CachedObject& o) {
     e->name = NameOf(o.doc);
     e->uid = UidOf(o.doc);
     e->key = Cat(e->ns, "/", e->name);
+    if (e->job) e->view = ViewOf(e->status, e->job->metadata.creation_unix_seconds * 1000);
     o.derived = e;
   }
   return *static_cast<const JobEntry*>(o.derived.get());
@@ -145,6 +147,10 @@ Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock
       started_ms_(clock.NowMillis()) {
   metrics_.bind_latency_bounds.assign(std::begin(kBindBounds), std::end(kBindBounds));
   metrics_.bind_latency_counts.assign(std::size(kBindBounds) + 1, 0);
+  if (options_.record_scheduler) {
+    recorder_ = std::make_unique<sim::RecordingWriter>(*options_.record_scheduler);
+    recorder_->Header(options_.scheduler);
+  }
 }
 
 Controller::~Controller() { Stop(); }
@@ -491,6 +497,7 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
   }
   auto next = std::make_shared<JobEntry>(entry);
   next->status = s;
+  if (next->job) next->view = ViewOf(s, next->job->metadata.creation_unix_seconds * 1000);
   next->request.reset();
   return JobWrite{std::move(ops), key, &obj, std::move(next), std::move(doc), "", ""};
 }

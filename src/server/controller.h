@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,10 @@
 #include "server/node_table.h"
 #include "server/object_cache.h"
 #include "store/store.h"
+
+namespace gpucloud::sim {
+class RecordingWriter;
+}
 
 namespace gpucloud::sched {
 class ClusterState;
@@ -66,6 +71,10 @@ struct ControllerOptions {
   // Called (on the controller's thread) once a job the controller deleted is gone from the
   // store: a deleted job's tasks had to stop first. The server removes the job's logs here.
   std::function<void(const std::string& namespace_, const std::string& job)> on_job_deleted;
+  // Where to record what the scheduler is given and decides, pass by pass (sim/recording.h;
+  // `gpucloud sim --trace` replays it); not owned, written on the controller's thread. Null:
+  // nothing is recorded.
+  std::ostream* record_scheduler = nullptr;
 };
 
 // What /metrics shows of the cluster, as of the last pass.
@@ -143,7 +152,7 @@ class Controller {
   // each decision written in one transaction.
   absl::Status Schedule(Pass& pass);
   struct DecisionWrite;
-  absl::Status EnsureScheduler();  // rebuilt when the queues changed
+  absl::Status EnsureScheduler(int64_t now);  // rebuilt when the queues changed
   void EnsureClusterState(Pass& pass);
   // Holds the GPUs of every active or stopping job in state_; the pending ones, for libsched.
   std::vector<const sched::PendingJob*> CollectPending(Pass& pass);
@@ -175,17 +184,15 @@ class Controller {
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;
   std::map<std::string, int32_t> base_index_;  // node name -> index in base_state_
-  // base_state_ plus every job's holdings, kept across passes; held_: job key -> the attempt
+  // base_state_ plus every job's holdings, kept across passes; held_: job key -> the view
   // and phase its allocation in state_ was made for.
   std::unique_ptr<sched::ClusterState> state_;
   struct Held {
-    int attempt = 0;
-    bool stopping = false;
-    uint64_t pass = 0;  // the last pass that saw the job hold it
-    // The checkpoint its allocation carries (preemption weighs the work lost since then).
-    int64_t last_checkpoint_ms = 0;
+    sched::JobView view;  // what its allocation was made from (AllocationOf)
+    uint64_t pass = 0;    // the last pass that saw the job hold it
   };
   std::map<std::string, Held> held_;
+  std::unique_ptr<sim::RecordingWriter> recorder_;  // when options_.record_scheduler is set
   uint64_t pass_number_ = 0;
   int64_t last_pass_ms_ = 0;              // for the availability integral
   int64_t live_jobs_ms_ = INT64_MIN / 2;  // when ClusterMetrics::live_jobs was last refreshed

@@ -17,6 +17,7 @@
 #include "manifest/manifest.h"
 #include "sched/job_request.h"
 #include "sched/scheduler.h"
+#include "sched/snapshot.h"
 #include "server/controller.h"
 #include "server/job_status.h"
 #include "server/node_table.h"
@@ -29,6 +30,7 @@ struct JobEntry {
   std::optional<Job> job;  // nullopt when the stored spec does not parse (never, unless edited)
   JobStatus status;
   std::string ns, name, uid, key;  // key: "ns/name", the scheduler's job key
+  sched::JobView view;             // what the scheduler's input is built from (ViewOf)
   // The scheduler's view of a pending job, made once (its shape key is cached inside).
   mutable std::optional<sched::PendingJob> request;
 };

@@ -21,6 +21,7 @@
 #include "server/job_arrays.h"
 #include "server/job_machine.h"
 #include "server/paths.h"
+#include "sim/recording.h"
 
 namespace gpucloud::server {
 namespace {
@@ -43,57 +44,6 @@ std::map<std::string, QueueSpec> QueuesOf(ObjectCache& queues) {
     }
   }
   return out;
-}
-
-// What an active or stopping job holds in `state`: its placement on the nodes that are still
-// there, without GPUs that turned unhealthy (out of the pool already).
-sched::Allocation AllocationHeldBy(const std::string& key, const Job& job, const JobStatus& s,
-                                   const std::map<std::string, sched::NodeIndex>& index,
-                                   const sched::ClusterState& state) {
-  sched::Allocation a;
-  a.job = key;
-  a.queue = job.spec.queue;
-  a.priority = job.spec.priority;
-  a.preemptible = job.spec.billing == BillingClass::kSpot;
-  a.start_ms = s.started_ms ? s.started_ms : s.scheduled_ms;
-  a.last_checkpoint_ms = s.last_checkpoint_ms;
-  a.las_service_gpu_ms = s.las_service_gpu_ms;
-  // As the scheduler set it when it bound the job (the pass's time was scheduled_ms), so that it
-  // survives a rebuild of the holdings.
-  if (job.spec.runtime_estimate_seconds) {
-    a.expected_end_ms = s.scheduled_ms + *job.spec.runtime_estimate_seconds * 1000;
-  }
-  a.terminating = s.Stopping();
-  for (const PlacedReplica& r : s.placement) {
-    auto it = index.find(r.node);
-    if (it == index.end()) continue;  // a lost node: nothing to reserve there
-    sched::ReplicaPlacement p = r.placement;
-    p.node = it->second;
-    const Node& node = state.node(p.node);
-    std::erase_if(p.gpus, [&](const sched::GpuAssignment& g) {
-      return g.gpu < 0 || g.gpu >= static_cast<int>(node.gpus.size()) || !node.gpus[g.gpu].healthy;
-    });
-    a.replicas.push_back(std::move(p));
-  }
-  return a;
-}
-
-// The scheduler's view of a pending job.
-sched::PendingJob PendingRequestOf(const std::string& key, const Job& job, const JobStatus& s) {
-  sched::PendingJob p;
-  p.request = sched::MakeJobRequest(job);
-  p.request.key = key;
-  p.queue = job.spec.queue;
-  p.priority = job.spec.priority;
-  p.submit_ms = s.submitted_ms ? s.submitted_ms : job.metadata.creation_unix_seconds * 1000;
-  p.runtime_estimate_s = job.spec.runtime_estimate_seconds;
-  p.preemptible = job.spec.billing == BillingClass::kSpot;
-  // GPU time of the attempts that ended (ordering: las), in GPU x ms like the simulator's.
-  p.attained_gpu_ms = std::llround(s.gpu_seconds.allocated * 1000);
-  // The dlas starvation guard's wait starts when its last attempt was interrupted (preempted,
-  // drained, its node lost); otherwise at its submission.
-  p.waiting_since_ms = s.interrupted_ms;
-  return p;
 }
 
 // GPU equivalents allocated in `state`, by GPU type (sched::GpuShareOf).
@@ -139,11 +89,13 @@ struct Controller::DecisionWrite {
   int attempt = 0;
 };
 
-absl::Status Controller::EnsureScheduler() {
+absl::Status Controller::EnsureScheduler(int64_t now) {
   if (scheduler_ && scheduler_queues_revision_ == queues_.revision()) return absl::OkStatus();
+  std::map<std::string, QueueSpec> queues = QueuesOf(queues_);
   absl::StatusOr<std::unique_ptr<sched::Scheduler>> s =
-      sched::Scheduler::FromConfig(options_.scheduler, QueuesOf(queues_), catalog_);
+      sched::Scheduler::FromConfig(options_.scheduler, queues, catalog_);
   if (!s.ok()) return s.status();
+  if (recorder_) recorder_->Queues(now, queues);
   scheduler_ = std::move(*s);
   scheduler_queues_revision_ = queues_.revision();
   workload_mix_.clear();  // a new scheduler has the default mix until the pass sets it
@@ -164,6 +116,7 @@ void Controller::EnsureClusterState(Pass& pass) {
     }
     base_state_ = std::make_unique<sched::ClusterState>(std::move(nodes), catalog_);
     base_fingerprint_ = std::move(pass.nodes_fingerprint);
+    if (recorder_) recorder_->Nodes(pass.now_ms, base_state_->nodes());
   }
   for (const auto& [type, n] : base_state_->HealthyGpusByType()) {
     pass.metrics.gpus_total_by_type[type] = n.raw() / 1000;
@@ -176,18 +129,17 @@ void Controller::EnsureClusterState(Pass& pass) {
 }
 
 void Controller::HoldActiveJob(const JobEntry& entry) {
-  const JobStatus& s = entry.status;
-  Held signature{s.attempt, s.Stopping(), pass_number_, s.last_checkpoint_ms};
+  // Committed again whenever the job's view changed (a start, a checkpoint, a stop), so that the
+  // state is always what sched::BuildSnapshot would build from the views (the replay's).
   auto held = held_.find(entry.key);
-  if (held != held_.end() && held->second.attempt == signature.attempt &&
-      held->second.stopping == signature.stopping &&
-      held->second.last_checkpoint_ms == signature.last_checkpoint_ms) {
+  if (held != held_.end() && held->second.view == entry.view) {
     held->second.pass = pass_number_;
     return;
   }
   if (held != held_.end()) (void)state_->Release(entry.key);
-  held_[entry.key] = signature;
-  sched::Allocation a = AllocationHeldBy(entry.key, *entry.job, s, base_index_, *state_);
+  held_[entry.key] = {entry.view, pass_number_};
+  sched::Allocation a =
+      sched::AllocationOf(entry.key, *entry.job, entry.view, base_index_, *state_);
   if (a.replicas.empty()) return;
   if (absl::Status c = state_->Commit(a); !c.ok()) {
     log::Error("server", "job holds what is not free",
@@ -217,13 +169,13 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
     ++by_phase[static_cast<size_t>(s.phase)];
     if (!entry.job) continue;
     const Job& job = *entry.job;
+    if (recorder_) recorder_->Job(now, entry.key, job, entry.view);
     if (fair_share) {
-      for (const UsageRecord& u : s.usage) {
+      for (const sched::UsageSpan& u : entry.view.usage) {
         usage.Add(u.end_ms, job.spec.queue, u.gpu_type, u.gpu_seconds / 3600);
       }
     }
-    const bool waiting = s.phase == api::JobPhase::kPending && !s.cancel_requested;
-    if (waiting || s.Active()) {
+    if (sched::InWorkload(entry.view)) {
       for (const TaskSpec& t : job.spec.tasks) mix.Add(t.resources.gpu);
     }
     if (s.Active() || s.Stopping()) {
@@ -238,7 +190,7 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
     if (s.phase != api::JobPhase::kPending || s.cancel_requested || s.delete_requested) continue;
     ++pass.metrics.pending_by_queue[job.spec.queue];
     if (s.not_before_ms > now) continue;
-    if (!entry.request) entry.request = PendingRequestOf(entry.key, job, s);
+    if (!entry.request) entry.request = sched::PendingOf(entry.key, job, entry.view);
     if (Gated(job.spec)) {
       arrays.Candidate(entry.ns, *job.spec.array, &obj);
       continue;
@@ -393,7 +345,7 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
     // allocation carries no checkpoint, so a job bound again after one is re-committed with it
     // by the next pass (HoldActiveJob).
     if (rev.ok()) {
-      held_[writes[i].job] = {writes[i].attempt, false, pass_number_, 0};
+      held_[writes[i].job] = {sched::JobView(), pass_number_};  // committed again next pass
     } else {
       (void)state_->Release(writes[i].job);
     }
@@ -401,12 +353,13 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
 }
 
 absl::Status Controller::Schedule(Pass& pass) {
-  if (absl::Status s = EnsureScheduler(); !s.ok()) return s;
+  if (absl::Status s = EnsureScheduler(pass.now_ms); !s.ok()) return s;
   EnsureClusterState(pass);
   ++pass_number_;
   std::vector<const sched::PendingJob*> pending = CollectPending(pass);
   ReleaseEnded();
   if (pending.empty()) {
+    if (recorder_) recorder_->Pass(pass.now_ms, false, pending, {}, *state_);
     CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);
     return absl::OkStatus();
   }
@@ -414,6 +367,7 @@ absl::Status Controller::Schedule(Pass& pass) {
   sched::CycleStats cycle;
   std::vector<sched::Decision> decisions =
       scheduler_->Schedule(*state_, pending, pass.now_ms, &cycle);
+  if (recorder_) recorder_->Pass(pass.now_ms, true, pending, decisions, *state_);
   pass.metrics.jobs_deferred = cycle.deferred;
   pass.metrics.stage_seconds["place"] = absl::ToDoubleSeconds(absl::Now() - t_place);
   // What is allocated once this pass's bindings are in (Schedule committed them to the state).

@@ -1,6 +1,7 @@
 #include "server/job_status.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
@@ -43,6 +44,34 @@ T Get(const Json& j, const char* key, T fallback) {
 }
 
 }  // namespace
+
+sched::JobView ViewOf(const JobStatus& s, int64_t creation_ms) {
+  using P = sched::JobViewPhase;
+  sched::JobView v;
+  if (s.Active()) {
+    v.phase = P::kHolding;
+  } else if (s.Stopping()) {
+    v.phase = P::kStopping;
+  } else if (s.phase == api::JobPhase::kPending && !s.cancel_requested && !s.delete_requested) {
+    v.phase = P::kWaiting;
+  }
+  v.submit_ms = s.submitted_ms ? s.submitted_ms : creation_ms;
+  v.not_before_ms = s.not_before_ms;
+  // GPU time of the attempts that ended (ordering las), in GPU x ms like the simulator's.
+  v.attained_gpu_ms = std::llround(s.gpu_seconds.allocated * 1000);
+  // The dlas starvation guard's wait starts when its last attempt was interrupted (preempted,
+  // drained, its node lost); otherwise at its submission.
+  v.waiting_since_ms = s.interrupted_ms;
+  if (v.phase == P::kHolding || v.phase == P::kStopping) {
+    for (const PlacedReplica& r : s.placement) v.placement.push_back({r.node, r.placement});
+    v.bound_ms = s.scheduled_ms;
+    v.started_ms = s.started_ms;
+    v.last_checkpoint_ms = s.last_checkpoint_ms;
+    v.las_service_gpu_ms = s.las_service_gpu_ms;
+  }
+  v.usage = s.usage;
+  return v;
+}
 
 double GpuEquivalents(const std::vector<PlacedReplica>& placement) {
   double n = 0;

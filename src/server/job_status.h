@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "api/job_status.h"
 #include "sched/cluster_state.h"
+#include "sched/snapshot.h"
 
 namespace gpucloud::server {
 
@@ -52,12 +53,7 @@ struct GpuSeconds {
 
 // GPU time of an ended attempt on one GPU type, for the fair-share window's history
 // (sched::UsageWindow): it counts for the job's queue from `end_ms` until the window passes.
-struct UsageRecord {
-  int64_t end_ms = 0;
-  std::string gpu_type;
-  double gpu_seconds = 0;
-  bool operator==(const UsageRecord&) const = default;
-};
+using UsageRecord = sched::UsageSpan;
 // A job keeps the records of its last attempts only (older ones are out of any useful window).
 inline constexpr size_t kMaxUsageRecords = 16;
 
@@ -116,6 +112,10 @@ struct JobStatus {
     last_replicated_ms = std::max(last_replicated_ms, replicated_ms);
   }
 };
+
+// The job as the scheduler's input is built from it (sched/snapshot.h), for a job created at
+// `creation_ms` (its submission when the status does not say).
+sched::JobView ViewOf(const JobStatus& s, int64_t creation_ms);
 
 // GPU equivalents of a placement (sched::GpuShareOf: a whole GPU 1, a share its fraction, a MIG
 // instance its compute slices out of the GPU's, read from the profile name).

@@ -12,6 +12,8 @@
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "sim/cluster.h"
+#include "sim/recording.h"
+#include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
@@ -22,6 +24,7 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitInvalid = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitDiverged = 3;  // a recording replayed differently from the server
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -114,6 +117,12 @@ absl::Status WriteFile(const std::filesystem::path& path, const std::string& tex
   return absl::OkStatus();
 }
 
+// `gpucloud sim --trace RECORDING [--policy P] [--out DIR]`: replays a server's recording; with
+// no policy, checks that every pass decides as the server did (exit 3 when not).
+int RunReplay(const std::string& file, const std::string& text,
+              const std::vector<std::string>& policies, const std::string& out_dir,
+              std::ostream& out, std::ostream& err);
+
 }  // namespace
 
 absl::StatusOr<SchedulerConfig> BuiltinPolicy(std::string_view name) {
@@ -145,12 +154,15 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   bool no_oracle = false;
   std::string predict = "off";
   FailurePredictionOptions prediction;
-  app.add_option("--trace", trace_file, "trace file (CSV)")->required();
+  app.add_option("--trace", trace_file,
+                 "trace file (CSV), or a server's scheduler recording (--record-scheduler) to "
+                 "replay and check")
+      ->required();
   app.add_option("--format", format, "auto, tiresias, philly, helios, pai or csv");
   app.add_option("--tasks", tasks_file, "PAI task table (format pai)");
   app.add_option("--cluster", cluster_arg,
-                 "preset (tiresias, pollux, philly, pai) or NodePool YAML")
-      ->required();
+                 "preset (tiresias, pollux, philly, pai) or NodePool YAML (traces only: a "
+                 "recording brings its nodes)");
   app.add_option("--policy", policies, "policy name or SchedulerConfiguration YAML (repeatable)");
   app.add_option("--compare", compare, "several policies side by side");
   app.add_option("--queues", queues_file, "YAML with Queue objects (guarantees, weights)");
@@ -179,7 +191,7 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--no-oracle-estimates", no_oracle,
                "do not give jobs their real duration as runtime estimate");
-  app.add_option("--out", out_dir, "output directory")->required();
+  app.add_option("--out", out_dir, "output directory (required for traces)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -187,7 +199,6 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     return code == 0 ? kExitOk : kExitUsage;
   }
   policies.insert(policies.end(), compare.begin(), compare.end());
-  if (policies.empty()) policies.push_back("default");
 
   auto fail = [&](const absl::Status& s) {
     err << "gpucloud sim: " << s.message() << "\n";
@@ -262,6 +273,15 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   absl::StatusOr<std::string> trace_text = ReadFile(trace_file);
   if (!trace_text.ok()) return fail(trace_text.status());
+  if (IsRecording(std::string_view(*trace_text).substr(0, trace_text->find('\n')))) {
+    return RunReplay(trace_file, *trace_text, policies, out_dir, out, err);
+  }
+  for (auto [flag, value] : {std::pair{"--cluster", &cluster_arg}, {"--out", &out_dir}}) {
+    if (value->empty()) {
+      err << "gpucloud sim: " << flag << " is required to replay a trace\n";
+      return kExitUsage;
+    }
+  }
   std::string tasks_text;
   if (!tasks_file.empty()) {
     absl::StatusOr<std::string> t = ReadFile(tasks_file);
@@ -293,6 +313,7 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
   }
 
+  if (policies.empty()) policies.push_back("default");
   ReportInput report;
   report.trace_file = std::filesystem::path(trace_file).filename().string();
   report.trace = &*trace;
@@ -338,4 +359,73 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   return kExitOk;
 }
 
+}  // namespace gpucloud::sim
+
+namespace gpucloud::sim {
+namespace {
+
+int RunReplay(const std::string& file, const std::string& text,
+              const std::vector<std::string>& policies, const std::string& out_dir,
+              std::ostream& out, std::ostream& err) {
+  auto fail = [&](const absl::Status& s) {
+    err << "gpucloud sim: " << s.message() << "\n";
+    return kExitInvalid;
+  };
+  if (policies.size() > 1) {
+    err << "gpucloud sim: a recording replays with one --policy (a what-if) or none (a check)\n";
+    return kExitUsage;
+  }
+  ReplayOptions options;
+  std::string policy_name = "the recorded configuration";
+  if (!policies.empty()) {
+    absl::StatusOr<Policy> p = LoadPolicy(policies[0]);
+    if (!p.ok()) return fail(p.status());
+    options.policy = p->config;
+    policy_name = p->name;
+  }
+  absl::StatusOr<ReplayResult> r = Replay(text, options);
+  if (!r.ok()) return fail(absl::InvalidArgumentError(Cat(file, ": ", r.status().message())));
+  out << fmt::format(
+      "replayed {}: {} passes, {} jobs, {} node changes; the server decided {} times ({} binds, "
+      "{} preemptions, {} rejections, {} waits)\n",
+      file, r->passes, r->jobs, r->node_changes, r->decisions, r->binds, r->preemptions,
+      r->rejections, r->waits);
+  if (r->torn_lines > 0) {
+    out << r->torn_lines << " line(s) cut short by a crash of the server skipped\n";
+  }
+  if (r->holding_conflicts > 0) {
+    out << r->holding_conflicts << " recorded holdings did not fit the recorded nodes\n";
+  }
+  if (r->first) {
+    out << fmt::format("{}: {} of {} passes decide differently\n", policy_name, r->differing_passes,
+                       r->passes)
+        << DescribeDivergence(*r->first) << "\n";
+  } else {
+    out << policy_name << ": the same decisions in the same order as the server\n";
+  }
+  if (!out_dir.empty()) {
+    nlohmann::json j{{"recording", file},
+                     {"policy", policy_name},
+                     {"passes", r->passes},
+                     {"jobs", r->jobs},
+                     {"decisions", r->decisions},
+                     {"binds", r->binds},
+                     {"preemptions", r->preemptions},
+                     {"rejections", r->rejections},
+                     {"waits", r->waits},
+                     {"differingPasses", r->differing_passes}};
+    if (r->first) j["firstDifference"] = DescribeDivergence(*r->first);
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) return fail(absl::InternalError(Cat(out_dir, ": ", ec.message())));
+    if (absl::Status s =
+            WriteFile(std::filesystem::path(out_dir) / "replay.json", j.dump(2) + "\n");
+        !s.ok()) {
+      return fail(s);
+    }
+  }
+  return r->first && !options.policy ? kExitDiverged : kExitOk;
+}
+
+}  // namespace
 }  // namespace gpucloud::sim

@@ -8,8 +8,13 @@
 //                [--mtbf-hours H|TYPE=H,...] [--repair DURATION] [--slowdown L,S,X]
 //                [--checkpoint-interval DURATION] [--no-oracle-estimates] --out DIR
 //
-// Writes DIR/report.json, DIR/report.html and DIR/jobs.csv and prints a summary table.
-// Exit codes: 0 done, 1 bad input (named), 2 usage error. Reentrant.
+//   gpucloud sim --trace RECORDING [--policy NAME|FILE.yaml] [--out DIR]
+//
+// Writes DIR/report.json, DIR/report.html and DIR/jobs.csv and prints a summary table. A
+// recording (gpucloud server --record-scheduler) is replayed instead (sim/replay.h): without
+// --policy, a check that every pass decides as the server did; with one, a what-if; DIR gets
+// replay.json. Exit codes: 0 done, 1 bad input (named), 2 usage error, 3 the recording replayed
+// differently from the server (the first difference printed). Reentrant.
 #ifndef GPUCLOUD_SIM_COMMAND_H_
 #define GPUCLOUD_SIM_COMMAND_H_
 

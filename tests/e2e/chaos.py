@@ -112,6 +112,7 @@ class Cluster:
     def __init__(self, build, source, net, work):
         self.build, self.source, self.net, self.work = build, source, net, work
         self.data = os.path.join(work, "server")
+        self.recording = os.path.join(work, "scheduler.jsonl")  # --record-scheduler
         self.url = f"https://{net.addr['s']}:8443"
         self.env = dict(os.environ, GPUCLOUD_CONFIG=os.path.join(self.data, "admin.config"))
         self.procs = {}
@@ -130,7 +131,8 @@ class Cluster:
     def start_server(self):
         starts = self.log("server").count("serving") if os.path.exists(os.path.join(self.work, "server.log")) else 0
         self.spawn("s", "server", [f"{self.build}/apps/gpucloud", "server", "--data-dir", self.data,
-                                   "--listen", f"{self.net.addr['s']}:8443", "--grace", "5"])
+                                   "--listen", f"{self.net.addr['s']}:8443", "--grace", "5",
+                                   "--record-scheduler", self.recording])
         wait(lambda: self.log("server").count("serving") > starts, 20, "the server to listen")
 
     def kill_server(self):
@@ -354,6 +356,13 @@ def main():
         p99 = recoveries[min(len(recoveries) - 1, int(0.99 * len(recoveries)))]
         print(f"chaos: {len(recoveries)} faults; time from the fault to the job running again: "
               f"p50 {p50:.2f} s, p99 {p99:.2f} s (target < 10 s)", flush=True)
+        # Through all of that (and the server's crash) the scheduler recorded what it was given
+        # and decided: the simulator, fed the recording, decides the same in the same order.
+        c.kill_server()
+        replay = subprocess.run([f"{build}/apps/gpucloud", "sim", "--trace", c.recording],
+                                capture_output=True, text=True)
+        print("chaos: " + replay.stdout.strip().replace("\n", "\nchaos: "), flush=True)
+        assert replay.returncode == 0, f"the replay differs from the server:\n{replay.stdout}{replay.stderr}"
         ok = True
     finally:
         if not ok:
