@@ -209,7 +209,13 @@ void Controller::WaitForWork(int64_t seen) {
 }
 
 void Controller::WatchStore() {
-  int64_t seen = store_.Revision();
+  // From the revision Start saw, not the store's now: a change made before this thread got to
+  // run (a pass's, or an API write during it) must still wake the loop.
+  int64_t seen;
+  {
+    absl::MutexLock lock(&mu_);
+    seen = store_revision_;
+  }
   while (!stopping_) {
     // Bounded, so that Stop is seen: the store has no way to interrupt the wait.
     if (!store_.WaitForChange(seen, absl::Milliseconds(50))) continue;

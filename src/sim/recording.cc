@@ -248,11 +248,26 @@ void RecordingWriter::Queues(int64_t t_ms, const std::map<std::string, QueueSpec
 }
 
 void RecordingWriter::Nodes(int64_t t_ms, const std::vector<Node>& nodes) {
-  if (nodes == nodes_) return;  // the server rebuilt its view, but nothing it holds changed
-  nodes_ = nodes;
-  Json list = Json::array();
-  for (const Node& n : nodes) list.push_back(NodeToJson(n));
-  Line({{"kind", "nodes"}, {"t", t_ms}, {"nodes", std::move(list)}});
+  std::map<std::string, const Node*> now;
+  for (const Node& n : nodes) now[n.name] = &n;
+  bool changed = false;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    Line({{"kind", "node-gone"}, {"t", t_ms}, {"name", it->first}});
+    it = nodes_.erase(it);
+    changed = true;
+  }
+  for (const auto& [name, node] : now) {
+    auto [it, added] = nodes_.try_emplace(name, *node);
+    if (!added && it->second == *node) continue;
+    it->second = *node;
+    Line({{"kind", "node"}, {"t", t_ms}, {"node", NodeToJson(*node)}});
+    changed = true;
+  }
+  if (changed) Line({{"kind", "nodes-changed"}, {"t", t_ms}});
 }
 
 void RecordingWriter::Job(int64_t t_ms, const std::string& key, const gpucloud::Job& job,

@@ -4,8 +4,11 @@
 //
 //   {"kind":"header","version":1,"config":{SchedulerConfiguration}}
 //   {"kind":"queues","t":MS,"queues":[{Queue}, ...]}     whenever the queues change
-//   {"kind":"nodes","t":MS,"nodes":[{node}, ...]}        whenever the scheduler's nodes change
-//                                                        (a join, a loss, a cordon, GPU health)
+//   {"kind":"node","t":MS,"node":{node}}                 a node the scheduler sees, new or changed
+//                                                        (a join, a cordon, GPU health)
+//   {"kind":"node-gone","t":MS,"name":NAME}              one it no longer sees (lost, removed)
+//   {"kind":"nodes-changed","t":MS}                       after a change's node lines
+//   The scheduler's nodes are those in name order.
 //   {"kind":"job","t":MS,"event":E,"key":"ns/name","spec":{Job},"view":{...}}
 //        a job whose view changed; E says how: arrival, bound, started, checkpoint, stopping,
 //        requeued, ended, changed; spec only when it is new or changed
@@ -56,7 +59,8 @@ class RecordingWriter {
 
   void Header(const SchedulerConfig& config);
   void Queues(int64_t t_ms, const std::map<std::string, QueueSpec>& queues);
-  // Written only when they differ from the last ones written.
+  // The scheduler's nodes now, in name order: the nodes that differ from the last written
+  // (a large cluster's join writes each node once, not the whole list per join).
   void Nodes(int64_t t_ms, const std::vector<Node>& nodes);
   // A pass sees every stored job once, in key order, before Pass; a job line is written only
   // when its view (or spec) differs from the last one written.
@@ -75,7 +79,7 @@ class RecordingWriter {
     bool this_pass = false;
   };
   std::ostream& out_;
-  std::vector<Node> nodes_;  // as last written
+  std::map<std::string, Node> nodes_;  // as last written
   std::map<std::string, Seen> jobs_;
 };
 

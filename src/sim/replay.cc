@@ -44,7 +44,15 @@ class Replayer {
     if (kind == "header") return Header(j);
     if (!config_) return absl::InvalidArgumentError("the header must come first");
     if (kind == "queues") return Queues(j);
-    if (kind == "nodes") return Nodes(j);
+    if (kind == "node") return NodeLine(j);
+    if (kind == "node-gone") {
+      nodes_.erase(j.at("name").get<std::string>());
+      return absl::OkStatus();
+    }
+    if (kind == "nodes-changed") {
+      if (nodes_seen_++) ++result_.node_changes;
+      return absl::OkStatus();
+    }
     if (kind == "job") return JobLine(j);
     if (kind == "gone") {
       jobs_.erase(j.at("key").get<std::string>());
@@ -91,14 +99,11 @@ class Replayer {
     return absl::OkStatus();
   }
 
-  absl::Status Nodes(const Json& j) {
-    if (nodes_seen_++) ++result_.node_changes;
-    nodes_.clear();
-    for (const Json& n : j.at("nodes")) {
-      absl::StatusOr<Node> node = NodeFromJson(n);
-      if (!node.ok()) return node.status();
-      nodes_.push_back(*std::move(node));
-    }
+  absl::Status NodeLine(const Json& j) {
+    absl::StatusOr<Node> node = NodeFromJson(j.at("node"));
+    if (!node.ok()) return node.status();
+    std::string name = node->name;
+    nodes_.insert_or_assign(std::move(name), *std::move(node));
     return absl::OkStatus();
   }
 
@@ -136,8 +141,11 @@ class Replayer {
     std::vector<sched::SnapshotJob> in;
     in.reserve(jobs_.size());
     for (const auto& [key, job] : jobs_) in.push_back({key, &*job.job, job.view});
-    sched::Snapshot snap =
-        sched::BuildSnapshot(nodes_, in, config_->fair_share_window_s * 1000, now, catalog_);
+    std::vector<Node> nodes;
+    nodes.reserve(nodes_.size());
+    for (const auto& [name, node] : nodes_) nodes.push_back(node);
+    sched::Snapshot snap = sched::BuildSnapshot(std::move(nodes), in,
+                                                config_->fair_share_window_s * 1000, now, catalog_);
     result_.holding_conflicts += static_cast<int64_t>(snap.holding_conflicts.size());
     if (scheduler_->options().fair_share) scheduler_->SetHistory(snap.history);
     if (snap.workload != workload_) {
@@ -186,7 +194,7 @@ class Replayer {
   const GpuCatalog& catalog_;
   std::optional<SchedulerConfig> config_;
   std::map<std::string, QueueSpec> queues_;
-  std::vector<Node> nodes_;
+  std::map<std::string, Node> nodes_;  // the scheduler's nodes are in name order
   int64_t nodes_seen_ = 0;
   std::map<std::string, ReplayJob> jobs_;
   std::set<std::string> seen_;

@@ -44,7 +44,7 @@ struct ReplayResult {
   int64_t decisions = 0;  // the server's
   int64_t binds = 0, preemptions = 0, rejections = 0, waits = 0;
   int64_t jobs = 0;              // distinct jobs seen
-  int64_t node_changes = 0;      // "nodes" lines after the first
+  int64_t node_changes = 0;      // changes of the scheduler's nodes after the first
   int64_t differing_passes = 0;  // passes whose waiting jobs or decisions differ
   std::optional<Divergence> first;
   // Jobs whose recorded holdings did not fit the recorded nodes (a recording from a server that

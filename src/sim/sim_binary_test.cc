@@ -6,6 +6,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "manifest/manifest.h"
+#include "sched/scheduler.h"
+#include "sched/snapshot.h"
+#include "sched/test_util.h"
+#include "sim/recording.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
@@ -97,6 +102,65 @@ TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
             2);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "o"));               // nothing written
   EXPECT_EQ(Shell(kGpucloud + " sim --trace " + trace_).code, 2);  // usage
+}
+
+// A scheduler recording (what `gpucloud server --record-scheduler` writes) replays: the same
+// decisions exit 0, a different one exits 3 naming it, another policy is a what-if.
+TEST_F(SimBinary, ReplaysARecordingAndSaysWhereItDiffers) {
+  using namespace gpucloud;
+  std::stringstream text;
+  sim::RecordingWriter w(text);
+  SchedulerConfig config;
+  w.Header(config);
+  w.Queues(0, {});
+  std::vector<Node> nodes = {sched::testing_util::MakeTestNode("a", 4),
+                             sched::testing_util::MakeTestNode("b", 4)};
+  w.Nodes(0, nodes);
+  manifest::ParseResult parsed = manifest::ParseManifests(
+      "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: one}\nspec:\n  tasks:\n"
+      "  - name: w\n    command: [x]\n    resources: {gpu: {count: 3}}\n",
+      "one.yaml");
+  ASSERT_TRUE(parsed.ok());
+  const Job& job = std::get<Job>(parsed.manifests[0].object);
+  sched::JobView view;
+  view.phase = sched::JobViewPhase::kWaiting;
+  w.Job(1000, "default/one", job, view);
+  auto scheduler = sched::Scheduler::FromConfig(config, {}, GpuCatalog::Default());
+  ASSERT_TRUE(scheduler.ok());
+  sched::Snapshot snap = sched::BuildSnapshot(nodes, {{"default/one", &job, view}}, 3600'000, 1000,
+                                              GpuCatalog::Default());
+  std::vector<const sched::PendingJob*> pending = {&snap.pending.at(0)};
+  std::vector<sched::Decision> decisions = (*scheduler)->Schedule(*snap.state, pending, 1000);
+  ASSERT_EQ(decisions.at(0).kind, sched::DecisionKind::kBind);
+  w.Pass(1000, true, pending, decisions, *snap.state);
+  const std::string recording = (dir_ / "rec.jsonl").string();
+  std::ofstream(recording) << text.str();
+
+  auto r = Shell(kGpucloud + " sim --trace " + recording);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 passes, 1 jobs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the same decisions in the same order as the server"), std::string::npos)
+      << r.output;
+
+  // The server's bind, moved to the other node.
+  std::string moved = text.str();
+  const std::string bound = decisions[0].allocation->replicas[0].node == 0 ? "a" : "b";
+  const size_t at = moved.find("\"node\":\"" + bound + "\"", moved.find("\"kind\":\"bind\""));
+  ASSERT_NE(at, std::string::npos);
+  moved.replace(at, 10, std::string("\"node\":\"") + (bound == "a" ? "b" : "a") + "\"");
+  std::ofstream(recording) << moved;
+  r = Shell(kGpucloud + " sim --trace " + recording);
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("first difference at pass 1 (t=1000 ms), decision 1"), std::string::npos)
+      << r.output;
+  r = Shell(kGpucloud + " sim --trace " + recording + " --policy fifo --out " +
+            (dir_ / "w").string());
+  EXPECT_EQ(r.code, 0) << r.output;  // a what-if reports differences, it does not fail on them
+  EXPECT_NE(Slurp(dir_ / "w" / "replay.json").find("\"differingPasses\": 1"), std::string::npos);
+  // A trace still needs its cluster.
+  r = Shell(kGpucloud + " sim --trace " + trace_ + " --out " + (dir_ / "x").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--cluster is required"), std::string::npos) << r.output;
 }
 
 }  // namespace
