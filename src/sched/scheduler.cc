@@ -344,12 +344,17 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
   // capacity a non-spot job needs would be preempted by it at once (in the same cycle, or the
   // next), and, taking the capacity again each time it is freed, would keep that job waiting for
   // ever (the replay test's scripted day found it).
-  std::vector<const PendingJob*> first, spot;
-  for (const PendingJob* p : pending) {
-    (options_.preemption && p->preemptible ? spot : first).push_back(p);
-  }
-  for (const std::vector<const PendingJob*>* part : {&first, &spot}) {
-    if (!part->empty()) DecideAll(*part, now_ms, cycle, decisions, decide_next);
+  const bool split =
+      options_.preemption && std::any_of(pending.begin(), pending.end(),
+                                         [](const PendingJob* p) { return p->preemptible; });
+  if (!split) {
+    DecideAll(pending, now_ms, cycle, decisions, decide_next);
+  } else {
+    std::vector<const PendingJob*> first, spot;
+    for (const PendingJob* p : pending) (p->preemptible ? spot : first).push_back(p);
+    for (const std::vector<const PendingJob*>* part : {&first, &spot}) {
+      if (!part->empty()) DecideAll(*part, now_ms, cycle, decisions, decide_next);
+    }
   }
   if (stats != nullptr) *stats = counted;
   return decisions;

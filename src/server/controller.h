@@ -156,8 +156,8 @@ class Controller {
   void EnsureClusterState(Pass& pass);
   // Holds the GPUs of every active or stopping job in state_; the pending ones, for libsched.
   std::vector<const sched::PendingJob*> CollectPending(Pass& pass);
-  void HoldActiveJob(const controller_detail::JobEntry& entry);
-  void ReleaseEnded();  // what jobs no longer active held
+  void HoldActiveJob(const CachedObject& obj);  // a job holding GPUs (JobOf done)
+  void ReleaseEnded();                          // what jobs no longer active held
   std::optional<DecisionWrite> WriteOfDecision(Pass& pass, const sched::Decision& d);
   // A bind decision's assignments; `s` becomes the bound status.
   std::vector<store::Op> BindOps(Pass& pass, const sched::Decision& d, const CachedObject& obj,
@@ -188,8 +188,10 @@ class Controller {
   // and phase its allocation in state_ was made for.
   std::unique_ptr<sched::ClusterState> state_;
   struct Held {
-    sched::JobView view;  // what its allocation was made from (AllocationOf)
-    uint64_t pass = 0;    // the last pass that saw the job hold it
+    // The entry (JobEntry) whose view its allocation was made from (AllocationOf); null: the
+    // scheduler's own commit of a bind, replaced by the next pass.
+    std::shared_ptr<const controller_detail::JobEntry> made_from;
+    uint64_t pass = 0;  // the last pass that saw the job hold it
   };
   std::map<std::string, Held> held_;
   std::unique_ptr<sim::RecordingWriter> recorder_;  // when options_.record_scheduler is set

@@ -128,22 +128,26 @@ void Controller::EnsureClusterState(Pass& pass) {
   }
 }
 
-void Controller::HoldActiveJob(const JobEntry& entry) {
+void Controller::HoldActiveJob(const CachedObject& obj) {
+  auto entry = std::static_pointer_cast<const JobEntry>(obj.derived);
   // Committed again whenever the job's view changed (a start, a checkpoint, a stop), so that the
-  // state is always what sched::BuildSnapshot would build from the views (the replay's).
-  auto held = held_.find(entry.key);
-  if (held != held_.end() && held->second.view == entry.view) {
+  // state is always what sched::BuildSnapshot would build from the views (the replay's). The
+  // entry it was made from is kept, not a copy of its view: the same entry is the same view.
+  auto held = held_.find(entry->key);
+  if (held != held_.end() && held->second.made_from &&
+      (held->second.made_from == entry || held->second.made_from->view == entry->view)) {
+    held->second.made_from = std::move(entry);
     held->second.pass = pass_number_;
     return;
   }
-  if (held != held_.end()) (void)state_->Release(entry.key);
-  held_[entry.key] = {entry.view, pass_number_};
+  if (held != held_.end()) (void)state_->Release(entry->key);
+  held_[entry->key] = {entry, pass_number_};
   sched::Allocation a =
-      sched::AllocationOf(entry.key, *entry.job, entry.view, base_index_, *state_);
+      sched::AllocationOf(entry->key, *entry->job, entry->view, base_index_, *state_);
   if (a.replicas.empty()) return;
   if (absl::Status c = state_->Commit(a); !c.ok()) {
     log::Error("server", "job holds what is not free",
-               {{"job", entry.key}, {"error", c.message()}});
+               {{"job", entry->key}, {"error", c.message()}});
   }
 }
 
@@ -184,7 +188,7 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
         pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key,
                                             LiveGpuSeconds(s, now));
       }
-      HoldActiveJob(entry);
+      HoldActiveJob(obj);
       continue;
     }
     if (s.phase != api::JobPhase::kPending || s.cancel_requested || s.delete_requested) continue;
@@ -345,7 +349,7 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
     // allocation carries no checkpoint, so a job bound again after one is re-committed with it
     // by the next pass (HoldActiveJob).
     if (rev.ok()) {
-      held_[writes[i].job] = {sched::JobView(), pass_number_};  // committed again next pass
+      held_[writes[i].job] = {nullptr, pass_number_};  // committed again next pass
     } else {
       (void)state_->Release(writes[i].job);
     }

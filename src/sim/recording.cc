@@ -1,5 +1,6 @@
 #include "sim/recording.h"
 
+#include <functional>
 #include <utility>
 
 #include "manifest/manifest.h"
@@ -281,10 +282,11 @@ void RecordingWriter::Job(int64_t t_ms, const std::string& key, const gpucloud::
             {"event", EventOf(added ? nullptr : &seen.view, view)},
             {"key", key}};
   std::string spec = manifest::ToJson(job);
-  if (spec != seen.spec) line["spec"] = Json::parse(spec);
+  const size_t spec_hash = std::hash<std::string>()(spec);
+  if (added || spec_hash != seen.spec_hash) line["spec"] = Json::parse(spec);
   line["view"] = ViewToJson(view);
   seen.view = view;
-  seen.spec = std::move(spec);
+  seen.spec_hash = spec_hash;
   Line(line);
 }
 

@@ -75,7 +75,7 @@ class RecordingWriter {
   void Line(const nlohmann::json& j);
   struct Seen {
     sched::JobView view;
-    std::string spec;  // manifest::ToJson of the job
+    size_t spec_hash = 0;  // of manifest::ToJson of the job (not the text: 2 KB a job)
     bool this_pass = false;
   };
   std::ostream& out_;
