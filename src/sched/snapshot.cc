@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "sched/array_gate.h"
 #include "sched/job_request.h"
 #include "sched/plugins/scores.h"
 #include "sched/usage_window.h"
@@ -62,6 +63,7 @@ Snapshot BuildSnapshot(std::vector<Node> nodes, const std::vector<SnapshotJob>& 
   UsageWindow usage(window_ms);
   usage.Advance(now_ms);
   WorkloadCounter mix;
+  ArrayGate<const SnapshotJob*> arrays;  // as the server: admitted elements after the others
   for (const SnapshotJob& j : jobs) {
     const JobView& v = j.view;
     for (const UsageSpan& u : v.usage) {
@@ -70,14 +72,23 @@ Snapshot BuildSnapshot(std::vector<Node> nodes, const std::vector<SnapshotJob>& 
     if (InWorkload(v)) {
       for (const TaskSpec& t : j.job->spec.tasks) mix.Add(t.resources.gpu);
     }
+    const std::string ns = j.key.substr(0, j.key.find('/'));
     if (v.phase == JobViewPhase::kHolding || v.phase == JobViewPhase::kStopping) {
+      if (Gated(j.job->spec)) arrays.Holding(ns, *j.job->spec.array);
       Allocation a = AllocationOf(j.key, *j.job, v, out.index, *out.state);
       if (!a.replicas.empty() && !out.state->Commit(a).ok()) {
         out.holding_conflicts.push_back(j.key);
       }
     } else if (v.phase == JobViewPhase::kWaiting && v.not_before_ms <= now_ms) {
-      out.pending.push_back(PendingOf(j.key, *j.job, v));
+      if (Gated(j.job->spec)) {
+        arrays.Candidate(ns, *j.job->spec.array, &j);
+      } else {
+        out.pending.push_back(PendingOf(j.key, *j.job, v));
+      }
     }
+  }
+  for (const SnapshotJob* j : arrays.Decide().admitted) {
+    out.pending.push_back(PendingOf(j->key, *j->job, j->view));
   }
   out.history = usage.history();
   out.workload = mix.Shares();

@@ -88,9 +88,11 @@ struct SnapshotJob {
 };
 
 struct Snapshot {
-  std::unique_ptr<ClusterState> state;         // the nodes with every job's holdings committed
-  std::map<std::string, NodeIndex> index;      // node name -> index in state
-  std::vector<PendingJob> pending;             // waiting and due, in the order of `jobs`
+  std::unique_ptr<ClusterState> state;     // the nodes with every job's holdings committed
+  std::map<std::string, NodeIndex> index;  // node name -> index in state
+  // Waiting and due, in the order of `jobs`; the elements of arrays the parallelism gate admits
+  // (sched/array_gate.h) after the others, as the server orders them.
+  std::vector<PendingJob> pending;
   QueueHistory history;                        // the fair-share window's (when window_ms > 0)
   std::vector<WorkloadShare> workload;         // the request mix of the jobs that InWorkload
   std::vector<std::string> holding_conflicts;  // jobs whose holdings did not fit (a bug)

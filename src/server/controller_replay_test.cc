@@ -1,6 +1,7 @@
 // The replay proof (issue 18): the controller, on a real SQLite store with agents played by the
-// test, lives through a scripted day (arrivals, a node lost and back, a cordon and a drain,
-// preemptions, a queue change, a cancel, a job that can never run) while recording its scheduler
+// test, lives through a scripted day (arrivals, an array, a node lost and back, a cordon and a
+// drain, preemptions, a queue change, a cancel, a job that can never run, a restart) while
+// recording its scheduler
 // (--record-scheduler). The simulator, fed the recording, must make the same decisions in the
 // same order: binds with their nodes and GPUs, preemptions with their preemptor, rejections and
 // waits with their reasons.
@@ -114,8 +115,14 @@ class ControllerReplayTest : public ControllerTest {
         Job(Cat("job-", jobs++), gang ? 2 : 1, gang ? 4 : gpus, runtime, extra);
       }
       if (t == 2 * 60 * kMinute) Job("too-big", 1, 16, kMinute, "");  // no node has 16 GPUs
-      if (t == 6 * 60 * kMinute) nodes_up_.erase("node-b");           // its agent dies
-      if (t == 9 * 60 * kMinute) nodes_up_.insert("node-b");          // and comes back
+      if (t == 3 * 60 * kMinute) {  // an array: 6 elements, 2 at a time
+        Submit(Cat("apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: sweep}\nspec:\n",
+                   "  tasks:\n  - name: worker\n    command: [python3, train.py]\n",
+                   "    resources: {gpu: {count: 1}}\n  array: {count: 6, parallelism: 2}\n"));
+        for (int i = 0; i < 6; ++i) runtime_ms_[Cat("sweep-", i)] = (30 + 10 * i) * kMinute;
+      }
+      if (t == 6 * 60 * kMinute) nodes_up_.erase("node-b");   // its agent dies
+      if (t == 9 * 60 * kMinute) nodes_up_.insert("node-b");  // and comes back
       if (t == 10 * 60 * kMinute) {
         ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodes/node-c/cordon").status, 200);
       }
@@ -166,7 +173,7 @@ TEST_F(ControllerReplayTest, TheSimulatorDecidesAsTheServerDidOnAScriptedDay) {
   sim::ReplayResult r = ExpectSameDecisions();
   // The day exercised what it is meant to.
   EXPECT_GT(r.passes, 100);
-  EXPECT_GE(r.jobs, 35);
+  EXPECT_GE(r.jobs, 41);  // 34 jobs, the impossible one and the array's 6 elements
   EXPECT_GE(r.binds, 30);
   EXPECT_GE(r.preemptions, 1);
   EXPECT_GE(r.rejections, 1);
