@@ -44,6 +44,13 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
                  "as `gpucloud agent run --metrics-listen` does (port 0: any)");
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
+  std::string scheduler_config;
+  app.add_option(
+      "--scheduler-config", scheduler_config,
+      "a SchedulerConfiguration YAML file (examples/scheduler/), as for gpucloud server");
+  app.add_option("--record-scheduler", o.record_scheduler,
+                 "record what the scheduler is given and decides to this file (JSON lines; "
+                 "`gpucloud sim --trace FILE` replays and checks it)");
   // One machine to try things on: a namespace is made by the first write into it.
   o.namespace_provisioning = server::NamespaceProvisioning::kAuto;
   std::map<std::string, server::NamespaceProvisioning> provisioning{
@@ -75,6 +82,14 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   }
   o.address = addr->host;
   o.port = addr->port;
+  if (!scheduler_config.empty()) {
+    absl::StatusOr<SchedulerConfig> c = server::LoadSchedulerConfig(scheduler_config);
+    if (!c.ok()) {
+      err << "gpucloud up: --scheduler-config: " << c.status().message() << "\n";
+      return 2;
+    }
+    o.scheduler = *c;
+  }
   std::optional<HostPort> metrics_addr;
   if (!metrics_listen.empty()) {
     absl::StatusOr<HostPort> m = ParseHostPort("--metrics-listen", metrics_listen);
