@@ -65,30 +65,31 @@ Snapshot BuildSnapshot(std::vector<Node> nodes, const std::vector<SnapshotJob>& 
   WorkloadCounter mix;
   ArrayGate<const SnapshotJob*> arrays;  // as the server: admitted elements after the others
   for (const SnapshotJob& j : jobs) {
-    const JobView& v = j.view;
+    const JobView& v = *j.view;
+    const std::string key(j.key);
     for (const UsageSpan& u : v.usage) {
       usage.Add(u.end_ms, j.job->spec.queue, u.gpu_type, u.gpu_seconds / 3600);
     }
     if (InWorkload(v)) {
       for (const TaskSpec& t : j.job->spec.tasks) mix.Add(t.resources.gpu);
     }
-    const std::string ns = j.key.substr(0, j.key.find('/'));
+    const std::string ns = key.substr(0, key.find('/'));
     if (v.phase == JobViewPhase::kHolding || v.phase == JobViewPhase::kStopping) {
       if (Gated(j.job->spec)) arrays.Holding(ns, *j.job->spec.array);
-      Allocation a = AllocationOf(j.key, *j.job, v, out.index, *out.state);
+      Allocation a = AllocationOf(key, *j.job, v, out.index, *out.state);
       if (!a.replicas.empty() && !out.state->Commit(a).ok()) {
-        out.holding_conflicts.push_back(j.key);
+        out.holding_conflicts.push_back(key);
       }
     } else if (v.phase == JobViewPhase::kWaiting && v.not_before_ms <= now_ms) {
       if (Gated(j.job->spec)) {
         arrays.Candidate(ns, *j.job->spec.array, &j);
       } else {
-        out.pending.push_back(PendingOf(j.key, *j.job, v));
+        out.pending.push_back(PendingOf(key, *j.job, v));
       }
     }
   }
   for (const SnapshotJob* j : arrays.Decide().admitted) {
-    out.pending.push_back(PendingOf(j->key, *j->job, j->view));
+    out.pending.push_back(PendingOf(std::string(j->key), *j->job, *j->view));
   }
   out.history = usage.history();
   out.workload = mix.Shares();

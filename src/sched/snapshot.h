@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/gpu_catalog.h"
@@ -80,11 +81,11 @@ inline bool InWorkload(const JobView& v) {
   return v.phase == JobViewPhase::kWaiting || v.phase == JobViewPhase::kHolding;
 }
 
-// One job as BuildSnapshot takes it; `job` is not owned and must outlive the call.
+// One job as BuildSnapshot takes it; nothing is owned: all must outlive the call.
 struct SnapshotJob {
-  std::string key;
+  std::string_view key;
   const Job* job = nullptr;
-  JobView view;
+  const JobView* view = nullptr;
 };
 
 struct Snapshot {

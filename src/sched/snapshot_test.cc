@@ -40,7 +40,7 @@ TEST(Snapshot, AHoldingJobHoldsWhatItWasBoundWithItsTimesAndCheckpoint) {
   v.bound_ms = 10 * kHour;
   v.last_checkpoint_ms = 11 * kHour;
   v.las_service_gpu_ms = 5000;
-  Snapshot s = BuildSnapshot({MakeTestNode("a", 2), MakeTestNode("b", 2)}, {{"ns/j", &job, v}},
+  Snapshot s = BuildSnapshot({MakeTestNode("a", 2), MakeTestNode("b", 2)}, {{"ns/j", &job, &v}},
                              kHour, 12 * kHour, GpuCatalog::Default());
   ASSERT_TRUE(s.holding_conflicts.empty());
   const Allocation& a = s.state->allocations().at("ns/j");
@@ -54,7 +54,7 @@ TEST(Snapshot, AHoldingJobHoldsWhatItWasBoundWithItsTimesAndCheckpoint) {
 
   v.started_ms = 10 * kHour + 5000;
   v.phase = JobViewPhase::kStopping;
-  s = BuildSnapshot({MakeTestNode("a", 2), MakeTestNode("b", 2)}, {{"ns/j", &job, v}}, kHour,
+  s = BuildSnapshot({MakeTestNode("a", 2), MakeTestNode("b", 2)}, {{"ns/j", &job, &v}}, kHour,
                     12 * kHour, GpuCatalog::Default());
   EXPECT_EQ(s.state->allocations().at("ns/j").start_ms, 10 * kHour + 5000);
   EXPECT_TRUE(s.state->allocations().at("ns/j").terminating);
@@ -67,7 +67,7 @@ TEST(Snapshot, ALostNodeHoldsNothingAndAnUnhealthyGpuIsLeftOut) {
   v.placement = {On("gone", {0, 1}), On("a", {0, 1})};
   Node a = MakeTestNode("a", 2);
   a.gpus[1].healthy = false;
-  Snapshot s = BuildSnapshot({a}, {{"ns/j", &job, v}}, kHour, kHour, GpuCatalog::Default());
+  Snapshot s = BuildSnapshot({a}, {{"ns/j", &job, &v}}, kHour, kHour, GpuCatalog::Default());
   const Allocation& held = s.state->allocations().at("ns/j");
   ASSERT_EQ(held.replicas.size(), 1u);
   EXPECT_EQ(held.replicas[0].gpus.size(), 1u);
@@ -83,7 +83,7 @@ TEST(Snapshot, WaitingJobsAreDueOnceTheirBackOffHasPassedWithTheirService) {
   due.waiting_since_ms = 99;
   later.not_before_ms = 2 * kHour;
   Snapshot s =
-      BuildSnapshot({MakeTestNode("a", 1)}, {{"ns/due", &job, due}, {"ns/later", &job, later}},
+      BuildSnapshot({MakeTestNode("a", 1)}, {{"ns/due", &job, &due}, {"ns/later", &job, &later}},
                     kHour, kHour, GpuCatalog::Default());
   ASSERT_EQ(s.pending.size(), 1u);
   EXPECT_EQ(s.pending[0].request.key, "ns/due");
@@ -101,7 +101,7 @@ TEST(Snapshot, TheWindowRemembersEndedAttemptsAndTheMixCountsLiveJobsOnly) {
                  {.end_ms = 1 * kHour, .gpu_type = "H100-80GB", .gpu_seconds = 3600}};
   waiting.phase = JobViewPhase::kWaiting;
   Snapshot s =
-      BuildSnapshot({MakeTestNode("n", 8)}, {{"ns/e", &big, ended}, {"ns/w", &small, waiting}},
+      BuildSnapshot({MakeTestNode("n", 8)}, {{"ns/e", &big, &ended}, {"ns/w", &small, &waiting}},
                     /*window_ms=*/6 * kHour, 10 * kHour, GpuCatalog::Default());
   // The attempt that ended at 9 h is in the 6 h window, the one at 1 h is not.
   EXPECT_DOUBLE_EQ(s.history.at("b").at("H100-80GB"), 2.0);
@@ -115,7 +115,7 @@ TEST(Snapshot, HoldingsThatDoNotFitAreReported) {
   JobView v;
   v.phase = JobViewPhase::kHolding;
   v.placement = {On("a", {0})};
-  Snapshot s = BuildSnapshot({MakeTestNode("a", 1)}, {{"ns/one", &job, v}, {"ns/two", &job, v}},
+  Snapshot s = BuildSnapshot({MakeTestNode("a", 1)}, {{"ns/one", &job, &v}, {"ns/two", &job, &v}},
                              kHour, kHour, GpuCatalog::Default());
   EXPECT_EQ(s.holding_conflicts, std::vector<std::string>{"ns/two"});
 }

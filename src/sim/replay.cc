@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -47,6 +48,7 @@ class Replayer {
     if (kind == "node") return NodeLine(j);
     if (kind == "node-gone") {
       nodes_.erase(j.at("name").get<std::string>());
+      node_list_.reset();
       return absl::OkStatus();
     }
     if (kind == "nodes-changed") {
@@ -82,6 +84,7 @@ class Replayer {
     // A header after the first: a new leader term (or a restarted server) starts afresh.
     queues_.clear();
     nodes_.clear();
+    node_list_.reset();
     jobs_.clear();
     scheduler_.reset();
     workload_.clear();
@@ -104,6 +107,7 @@ class Replayer {
     if (!node.ok()) return node.status();
     std::string name = node->name;
     nodes_.insert_or_assign(std::move(name), *std::move(node));
+    node_list_.reset();
     return absl::OkStatus();
   }
 
@@ -140,12 +144,13 @@ class Replayer {
     ++result_.passes;
     std::vector<sched::SnapshotJob> in;
     in.reserve(jobs_.size());
-    for (const auto& [key, job] : jobs_) in.push_back({key, &*job.job, job.view});
-    std::vector<Node> nodes;
-    nodes.reserve(nodes_.size());
-    for (const auto& [name, node] : nodes_) nodes.push_back(node);
-    sched::Snapshot snap = sched::BuildSnapshot(std::move(nodes), in,
-                                                config_->fair_share_window_s * 1000, now, catalog_);
+    for (const auto& [key, job] : jobs_) in.push_back({key, &*job.job, &job.view});
+    if (!node_list_) {  // rebuilt only after a node line
+      node_list_.emplace();
+      for (const auto& [name, node] : nodes_) node_list_->push_back(node);
+    }
+    sched::Snapshot snap =
+        sched::BuildSnapshot(*node_list_, in, config_->fair_share_window_s * 1000, now, catalog_);
     result_.holding_conflicts += static_cast<int64_t>(snap.holding_conflicts.size());
     if (scheduler_->options().fair_share) scheduler_->SetHistory(snap.history);
     if (snap.workload != workload_) {
@@ -194,7 +199,8 @@ class Replayer {
   const GpuCatalog& catalog_;
   std::optional<SchedulerConfig> config_;
   std::map<std::string, QueueSpec> queues_;
-  std::map<std::string, Node> nodes_;  // the scheduler's nodes are in name order
+  std::map<std::string, Node> nodes_;           // the scheduler's nodes are in name order
+  std::optional<std::vector<Node>> node_list_;  // nodes_ as a list, until a node line
   int64_t nodes_seen_ = 0;
   std::map<std::string, ReplayJob> jobs_;
   std::set<std::string> seen_;

@@ -127,7 +127,7 @@ TEST_F(SimBinary, ReplaysARecordingAndSaysWhereItDiffers) {
   w.Job(1000, "default/one", job, view);
   auto scheduler = sched::Scheduler::FromConfig(config, {}, GpuCatalog::Default());
   ASSERT_TRUE(scheduler.ok());
-  sched::Snapshot snap = sched::BuildSnapshot(nodes, {{"default/one", &job, view}}, 3600'000, 1000,
+  sched::Snapshot snap = sched::BuildSnapshot(nodes, {{"default/one", &job, &view}}, 3600'000, 1000,
                                               GpuCatalog::Default());
   std::vector<const sched::PendingJob*> pending = {&snap.pending.at(0)};
   std::vector<sched::Decision> decisions = (*scheduler)->Schedule(*snap.state, pending, 1000);
