@@ -184,8 +184,8 @@ class Controller {
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;
   std::map<std::string, int32_t> base_index_;  // node name -> index in base_state_
-  // base_state_ plus every job's holdings, kept across passes; held_: job key -> the view
-  // and phase its allocation in state_ was made for.
+  // base_state_ plus every job's holdings, kept across passes; held_: job key -> the entry
+  // whose view its allocation in state_ was made from.
   std::unique_ptr<sched::ClusterState> state_;
   struct Held {
     // The entry (JobEntry) whose view its allocation was made from (AllocationOf); null: the
