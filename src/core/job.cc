@@ -72,6 +72,27 @@ std::optional<LifecycleAction> ParseLifecycleAction(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view GpuModeName(GpuMode m) {
+  switch (m) {
+    case GpuMode::kWhole:
+      return "whole";
+    case GpuMode::kMig:
+      return "mig";
+    case GpuMode::kShared:
+      return "shared";
+    case GpuMode::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::optional<GpuMode> ParseGpuMode(std::string_view text) {
+  for (GpuMode m : {GpuMode::kNone, GpuMode::kWhole, GpuMode::kMig, GpuMode::kShared}) {
+    if (GpuModeName(m) == text) return m;
+  }
+  return std::nullopt;
+}
+
 std::string_view GpuSharingName(GpuSharing s) {
   return s == GpuSharing::kMps ? "mps" : "time-slicing";
 }

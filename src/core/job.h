@@ -29,6 +29,10 @@ enum class GpuMode {
   kMig,     // `count` MIG instances of `mig_profile`
   kShared,  // `fraction` of one GPU, time-sliced or MPS, with at most `memory` of its memory
 };
+// "none", "whole", "mig", "shared": how a placement's GPU is written in a job's status and in a
+// scheduler recording.
+std::string_view GpuModeName(GpuMode m);
+std::optional<GpuMode> ParseGpuMode(std::string_view text);
 
 enum class GpuSharing { kTimeSlicing, kMps };
 std::string_view GpuSharingName(GpuSharing s);  // "time-slicing", "mps"

@@ -18,10 +18,6 @@ uint64_t Fnv1a64(std::string_view text, uint64_t h = 14695981039346656037ull) {
   return h;
 }
 
-std::string_view GpuModeName(GpuMode m) {
-  return m == GpuMode::kMig ? "mig" : m == GpuMode::kShared ? "shared" : "whole";
-}
-
 // The parts of an assignment that come from the task's spec.
 void FromSpec(const TaskSpec& spec, const Job& job, api::Assignment& a) {
   a.command = spec.command;

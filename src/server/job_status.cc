@@ -11,27 +11,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string_view ModeName(GpuMode m) {
-  switch (m) {
-    case GpuMode::kWhole:
-      return "whole";
-    case GpuMode::kMig:
-      return "mig";
-    case GpuMode::kShared:
-      return "shared";
-    case GpuMode::kNone:
-      break;
-  }
-  return "none";
-}
-
-GpuMode ParseMode(const std::string& s) {
-  if (s == "whole") return GpuMode::kWhole;
-  if (s == "mig") return GpuMode::kMig;
-  if (s == "shared") return GpuMode::kShared;
-  return GpuMode::kNone;
-}
-
 template <typename T>
 T Get(const Json& j, const char* key, T fallback) {
   auto it = j.find(key);
@@ -258,7 +237,7 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
         for (const Json& x : *g) {
           sched::GpuAssignment a;
           a.gpu = Get<int>(x, "index", 0);
-          a.mode = ParseMode(Get<std::string>(x, "mode", "whole"));
+          a.mode = ParseGpuMode(Get<std::string>(x, "mode", "whole")).value_or(GpuMode::kNone);
           a.mig.profile = Get<std::string>(x, "migProfile", "");
           a.mig.start = Get<int>(x, "migStart", 0);
           a.fraction = MilliGpu(Get<int64_t>(x, "fractionMilli", 0));
@@ -332,7 +311,7 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
     for (const PlacedReplica& r : s.placement) {
       Json gpus = Json::array();
       for (const sched::GpuAssignment& a : r.placement.gpus) {
-        Json g{{"index", a.gpu}, {"mode", ModeName(a.mode)}};
+        Json g{{"index", a.gpu}, {"mode", GpuModeName(a.mode)}};
         if (a.mode == GpuMode::kMig) {
           g["migProfile"] = a.mig.profile;
           g["migStart"] = a.mig.start;

@@ -10,43 +10,47 @@ namespace {
 
 using Json = nlohmann::json;
 
+// A replica's placement in the keys and GPU mode names of a job status's placement.
 Json PlacementToJson(const sched::ReplicaPlacement& p) {
   Json gpus = Json::array();
   for (const sched::GpuAssignment& g : p.gpus) {
-    Json a{{"gpu", g.gpu}, {"mode", static_cast<int>(g.mode)}};
-    if (g.mode == GpuMode::kMig) a["mig"] = {{"profile", g.mig.profile}, {"start", g.mig.start}};
+    Json a{{"index", g.gpu}, {"mode", GpuModeName(g.mode)}};
+    if (g.mode == GpuMode::kMig) {
+      a["migProfile"] = g.mig.profile;
+      a["migStart"] = g.mig.start;
+    }
     if (g.mode == GpuMode::kShared) {
-      a["fraction"] = g.fraction.raw();
-      a["memory"] = g.memory.raw();
-      a["sharing"] = GpuSharingName(g.sharing);
+      a["fractionMilli"] = g.fraction.raw();
+      a["memoryMiB"] = g.memory.raw();
+      a["mps"] = g.sharing == GpuSharing::kMps;
     }
     gpus.push_back(std::move(a));
   }
   return {{"task", p.task},
           {"replica", p.replica},
           {"gpus", std::move(gpus)},
-          {"cpu", p.cpu.raw()},
-          {"memory", p.memory.raw()}};
+          {"cpuMilli", p.cpu.raw()},
+          {"memoryMiB", p.memory.raw()}};
 }
 
 sched::ReplicaPlacement PlacementFromJson(const Json& j) {
   sched::ReplicaPlacement p;
   p.task = j.at("task").get<std::string>();
   p.replica = j.at("replica").get<int32_t>();
-  p.cpu = MilliCpu(j.at("cpu").get<int64_t>());
-  p.memory = MiB(j.at("memory").get<int64_t>());
+  p.cpu = MilliCpu(j.at("cpuMilli").get<int64_t>());
+  p.memory = MiB(j.at("memoryMiB").get<int64_t>());
   for (const Json& a : j.at("gpus")) {
     sched::GpuAssignment g;
-    g.gpu = a.at("gpu").get<int32_t>();
-    g.mode = static_cast<GpuMode>(a.at("mode").get<int>());
-    if (a.contains("mig")) {
-      g.mig = {a["mig"].at("profile").get<std::string>(), a["mig"].at("start").get<int>()};
+    g.gpu = a.at("index").get<int32_t>();
+    const std::string mode = a.at("mode").get<std::string>();
+    g.mode = ParseGpuMode(mode).value_or(GpuMode::kNone);
+    if (g.mode == GpuMode::kMig) {
+      g.mig = {a.at("migProfile").get<std::string>(), a.at("migStart").get<int>()};
     }
-    if (a.contains("fraction")) {
-      g.fraction = MilliGpu(a.at("fraction").get<int64_t>());
-      g.memory = MiB(a.at("memory").get<int64_t>());
-      g.sharing =
-          ParseGpuSharing(a.at("sharing").get<std::string>()).value_or(GpuSharing::kTimeSlicing);
+    if (g.mode == GpuMode::kShared) {
+      g.fraction = MilliGpu(a.at("fractionMilli").get<int64_t>());
+      g.memory = MiB(a.at("memoryMiB").get<int64_t>());
+      g.sharing = a.at("mps").get<bool>() ? GpuSharing::kMps : GpuSharing::kTimeSlicing;
     }
     p.gpus.push_back(std::move(g));
   }

@@ -16,7 +16,9 @@
 //   {"kind":"pass","t":MS,"pending":["ns/name", ...],"decisions":[{decision}, ...]}
 //        one scheduling cycle: the waiting jobs it was given, in order, and its decisions
 // Objects are manifest::ToJson's gpucloud/v1 form; nodes, views and decisions are written by
-// the functions below. Times are the server's clock in ms.
+// the functions below, placements in the keys of a job status's placement (GPUs as
+// {index, mode, migProfile, migStart, fractionMilli, memoryMiB, mps}). Times are the server's
+// clock in ms.
 //
 // RecordingWriter writes to a stream it does not own; not thread-safe (the controller's thread).
 // The codec functions are pure and thread-safe.
