@@ -41,7 +41,7 @@ int ChooseMigStart(const GpuType& type, const std::vector<MigPlacement>& layout,
 }
 
 // Node-set ids and allocation stamps, from one counter: never equal across states.
-uint64_t NextNodesId() {
+uint64_t NextStamp() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1);
 }
@@ -52,8 +52,8 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
     : nodes_(std::move(nodes)),
       catalog_(&catalog),
       use_(nodes_.size()),
-      nodes_id_(NextNodesId()),
-      version_(NextNodesId()),
+      nodes_id_(NextStamp()),
+      version_(NextStamp()),
       free_whole_(nodes_.size()),
       free_slots_(nodes_.size()) {
   size_t max_gpus = 0;
@@ -106,7 +106,7 @@ absl::Status ClusterState::SetNodeGpusHealthy(NodeIndex n, bool healthy) {
   }
   if (!changed) return absl::OkStatus();
   UpdateIndex(n);
-  nodes_id_ = NextNodesId();
+  nodes_id_ = NextStamp();
   return absl::OkStatus();
 }
 
@@ -393,7 +393,7 @@ absl::Status ClusterState::Commit(const Allocation& allocation) {
     UpdateIndex(allocation.replicas[i].node);
   }
   allocations_.emplace(allocation.job, allocation);
-  version_ = NextNodesId();
+  version_ = NextStamp();
   CountQueueUsage(allocation, +1);
   return absl::OkStatus();
 }
@@ -447,7 +447,7 @@ absl::Status ClusterState::Release(const std::string& job) {
   for (const ReplicaPlacement& r : it->second.replicas) Remove(r);
   CountQueueUsage(it->second, -1);
   allocations_.erase(it);
-  version_ = NextNodesId();
+  version_ = NextStamp();
   return absl::OkStatus();
 }
 

@@ -327,12 +327,7 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
   size_t released = 0;          // endings [0, released) are out of the state
   // Whole GPUs the job needs in all: with fewer free in the whole cluster, no search can place
   // it (a gang waiting for many endings is probed cheaply while the count is short).
-  int64_t whole_needed = 0;
-  for (const TaskRequest& t : job.tasks) {
-    if (t.per_replica.gpu.mode == GpuMode::kWhole) {
-      whole_needed += int64_t{t.replicas} * t.per_replica.gpu.count;
-    }
-  }
+  const int64_t whole_needed = job.WholeGpusNeeded().value_or(0);
   auto fits_after = [&](size_t k) -> std::optional<Allocation> {
     sort_to(k);
     for (; released < k; ++released) {

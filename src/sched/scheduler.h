@@ -208,14 +208,14 @@ class Scheduler {
                                               const Reservations& reservations,
                                               int64_t now_ms) const;
 
-  // The decision for a job that cannot start now but could some day; makes the queue's first
-  // such job the holder of its reservation (with backfill on).
   struct CycleState;
   // Decides `pending` in the cycle's order (fair share between queues, each queue's ordering);
   // decide_next(lane) decides a lane's next job into `decisions`.
   template <typename DecideNext>
   void DecideAll(const std::vector<const PendingJob*>& pending, int64_t now_ms, CycleState& cycle,
                  const std::vector<Decision>& decisions, DecideNext& decide_next) const;
+  // The decision for a job that cannot start now but could some day; makes the queue's first
+  // such job the holder of its reservation (with backfill on).
   Decision Wait(ClusterState& state, const PendingJob& p, int64_t now_ms, std::string reason,
                 CycleState& cycle) const;
 
