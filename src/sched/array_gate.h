@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,12 +42,12 @@ template <typename Handle>
 class ArrayGate {
  public:
   // An element holding its allocation: it counts against its array's parallelism.
-  void Holding(const std::string& ns, const JobArraySpec& a) {
+  void Holding(std::string_view ns, const JobArraySpec& a) {
     members_.push_back({Cat(ns, "/", a.name), a.index, a.parallelism, true});
     handles_.emplace_back();
   }
   // A pending element the scheduler could place.
-  void Candidate(const std::string& ns, const JobArraySpec& a, Handle handle) {
+  void Candidate(std::string_view ns, const JobArraySpec& a, Handle handle) {
     members_.push_back({Cat(ns, "/", a.name), a.index, a.parallelism, false});
     handles_.push_back(std::move(handle));
   }

@@ -4,16 +4,17 @@
 #include <utility>
 
 #include "sched/array_gate.h"
+#include "sched/backlog.h"
 #include "sched/job_request.h"
 #include "sched/plugins/scores.h"
 #include "sched/usage_window.h"
 
 namespace gpucloud::sched {
 
-PendingJob PendingOf(const std::string& key, const Job& job, const JobView& v) {
+PendingJob PendingOf(std::string_view key, const Job& job, const JobView& v) {
   PendingJob p;
   p.request = MakeJobRequest(job);
-  p.request.key = key;
+  p.request.key = std::string(key);
   p.queue = job.spec.queue;
   p.priority = job.spec.priority;
   p.submit_ms = v.submit_ms;
@@ -24,10 +25,10 @@ PendingJob PendingOf(const std::string& key, const Job& job, const JobView& v) {
   return p;
 }
 
-Allocation AllocationOf(const std::string& key, const Job& job, const JobView& v,
+Allocation AllocationOf(std::string_view key, const Job& job, const JobView& v,
                         const std::map<std::string, NodeIndex>& index, const ClusterState& state) {
   Allocation a;
-  a.job = key;
+  a.job = std::string(key);
   a.queue = job.spec.queue;
   a.priority = job.spec.priority;
   a.preemptible = job.spec.billing == BillingClass::kSpot;
@@ -53,6 +54,10 @@ Allocation AllocationOf(const std::string& key, const Job& job, const JobView& v
   return a;
 }
 
+void AddToWindow(UsageWindow& window, const std::string& queue, const JobView& v) {
+  for (const UsageSpan& u : v.usage) window.Add(u.end_ms, queue, u.gpu_type, u.gpu_seconds / 3600);
+}
+
 Snapshot BuildSnapshot(std::vector<Node> nodes, const std::vector<SnapshotJob>& jobs,
                        int64_t window_ms, int64_t now_ms, const GpuCatalog& catalog) {
   Snapshot out;
@@ -66,30 +71,27 @@ Snapshot BuildSnapshot(std::vector<Node> nodes, const std::vector<SnapshotJob>& 
   ArrayGate<const SnapshotJob*> arrays;  // as the server: admitted elements after the others
   for (const SnapshotJob& j : jobs) {
     const JobView& v = *j.view;
-    const std::string key(j.key);
-    for (const UsageSpan& u : v.usage) {
-      usage.Add(u.end_ms, j.job->spec.queue, u.gpu_type, u.gpu_seconds / 3600);
-    }
+    AddToWindow(usage, j.job->spec.queue, v);
     if (InWorkload(v)) {
       for (const TaskSpec& t : j.job->spec.tasks) mix.Add(t.resources.gpu);
     }
-    const std::string ns = key.substr(0, key.find('/'));
+    const std::string_view ns = NamespaceOfKey(j.key);
     if (v.phase == JobViewPhase::kHolding || v.phase == JobViewPhase::kStopping) {
       if (Gated(j.job->spec)) arrays.Holding(ns, *j.job->spec.array);
-      Allocation a = AllocationOf(key, *j.job, v, out.index, *out.state);
+      Allocation a = AllocationOf(j.key, *j.job, v, out.index, *out.state);
       if (!a.replicas.empty() && !out.state->Commit(a).ok()) {
-        out.holding_conflicts.push_back(key);
+        out.holding_conflicts.emplace_back(j.key);
       }
     } else if (v.phase == JobViewPhase::kWaiting && v.not_before_ms <= now_ms) {
       if (Gated(j.job->spec)) {
         arrays.Candidate(ns, *j.job->spec.array, &j);
       } else {
-        out.pending.push_back(PendingOf(key, *j.job, v));
+        out.pending.push_back(PendingOf(j.key, *j.job, v));
       }
     }
   }
   for (const SnapshotJob* j : arrays.Decide().admitted) {
-    out.pending.push_back(PendingOf(std::string(j->key), *j->job, *j->view));
+    out.pending.push_back(PendingOf(j->key, *j->job, *j->view));
   }
   out.history = usage.history();
   out.workload = mix.Shares();

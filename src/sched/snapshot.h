@@ -22,6 +22,7 @@
 #include "sched/cluster_state.h"
 #include "sched/queue_quota.h"
 #include "sched/scheduler.h"
+#include "sched/usage_window.h"
 
 namespace gpucloud::sched {
 
@@ -67,13 +68,16 @@ struct JobView {
 };
 
 // The scheduler's view of a waiting job `key` (spec `job`).
-PendingJob PendingOf(const std::string& key, const Job& job, const JobView& v);
+PendingJob PendingOf(std::string_view key, const Job& job, const JobView& v);
 
 // What a holding or stopping job holds in `state`: its placement on the nodes `index` still has
 // (a lost node holds nothing), without GPUs that turned unhealthy. Its expected end is the
 // user's runtime estimate from when it was bound, so that it survives every rebuild.
-Allocation AllocationOf(const std::string& key, const Job& job, const JobView& v,
+Allocation AllocationOf(std::string_view key, const Job& job, const JobView& v,
                         const std::map<std::string, NodeIndex>& index, const ClusterState& state);
+
+// Adds the job's ended attempts (v.usage) to the fair-share window, for its queue.
+void AddToWindow(UsageWindow& window, const std::string& queue, const JobView& v);
 
 // Whether the job takes part in the request mix a Fragmentation score protects (it waits or
 // holds GPUs now).

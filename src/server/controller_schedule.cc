@@ -174,15 +174,13 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
     if (!entry.job) continue;
     const Job& job = *entry.job;
     if (recorder_) recorder_->Job(now, entry.key, job, entry.view);
-    if (fair_share) {
-      for (const sched::UsageSpan& u : entry.view.usage) {
-        usage.Add(u.end_ms, job.spec.queue, u.gpu_type, u.gpu_seconds / 3600);
-      }
-    }
-    if (sched::InWorkload(entry.view)) {
+    // Classified by the view, as sched::BuildSnapshot classifies it.
+    const sched::JobView& v = entry.view;
+    if (fair_share) sched::AddToWindow(usage, job.spec.queue, v);
+    if (sched::InWorkload(v)) {
       for (const TaskSpec& t : job.spec.tasks) mix.Add(t.resources.gpu);
     }
-    if (s.Active() || s.Stopping()) {
+    if (v.phase == sched::JobViewPhase::kHolding || v.phase == sched::JobViewPhase::kStopping) {
       if (Gated(job.spec)) arrays.Holding(entry.ns, *job.spec.array);
       if (pass.live_jobs_due) {
         pass.metrics.live_jobs.emplace_hint(pass.metrics.live_jobs.end(), entry.key,
@@ -191,10 +189,10 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
       HoldActiveJob(obj);
       continue;
     }
-    if (s.phase != api::JobPhase::kPending || s.cancel_requested || s.delete_requested) continue;
+    if (v.phase != sched::JobViewPhase::kWaiting) continue;
     ++pass.metrics.pending_by_queue[job.spec.queue];
-    if (s.not_before_ms > now) continue;
-    if (!entry.request) entry.request = sched::PendingOf(entry.key, job, entry.view);
+    if (v.not_before_ms > now) continue;
+    if (!entry.request) entry.request = sched::PendingOf(entry.key, job, v);
     if (Gated(job.spec)) {
       arrays.Candidate(entry.ns, *job.spec.array, &obj);
       continue;
