@@ -304,11 +304,14 @@ absl::Status ControlPlane::Start() {
   co.checkpoint_root =
       m.options.checkpoint_root.empty() ? dir + "/checkpoints" : m.options.checkpoint_root;
   if (!m.options.record_scheduler.empty()) {
-    m.recording.open(m.options.record_scheduler, std::ios::app);
     // A line the last server was writing when it died ends here, before this start's header.
-    if (std::error_code ec; std::filesystem::file_size(m.options.record_scheduler, ec) > 0) {
-      m.recording << '\n';
+    bool torn = false;
+    if (std::ifstream last(m.options.record_scheduler, std::ios::binary);
+        last && last.seekg(-1, std::ios::end)) {
+      torn = last.get() != '\n';
     }
+    m.recording.open(m.options.record_scheduler, std::ios::app);
+    if (torn) m.recording << '\n';
     if (!m.recording) {
       return absl::InvalidArgumentError(
           Cat("--record-scheduler: cannot write ", m.options.record_scheduler));

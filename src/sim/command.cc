@@ -121,7 +121,66 @@ absl::Status WriteFile(const std::filesystem::path& path, const std::string& tex
 // no policy, checks that every pass decides as the server did (exit 3 when not).
 int RunReplay(const std::string& file, const std::string& text,
               const std::vector<std::string>& policies, const std::string& out_dir,
-              std::ostream& out, std::ostream& err);
+              std::ostream& out, std::ostream& err) {
+  auto fail = [&](const absl::Status& s) {
+    err << "gpucloud sim: " << s.message() << "\n";
+    return kExitInvalid;
+  };
+  if (policies.size() > 1) {
+    err << "gpucloud sim: a recording replays with one --policy (a what-if) or none (a check)\n";
+    return kExitUsage;
+  }
+  ReplayOptions options;
+  std::string policy_name = "the recorded configuration";
+  if (!policies.empty()) {
+    absl::StatusOr<Policy> p = LoadPolicy(policies[0]);
+    if (!p.ok()) return fail(p.status());
+    options.policy = p->config;
+    policy_name = p->name;
+  }
+  absl::StatusOr<ReplayResult> r = Replay(text, options);
+  if (!r.ok()) return fail(absl::InvalidArgumentError(Cat(file, ": ", r.status().message())));
+  out << fmt::format(
+      "replayed {}: {} passes, {} jobs, {} node changes; the server decided {} times ({} binds, "
+      "{} preemptions, {} rejections, {} waits)\n",
+      file, r->passes, r->jobs, r->node_changes, r->decisions, r->binds, r->preemptions,
+      r->rejections, r->waits);
+  if (r->torn_lines > 0) {
+    out << r->torn_lines << " line(s) cut short by a crash of the server skipped\n";
+  }
+  if (r->holding_conflicts > 0) {
+    out << r->holding_conflicts << " recorded holdings did not fit the recorded nodes\n";
+  }
+  if (r->first) {
+    out << fmt::format("{}: {} of {} passes decide differently\n", policy_name, r->differing_passes,
+                       r->passes)
+        << DescribeDivergence(*r->first) << "\n";
+  } else {
+    out << policy_name << ": the same decisions in the same order as the server\n";
+  }
+  if (!out_dir.empty()) {
+    nlohmann::json j{{"recording", file},
+                     {"policy", policy_name},
+                     {"passes", r->passes},
+                     {"jobs", r->jobs},
+                     {"decisions", r->decisions},
+                     {"binds", r->binds},
+                     {"preemptions", r->preemptions},
+                     {"rejections", r->rejections},
+                     {"waits", r->waits},
+                     {"differingPasses", r->differing_passes}};
+    if (r->first) j["firstDifference"] = DescribeDivergence(*r->first);
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) return fail(absl::InternalError(Cat(out_dir, ": ", ec.message())));
+    if (absl::Status s =
+            WriteFile(std::filesystem::path(out_dir) / "replay.json", j.dump(2) + "\n");
+        !s.ok()) {
+      return fail(s);
+    }
+  }
+  return r->first && !options.policy ? kExitDiverged : kExitOk;
+}
 
 }  // namespace
 
@@ -359,73 +418,4 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   return kExitOk;
 }
 
-}  // namespace gpucloud::sim
-
-namespace gpucloud::sim {
-namespace {
-
-int RunReplay(const std::string& file, const std::string& text,
-              const std::vector<std::string>& policies, const std::string& out_dir,
-              std::ostream& out, std::ostream& err) {
-  auto fail = [&](const absl::Status& s) {
-    err << "gpucloud sim: " << s.message() << "\n";
-    return kExitInvalid;
-  };
-  if (policies.size() > 1) {
-    err << "gpucloud sim: a recording replays with one --policy (a what-if) or none (a check)\n";
-    return kExitUsage;
-  }
-  ReplayOptions options;
-  std::string policy_name = "the recorded configuration";
-  if (!policies.empty()) {
-    absl::StatusOr<Policy> p = LoadPolicy(policies[0]);
-    if (!p.ok()) return fail(p.status());
-    options.policy = p->config;
-    policy_name = p->name;
-  }
-  absl::StatusOr<ReplayResult> r = Replay(text, options);
-  if (!r.ok()) return fail(absl::InvalidArgumentError(Cat(file, ": ", r.status().message())));
-  out << fmt::format(
-      "replayed {}: {} passes, {} jobs, {} node changes; the server decided {} times ({} binds, "
-      "{} preemptions, {} rejections, {} waits)\n",
-      file, r->passes, r->jobs, r->node_changes, r->decisions, r->binds, r->preemptions,
-      r->rejections, r->waits);
-  if (r->torn_lines > 0) {
-    out << r->torn_lines << " line(s) cut short by a crash of the server skipped\n";
-  }
-  if (r->holding_conflicts > 0) {
-    out << r->holding_conflicts << " recorded holdings did not fit the recorded nodes\n";
-  }
-  if (r->first) {
-    out << fmt::format("{}: {} of {} passes decide differently\n", policy_name, r->differing_passes,
-                       r->passes)
-        << DescribeDivergence(*r->first) << "\n";
-  } else {
-    out << policy_name << ": the same decisions in the same order as the server\n";
-  }
-  if (!out_dir.empty()) {
-    nlohmann::json j{{"recording", file},
-                     {"policy", policy_name},
-                     {"passes", r->passes},
-                     {"jobs", r->jobs},
-                     {"decisions", r->decisions},
-                     {"binds", r->binds},
-                     {"preemptions", r->preemptions},
-                     {"rejections", r->rejections},
-                     {"waits", r->waits},
-                     {"differingPasses", r->differing_passes}};
-    if (r->first) j["firstDifference"] = DescribeDivergence(*r->first);
-    std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    if (ec) return fail(absl::InternalError(Cat(out_dir, ": ", ec.message())));
-    if (absl::Status s =
-            WriteFile(std::filesystem::path(out_dir) / "replay.json", j.dump(2) + "\n");
-        !s.ok()) {
-      return fail(s);
-    }
-  }
-  return r->first && !options.policy ? kExitDiverged : kExitOk;
-}
-
-}  // namespace
 }  // namespace gpucloud::sim
