@@ -105,7 +105,11 @@ int RunNode(GpuBackend& backend, const api::ClientConfig& server, NodeAgentOptio
     WaitForStopSignal();
     agent.Stop();
   });
-  out << "gpucloud agent: joining " << server.host << ":" << server.port << std::endl;
+  out << "gpucloud agent: joining " << server.host << ":" << server.port;
+  for (const api::ServerAddress& more : server.more_servers) {
+    out << ", " << more.host << ":" << more.port;
+  }
+  out << std::endl;
   absl::Status s = agent.Run();
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
@@ -135,7 +139,9 @@ int RunAgent(int argc, const char* const* argv, std::ostream& out, std::ostream&
   NodeAgentOptions options;
   std::vector<std::string> labels;
   run->add_option("--config", config_path, "client config (server, certificate-authority, token)");
-  run->add_option("--server", server_url, "the control plane's URL (instead of --config)");
+  run->add_option(
+      "--server", server_url,
+      "the control plane's URL, or its servers' URLs separated by commas (instead of --config)");
   run->add_option("--ca", ca, "the control plane's CA certificate (with --server)");
   run->add_option("--token-file", token_file, "file holding the bootstrap token (with --server)");
   run->add_option("--node-name", options.node_name, "this node's name (default: the host name)");

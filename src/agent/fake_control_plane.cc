@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -65,6 +66,8 @@ struct FakeControlPlane::State {
   std::vector<std::pair<int64_t, std::string>> events;
   int64_t revision = 1;
   bool acknowledge = false;
+  bool standby = false;
+  int refused = 0;
   SecretsAnswer secrets_answer;
   int secrets_requests = 0;
   LogAnswer log_answer;
@@ -96,6 +99,11 @@ struct FakeControlPlane::State {
       http::read(stream, buf, req, ec);
       if (ec) break;
       RequestTarget target = ParseRequestTarget(std::string(req.target()));
+      if (Refuses()) {
+        http::write(stream, Answer(req, 503, R"({"message": "a standby"})"), ec);
+        if (!req.keep_alive()) break;
+        continue;
+      }
       if (req.method() == http::verb::get && target.query.contains("watch")) {
         Watch(stream, req, target);
         break;
@@ -105,6 +113,12 @@ struct FakeControlPlane::State {
     }
     std::lock_guard lock(mu);
     fds.erase(fd);
+  }
+
+  bool Refuses() {
+    std::lock_guard lock(mu);
+    if (standby) ++refused;
+    return standby;
   }
 
   Response Handle(const Request& req, const RequestTarget& target) {
@@ -231,11 +245,13 @@ struct FakeControlPlane::State {
 
 FakeControlPlane::FakeControlPlane(const std::string& dir) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  auto [key, cert] = testing_util::MakeKeyAndSelfSignedCert("localhost", 1);
   s.ca_path = Cat(dir, "/fake-server.crt");
   const std::string key_path = Cat(dir, "/fake-server.key");
-  (void)WritePrivateFile(s.ca_path, cert);
-  (void)WritePrivateFile(key_path, key);
+  if (!std::filesystem::exists(s.ca_path) || !std::filesystem::exists(key_path)) {
+    auto [key, cert] = testing_util::MakeKeyAndSelfSignedCert("localhost", 1);
+    (void)WritePrivateFile(s.ca_path, cert);
+    (void)WritePrivateFile(key_path, key);
+  }
   s.tls.use_certificate_chain_file(s.ca_path);
   s.tls.use_private_key_file(key_path, asio::ssl::context::pem);
   s.acceptor.open(tcp::v4());
@@ -303,6 +319,16 @@ void FakeControlPlane::DeleteAssignment(const std::string& name) {
 void FakeControlPlane::AcknowledgeEnded(bool on) {
   std::lock_guard lock(state_->mu);
   state_->acknowledge = on;
+}
+
+void FakeControlPlane::SetStandby(bool on) {
+  std::lock_guard lock(state_->mu);
+  state_->standby = on;
+}
+
+int FakeControlPlane::refused() const {
+  std::lock_guard lock(state_->mu);
+  return state_->refused;
 }
 
 void FakeControlPlane::SetSecretsAnswer(SecretsAnswer answer) {

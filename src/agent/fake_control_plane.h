@@ -11,8 +11,9 @@
 //   GET  nodes/NAME/assignments/A/secrets     the test's answer (SetSecretsAnswer), counted
 //   POST namespaces/NS/jobs/J/logs?...        the test's answer (SetLogAnswer), counted; else
 //                                             appended when at the log's size (200), else 409
-// Anything else is 404. Test-only. Thread-safe: a thread per connection; Await* wait on a
-// condition variable with a deadline.
+// Anything else is 404. While SetStandby(true), every request (watches too) is answered 503, as
+// a standby server of an HA control plane answers the agent's. Test-only. Thread-safe: a thread per
+// connection; Await* wait on a condition variable with a deadline.
 #ifndef GPUCLOUD_AGENT_FAKE_CONTROL_PLANE_H_
 #define GPUCLOUD_AGENT_FAKE_CONTROL_PLANE_H_
 
@@ -40,7 +41,9 @@ class FakeControlPlane {
   // The status and body of the n-th (0-based) log chunk request, or nullopt to store it.
   using LogAnswer = std::function<std::optional<std::pair<int, std::string>>(int n)>;
 
-  // Listens on a free port of 127.0.0.1; its certificate and key are written into `dir`.
+  // Listens on a free port of 127.0.0.1; its certificate and key are written into `dir`, or
+  // taken from there when an earlier one wrote them (fakes in one directory stand for the
+  // servers of one control plane: one certificate, so one CA file trusts them all).
   explicit FakeControlPlane(const std::string& dir);
   ~FakeControlPlane();  // closes the listener and every connection, and joins their threads
   FakeControlPlane(const FakeControlPlane&) = delete;
@@ -55,6 +58,9 @@ class FakeControlPlane {
 
   // Whether heartbeat answers acknowledge the ended reports they carried (off at first).
   void AcknowledgeEnded(bool on);
+  // Whether it answers every request 503 (a standby); off at first. refused(): how many it did.
+  void SetStandby(bool on);
+  int refused() const;
   // How secrets requests are answered; by default 404 {"message": "no such assignment"}.
   void SetSecretsAnswer(SecretsAnswer answer);
   // How log chunks are answered; by default each is stored (LogAnswer's nullopt).

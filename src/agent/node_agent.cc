@@ -179,7 +179,7 @@ bool NodeAgent::Impl::Register() {
     } else {
       absl::StatusOr<api::HttpResponse> r = client.Call("PUT", api::NodePath(o.node_name), *body);
       if (r.ok() && (r->status == 200 || r->status == 201)) {
-        Log(Cat("registered with ", client.config().host, ":", client.config().port));
+        Log(Cat("registered with ", client.server().host, ":", client.server().port));
         return true;
       }
       Log(Cat("registration failed: ",

@@ -118,6 +118,9 @@ struct NodeAgent::Impl {
   std::map<std::string, int> pulls_logged;         // image -> ImagePuller::State::pulls logged
   std::set<std::string> pre_pulled;                // the operator's prePull images, once each
   std::atomic<bool> stop{false};
+  // The last heartbeat was not taken (MainLoop's thread only): logged once when that starts,
+  // and once when heartbeats are taken again (with the server that took them).
+  bool heartbeat_failing = false;
 
   std::map<std::string, api::Assignment> desired;  // guarded by mu
   bool desired_known = false;                      // guarded by mu: listed at least once

@@ -168,7 +168,15 @@ void NodeAgent::Impl::Heartbeat() {
     Log("the server does not know this node: registering again");
     Register();
   }
-  if (r.ok() && r->status == 200) ReadHeartbeatAnswer(r->body);
+  const bool taken = r.ok() && r->status == 200;
+  if (taken) ReadHeartbeatAnswer(r->body);
+  if (taken == heartbeat_failing) {
+    heartbeat_failing = !taken;
+    Log(taken ? Cat("heartbeats are taken again, by ", client.server().host, ":",
+                    client.server().port)
+              : Cat("heartbeat not taken: ", r.ok() ? Cat("HTTP ", r->status, " ", r->body)
+                                                    : std::string(r.status().message())));
+  }
 }
 
 std::vector<api::TaskReport> NodeAgent::Impl::HeartbeatTasks(absl::Time now) {

@@ -20,6 +20,8 @@
 #include "agent/fake_control_plane.h"
 #include "agent/heartbeat_reports.h"
 #include "agent/simulated_backend.h"
+#include "api/client.h"
+#include "api/paths.h"
 #include "api/wire.h"
 #include "core/clock.h"
 #include "core/text.h"
@@ -86,7 +88,8 @@ class NodeAgentTest : public ::testing::Test {
     if (run_.joinable()) run_.join();
   }
 
-  void StartAgent(absl::Duration heartbeat = absl::Seconds(1)) {
+  void StartAgent(absl::Duration heartbeat = absl::Seconds(1),
+                  std::optional<api::ClientConfig> server = std::nullopt) {
     NodeAgentOptions o;
     o.heartbeat = heartbeat;
     o.node_name = "node-a";
@@ -95,7 +98,8 @@ class NodeAgentTest : public ::testing::Test {
     o.allow_host_processes = true;
     o.kill_tasks_on_stop = true;
     o.cdi_spec_dir = "";
-    agent_ = std::make_unique<NodeAgent>(plane_.client_config(), *backend_, clock_, o);
+    agent_ = std::make_unique<NodeAgent>(server ? *server : plane_.client_config(), *backend_,
+                                         clock_, o);
     run_ = std::thread([this] { run_status_ = agent_->Run(); });
     ASSERT_TRUE(plane_.AwaitHeartbeats([](const auto& hs) { return !hs.empty(); }))
         << "the agent never heartbeat";
@@ -309,6 +313,111 @@ TEST_F(NodeAgentTest, HeartbeatsByTheClockWhenNothingChanges) {
   clock_.Advance(1);
   ASSERT_TRUE(agent_->AwaitPassForTest());
   EXPECT_EQ(plane_.heartbeats().size(), before + 1);
+}
+
+// Several servers (an HA control plane): `first`, then `second` (fakes made in one directory,
+// so that they share a certificate).
+api::ClientConfig TwoServers(const FakeControlPlane& first, const FakeControlPlane& second) {
+  api::ClientConfig c = first.client_config();
+  c.more_servers = {{"127.0.0.1", second.client_config().port}};
+  return c;
+}
+
+TEST_F(NodeAgentTest, TheClientFailsOverFromAStandbyAndStaysWithTheServerThatAnswered) {
+  std::unique_ptr<FakeControlPlane> standby =
+      std::make_unique<FakeControlPlane>(tmp_.path().string());
+  standby->SetStandby(true);
+  api::Client client(TwoServers(*standby, plane_));
+  const std::string path = api::AssignmentsPath("node-a");
+  absl::StatusOr<api::HttpResponse> r = client.Call("GET", path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(standby->refused(), 1);
+  ASSERT_TRUE(client.Call("GET", path).ok());
+  EXPECT_EQ(standby->refused(), 1) << "went back to the standby";
+  // The other way round: the server in use turns standby, the first answers again.
+  standby->SetStandby(false);
+  plane_.SetStandby(true);
+  r = client.Call("PUT", api::NodePath("node-a"), "{}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(standby->registrations(), 1);
+  EXPECT_EQ(plane_.refused(), 1);
+  // Both standby: the last 503 comes back, after each was asked once.
+  standby->SetStandby(true);
+  r = client.Call("GET", path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(standby->refused(), 2);
+  EXPECT_EQ(plane_.refused(), 2);
+}
+
+TEST_F(NodeAgentTest, TheClientFailsOverFromAnUnreachableServer) {
+  api::ClientConfig c;
+  {
+    std::unique_ptr<FakeControlPlane> gone =
+        std::make_unique<FakeControlPlane>(tmp_.path().string());
+    c = TwoServers(*gone, plane_);
+  }  // its port is closed now
+  api::Client client(c);
+  absl::StatusOr<api::HttpResponse> r =
+      client.Call("POST", api::NodeVerbPath("node-a", "heartbeat"), api::HeartbeatToJson({}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(plane_.heartbeats().size(), 1u);
+  // A watch fails over too.
+  api::Client watcher(c);
+  std::atomic<bool> cancel{true};
+  r = watcher.Stream(
+      api::AssignmentsPath("node-a") + "?watch=true&resourceVersion=1", [](const std::string&) {},
+      5, &cancel);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  // With one server only, the error names it.
+  api::ClientConfig alone = c;
+  alone.more_servers.clear();
+  r = api::Client(alone).Call("GET", api::AssignmentsPath("node-a"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find(Cat("cannot reach 127.0.0.1:", c.port)), std::string::npos)
+      << r.status();
+}
+
+// The server in use dies with the client's connection open: a POST that may have reached it is
+// not sent elsewhere (Unavailable), the next request goes to the next server.
+TEST_F(NodeAgentTest, TheClientMovesOnWhenTheServerItUsesDies) {
+  auto first = std::make_unique<FakeControlPlane>(tmp_.path().string());
+  api::Client client(TwoServers(*first, plane_));
+  const std::string heartbeat = api::NodeVerbPath("node-a", "heartbeat");
+  ASSERT_EQ(client.Call("POST", heartbeat, api::HeartbeatToJson({}))->status, 200);
+  first.reset();
+  absl::StatusOr<api::HttpResponse> r = client.Call("POST", heartbeat, api::HeartbeatToJson({}));
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << (r.ok() ? r->body : r.status().ToString());
+  EXPECT_TRUE(plane_.heartbeats().empty());
+  r = client.Call("POST", heartbeat, api::HeartbeatToJson({}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(plane_.heartbeats().size(), 1u);
+  // An idempotent request is sent to the next server at once.
+  auto third = std::make_unique<FakeControlPlane>(tmp_.path().string());
+  api::ClientConfig c = TwoServers(plane_, *third);
+  api::Client reader(c);
+  ASSERT_EQ(reader.Call("GET", api::AssignmentsPath("node-a"))->status, 200);
+}
+
+// An agent given a standby first and the leader second registers with and heartbeats to the
+// leader, and runs what it assigns.
+TEST_F(NodeAgentTest, AnAgentGivenSeveralServersWorksWithTheOneThatTakesItsTraffic) {
+  std::unique_ptr<FakeControlPlane> standby =
+      std::make_unique<FakeControlPlane>(tmp_.path().string());
+  standby->SetStandby(true);
+  ASSERT_NO_FATAL_FAILURE(StartAgent(absl::Seconds(1), TwoServers(*standby, plane_)));
+  EXPECT_GE(plane_.registrations(), 1);
+  EXPECT_GE(standby->refused(), 1);
+  const api::Assignment a = Task("runs", "true");
+  plane_.PutAssignment(a);
+  EXPECT_TRUE(AwaitState(a, api::TaskState::kSucceeded));
+  EXPECT_EQ(standby->registrations(), 0);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include <limits>
 #include <optional>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "api/paths.h"
 #include "core/text.h"
 
@@ -46,6 +48,65 @@ absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path) {
   return ParseClientConfig(text, path);
 }
 
+namespace {
+
+// "https://HOST[:PORT][/...]": the port is 443 when not given.
+absl::StatusOr<ServerAddress> ParseServerUrl(std::string_view url, const std::string& path) {
+  if (!url.starts_with("https://")) {
+    return absl::InvalidArgumentError(Cat(path, ": server: must start with https://, got ", url));
+  }
+  std::string hostport(url.substr(8));
+  if (size_t slash = hostport.find('/'); slash != std::string::npos) hostport.resize(slash);
+  ServerAddress a;
+  size_t colon = hostport.rfind(':');
+  // "[::1]:8443" and "[::1]": the colon inside the brackets is not the port's.
+  if (colon != std::string::npos && hostport.find(']', colon) != std::string::npos) {
+    colon = std::string::npos;
+  }
+  a.host = hostport.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') {
+    a.host = a.host.substr(1, a.host.size() - 2);
+  }
+  if (a.host.empty()) return absl::InvalidArgumentError(Cat(path, ": server: no host in ", url));
+  if (colon != std::string::npos) {
+    std::string port = hostport.substr(colon + 1);
+    if (!absl::SimpleAtoi(port, &a.port) || a.port < 1 || a.port > 65535) {
+      return absl::InvalidArgumentError(Cat(path, ": server: bad port in ", url));
+    }
+  }
+  return a;
+}
+
+// `server:` as one URL, URLs separated by commas, or a YAML list of URLs.
+absl::StatusOr<std::vector<ServerAddress>> ParseServers(const YAML::Node& node,
+                                                        const std::string& path) {
+  std::vector<std::string> urls;
+  if (node && node.IsScalar()) {
+    for (std::string u : SplitAny(node.Scalar(), ",")) {
+      std::string trimmed(absl::StripAsciiWhitespace(u));
+      if (!trimmed.empty()) urls.push_back(std::move(trimmed));
+    }
+  } else if (node && node.IsSequence()) {
+    for (const YAML::Node& u : node) {
+      if (!u.IsScalar()) {
+        return absl::InvalidArgumentError(Cat(path, ": server: a list of https:// URLs"));
+      }
+      urls.push_back(u.Scalar());
+    }
+  } else if (node && !node.IsNull()) {
+    return absl::InvalidArgumentError(Cat(path, ": server: a URL or a list of URLs"));
+  }
+  std::vector<ServerAddress> out;
+  for (const std::string& u : urls) {
+    absl::StatusOr<ServerAddress> a = ParseServerUrl(u, path);
+    if (!a.ok()) return a.status();
+    out.push_back(std::move(*a));
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const std::string& path) {
   YAML::Node doc;
   try {
@@ -58,8 +119,11 @@ absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const st
     return doc.IsMap() && doc[key] && doc[key].IsScalar() && !doc[key].Scalar().empty();
   };
   const bool certificate = given("client-certificate") || given("client-key");
-  for (const char* key :
-       {"server", "certificate-authority", certificate ? "client-certificate" : "token"}) {
+  absl::StatusOr<std::vector<ServerAddress>> servers =
+      doc.IsMap() ? ParseServers(doc["server"], path) : std::vector<ServerAddress>{};
+  if (!servers.ok()) return servers.status();
+  if (servers->empty()) return absl::InvalidArgumentError(Cat(path, ": server: is required"));
+  for (const char* key : {"certificate-authority", certificate ? "client-certificate" : "token"}) {
     if (!given(key)) return absl::InvalidArgumentError(Cat(path, ": ", key, ": is required"));
   }
   if (certificate) {
@@ -70,22 +134,9 @@ absl::StatusOr<ClientConfig> ParseClientConfig(const std::string& text, const st
     c.cert_path = doc["client-certificate"].Scalar();
     c.key_path = doc["client-key"].Scalar();
   }
-  std::string server = doc["server"].Scalar();
-  if (!server.starts_with("https://")) {
-    return absl::InvalidArgumentError(
-        Cat(path, ": server: must start with https://, got ", server));
-  }
-  std::string hostport = server.substr(8);
-  if (size_t slash = hostport.find('/'); slash != std::string::npos) hostport.resize(slash);
-  size_t colon = hostport.rfind(':');
-  c.host = hostport.substr(0, colon);
-  if (colon != std::string::npos) {
-    try {
-      c.port = std::stoi(hostport.substr(colon + 1));
-    } catch (...) {
-      return absl::InvalidArgumentError(Cat(path, ": server: bad port in ", server));
-    }
-  }
+  c.host = servers->front().host;
+  c.port = servers->front().port;
+  c.more_servers.assign(servers->begin() + 1, servers->end());
   c.ca_path = doc["certificate-authority"].Scalar();
   if (given("token")) c.token = doc["token"].Scalar();
   return c;
@@ -119,7 +170,9 @@ struct Connection {
   // The client certificate file's identity when it was loaded (a renewal replaces the file).
   std::pair<ino_t, int64_t> cert_file{};
 
-  absl::Status Open(const ClientConfig& c) {
+  // Connects to `a` within kConnectSeconds and shakes hands within kHandshakeSeconds (a dead
+  // machine or a hung server must not hold the caller for minutes: the next server waits).
+  absl::Status Open(const ClientConfig& c, const ServerAddress& a) {
     beast::error_code ec;
     ctx.load_verify_file(c.ca_path, ec);
     if (ec) return absl::InvalidArgumentError(Cat(c.ca_path, ": ", ec.message()));
@@ -133,31 +186,65 @@ struct Connection {
     ctx.set_verify_mode(asio::ssl::verify_peer);
     SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_3_VERSION);
     stream.emplace(io, ctx);
-    std::string sni = c.host == "127.0.0.1" ? "localhost" : c.host;
+    std::string sni = a.host == "127.0.0.1" ? "localhost" : a.host;
     SSL_set_tlsext_host_name(stream->native_handle(), sni.c_str());
     stream->set_verify_callback(asio::ssl::host_name_verification(sni));
     asio::ip::tcp::resolver resolver(io);
-    auto endpoints = resolver.resolve(c.host, std::to_string(c.port), ec);
-    if (!ec) beast::get_lowest_layer(*stream).connect(endpoints, ec);
-    if (ec)
-      return absl::UnavailableError(Cat("cannot reach ", c.host, ":", c.port, ": ", ec.message()));
+    auto endpoints = resolver.resolve(a.host, std::to_string(a.port), ec);
+    beast::tcp_stream& tcp = beast::get_lowest_layer(*stream);
+    if (!ec) {
+      tcp.expires_after(std::chrono::seconds(kConnectSeconds));
+      tcp.async_connect(endpoints, [&ec](beast::error_code e, const auto&) { ec = e; });
+      RunPending();
+    }
+    if (ec) {
+      return absl::UnavailableError(Cat("cannot reach ", a.host, ":", a.port, ": ", ec.message()));
+    }
     // Without it, the request written right after the handshake's last flight waits for that
     // flight's ACK, which a server with nothing to send (no session tickets) delays by 40 ms.
     boost::system::error_code nodelay_ec;
-    beast::get_lowest_layer(*stream).socket().set_option(asio::ip::tcp::no_delay(true), nodelay_ec);
-    stream->handshake(asio::ssl::stream_base::client, ec);
-    if (ec) return absl::UnavailableError(Cat("TLS with ", c.host, ": ", ec.message()));
+    tcp.socket().set_option(asio::ip::tcp::no_delay(true), nodelay_ec);
+    tcp.expires_after(std::chrono::seconds(kHandshakeSeconds));
+    stream->async_handshake(asio::ssl::stream_base::client, [&ec](beast::error_code e) { ec = e; });
+    RunPending();
+    if (ec) return absl::UnavailableError(Cat("TLS with ", a.host, ": ", ec.message()));
+    tcp.expires_never();  // the synchronous reads and writes that follow have their own bounds
     return absl::OkStatus();
   }
+
+  void RunPending() {
+    io.run();
+    io.restart();
+  }
+
+  static constexpr int kConnectSeconds = 5;
+  static constexpr int kHandshakeSeconds = 10;
 };
 
 Client::Client(ClientConfig config) : config_(std::move(config)) {}
 Client::~Client() = default;
-Client::Client(const Client& other) : config_(other.config_) {}
+Client::Client(const Client& other) : config_(other.config_), current_(other.current_) {}
 
 void Client::SetConfig(ClientConfig config) {
   config_ = std::move(config);
   conn_.reset();
+  current_ = 0;
+}
+
+std::vector<ServerAddress> Client::Servers() const {
+  std::vector<ServerAddress> out{{config_.host, config_.port}};
+  out.insert(out.end(), config_.more_servers.begin(), config_.more_servers.end());
+  return out;
+}
+
+ServerAddress Client::server() const {
+  if (current_ == 0 || current_ > config_.more_servers.size()) return {config_.host, config_.port};
+  return config_.more_servers[current_ - 1];
+}
+
+void Client::FailOver() const {
+  conn_.reset();
+  current_ = (current_ + 1) % (1 + config_.more_servers.size());
 }
 
 namespace {
@@ -171,30 +258,54 @@ bool Readable(Stream& stream, const beast::flat_buffer& buffered, int seconds) {
   return poll(&p, 1, seconds * 1000) > 0;
 }
 
+// Whether a request that may have been carried out can be sent again (RFC 9110 9.2.2).
+bool Idempotent(std::string_view method) {
+  return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE";
+}
+
 }  // namespace
 
 absl::StatusOr<HttpResponse> Client::Stream(const std::string& target,
                                             const std::function<void(const std::string&)>& on_line,
                                             int idle_seconds,
                                             const std::atomic<bool>* cancel) const {
+  const size_t n = 1 + config_.more_servers.size();
+  absl::StatusOr<HttpResponse> r;
+  for (size_t tried = 0; tried < n; ++tried) {
+    bool streaming = false;
+    r = StreamOne(target, on_line, idle_seconds, cancel, &streaming);
+    if (streaming) return r;  // the stream ended or broke: the caller opens it again
+    bool fail_over = r.ok() ? r->status == 503 : absl::IsUnavailable(r.status());
+    if (!fail_over) return r;
+    FailOver();
+  }
+  return r;
+}
+
+absl::StatusOr<HttpResponse> Client::StreamOne(
+    const std::string& target, const std::function<void(const std::string&)>& on_line,
+    int idle_seconds, const std::atomic<bool>* cancel, bool* streaming) const {
+  const ServerAddress server = this->server();
   Connection conn;
-  if (absl::Status s = conn.Open(config_); !s.ok()) return s;
+  if (absl::Status s = conn.Open(config_, server); !s.ok()) return s;
   auto& stream = *conn.stream;
   http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, config_.host);
+  req.set(http::field::host, server.host);
   if (!config_.token.empty()) req.set(http::field::authorization, "Bearer " + config_.token);
   beast::error_code ec;
   http::write(stream, req, ec);
-  if (ec) return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
+  if (ec) return absl::UnavailableError(Cat("request to ", server.host, ": ", ec.message()));
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  http::read_header(stream, buf, parser, ec);
-  if (ec) return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
+  if (!Readable(stream, buf, 30)) ec = asio::error::timed_out;
+  if (!ec) http::read_header(stream, buf, parser, ec);
+  if (ec) return absl::UnavailableError(Cat("request to ", server.host, ": ", ec.message()));
   if (parser.get().result_int() != 200) {
     http::read(stream, buf, parser, ec);
     return HttpResponse{static_cast<int>(parser.get().result_int()), parser.get().body()};
   }
+  *streaming = true;
   std::string pending;
   auto on_chunk = [&](std::uint64_t, beast::string_view data, beast::error_code&) -> std::size_t {
     pending.append(data.data(), data.size());
@@ -208,7 +319,7 @@ absl::StatusOr<HttpResponse> Client::Stream(const std::string& target,
   while (!parser.is_done()) {
     if (idle_seconds > 0 && !Readable(stream, buf, idle_seconds)) {
       return absl::UnavailableError(
-          Cat("watch on ", config_.host, ": silent for ", idle_seconds, " s"));
+          Cat("watch on ", server.host, ": silent for ", idle_seconds, " s"));
     }
     http::read_some(stream, buf, parser, ec);
     if (ec) break;
@@ -219,8 +330,26 @@ absl::StatusOr<HttpResponse> Client::Stream(const std::string& target,
 
 absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::string& target,
                                           const std::string& body) const {
+  const size_t n = 1 + config_.more_servers.size();
+  absl::StatusOr<HttpResponse> r;
+  for (size_t tried = 0; tried < n; ++tried) {
+    bool sent = false;
+    r = CallOne(method, target, body, &sent);
+    bool fail_over = r.ok() ? r->status == 503
+                            : absl::IsUnavailable(r.status()) && (!sent || Idempotent(method));
+    if (!fail_over || n == 1) return r;
+    FailOver();
+  }
+  return r;
+}
+
+// One request to the current server. `sent`: whether it may have reached the server (then a
+// failure may have come after the server carried it out).
+absl::StatusOr<HttpResponse> Client::CallOne(std::string_view method, const std::string& target,
+                                             const std::string& body, bool* sent) const {
+  const ServerAddress server = this->server();
   http::request<http::string_body> req{http::string_to_verb(std::string(method)), target, 11};
-  req.set(http::field::host, config_.host);
+  req.set(http::field::host, server.host);
   if (!config_.token.empty()) req.set(http::field::authorization, "Bearer " + config_.token);
   req.set(http::field::content_type, "application/yaml");
   req.keep_alive(true);
@@ -236,11 +365,12 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
     bool reused = conn_ != nullptr;
     if (!conn_) {
       auto c = std::make_unique<Connection>();
-      if (absl::Status s = c->Open(config_); !s.ok()) return s;
+      if (absl::Status s = c->Open(config_, server); !s.ok()) return s;
       conn_ = std::move(c);
     }
     auto& stream = *conn_->stream;
     beast::error_code ec;
+    *sent = true;
     http::write(stream, req, ec);
     beast::flat_buffer buf;
     http::response_parser<http::string_body> parser;
@@ -250,14 +380,14 @@ absl::StatusOr<HttpResponse> Client::Call(std::string_view method, const std::st
     if (ec) {
       bool nothing_back = !parser.got_some();
       conn_.reset();
-      if (reused && nothing_back) continue;
-      return absl::UnavailableError(Cat("request to ", config_.host, ": ", ec.message()));
+      if (reused && nothing_back && ec != asio::error::timed_out) continue;
+      return absl::UnavailableError(Cat("request to ", server.host, ": ", ec.message()));
     }
     HttpResponse out{static_cast<int>(parser.get().result_int()), parser.get().body()};
     if (!parser.get().keep_alive()) conn_.reset();
     return out;
   }
-  return absl::UnavailableError(Cat("request to ", config_.host, ": the connection keeps closing"));
+  return absl::UnavailableError(Cat("request to ", server.host, ": the connection keeps closing"));
 }
 
 std::string CollectionPath(std::string_view resource, const std::string& namespace_) {

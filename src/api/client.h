@@ -3,6 +3,9 @@
 // kubeconfig), from --config, $GPUCLOUD_CONFIG or ~/.gpucloud/config:
 //   server: https://127.0.0.1:8443
 //   certificate-authority: /path/to/ca.crt
+// `server` may name several servers of one control plane (an HA control plane on etcd), as a
+// YAML list or separated by commas ("https://a:8443,https://b:8443"): the client talks to one
+// at a time and fails over to the next (see Client::Call).
 //   token: 64-hex-digit token
 // or, instead of the token, a client certificate (mutual TLS):
 //   client-certificate: /path/to/node.crt
@@ -10,8 +13,9 @@
 // The paths of objects (ObjectPath) follow the server's REST API.
 // Not thread-safe, const methods included: Call is const (a request does not change what the
 // client talks to) yet reuses, opens and drops the one kept-alive connection the client holds,
-// so two threads must not use one Client at once. Give each thread its own copy: a copy shares
-// nothing (it starts without a connection). Stream opens a connection of its own each time.
+// so two threads must not use one Client at once; Stream, which opens a connection of its own
+// each time, may move the client to another server. Give each thread its own copy: a copy
+// shares nothing (it starts without a connection, with the server the original was on).
 #ifndef GPUCLOUD_API_CLIENT_H_
 #define GPUCLOUD_API_CLIENT_H_
 
@@ -20,14 +24,21 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "manifest/manifest.h"
 
 namespace gpucloud::api {
 
-struct ClientConfig {
+struct ServerAddress {
   std::string host;
+  int port = 443;
+  bool operator==(const ServerAddress&) const = default;
+};
+
+struct ClientConfig {
+  std::string host;  // the first server
   int port = 443;
   std::string ca_path;
   std::string token;  // sent as "Authorization: Bearer" when not empty
@@ -35,6 +46,9 @@ struct ClientConfig {
   // TLS handshake when set. A Client reconnects when the certificate file is replaced (renewed).
   std::string cert_path;
   std::string key_path;
+  // Further servers of the same control plane, tried in this order after the first (all share
+  // the CA and the credentials above).
+  std::vector<ServerAddress> more_servers;
 };
 
 // Reads a config file; InvalidArgument naming the file and the missing or bad field.
@@ -58,10 +72,19 @@ class Client {
   Client(const Client& other);
   Client& operator=(const Client&) = delete;
   const ClientConfig& config() const { return config_; }
+  // The server the client talks to now (the one that last answered, or the next to try).
+  ServerAddress server() const;
   // Talks with `config` from now on (a new connection).
   void SetConfig(ClientConfig config);
-  // One request (on a kept-alive connection); Unavailable when the server cannot be reached,
-  // does not answer within 30 s, or its certificate is not signed by the configured CA.
+  // One request (on a kept-alive connection); Unavailable when the server cannot be reached
+  // (no TCP connection within 5 s, no TLS handshake within 10 s), does not answer within 30 s,
+  // or its certificate is not signed by the configured CA.
+  // With several servers, the client keeps to the one that last answered, and moves on to the
+  // next (in the config's order, round) when that one cannot be reached, or answers 503 (a
+  // standby that does not take this request, or a server that lost its store); it gives up once
+  // each was tried, with the last error or 503. A request that was sent and got no answer is
+  // sent to the next server only when it is idempotent (GET, HEAD, PUT, DELETE): a POST may
+  // have been carried out, and comes back as Unavailable.
   absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& target,
                                     const std::string& body = "") const;
   // GET `target` (a watch) and hand each newline-delimited line of the streamed answer to
@@ -70,6 +93,8 @@ class Client {
   // With `idle_seconds` > 0, a stream silent for that long ends as Unavailable (a partition;
   // ask for bookmarks so that a healthy one is never silent). With `cancel`, the stream ends
   // after the first line that arrives once it is set.
+  // Fails over as Call does until a server answers 200; a stream that then ends or breaks is
+  // the caller's to open again (from its last revision), which starts with the same server.
   absl::StatusOr<HttpResponse> Stream(const std::string& target,
                                       const std::function<void(const std::string&)>& on_line,
                                       int idle_seconds = 0,
@@ -77,9 +102,19 @@ class Client {
 
  private:
   ClientConfig config_;
+  // The servers in order ({host, port} first), and the one in use (an index into them).
+  std::vector<ServerAddress> Servers() const;
+  void FailOver() const;
+  absl::StatusOr<HttpResponse> CallOne(std::string_view method, const std::string& target,
+                                       const std::string& body, bool* sent) const;
+  absl::StatusOr<HttpResponse> StreamOne(const std::string& target,
+                                         const std::function<void(const std::string&)>& on_line,
+                                         int idle_seconds, const std::atomic<bool>* cancel,
+                                         bool* streaming) const;
   // Kept alive between Calls. Mutable: the connection is a cache, not part of what the client
   // is (its config), so Call stays const; this is why const methods are not thread-safe here.
   mutable std::unique_ptr<Connection> conn_;
+  mutable size_t current_ = 0;  // which of Servers() conn_ is (or will be) to
 };
 
 // "/apis/gpucloud/v1/namespaces/{ns}/jobs/{name}" and the like for an object; `collection`

@@ -72,8 +72,7 @@ std::string AuditLog::DigestKey(int64_t seq) const {
 
 // The chain's records are contiguous, from seq 1 (or the one after retention's anchor digest,
 // the oldest digest) to the head: the head is first + Count - 1.
-absl::Status AuditLog::Open() {
-  std::lock_guard<std::mutex> lock(commit_mu_);
+absl::StatusOr<std::pair<AuditLog::Head, int64_t>> AuditLog::ReadHead() {
   Head head;
   absl::StatusOr<store::ListResult> digests = store_.List(options_.prefix + "digests/");
   if (!digests.ok()) return digests.status();
@@ -83,7 +82,7 @@ absl::Status AuditLog::Open() {
     if (digest.ok()) digest_seqs.push_back(digest->seq);
   }
   std::sort(digest_seqs.begin(), digest_seqs.end());
-  signed_seq_ = digest_seqs.empty() ? 0 : digest_seqs.back();
+  const int64_t signed_seq = digest_seqs.empty() ? 0 : digest_seqs.back();
   absl::StatusOr<int64_t> count = store_.Count(options_.prefix + "records/");
   if (!count.ok()) return count.status();
   if (*count > 0) {
@@ -99,14 +98,23 @@ absl::Status AuditLog::Open() {
                                      first, " (", *count, " records): run a verification"));
     }
     head.hash = r->hash;
+    head.mod_revision = last->mod_revision;
   }
-  if (signed_seq_ > head.seq) {
-    return absl::DataLossError(Cat("audit log: truncated: a digest covers seq ", signed_seq_,
+  if (signed_seq > head.seq) {
+    return absl::DataLossError(Cat("audit log: truncated: a digest covers seq ", signed_seq,
                                    ", the last record is ", head.seq));
   }
+  return std::make_pair(head, signed_seq);
+}
+
+absl::Status AuditLog::Open() {
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  absl::StatusOr<std::pair<Head, int64_t>> read = ReadHead();
+  if (!read.ok()) return read.status();
+  signed_seq_ = read->second;
   last_sign_ms_ = clock_.NowMillis();
   std::lock_guard<std::mutex> chain_lock(chain_mu_);
-  head_ = tentative_ = head;
+  head_ = tentative_ = read->first;
   broken_ = absl::OkStatus();
   return absl::OkStatus();
 }
@@ -184,46 +192,79 @@ absl::StatusOr<int64_t> AuditLog::CommitWithTail(AuditRecord* record, const std:
 }
 
 // Chains `records` after the head and writes them (each key created: none may exist) with `ops`
-// in one transaction.
+// in one transaction. A shared chain whose head another writer moved meanwhile is read again and
+// the records chained after the new head.
 absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
                                                std::vector<Op> ops) {
-  Head head;
-  {
-    std::lock_guard<std::mutex> lock(chain_mu_);
-    if (!broken_.ok()) return broken_;
-    head = head_;
+  for (int race = 0;; ++race) {
+    Head head;
+    {
+      std::lock_guard<std::mutex> lock(chain_mu_);
+      if (!broken_.ok()) return broken_;
+      head = head_;
+    }
+    if (records.empty() && ops.empty()) return store_.Revision();
+    if (options_.shared_chain && head.seq == 0 && !records.empty() && race == 0) {
+      // Nothing to check against yet: start from what the store has now, not from an empty log
+      // that others may have written (and retention cut) since this writer opened it.
+      absl::StatusOr<std::pair<Head, int64_t>> now = ReadHead();
+      if (!now.ok()) return now.status();
+      head = now->first;
+    }
+    Head after;
+    std::string last_text;
+    absl::StatusOr<int64_t> rev = ChainAndCommitLocked(records, ops, head, after, last_text);
+    if (rev.ok()) {
+      after.mod_revision = *rev;
+      std::lock_guard<std::mutex> lock(chain_mu_);
+      head_ = after;
+    } else if (records.empty()) {
+      return rev.status();
+    } else if (std::optional<int64_t> applied = ResyncHeadLocked(head.seq, after.seq, last_text)) {
+      rev = *applied;
+    } else {
+      if (options_.shared_chain && race < kMaxChainRaces) {
+        // Did another writer move the head (or retention take the one we chained after)?
+        absl::StatusOr<std::pair<Head, int64_t>> now = ReadHead();
+        if (now.ok() && (now->first.seq != head.seq || now->first.hash != head.hash)) {
+          std::lock_guard<std::mutex> lock(chain_mu_);
+          head_ = now->first;
+          continue;
+        }
+      }
+      std::lock_guard<std::mutex> lock(chain_mu_);
+      return broken_.ok() ? rev.status() : broken_;
+    }
+    NoteCommitted(std::move(records));
+    return rev;
   }
-  if (records.empty() && ops.empty()) return store_.Revision();
-  int64_t seq = head.seq;
-  std::string hash = head.hash;
+}
+
+// One try of CommitLocked: `records` numbered and chained after `head` (`after`: the last of
+// them), written with `ops`; on a shared chain with a check that `head`'s record is still there.
+absl::StatusOr<int64_t> AuditLog::ChainAndCommitLocked(std::vector<AuditRecord>& records,
+                                                       std::vector<Op> ops, const Head& head,
+                                                       Head& after, std::string& last_text) {
+  after = head;
+  if (options_.shared_chain && head.seq > 0 && head.mod_revision > 0 && !records.empty()) {
+    ops.push_back(Op{Op::Kind::kCheck, RecordKey(head.seq), "", head.mod_revision});
+  }
   ops.reserve(ops.size() + records.size());
   for (AuditRecord& r : records) {
-    r.seq = ++seq;
-    r.prev_hash = hash;
+    r.seq = ++after.seq;
+    r.prev_hash = after.hash;
     std::string text = HashAndEncodeRecord(r);
-    hash = r.hash;
+    after.hash = r.hash;
     ops.push_back(RecordPut(r.seq, std::move(text)));
   }
-  absl::StatusOr<int64_t> rev = store_.Txn(ops);
-  if (rev.ok()) {
-    std::lock_guard<std::mutex> lock(chain_mu_);
-    head_ = Head{seq, hash};
-  } else if (records.empty()) {
-    return rev.status();
-  } else if (std::optional<int64_t> applied = ResyncHeadLocked(head.seq, seq, ops.back().value)) {
-    rev = *applied;
-  } else {
-    std::lock_guard<std::mutex> lock(chain_mu_);
-    return broken_.ok() ? rev.status() : broken_;
-  }
-  NoteCommitted(std::move(records));
-  return rev;
+  last_text = records.empty() ? std::string() : ops.back().value;
+  return store_.Txn(ops);
 }
 
 // After a failed transaction that meant to write records up to `seq` (the last one `last_text`):
 // learns from the store whether it was applied after all (an error after the commit; then
-// returns its revision) and whether another writer took the next seq (then this log stops
-// writing: broken_).
+// returns its revision) and whether another writer took the next seq (then, unless the chain is
+// shared, this log stops writing: broken_).
 std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t head_seq, int64_t seq,
                                                   const std::string& last_text) {
   absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head_seq + 1));
@@ -233,12 +274,14 @@ std::optional<int64_t> AuditLog::ResyncHeadLocked(int64_t head_seq, int64_t seq,
   if (last.ok() && last->value == last_text) {
     absl::StatusOr<AuditRecord> r = DecodeRecord(last_text);
     if (r.ok()) {
-      head_ = Head{seq, r->hash};  // ours, applied
+      head_ = Head{seq, r->hash, last->mod_revision};  // ours, applied
       return last->mod_revision;
     }
   }
-  broken_ = absl::FailedPreconditionError(
-      "audit log: another writer appended to the chain; reopen the log");
+  if (!options_.shared_chain) {
+    broken_ = absl::FailedPreconditionError(
+        "audit log: another writer appended to the chain; reopen the log");
+  }
   return std::nullopt;
 }
 
@@ -434,8 +477,9 @@ absl::StatusOr<std::optional<AuditDigest>> AuditLog::SignDigest() {
   std::string text = EncodeDigest(*d);
   absl::StatusOr<int64_t> rev = store_.Txn({Op{Op::Kind::kPut, DigestKey(d->seq), text, 0}});
   if (!rev.ok()) {
+    // Applied after all; or, on a shared chain, another writer signed this seq first.
     absl::StatusOr<store::KeyValue> stored = store_.Get(DigestKey(d->seq));
-    if (!stored.ok() || stored->value != text) return rev.status();  // else applied after all
+    if (!stored.ok() || (stored->value != text && !options_.shared_chain)) return rev.status();
   }
   signed_seq_ = d->seq;
   return std::optional<AuditDigest>(*d);

@@ -20,7 +20,8 @@
 //    (Tick), and before any CommitWith, in the order they were recorded.
 // 3. Records are created only where no key exists (a create precondition): a second writer
 //    (another process on the same store) cannot fork the chain, and the writer that finds its
-//    next seq taken refuses to write (FailedPrecondition) until reopened.
+//    next seq taken refuses to write (FailedPrecondition) until reopened — unless the chain is
+//    shared (options.shared_chain): then it reads the new head and chains after it.
 // 4. Sequence numbers and hashes are assigned inside the transaction that writes the records, so
 //    a crash (kill -9) at any point leaves a chain that verifies: buffered records are lost,
 //    never a gap or a fork.
@@ -58,6 +59,13 @@ struct AuditLogOptions {
   int retain_batch = 1000;  // records one retention transaction deletes
   // Concurrent CommitWith calls committed in one store transaction at most (1: each alone).
   int max_commit_batch = 64;
+  // Several writers on one chain (servers on one etcd; stores without tails only): a writer that
+  // finds its next seq taken reads the new head from the store and chains its records after it
+  // (at most kMaxChainRaces times per transaction), instead of refusing. Each transaction also
+  // checks that the record it chains after is still there at the revision it was read at, so a
+  // writer whose head retention removed cannot start a second chain. One writer should run
+  // Retain (the leader).
+  bool shared_chain = false;
 };
 
 // Which records Query and ExportJsonLines return; empty fields match everything.
@@ -158,7 +166,11 @@ class AuditLog {
   struct Head {
     int64_t seq = 0;
     std::string hash = kGenesisHash;
+    int64_t mod_revision = 0;  // the head record's, when known (0: not known)
   };
+  static constexpr int kMaxChainRaces = 64;
+  // The chain's head as the store has it now, and the newest digest's seq (see Open).
+  absl::StatusOr<std::pair<Head, int64_t>> ReadHead();
   class Tail;  // a transaction's record as its store::TxnTail (audit_log.cc)
   struct Pending {
     AuditRecord record;
@@ -177,6 +189,9 @@ class AuditLog {
                                        std::vector<store::Op> ops);
   std::optional<int64_t> ResyncHeadLocked(int64_t head_seq, int64_t seq,
                                           const std::string& last_text);
+  absl::StatusOr<int64_t> ChainAndCommitLocked(std::vector<AuditRecord>& records,
+                                               std::vector<store::Op> ops, const Head& head,
+                                               Head& after, std::string& last_text);
   struct Buffered {
     AuditRecord record;
     PreparedRecord prepared;  // with tails: PrepareRecord(record), by Record's caller

@@ -700,6 +700,93 @@ TEST_F(AuditTest, ASecondWriterCannotForkTheChain) {
   EXPECT_TRUE(VerifyStore().ok);
 }
 
+// Several servers on one etcd share one chain (AuditLogOptions::shared_chain), on stores
+// without tails (HeldStore with tails off stands for etcd here): each writer that finds its next
+// seq taken chains after the new head, so every acknowledged mutation has its record in one
+// verified chain, and a refused one has none.
+TEST_F(AuditTest, SharedChainWritersInterleaveIntoOneChain) {
+  HeldStore on_a(*store_), on_b(*store_);
+  AuditLog a(on_a, clock_, key_, {.shared_chain = true});
+  AuditLog b(on_b, clock_, key_, {.shared_chain = true});
+  ASSERT_TRUE(a.Open().ok());
+  ASSERT_TRUE(b.Open().ok());
+  ASSERT_TRUE(store_->Txn({Create("/jobs/x/taken")}).ok());
+  std::atomic<int> committed{0}, refused{0};
+  auto write = [&](AuditLog& log, const std::string& who) {
+    for (int i = 0; i < 40; ++i) {
+      if (i % 10 == 9) {
+        absl::Status s =
+            log.CommitWith(Req(who, "jobs:Create", "x"), {Create("/jobs/x/taken")}).status();
+        EXPECT_TRUE(absl::IsAlreadyExists(s)) << s;
+        ++refused;
+      } else if (i % 2 == 0) {
+        absl::StatusOr<int64_t> rev =
+            log.CommitWith(Req(who, "jobs:Create", "x"), {Create(Cat("/jobs/x/", who, i))});
+        EXPECT_TRUE(rev.ok()) << rev.status();
+        if (rev.ok()) ++committed;
+      } else {
+        EXPECT_TRUE(log.Record(Req(who, "jobs:Get", "x")).ok());
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back(write, std::ref(a), Cat("a", t));
+    threads.emplace_back(write, std::ref(b), Cat("b", t));
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(a.Flush().ok());
+  ASSERT_TRUE(b.Flush().ok());
+  // 6 writers x (20 creates + 16 reads), none of the 4 refusals each.
+  EXPECT_EQ(committed.load(), 6 * 20);
+  EXPECT_EQ(refused.load(), 6 * 4);
+  absl::StatusOr<VerifyReport> r = a.Verify();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok) << r->what;
+  EXPECT_EQ(r->records, 6 * (20 + 16));
+  absl::StatusOr<std::vector<AuditRecord>> all = b.Query({.action = "jobs:Create"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 6u * 20);
+  // Both sign (the same seq or not): each digest verifies.
+  ASSERT_TRUE(a.SignDigest().ok());
+  ASSERT_TRUE(b.SignDigest().ok());
+  EXPECT_TRUE(a.Verify()->ok);
+}
+
+// A writer whose head retention removed meanwhile does not start a second chain: its
+// transaction checks that head, fails, and it chains after the head the store has now. Without
+// the shared chain, the second writer refuses instead (ASecondWriterCannotForkTheChain).
+TEST_F(AuditTest, ASharedChainWriterWhoseHeadRetentionRemovedChainsAfterTheNewHead) {
+  HeldStore on_a(*store_), on_b(*store_);
+  AuditLog a(on_a, clock_, key_, {.shared_chain = true});
+  AuditLog b(on_b, clock_, key_, {.shared_chain = true});
+  AuditLog late(on_b, clock_, key_, {.shared_chain = true});
+  ASSERT_TRUE(a.Open().ok());
+  ASSERT_TRUE(b.Open().ok());
+  ASSERT_TRUE(late.Open().ok());
+  ASSERT_TRUE(b.CommitWith(Req("bob", "jobs:Create", "x"), {Create("/jobs/x/b1")}).ok());
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(a.CommitWith(Req("alice", "jobs:Create", "x"), {Create(Cat("/jobs/x/a", i))}).ok());
+  }
+  absl::StatusOr<int64_t> gone = a.Retain({.max_records = 3});
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  ASSERT_EQ(*gone, 10);  // records 1..10 (b's head, 1, among them)
+  absl::StatusOr<int64_t> rev =
+      b.CommitWith(Req("bob", "jobs:Create", "x"), {Create("/jobs/x/b2")});
+  ASSERT_TRUE(rev.ok()) << rev.status();
+  EXPECT_EQ(b.head_seq(), 14);
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(RecordKey(1)).status()));
+  absl::StatusOr<VerifyReport> r = a.Verify();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok) << r->what;
+  EXPECT_EQ(r->first_seq, 11);
+  EXPECT_EQ(r->records, 4);
+  // A writer that opened the empty log and never wrote starts from the store's head too.
+  ASSERT_TRUE(late.CommitWith(Req("carol", "jobs:Create", "x"), {Create("/jobs/x/c")}).ok());
+  EXPECT_EQ(late.head_seq(), 15);
+  EXPECT_TRUE(a.Verify()->ok);
+}
+
 TEST_F(AuditTest, ACrashLosesBufferedRecordsButNeverBreaksTheChain) {
   Fill(6);
   ASSERT_TRUE(log_->SignDigest().ok());

@@ -210,6 +210,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->transform(CLI::CheckedTransformer(provisioning, CLI::ignore_case));
   app.add_option("--key-dir", o.key_dir,
                  "the Secrets' key ring, kept out of store backups (default DATA_DIR/keys)");
+  app.add_option("--log-dir", o.log_dir,
+                 "the tasks' logs (default DATA_DIR/logs; several servers: one shared directory)");
   std::string webhook_token_file;
   app.add_option("--audit-webhook", o.audit_webhook_url,
                  "POST every audit record to this https:// URL (JSON lines; docs/audit.md)");
@@ -255,8 +257,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   // Absolute, so that what is derived from it (the checkpoint root tasks are given, the paths in
   // admin.config) means the same from any working directory.
   o.data_dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
-  if (!o.key_dir.empty()) {
-    o.key_dir = std::filesystem::absolute(o.key_dir).lexically_normal().string();
+  for (std::string* d : {&o.key_dir, &o.log_dir}) {
+    if (!d->empty()) *d = std::filesystem::absolute(*d).lexically_normal().string();
   }
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.leader_lease = absl::Seconds(leader_lease_s);

@@ -49,10 +49,6 @@ namespace gpucloud::server {
 
 constexpr int64_t kRetainEveryMs = 10 * 60 * 1000;
 
-// The election key, as a key of the store; in etcd it is under the store's namespace
-// (PREFIX/data/meta/leader), so that the fence is a check of the store's own.
-constexpr char kLeaderKey[] = "/meta/leader";
-
 // What runs only on the leader, for one term: made when it is elected, stopped when the term
 // ends. Members are destroyed in reverse order: the users of `fenced` before it.
 struct LeaderTerm {
@@ -80,6 +76,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<NodeTable> nodes;
   std::unique_ptr<NodeCertificates> node_certs;
   std::unique_ptr<IdentityBook> identities;
+  std::jthread iam_follower;             // on etcd: other servers' /iam/ writes into `identities`
   std::unique_ptr<SecretStore> secrets;  // the Secrets and their key ring (holds its lock)
   std::unique_ptr<LogStore> logs;
   ControllerOptions controller_options;
@@ -293,7 +290,8 @@ absl::Status ControlPlane::Start() {
   const std::string& dir = m.options.data_dir;
   if (absl::Status s = OpenStoreAndCredentials(); !s.ok()) return s;
   m.nodes = std::make_unique<NodeTable>();
-  m.logs = std::make_unique<LogStore>(dir + "/logs", m.options.max_log_bytes_per_namespace);
+  m.logs = std::make_unique<LogStore>(m.options.log_dir.empty() ? dir + "/logs" : m.options.log_dir,
+                                      m.options.max_log_bytes_per_namespace);
   ControllerOptions& co = m.controller_options;
   co.scheduler = m.options.scheduler;
   co.heartbeat_timeout_ms = m.options.heartbeat_timeout_ms;
@@ -324,6 +322,7 @@ absl::Status ControlPlane::Start() {
   if (absl::Status s = StartLeadership(); !s.ok()) return s;
   m.secrets->Start();  // rotation when due, and rewrapping after one
   StartAuditTicker();
+  StartIamFollower();
   return absl::OkStatus();
 }
 
@@ -371,11 +370,15 @@ absl::Status ControlPlane::OpenApi() {
   m.node_certs =
       std::make_unique<NodeCertificates>(api_store, m.clock, dir, m.options.node_certificate_ttl);
   if (absl::Status s = m.node_certs->Load(); !s.ok()) return s;
+  m.node_certs->SetShared(m.OnEtcd());
   m.api->AttachNodeCertificates(m.node_certs.get());
   m.identities = std::make_unique<IdentityBook>(api_store, m.clock, m.api->authorizer());
   if (absl::Status s = m.identities->Load(); !s.ok()) return s;
   m.api->AttachIdentities(m.identities.get());
   SecretStoreOptions so{.key_dir = m.options.key_dir.empty() ? dir + "/keys" : m.options.key_dir};
+  // Several servers on one etcd each hold a copy of the key ring: one that rotated on its own
+  // would seal values the others cannot open. Rotation is the operator's then (docs/server.md).
+  if (m.OnEtcd()) so.rotation_period = absl::ZeroDuration();
   absl::StatusOr<std::unique_ptr<SecretStore>> secrets = SecretStore::Open(api_store, m.clock, so);
   if (!secrets.ok()) return secrets.status();
   m.secrets = *std::move(secrets);
@@ -398,6 +401,7 @@ absl::Status ControlPlane::OpenApi() {
   m.api->AttachCluster(
       m.nodes.get(), m.logs.get(), [&m] { m.Kick(); },
       [&m] { return ClusterSummaryJson(m.Metrics()); });
+  if (m.OnEtcd()) m.api->SetLeadership([&m] { return m.Term() != nullptr; });
   return absl::OkStatus();
 }
 
@@ -479,12 +483,43 @@ void ControlPlane::StartAuditTicker() {
       if (absl::Status s = m.audit->Tick(now); !s.ok()) {
         log::Error("server", "audit log tick failed", {{"error", s.ToString()}});
       }
-      if (now - retained_ms >= kRetainEveryMs) {  // retention, every 10 minutes
+      // Retention, every 10 minutes, by the leader only (several servers share the chain).
+      if (now - retained_ms >= kRetainEveryMs && m.Term() != nullptr) {
         retained_ms = now;
         if (absl::StatusOr<int64_t> gone = m.audit->Retain(m.options.audit_retention); !gone.ok()) {
           log::Error("server", "audit log retention failed", {{"error", gone.status().ToString()}});
         }
       }
+    }
+  });
+}
+
+// Several servers on one etcd: what the others write under /iam/ (users, policies, tokens and
+// their revocation) reaches this one's mirror within about a second (IdentityBook::Follow).
+// Node certificates look themselves up in the store (NodeCertificates::SetShared).
+void ControlPlane::StartIamFollower() {
+  Impl& m = *impl_;
+  if (!m.OnEtcd()) return;
+  m.iam_follower = std::jthread([&m](const std::stop_token& stop) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    int64_t after = m.identities->loaded_revision();
+    while (!stop.stop_requested()) {
+      cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+      if (stop.stop_requested()) break;
+      const int64_t now = m.store->Revision();
+      absl::StatusOr<std::vector<store::Event>> events = m.store->Changes("/iam/", after, 1000);
+      if (absl::IsOutOfRange(events.status())) {  // compacted past us: read it all again
+        if (absl::Status s = m.identities->Load(); s.ok()) after = m.identities->loaded_revision();
+        continue;
+      }
+      if (!events.ok()) {
+        log::Warn("server", "following /iam/ failed", {{"error", events.status().ToString()}});
+        continue;
+      }
+      m.identities->Follow(*events);
+      after = events->size() >= 1000 ? events->back().revision : std::max(after, now);
     }
   });
 }
@@ -497,7 +532,9 @@ absl::Status ControlPlane::OpenAudit() {
   if (!m.options.audit) return absl::OkStatus();
   absl::StatusOr<AuditKey> key = AuditKey::FromPemFile(m.creds->audit_key_path);
   if (!key.ok()) return key.status();
-  m.audit = std::make_unique<AuditLog>(*m.store, m.clock, *std::move(key));
+  // Several servers on one etcd write one chain; retention is the leader's (StartAuditTicker).
+  m.audit = std::make_unique<AuditLog>(*m.store, m.clock, *std::move(key),
+                                       AuditLogOptions{.shared_chain = m.OnEtcd()});
   if (absl::Status s = m.audit->Open(); !s.ok()) {
     absl::StatusOr<VerifyReport> report = m.audit->Verify();
     m.audit.reset();
@@ -563,9 +600,11 @@ void ControlPlane::Stop() {
   m.EndTerm();
   if (m.https) m.https->Stop();
   if (m.secrets) m.secrets->Stop();
-  if (m.audit_ticker.joinable()) {
-    m.audit_ticker.request_stop();
-    m.audit_ticker.join();
+  for (std::jthread* t : {&m.audit_ticker, &m.iam_follower}) {
+    if (t->joinable()) {
+      t->request_stop();
+      t->join();
+    }
   }
   if (m.webhook) m.webhook->Stop();  // after the POST in flight; the rest waits in the store
   if (m.audit && !m.audit_closed) {

@@ -97,6 +97,9 @@ struct ControlPlaneOptions {
   std::string audit_webhook_token;  // sent as a bearer token when not empty
   // The Secrets' key ring (docs/secrets.md); "" = DATA_DIR/keys.
   std::string key_dir;
+  // The tasks' logs (LogStore); "" = DATA_DIR/logs. Several servers on one etcd share one
+  // directory on a shared file system, so that any of them serves any log (docs/server.md).
+  std::string log_dir;
   // A write into a namespace without its Namespace object: 404 (kExplicit) or the namespace made
   // on the spot (kAuto; what `gpucloud up` uses). See rest.h's NamespaceProvisioning.
   NamespaceProvisioning namespace_provisioning = NamespaceProvisioning::kExplicit;
@@ -129,6 +132,7 @@ class ControlPlane {
   absl::Status StartServing();
   absl::Status StartLeadership();
   void StartAuditTicker();
+  void StartIamFollower();
   absl::Status WriteAdminConfig();
   absl::Status OpenAudit();
   struct Impl;

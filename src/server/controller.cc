@@ -100,6 +100,12 @@ const NodeEntry& NodeOf(CachedObject& o) {
     e->draining = SpecFlag(o.doc, "draining");
     if (auto spec = o.doc.find("spec"); spec != o.doc.end() && spec->is_object()) {
       e->reclaim_at_ms = spec->value("reclaimAtMs", int64_t{0});
+      e->health_reset = spec->value("healthReset", int64_t{0});
+      if (auto p = spec->find("prePull"); p != spec->end() && p->is_array()) {
+        for (const Json& image : *p) {
+          if (image.is_string()) e->pre_pull.push_back(image.get<std::string>());
+        }
+      }
     }
     const Json& st = o.doc["status"];
     e->stored_ready = st.is_object() && st.value("ready", false);
@@ -295,6 +301,11 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     const NodeEntry& entry = NodeOf(obj);
     if (!entry.info) continue;
     const std::string& name = entry.info->name;
+    if (!entry.told) {
+      node_table_.SetHealthReset(name, entry.health_reset);
+      node_table_.SetPrePull(name, entry.pre_pull);
+      entry.told = true;
+    }
     pass.metrics.gpu_seconds_registered += dt * static_cast<double>(entry.info->gpus.size());
     auto rep = pass.reports.find(name);
     int64_t last = rep != pass.reports.end() ? rep->second.last_heartbeat_ms : started_ms_;

@@ -42,6 +42,11 @@ struct NodeEntry {
   bool draining = false;
   bool stored_ready = false;
   int64_t reclaim_at_ms = 0;  // a spot reclamation notice: the node goes away then
+  // What the agent is told with each heartbeat answer (spec.healthReset, spec.prePull): the
+  // NodeTable learns it from here too, since the API that changed it may be another server's.
+  int64_t health_reset = 0;
+  std::vector<std::string> pre_pull;
+  mutable bool told = false;  // given to the NodeTable
 };
 
 // metadata.uid of a stored document, or "".

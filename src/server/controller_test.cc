@@ -136,6 +136,24 @@ TEST_F(ControllerTest, AnImagePullIsInTheJobsEventsOnceEachTimeItChanges) {
   EXPECT_EQ(Status("job").phase, api::JobPhase::kRunning);
 }
 
+// Issue 21: an operator's uncordon (spec.healthReset) or pre-pull (spec.prePull) may go through
+// another server than the leader, whose NodeTable answers the agent's heartbeats: the leader's
+// controller tells its NodeTable what the stored node says.
+TEST_F(ControllerTest, TheNodeTableLearnsHealthResetAndPrePullFromTheStoredNode) {
+  Register("node-a", 1);
+  Pass();
+  EXPECT_EQ(nodes_.HealthReset("node-a"), 0);
+  absl::StatusOr<store::KeyValue> kv = store_->Get("/nodes/node-a");
+  ASSERT_TRUE(kv.ok());
+  Json doc = Json::parse(kv->value);
+  doc["spec"]["healthReset"] = 3;
+  doc["spec"]["prePull"] = {"registry.local/train:1"};
+  ASSERT_TRUE(store_->Txn({{store::Op::Kind::kPut, kv->key, doc.dump(), kv->mod_revision}}).ok());
+  Pass();
+  EXPECT_EQ(nodes_.HealthReset("node-a"), 3);
+  EXPECT_EQ(nodes_.PrePull("node-a"), std::vector<std::string>{"registry.local/train:1"});
+}
+
 TEST_F(ControllerTest, RunsToSuccessFromTheAgentsReports) {
   Register("node-a", 4);
   Submit(GangJob("job", 2, 1));

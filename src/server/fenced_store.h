@@ -15,6 +15,11 @@
 
 namespace gpucloud::server {
 
+// The server's election key, as a key of the store; in etcd it is under the store's namespace
+// (PREFIX/data/meta/leader), so that the fence is a check of the store's own. Its value says who
+// leads: {"url": "https://...", "pid": N}.
+inline constexpr char kLeaderKey[] = "/meta/leader";
+
 class FencedStore final : public store::Store {
  public:
   // `key`: the election key as a key of `store`; `token`: its mod_revision in this term.

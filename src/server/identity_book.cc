@@ -45,10 +45,37 @@ absl::Status IdentityBook::Load() {
   for (const store::KeyValue& kv : list->items) {
     Json doc = Json::parse(kv.value, nullptr, false);
     if (!doc.is_object()) return absl::DataLossError(Cat(kv.key, ": not a JSON object"));
-    MirrorLocked(kv.key, &doc);
+    MirrorAtLocked(kv.key, &doc, kv.mod_revision);
   }
+  loaded_rev_ = list->revision;
   PublishPoliciesLocked();
   return absl::OkStatus();
+}
+
+bool IdentityBook::MirrorAtLocked(const std::string& key, const Json* doc, int64_t revision) {
+  int64_t& applied = mirrored_rev_[key];
+  if (revision > 0 && revision <= applied) return false;
+  applied = std::max(applied, revision);
+  MirrorLocked(key, doc);
+  return true;
+}
+
+void IdentityBook::Follow(const std::vector<store::Event>& events) {
+  absl::MutexLock lock(&mu_);
+  bool policies = false;
+  for (const store::Event& e : events) {
+    if (!e.kv.key.starts_with(kIam)) continue;
+    Json doc;
+    if (e.kind == store::Event::Kind::kPut) {
+      doc = Json::parse(e.kv.value, nullptr, false);
+      if (!doc.is_object()) continue;
+    }
+    const Json* mirrored = e.kind == store::Event::Kind::kPut ? &doc : nullptr;
+    if (MirrorAtLocked(e.kv.key, mirrored, e.revision)) {
+      policies = policies || e.kv.key.starts_with("/iam/policies/");
+    }
+  }
+  if (policies) PublishPoliciesLocked();
 }
 
 void IdentityBook::MirrorLocked(const std::string& key, const Json* doc) {
@@ -200,7 +227,7 @@ absl::StatusOr<int64_t> IdentityBook::Put(const std::string& key, const Json& do
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kPut, key, doc.dump(2), expect}});
   if (!rev.ok()) return rev;
   absl::MutexLock lock(&mu_);
-  MirrorLocked(key, &doc);
+  MirrorAtLocked(key, &doc, *rev);
   if (key.starts_with("/iam/policies/")) PublishPoliciesLocked();
   return rev;
 }
@@ -210,7 +237,7 @@ absl::StatusOr<int64_t> IdentityBook::Delete(const std::string& key,
   absl::StatusOr<int64_t> rev = store_.Txn({{store::Op::Kind::kDelete, key, "", expect}});
   if (!rev.ok()) return rev;
   absl::MutexLock lock(&mu_);
-  MirrorLocked(key, nullptr);
+  MirrorAtLocked(key, nullptr, *rev);
   if (key.starts_with("/iam/policies/")) PublishPoliciesLocked();
   return rev;
 }

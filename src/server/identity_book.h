@@ -12,8 +12,9 @@
 // resolved on every request, so attaching or detaching takes effect on the next one.
 //
 // Objects are written by the API (rest_iam.cc) through Put/Delete, which commit to the store
-// first and then update the mirror and the Authorizer's policies. Thread-safe. Like
-// NodeCertificates, the mirror follows this process's writes (one server writes the store).
+// first and then update the mirror and the Authorizer's policies. Thread-safe. The mirror
+// follows this process's writes; several servers on one store also Follow the store's changes
+// under /iam/ (each key's newest revision wins, so an older event never undoes a newer write).
 #ifndef GPUCLOUD_SERVER_IDENTITY_BOOK_H_
 #define GPUCLOUD_SERVER_IDENTITY_BOOK_H_
 
@@ -40,6 +41,14 @@ class IdentityBook {
 
   // Reads /iam/ into the mirror. DataLoss for an object that does not parse.
   absl::Status Load();
+  // Applies changes under /iam/ another server made (Store::Changes' events; ours come back too
+  // and change nothing). Objects that do not parse are skipped (the writer validated them).
+  void Follow(const std::vector<store::Event>& events);
+  // The store's revision the last Load read at (Follow from there).
+  int64_t loaded_revision() const {
+    absl::MutexLock lock(&mu_);
+    return loaded_rev_;
+  }
 
   // Who `token` is: its user or service account with their policies, or nullopt (unknown,
   // expired or revoked).
@@ -77,6 +86,9 @@ class IdentityBook {
   void MirrorLocked(const std::string& key, const nlohmann::ordered_json* doc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishPoliciesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // MirrorLocked unless the key was mirrored at `revision` or later; true when it was applied.
+  bool MirrorAtLocked(const std::string& key, const nlohmann::ordered_json* doc, int64_t revision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Identity UserIdentityLocked(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   store::Store& store_;
@@ -88,6 +100,8 @@ class IdentityBook {
   std::map<std::string, nlohmann::ordered_json> service_accounts_
       ABSL_GUARDED_BY(mu_);  // "NS/NAME"
   std::map<std::string, PolicyDocument> policies_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> mirrored_rev_ ABSL_GUARDED_BY(mu_);  // key -> newest applied
+  int64_t loaded_rev_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Token> tokens_by_hash_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> token_hash_by_name_ ABSL_GUARDED_BY(mu_);
 };

@@ -17,26 +17,56 @@ NodeCertificates::NodeCertificates(store::Store& store, const Clock& clock,
                                    std::string credentials_dir, absl::Duration ttl)
     : store_(store), clock_(clock), dir_(std::move(credentials_dir)), ttl_(ttl) {}
 
+namespace {
+
+// One /nodecerts/NAME record's serials; DataLoss naming `key` when it does not parse.
+template <typename Serial>
+absl::Status ParseSerials(const std::string& key, const std::string& value,
+                          std::vector<Serial>& out) {
+  Json doc = Json::parse(value, nullptr, false);
+  if (!doc.is_object() || !doc["serials"].is_array()) {
+    return absl::DataLossError(Cat(key, ": not a node certificate record"));
+  }
+  for (const Json& s : doc["serials"]) {
+    if (!s.is_object() || !s["serial"].is_string() || !s["notAfterMs"].is_number_integer()) {
+      return absl::DataLossError(Cat(key, ": a serial without serial or notAfterMs"));
+    }
+    out.push_back({s["serial"].get<std::string>(), s["notAfterMs"].get<int64_t>()});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status NodeCertificates::Load() {
   absl::StatusOr<store::ListResult> list = store_.List("/nodecerts/");
   if (!list.ok()) return list.status();
   std::map<std::string, std::vector<Serial>> loaded;
   for (const store::KeyValue& kv : list->items) {
-    Json doc = Json::parse(kv.value, nullptr, false);
-    if (!doc.is_object() || !doc["serials"].is_array()) {
-      return absl::DataLossError(Cat(kv.key, ": not a node certificate record"));
-    }
     std::vector<Serial>& serials = loaded[kv.key.substr(sizeof("/nodecerts/") - 1)];
-    for (const Json& s : doc["serials"]) {
-      if (!s.is_object() || !s["serial"].is_string() || !s["notAfterMs"].is_number_integer()) {
-        return absl::DataLossError(Cat(kv.key, ": a serial without serial or notAfterMs"));
-      }
-      serials.push_back({s["serial"].get<std::string>(), s["notAfterMs"].get<int64_t>()});
-    }
+    if (absl::Status s = ParseSerials(kv.key, kv.value, serials); !s.ok()) return s;
   }
+  const int64_t now = clock_.NowMillis();
   absl::MutexLock lock(&mu_);
   by_node_ = std::move(loaded);
+  read_ms_.clear();
+  for (const auto& [name, serials] : by_node_) read_ms_[name] = now;
   return absl::OkStatus();
+}
+
+// Shared: the node's record as the store has it now, into the mirror (gone: forgotten).
+void NodeCertificates::ReadFromStore(const std::string& name) const {
+  absl::StatusOr<store::KeyValue> kv = store_.Get(Key(name));
+  std::vector<Serial> serials;
+  if (kv.ok() && !ParseSerials(kv->key, kv->value, serials).ok()) return;  // keep what we had
+  if (!kv.ok() && !absl::IsNotFound(kv.status())) return;  // the store failing: keep it too
+  absl::MutexLock lock(&mu_);
+  if (kv.ok()) {
+    by_node_[name] = std::move(serials);
+  } else {
+    by_node_.erase(name);
+  }
+  read_ms_[name] = clock_.NowMillis();
 }
 
 bool NodeCertificates::HoldsLiveCertificate(const std::vector<Serial>& serials) const {
@@ -98,6 +128,7 @@ absl::StatusOr<NodeCertificates::Issued> NodeCertificates::Issue(const std::stri
   {
     absl::MutexLock lock(&mu_);
     by_node_[name] = serials;
+    read_ms_[name] = clock_.NowMillis();
   }
   return Issued{signed_cert->pem, signed_cert->serial, signed_cert->not_after};
 }
@@ -107,13 +138,25 @@ std::optional<std::string> NodeCertificates::Authenticate(const std::string& com
   if (!common_name.starts_with(kNodeNamePrefix)) return std::nullopt;
   std::string name = common_name.substr(sizeof(kNodeNamePrefix) - 1);
   const int64_t now = clock_.NowMillis();
-  absl::MutexLock lock(&mu_);
-  auto it = by_node_.find(name);
-  if (it == by_node_.end()) return std::nullopt;
-  for (const Serial& s : it->second) {
-    if (s.serial == serial && s.not_after_ms > now) return name;
+  auto valid = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = by_node_.find(name);
+    if (it == by_node_.end()) return false;
+    return std::any_of(it->second.begin(), it->second.end(),
+                       [&](const Serial& s) { return s.serial == serial && s.not_after_ms > now; });
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shared_) return valid() ? std::optional<std::string>(name) : std::nullopt;
+    auto read = read_ms_.find(name);
+    const bool fresh = read != read_ms_.end() && now - read->second < kSharedRefreshMs;
+    // Shared: a certificate another server signed is learnt on first sight; a revocation made
+    // elsewhere, within kSharedRefreshMs.
+    if (fresh && valid()) return name;
+    if (fresh && read->second >= now - kMissRereadMs) return std::nullopt;
   }
-  return std::nullopt;
+  ReadFromStore(name);
+  absl::MutexLock lock(&mu_);
+  return valid() ? std::optional<std::string>(name) : std::nullopt;
 }
 
 store::Op NodeCertificates::ForgetOp(const std::string& name) {
@@ -123,6 +166,7 @@ store::Op NodeCertificates::ForgetOp(const std::string& name) {
 void NodeCertificates::Forget(const std::string& name) {
   absl::MutexLock lock(&mu_);
   by_node_.erase(name);
+  read_ms_[name] = clock_.NowMillis();
 }
 
 }  // namespace gpucloud::server

@@ -15,8 +15,11 @@
 // unexpired certificate holds — so a bootstrap token cannot take over a live node; it can join
 // a new one, or one whose agent stayed away longer than its certificate's life.
 //
-// Thread-safe. Load once before serving; the mirror follows this process's writes only (one
-// server writes the store; a replicated control plane will have to watch /nodecerts/).
+// Thread-safe. Load once before serving. With one server the mirror follows this process's
+// writes only. Several servers on one store (SetShared) sign and revoke each other's: then a
+// certificate the mirror does not know is looked up in the store (at most once a second per
+// node), and a node's entry is read again once it is kSharedRefreshMs old, so a revocation
+// through another server holds here within that.
 #ifndef GPUCLOUD_SERVER_NODE_CERTS_H_
 #define GPUCLOUD_SERVER_NODE_CERTS_H_
 
@@ -40,6 +43,8 @@ inline constexpr char kNodeNamePrefix[] = "node:";
 class NodeCertificates {
  public:
   static constexpr int kKeptSerials = 2;  // the current certificate and the one it renewed
+  static constexpr int64_t kSharedRefreshMs = 5'000;
+  static constexpr int64_t kMissRereadMs = 1'000;
 
   struct Issued {
     std::string certificate_pem;
@@ -56,6 +61,8 @@ class NodeCertificates {
 
   // Reads /nodecerts/ into the mirror. DataLoss for a record that does not parse.
   absl::Status Load();
+  // Other servers write /nodecerts/ too (see above). Set before serving.
+  void SetShared(bool shared) { shared_ = shared; }
 
   // Signs `csr_pem` for node `name` (asked by `asker`; for kNode, `asker_node` is the node
   // that asks) and records it (durably) before returning it. PermissionDenied when the asker may
@@ -85,13 +92,17 @@ class NodeCertificates {
   };
   static std::string Key(const std::string& name) { return "/nodecerts/" + name; }
   bool HoldsLiveCertificate(const std::vector<Serial>& serials) const;
+  void ReadFromStore(const std::string& name) const;
 
   store::Store& store_;
   const Clock& clock_;
   const std::string dir_;
   const absl::Duration ttl_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::vector<Serial>> by_node_ ABSL_GUARDED_BY(mu_);
+  bool shared_ = false;
+  // Mutable: Authenticate refreshes the mirror from the store when shared.
+  mutable std::map<std::string, std::vector<Serial>> by_node_ ABSL_GUARDED_BY(mu_);
+  mutable std::map<std::string, int64_t> read_ms_ ABSL_GUARDED_BY(mu_);  // when read from store
 };
 
 }  // namespace gpucloud::server

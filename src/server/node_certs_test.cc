@@ -114,6 +114,31 @@ TEST_F(NodeCertificatesTest, ForgettingANodeRevokesItsCertificatesAtOnce) {
   EXPECT_TRUE(certs_->Issue("gpu-1", Csr("node:gpu-1"), Asker::kBootstrap).ok());
 }
 
+// Issue 21: several servers on one store sign and revoke each other's certificates. A shared
+// mirror learns a certificate another server signed on first sight, and a revocation made
+// elsewhere within kSharedRefreshMs; one that is not shared knows only its own writes.
+TEST_F(NodeCertificatesTest, ASharedMirrorFollowsAnotherServersIssuesAndRevocations) {
+  NodeCertificates shared(*store_, clock_, dir_ / "creds", absl::Hours(1));
+  NodeCertificates alone(*store_, clock_, dir_ / "creds", absl::Hours(1));
+  ASSERT_TRUE(shared.Load().ok());
+  ASSERT_TRUE(alone.Load().ok());
+  shared.SetShared(true);
+  absl::StatusOr<NodeCertificates::Issued> got =
+      certs_->Issue("gpu-1", Csr("node:gpu-1"), Asker::kBootstrap);
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto [cn, serial] = Subject(got->certificate_pem);
+  EXPECT_EQ(shared.Authenticate(cn, serial), "gpu-1");
+  EXPECT_EQ(alone.Authenticate(cn, serial), std::nullopt);
+  // Revoked through the first server (the node deleted): still valid here until the entry is
+  // kSharedRefreshMs old, then not.
+  ASSERT_TRUE(store_->Txn({NodeCertificates::ForgetOp("gpu-1")}).ok());
+  certs_->Forget("gpu-1");
+  EXPECT_EQ(shared.Authenticate(cn, serial), "gpu-1");
+  clock_.Advance(NodeCertificates::kSharedRefreshMs);
+  EXPECT_EQ(shared.Authenticate(cn, serial), std::nullopt);
+  EXPECT_EQ(certs_->Authenticate(cn, serial), std::nullopt);
+}
+
 TEST_F(NodeCertificatesTest, BadRequestsAreRefusedAndNothingIsRecorded) {
   struct Case {
     std::string csr, want;

@@ -153,6 +153,12 @@ class RestApi {
   // goodput, recoveries: JSON). Without it, those paths answer 404.
   void AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void()> kick,
                      std::function<std::string()> summary = nullptr);
+  // Several servers on one etcd: `leads` says whether this server leads now. Only the leader's
+  // controller reads heartbeats (NodeTable is in memory, and acknowledges what a pass read), so
+  // a standby answers a heartbeat 503 NotLeader naming the leader, and the agent moves on to the
+  // next server it knows (api::Client). Without it (SQLite: one server), every heartbeat is
+  // taken. Set before serving.
+  void SetLeadership(std::function<bool()> leads) { leads_ = std::move(leads); }
   // Jobs one namespace may hold (an operator's object quota; 0: no limit). A create over it is
   // 403 QuotaExceeded and writes nothing. Counted before the write, so creates racing at the
   // limit may pass it by the number in flight. Set before serving.
@@ -282,6 +288,7 @@ class RestApi {
   SecretStore* secrets_ = nullptr;
   std::unique_ptr<Authorizer> authorizer_;
   std::function<void()> kick_;
+  std::function<bool()> leads_;
   std::function<std::string()> summary_;
   int64_t max_jobs_per_namespace_ = 10'000;
   std::string checkpoint_root_;

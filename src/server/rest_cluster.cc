@@ -9,6 +9,7 @@
 #include "api/wire.h"
 #include "core/text.h"
 #include "server/events.h"
+#include "server/fenced_store.h"
 #include "server/job_status.h"
 #include "server/log_store.h"
 #include "server/node_certs.h"
@@ -336,8 +337,34 @@ Response RestApi::RegisterNode(const Request& r, const std::string& name) {
   return Status(409, "Conflict", Cat(key, " keeps changing; retry"));
 }
 
+namespace {
+
+// Who leads, as the election key says ("" when nobody does or it does not parse).
+std::string LeaderUrl(store::Store& store) {
+  absl::StatusOr<store::KeyValue> kv = store.Get(kLeaderKey);
+  if (!kv.ok()) return "";
+  Json who = Json::parse(kv->value, nullptr, false);
+  return who.is_object() && who.contains("url") && who["url"].is_string()
+             ? who["url"].get<std::string>()
+             : "";
+}
+
+}  // namespace
+
 Response RestApi::Heartbeat(const Request& r, const std::string& name) {
   if (nodes_ == nullptr) return Status(404, "NotFound", "this server takes no heartbeats");
+  if (leads_ && !leads_()) {
+    std::string message = "this server is a standby: heartbeats go to the leader";
+    if (std::string leader = LeaderUrl(store_); !leader.empty()) {
+      message += ", ";
+      message += leader;
+    } else {
+      message += " once one is elected (no server leads now)";
+    }
+    Response out = Status(503, "NotLeader", std::move(message));
+    out.headers["Retry-After"] = std::to_string(1);
+    return out;
+  }
   absl::StatusOr<api::Heartbeat> hb = api::HeartbeatFromJson(r.body);
   if (!hb.ok()) return Status(422, "Invalid", std::string(hb.status().message()));
   if (!nodes_->Get(name)) {

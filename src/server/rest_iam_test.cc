@@ -148,6 +148,50 @@ TEST_F(RestIamTest, ARevokedOrExpiredTokenIsNobodyAtOnce) {
   EXPECT_FALSE(book_->Authenticate(fourth));
 }
 
+// Issue 21: several servers on one store. What this server writes (a token, a revocation, a
+// policy) reaches another server's IdentityBook through the store's changes (Follow, as the
+// server's /iam/ follower feeds it); an older event never undoes a newer write.
+TEST_F(RestIamTest, AnotherServersBookFollowsTokensAndRevocationsThroughTheStore) {
+  Authorizer other_authorizer(clock_);
+  IdentityBook other(*store_, clock_, other_authorizer);
+  ASSERT_TRUE(other.Load().ok());
+  int64_t after = other.loaded_revision();
+  auto follow = [&] {
+    absl::StatusOr<std::vector<store::Event>> events = store_->Changes("/iam/", after, 1000);
+    ASSERT_TRUE(events.ok()) << events.status();
+    other.Follow(*events);
+    if (!events->empty()) after = events->back().revision;
+  };
+  MakeAlice("[]");
+  auto [secret, alice] = TokenFor("alice", "1d");
+  EXPECT_FALSE(other.Authenticate(secret)) << "known before it was followed";
+  follow();
+  std::optional<Identity> there = other.Authenticate(secret);
+  ASSERT_TRUE(there.has_value());
+  EXPECT_EQ(there->user, "alice");
+  EXPECT_EQ(there->policies, alice.policies);
+  // The same events again change nothing; a revocation follows.
+  after = other.loaded_revision();
+  follow();
+  EXPECT_TRUE(other.Authenticate(secret));
+  ASSERT_EQ(Admin("DELETE", "/tokens/alice-t").status, 200);
+  follow();
+  EXPECT_FALSE(other.Authenticate(secret));
+  // An older event does not undo what the book wrote itself later: alice deleted through
+  // `other`, then the events of her making are followed again.
+  absl::StatusOr<store::KeyValue> user = store_->Get("/iam/users/alice");
+  ASSERT_TRUE(user.ok());
+  absl::StatusOr<int64_t> deleted = other.Delete("/iam/users/alice", user->mod_revision);
+  ASSERT_TRUE(deleted.ok());
+  absl::StatusOr<std::vector<store::Event>> old =
+      store_->Changes("/iam/", other.loaded_revision(), 1000);
+  ASSERT_TRUE(old.ok());
+  std::erase_if(*old, [&](const store::Event& e) { return e.revision >= *deleted; });
+  ASSERT_FALSE(old->empty());
+  other.Follow(*old);
+  EXPECT_FALSE(other.IdentityOfUser("alice").has_value());
+}
+
 TEST_F(RestIamTest, ATenantManagesOnlyItsOwnTokens) {
   MakeAlice("[]");
   ASSERT_EQ(Admin("PUT", "/users/bob",

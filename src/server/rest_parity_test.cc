@@ -10,6 +10,7 @@
 #include "core/policy.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/fenced_store.h"
 #include "server/log_store.h"
 #include "server/node_table.h"
 #include "server/rest.h"
@@ -439,6 +440,42 @@ scheduling:
   Response w = Call("POST", kJobs, Cat(other, "  runtimeClass: missing\n"));
   ASSERT_EQ(w.status, 201) << w.body;
   EXPECT_NE(w.headers["Warning"].find("RuntimeClass missing does not exist"), std::string::npos);
+}
+
+// Issue 21: only the leader's controller reads heartbeats, so a standby answers them 503
+// NotLeader with the leader's URL (from the election key), and the agent moves on to the next
+// server; it writes nothing and records nothing. Registration is any server's.
+TEST_F(ParityTest, AStandbyAnswersAHeartbeat503NamingTheLeader) {
+  api::NodeInfo n;
+  n.name = "n1";
+  n.cpu_milli = 1'000;
+  n.memory_mib = 1'024;
+  bool leads = false;
+  api_->SetLeadership([&leads] { return leads; });
+  ASSERT_EQ(Call("PUT", api::NodePath("n1"), api::NodeToJson(n, false)).status, 201);
+  const std::string heartbeat = api::NodeVerbPath("n1", "heartbeat");
+  api::Heartbeat hb;
+  hb.gpus.push_back({.index = 0, .healthy = false, .reason = "Xid 79"});
+  const int64_t before = nodes_.Get("n1")->last_heartbeat_ms;
+  clock_.Advance(1000);
+  Response r = Call("POST", heartbeat, api::HeartbeatToJson(hb), {}, Node());
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Body(r)["reason"], "NotLeader");
+  EXPECT_EQ(Body(r)["message"],
+            "this server is a standby: heartbeats go to the leader once one is elected (no server "
+            "leads now)");
+  EXPECT_EQ(r.headers["Retry-After"], "1");
+  EXPECT_EQ(nodes_.Get("n1")->last_heartbeat_ms, before);
+  ASSERT_TRUE(store_
+                  ->Txn({{store::Op::Kind::kPut, std::string(kLeaderKey),
+                          R"({"pid":7,"url":"https://10.0.0.2:8443"})"}})
+                  .ok());
+  r = Call("POST", heartbeat, api::HeartbeatToJson(hb), {}, Node());
+  EXPECT_EQ(Body(r)["message"],
+            "this server is a standby: heartbeats go to the leader, https://10.0.0.2:8443");
+  leads = true;
+  EXPECT_EQ(Call("POST", heartbeat, api::HeartbeatToJson(hb), {}, Node()).status, 200);
+  EXPECT_EQ(nodes_.Get("n1")->last_heartbeat_ms, clock_.NowMillis());
 }
 
 // Defect 10: after an Xid 79 the server stops scheduling on the GPU; what the API answers for
