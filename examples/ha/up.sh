@@ -133,9 +133,12 @@ A highly available gpucloud runs in $dir:
   kill -9 <its pid>      # another server leads within about ${lease}s; the agent follows it
 Logs: $dir/*.log. Ctrl-C stops everything.
 EOF
-  wait -n "${pids[@]}" || true
-  echo "up.sh: a process ended; stopping" >&2
-  exit 1
+  # Until Ctrl-C (or SIGTERM): a server killed on purpose does not end it.
+  while true; do
+    sleep 3600 &
+    pids+=($!)
+    wait $! || true
+  done
 fi
 
 # --- --smoke: a job, the leader killed, another job ------------------------------------------

@@ -495,8 +495,8 @@ void ControlPlane::StartAuditTicker() {
 }
 
 // Several servers on one etcd: what the others write under /iam/ (users, policies, tokens and
-// their revocation) reaches this one's mirror within about a second (IdentityBook::Follow).
-// Node certificates look themselves up in the store (NodeCertificates::SetShared).
+// their revocation) and /nodecerts/ (node certificates signed or revoked) reaches this one's
+// mirrors within about a second (IdentityBook::Follow, NodeCertificates::Follow).
 void ControlPlane::StartIamFollower() {
   Impl& m = *impl_;
   if (!m.OnEtcd()) return;
@@ -504,22 +504,39 @@ void ControlPlane::StartIamFollower() {
     std::mutex mu;
     std::condition_variable_any cv;
     std::unique_lock lock(mu);
-    int64_t after = m.identities->loaded_revision();
+    struct Followed {
+      std::string prefix;
+      int64_t after;
+      std::function<void(const std::vector<store::Event>&)> apply;
+      std::function<absl::Status()> reload;
+      std::function<int64_t()> loaded;
+    };
+    std::vector<Followed> followed = {
+        {"/iam/", m.identities->loaded_revision(), [&m](const auto& e) { m.identities->Follow(e); },
+         [&m] { return m.identities->Load(); }, [&m] { return m.identities->loaded_revision(); }},
+        {"/nodecerts/", m.node_certs->loaded_revision(),
+         [&m](const auto& e) { m.node_certs->Follow(e); }, [&m] { return m.node_certs->Load(); },
+         [&m] { return m.node_certs->loaded_revision(); }},
+    };
     while (!stop.stop_requested()) {
       cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
       if (stop.stop_requested()) break;
       const int64_t now = m.store->Revision();
-      absl::StatusOr<std::vector<store::Event>> events = m.store->Changes("/iam/", after, 1000);
-      if (absl::IsOutOfRange(events.status())) {  // compacted past us: read it all again
-        if (absl::Status s = m.identities->Load(); s.ok()) after = m.identities->loaded_revision();
-        continue;
+      for (Followed& f : followed) {
+        absl::StatusOr<std::vector<store::Event>> events =
+            m.store->Changes(f.prefix, f.after, 1000);
+        if (absl::IsOutOfRange(events.status())) {  // compacted past us: read it all again
+          if (f.reload().ok()) f.after = f.loaded();
+          continue;
+        }
+        if (!events.ok()) {
+          log::Warn("server", "following the store failed",
+                    {{"prefix", f.prefix}, {"error", events.status().ToString()}});
+          continue;
+        }
+        f.apply(*events);
+        f.after = events->size() >= 1000 ? events->back().revision : std::max(f.after, now);
       }
-      if (!events.ok()) {
-        log::Warn("server", "following /iam/ failed", {{"error", events.status().ToString()}});
-        continue;
-      }
-      m.identities->Follow(*events);
-      after = events->size() >= 1000 ? events->back().revision : std::max(after, now);
     }
   });
 }

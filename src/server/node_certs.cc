@@ -42,31 +42,58 @@ absl::Status NodeCertificates::Load() {
   absl::StatusOr<store::ListResult> list = store_.List("/nodecerts/");
   if (!list.ok()) return list.status();
   std::map<std::string, std::vector<Serial>> loaded;
+  std::map<std::string, int64_t> revisions;
   for (const store::KeyValue& kv : list->items) {
-    std::vector<Serial>& serials = loaded[kv.key.substr(sizeof("/nodecerts/") - 1)];
-    if (absl::Status s = ParseSerials(kv.key, kv.value, serials); !s.ok()) return s;
+    const std::string name = kv.key.substr(sizeof("/nodecerts/") - 1);
+    if (absl::Status s = ParseSerials(kv.key, kv.value, loaded[name]); !s.ok()) return s;
+    revisions[name] = kv.mod_revision;
   }
-  const int64_t now = clock_.NowMillis();
   absl::MutexLock lock(&mu_);
   by_node_ = std::move(loaded);
+  revision_ = std::move(revisions);
   read_ms_.clear();
-  for (const auto& [name, serials] : by_node_) read_ms_[name] = now;
+  loaded_rev_ = list->revision;
   return absl::OkStatus();
 }
 
-// Shared: the node's record as the store has it now, into the mirror (gone: forgotten).
+void NodeCertificates::MirrorLocked(const std::string& name,
+                                    std::optional<std::vector<Serial>> serials,
+                                    int64_t revision) const {
+  int64_t& newest = revision_[name];
+  if (revision > 0 && revision <= newest) return;
+  newest = std::max(newest, revision);
+  if (serials) {
+    by_node_[name] = std::move(*serials);
+  } else {
+    by_node_.erase(name);
+  }
+}
+
+// Shared: the node's record as the store has it now, into the mirror.
 void NodeCertificates::ReadFromStore(const std::string& name) const {
   absl::StatusOr<store::KeyValue> kv = store_.Get(Key(name));
   std::vector<Serial> serials;
   if (kv.ok() && !ParseSerials(kv->key, kv->value, serials).ok()) return;  // keep what we had
-  if (!kv.ok() && !absl::IsNotFound(kv.status())) return;  // the store failing: keep it too
   absl::MutexLock lock(&mu_);
-  if (kv.ok()) {
-    by_node_[name] = std::move(serials);
-  } else {
-    by_node_.erase(name);
-  }
   read_ms_[name] = clock_.NowMillis();
+  if (kv.ok()) MirrorLocked(name, std::move(serials), kv->mod_revision);
+}
+
+void NodeCertificates::Follow(const std::vector<store::Event>& events) {
+  constexpr std::string_view kPrefix = "/nodecerts/";
+  absl::MutexLock lock(&mu_);
+  for (const store::Event& e : events) {
+    if (!e.kv.key.starts_with(kPrefix)) continue;
+    const std::string name = e.kv.key.substr(kPrefix.size());
+    if (e.kind == store::Event::Kind::kDelete) {
+      MirrorLocked(name, std::nullopt, e.revision);
+      continue;
+    }
+    std::vector<Serial> serials;
+    if (ParseSerials(e.kv.key, e.kv.value, serials).ok()) {
+      MirrorLocked(name, std::move(serials), e.revision);
+    }
+  }
 }
 
 bool NodeCertificates::HoldsLiveCertificate(const std::vector<Serial>& serials) const {
@@ -127,8 +154,7 @@ absl::StatusOr<NodeCertificates::Issued> NodeCertificates::Issue(const std::stri
   }
   {
     absl::MutexLock lock(&mu_);
-    by_node_[name] = serials;
-    read_ms_[name] = clock_.NowMillis();
+    MirrorLocked(name, serials, *rev);
   }
   return Issued{signed_cert->pem, signed_cert->serial, signed_cert->not_after};
 }
@@ -146,13 +172,13 @@ std::optional<std::string> NodeCertificates::Authenticate(const std::string& com
   };
   {
     absl::MutexLock lock(&mu_);
-    if (!shared_) return valid() ? std::optional<std::string>(name) : std::nullopt;
+    if (valid()) return name;
+    // Shared: a certificate another server signed is looked up on first sight (at most once a
+    // second per node: a revoked one must not cost a store read per request).
     auto read = read_ms_.find(name);
-    const bool fresh = read != read_ms_.end() && now - read->second < kSharedRefreshMs;
-    // Shared: a certificate another server signed is learnt on first sight; a revocation made
-    // elsewhere, within kSharedRefreshMs.
-    if (fresh && valid()) return name;
-    if (fresh && read->second >= now - kMissRereadMs) return std::nullopt;
+    if (!shared_ || (read != read_ms_.end() && now - read->second < kMissRereadMs)) {
+      return std::nullopt;
+    }
   }
   ReadFromStore(name);
   absl::MutexLock lock(&mu_);
@@ -163,9 +189,9 @@ store::Op NodeCertificates::ForgetOp(const std::string& name) {
   return {store::Op::Kind::kDelete, Key(name), "", std::nullopt};
 }
 
-void NodeCertificates::Forget(const std::string& name) {
+void NodeCertificates::Forget(const std::string& name, int64_t revision) {
   absl::MutexLock lock(&mu_);
-  by_node_.erase(name);
+  MirrorLocked(name, std::nullopt, revision);
   read_ms_[name] = clock_.NowMillis();
 }
 

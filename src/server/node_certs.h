@@ -18,8 +18,9 @@
 // Thread-safe. Load once before serving. With one server the mirror follows this process's
 // writes only. Several servers on one store (SetShared) sign and revoke each other's: then a
 // certificate the mirror does not know is looked up in the store (at most once a second per
-// node), and a node's entry is read again once it is kSharedRefreshMs old, so a revocation
-// through another server holds here within that.
+// node), and the server feeds the store's changes under /nodecerts/ to Follow (every second), so
+// a revocation through another server holds here within about a second. Each node's newest
+// revision wins: an older event never undoes a newer write.
 #ifndef GPUCLOUD_SERVER_NODE_CERTS_H_
 #define GPUCLOUD_SERVER_NODE_CERTS_H_
 
@@ -43,7 +44,6 @@ inline constexpr char kNodeNamePrefix[] = "node:";
 class NodeCertificates {
  public:
   static constexpr int kKeptSerials = 2;  // the current certificate and the one it renewed
-  static constexpr int64_t kSharedRefreshMs = 5'000;
   static constexpr int64_t kMissRereadMs = 1'000;
 
   struct Issued {
@@ -63,6 +63,13 @@ class NodeCertificates {
   absl::Status Load();
   // Other servers write /nodecerts/ too (see above). Set before serving.
   void SetShared(bool shared) { shared_ = shared; }
+  // Applies the store's changes under /nodecerts/ (Store::Changes' events).
+  void Follow(const std::vector<store::Event>& events);
+  // The store's revision the last Load read at (Follow from there).
+  int64_t loaded_revision() const {
+    absl::MutexLock lock(&mu_);
+    return loaded_rev_;
+  }
 
   // Signs `csr_pem` for node `name` (asked by `asker`; for kNode, `asker_node` is the node
   // that asks) and records it (durably) before returning it. PermissionDenied when the asker may
@@ -81,7 +88,8 @@ class NodeCertificates {
   // The store operation that revokes `name`'s certificates, for the transaction that deletes
   // the node; call Forget after that transaction committed.
   static store::Op ForgetOp(const std::string& name);
-  void Forget(const std::string& name);
+  // `revision`: that transaction's (0: unknown).
+  void Forget(const std::string& name, int64_t revision = 0);
 
   absl::Duration ttl() const { return ttl_; }
 
@@ -93,6 +101,9 @@ class NodeCertificates {
   static std::string Key(const std::string& name) { return "/nodecerts/" + name; }
   bool HoldsLiveCertificate(const std::vector<Serial>& serials) const;
   void ReadFromStore(const std::string& name) const;
+  // The serials of `name` as of `revision`, unless the mirror has a newer one.
+  void MirrorLocked(const std::string& name, std::optional<std::vector<Serial>> serials,
+                    int64_t revision) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store& store_;
   const Clock& clock_;
@@ -102,7 +113,9 @@ class NodeCertificates {
   bool shared_ = false;
   // Mutable: Authenticate refreshes the mirror from the store when shared.
   mutable std::map<std::string, std::vector<Serial>> by_node_ ABSL_GUARDED_BY(mu_);
-  mutable std::map<std::string, int64_t> read_ms_ ABSL_GUARDED_BY(mu_);  // when read from store
+  mutable std::map<std::string, int64_t> read_ms_ ABSL_GUARDED_BY(mu_);   // last store lookup
+  mutable std::map<std::string, int64_t> revision_ ABSL_GUARDED_BY(mu_);  // newest mirrored
+  int64_t loaded_rev_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpucloud::server

@@ -116,7 +116,8 @@ TEST_F(NodeCertificatesTest, ForgettingANodeRevokesItsCertificatesAtOnce) {
 
 // Issue 21: several servers on one store sign and revoke each other's certificates. A shared
 // mirror learns a certificate another server signed on first sight, and a revocation made
-// elsewhere within kSharedRefreshMs; one that is not shared knows only its own writes.
+// elsewhere from the store's changes (Follow); an older event never undoes a newer write. One
+// that is not shared knows only its own writes.
 TEST_F(NodeCertificatesTest, ASharedMirrorFollowsAnotherServersIssuesAndRevocations) {
   NodeCertificates shared(*store_, clock_, dir_ / "creds", absl::Hours(1));
   NodeCertificates alone(*store_, clock_, dir_ / "creds", absl::Hours(1));
@@ -129,12 +130,23 @@ TEST_F(NodeCertificatesTest, ASharedMirrorFollowsAnotherServersIssuesAndRevocati
   auto [cn, serial] = Subject(got->certificate_pem);
   EXPECT_EQ(shared.Authenticate(cn, serial), "gpu-1");
   EXPECT_EQ(alone.Authenticate(cn, serial), std::nullopt);
-  // Revoked through the first server (the node deleted): still valid here until the entry is
-  // kSharedRefreshMs old, then not.
-  ASSERT_TRUE(store_->Txn({NodeCertificates::ForgetOp("gpu-1")}).ok());
-  certs_->Forget("gpu-1");
+  // Revoked through the first server (the node deleted): valid here until its change is
+  // followed, then not.
+  absl::StatusOr<int64_t> deleted = store_->Txn({NodeCertificates::ForgetOp("gpu-1")});
+  ASSERT_TRUE(deleted.ok());
+  certs_->Forget("gpu-1", *deleted);
   EXPECT_EQ(shared.Authenticate(cn, serial), "gpu-1");
-  clock_.Advance(NodeCertificates::kSharedRefreshMs);
+  absl::StatusOr<std::vector<store::Event>> events =
+      store_->Changes("/nodecerts/", shared.loaded_revision(), 1000);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);  // the issue, then the revocation
+  shared.Follow(*events);
+  EXPECT_EQ(shared.Authenticate(cn, serial), std::nullopt);
+  EXPECT_EQ(certs_->Authenticate(cn, serial), std::nullopt);
+  // The issue's event again, alone and late: the revocation stands.
+  shared.Follow({events->front()});
+  certs_->Follow({events->front()});
+  clock_.Advance(NodeCertificates::kMissRereadMs);
   EXPECT_EQ(shared.Authenticate(cn, serial), std::nullopt);
   EXPECT_EQ(certs_->Authenticate(cn, serial), std::nullopt);
 }

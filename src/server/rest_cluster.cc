@@ -237,7 +237,7 @@ Response RestApi::DeleteNode(const Request& r, const std::string& name) {
   }
   absl::StatusOr<int64_t> rev = store_.Txn(ops);
   if (!rev.ok()) return FromStatus(rev.status());
-  if (node_certs_ != nullptr) node_certs_->Forget(name);
+  if (node_certs_ != nullptr) node_certs_->Forget(name, *rev);
   if (nodes_ != nullptr) nodes_->Forget(name);
   if (kick_) kick_();
   return Status(200, "Deleted", Cat("Node ", name, " deleted at revision ", *rev));
