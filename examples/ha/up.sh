@@ -44,6 +44,7 @@ chmod 711 "$dir"  # tasks run as unprivileged users and pass through to their di
 pids=()
 passed=false
 cleanup() {
+  for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done  # a paused one too
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   # A smoke run that passed leaves nothing behind; one that failed keeps its logs.
@@ -53,9 +54,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until the command succeeds
-  local limit=$1 what=$2
+  local end=$((SECONDS + $1)) what=$2
   shift 2
-  for _ in $(seq $((limit * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  while ((SECONDS < end)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
   echo "up.sh: timed out waiting for $what (the logs are in $dir)" >&2
   exit 1
 }
@@ -141,21 +142,52 @@ EOF
   done
 fi
 
-# --- --smoke: a job, the leader killed, another job ------------------------------------------
-phase() { "$gpuctl" get jobs "$1" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["phase"])'; }
-"$gpuctl" run --name before --gpus 1 -- true
-wait_for 60 "job before to succeed" bash -c "[[ \$(\"\$0\" get jobs before -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"status\"][\"phase\"])') == Succeeded ]]" "$gpuctl"
+# --- --smoke: a job; the leader killed; the leader paused; an etcd member killed ----------------
+field() {  # field JOB KEY: status.KEY of the job
+  "$gpuctl" get jobs "$1" -o json | python3 -c "import json,sys; print(json.load(sys.stdin)['status'].get('$2', ''))"
+}
+run_job() {  # run_job NAME: a one-GPU job that must succeed, in its first attempt
+  "$gpuctl" run --name "$1" --gpus 1 -- true
+  wait_for 60 "job $1 to succeed" bash -c "[[ \$(\"\$0\" get jobs $1 -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"status\"][\"phase\"])') == Succeeded ]]" "$gpuctl"
+  [[ $(field "$1" attempt) == 1 ]] || { echo "up.sh: job $1 ran more than once" >&2; exit 1; }
+}
+leads_other_than() {  # leads_other_than PID: another server holds the election key
+  local p
+  p=$(etcdctl_ get /gpucloud/data/meta/leader --print-value-only)
+  [[ -n $p && $p != *"\"pid\":$1,"* && $p != *"\"pid\":$1}"* ]]
+}
+log_of() {  # log_of PID: the output file of the server with that pid
+  for i in 1 2 3; do [[ ${server_pid[$i]} == "$1" ]] && echo "$dir/server-$i.log"; done
+}
+run_job before
+
 old=$(leader)
 echo "the leader is pid $old: kill -9"
 killed_at=$(date +%s.%N)
 kill -9 "$old"
-wait_for 30 "another server to lead" bash -c "p=\$(ETCDCTL_API=3 etcdctl --endpoints '$endpoints' get /gpucloud/data/meta/leader --print-value-only); [[ -n \$p && \$p != *'\"pid\":$old,'* && \$p != *'\"pid\":$old}'* ]]"
-new=$(leader)
-echo "pid $new leads $(python3 -c "import time; print(f'{time.time() - $killed_at:.1f}')") s after the kill"
-"$gpuctl" run --name after --gpus 1 -- true
-wait_for 60 "job after to succeed" bash -c "[[ \$(\"\$0\" get jobs after -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"status\"][\"phase\"])') == Succeeded ]]" "$gpuctl"
+wait_for 30 "another server to lead" leads_other_than "$old"
+echo "pid $(leader) leads $(python3 -c "import time; print(f'{time.time() - $killed_at:.1f}')") s after the kill"
+run_job after-kill
+
+# A paused leader (SIGSTOP: what a long pause looks like to etcd): another leads; the paused
+# one, woken, finds its key gone and steps down (its writes meanwhile are fenced), and a job
+# runs once. (While a server is frozen, etcd 3.4's JSON gateway was seen to hold back watch
+# events for the other servers until it woke or died: docs/server.md. So the job is submitted
+# once the paused server is woken.)
+paused=$(leader)
+echo "the leader is pid $paused: SIGSTOP"
+kill -STOP "$paused"
+wait_for 30 "another server to lead while $paused is paused" leads_other_than "$paused"
+kill -CONT "$paused"
+wait_for 30 "the woken server to step down" grep -q "no longer the leader" "$(log_of "$paused")"
+echo "pid $paused woke and stepped down; pid $(leader) leads"
+run_job after-pause
+
+# One etcd member killed: the other two keep quorum, the servers use them.
+echo "etcd member 1: kill -9"
+kill -9 "${pids[0]}"
+run_job member-down
 "$gpuctl" get jobs
-[[ $(phase before) == Succeeded && $(phase after) == Succeeded ]]
 "$gpuctl" audit verify
 passed=true
 echo "up.sh --smoke: passed"

@@ -54,11 +54,22 @@ std::string HostName() {
 
 }  // namespace
 
+namespace {
+
+// An agent talks with its control plane every heartbeat: a server that has not answered within
+// a few of them is as good as gone, and the next server should be asked (api::Client).
+api::ClientConfig AgentClientConfig(api::ClientConfig c) {
+  c.answer_seconds = std::min(c.answer_seconds, 5);
+  return c;
+}
+
+}  // namespace
+
 NodeAgent::Impl::Impl(api::ClientConfig server, GpuBackend& b, const Clock& c,
                       NodeAgentOptions opts)
-    : client(server),
-      watch_client(server),
-      bootstrap_config(server),
+    : client(AgentClientConfig(server)),
+      watch_client(AgentClientConfig(server)),
+      bootstrap_config(AgentClientConfig(server)),
       backend(b),
       clock(c),
       o(std::move(opts)),

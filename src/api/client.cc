@@ -217,8 +217,8 @@ struct Connection {
     io.restart();
   }
 
-  static constexpr int kConnectSeconds = 5;
-  static constexpr int kHandshakeSeconds = 10;
+  static constexpr int kConnectSeconds = 3;
+  static constexpr int kHandshakeSeconds = 5;
 };
 
 Client::Client(ClientConfig config) : config_(std::move(config)) {}
@@ -298,7 +298,7 @@ absl::StatusOr<HttpResponse> Client::StreamOne(
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  if (!Readable(stream, buf, 30)) ec = asio::error::timed_out;
+  if (!Readable(stream, buf, config_.answer_seconds)) ec = asio::error::timed_out;
   if (!ec) http::read_header(stream, buf, parser, ec);
   if (ec) return absl::UnavailableError(Cat("request to ", server.host, ": ", ec.message()));
   if (parser.get().result_int() != 200) {
@@ -375,7 +375,7 @@ absl::StatusOr<HttpResponse> Client::CallOne(std::string_view method, const std:
     beast::flat_buffer buf;
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 << 20);
-    if (!ec && !Readable(stream, buf, 30)) ec = asio::error::timed_out;
+    if (!ec && !Readable(stream, buf, config_.answer_seconds)) ec = asio::error::timed_out;
     if (!ec) http::read(stream, buf, parser, ec);
     if (ec) {
       bool nothing_back = !parser.got_some();

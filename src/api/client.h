@@ -49,6 +49,8 @@ struct ClientConfig {
   // Further servers of the same control plane, tried in this order after the first (all share
   // the CA and the credentials above).
   std::vector<ServerAddress> more_servers;
+  // How long a sent request may wait for the answer's first byte (a stream: for its head).
+  int answer_seconds = 30;
 };
 
 // Reads a config file; InvalidArgument naming the file and the missing or bad field.
@@ -77,8 +79,9 @@ class Client {
   // Talks with `config` from now on (a new connection).
   void SetConfig(ClientConfig config);
   // One request (on a kept-alive connection); Unavailable when the server cannot be reached
-  // (no TCP connection within 5 s, no TLS handshake within 10 s), does not answer within 30 s,
-  // or its certificate is not signed by the configured CA.
+  // (no TCP connection within 3 s, no TLS handshake within 5 s: a dead or frozen server costs
+  // seconds, not minutes), does not answer within config.answer_seconds, or its certificate is
+  // not signed by the configured CA.
   // With several servers, the client keeps to the one that last answered, and moves on to the
   // next (in the config's order, round) when that one cannot be reached, or answers 503 (a
   // standby that does not take this request, or a server that lost its store); it gives up once

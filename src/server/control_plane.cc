@@ -48,6 +48,7 @@
 namespace gpucloud::server {
 
 constexpr int64_t kRetainEveryMs = 10 * 60 * 1000;
+constexpr int64_t kTakeoverGraceMs = 12'000;
 
 // What runs only on the leader, for one term: made when it is elected, stopped when the term
 // ends. Members are destroyed in reverse order: the users of `fenced` before it.
@@ -109,8 +110,11 @@ struct ControlPlane::Impl {
     auto t = std::make_shared<LeaderTerm>();
     t->fenced = std::move(fenced);
     store::Store& s = t->fenced ? *t->fenced : *store;
-    t->controller =
-        std::make_unique<Controller>(s, *nodes, clock, GpuCatalog::Default(), controller_options);
+    ControllerOptions co = controller_options;
+    // A new leader on etcd: agents find it within an answer, handshake and connect timeout
+    // (api::Client: about 13 s at worst, from a frozen old leader) before it judges them.
+    if (OnEtcd()) co.start_grace_ms = kTakeoverGraceMs;
+    t->controller = std::make_unique<Controller>(s, *nodes, clock, GpuCatalog::Default(), co);
     t->compactor = std::make_unique<Compactor>(s, options.compaction);
     t->controller->Start();
     t->compactor->Start();

@@ -308,7 +308,9 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     }
     pass.metrics.gpu_seconds_registered += dt * static_cast<double>(entry.info->gpus.size());
     auto rep = pass.reports.find(name);
-    int64_t last = rep != pass.reports.end() ? rep->second.last_heartbeat_ms : started_ms_;
+    const int64_t last =
+        std::max(rep != pass.reports.end() ? rep->second.last_heartbeat_ms : int64_t{0},
+                 started_ms_ + options_.start_grace_ms);
     bool ready = pass.now_ms - last <= options_.heartbeat_timeout_ms;
     if (ready != entry.stored_ready) {
       Json doc = obj.doc;

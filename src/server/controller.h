@@ -66,6 +66,11 @@ struct ControllerOptions {
   // file system on a multi-node cluster.
   std::string checkpoint_root = ".gpucloud/checkpoints";
   int64_t heartbeat_timeout_ms = 3000;  // 3 missed heartbeats of 1 s
+  // Every node counts as heard from `start_grace_ms` after this controller started (so judged
+  // NotReady no sooner than that plus the heartbeat timeout), whatever its NodeTable entry says:
+  // a new leader's agents are still finding it (a frozen old leader costs each one its connect,
+  // handshake or answer timeout), and its NodeTable may hold heartbeats from long ago.
+  int64_t start_grace_ms = 0;
   int64_t tick_ms = 1000;
   int64_t stop_grace_ms = 30'000;  // SIGTERM to SIGKILL on the agents
   // Called (on the controller's thread) once a job the controller deleted is gone from the
