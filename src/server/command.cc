@@ -182,6 +182,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
                  "on etcd: seconds of the leader's lease; the controllers move to another server "
                  "within about this long (plus a third) of the leader's death or loss of etcd")
       ->check(CLI::Range(1.0, 3600.0));
+  double store_wait_s = 30;
+  app.add_option("--store-wait", store_wait_s,
+                 "on etcd: seconds a start waits for etcd to answer, trying again with back-off")
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
   app.add_option("--max-jobs-per-namespace", o.max_jobs_per_namespace,
@@ -262,6 +266,7 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   o.heartbeat_timeout_ms = static_cast<int64_t>(heartbeat_timeout_s * 1000);
   o.leader_lease = absl::Seconds(leader_lease_s);
+  o.store_wait = absl::Seconds(store_wait_s);
   o.stop_grace_ms = static_cast<int64_t>(grace_s * 1000);
   o.node_certificate_ttl = absl::Seconds(node_cert_hours * 3600);
   o.audit_retention.max_age_ms = static_cast<int64_t>(audit_days * 24 * 3600 * 1000);

@@ -188,12 +188,25 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const ControlPlaneOption
     }
     return store::OpenSqliteStore(db);
   }
-  absl::StatusOr<std::unique_ptr<store::Store>> etcd = store::OpenEtcdStore({
+  const store::EtcdStoreOptions eo{
       .endpoint = where.endpoints,
       .namespace_prefix = where.key_prefix + "/data",
       .compaction_key = where.key_prefix + "/meta/compacted-revision",
       .tls = tls,
-  });
+  };
+  absl::StatusOr<std::unique_ptr<store::Store>> etcd = store::OpenEtcdStore(eo);
+  // etcd not there yet (started with us, restarting): try again with back-off, saying so.
+  const absl::Time give_up = absl::Now() + o.store_wait;
+  for (absl::Duration backoff = absl::Milliseconds(500);
+       !etcd.ok() && absl::IsUnavailable(etcd.status()) && absl::Now() + backoff <= give_up;
+       backoff = std::min(backoff * 2, absl::Seconds(5))) {
+    log::Warn("server", "etcd does not answer; trying again",
+              {{"store", o.store},
+               {"in", absl::FormatDuration(backoff)},
+               {"error", std::string(etcd.status().message())}});
+    absl::SleepFor(backoff);
+    etcd = store::OpenEtcdStore(eo);
+  }
   if (!etcd.ok()) {
     return absl::Status(etcd.status().code(),
                         Cat("store ", o.store, ": ", etcd.status().message()));

@@ -60,6 +60,10 @@ struct ControlPlaneOptions {
   // holding the election key runs the controllers, and loses it within this long of losing
   // etcd (or of its death). Renewed every third of it. Whole seconds (rounded up).
   absl::Duration leader_lease = absl::Seconds(5);
+  // On etcd: how long a start waits for etcd to answer (`--store-wait`), trying again with
+  // back-off (0.5 s, doubling, at most 5 s apart) and saying so, before it gives up (exit 1,
+  // naming the URL): servers and etcd members started together need not be started in order.
+  absl::Duration store_wait = absl::Seconds(30);
   std::string address = "127.0.0.1";
   uint16_t port = 8443;  // 0: any free port
   SchedulerConfig scheduler;

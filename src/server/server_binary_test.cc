@@ -19,8 +19,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/test_client.h"
@@ -536,7 +538,8 @@ TEST(ServerBinary, OnEtcdOverTlsWithAClientCertificateAJobIsCreated) {
   close(s.output);
   EXPECT_EQ(Wait(s), 0);
 
-  Running refused = Start(dir + "/data", {"--store", url, "--etcd-ca", ca->cert_file()});
+  Running refused =
+      Start(dir + "/data", {"--store", url, "--etcd-ca", ca->cert_file(), "--store-wait", "0"});
   EXPECT_EQ(refused.port, 0) << refused.first_lines;
   if (refused.port != 0) kill(refused.pid, SIGKILL);  // it must not serve: fail, never hang
   EXPECT_EQ(Wait(refused), 1) << refused.first_lines;
@@ -626,12 +629,57 @@ TEST(ServerBinary, ABadStoreIsRefusedNamingTheFlag) {
   EXPECT_FALSE(std::filesystem::exists(dir));  // nothing made
   if (store::EtcdTestServer::Available()) {
     const std::string absent = "etcd://127.0.0.1:" + std::to_string(store::FreeLoopbackPort());
-    Running r = Start(dir, {"--store", absent});
+    Running r = Start(dir, {"--store", absent, "--store-wait", "0"});
     EXPECT_EQ(Wait(r), 1) << r.first_lines;
     EXPECT_TRUE(r.first_lines.starts_with("gpucloud server: store " + absent + ": "))
         << r.first_lines;
     EXPECT_FALSE(std::filesystem::exists(dir + "/ca.crt"));  // no credentials made
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 21: etcd unreachable at start. The server says so and tries again with back-off for
+// --store-wait, so a server and its etcd started together need no order: here etcd comes up
+// about 2 s after the server, which then serves on it.
+TEST(ServerBinary, AServerWaitsForAnEtcdThatComesUpLate) {
+  SKIP_WITHOUT_ETCD();
+  const std::string dir = TempDir("server-etcd-late");
+  const int client = store::FreeLoopbackPort(), peer = store::FreeLoopbackPort();
+  store::EtcdTestServer etcd(dir + "/etcd", "late", client, peer,
+                             "late=http://127.0.0.1:" + std::to_string(peer));
+  const auto started = std::chrono::steady_clock::now();
+  // etcd is started 2 s late, on a thread that lives as long as it does (etcd dies with the
+  // thread that spawned it: PR_SET_PDEATHSIG).
+  absl::Status etcd_started;
+  std::promise<void> up, done;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    etcd_started = etcd.Start();
+    up.set_value();
+    done.get_future().wait();
+    etcd.Stop();
+  });
+  // Returns once the server serves (or exits).
+  Running r = Start(dir + "/data", {"--store", "etcd://" + etcd.endpoint(), "--store-wait", "30"},
+                    {}, /*keep_output=*/true);
+  up.get_future().wait();
+  auto finish = [&] {
+    done.set_value();
+    late.join();
+  };
+  if (!etcd_started.ok() || r.port == 0) {
+    if (r.pid > 0) kill(r.pid, SIGKILL);
+    finish();
+    FAIL() << etcd_started << r.first_lines;
+  }
+  EXPECT_NE(r.first_lines.find("etcd does not answer; trying again"), std::string::npos)
+      << r.first_lines;
+  EXPECT_NE(ServingLine(r).find(", leader)"), std::string::npos);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  kill(r.pid, SIGTERM);
+  close(r.output);
+  EXPECT_EQ(Wait(r), 0);
+  finish();
   std::filesystem::remove_all(dir);
 }
 
