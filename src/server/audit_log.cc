@@ -207,9 +207,9 @@ absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
     if (options_.shared_chain && head.seq == 0 && !records.empty() && race == 0) {
       // Nothing to check against yet: start from what the store has now, not from an empty log
       // that others may have written (and retention cut) since this writer opened it.
-      absl::StatusOr<std::pair<Head, int64_t>> now = ReadHead();
+      absl::StatusOr<Head> now = ReadHeadSettled();
       if (!now.ok()) return now.status();
-      head = now->first;
+      head = *now;
     }
     Head after;
     std::string last_text;
@@ -225,10 +225,10 @@ absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
     } else {
       if (options_.shared_chain && race < kMaxChainRaces) {
         // Did another writer move the head (or retention take the one we chained after)?
-        absl::StatusOr<std::pair<Head, int64_t>> now = ReadHead();
-        if (now.ok() && (now->first.seq != head.seq || now->first.hash != head.hash)) {
+        absl::StatusOr<Head> now = NewerHead(head);
+        if (now.ok() && (now->seq != head.seq || now->hash != head.hash)) {
           std::lock_guard<std::mutex> lock(chain_mu_);
-          head_ = now->first;
+          head_ = *now;
           continue;
         }
       }
@@ -238,6 +238,35 @@ absl::StatusOr<int64_t> AuditLog::CommitLocked(std::vector<AuditRecord> records,
     NoteCommitted(std::move(records));
     return rev;
   }
+}
+
+// Shared chain: the head after `known`, found by reading the records after it one by one (the
+// others append while we look: a count would race them); when there is none, the head as a
+// count of the records says (`known` may be gone: retention).
+absl::StatusOr<AuditLog::Head> AuditLog::NewerHead(const Head& known) {
+  Head h = known;
+  for (;;) {
+    absl::StatusOr<store::KeyValue> kv = store_.Get(RecordKey(h.seq + 1));
+    if (absl::IsNotFound(kv.status())) break;
+    if (!kv.ok()) return kv.status();
+    absl::StatusOr<AuditRecord> r = DecodeRecord(kv->value);
+    if (!r.ok())
+      return absl::DataLossError(Cat("audit log: record ", h.seq + 1, " does not decode"));
+    h = Head{h.seq + 1, r->hash, kv->mod_revision};
+  }
+  if (h.seq != known.seq) return h;
+  return ReadHeadSettled();
+}
+
+// ReadHead's head, read again while other writers make it look cut (a record appended between
+// its count and its reads).
+absl::StatusOr<AuditLog::Head> AuditLog::ReadHeadSettled() {
+  absl::StatusOr<std::pair<Head, int64_t>> read = ReadHead();
+  for (int tries = 1; tries < kMaxChainRaces && absl::IsDataLoss(read.status()); ++tries) {
+    read = ReadHead();
+  }
+  if (!read.ok()) return read.status();
+  return read->first;
 }
 
 // One try of CommitLocked: `records` numbered and chained after `head` (`after`: the last of
