@@ -142,6 +142,14 @@ Response FromStatus(const absl::Status& s) {
       return Status(400, "BadRequest", std::string(s.message()));
     case absl::StatusCode::kPermissionDenied:
       return Status(403, "Forbidden", std::string(s.message()));
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded: {
+      // The store is away (etcd lost its quorum, or this server lost etcd): nothing was
+      // acknowledged; try again, or another server (api::Client moves on at a 503).
+      Response r = Status(503, "ServiceUnavailable", Cat("the store: ", s.message()));
+      r.headers["Retry-After"] = std::to_string(1);
+      return r;
+    }
     default:
       return Status(500, "InternalError", std::string(s.message()));
   }

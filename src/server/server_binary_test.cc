@@ -683,6 +683,34 @@ TEST(ServerBinary, AServerWaitsForAnEtcdThatComesUpLate) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 21: etcd gone (here stopped; a lost quorum answers the same). A write answers 503 with
+// Retry-After and says the store is away, so that nothing unacknowledged looks acknowledged
+// and a client moves on to another server; with etcd back the same write is created.
+TEST(ServerBinary, WithEtcdGoneAWriteAnswers503AndWorksOnceItIsBack) {
+  SKIP_WITHOUT_ETCD();
+  const std::string dir = TempDir("server-etcd-gone");
+  store::EtcdTestServer etcd(dir + "/etcd");
+  ASSERT_TRUE(etcd.Start().ok()) << etcd.log();
+  Running s = Start(dir + "/data", {"--store", "etcd://" + etcd.endpoint()});
+  ASSERT_GT(s.port, 0) << s.first_lines;
+  const std::string token = ReadToken(dir + "/data"), ca = dir + "/data/ca.crt";
+  const std::string jobs = "/apis/gpucloud/v1/namespaces/default/jobs";
+  const std::string job = R"({"apiVersion":"gpucloud/v1","kind":"Job","metadata":{"name":"later"},)"
+                          R"("spec":{"tasks":[{"name":"w","resources":{"gpu":{"count":1}}}]}})";
+  etcd.Stop();
+  auto refused = testing_util::HttpsCall(s.port, ca, http::verb::post, jobs, token, job);
+  EXPECT_EQ(refused.result_int(), 503) << refused.body();
+  EXPECT_NE(refused.body().find("the store: "), std::string::npos) << refused.body();
+  EXPECT_EQ(refused[http::field::retry_after], "1");
+  ASSERT_TRUE(etcd.Start().ok()) << etcd.log();
+  auto created = testing_util::HttpsCall(s.port, ca, http::verb::post, jobs, token, job);
+  EXPECT_EQ(created.result_int(), 201) << created.body();
+  kill(s.pid, SIGTERM);
+  EXPECT_EQ(Wait(s), 0);
+  etcd.Stop();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ServerBinary, AFailedFirstStartLosesNoAdminToken) {
   std::string dir = TempDir("server-busy");
   // The port is taken: the first start fails before it serves.
