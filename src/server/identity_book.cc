@@ -41,12 +41,24 @@ IdentityBook::IdentityBook(store::Store& store, const Clock& clock, Authorizer& 
 absl::Status IdentityBook::Load() {
   absl::StatusOr<store::ListResult> list = store_.List(std::string(kIam));
   if (!list.ok()) return list.status();
-  absl::MutexLock lock(&mu_);
+  std::map<std::string, std::pair<Json, int64_t>> listed;
   for (const store::KeyValue& kv : list->items) {
     Json doc = Json::parse(kv.value, nullptr, false);
     if (!doc.is_object()) return absl::DataLossError(Cat(kv.key, ": not a JSON object"));
-    MirrorAtLocked(kv.key, &doc, kv.mod_revision);
+    listed.emplace(kv.key, std::make_pair(std::move(doc), kv.mod_revision));
   }
+  absl::MutexLock lock(&mu_);
+  // Loaded again (the follower fell behind a compaction): what is gone from the store goes from
+  // the mirror too (a token revoked meanwhile), unless this server wrote it after the list.
+  for (auto it = mirrored_rev_.begin(); it != mirrored_rev_.end();) {
+    if (!listed.contains(it->first) && it->second <= list->revision) {
+      MirrorLocked(it->first, nullptr);
+      it = mirrored_rev_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [key, doc] : listed) MirrorAtLocked(key, &doc.first, doc.second);
   loaded_rev_ = list->revision;
   PublishPoliciesLocked();
   return absl::OkStatus();
