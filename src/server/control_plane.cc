@@ -521,38 +521,29 @@ void ControlPlane::StartIamFollower() {
     std::mutex mu;
     std::condition_variable_any cv;
     std::unique_lock lock(mu);
-    struct Followed {
-      std::string prefix;
-      int64_t after;
-      std::function<void(const std::vector<store::Event>&)> apply;
-      std::function<absl::Status()> reload;
-      std::function<int64_t()> loaded;
+    // One read of the change log for both (each takes its own prefix; on etcd a read costs the
+    // same whatever the prefix: etcd's watch is read whole and filtered here).
+    auto loaded = [&m] {
+      return std::min(m.identities->loaded_revision(), m.node_certs->loaded_revision());
     };
-    std::vector<Followed> followed = {
-        {"/iam/", m.identities->loaded_revision(), [&m](const auto& e) { m.identities->Follow(e); },
-         [&m] { return m.identities->Load(); }, [&m] { return m.identities->loaded_revision(); }},
-        {"/nodecerts/", m.node_certs->loaded_revision(),
-         [&m](const auto& e) { m.node_certs->Follow(e); }, [&m] { return m.node_certs->Load(); },
-         [&m] { return m.node_certs->loaded_revision(); }},
-    };
+    int64_t after = loaded();
+    constexpr int kPage = 1000;
     while (!stop.stop_requested()) {
       cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
-      if (stop.stop_requested()) break;
-      const int64_t now = m.store->Revision();
-      for (Followed& f : followed) {
-        absl::StatusOr<std::vector<store::Event>> events =
-            m.store->Changes(f.prefix, f.after, 1000);
+      for (bool more = true; more && !stop.stop_requested();) {
+        const int64_t now = m.store->Revision();
+        absl::StatusOr<std::vector<store::Event>> events = m.store->Changes("", after, kPage);
+        more = events.ok() && events->size() >= kPage;
         if (absl::IsOutOfRange(events.status())) {  // compacted past us: read it all again
-          if (f.reload().ok()) f.after = f.loaded();
-          continue;
-        }
-        if (!events.ok()) {
+          if (m.identities->Load().ok() && m.node_certs->Load().ok()) after = loaded();
+        } else if (!events.ok()) {
           log::Warn("server", "following the store failed",
-                    {{"prefix", f.prefix}, {"error", events.status().ToString()}});
-          continue;
+                    {{"error", events.status().ToString()}});
+        } else {
+          m.identities->Follow(*events);
+          m.node_certs->Follow(*events);
+          after = more ? events->back().revision : std::max(after, now);
         }
-        f.apply(*events);
-        f.after = events->size() >= 1000 ? events->back().revision : std::max(f.after, now);
       }
     }
   });
