@@ -105,7 +105,7 @@ done
 for i in 2 3; do wait_for 30 "server $i" grep -q "serving https" "$dir/server-$i.log"; done
 grep -h "serving https" "$dir"/server-?.log
 
-urls="" config_urls=""
+urls=""
 for i in 1 2 3; do urls+="${urls:+,}https://127.0.0.1:$((base + 20 + i))"; done
 sed "s|^server: .*|server: $urls|" "$dir/server-1/admin.config" >"$dir/gpuctl.config"
 chmod 600 "$dir/gpuctl.config"

@@ -231,12 +231,6 @@ void Client::SetConfig(ClientConfig config) {
   current_ = 0;
 }
 
-std::vector<ServerAddress> Client::Servers() const {
-  std::vector<ServerAddress> out{{config_.host, config_.port}};
-  out.insert(out.end(), config_.more_servers.begin(), config_.more_servers.end());
-  return out;
-}
-
 ServerAddress Client::server() const {
   if (current_ == 0 || current_ > config_.more_servers.size()) return {config_.host, config_.port};
   return config_.more_servers[current_ - 1];

@@ -105,8 +105,6 @@ class Client {
 
  private:
   ClientConfig config_;
-  // The servers in order ({host, port} first), and the one in use (an index into them).
-  std::vector<ServerAddress> Servers() const;
   void FailOver() const;
   absl::StatusOr<HttpResponse> CallOne(std::string_view method, const std::string& target,
                                        const std::string& body, bool* sent) const;
@@ -117,7 +115,8 @@ class Client {
   // Kept alive between Calls. Mutable: the connection is a cache, not part of what the client
   // is (its config), so Call stays const; this is why const methods are not thread-safe here.
   mutable std::unique_ptr<Connection> conn_;
-  mutable size_t current_ = 0;  // which of Servers() conn_ is (or will be) to
+  // Which server conn_ is (or will be) to: 0 is {host, port}, i > 0 is more_servers[i - 1].
+  mutable size_t current_ = 0;
 };
 
 // "/apis/gpucloud/v1/namespaces/{ns}/jobs/{name}" and the like for an object; `collection`
