@@ -41,6 +41,13 @@ constexpr std::pair<LifecycleAction, std::string_view> kActionNames[] = {
     {LifecycleAction::kTerminateJob, "TerminateJob"},
 };
 
+constexpr std::pair<GpuMode, std::string_view> kGpuModeNames[] = {
+    {GpuMode::kNone, "none"},
+    {GpuMode::kWhole, "whole"},
+    {GpuMode::kMig, "mig"},
+    {GpuMode::kShared, "shared"},
+};
+
 }  // namespace
 
 std::string_view LifecycleEventName(LifecycleEvent e) {
@@ -73,22 +80,15 @@ std::optional<LifecycleAction> ParseLifecycleAction(std::string_view text) {
 }
 
 std::string_view GpuModeName(GpuMode m) {
-  switch (m) {
-    case GpuMode::kWhole:
-      return "whole";
-    case GpuMode::kMig:
-      return "mig";
-    case GpuMode::kShared:
-      return "shared";
-    case GpuMode::kNone:
-      break;
+  for (const auto& [value, name] : kGpuModeNames) {
+    if (value == m) return name;
   }
   return "none";
 }
 
 std::optional<GpuMode> ParseGpuMode(std::string_view text) {
-  for (GpuMode m : {GpuMode::kNone, GpuMode::kWhole, GpuMode::kMig, GpuMode::kShared}) {
-    if (GpuModeName(m) == text) return m;
+  for (const auto& [value, name] : kGpuModeNames) {
+    if (name == text) return value;
   }
   return std::nullopt;
 }
