@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "core/sched_config.h"
+#include "philly_sizes.h"
 #include "sched/registry.h"
 #include "sched/scheduler.h"
 
@@ -38,18 +39,6 @@ std::vector<Node> MakeCluster(int nodes) {
     out.push_back(std::move(n));
   }
   return out;
-}
-
-// GPUs of a job, drawn from the Philly distribution.
-int PhillyGpus(Rng& rng) {
-  uint64_t x = rng.Uniform(10000);
-  if (x < 9317) return 1;
-  if (x < 9538) return 2;
-  if (x < 9765) return 4;
-  if (x < 9965) return 8;
-  if (x < 9989) return 16;
-  if (x < 9997) return 32;
-  return 64;
 }
 
 PendingJob MakeJob(int id, int gpus) {
@@ -104,7 +93,7 @@ void BM_ScheduleCycle(benchmark::State& state) {
   std::vector<Node> nodes = MakeCluster(static_cast<int>(state.range(0)));
   Rng rng(7);
   std::vector<PendingJob> pending;
-  for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, PhillyGpus(rng)));
+  for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, bench::PhillyGpus(rng)));
   std::unique_ptr<Scheduler> scheduler =
       *Scheduler::FromConfig(SchedulerConfig{}, {}, GpuCatalog::Default());  // the defaults
   for (auto _ : state) {
@@ -131,7 +120,7 @@ void BM_ScheduleCycleCongested(benchmark::State& state) {
   }
   Rng rng(7);
   std::vector<PendingJob> pending;
-  for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, PhillyGpus(rng)));
+  for (int i = 0; i < state.range(1); ++i) pending.push_back(MakeJob(i, bench::PhillyGpus(rng)));
   Scheduler scheduler(DefaultFilters(), GpuCatalog::Default());
   for (auto _ : state) benchmark::DoNotOptimize(scheduler.Schedule(cluster, pending, 0));
   state.SetItemsProcessed(state.iterations() * state.range(1));

@@ -479,8 +479,9 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
   auto it = cycle.unfit.find(memo);
   if (it == cycle.unfit.end()) it = cycle.unfit.find(memo_with_estimate);
   if (it != cycle.unfit.end()) {
-    decisions->push_back(
-        {it->second.kind, job.key, std::nullopt, it->second.reason, it->second.expected_start_ms});
+    Decision d = it->second;
+    d.job = job.key;
+    decisions->push_back(std::move(d));
     return JobOutcome::kRemembered;
   }
   PlacementResult r = PlaceRespectingReservations(state, p, cycle.reservations, now_ms);
@@ -530,6 +531,7 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
   // the queue's head; a head is the first to wait, and this one came first).
   Decision memo_decision{DecisionKind::kWait, "", std::nullopt, std::move(r.reason),
                          options_.estimate_start_times ? wait.expected_start_ms : std::nullopt};
+  memo_decision.capacity_bound = true;
   if (options_.estimate_start_times && wait.expected_start_ms) {
     memo_decision.reason +=
         Cat("; expected to start in ", AboutMinutes(now_ms, *wait.expected_start_ms));
@@ -711,6 +713,7 @@ Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_m
                          std::string reason, CycleState& cycle) const {
   std::map<std::string, Reservation>& heads = cycle.reservations.heads;
   Decision wait{DecisionKind::kWait, p.request.key, std::nullopt, std::move(reason)};
+  wait.capacity_bound = true;
   bool head = options_.backfill && !heads.contains(p.queue);
   if (!head && !options_.estimate_start_times) return wait;
   CycleState::LaterStart& known = cycle.later_starts[p.shape_key];  // Decide filled shape_key

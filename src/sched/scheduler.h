@@ -73,6 +73,9 @@ struct Decision {
   std::optional<int64_t> expected_start_ms;  // kWait, when start times are estimated and known
   std::string preemptor;                     // kPreempt: the job it makes room for
   int64_t grace_ms = 0;                      // kPreempt
+  // kWait: there is no room for it now (more nodes would let it start: what the autoscaler
+  // scales up for); false when it waits for its queue's quota or for preempted jobs to stop.
+  bool capacity_bound = false;
   bool operator==(const Decision&) const = default;
 };
 
@@ -181,6 +184,19 @@ class Scheduler {
   // empty mix restores the default (the Philly trace's). Scores built by the constructor, not
   // FromConfig, are left alone.
   void SetWorkload(const std::vector<WorkloadShare>& mix);
+
+  // Where `p` could run on `state` now, by this scheduler's filters, scores and topology rules,
+  // ignoring queues, reservations and preemption: the autoscaler's "could it run if these
+  // nodes existed", asked on hypothetical nodes. The allocation is not committed; `state` is
+  // left as it was.
+  PlacementResult PlaceOn(ClusterState& state, const PendingJob& p) const {
+    return placer_.PlaceNow(state, p.request);
+  }
+  // Whether `p` could ever run on `empty` (a state of empty, healthy nodes: GangPlacer's
+  // EmptyCluster) by this scheduler's filters: nullopt if so, else why not.
+  std::optional<std::string> WhyNeverFitsOn(ClusterState& empty, const PendingJob& p) const {
+    return placer_.WhyNeverFits(empty, p.request);
+  }
 
   // One cycle. Decisions come in the order jobs were looked at; a job deferred by the namespace
   // budget gets none (the caller keeps what it showed before).

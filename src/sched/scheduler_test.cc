@@ -42,6 +42,7 @@ TEST(Scheduler, BindsWaitsAndRejectsWithReasons) {
   EXPECT_EQ(d[1].kind, DecisionKind::kBind);
   EXPECT_EQ(d[2].kind, DecisionKind::kWait);
   EXPECT_EQ(d[2].reason, "waiting for capacity: 0 replicas fit now, the gang needs 2 together");
+  EXPECT_TRUE(d[2].capacity_bound);  // more nodes would let it start: the autoscaler's cue
   EXPECT_EQ(d[3].kind, DecisionKind::kReject);
   EXPECT_EQ(d[3].reason,
             "task w needs 16 GPUs of any type on one node; the largest such node has 8");
@@ -262,6 +263,7 @@ TEST(Scheduler, QueueMaximaAreNeverExceeded) {
   EXPECT_EQ(
       d[1].reason,
       "waiting: queue team is at its maximum of 6 H100-80GB GPUs (4 in use, the job needs 4)");
+  EXPECT_FALSE(d[1].capacity_bound);  // more nodes would not help
   EXPECT_EQ(d[2].kind, DecisionKind::kBind);
   EXPECT_EQ(d[3].kind, DecisionKind::kWait);
   EXPECT_EQ(d[3].reason,
@@ -286,6 +288,8 @@ TEST(Scheduler, IdenticalUnfitJobsGetTheSameAnswer) {
   EXPECT_EQ(d[2].kind, DecisionKind::kWait);
   EXPECT_EQ(d[2].job, "ns/y");
   EXPECT_EQ(d[1].reason, d[2].reason);
+  EXPECT_TRUE(d[1].capacity_bound);
+  EXPECT_TRUE(d[2].capacity_bound);           // the remembered answer keeps it
   EXPECT_EQ(d[3].kind, DecisionKind::kBind);  // a smaller job still fits
 }
 

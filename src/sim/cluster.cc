@@ -1,13 +1,11 @@
 #include "sim/cluster.h"
 
-#include <charconv>
-
+#include "autoscale/pool_nodes.h"
 #include "core/text.h"
 
 namespace gpucloud::sim {
 namespace {
 
-constexpr std::string_view kNodesPerLeafLabel = "gpucloud.io/nodes-per-leaf";
 constexpr int kLeavesPerSpine = 8;
 
 NodePool Pool(std::string name, std::string type, int gpus, int nodes, int per_leaf = 32) {
@@ -18,7 +16,7 @@ NodePool Pool(std::string name, std::string type, int gpus, int nodes, int per_l
   p.spec.gpus_per_node = gpus;
   p.spec.min_nodes = nodes;
   p.spec.max_nodes = nodes;
-  p.spec.labels[std::string(kNodesPerLeafLabel)] = std::to_string(per_leaf);
+  p.spec.labels[std::string(autoscale::kNodesPerLeafLabel)] = std::to_string(per_leaf);
   return p;
 }
 
@@ -39,31 +37,12 @@ SimCluster ClusterFromPools(std::string name, std::vector<NodePool> pools,
   for (size_t p = 0; p < c.pools.size(); ++p) {
     const NodePoolSpec& spec = c.pools[p].spec;
     c.price_of_pool.push_back(EffectivePricePerGpuHour(spec, catalog));
-    int per_leaf = 32;
-    if (auto it = spec.labels.find(std::string(kNodesPerLeafLabel)); it != spec.labels.end()) {
-      int v = 0;
-      auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-      if (ec == std::errc() && v > 0) per_leaf = v;
-    }
-    const GpuType* type = catalog.Find(spec.gpu_type);
+    const int per_leaf = autoscale::NodesPerLeaf(spec);
     for (int i = 0; i < spec.max_nodes; ++i) {
       if (i > 0 && i % per_leaf == 0) ++leaf;
-      Node n;
-      n.name = Cat(c.pools[p].metadata.name, "-", i);
-      n.pool = c.pools[p].metadata.name;
-      n.cpu = Cores(16 * spec.gpus_per_node);
-      n.memory = GiB(128 * spec.gpus_per_node);
-      n.cuda_version = 12040;
-      n.labels = spec.labels;
-      n.taints = spec.taints;
-      n.topology = {"zone-0", Cat("spine-", leaf / kLeavesPerSpine), Cat("leaf-", leaf)};
-      for (int g = 0; g < spec.gpus_per_node; ++g) {
-        n.gpus.push_back(Gpu{.uuid = Cat("GPU-", n.name, "-", g),
-                             .index = g,
-                             .type = spec.gpu_type,
-                             .memory = type ? type->memory : GiB(16),
-                             .nvlink_island = 0});
-      }
+      Node n = autoscale::PoolNode(
+          c.pools[p], i, {"zone-0", Cat("spine-", leaf / kLeavesPerSpine), Cat("leaf-", leaf)},
+          catalog);
       c.nodes.push_back(std::move(n));
       c.pool_of_node.push_back(static_cast<int>(p));
     }

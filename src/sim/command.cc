@@ -91,8 +91,18 @@ absl::StatusOr<Policy> LoadPolicy(const std::string& arg) {
   return p;
 }
 
-absl::StatusOr<SimCluster> LoadCluster(const std::string& arg) {
-  if (!IsFile(arg)) return ClusterFromPreset(arg);
+// With `autoscale`, a preset's pools grow from no node (provider "sim").
+absl::StatusOr<SimCluster> LoadCluster(const std::string& arg, bool autoscale) {
+  if (!IsFile(arg)) {
+    absl::StatusOr<SimCluster> c = ClusterFromPreset(arg);
+    if (!c.ok() || !autoscale) return c;
+    std::vector<NodePool> pools = c->pools;
+    for (NodePool& p : pools) {
+      p.spec.min_nodes = 0;
+      p.spec.provider = "sim";
+    }
+    return ClusterFromPools(c->name, std::move(pools));
+  }
   absl::StatusOr<std::vector<manifest::Manifest>> ms = ReadManifests(arg);
   if (!ms.ok()) return ms.status();
   std::vector<NodePool> pools;
@@ -248,6 +258,30 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--noise-per-gpu-day", prediction.noise_per_gpu_day,
                  "benign health signals per GPU and day (default 0.5)")
       ->check(CLI::Range(0.0, 1e6));
+  bool autoscale = false;
+  std::string boot = "5m", boot_timeout = "10m", scale_down_after = "10m", max_usd,
+              boot_failure = "0";
+  ElasticOptions elastic;
+  app.add_flag("--autoscale", autoscale,
+               "autoscale node pools with the production autoscaler: presets grow from no node "
+               "up to their size; NodePools whose provider is not static grow from minNodes to "
+               "maxNodes");
+  app.add_option("--boot-time", boot, "median time a new machine takes to boot (default 5m)");
+  app.add_option("--boot-failure", boot_failure,
+                 "probability that a new machine never comes up, below 1 (default 0), or per "
+                 "pool: h100-spot=0.5,a100=0.1 (other pools: 0)");
+  app.add_option("--boot-timeout", boot_timeout,
+                 "a request not up by then is cancelled and its pool backs off (default 10m)");
+  app.add_option("--scale-down-after", scale_down_after,
+                 "idle time before a node is removed (default 10m)");
+  app.add_option("--spot-share", elastic.spot_share,
+                 "share of the trace's jobs that accept spot capacity (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-gpus", elastic.autoscaler.max_gpus,
+                 "most GPUs the cluster may grow to (default: no maximum)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  app.add_option("--max-usd-per-hour", max_usd,
+                 "most dollars per hour the cluster's machines may cost (default: no maximum)");
   app.add_flag("--no-oracle-estimates", no_oracle,
                "do not give jobs their real duration as runtime estimate");
   app.add_option("--out", out_dir, "output directory (required for traces)");
@@ -320,6 +354,42 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     *d.into = *v;
   }
   if (until_s >= 0) base.until_s = until_s;
+  elastic.enabled = autoscale;
+  for (const std::string& part : SplitAny(boot_failure, ",")) {
+    size_t eq = part.find('=');
+    std::optional<double> v = number(eq == std::string::npos ? part : part.substr(eq + 1));
+    if (!v || *v >= 1 || (eq != std::string::npos && eq == 0)) {
+      return fail(absl::InvalidArgumentError(
+          Cat("--boot-failure: \"", part, "\" is not a probability below 1 or POOL=PROBABILITY")));
+    }
+    if (eq == std::string::npos) {
+      elastic.boot_failure = *v;
+    } else {
+      elastic.boot_failure_by_pool[part.substr(0, eq)] = *v;
+    }
+  }
+  for (Duration d : {Duration{"--boot-time", boot, &elastic.boot_s},
+                     Duration{"--boot-timeout", boot_timeout, &elastic.autoscaler.boot_timeout_ms},
+                     Duration{"--scale-down-after", scale_down_after,
+                              &elastic.autoscaler.scale_down_after_ms}}) {
+    absl::StatusOr<int64_t> v = ParseDurationSeconds(d.text);
+    if (!v.ok()) return fail(absl::InvalidArgumentError(Cat(d.flag, ": ", v.status().message())));
+    *d.into = *v;
+  }
+  elastic.autoscaler.boot_timeout_ms *= 1000;
+  elastic.autoscaler.scale_down_after_ms *= 1000;
+  if (!max_usd.empty()) {
+    absl::StatusOr<MicroUsd> v = ParsePrice(max_usd);
+    if (!v.ok()) {
+      return fail(absl::InvalidArgumentError(Cat("--max-usd-per-hour: ", v.status().message())));
+    }
+    elastic.autoscaler.max_usd_per_hour = *v;
+  }
+  if (autoscale && predict != "off") {
+    return fail(
+        absl::InvalidArgumentError("--autoscale: does not combine with --predict-failures yet"));
+  }
+  base.elastic = elastic;
   std::vector<PredictionMode> modes = {PredictionMode::kOff};
   if (predict == "observe") modes = {PredictionMode::kObserve};
   if (predict == "act") modes = {PredictionMode::kAct};
@@ -356,7 +426,7 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
         << trace->skipped[0].reason
         << "); report.json counts them by reason and lists the first 20\n";
   }
-  absl::StatusOr<SimCluster> cluster = LoadCluster(cluster_arg);
+  absl::StatusOr<SimCluster> cluster = LoadCluster(cluster_arg, autoscale);
   if (!cluster.ok()) return fail(cluster.status());
   std::map<std::string, QueueSpec> queues;
   if (!queues_file.empty()) {

@@ -179,8 +179,28 @@ Json RunJson(const SimResult& r) {
                                      {"gpu_hours_cordoned", Round3(p.gpu_hours_cordoned)}};
   }
   Json cost = Json::object();
-  for (const auto& [k, v] : r.cost_usd) cost[k] = Round3(v);
+  double jobs_usd = 0, capacity_usd = 0;
+  for (const auto& [k, v] : r.cost_usd) {
+    cost[k] = Round3(v);
+    jobs_usd += v;
+  }
   out["cost_usd"] = std::move(cost);
+  Json capacity = Json::object();
+  for (const auto& [k, v] : r.capacity.capacity_cost_usd) {
+    capacity[k] = Round3(v);
+    capacity_usd += v;
+  }
+  out["capacity_cost_usd"] = std::move(capacity);
+  out["idle_cost_usd"] = Round3(capacity_usd - jobs_usd);
+  out["gpu_hours_provisioned"] = Round3(r.capacity.gpu_hours_provisioned);
+  if (r.autoscaled) {
+    const ElasticResult& e = r.capacity;
+    out["autoscaling"] = Json{{"requests", e.requests},
+                              {"nodes_added", e.nodes_added},
+                              {"nodes_removed", e.nodes_removed},
+                              {"cancelled_requests", e.cancelled},
+                              {"peak_nodes", e.peak_nodes}};
+  }
   out["scheduler_cycles"] = r.cycles;
   return out;
 }
@@ -399,6 +419,27 @@ std::string JobsCsv(const ReportInput& in) {
   return out;
 }
 
+// What the machines cost, what of it the jobs used, and what autoscaling did; empty when no
+// machine had a price.
+static std::string CostTable(const ReportInput& in) {
+  bool priced = false;
+  for (const SimResult& r : in.runs) priced = priced || !r.capacity.capacity_cost_usd.empty();
+  if (!priced) return "";
+  std::string out =
+      fmt::format("\n{:<22} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "cost", "machines $",
+                  "jobs $", "idle $", "GPU-h paid", "peak nodes", "scale-ups");
+  for (const SimResult& r : in.runs) {
+    double capacity = 0, jobs = 0;
+    for (const auto& [k, v] : r.capacity.capacity_cost_usd) capacity += v;
+    for (const auto& [k, v] : r.cost_usd) jobs += v;
+    out += fmt::format("{:<22} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.1f} {:>10} {:>10}\n",
+                       r.policy_name, capacity, jobs, capacity - jobs,
+                       r.capacity.gpu_hours_provisioned, r.capacity.peak_nodes,
+                       r.autoscaled ? std::to_string(r.capacity.requests) : std::string("-"));
+  }
+  return out;
+}
+
 std::string SummaryTable(const ReportInput& in) {
   std::string out = fmt::format(
       "{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}\n", "policy", "finished",
@@ -430,6 +471,7 @@ std::string SummaryTable(const ReportInput& in) {
                        secs(jct, Percentile(jct, 99)), secs(wait, mean_wait),
                        100 * MeanUtilization(r), secs(jct, static_cast<double>(last - first)));
   }
+  out += CostTable(in);
   bool any_prediction = false;
   for (const SimResult& r : in.runs) any_prediction = any_prediction || r.prediction.failures > 0;
   if (!any_prediction) return out;

@@ -35,6 +35,9 @@ enum class EventKind {
   kNoise,
   kInspected,
   kBandChange,  // ordering dlas: a job's band changes (see ScheduleBandChange)
+  kNodeBooted,  // autoscaling: a requested machine is up (attempt: its generation)
+  kScaleWake,   // autoscaling: a boot timeout or back-off ends (jobs may wait for it)
+  kScaleIdle,   // autoscaling: a node has been idle long enough to scale down
 };
 
 struct Event {
@@ -65,6 +68,7 @@ struct JobRun {
   int64_t start_s = 0;
   double slowdown = 1;
   Allocation allocation;
+  bool capacity_bound = false;  // its last decision: waits for room (the autoscaler's cue)
 };
 
 // The largest replica size <= max_per_node that divides `gpus`.
@@ -133,6 +137,7 @@ class Simulation {
         catalog_(catalog),
         scheduler_(std::move(scheduler)),
         state_(cluster.nodes, catalog),
+        elastic_(cluster, o.elastic, *scheduler_, catalog, o.seed),
         rng_(o.seed),
         signal_rng_(o.seed * 7919 + 17),
         workload_(std::move(workload)),
@@ -153,6 +158,17 @@ class Simulation {
       // weighs it since the last one its agents reported.
       j.request.checkpoint_interval_ms = o.checkpoint_interval_s * 1000;
       Push({.t = t.submit_s, .kind = EventKind::kArrival, .job = static_cast<int32_t>(i)});
+    }
+    if (o.elastic.spot_share > 0) {  // its own stream: the rest of the run draws the same
+      Rng spot(o.seed * 31 + 3);
+      for (JobRun& j : jobs_) {
+        j.request.preemptible =
+            static_cast<double>(spot.Uniform(1'000'000)) / 1e6 < o.elastic.spot_share;
+      }
+    }
+    // Machines an autoscaled pool has not created are no capacity.
+    for (NodeIndex n = 0; n < state_.node_count(); ++n) {
+      if (!elastic_.Up(n)) SetNodeUp(n, false);
     }
     for (NodeIndex n = 0; n < state_.node_count(); ++n) {
       double mtbf = o.mtbf_hours;
@@ -199,6 +215,7 @@ class Simulation {
       }
       bool bound = false;
       if (!pending_.empty() && changed) bound = Cycle(now);
+      if (elastic_.enabled()) Autoscale(now, changed);
       if (changed) ScheduleBandChange(now);
       if (now == next_fragmentation_) SampleFragmentationBefore(now + 1);
       // Nothing left that could change anything: waiting jobs stay pending.
@@ -218,7 +235,8 @@ class Simulation {
   // and a band change only matters while jobs run and wait.
   static bool Recurring(EventKind k) {
     return k == EventKind::kFailure || k == EventKind::kRepair || k == EventKind::kSignal ||
-           k == EventKind::kNoise || k == EventKind::kInspected || k == EventKind::kBandChange;
+           k == EventKind::kNoise || k == EventKind::kInspected || k == EventKind::kBandChange ||
+           k == EventKind::kScaleIdle;
   }
   void Push(Event e) {
     e.seq = seq_++;
@@ -398,6 +416,12 @@ class Simulation {
         return true;
       }
       case EventKind::kFailure:
+        if (elastic_.enabled() && (!elastic_.Up(e.node) || elastic_.Held(e.node))) {
+          // A machine that is not there (or only held for its request) does not fail; the
+          // next failure is drawn from now.
+          if (mtbf_of_node_[e.node] > 0) ScheduleFailure(NextFailure(now, e.node), e.node, now);
+          return false;
+        }
         if (predicting()) {
           failure_times_.push_back({e.node, now});
           Unflag(e.node, now);
@@ -406,8 +430,12 @@ class Simulation {
         Fail(e.node, now);
         return true;
       case EventKind::kRepair:
-        SetNodeUp(e.node, true);
         --down_nodes_;
+        if (elastic_.enabled() && !elastic_.Up(e.node)) {  // deleted while it was down
+          if (mtbf_of_node_[e.node] > 0) ScheduleFailure(NextFailure(now, e.node), e.node, now);
+          return false;
+        }
+        SetNodeUp(e.node, true);
         if (predicting()) {
           down_since_.erase(e.node);
           for (FailureRiskModel& m : models_[e.node]) m.Reset();  // repaired or replaced
@@ -424,6 +452,17 @@ class Simulation {
       case EventKind::kBandChange:
         if (e.t == next_band_change_) next_band_change_ = INT64_MAX;
         return true;
+      case EventKind::kNodeBooted: {
+        ElasticCapacity::Effects fx = elastic_.Booted(e.node, e.attempt, now);
+        Apply(fx);
+        return fx.changed();
+      }
+      case EventKind::kScaleWake:
+        scale_due_ = true;
+        return false;
+      case EventKind::kScaleIdle:
+        scale_due_ = scale_due_ || elastic_.IdleDue(now);
+        return false;
       case EventKind::kInspected:
         if (!flagged_[e.node] || flagged_since_[e.node] + o_.prediction.inspection_s != now)
           return false;
@@ -439,6 +478,7 @@ class Simulation {
     if (trace_.jobs[i].estimate_s || o_.oracle_estimates) {
       j.request.runtime_estimate_s = std::max<int64_t>(1, std::llround(j.remaining_s));
     }
+    j.capacity_bound = false;
     pending_.push_back(i);
     pending_requests_.push_back(j.request);
   }
@@ -465,6 +505,7 @@ class Simulation {
                    gpus * static_cast<double>(now - j.start_s) / 3600.0);
       }
     }
+    elastic_.Released(j.allocation, now);
     (void)state_.Release(j.request.request.key);
     j.running = false;
     j.terminating = false;
@@ -534,6 +575,7 @@ class Simulation {
           j.start_s = now;
           if (!j.out.first_start_s) j.out.first_start_s = now;
           j.slowdown = Slowdown(j.allocation);
+          elastic_.Placed(j.allocation);
           int64_t run =
               std::max<int64_t>(1, std::llround(std::ceil(j.remaining_s * j.slowdown - 1e-6)));
           Push({.t = now + run, .kind = EventKind::kCompletion, .job = i, .attempt = j.attempt});
@@ -563,6 +605,7 @@ class Simulation {
         }
         case DecisionKind::kWait:
           j.out.reason = std::move(d.reason);
+          j.capacity_bound = d.capacity_bound;
           break;
       }
     }
@@ -608,6 +651,52 @@ class Simulation {
     if (t >= next_band_change_) return;
     next_band_change_ = t;
     Push({.t = t, .kind = EventKind::kBandChange});
+  }
+
+  // An autoscaler round, when a wake-up is due or when something
+  // changed while jobs wait for room.
+  void Autoscale(int64_t now, bool changed) {
+    std::vector<const PendingJob*> waiting;
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      if (jobs_[pending_[k]].capacity_bound) waiting.push_back(&pending_requests_[k]);
+    }
+    for (int64_t t : elastic_.TakeIdleWakes()) {
+      if (scale_wakes_.insert({t, EventKind::kScaleIdle}).second) {
+        Push({.t = t, .kind = EventKind::kScaleIdle});
+      }
+    }
+    if (!scale_due_ && !(changed && !waiting.empty())) return;
+    scale_due_ = false;
+    Apply(elastic_.Round(state_, waiting, now));
+  }
+
+  void Apply(const ElasticCapacity::Effects& fx) {
+    for (NodeIndex n : fx.remove) {
+      (void)state_.Release(Cat("#boot#", n));
+      SetNodeUp(n, false);
+    }
+    for (NodeIndex n : fx.up) SetNodeUp(n, true);
+    for (NodeIndex n : fx.hold) {
+      // Everything of the machine, CPU and memory too, so that nothing binds on it before the
+      // rest of its request is up.
+      const Node& node = state_.node(n);
+      sched::ReplicaPlacement hold{
+          .task = "boot", .node = n, .cpu = node.cpu, .memory = node.memory};
+      for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
+        if (!node.gpus[g].mig_enabled) hold.gpus.push_back({.gpu = g});
+      }
+      Allocation a{Cat("#boot#", n), {hold}};
+      a.placeholder = true;
+      (void)state_.Commit(a);
+    }
+    for (NodeIndex n : fx.unhold) (void)state_.Release(Cat("#boot#", n));
+    for (const ElasticCapacity::Effects::Boot& b : fx.boots) {
+      Push({.t = b.t, .kind = EventKind::kNodeBooted, .attempt = b.generation, .node = b.node});
+    }
+    for (auto [t, kind] : {std::pair{fx.wake_live_s, EventKind::kScaleWake},
+                           std::pair{fx.wake_idle_s, EventKind::kScaleIdle}}) {
+      if (t != INT64_MAX && scale_wakes_.insert({t, kind}).second) Push({.t = t, .kind = kind});
+    }
   }
 
   void RecordAllocated(int64_t now) {
@@ -680,6 +769,8 @@ class Simulation {
 
   void Finish(int64_t now) {
     ScorePrediction(now);
+    result_.capacity = elastic_.Finish(now);
+    result_.autoscaled = elastic_.enabled();
     result_.end_s = now;
     for (size_t i = 0; i < jobs_.size(); ++i) {
       JobRun& j = jobs_[i];
@@ -701,6 +792,9 @@ class Simulation {
   const GpuCatalog& catalog_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   ClusterState state_;
+  ElasticCapacity elastic_;
+  bool scale_due_ = false;                               // a kScaleWake or kScaleIdle came
+  std::set<std::pair<int64_t, EventKind>> scale_wakes_;  // pushed, so none twice
   Rng rng_;
   Rng signal_rng_;  // precursors and noise: their own stream, so failures do not depend on them
   std::vector<WorkloadShare> workload_;
@@ -765,6 +859,18 @@ std::vector<WorkloadShare> WorkloadOfTrace(const Trace& trace, int32_t max_gpus_
 
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster,
                                    const SimOptions& options, const GpuCatalog& catalog) {
+  if (options.elastic.enabled && options.prediction.mode != PredictionMode::kOff) {
+    return absl::InvalidArgumentError("autoscaling and failure prediction do not combine yet");
+  }
+  if (!(options.elastic.boot_failure >= 0 && options.elastic.boot_failure < 1)) {
+    return absl::InvalidArgumentError("boot failure probability must be in [0, 1)");
+  }
+  for (const auto& [pool, p] : options.elastic.boot_failure_by_pool) {
+    if (!(p >= 0 && p < 1)) {
+      return absl::InvalidArgumentError(
+          Cat("boot failure probability of pool ", pool, " must be in [0, 1)"));
+    }
+  }
   absl::StatusOr<std::unique_ptr<sched::Scheduler>> scheduler =
       sched::Scheduler::FromConfig(options.policy, options.queues, catalog);
   if (!scheduler.ok()) {

@@ -25,6 +25,7 @@
 #include "core/queue.h"
 #include "core/sched_config.h"
 #include "sim/cluster.h"
+#include "sim/elastic.h"
 #include "sim/trace.h"
 
 namespace gpucloud::sim {
@@ -98,6 +99,8 @@ struct SimOptions {
   // user), so SJF and backfill have something to work with.
   bool oracle_estimates = true;
   int64_t fragmentation_sample_s = 3600;
+  // Autoscaled node pools (ElasticOptions::enabled; not with failure prediction).
+  ElasticOptions elastic;
   // Called every `progress_every` completed jobs and at the end.
   std::function<void(int64_t done, int64_t total, int64_t sim_time_s)> progress;
   int64_t progress_every = 10000;
@@ -139,7 +142,11 @@ struct SimResult {
   int64_t restarts = 0;
   double gpu_hours_lost = 0;               // work redone after failures
   PredictionResult prediction;             // when SimOptions::prediction.mode is not kOff
-  std::map<std::string, double> cost_usd;  // billing class -> dollars
+  std::map<std::string, double> cost_usd;  // billing class -> dollars for jobs' GPU time
+  // Machines: what they cost while they existed (all of a fixed cluster for the whole run) and,
+  // when autoscaled, what the autoscaler did. Their cost less the jobs' is idle cost.
+  ElasticResult capacity;
+  bool autoscaled = false;
 };
 
 // The trace's request mix, as the Fragmentation score and the report's fragmentation measure

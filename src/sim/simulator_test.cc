@@ -322,7 +322,8 @@ TEST(Report, NothingFinishedIsNotZeroSeconds) {
   ReportInput in{"t.csv", &t, &c, {Replay(t, c, SimOptions{.until_s = 10})}};
   std::string table = SummaryTable(in);
   EXPECT_NE(table.find("unfinished"), std::string::npos) << table;
-  std::istringstream row(table.substr(table.find('\n') + 1));
+  const size_t first = table.find('\n') + 1;
+  std::istringstream row(table.substr(first, table.find('\n', first) - first));
   std::vector<std::string> cells{std::istream_iterator<std::string>(row), {}};
   // policy, finished, unfinished, mean JCT, median, p95, p99, mean wait, util, makespan
   ASSERT_EQ(cells.size(), 10u) << table;

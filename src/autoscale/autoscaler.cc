@@ -1,0 +1,399 @@
+#include "autoscale/autoscaler.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "autoscale/pool_nodes.h"
+#include "core/parse.h"
+#include "core/text.h"
+
+namespace gpucloud::autoscale {
+
+using sched::Allocation;
+using sched::ClusterState;
+using sched::NodeIndex;
+using sched::PendingJob;
+
+bool Scales(const NodePoolSpec& pool) { return pool.provider != kStaticProvider; }
+
+// One pool's part of a round: its hypothetical new nodes (built on first use) and what this
+// round placed there.
+struct Autoscaler::PoolPlan {
+  const PoolState* pool = nullptr;
+  MicroUsd price;                  // per GPU-hour
+  int32_t count = 0;               // nodes it has or has requested (not counting this round's)
+  std::vector<std::string> names;  // of the hypothetical nodes, by index
+  std::unique_ptr<ClusterState> state;
+  std::vector<bool> opened;  // by hypothetical node: this round requests it
+  int32_t opened_count = 0;
+  int32_t min_opened = 0;  // the first this many are opened for minNodes
+  std::vector<std::pair<std::string, std::vector<NodeIndex>>> jobs;  // placed here
+  // By the round's shape id (shape and spot): the state version at which it last failed here
+  // (unchanged, it fails again, so alike jobs are not searched twice), kNever when it failed on
+  // nodes still empty (it never fits this pool), 0 when not tried.
+  static constexpr uint64_t kNever = UINT64_MAX;
+  std::vector<uint64_t> failed_at;
+
+  int32_t Headroom(int32_t max_round) const {
+    return std::clamp(pool->pool.spec.max_nodes - count, 0, max_round);
+  }
+};
+
+struct Autoscaler::Round {
+  int64_t now_ms = 0;
+  std::vector<PoolPlan> pools;       // cheapest first
+  std::set<std::string> used_names;  // nodes that exist or were requested (even if cancelled)
+  std::set<std::string> covered;     // jobs a live request in flight was made for
+  std::set<std::string> held_nodes;  // nodes of live requests in flight
+  std::set<std::string> cancelled;   // request ids cancelled this round
+  int64_t gpus = 0;                  // cluster-wide, existing and requested
+  int64_t usd_micro_per_hour = 0;
+};
+
+namespace {
+
+bool Absent(const AutoscalerInput& in, NodeIndex n) {
+  return static_cast<size_t>(n) < in.absent.size() && in.absent[n];
+}
+
+std::string AboutMs(int64_t ms) {
+  if (ms % 60'000 == 0) return Cat(ms / 60'000, " min");
+  return Cat(ms / 1000, " s");
+}
+
+}  // namespace
+
+void Autoscaler::Prepare(PoolPlan& plan, Round& round) const {
+  if (plan.state) return;
+  const int32_t headroom = plan.Headroom(options_.max_new_nodes_per_round);
+  plan.state = EmptyPoolState(plan.pool->pool, headroom);
+  plan.opened.assign(headroom, false);
+  // The hypothetical nodes get the pool's lowest free names.
+  const std::string& name = plan.pool->pool.metadata.name;
+  for (int i = 0; static_cast<int32_t>(plan.names.size()) < headroom; ++i) {
+    std::string n = PoolNodeName(name, i);
+    if (!round.used_names.contains(n)) plan.names.push_back(std::move(n));
+  }
+}
+
+void Autoscaler::Open(PoolPlan& plan, NodeIndex n, Round& round) const {
+  if (plan.opened[n]) return;
+  plan.opened[n] = true;
+  ++plan.opened_count;
+  const int64_t gpus = plan.pool->pool.spec.gpus_per_node;
+  round.gpus += gpus;
+  round.usd_micro_per_hour += gpus * plan.price.raw();
+}
+
+bool Autoscaler::WithinMaxima(const Round& round, int64_t gpus, MicroUsd price) const {
+  return (options_.max_gpus <= 0 || round.gpus + gpus <= options_.max_gpus) &&
+         (options_.max_usd_per_hour.raw() <= 0 ||
+          round.usd_micro_per_hour + gpus * price.raw() <= options_.max_usd_per_hour.raw());
+}
+
+void Autoscaler::OpenMinNodes(Round& round) const {
+  for (PoolPlan& plan : round.pools) {
+    const NodePoolSpec& spec = plan.pool->pool.spec;
+    if (!Scales(spec) || plan.pool->backoff_until_ms > round.now_ms) continue;
+    const int32_t need =
+        std::min(spec.min_nodes - plan.count, plan.Headroom(options_.max_new_nodes_per_round));
+    if (need <= 0) continue;
+    Prepare(plan, round);
+    for (NodeIndex n = 0; n < need && WithinMaxima(round, spec.gpus_per_node, plan.price); ++n) {
+      Open(plan, n, round);
+      plan.min_opened = n + 1;
+    }
+  }
+}
+
+const std::optional<std::string>& Autoscaler::NeverFits(const NodePool& pool,
+                                                        const PendingJob& p) const {
+  Feasibility& f = feasibility_[pool.metadata.name];
+  if (!f.empty || !(f.spec == pool.spec)) {
+    f.spec = pool.spec;
+    f.empty = EmptyPoolState(pool, std::min(pool.spec.max_nodes, options_.max_new_nodes_per_round));
+    f.answers.clear();
+  }
+  auto it = f.answers.find(p.shape_key);
+  if (it == f.answers.end()) {
+    it = f.answers.emplace(p.shape_key, scheduler_.WhyNeverFitsOn(*f.empty, p)).first;
+  }
+  return it->second;
+}
+
+std::unique_ptr<ClusterState> Autoscaler::EmptyPoolState(const NodePool& pool, int nodes) const {
+  std::vector<Node> out;
+  out.reserve(nodes);
+  const int per_leaf = NodesPerLeaf(pool.spec);
+  for (int i = 0; i < nodes; ++i) {
+    TopologyPath path{"zone-new", Cat("spine-", pool.metadata.name, "-new"),
+                      Cat("leaf-", pool.metadata.name, "-new-", i / per_leaf)};
+    out.push_back(PoolNode(pool, i, std::move(path), catalog_));
+  }
+  return std::make_unique<ClusterState>(std::move(out), catalog_);
+}
+
+void Autoscaler::Expire(const AutoscalerInput& in, Round& round, Plan& plan) const {
+  std::map<std::string, Backoff> backoffs;
+  for (const ProvisioningRequest& r : in.in_flight) {
+    std::string why;
+    if (!r.failure.empty()) {
+      why = Cat("provisioning failed: ", r.failure);
+    } else if (r.ready < static_cast<int32_t>(r.nodes.size()) &&
+               in.now_ms - r.created_ms >= options_.boot_timeout_ms) {
+      why = Cat(r.ready, " of ", r.nodes.size(), " nodes Ready after ",
+                AboutMs(in.now_ms - r.created_ms), " (boot timeout ",
+                AboutMs(options_.boot_timeout_ms), ")");
+    }
+    if (why.empty()) continue;
+    round.cancelled.insert(r.id);
+    plan.cancels.push_back({r.id, Cat("cancel ", r.id, " in pool ", r.pool, ": ", why)});
+    backoffs[r.pool] = {r.pool, in.now_ms + options_.backoff_ms,
+                        Cat(why, "; backing off until +", AboutMs(options_.backoff_ms))};
+  }
+  for (auto& [name, b] : backoffs) plan.backoffs.push_back(std::move(b));
+}
+
+bool Autoscaler::PlaceOnNewNodes(const PendingJob& p, size_t shape, Round& round,
+                                 std::string* why) const {
+  for (PoolPlan& plan : round.pools) {
+    const PoolState& ps = *plan.pool;
+    const NodePoolSpec& spec = ps.pool.spec;
+    if (!Scales(spec)) continue;
+    const std::string& name = ps.pool.metadata.name;
+    if (ps.backoff_until_ms > round.now_ms) {
+      if (why) *why += Cat("; ", name, ": backing off (", ps.backoff_reason, ")");
+      continue;
+    }
+    if (spec.billing == BillingClass::kSpot && !p.preemptible) continue;
+    const int32_t headroom = plan.Headroom(options_.max_new_nodes_per_round);
+    if (headroom == 0) {
+      if (why) *why += Cat("; ", name, ": at maxNodes ", spec.max_nodes);
+      continue;
+    }
+    if (plan.failed_at.size() <= shape) plan.failed_at.resize(shape + 1, 0);
+    uint64_t& failed = plan.failed_at[shape];
+    if (failed == 0) {
+      if (const std::optional<std::string>& never = NeverFits(ps.pool, p)) {
+        failed = PoolPlan::kNever;
+        if (why) *why += Cat("; ", name, ": ", *never);
+        continue;
+      }
+    }
+    Prepare(plan, round);
+    if (failed == PoolPlan::kNever || failed == plan.state->version()) {
+      if (why)
+        *why += Cat("; ", name, ": ",
+                    failed == PoolPlan::kNever ? "does not fit its nodes" : "no room left");
+      continue;
+    }
+    sched::PlacementResult r = scheduler_.PlaceOn(*plan.state, p);
+    if (!r.allocation) {
+      failed = plan.state->allocations().empty() ? PoolPlan::kNever : plan.state->version();
+      if (why) *why += Cat("; ", name, ": ", r.reason);
+      continue;
+    }
+    std::vector<NodeIndex> nodes;
+    int64_t new_gpus = 0;
+    for (const sched::ReplicaPlacement& rp : r.allocation->replicas) {
+      if (std::find(nodes.begin(), nodes.end(), rp.node) != nodes.end()) continue;
+      nodes.push_back(rp.node);
+      if (!plan.opened[rp.node]) new_gpus += spec.gpus_per_node;
+    }
+    if (!WithinMaxima(round, new_gpus, plan.price)) {
+      if (why) *why += Cat("; ", name, ": would pass the cluster's maximum GPUs or dollars/hour");
+      continue;
+    }
+    if (!plan.state->Commit(*r.allocation).ok()) continue;  // cannot happen: the placer checked
+    for (NodeIndex n : nodes) Open(plan, n, round);
+    std::sort(nodes.begin(), nodes.end());
+    plan.jobs.emplace_back(p.request.key, std::move(nodes));
+    return true;
+  }
+  return false;
+}
+
+void Autoscaler::Requests(const AutoscalerInput& in, Round& round, Plan& plan) const {
+  for (PoolPlan& pp : round.pools) {
+    if (pp.opened_count == 0) continue;
+    // Union-find over the opened nodes: nodes that share a job (and the minNodes ones) are one
+    // request.
+    std::vector<NodeIndex> parent(pp.opened.size());
+    std::iota(parent.begin(), parent.end(), 0);
+    auto find = [&](NodeIndex x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    auto unite = [&](NodeIndex a, NodeIndex b) { parent[find(a)] = find(b); };
+    for (NodeIndex n = 1; n < pp.min_opened; ++n) unite(n, 0);
+    for (const auto& [job, nodes] : pp.jobs) {
+      for (size_t i = 1; i < nodes.size(); ++i) unite(nodes[i], nodes[0]);
+    }
+    std::map<NodeIndex, ScaleUp> by_root;  // ordered by the group's first node
+    for (NodeIndex n = 0; n < static_cast<NodeIndex>(pp.opened.size()); ++n) {
+      if (!pp.opened[n]) continue;
+      ScaleUp& up = by_root[find(n)];
+      up.request.pool = pp.pool->pool.metadata.name;
+      up.request.created_ms = in.now_ms;
+      up.request.nodes.push_back(pp.names[n]);
+    }
+    for (const auto& [job, nodes] : pp.jobs) by_root[find(nodes[0])].request.jobs.push_back(job);
+    int64_t node_gpus = pp.pool->pool.spec.gpus_per_node;
+    for (auto& [root, up] : by_root) {
+      const ProvisioningRequest& r = up.request;
+      int64_t gpus = node_gpus * static_cast<int64_t>(r.nodes.size());
+      std::string what = r.jobs.empty() ? Cat("to reach minNodes ", pp.pool->pool.spec.min_nodes)
+                         : r.jobs.size() == 1
+                             ? Cat("for ", r.nodes.size() > 1 ? "gang " : "job ", r.jobs[0])
+                             : Cat("for ", r.jobs.size(), " jobs (", r.jobs[0], ", ...)");
+      up.reason = Cat("scale up ", r.pool, " by ", r.nodes.size(), " ", what, ": ", gpus,
+                      " GPUs at $", FormatPrice(pp.price),
+                      "/GPU-hour, the cheapest pool "
+                      "that fits");
+      plan.ups.push_back(std::move(up));
+    }
+  }
+}
+
+void Autoscaler::ScaleDowns(const AutoscalerInput& in, const Round& round, Plan& plan) const {
+  const ClusterState& s = *in.state;
+  std::vector<bool> busy(s.node_count(), false);
+  for (const auto& [key, a] : s.allocations()) {
+    for (const sched::ReplicaPlacement& r : a.replicas) busy[r.node] = true;
+  }
+  struct Candidate {
+    const PoolPlan* pool;
+    NodeIndex node;
+  };
+  std::vector<Candidate> candidates;
+  std::map<std::string, const PoolPlan*> by_name;
+  for (const PoolPlan& pp : round.pools) by_name[pp.pool->pool.metadata.name] = &pp;
+  for (NodeIndex n = 0; n < s.node_count(); ++n) {
+    if (Absent(in, n)) continue;
+    const Node& node = s.node(n);
+    auto pool = by_name.find(node.pool);
+    if (pool == by_name.end()) continue;
+    const PoolPlan& pp = *pool->second;
+    const NodePoolSpec& spec = pp.pool->pool.spec;
+    if (!Scales(spec) || spec.billing == BillingClass::kReserved || pp.opened_count > 0) continue;
+    if (busy[n] || round.held_nodes.contains(node.name) || in.reserved_nodes.contains(node.name)) {
+      continue;
+    }
+    auto idle = in.idle_since_ms.find(node.name);
+    if (idle == in.idle_since_ms.end() || in.now_ms - idle->second < options_.scale_down_after_ms) {
+      continue;
+    }
+    candidates.push_back({&pp, n});
+  }
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& a, const Candidate& b) { return a.pool->price > b.pool->price; });
+  std::map<const PoolPlan*, int32_t> removed;
+  for (const Candidate& c : candidates) {
+    const NodePoolSpec& spec = c.pool->pool->pool.spec;
+    if (c.pool->count - removed[c.pool] <= spec.min_nodes) continue;
+    ++removed[c.pool];
+    const Node& node = s.node(c.node);
+    plan.downs.push_back({node.name, node.pool,
+                          Cat("scale down ", node.pool, ": node ", node.name, " idle for ",
+                              AboutMs(in.now_ms - in.idle_since_ms.at(node.name)),
+                              " (scaleDownAfter ", AboutMs(options_.scale_down_after_ms), ")")});
+  }
+}
+
+Plan Autoscaler::Decide(const AutoscalerInput& in) const {
+  Plan plan;
+  Round round;
+  round.now_ms = in.now_ms;
+  Expire(in, round, plan);
+
+  std::map<std::string, std::set<std::string>> pool_nodes;  // live nodes by pool
+  std::map<std::string, int32_t> node_gpus;
+  const ClusterState& s = *in.state;
+  for (NodeIndex n = 0; n < s.node_count(); ++n) {
+    if (Absent(in, n)) continue;
+    const Node& node = s.node(n);
+    round.used_names.insert(node.name);
+    pool_nodes[node.pool].insert(node.name);
+    node_gpus[node.name] = static_cast<int32_t>(node.gpus.size());
+  }
+  std::map<std::string, MicroUsd> price;
+  std::map<std::string, int32_t> per_node;
+  for (const PoolState& p : in.pools) {
+    price[p.pool.metadata.name] = EffectivePricePerGpuHour(p.pool.spec, catalog_);
+    per_node[p.pool.metadata.name] = p.pool.spec.gpus_per_node;
+  }
+  for (const ProvisioningRequest& r : in.in_flight) {
+    const bool live = !round.cancelled.contains(r.id);
+    for (const std::string& n : r.nodes) {
+      round.used_names.insert(n);
+      if (live) {
+        round.held_nodes.insert(n);
+        pool_nodes[r.pool].insert(n);
+      } else {
+        pool_nodes[r.pool].erase(n);
+      }
+    }
+    if (live) round.covered.insert(r.jobs.begin(), r.jobs.end());
+  }
+  for (const auto& [pool, names] : pool_nodes) {
+    for (const std::string& n : names) {
+      auto g = node_gpus.find(n);
+      int64_t gpus = g != node_gpus.end() ? g->second : per_node[pool];
+      round.gpus += gpus;
+      round.usd_micro_per_hour += gpus * price[pool].raw();
+    }
+  }
+
+  std::map<std::string, int64_t> backed_off;
+  for (const Backoff& b : plan.backoffs) backed_off[b.pool] = b.until_ms;
+  std::vector<PoolState> pools = in.pools;  // with this round's back-offs
+  for (PoolState& p : pools) {
+    auto b = backed_off.find(p.pool.metadata.name);
+    if (b != backed_off.end() && b->second > p.backoff_until_ms) {
+      p.backoff_until_ms = b->second;
+      p.backoff_reason = "a request was just cancelled";
+    }
+  }
+  for (const PoolState& p : pools) {
+    PoolPlan pp;
+    pp.pool = &p;
+    pp.price = price[p.pool.metadata.name];
+    pp.count = static_cast<int32_t>(pool_nodes[p.pool.metadata.name].size());
+    round.pools.push_back(std::move(pp));
+  }
+  std::stable_sort(round.pools.begin(), round.pools.end(),
+                   [](const PoolPlan& a, const PoolPlan& b) {
+                     if (a.price != b.price) return a.price < b.price;
+                     return a.pool->pool.metadata.name < b.pool->pool.metadata.name;
+                   });
+  OpenMinNodes(round);
+  // Shape (and spot) -> a small id, and by id the reason it was not placed: rounds only use
+  // room up, so a shape no pool took stays unplaced for the rest of the round.
+  // The keys are the jobs' own shape_key strings (they outlive the round).
+  std::unordered_map<std::string_view, size_t> shape_ids[2];  // [preemptible]
+  std::vector<std::optional<size_t>> unmet_by_shape;          // index into plan.unmet
+  for (const PendingJob* p : in.waiting) {
+    if (!round.covered.empty() && round.covered.contains(p->request.key)) continue;
+    if (p->shape_key.empty()) p->shape_key = sched::ShapeKey(p->request);
+    auto [it, added] = shape_ids[p->preemptible].try_emplace(p->shape_key, unmet_by_shape.size());
+    if (added) unmet_by_shape.emplace_back();
+    const size_t shape = it->second;
+    if (unmet_by_shape[shape]) {
+      plan.unmet[*unmet_by_shape[shape]].jobs.push_back(p->request.key);
+      continue;
+    }
+    if (PlaceOnNewNodes(*p, shape, round, nullptr)) continue;
+    // Once per shape: ask again for the reasons (each pool answers from its caches).
+    std::string why;
+    PlaceOnNewNodes(*p, shape, round, &why);
+    if (why.empty()) why = "; no pool that scales accepts it";
+    unmet_by_shape[shape] = plan.unmet.size();
+    plan.unmet.push_back({{p->request.key}, Cat("no pool can add nodes for it", why)});
+  }
+  Requests(in, round, plan);
+  ScaleDowns(in, round, plan);
+  return plan;
+}
+
+}  // namespace gpucloud::autoscale
