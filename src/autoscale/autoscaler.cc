@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 #include "autoscale/pool_nodes.h"
 #include "core/parse.h"
@@ -16,15 +17,15 @@ using sched::PendingJob;
 
 bool Scales(const NodePoolSpec& pool) { return pool.provider != kStaticProvider; }
 
-// One pool's part of a round: its hypothetical new nodes (built on first use) and what this
-// round placed there.
+// One pool's part of a round: its hypothetical new nodes (the pool's template, borrowed for the
+// round) and what this round placed there.
 struct Autoscaler::PoolPlan {
   const PoolState* pool = nullptr;
-  MicroUsd price;                  // per GPU-hour
-  int32_t count = 0;               // nodes it has or has requested (not counting this round's)
-  std::vector<std::string> names;  // of the hypothetical nodes, by index
-  std::unique_ptr<ClusterState> state;
-  std::vector<bool> opened;  // by hypothetical node: this round requests it
+  MicroUsd price;                    // per GPU-hour
+  int32_t count = 0;                 // nodes it has or has requested (not counting this round's)
+  ClusterState* state = nullptr;     // Template::plan, with this round's commits
+  std::vector<std::string> commits;  // what this round committed there (released at its end)
+  std::vector<bool> opened;          // by hypothetical node: this round requests it
   int32_t opened_count = 0;
   int32_t min_opened = 0;  // the first this many are opened for minNodes
   std::vector<std::pair<std::string, std::vector<NodeIndex>>> jobs;  // placed here
@@ -39,14 +40,15 @@ struct Autoscaler::PoolPlan {
   }
 };
 
+// One Decide's working state. The string views point into the AutoscalerInput.
 struct Autoscaler::Round {
   int64_t now_ms = 0;
-  std::vector<PoolPlan> pools;       // cheapest first
-  std::set<std::string> used_names;  // nodes that exist or were requested (even if cancelled)
-  std::set<std::string> covered;     // jobs a live request in flight was made for
-  std::set<std::string> held_nodes;  // nodes of live requests in flight
-  std::set<std::string> cancelled;   // request ids cancelled this round
-  int64_t gpus = 0;                  // cluster-wide, existing and requested
+  std::vector<PoolPlan> pools;                 // cheapest first
+  std::set<std::string_view> in_flight_names;  // nodes of requests in flight, even cancelled
+  std::set<std::string_view> covered;          // jobs a live request in flight was made for
+  std::set<std::string_view> held_nodes;       // nodes of live requests in flight
+  std::set<std::string_view> cancelled;        // request ids cancelled this round
+  int64_t gpus = 0;                            // cluster-wide, existing and requested
   int64_t usd_micro_per_hour = 0;
 };
 
@@ -63,16 +65,43 @@ std::string AboutMs(int64_t ms) {
 
 }  // namespace
 
-void Autoscaler::Prepare(PoolPlan& plan, Round& round) const {
+Autoscaler::Template& Autoscaler::TemplateOf(const NodePool& pool) const {
+  Template& t = templates_[pool.metadata.name];
+  if (!t.empty || !(t.spec == pool.spec)) {
+    t.spec = pool.spec;
+    t.empty = EmptyPoolState(pool, std::min(pool.spec.max_nodes, options_.max_new_nodes_per_round));
+    t.plan = std::make_unique<ClusterState>(*t.empty);
+    t.answers.clear();
+  }
+  return t;
+}
+
+void Autoscaler::Prepare(PoolPlan& plan) const {
   if (plan.state) return;
   const int32_t headroom = plan.Headroom(options_.max_new_nodes_per_round);
-  plan.state = EmptyPoolState(plan.pool->pool, headroom);
+  plan.state = TemplateOf(plan.pool->pool).plan.get();
   plan.opened.assign(headroom, false);
-  // The hypothetical nodes get the pool's lowest free names.
-  const std::string& name = plan.pool->pool.metadata.name;
-  for (int i = 0; static_cast<int32_t>(plan.names.size()) < headroom; ++i) {
-    std::string n = PoolNodeName(name, i);
-    if (!round.used_names.contains(n)) plan.names.push_back(std::move(n));
+  // The template has a node for every node the pool could add in one round; those beyond this
+  // round's headroom are held by one placeholder (everything of theirs) until the round ends.
+  sched::Allocation beyond;
+  beyond.job = "#beyond-headroom";
+  beyond.placeholder = true;
+  for (NodeIndex n = headroom; n < plan.state->node_count(); ++n) {
+    const Node& node = plan.state->node(n);
+    sched::ReplicaPlacement r{.task = "hold", .node = n, .cpu = node.cpu, .memory = node.memory};
+    for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g)
+      r.gpus.push_back({.gpu = g});
+    beyond.replicas.push_back(std::move(r));
+  }
+  if (!beyond.replicas.empty() && plan.state->Commit(beyond).ok()) {
+    plan.commits.push_back(beyond.job);
+  }
+}
+
+void Autoscaler::Release(Round& round) const {
+  for (PoolPlan& plan : round.pools) {
+    for (const std::string& key : plan.commits) (void)plan.state->Release(key);
+    plan.commits.clear();
   }
 }
 
@@ -98,7 +127,7 @@ void Autoscaler::OpenMinNodes(Round& round) const {
     const int32_t need =
         std::min(spec.min_nodes - plan.count, plan.Headroom(options_.max_new_nodes_per_round));
     if (need <= 0) continue;
-    Prepare(plan, round);
+    Prepare(plan);
     for (NodeIndex n = 0; n < need && WithinMaxima(round, spec.gpus_per_node, plan.price); ++n) {
       Open(plan, n, round);
       plan.min_opened = n + 1;
@@ -108,15 +137,10 @@ void Autoscaler::OpenMinNodes(Round& round) const {
 
 const std::optional<std::string>& Autoscaler::NeverFits(const NodePool& pool,
                                                         const PendingJob& p) const {
-  Feasibility& f = feasibility_[pool.metadata.name];
-  if (!f.empty || !(f.spec == pool.spec)) {
-    f.spec = pool.spec;
-    f.empty = EmptyPoolState(pool, std::min(pool.spec.max_nodes, options_.max_new_nodes_per_round));
-    f.answers.clear();
-  }
-  auto it = f.answers.find(p.shape_key);
-  if (it == f.answers.end()) {
-    it = f.answers.emplace(p.shape_key, scheduler_.WhyNeverFitsOn(*f.empty, p)).first;
+  Template& t = TemplateOf(pool);
+  auto it = t.answers.find(p.shape_key);
+  if (it == t.answers.end()) {
+    it = t.answers.emplace(p.shape_key, scheduler_.WhyNeverFitsOn(*t.empty, p)).first;
   }
   return it->second;
 }
@@ -146,7 +170,7 @@ void Autoscaler::Expire(const AutoscalerInput& in, Round& round, Plan& plan) con
                 AboutMs(options_.boot_timeout_ms), ")");
     }
     if (why.empty()) continue;
-    round.cancelled.insert(r.id);
+    round.cancelled.insert(r.id);  // a view into `in`
     plan.cancels.push_back({r.id, Cat("cancel ", r.id, " in pool ", r.pool, ": ", why)});
     backoffs[r.pool] = {r.pool, in.now_ms + options_.backoff_ms,
                         Cat(why, "; backing off until +", AboutMs(options_.backoff_ms))};
@@ -180,7 +204,7 @@ bool Autoscaler::PlaceOnNewNodes(const PendingJob& p, size_t shape, Round& round
         continue;
       }
     }
-    Prepare(plan, round);
+    Prepare(plan);
     if (failed == PoolPlan::kNever || failed == plan.state->version()) {
       if (why)
         *why += Cat("; ", name, ": ",
@@ -189,7 +213,7 @@ bool Autoscaler::PlaceOnNewNodes(const PendingJob& p, size_t shape, Round& round
     }
     sched::PlacementResult r = scheduler_.PlaceOn(*plan.state, p);
     if (!r.allocation) {
-      failed = plan.state->allocations().empty() ? PoolPlan::kNever : plan.state->version();
+      failed = plan.opened_count == 0 ? PoolPlan::kNever : plan.state->version();
       if (why) *why += Cat("; ", name, ": ", r.reason);
       continue;
     }
@@ -205,6 +229,7 @@ bool Autoscaler::PlaceOnNewNodes(const PendingJob& p, size_t shape, Round& round
       continue;
     }
     if (!plan.state->Commit(*r.allocation).ok()) continue;  // cannot happen: the placer checked
+    plan.commits.push_back(r.allocation->job);
     for (NodeIndex n : nodes) Open(plan, n, round);
     std::sort(nodes.begin(), nodes.end());
     plan.jobs.emplace_back(p.request.key, std::move(nodes));
@@ -216,6 +241,18 @@ bool Autoscaler::PlaceOnNewNodes(const PendingJob& p, size_t shape, Round& round
 void Autoscaler::Requests(const AutoscalerInput& in, Round& round, Plan& plan) const {
   for (PoolPlan& pp : round.pools) {
     if (pp.opened_count == 0) continue;
+    // The new nodes take the pool's lowest free names, in the order of the hypothetical ones.
+    const std::string& pool_name = pp.pool->pool.metadata.name;
+    std::set<std::string_view> used = round.in_flight_names;
+    for (NodeIndex n = 0; n < in.state->node_count(); ++n) {
+      if (!Absent(in, n) && in.state->node(n).pool == pool_name)
+        used.insert(in.state->node(n).name);
+    }
+    std::vector<std::string> names;
+    for (int i = 0; static_cast<size_t>(names.size()) < pp.opened.size(); ++i) {
+      std::string name = PoolNodeName(pool_name, i);
+      if (!used.contains(name)) names.push_back(std::move(name));
+    }
     // Union-find over the opened nodes: nodes that share a job (and the minNodes ones) are one
     // request.
     std::vector<NodeIndex> parent(pp.opened.size());
@@ -235,7 +272,7 @@ void Autoscaler::Requests(const AutoscalerInput& in, Round& round, Plan& plan) c
       ScaleUp& up = by_root[find(n)];
       up.request.pool = pp.pool->pool.metadata.name;
       up.request.created_ms = in.now_ms;
-      up.request.nodes.push_back(pp.names[n]);
+      up.request.nodes.push_back(names[n]);
     }
     for (const auto& [job, nodes] : pp.jobs) by_root[find(nodes[0])].request.jobs.push_back(job);
     int64_t node_gpus = pp.pool->pool.spec.gpus_per_node;
@@ -307,42 +344,41 @@ Plan Autoscaler::Decide(const AutoscalerInput& in) const {
   round.now_ms = in.now_ms;
   Expire(in, round, plan);
 
-  std::map<std::string, std::set<std::string>> pool_nodes;  // live nodes by pool
-  std::map<std::string, int32_t> node_gpus;
+  // Nodes by pool: those that exist (not counting any of a request in flight), then the nodes
+  // of the live requests; and the cluster's GPUs and dollars per hour with them.
+  std::unordered_map<std::string_view, size_t> pool_index;
+  std::vector<MicroUsd> price(in.pools.size());
+  std::vector<int32_t> count(in.pools.size(), 0);
+  for (size_t i = 0; i < in.pools.size(); ++i) {
+    pool_index[in.pools[i].pool.metadata.name] = i;
+    price[i] = EffectivePricePerGpuHour(in.pools[i].pool.spec, catalog_);
+  }
+  for (const ProvisioningRequest& r : in.in_flight) {
+    const bool live = !round.cancelled.contains(r.id);
+    round.in_flight_names.insert(r.nodes.begin(), r.nodes.end());
+    if (live) {
+      round.held_nodes.insert(r.nodes.begin(), r.nodes.end());
+      round.covered.insert(r.jobs.begin(), r.jobs.end());
+    }
+    auto p = pool_index.find(r.pool);
+    if (!live || p == pool_index.end()) continue;
+    const int64_t gpus = in.pools[p->second].pool.spec.gpus_per_node;
+    count[p->second] += static_cast<int32_t>(r.nodes.size());
+    round.gpus += gpus * static_cast<int64_t>(r.nodes.size());
+    round.usd_micro_per_hour +=
+        gpus * static_cast<int64_t>(r.nodes.size()) * price[p->second].raw();
+  }
   const ClusterState& s = *in.state;
   for (NodeIndex n = 0; n < s.node_count(); ++n) {
     if (Absent(in, n)) continue;
     const Node& node = s.node(n);
-    round.used_names.insert(node.name);
-    pool_nodes[node.pool].insert(node.name);
-    node_gpus[node.name] = static_cast<int32_t>(node.gpus.size());
-  }
-  std::map<std::string, MicroUsd> price;
-  std::map<std::string, int32_t> per_node;
-  for (const PoolState& p : in.pools) {
-    price[p.pool.metadata.name] = EffectivePricePerGpuHour(p.pool.spec, catalog_);
-    per_node[p.pool.metadata.name] = p.pool.spec.gpus_per_node;
-  }
-  for (const ProvisioningRequest& r : in.in_flight) {
-    const bool live = !round.cancelled.contains(r.id);
-    for (const std::string& n : r.nodes) {
-      round.used_names.insert(n);
-      if (live) {
-        round.held_nodes.insert(n);
-        pool_nodes[r.pool].insert(n);
-      } else {
-        pool_nodes[r.pool].erase(n);
-      }
-    }
-    if (live) round.covered.insert(r.jobs.begin(), r.jobs.end());
-  }
-  for (const auto& [pool, names] : pool_nodes) {
-    for (const std::string& n : names) {
-      auto g = node_gpus.find(n);
-      int64_t gpus = g != node_gpus.end() ? g->second : per_node[pool];
-      round.gpus += gpus;
-      round.usd_micro_per_hour += gpus * price[pool].raw();
-    }
+    if (!round.in_flight_names.empty() && round.in_flight_names.contains(node.name)) continue;
+    const int64_t gpus = static_cast<int64_t>(node.gpus.size());
+    round.gpus += gpus;
+    auto p = pool_index.find(node.pool);
+    if (p == pool_index.end()) continue;
+    ++count[p->second];
+    round.usd_micro_per_hour += gpus * price[p->second].raw();
   }
 
   std::map<std::string, int64_t> backed_off;
@@ -355,11 +391,11 @@ Plan Autoscaler::Decide(const AutoscalerInput& in) const {
       p.backoff_reason = "a request was just cancelled";
     }
   }
-  for (const PoolState& p : pools) {
+  for (size_t i = 0; i < pools.size(); ++i) {
     PoolPlan pp;
-    pp.pool = &p;
-    pp.price = price[p.pool.metadata.name];
-    pp.count = static_cast<int32_t>(pool_nodes[p.pool.metadata.name].size());
+    pp.pool = &pools[i];
+    pp.price = price[i];
+    pp.count = count[i];
     round.pools.push_back(std::move(pp));
   }
   std::stable_sort(round.pools.begin(), round.pools.end(),
@@ -391,6 +427,7 @@ Plan Autoscaler::Decide(const AutoscalerInput& in) const {
     unmet_by_shape[shape] = plan.unmet.size();
     plan.unmet.push_back({{p->request.key}, Cat("no pool can add nodes for it", why)});
   }
+  Release(round);
   Requests(in, round, plan);
   ScaleDowns(in, round, plan);
   return plan;

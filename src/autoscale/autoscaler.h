@@ -165,8 +165,10 @@ class Autoscaler {
   // The round's requests, from the jobs placed on each pool's new nodes.
   void Requests(const AutoscalerInput& in, Round& round, Plan& plan) const;
   void ScaleDowns(const AutoscalerInput& in, const Round& round, Plan& plan) const;
-  // Builds the pool's hypothetical new nodes (as many as it may add this round) and names them.
-  void Prepare(PoolPlan& plan, Round& round) const;
+  // Borrows the pool's template for the round, its nodes beyond the round's headroom held.
+  void Prepare(PoolPlan& plan) const;
+  // Releases what the round committed on the templates (they are kept for the next round).
+  void Release(Round& round) const;
   // Marks hypothetical node `n` requested and counts it against the cluster's maxima.
   void Open(PoolPlan& plan, sched::NodeIndex n, Round& round) const;
   bool WithinMaxima(const Round& round, int64_t gpus, MicroUsd price) const;
@@ -184,12 +186,17 @@ class Autoscaler {
   const sched::Scheduler& scheduler_;
   const GpuCatalog& catalog_;
   AutoscalerOptions options_;
-  struct Feasibility {
+  // A pool's hypothetical new nodes, as many as one round may add, kept across rounds until its
+  // spec changes: `empty` answers "could it ever run here" (`answers`, by shape key); `plan` is
+  // what rounds place on (each releases its commits at its end).
+  struct Template {
     NodePoolSpec spec;
     std::unique_ptr<sched::ClusterState> empty;
-    std::unordered_map<std::string, std::optional<std::string>> answers;  // by shape key
+    std::unique_ptr<sched::ClusterState> plan;
+    std::unordered_map<std::string, std::optional<std::string>> answers;
   };
-  mutable std::map<std::string, Feasibility> feasibility_;  // by pool name
+  Template& TemplateOf(const NodePool& pool) const;
+  mutable std::map<std::string, Template> templates_;  // by pool name
 };
 
 // Whether `pool` may grow or shrink at all (its provider is not "static").

@@ -145,7 +145,16 @@ std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc) {
         DecodeParsed(ctx, *p, ParsePrice, "must be a price in US dollars such as 2.50, got ");
     ok = spec.price_per_gpu_hour.has_value() && ok;
   }
-  ok = s.String("provider", &spec.provider) && ok;
+  if (std::optional<Field> p = s.Take("provider")) {
+    std::optional<std::string> v = ReadString(ctx.sink, *p);
+    if (v && *v != "static" && *v != "local" && !(v->starts_with("exec:/") && v->size() > 6)) {
+      ctx.sink.Error(p->mark, p->path,
+                     Cat("must be static, local or exec:/path/to/script, got \"", *v, "\""));
+      v.reset();
+    }
+    ok = v.has_value() && ok;
+    if (v) spec.provider = *v;
+  }
   ok = s.StringMap("labels", &spec.labels, /*labels=*/true) && ok;
   if (std::optional<Field> t = s.Take("taints")) ok = DecodeTaints(ctx, *t, &spec.taints) && ok;
   s.Finish();

@@ -463,6 +463,12 @@ metadata: {name: p}
 spec: {gpuType: T4, pricePerGpuHour: "-1"}
 )",
      "job.yaml:4:38: spec.pricePerGpuHour: must be a price in US dollars such as 2.50, got -1\n"},
+    {"pool_unknown_provider", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec: {gpuType: T4, provider: gce}
+)",
+     "job.yaml:4:31: spec.provider: must be static, local or exec:/path/to/script, got \"gce\"\n"},
     {"pod_gpu_not_a_number", R"(apiVersion: v1
 kind: Pod
 metadata: {name: p}

@@ -53,6 +53,7 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
       catalog_(&catalog),
       use_(nodes_.size()),
       nodes_id_(NextStamp()),
+      shape_id_(nodes_id_),
       version_(NextStamp()),
       free_whole_(nodes_.size()),
       free_slots_(nodes_.size()) {

@@ -168,6 +168,9 @@ class ClusterState {
   // Distinct for every ClusterState built (copies share it: they hold the same nodes). Lets
   // callers cache facts that depend only on the nodes, such as which ones a filter accepts.
   uint64_t nodes_id() const { return nodes_id_; }
+  // The same, except that it stays when SetNodeGpusHealthy changes GPUs' health: equal stamps
+  // mean the same nodes but for their GPUs' health (what an empty, healthy twin depends on).
+  uint64_t shape_id() const { return shape_id_; }
   // A stamp of the allocations: a new value, unique across every ClusterState, after each
   // successful Commit and Release (copies share it: they hold the same allocations). Equal
   // stamps mean equal allocations, so a caller may reuse an answer computed from them, even
@@ -235,6 +238,7 @@ class ClusterState {
   std::map<std::string, Allocation> allocations_;
   ClusterTopology topology_;
   uint64_t nodes_id_;
+  uint64_t shape_id_;
   uint64_t version_;
   std::vector<int32_t> free_whole_;           // per node, = CountFreeWholeGpus
   int64_t total_free_whole_ = 0;              // their sum

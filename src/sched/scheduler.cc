@@ -441,8 +441,10 @@ int32_t Scheduler::RunningBand(const ClusterState& state, const Allocation& a,
 }
 
 ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
-  // Same node set as last time (by identity, or else by value): reuse it.
-  if (empty_ && (empty_source_id_ != state.nodes_id() && empty_source_ != state.nodes())) {
+  // Same node set as last time (by identity, by identity but for GPU health, which the twin
+  // resets, or else by value): reuse it.
+  if (empty_ && empty_source_id_ != state.nodes_id() &&
+      empty_source_shape_id_ != state.shape_id() && empty_source_ != state.nodes()) {
     empty_.reset();
     never_fits_.clear();
   }
@@ -451,6 +453,7 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
     empty_.emplace(GangPlacer::EmptyCluster(state.nodes(), catalog_));
   }
   empty_source_id_ = state.nodes_id();
+  empty_source_shape_id_ = state.shape_id();
   return *empty_;
 }
 

@@ -267,6 +267,7 @@ class Scheduler {
   mutable std::optional<ClusterState> empty_;
   mutable std::vector<Node> empty_source_;
   mutable uint64_t empty_source_id_ = 0;
+  mutable uint64_t empty_source_shape_id_ = 0;
   // GangPlacer::WhyNeverFits on the empty twin, by the job's shape and task names (what its
   // answer depends on), kept with the twin: a waiting shape is asked once, not every cycle.
   const std::optional<std::string>& WhyNeverFits(const ClusterState& state,

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/time/clock.h"
 #include "core/log_flags.h"
@@ -139,6 +140,51 @@ absl::Status ApplyWebhookFlags(ControlPlaneOptions& o, const std::string& token_
 
 }  // namespace
 
+void AddAutoscalerFlags(CLI::App& app, AutoscalerFlags& f) {
+  app.add_option("--scale-down-after", f.scale_down_after,
+                 "an autoscaled node idle this long is removed (default 10m)");
+  app.add_option("--boot-timeout", f.boot_timeout,
+                 "a provisioning request not Ready by then is cancelled and its pool backs off "
+                 "(default 10m)");
+  app.add_option("--autoscale-backoff", f.backoff,
+                 "how long a pool whose request failed or timed out is not asked again (default "
+                 "5m)");
+  app.add_option("--autoscale-max-gpus", f.max_gpus,
+                 "the most GPUs the cluster may grow to (default: no maximum)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--autoscale-max-usd-per-hour", f.max_usd_per_hour,
+                 "the most dollars per hour the cluster's machines may cost (default: none)");
+  app.add_flag("--local-provider", f.local_provider,
+               "let NodePools use provider local: agents with simulated GPUs started by this "
+               "server as processes on this machine (demos, tests)");
+  app.add_option("--local-agent-arg", f.local_agent_args,
+                 "an argument for every local agent (repeatable), e.g. "
+                 "--local-agent-arg=--allow-host-processes");
+}
+
+absl::Status ApplyAutoscalerFlags(const AutoscalerFlags& f, ControlPlaneOptions& o) {
+  for (auto [flag, text, into] :
+       {std::tuple{"--scale-down-after", &f.scale_down_after, &o.scale_down_after_ms},
+        std::tuple{"--boot-timeout", &f.boot_timeout, &o.boot_timeout_ms},
+        std::tuple{"--autoscale-backoff", &f.backoff, &o.autoscale_backoff_ms}}) {
+    absl::StatusOr<int64_t> s = ParseDurationSeconds(*text);
+    if (!s.ok()) return absl::InvalidArgumentError(Cat(flag, ": ", s.status().message()));
+    *into = *s * 1000;
+  }
+  o.autoscale_max_gpus = f.max_gpus;
+  if (!f.max_usd_per_hour.empty()) {
+    absl::StatusOr<MicroUsd> v = ParsePrice(f.max_usd_per_hour);
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(
+          Cat("--autoscale-max-usd-per-hour: ", v.status().message()));
+    }
+    o.autoscale_max_usd_per_hour = *v;
+  }
+  o.local_provider = f.local_provider;
+  o.local_agent_args = f.local_agent_args;
+  return absl::OkStatus();
+}
+
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   // Everything the server writes (store, credentials, logs) is its own: 0600 files, 0700 dirs.
   umask(077);
@@ -231,6 +277,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   app.add_option("--history-revisions", o.compaction.keep_revisions,
                  "revisions of change history kept for watches (0: keep all)")
       ->check(CLI::NonNegativeNumber);
+  AutoscalerFlags autoscaler_flags;
+  AddAutoscalerFlags(app, autoscaler_flags);
   log::Flags log_flags;
   log::AddFlags(app, log_flags);
   try {
@@ -239,6 +287,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
     return app.exit(e, out, err) == 0 ? 0 : 2;
   }
   if (absl::Status s = log::ConfigureFromFlags(log_flags); !s.ok()) {
+    err << "gpucloud server: " << s.message() << "\n";
+    return 2;
+  }
+  if (absl::Status s = ApplyAutoscalerFlags(autoscaler_flags, o); !s.ok()) {
     err << "gpucloud server: " << s.message() << "\n";
     return 2;
   }

@@ -11,16 +11,39 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/sched_config.h"
 
+namespace CLI {
+class App;
+}
+
 namespace gpucloud::server {
+struct ControlPlaneOptions;
 
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 
 // A file holding one SchedulerConfiguration; InvalidArgument naming the file and document.
 absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path);
+
+// The autoscaler's flags, shared by `gpucloud server` and `gpucloud up`: --scale-down-after,
+// --boot-timeout, --autoscale-backoff, --autoscale-max-gpus, --autoscale-max-usd-per-hour,
+// --local-provider,
+// --local-agent-arg.
+struct AutoscalerFlags {
+  std::string scale_down_after = "10m";
+  std::string boot_timeout = "10m";
+  std::string backoff = "5m";
+  int64_t max_gpus = 0;
+  std::string max_usd_per_hour;
+  bool local_provider = false;
+  std::vector<std::string> local_agent_args;
+};
+void AddAutoscalerFlags(CLI::App& app, AutoscalerFlags& flags);
+// Into `o`; InvalidArgument naming the flag.
+absl::Status ApplyAutoscalerFlags(const AutoscalerFlags& flags, ControlPlaneOptions& o);
 
 }  // namespace gpucloud::server
 

@@ -29,6 +29,7 @@
 #include "server/audit_log.h"
 #include "server/audit_webhook.h"
 #include "server/audited_store.h"
+#include "server/autoscaling.h"
 #include "server/compactor.h"
 #include "server/controller.h"
 #include "server/credentials.h"
@@ -53,7 +54,8 @@ constexpr int64_t kTakeoverGraceMs = 12'000;
 // What runs only on the leader, for one term: made when it is elected, stopped when the term
 // ends. Members are destroyed in reverse order: the users of `fenced` before it.
 struct LeaderTerm {
-  std::unique_ptr<FencedStore> fenced;  // null on SQLite (no other server to fence out)
+  std::unique_ptr<FencedStore> fenced;       // null on SQLite (no other server to fence out)
+  std::unique_ptr<Autoscaling> autoscaling;  // used by the controller
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Compactor> compactor;
 };
@@ -114,6 +116,9 @@ struct ControlPlane::Impl {
     // A new leader on etcd: agents find it within an answer, handshake and connect timeout
     // (api::Client: about 13 s at worst, from a frozen old leader) before it judges them.
     if (OnEtcd()) co.start_grace_ms = kTakeoverGraceMs;
+    t->autoscaling = std::make_unique<Autoscaling>(s, GpuCatalog::Default(), AutoscalingOf());
+    t->autoscaling->Start();
+    co.autoscaling = t->autoscaling.get();
     t->controller = std::make_unique<Controller>(s, *nodes, clock, GpuCatalog::Default(), co);
     t->compactor = std::make_unique<Compactor>(s, options.compaction);
     t->controller->Start();
@@ -132,6 +137,33 @@ struct ControlPlane::Impl {
     if (!t) return;
     t->compactor->Stop();
     t->controller->Stop();
+    t->autoscaling->Stop();
+  }
+  // The autoscaler's options from the server's.
+  AutoscalingOptions AutoscalingOf() {
+    AutoscalingOptions a;
+    a.autoscaler.scale_down_after_ms = options.scale_down_after_ms;
+    a.autoscaler.boot_timeout_ms = options.boot_timeout_ms;
+    a.autoscaler.backoff_ms = options.autoscale_backoff_ms;
+    a.autoscaler.max_gpus = options.autoscale_max_gpus;
+    a.autoscaler.max_usd_per_hour = options.autoscale_max_usd_per_hour;
+    a.join = {Cat("https://", options.address, ":", https ? https->port() : 0),
+              options.data_dir + "/ca.crt", creds->bootstrap_token_path};
+    if (options.local_provider) {
+      std::error_code ec;
+      std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      a.local = LocalProviderOptions{self.string(), options.data_dir + "/local-nodes", a.join,
+                                     options.local_agent_args};
+    }
+    a.forget_node = [this](const std::string& node, int64_t revision) {
+      if (node_certs) node_certs->Forget(node, revision);
+      if (nodes) nodes->Forget(node);
+    };
+    return a;
+  }
+  AutoscalingMetrics AutoscalerMetrics() const {
+    std::shared_ptr<LeaderTerm> t = Term();
+    return t ? t->autoscaling->Metrics() : AutoscalingMetrics{};
   }
 };
 
@@ -429,6 +461,7 @@ absl::Status ControlPlane::StartServing() {
   AuditWebhook* webhook = m.webhook.get();         // null without --audit-webhook
   auto metrics = [&m, this, anomalies, webhook] {
     std::string text = RenderClusterMetrics(m.Metrics());
+    text += RenderAutoscalingMetrics(m.AutoscalerMetrics());
     text += PromText()
                 .Family("gpucloud_leader", "gauge",
                         "1 while this server is the leader and runs the controllers, else 0.")

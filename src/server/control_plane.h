@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/quantity.h"
 #include "core/sched_config.h"
 #include "server/anomaly.h"
 #include "server/audit_log.h"
@@ -107,6 +109,17 @@ struct ControlPlaneOptions {
   // A write into a namespace without its Namespace object: 404 (kExplicit) or the namespace made
   // on the spot (kAuto; what `gpucloud up` uses). See rest.h's NamespaceProvisioning.
   NamespaceProvisioning namespace_provisioning = NamespaceProvisioning::kExplicit;
+  // The autoscaler (docs/autoscaling.md): NodePools whose provider is not "static" grow for
+  // jobs that wait for room and shrink when idle. 0 for a maximum: none.
+  int64_t scale_down_after_ms = 10 * 60'000;
+  int64_t boot_timeout_ms = 10 * 60'000;
+  int64_t autoscale_backoff_ms = 5 * 60'000;
+  int64_t autoscale_max_gpus = 0;
+  MicroUsd autoscale_max_usd_per_hour = MicroUsd(0);
+  // Lets pools use provider "local": agents with simulated GPUs as processes of this server
+  // (this binary's `agent run`, with local_agent_args), state under DATA_DIR/local-nodes.
+  bool local_provider = false;
+  std::vector<std::string> local_agent_args;
 };
 
 // On SQLite the server is the only one and always the leader. On etcd every server serves the

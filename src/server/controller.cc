@@ -17,6 +17,7 @@
 #include "sched/job_request.h"
 #include "sched/scheduler.h"
 #include "server/assignments.h"
+#include "server/autoscaling.h"
 #include "server/controller_internal.h"
 #include "server/events.h"
 #include "server/job_arrays.h"
@@ -297,6 +298,7 @@ absl::Status Controller::SyncNodes(Pass& pass) {
   const double dt =
       last_pass_ms_ > 0 ? std::max<int64_t>(0, pass.now_ms - last_pass_ms_) / 1000.0 : 0.0;
   last_pass_ms_ = pass.now_ms;
+  if (options_.autoscaling != nullptr) pass.held = options_.autoscaling->HeldNodes();
   for (auto& [key, obj] : nodes_.mutable_objects()) {
     const NodeEntry& entry = NodeOf(obj);
     if (!entry.info) continue;
@@ -357,10 +359,12 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     for (const Gpu& g : info->gpus) {
       if (g.healthy) pass.metrics.gpu_seconds_available += dt;
     }
-    if (entry.unschedulable) pass.cordoned.insert(name);
+    const bool held = pass.held.contains(name);  // by the autoscaler
+    if (entry.unschedulable || held) pass.cordoned.insert(name);
     if (entry.draining) pass.draining.insert(name);
     if (entry.reclaim_at_ms > 0) pass.reclaiming[name] = entry.reclaim_at_ms;
-    pass.nodes_fingerprint += Cat(name, "@", obj.mod_revision, "/", generation, ";");
+    pass.nodes_fingerprint +=
+        Cat(name, "@", obj.mod_revision, "/", generation, held ? "h" : "", ";");
     pass.ready[name] = std::move(info);
   }
   return absl::OkStatus();

@@ -55,6 +55,7 @@ struct PendingJob;
 }  // namespace gpucloud::sched
 
 namespace gpucloud::server {
+class Autoscaling;
 namespace controller_detail {
 struct JobEntry;
 struct Pass;
@@ -80,6 +81,9 @@ struct ControllerOptions {
   // `gpucloud sim --trace` replays it); not owned, written on the controller's thread. Null:
   // nothing is recorded.
   std::ostream* record_scheduler = nullptr;
+  // The autoscaler (server/autoscaling.h), not owned: its held nodes are cordoned in the
+  // scheduler's view, and it runs after each pass's scheduling. Null: no autoscaling.
+  Autoscaling* autoscaling = nullptr;
 };
 
 // What /metrics shows of the cluster, as of the last pass.

@@ -65,6 +65,7 @@ struct Pass {
   std::map<std::string, std::shared_ptr<const api::NodeInfo>> ready;
   std::string nodes_fingerprint;  // what the scheduler's node list was built from
   std::set<std::string> cordoned, draining;
+  std::set<std::string> held;  // the autoscaler's (ControllerOptions::autoscaling): cordoned too
   std::map<std::string, int64_t> reclaiming;  // node -> when it is reclaimed (ms)
   // Node -> GPU index -> why the agent's failure-risk model expects it to fail.
   std::map<std::string, std::map<int, std::string>> at_risk;

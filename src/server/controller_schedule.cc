@@ -15,6 +15,7 @@
 #include "sched/scheduler.h"
 #include "sched/usage_window.h"
 #include "server/assignments.h"
+#include "server/autoscaling.h"
 #include "server/controller.h"
 #include "server/controller_internal.h"
 #include "server/events.h"
@@ -363,6 +364,9 @@ absl::Status Controller::Schedule(Pass& pass) {
   if (pending.empty()) {
     if (recorder_) recorder_->Pass(pass.now_ms, false, pending, {}, *state_);
     CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);
+    if (options_.autoscaling != nullptr) {
+      options_.autoscaling->AfterPass(*scheduler_, *state_, {}, pass.now_ms);
+    }
     return absl::OkStatus();
   }
   absl::Time t_place = absl::Now();
@@ -379,6 +383,22 @@ absl::Status Controller::Schedule(Pass& pass) {
     if (std::optional<DecisionWrite> w = WriteOfDecision(pass, d)) writes.push_back(*std::move(w));
   }
   WriteDecisions(pass, std::move(writes));
+  if (options_.autoscaling != nullptr) {
+    // The jobs that wait for room, as the scheduler saw them (after the binds it committed),
+    // and those no Ready node could ever hold (they stay pending here: a pool may add one).
+    std::set<std::string_view> room;
+    for (const sched::Decision& d : decisions) {
+      if ((d.kind == sched::DecisionKind::kWait && d.capacity_bound) ||
+          d.kind == sched::DecisionKind::kReject) {
+        room.insert(d.job);
+      }
+    }
+    std::vector<const sched::PendingJob*> waiting;
+    for (const sched::PendingJob* p : pending) {
+      if (room.contains(p->request.key)) waiting.push_back(p);
+    }
+    options_.autoscaling->AfterPass(*scheduler_, *state_, waiting, pass.now_ms);
+  }
   return absl::OkStatus();
 }
 

@@ -87,11 +87,12 @@ ElasticCapacity::Effects ElasticCapacity::Round(
     for (NodeIndex n : r.nodes) spec.ready += life_[n] == Life::kUp ? 1 : 0;
     in.in_flight.push_back(std::move(spec));
   }
-  in.idle_since_ms = idle_since_ms_;
+  in.idle_since_ms.swap(idle_since_ms_);  // lent for the round, not copied
   in.absent.resize(life_.size());
   for (size_t n = 0; n < life_.size(); ++n) in.absent[n] = life_[n] != Life::kUp;
   in.now_ms = now_s * 1000;
   autoscale::Plan plan = autoscaler_.Decide(in);
+  idle_since_ms_.swap(in.idle_since_ms);
 
   for (const autoscale::Backoff& b : plan.backoffs) {
     pools_[b.pool].backoff_until_ms = b.until_ms;

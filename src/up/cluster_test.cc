@@ -121,6 +121,20 @@ class ClusterTest : public ::testing::Test {
 
   std::string Log(const std::string& name) { return (dir_.path() / (name + ".log")).string(); }
 
+  // The server again on the same data directory, with `extra` flags.
+  void RestartServer(const std::vector<std::string>& extra) {
+    server_->Stop(SIGTERM);
+    std::filesystem::remove(Log("server"));
+    std::vector<std::string> args{
+        GPUCLOUD_BINARY, "server", "--data-dir",          data_, "--listen", "127.0.0.1:0",
+        "--grace",       "3",      "--heartbeat-timeout", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<Process>(args, Log("server"));
+    ASSERT_TRUE(Eventually([&] {
+      return Slurp(Log("server")).find("serving https://") != std::string::npos;
+    })) << Slurp(Log("server"));
+  }
+
   std::unique_ptr<Process> Agent(const std::string& node, const std::string& address,
                                  std::vector<std::string> extra = {}) {
     std::vector<std::string> args{GPUCLOUD_BINARY,
@@ -564,6 +578,81 @@ TEST_F(ClusterTest, TopShowsTheUtilizationOfTheGpusATaskHolds) {
   EXPECT_TRUE(Eventually([&] {
     return row(Gpuctl("top").output, "node-a").find(" 0% ") != std::string::npos;
   })) << Gpuctl("top").output;
+}
+
+}  // namespace
+}  // namespace gpucloud
+
+namespace gpucloud {
+namespace {
+
+// An autoscaled pool of local agents: empty at first; a gang of 2 x 2 GPUs makes it grow by
+// two machines in one request, runs on them, and they go once idle for --scale-down-after.
+constexpr const char* kLocalPool = R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata:
+  name: h100
+spec:
+  gpuType: H100-80GB
+  gpusPerNode: 2
+  maxNodes: 4
+  provider: local
+  labels:
+    gpucloud.io/boot-delay: 1s
+)";
+
+class AutoscaleTest : public ClusterTest {
+ protected:
+  void Start(const std::string& pool, const std::vector<std::string>& extra) {
+    std::vector<std::string> flags{"--local-provider", "--local-agent-arg=--allow-host-processes",
+                                   "--scale-down-after", "3s"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    RestartServer(flags);
+    std::ofstream((dir_.path() / "pool.yaml").string()) << pool;
+    testing_util::ShellResult r = Gpuctl("apply -f " + (dir_.path() / "pool.yaml").string());
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  bool NoNodes() {
+    testing_util::ShellResult r = Gpuctl("get nodes");
+    return r.code == 0 && r.output.find("h100-") == std::string::npos;
+  }
+};
+
+TEST_F(AutoscaleTest, AnEmptyPoolGrowsForAGangAndShrinksOnceIdle) {
+  Start(kLocalPool, {"--boot-timeout", "30s"});
+  testing_util::ShellResult run = Gpuctl("run --name gang --gpus 2 --replicas 2 -- true");
+  ASSERT_EQ(run.code, 0) << run.output;
+  ASSERT_TRUE(Eventually([&] { return Phase("gang") == "Succeeded"; }, 60)) << Describe("gang");
+  Json job = Job("gang");
+  EXPECT_EQ(job["status"].value("attempt", 0), 1);
+  std::string describe = Gpuctl("describe job gang").output;
+  EXPECT_NE(describe.find("ScaleUp"), std::string::npos) << describe;
+  EXPECT_NE(describe.find("scale up h100 by 2 for gang default/gang"), std::string::npos)
+      << describe;
+  std::string log = Slurp(Log("server"));
+  EXPECT_EQ(log.find("scale up h100 by 2"), log.rfind("scale up h100 by 2")) << "asked twice";
+  // Idle for 3 s, then deleted: the agents stopped and the Node objects gone.
+  ASSERT_TRUE(Eventually([&] { return NoNodes(); }, 30)) << Gpuctl("get nodes").output << log;
+  EXPECT_NE(Slurp(Log("server")).find("scale down h100: node h100-0 idle"), std::string::npos);
+}
+
+// The pool's first machine never comes up: the request (both machines) is cancelled at the
+// boot timeout, nothing of the gang starts on the one that did, and after the back-off a new
+// request brings two machines that both come up.
+TEST_F(AutoscaleTest, AFailedBootCancelsTheWholeRequestAndARetrySucceeds) {
+  std::string pool = kLocalPool;
+  pool += "    gpucloud.io/boot-fail-first: \"1\"\n";
+  Start(pool, {"--boot-timeout", "4s", "--autoscale-backoff", "1s"});
+  testing_util::ShellResult run = Gpuctl("run --name gang --gpus 2 --replicas 2 -- true");
+  ASSERT_EQ(run.code, 0) << run.output;
+  ASSERT_TRUE(Eventually([&] { return Phase("gang") == "Succeeded"; }, 60)) << Describe("gang");
+  EXPECT_EQ(Job("gang")["status"].value("attempt", 0), 1);  // one start, on the retry's machines
+  std::string log = Slurp(Log("server"));
+  EXPECT_NE(log.find("1 of 2 nodes Ready after"), std::string::npos) << log;
+  EXPECT_NE(log.find("boot timeout"), std::string::npos) << log;
+  size_t first = log.find("scale up h100 by 2");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_NE(log.find("scale up h100 by 2", first + 1), std::string::npos) << "no retry: " << log;
 }
 
 }  // namespace

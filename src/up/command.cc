@@ -60,12 +60,25 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
                  "a write into a namespace that does not exist: auto (made on the spot; the "
                  "default here) or explicit (404, as `gpucloud server` answers by default)")
       ->transform(CLI::CheckedTransformer(provisioning, CLI::ignore_case));
+  server::AutoscalerFlags autoscaler_flags;
+  server::AddAutoscalerFlags(app, autoscaler_flags);
   log::Flags log_flags;
   log::AddFlags(app, log_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  // One machine to try things on: NodePools with provider local start agents here, which run
+  // host processes from here as the local node does.
+  autoscaler_flags.local_provider = true;
+  if (autoscaler_flags.local_agent_args.empty()) {
+    autoscaler_flags.local_agent_args = {"--allow-host-processes", "--workdir",
+                                         std::filesystem::current_path().string()};
+  }
+  if (absl::Status s = server::ApplyAutoscalerFlags(autoscaler_flags, o); !s.ok()) {
+    err << "gpucloud up: " << s.message() << "\n";
+    return 2;
   }
   if (absl::Status s = log::ConfigureFromFlags(log_flags); !s.ok()) {
     err << "gpucloud up: " << s.message() << "\n";
