@@ -22,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,13 +34,19 @@
 
 namespace gpucloud::sim {
 
+// The taint spot pools carry so that only jobs that accept spot land there; with --spot-share,
+// the simulator gives those jobs a toleration of it (Exists, NoSchedule).
+inline constexpr std::string_view kSpotTaintKey = "gpucloud.io/spot";
+
 struct ElasticOptions {
   bool enabled = false;
   autoscale::AutoscalerOptions autoscaler;
   int64_t boot_s = 300;     // median boot time of a machine
   double boot_failure = 0;  // probability a machine never comes up, in [0, 1)
   std::map<std::string, double> boot_failure_by_pool;  // overrides it per pool (stock-outs)
-  double spot_share = 0;  // share of the trace's jobs that accept spot capacity
+  // Share of the trace's jobs that accept spot capacity (drawn from the seed; they tolerate
+  // kSpotTaintKey, which spot pools should carry).
+  double spot_share = 0;
 };
 
 // What the elastic part of a run did and cost.

@@ -99,8 +99,9 @@ TEST(ElasticSim, AStockOutMovesTheGangToTheNextPool) {
 }
 
 TEST(ElasticSim, SpotCapacityOnlyForJobsThatAcceptIt) {
-  SimCluster c = ClusterFromPools(
-      "t", {Pool("od", 4, BillingClass::kOnDemand), Pool("spot", 4, BillingClass::kSpot)});
+  NodePool spot = Pool("spot", 4, BillingClass::kSpot);
+  spot.spec.taints.push_back({std::string(kSpotTaintKey), "true", "NoSchedule"});
+  SimCluster c = ClusterFromPools("t", {Pool("od", 4, BillingClass::kOnDemand), spot});
   Trace t = Csv("id,submit,duration,gpus\na,0,3600,8\nb,0,3600,8\n");
   SimOptions o = Elastic();
   SimResult none = Simulated(t, c, o);
