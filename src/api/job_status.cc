@@ -83,6 +83,15 @@ class Reader {
       }
     }
   }
+  void NumMap(const char* key, std::map<std::string, double>* out) {
+    if (const Json* v = Find(key)) {
+      if (!v->is_object()) return Fail(Path(key), "must be a map of numbers");
+      for (auto it = v->begin(); it != v->end(); ++it) {
+        if (!it.value().is_number()) return Fail(Cat(Path(key), ".", it.key()), "must be a number");
+        (*out)[it.key()] = it.value().template get<double>();
+      }
+    }
+  }
   // The elements of the array `key` (none when absent), each read by `read(element, path)`.
   template <typename F>
   void Each(const char* key, F read) {
@@ -161,6 +170,8 @@ void ReadGpuFields(Reader<Json>& r, JobStatus& s, std::optional<std::string>* er
     gs.Num("productive", &s.gpu_seconds.productive);
     gs.Num("lost", &s.gpu_seconds.lost);
   }
+  r.NumMap("usdPerHour", &s.usd_per_hour);
+  r.NumMap("costUsd", &s.cost_usd);
   if (const Json* u = r.Find("gpuUsage")) {
     Reader<Json> gu(*u, r.Path("gpuUsage"), error);
     GpuUsage usage;
@@ -336,6 +347,8 @@ std::string JobStatusToJson(const JobStatus& s) {
                                              {"lost", s.gpu_seconds.lost},
                                              {"goodput", s.gpu_seconds.goodput()}};
   }
+  if (!s.usd_per_hour.empty()) j["usdPerHour"] = s.usd_per_hour;
+  if (!s.cost_usd.empty()) j["costUsd"] = s.cost_usd;
   if (s.master_port != 0) j["masterPort"] = s.master_port;
   if (!s.placement.empty()) j["placement"] = PlacementJson(s.placement);
   if (!s.tasks.empty()) j["tasks"] = s.tasks;

@@ -134,6 +134,10 @@ struct JobStatus {
   int64_t last_checkpoint_ms = 0;
   int64_t last_replicated_ms = 0;
   GpuSeconds gpu_seconds;
+  // Billing: the current placement's dollars per hour, and what the attempts that ended cost,
+  // by billing class ("usdPerHour", "costUsd"; the server's billing.h).
+  std::map<std::string, double> usd_per_hour;
+  std::map<std::string, double> cost_usd;
   int master_port = 0;  // the current attempt's rendezvous port on rank 0's node; 0: none
   std::vector<PlacedReplica> placement;
   std::map<std::string, std::string> tasks;  // assignment name -> its task's last state

@@ -147,6 +147,30 @@ std::string GpuTimeLine(const api::JobStatus& st) {
                      GpuTime(productive), GpuTime(lost), 100.0 * productive / allocated);
 }
 
+// "$12.34 (on-demand $10.00, spot $2.34); $3.49/hour now", the current attempt included; "-"
+// when nothing was priced.
+std::string CostLine(const api::JobStatus& st) {
+  std::map<std::string, double> cost = st.cost_usd;
+  double rate = 0;
+  for (const auto& [billing, r] : st.usd_per_hour) rate += r;
+  if (api::IsActive(st.phase) && st.scheduled_ms > 0) {
+    int64_t now = absl::ToUnixMillis(absl::Now());
+    for (const auto& [billing, r] : st.usd_per_hour) {
+      cost[billing] += r * static_cast<double>(std::max<int64_t>(0, now - st.scheduled_ms)) / 3.6e6;
+    }
+  }
+  if (cost.empty()) return "-";
+  double total = 0;
+  std::vector<std::string> parts;
+  for (const auto& [billing, v] : cost) {
+    total += v;
+    parts.push_back(fmt::format("{} ${:.2f}", billing, v));
+  }
+  std::string line = fmt::format("${:.2f} ({})", total, Join(parts, ", "));
+  if (api::IsActive(st.phase) && rate > 0) line += fmt::format("; ${:.2f}/hour now", rate);
+  return line;
+}
+
 // "2023-11-14T22:13:20Z (5m ago)" for an RFC 3339 time; the text as it is when it is not one.
 std::string TimestampAndAge(const std::string& rfc3339, int64_t now_ms) {
   absl::Time t;
@@ -233,6 +257,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
                 : "")
         << "\n"
         << "GPU time:      " << GpuTimeLine(st) << "\n"
+        << "Cost:          " << CostLine(st) << "\n"
         << "Recoveries:    " << st.recoveries
         << (st.recoveries > 0
                 ? Cat(" (the last back to running in ", st.last_recovery_ms / 1000.0, " s)")

@@ -13,6 +13,7 @@
 #include "cli/audit_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/completion.h"
+#include "cli/cost_command.h"
 #include "cli/explain.h"
 #include "cli/iam_commands.h"
 #include "cli/manifest_files.h"
@@ -301,6 +302,14 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   std::string top_ns;
   top_jobs->add_option("-n,--namespace", top_ns, "Namespace (default: every one; admins)");
   top->require_subcommand(0, 1);
+  CLI::App* cost = app.add_subcommand(
+      "cost",
+      "What jobs have cost (at their nodes' pools' prices), by namespace, queue, job or "
+      "billing class");
+  std::string cost_by = "namespace", cost_ns, cost_output = "table";
+  cost->add_option("--by", cost_by, "namespace (default), queue, job or class");
+  cost->add_option("-n,--namespace", cost_ns, "Namespace (default: every one; admins)");
+  cost->add_option("-o,--output", cost_output, "table (default), json or csv");
   // Identity, policies and the audit log (issue 14): create, revoke, attach, detach, whoami,
   // auth can-i, policy simulate; audit verify, audit query.
   IamCommands iam(app);
@@ -407,6 +416,10 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
         return WaitForDrain(ClientCall(c), node_name, drain_wait, clock, absl::SleepFor, out, err);
       });
     }
+  }
+  if (cost->parsed()) {
+    return with_client(
+        [&](api::Client& c) { return RunCost(c, cost_ns, cost_by, cost_output, out, err); });
   }
   if (top->parsed()) {
     return with_client([&](api::Client& c) {

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
+#include "server/billing.h"
 #include "server/events.h"
 #include "server/node_certs.h"
 #include "server/object_cache.h"
@@ -250,14 +251,7 @@ void Autoscaling::Work() {
 void Autoscaling::SyncPools() {
   ObjectCache cache("/nodepools/");
   if (!cache.Sync(store_).ok()) return;
-  std::map<std::string, NodePool> pools;
-  for (const auto& [key, obj] : cache.objects()) {
-    manifest::ParseResult p = manifest::ParseStoredManifest(obj.doc, key);
-    if (!p.ok() || p.manifests.size() != 1) continue;
-    if (const NodePool* pool = std::get_if<NodePool>(&p.manifests[0].object)) {
-      pools[pool->metadata.name] = *pool;
-    }
-  }
+  std::map<std::string, NodePool> pools = NodePoolsOf(cache);
   std::lock_guard lock(mu_);
   pools_ = std::move(pools);
 }

@@ -18,6 +18,7 @@
 #include "sched/scheduler.h"
 #include "server/assignments.h"
 #include "server/autoscaling.h"
+#include "server/billing.h"
 #include "server/controller_internal.h"
 #include "server/events.h"
 #include "server/job_arrays.h"
@@ -246,7 +247,7 @@ absl::Status Controller::RunOnce() {
     pass.metrics.stage_seconds[name] = absl::ToDoubleSeconds(now - t);
     t = now;
   };
-  for (ObjectCache* c : {&nodes_, &jobs_, &queues_}) {
+  for (ObjectCache* c : {&nodes_, &jobs_, &queues_, &pools_}) {
     if (absl::StatusOr<bool> s = c->Sync(store_); !s.ok()) return s.status();
   }
   stage("sync");
@@ -256,7 +257,9 @@ absl::Status Controller::RunOnce() {
   // The agents may stop sending the ended tasks this pass read, once all it decided is stored.
   if (StepJobs(pass)) node_table_.MarkRead(pass.reports);
   stage("jobs");
+  EnsurePrices();
   if (absl::Status s = Schedule(pass); !s.ok()) return s;
+  AddIdleCost(pass);
   stage("schedule");
   absl::MutexLock lock(&mu_);
   // The gauges are this pass's; the counters add up over the server's life.
@@ -270,6 +273,8 @@ absl::Status Controller::RunOnce() {
   m.jobs_deferred = pass.metrics.jobs_deferred;
   if (pass.live_jobs_due) m.live_jobs = std::move(pass.metrics.live_jobs);
   m.job_gpu_seconds += pass.settled;
+  for (const auto& [k, v] : pass.cost_usd) m.cost_usd[k] += v;
+  for (const auto& [k, v] : pass.idle_cost_usd) m.idle_cost_usd[k] += v;
   m.gpu_seconds_registered += pass.metrics.gpu_seconds_registered;
   m.gpu_seconds_available += pass.metrics.gpu_seconds_available;
   m.stage_seconds = std::move(pass.metrics.stage_seconds);
@@ -298,6 +303,7 @@ absl::Status Controller::SyncNodes(Pass& pass) {
   const double dt =
       last_pass_ms_ > 0 ? std::max<int64_t>(0, pass.now_ms - last_pass_ms_) / 1000.0 : 0.0;
   last_pass_ms_ = pass.now_ms;
+  pass.dt_s = dt;
   if (options_.autoscaling != nullptr) pass.held = options_.autoscaling->HeldNodes();
   for (auto& [key, obj] : nodes_.mutable_objects()) {
     const NodeEntry& entry = NodeOf(obj);
@@ -503,6 +509,14 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
     }
   }
   pass.settled += step.settled;
+  for (const auto& [billing, usd] : s.cost_usd) {
+    auto before = old.cost_usd.find(billing);
+    const double added = usd - (before != old.cost_usd.end() ? before->second : 0.0);
+    if (added > 0) {
+      pass.cost_usd[{ns, entry.job ? entry.job->spec.queue : std::string(kDefaultQueue),
+                     billing}] += added;
+    }
+  }
   if (step.recovery_seconds) pass.recovery_seconds.push_back(*step.recovery_seconds);
   if (s.Terminal() && s.delete_requested) {
     ops.push_back({store::Op::Kind::kDelete, key, "", obj.mod_revision});
@@ -659,6 +673,18 @@ void RenderLatencies(const ClusterMetrics& m, PromText& p) {
       .Sample(m.recovery_max);
 }
 
+void RenderCost(const ClusterMetrics& m, PromText& p) {
+  p.Family("gpucloud_cost_usd_total", "counter",
+           "What ended job attempts cost, from binding to their end, at their nodes' pools' "
+           "prices (GPU equivalents: fractions and MIG slices by their share of the GPU).");
+  for (const auto& [k, usd] : m.cost_usd) {
+    p.Sample({{"namespace", k[0]}, {"queue", k[1]}, {"class", k[2]}}, usd);
+  }
+  p.Family("gpucloud_idle_cost_usd_total", "counter",
+           "What Ready nodes' GPUs that no job held cost, by pool (\"\" for nodes in none).");
+  for (const auto& [pool, usd] : m.idle_cost_usd) p.Sample({{"pool", pool}}, usd);
+}
+
 void RenderGpuTime(const ClusterMetrics& m, PromText& p) {
   p.Family("gpucloud_job_gpu_seconds_total", "counter",
            "GPU time of ended job attempts: allocated, productive (work kept) and lost (work "
@@ -693,6 +719,7 @@ std::string RenderClusterMetrics(const ClusterMetrics& m) {
   RenderJobAndCapacityGauges(m, p);
   RenderLatencies(m, p);
   RenderGpuTime(m, p);
+  RenderCost(m, p);
   return p.Take();
 }
 

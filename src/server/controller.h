@@ -20,6 +20,7 @@
 #ifndef GPUCLOUD_SERVER_CONTROLLER_H_
 #define GPUCLOUD_SERVER_CONTROLLER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,7 @@ struct PendingJob;
 
 namespace gpucloud::server {
 class Autoscaling;
+class PriceBook;
 namespace controller_detail {
 struct JobEntry;
 struct Pass;
@@ -114,6 +116,10 @@ struct ClusterMetrics {
   // Jobs holding GPUs ("ns/name"): their GPU time so far, the current attempt included
   // (refreshed at most every 5 s).
   std::map<std::string, GpuSeconds> live_jobs;
+  // Billing (server/billing.h) over the server's life: what the job attempts that ended cost,
+  // by {namespace, queue, billing class}, and what Ready nodes' GPUs no job held cost, by pool.
+  std::map<std::array<std::string, 3>, double> cost_usd;
+  std::map<std::string, double> idle_cost_usd;
   // Availability over the server's life: GPU-seconds on registered nodes, and of those the
   // ones on Ready nodes with healthy GPUs.
   double gpu_seconds_registered = 0;
@@ -189,6 +195,11 @@ class Controller {
   ObjectCache nodes_{"/nodes/"};
   ObjectCache jobs_{"/jobs/"};
   ObjectCache queues_{"/queues/"};
+  ObjectCache pools_{"/nodepools/"};
+  std::unique_ptr<PriceBook> prices_;  // from pools_, rebuilt when they change
+  int64_t prices_revision_ = -1;
+  void EnsurePrices();
+  void AddIdleCost(Pass& pass);  // the pass's share of idle cost, from state_
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;

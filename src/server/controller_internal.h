@@ -5,6 +5,7 @@
 #ifndef GPUCLOUD_SERVER_CONTROLLER_INTERNAL_H_
 #define GPUCLOUD_SERVER_CONTROLLER_INTERNAL_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,6 +74,9 @@ struct Pass {
   std::vector<double> bind_latencies;    // seconds, of first attempts bound in this pass
   std::vector<double> recovery_seconds;  // jobs running again after a failure, this pass
   GpuSeconds settled;                    // GPU time of the attempts that ended in this pass
+  std::map<std::array<std::string, 3>, double> cost_usd;  // what they cost (ClusterMetrics)
+  std::map<std::string, double> idle_cost_usd;            // idle cost this pass, by pool
+  double dt_s = 0;  // the time since the last pass (what this pass's view of the nodes counts)
   // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
   // every running job is not worth building 10 times a second, and scrapes are 15 s apart).
   bool live_jobs_due = false;

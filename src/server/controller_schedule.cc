@@ -16,6 +16,7 @@
 #include "sched/usage_window.h"
 #include "server/assignments.h"
 #include "server/autoscaling.h"
+#include "server/billing.h"
 #include "server/controller.h"
 #include "server/controller_internal.h"
 #include "server/events.h"
@@ -89,6 +90,19 @@ struct Controller::DecisionWrite {
   bool bind = false;
   int attempt = 0;
 };
+
+void Controller::EnsurePrices() {
+  if (prices_ && prices_revision_ == pools_.revision()) return;
+  prices_ = std::make_unique<PriceBook>(NodePoolsOf(pools_), catalog_);
+  prices_revision_ = pools_.revision();
+}
+
+void Controller::AddIdleCost(Pass& pass) {
+  if (!state_ || !prices_ || pass.dt_s <= 0) return;
+  for (const auto& [pool, rate] : IdleUsdPerHourByPool(*state_, *prices_)) {
+    if (rate > 0) pass.idle_cost_usd[pool] += rate * pass.dt_s / 3600.0;
+  }
+}
 
 absl::Status Controller::EnsureScheduler(int64_t now) {
   if (scheduler_ && scheduler_queues_revision_ == queues_.revision()) return absl::OkStatus();
@@ -262,6 +276,7 @@ std::vector<store::Op> Controller::BindOps(Pass& pass, const sched::Decision& d,
   s.master_port = master_port;
   s.las_service_gpu_ms = d.allocation->las_service_gpu_ms;
   s.gpus_by_type = sched::GpusByType(*state_, *d.allocation);
+  s.usd_per_hour = UsdPerHour(*state_, *d.allocation, *prices_);
   if (s.attempt == 1) {
     pass.bind_latencies.push_back(std::max<int64_t>(0, pass.now_ms - s.submitted_ms) / 1000.0);
   }

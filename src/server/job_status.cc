@@ -99,6 +99,12 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
     s.usage.erase(s.usage.begin(), s.usage.end() - kMaxUsageRecords);
   }
   s.gpus_by_type.clear();
+  if (s.scheduled_ms > 0 && now_ms > s.scheduled_ms) {
+    for (const auto& [billing, rate] : s.usd_per_hour) {
+      s.cost_usd[billing] += rate * static_cast<double>(now_ms - s.scheduled_ms) / 3.6e6;
+    }
+  }
+  s.usd_per_hour.clear();
   s.attempt_started_ms = 0;
   s.run_ended_ms = 0;
   s.gpus = 0;
@@ -136,6 +142,16 @@ std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
   s.checkpoint_nodes.clear();
   s.checkpoint_gpus = 0;
   return from;
+}
+
+std::map<std::string, double> LiveCostUsd(const JobStatus& s, int64_t now_ms) {
+  std::map<std::string, double> total = s.cost_usd;
+  if ((s.Active() || s.Stopping()) && s.scheduled_ms > 0 && now_ms > s.scheduled_ms) {
+    for (const auto& [billing, rate] : s.usd_per_hour) {
+      total[billing] += rate * static_cast<double>(now_ms - s.scheduled_ms) / 3.6e6;
+    }
+  }
+  return total;
 }
 
 GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
@@ -209,6 +225,13 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
   if (auto g = j.find("gpusByType"); g != j.end() && g->is_object()) {
     for (const auto& [type, n] : g->items()) {
       if (n.is_number()) s.gpus_by_type[type] = n.get<double>();
+    }
+  }
+  for (auto [key, into] : {std::pair{"usdPerHour", &s.usd_per_hour}, {"costUsd", &s.cost_usd}}) {
+    if (auto g = j.find(key); g != j.end() && g->is_object()) {
+      for (const auto& [billing, v] : g->items()) {
+        if (v.is_number()) (*into)[billing] = v.get<double>();
+      }
     }
   }
   if (auto u = j.find("usage"); u != j.end() && u->is_array()) {
@@ -297,6 +320,8 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
                            {"goodput", s.gpu_seconds.goodput()}};
   }
   if (!s.gpus_by_type.empty()) j["gpusByType"] = s.gpus_by_type;
+  if (!s.usd_per_hour.empty()) j["usdPerHour"] = s.usd_per_hour;
+  if (!s.cost_usd.empty()) j["costUsd"] = s.cost_usd;
   if (!s.usage.empty()) {
     Json u = Json::array();
     for (const UsageRecord& r : s.usage) {

@@ -90,6 +90,11 @@ struct JobStatus {
   // the last attempts that ended, by type (SettleAttempt; at most kMaxUsageRecords).
   std::map<std::string, double> gpus_by_type;
   std::vector<UsageRecord> usage;
+  // Billing (server/billing.h): the current placement's price per hour by billing class (its
+  // GPU equivalents at their nodes' pools' prices; set when bound, cleared when settled), and
+  // what the attempts that ended cost, by class: from binding to the end of the attempt.
+  std::map<std::string, double> usd_per_hour;
+  std::map<std::string, double> cost_usd;
   // Node-local checkpoints: where the last attempt's ranks ran (rank -> node), and its GPUs.
   std::vector<std::string> checkpoint_nodes;
   double checkpoint_gpus = 0;
@@ -122,7 +127,8 @@ sched::JobView ViewOf(const JobStatus& s, int64_t creation_ms);
 double GpuEquivalents(const std::vector<PlacedReplica>& placement);
 
 // Ends the current attempt's accounting at `now_ms`: adds its GPU time to `s.gpu_seconds` (and,
-// split by s.gpus_by_type, to s.usage) and returns what it added. `completed`: its work counts in
+// split by s.gpus_by_type, to s.usage) and its cost to `s.cost_usd`, and returns the GPU time
+// it added. `completed`: its work counts in
 // full (it succeeded, or the user stopped it); otherwise the work after `checkpoint_ms` (the newest
 // checkpoint that survived; 0: none) is lost. Clears the attempt's marks.
 GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t checkpoint_ms);
@@ -133,6 +139,9 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
 // did not survive moved from productive to lost. "" for other jobs. Clears checkpoint_nodes.
 std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
                        const std::vector<PlacedReplica>& placement);
+
+// What the job has cost so far, by billing class, the current attempt included.
+std::map<std::string, double> LiveCostUsd(const JobStatus& s, int64_t now_ms);
 
 // The job's GPU time so far, the current attempt included (its running time counted as
 // productive until something interrupts it).

@@ -277,6 +277,10 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--spot-share", elastic.spot_share,
                  "share of the trace's jobs that accept spot capacity (default 0)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--spot-reclaims-per-hour", elastic.spot_reclaims_per_hour,
+                 "how often the cloud takes a spot machine back, per machine-hour, each with a "
+                 "two-minute notice (default 0)")
+      ->check(CLI::Range(0.0, 1000.0));
   app.add_option("--max-gpus", elastic.autoscaler.max_gpus,
                  "most GPUs the cluster may grow to (default: no maximum)")
       ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));

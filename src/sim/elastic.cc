@@ -14,6 +14,7 @@ ElasticCapacity::ElasticCapacity(const SimCluster& cluster, const ElasticOptions
       options_(options),
       autoscaler_(scheduler, catalog, options.autoscaler),
       rng_(seed * 104729 + 7),
+      reclaim_rng_(seed * 7907 + 11),
       life_(cluster.nodes.size(), Life::kAbsent),
       generation_(cluster.nodes.size(), 0),
       tasks_(cluster.nodes.size(), 0),
@@ -166,6 +167,7 @@ ElasticCapacity::Effects ElasticCapacity::Booted(NodeIndex n, int32_t generation
   result_.peak_nodes = std::max(result_.peak_nodes, ++up_count_);
   idle_since_ms_[cluster_.nodes[n].name] = now_s * 1000;
   fx.up.push_back(n);
+  ScheduleNotice(n, now_s, fx);
   auto id = request_of_.find(n);
   if (id == request_of_.end()) return fx;
   auto r = requests_.find(id->second);
@@ -196,6 +198,51 @@ void ElasticCapacity::NextWake(int64_t now_s, Effects& fx) const {
   for (const auto& [name, since] : idle_since_ms_) {
     consider(since + o.scale_down_after_ms, fx.wake_idle_s);
   }
+}
+
+void ElasticCapacity::ScheduleNotice(NodeIndex n, int64_t now_s, Effects& fx) {
+  const double rate = options_.spot_reclaims_per_hour;
+  if (!options_.enabled || rate <= 0 ||
+      cluster_.pools[cluster_.pool_of_node[n]].spec.billing != BillingClass::kSpot) {
+    return;
+  }
+  const double u = (static_cast<double>(reclaim_rng_.Uniform(1'000'000)) + 0.5) / 1e6;
+  const int64_t after = std::max<int64_t>(1, std::llround(-std::log(u) * 3600.0 / rate));
+  fx.notices.push_back({n, now_s + after, generation_[n]});
+}
+
+ElasticCapacity::Effects ElasticCapacity::Start() {
+  Effects fx;
+  for (NodeIndex n = 0; n < static_cast<NodeIndex>(life_.size()); ++n) {
+    if (life_[n] == Life::kUp) ScheduleNotice(n, 0, fx);
+  }
+  return fx;
+}
+
+ElasticCapacity::Effects ElasticCapacity::Notice(NodeIndex n, int32_t generation, int64_t now_s) {
+  Effects fx;
+  if (generation_[n] != generation || life_[n] != Life::kUp) return fx;
+  if (Held(n)) {  // its request is not complete yet: taken back later
+    ScheduleNotice(n, now_s, fx);
+    return fx;
+  }
+  fx.noticed.push_back(n);
+  fx.gone.push_back({n, now_s + options_.spot_notice_s, generation});
+  return fx;
+}
+
+ElasticCapacity::Effects ElasticCapacity::Gone(NodeIndex n, int32_t generation, int64_t now_s) {
+  Effects fx;
+  if (generation_[n] != generation || life_[n] != Life::kUp || Held(n)) return fx;
+  fx.remove.push_back(n);
+  Bill(n, now_s);
+  life_[n] = Life::kAbsent;
+  ++generation_[n];
+  idle_since_ms_.erase(cluster_.nodes[n].name);
+  --up_count_;
+  ++result_.nodes_removed;
+  ++result_.spot_reclaims;
+  return fx;
 }
 
 ElasticResult ElasticCapacity::Finish(int64_t now_s) {

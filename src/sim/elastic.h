@@ -47,6 +47,10 @@ struct ElasticOptions {
   // Share of the trace's jobs that accept spot capacity (drawn from the seed; they tolerate
   // kSpotTaintKey, which spot pools should carry).
   double spot_share = 0;
+  // Spot machines taken back by the cloud: this many per machine-hour (exponential), each with
+  // a notice of spot_notice_s (AWS's two minutes) in which its jobs checkpoint and stop.
+  double spot_reclaims_per_hour = 0;
+  int64_t spot_notice_s = 120;
 };
 
 // What the elastic part of a run did and cost.
@@ -58,6 +62,7 @@ struct ElasticResult {
   double gpu_hours_provisioned = 0;                 // GPUs x hours billed
   std::map<std::string, double> capacity_cost_usd;  // billing class -> dollars for machines
   int32_t peak_nodes = 0;
+  int64_t spot_reclaims = 0;  // spot machines taken back
 };
 
 class ElasticCapacity {
@@ -95,6 +100,12 @@ class ElasticCapacity {
       int32_t generation;
     };
     std::vector<Boot> boots;
+    // Spot machine n gets its reclamation notice at t (an event to push).
+    std::vector<Boot> notices;
+    // Spot machine n got its notice: its jobs are to checkpoint and stop by `gone.t`, when it
+    // goes (an event to push).
+    std::vector<NodeIndex> noticed;
+    std::vector<Boot> gone;
     // Run a round again then: for a boot timeout or the end of a back-off (jobs may wait for
     // it: the replay must go on), and for a node idle long enough to scale down (the replay
     // need not go on for it).
@@ -108,6 +119,13 @@ class ElasticCapacity {
                 const std::vector<const sched::PendingJob*>& waiting, int64_t now_s);
   // Machine `n` finished booting (generation as pushed); ignored when stale.
   Effects Booted(NodeIndex n, int32_t generation, int64_t now_s);
+  // The first reclamation notices of the spot machines up at the start.
+  Effects Start();
+  // Spot machine `n`'s reclamation notice (generation as pushed); ignored when stale. A machine
+  // held for its request gets its notice later.
+  Effects Notice(NodeIndex n, int32_t generation, int64_t now_s);
+  // The noticed machine goes (the simulation has stopped what still ran there).
+  Effects Gone(NodeIndex n, int32_t generation, int64_t now_s);
   // Bills machines still there at the end.
   ElasticResult Finish(int64_t now_s);
 
@@ -120,11 +138,14 @@ class ElasticCapacity {
   void Bill(NodeIndex n, int64_t now_s);
   void StartBilling(NodeIndex n, int64_t now_s);
   void NextWake(int64_t now_s, Effects& fx) const;
+  // When an up spot machine gets its next notice (nothing for other machines).
+  void ScheduleNotice(NodeIndex n, int64_t now_s, Effects& fx);
 
   const SimCluster& cluster_;
   ElasticOptions options_;
   autoscale::Autoscaler autoscaler_;
   Rng rng_;
+  Rng reclaim_rng_;  // its own stream: boots draw the same with reclaims on or off
   std::vector<Life> life_;
   std::vector<int32_t> generation_;    // bumped when a machine is requested or removed
   std::vector<int32_t> tasks_;         // replicas placed (jobs only, no holds)

@@ -115,6 +115,33 @@ TEST(ElasticSim, SpotCapacityOnlyForJobsThatAcceptIt) {
             none.capacity.capacity_cost_usd.at("on-demand"));
 }
 
+// Spot machines taken back with a two-minute notice: the job on them checkpoints and stops
+// within it (its work kept), waits for a new machine and finishes; every notice is counted.
+TEST(ElasticSim, ReclaimedSpotMachinesMoveTheirJobsWithTheirWorkKept) {
+  NodePool spot = Pool("spot", 8, BillingClass::kSpot);
+  spot.spec.taints.push_back({std::string(kSpotTaintKey), "true", "NoSchedule"});
+  SimCluster c = ClusterFromPools("t", {spot});
+  SimOptions o = Elastic();
+  o.elastic.spot_share = 1;
+  o.elastic.spot_reclaims_per_hour = 2;  // a machine lives half an hour on average
+  o.checkpoint_interval_s = 600;
+  Trace t = Csv("id,submit,duration,gpus\nlong,0,20000,8\n");
+  SimResult r = Simulated(t, c, o);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const JobOutcome& j = r.jobs[0];
+  ASSERT_EQ(j.state, JobState::kFinished);
+  EXPECT_GT(r.capacity.spot_reclaims, 2);              // over 5.5 hours at 2 an hour
+  EXPECT_EQ(j.preemptions, r.capacity.spot_reclaims);  // each notice moved it once
+  EXPECT_EQ(j.restarts, 0);                            // none of it without notice
+  EXPECT_EQ(j.gpu_seconds_lost, 0);
+  // It ran 20,000 s in all; the rest is waiting for machines to boot after each reclaim.
+  EXPECT_GT(*j.end_s - *j.first_start_s, 20000);
+  EXPECT_LT(*j.end_s - *j.first_start_s, 20000 + (r.capacity.spot_reclaims + 1) * 200);
+  // The same seed, the same run.
+  SimResult again = Simulated(t, c, o);
+  EXPECT_EQ(again.jobs[0].end_s, j.end_s);
+}
+
 // Static pools do not scale: --autoscale on them changes nothing, and a fixed cluster pays for
 // every machine for the whole run.
 TEST(ElasticSim, StaticPoolsAreFixedAndPaidForTheWholeRun) {

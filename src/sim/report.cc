@@ -195,11 +195,10 @@ Json RunJson(const SimResult& r) {
   out["gpu_hours_provisioned"] = Round3(r.capacity.gpu_hours_provisioned);
   if (r.autoscaled) {
     const ElasticResult& e = r.capacity;
-    out["autoscaling"] = Json{{"requests", e.requests},
-                              {"nodes_added", e.nodes_added},
-                              {"nodes_removed", e.nodes_removed},
-                              {"cancelled_requests", e.cancelled},
-                              {"peak_nodes", e.peak_nodes}};
+    out["autoscaling"] =
+        Json{{"requests", e.requests},           {"nodes_added", e.nodes_added},
+             {"nodes_removed", e.nodes_removed}, {"cancelled_requests", e.cancelled},
+             {"peak_nodes", e.peak_nodes},       {"spot_reclaims", e.spot_reclaims}};
   }
   out["scheduler_cycles"] = r.cycles;
   return out;

@@ -38,6 +38,8 @@ enum class EventKind {
   kNodeBooted,  // autoscaling: a requested machine is up (attempt: its generation)
   kScaleWake,   // autoscaling: a boot timeout or back-off ends (jobs may wait for it)
   kScaleIdle,   // autoscaling: a node has been idle long enough to scale down
+  kSpotNotice,  // autoscaling: a spot machine's reclamation notice (attempt: its generation)
+  kSpotGone,    // autoscaling: the noticed spot machine goes (attempt: its generation)
 };
 
 struct Event {
@@ -175,6 +177,7 @@ class Simulation {
     for (NodeIndex n = 0; n < state_.node_count(); ++n) {
       if (!elastic_.Up(n)) SetNodeUp(n, false);
     }
+    Apply(elastic_.Start());  // the first reclamation notices of spot machines
     for (NodeIndex n = 0; n < state_.node_count(); ++n) {
       double mtbf = o.mtbf_hours;
       const Node& node = state_.node(n);
@@ -241,7 +244,7 @@ class Simulation {
   static bool Recurring(EventKind k) {
     return k == EventKind::kFailure || k == EventKind::kRepair || k == EventKind::kSignal ||
            k == EventKind::kNoise || k == EventKind::kInspected || k == EventKind::kBandChange ||
-           k == EventKind::kScaleIdle;
+           k == EventKind::kScaleIdle || k == EventKind::kSpotNotice;
   }
   void Push(Event e) {
     e.seq = seq_++;
@@ -462,6 +465,20 @@ class Simulation {
         Apply(fx);
         return fx.changed();
       }
+      case EventKind::kSpotNotice: {
+        ElasticCapacity::Effects fx = elastic_.Notice(e.node, e.attempt, now);
+        for (NodeIndex n : fx.noticed) NoticeJobs(n, now);
+        Apply(fx);
+        return false;
+      }
+      case EventKind::kSpotGone: {
+        ElasticCapacity::Effects fx = elastic_.Gone(e.node, e.attempt, now);
+        if (fx.remove.empty()) return false;
+        // What still runs there (bound during the notice) is lost since its last checkpoint.
+        EvictJobs(e.node, now);
+        Apply(fx);
+        return true;
+      }
       case EventKind::kScaleWake:
         scale_due_ = true;
         return false;
@@ -520,6 +537,33 @@ class Simulation {
 
   void Fail(NodeIndex n, int64_t now) {
     ++result_.failures;
+    EvictJobs(n, now);
+    // Out of the cluster until it is repaired: its GPUs are no capacity (as the server leaves a
+    // node that is not Ready out of the scheduler's view), not held.
+    SetNodeUp(n, false);
+    ++down_nodes_;
+    Push({.t = now + o_.repair_s, .kind = EventKind::kRepair, .node = n});
+  }
+
+  // A spot machine's reclamation notice: its jobs checkpoint and stop within the notice, their
+  // work kept (as a preemption's grace period).
+  void NoticeJobs(NodeIndex n, int64_t now) {
+    for (int32_t i : JobsOn(n)) {
+      JobRun& j = jobs_[i];
+      if (!j.running || j.terminating) continue;
+      j.terminating = true;
+      ++j.out.preemptions;
+      ++result_.preemptions;
+      Push({.t = now + o_.elastic.spot_notice_s,
+            .kind = EventKind::kStop,
+            .job = i,
+            .attempt = j.attempt});
+    }
+  }
+
+  // Stops the jobs on node n at once, their work since their last checkpoint lost, and queues
+  // them again.
+  void EvictJobs(NodeIndex n, int64_t now) {
     for (int32_t i : JobsOn(n)) {
       JobRun& j = jobs_[i];
       // Work since the last periodic checkpoint of this attempt is lost.
@@ -536,11 +580,6 @@ class Simulation {
       Stop(i, now);
       Enqueue(i);
     }
-    // Out of the cluster until it is repaired: its GPUs are no capacity (as the server leaves a
-    // node that is not Ready out of the scheduler's view), not held.
-    SetNodeUp(n, false);
-    ++down_nodes_;
-    Push({.t = now + o_.repair_s, .kind = EventKind::kRepair, .node = n});
   }
 
   double Slowdown(const Allocation& a) const {
@@ -697,6 +736,12 @@ class Simulation {
     for (NodeIndex n : fx.unhold) (void)state_.Release(Cat("#boot#", n));
     for (const ElasticCapacity::Effects::Boot& b : fx.boots) {
       Push({.t = b.t, .kind = EventKind::kNodeBooted, .attempt = b.generation, .node = b.node});
+    }
+    for (const ElasticCapacity::Effects::Boot& b : fx.notices) {
+      Push({.t = b.t, .kind = EventKind::kSpotNotice, .attempt = b.generation, .node = b.node});
+    }
+    for (const ElasticCapacity::Effects::Boot& b : fx.gone) {
+      Push({.t = b.t, .kind = EventKind::kSpotGone, .attempt = b.generation, .node = b.node});
     }
     for (auto [t, kind] : {std::pair{fx.wake_live_s, EventKind::kScaleWake},
                            std::pair{fx.wake_idle_s, EventKind::kScaleIdle}}) {
@@ -866,6 +911,9 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster
                                    const SimOptions& options, const GpuCatalog& catalog) {
   if (options.elastic.enabled && options.prediction.mode != PredictionMode::kOff) {
     return absl::InvalidArgumentError("autoscaling and failure prediction do not combine yet");
+  }
+  if (!(options.elastic.spot_reclaims_per_hour >= 0) || options.elastic.spot_notice_s < 0) {
+    return absl::InvalidArgumentError("spot reclaims per hour and the notice must be >= 0");
   }
   if (!(options.elastic.boot_failure >= 0 && options.elastic.boot_failure < 1)) {
     return absl::InvalidArgumentError("boot failure probability must be in [0, 1)");

@@ -1,0 +1,56 @@
+// Billing arithmetic on the server: what a node's GPUs cost per hour (its pool's price and
+// billing class, NodePool; a node in no known pool at its GPU type's catalog on-demand price),
+// and so what an allocation costs per hour, by billing class. GPU equivalents are
+// sched::GpuShareOf's: a whole GPU 1, a share its fraction, a MIG instance its compute slices
+// out of the GPU's (OpenCost bills fractions and MIG as whole GPUs: opencost#3828; we do not).
+// Value types and pure functions; thread-compatible.
+#ifndef GPUCLOUD_SERVER_BILLING_H_
+#define GPUCLOUD_SERVER_BILLING_H_
+
+#include <map>
+#include <string>
+
+#include "core/gpu_catalog.h"
+#include "core/node.h"
+#include "core/node_pool.h"
+#include "sched/cluster_state.h"
+#include "server/object_cache.h"
+
+namespace gpucloud::server {
+
+struct NodePrice {
+  MicroUsd per_gpu_hour;
+  BillingClass billing = BillingClass::kOnDemand;
+};
+
+class PriceBook {
+ public:
+  // Borrows `catalog`.
+  PriceBook(std::map<std::string, NodePool> pools, const GpuCatalog& catalog)
+      : pools_(std::move(pools)), catalog_(&catalog) {}
+  // The price of one of `node`'s GPUs per hour.
+  NodePrice Of(const Node& node) const;
+  // The pool named `name`, or null.
+  const NodePool* Pool(const std::string& name) const;
+
+ private:
+  std::map<std::string, NodePool> pools_;
+  const GpuCatalog* catalog_;
+};
+
+// The NodePools cached in `cache` (a "/nodepools/" ObjectCache), by name; one that does not
+// parse is skipped (the API refuses such writes).
+std::map<std::string, NodePool> NodePoolsOf(const ObjectCache& cache);
+
+// What `a` costs per hour in `state`, by billing class name ("on-demand", "reserved", "spot").
+std::map<std::string, double> UsdPerHour(const sched::ClusterState& state,
+                                         const sched::Allocation& a, const PriceBook& prices);
+
+// What the GPUs of `state`'s nodes that no job holds (free, unhealthy or held by a
+// placeholder) cost per hour, by pool name ("" for nodes in no pool): idle cost.
+std::map<std::string, double> IdleUsdPerHourByPool(const sched::ClusterState& state,
+                                                   const PriceBook& prices);
+
+}  // namespace gpucloud::server
+
+#endif  // GPUCLOUD_SERVER_BILLING_H_

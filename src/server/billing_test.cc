@@ -1,0 +1,136 @@
+// Billing: hand-computed prices of allocations (whole GPUs, a share, a MIG slice, spot) and idle
+// cost; and a job's bill through the controller, kept in its status.
+#include "server/billing.h"
+
+#include <gtest/gtest.h>
+
+#include "server/controller_fixture.h"
+#include "server/job_status.h"
+
+namespace gpucloud::server {
+namespace {
+
+Node MakeNode(std::string name, std::string pool, std::string type, int gpus, bool mig = false) {
+  Node n;
+  n.name = std::move(name);
+  n.pool = std::move(pool);
+  n.cpu = Cores(64);
+  n.memory = GiB(512);
+  for (int i = 0; i < gpus; ++i) {
+    n.gpus.push_back(Gpu{.uuid = Cat(n.name, "-", i),
+                         .index = i,
+                         .type = type,
+                         .memory = GpuCatalog::Default().Find(type)->memory,
+                         .mig_enabled = mig});
+  }
+  return n;
+}
+
+NodePool Pool(std::string name, BillingClass billing, int64_t cents) {
+  NodePool p;
+  p.metadata.name = std::move(name);
+  p.spec.gpu_type = "H100-80GB";
+  p.spec.billing = billing;
+  p.spec.price_per_gpu_hour = Cents(cents);
+  return p;
+}
+
+TEST(Billing, AllocationsArePricedByTheirShareAtTheirNodesPools) {
+  const GpuCatalog& catalog = GpuCatalog::Default();
+  PriceBook prices({{"od", Pool("od", BillingClass::kOnDemand, 400)},
+                    {"spot", Pool("spot", BillingClass::kSpot, 100)}},
+                   catalog);
+  sched::ClusterState state(
+      {MakeNode("a", "od", "H100-80GB", 4), MakeNode("b", "spot", "H100-80GB", 4),
+       MakeNode("c", "", "H100-80GB", 4),  // in no pool: catalog price
+       MakeNode("m", "", "A100-80GB", 1, /*mig=*/true)},
+      catalog);
+  sched::Allocation whole{.job = "ns/whole",
+                          .replicas = {{.task = "w", .node = 0, .gpus = {{.gpu = 0}, {.gpu = 1}}},
+                                       {.task = "w", .node = 2, .gpus = {{.gpu = 0}}}}};
+  std::map<std::string, double> rate = UsdPerHour(state, whole, prices);
+  // 2 GPUs at $4 + 1 at the H100's catalog price ($6.98), all on demand.
+  EXPECT_NEAR(rate.at("on-demand"), 2 * 4.0 + 6.98, 1e-9);
+  EXPECT_EQ(rate.size(), 1u);
+
+  sched::Allocation share{.job = "ns/share",
+                          .replicas = {{.task = "w",
+                                        .node = 1,
+                                        .gpus = {{.gpu = 0,
+                                                  .mode = GpuMode::kShared,
+                                                  .fraction = MilliGpu(250),
+                                                  .memory = GiB(20)}}}}};
+  rate = UsdPerHour(state, share, prices);
+  EXPECT_NEAR(rate.at("spot"), 0.25 * 1.0, 1e-9);  // a quarter of a $1 spot GPU
+
+  sched::Allocation mig{
+      .job = "ns/mig",
+      .replicas = {{.task = "w",
+                    .node = 3,
+                    .gpus = {{.gpu = 0, .mode = GpuMode::kMig, .mig = {"3g.40gb", 0}}}}}};
+  rate = UsdPerHour(state, mig, prices);
+  // 3 of the A100's 7 compute slices (0.429 GPU, rounded up to a milli-GPU) at $4.10.
+  EXPECT_NEAR(rate.at("on-demand"), 0.429 * 4.10, 1e-9);
+
+  // Idle: what no job holds, by pool.
+  ASSERT_TRUE(state.Commit(whole).ok());
+  ASSERT_TRUE(state.Commit(share).ok());
+  std::map<std::string, double> idle = IdleUsdPerHourByPool(state, prices);
+  EXPECT_NEAR(idle.at("od"), 2 * 4.0, 1e-9);
+  EXPECT_NEAR(idle.at("spot"), 3.75 * 1.0, 1e-9);
+  EXPECT_NEAR(idle.at(""), 3 * 6.98 + 1 * 4.10, 1e-9);  // node c's 3 free, the MIG GPU's
+}
+
+TEST(Billing, AnAttemptIsBilledFromItsBindingToItsEnd) {
+  JobStatus s;
+  s.phase = api::JobPhase::kRunning;
+  s.scheduled_ms = 1000;
+  s.usd_per_hour = {{"on-demand", 8.0}, {"spot", 1.0}};
+  EXPECT_NEAR(LiveCostUsd(s, 1000 + 1'800'000).at("on-demand"), 4.0, 1e-9);  // half an hour
+  SettleAttempt(s, 1000 + 5'400'000, /*completed=*/true, 0);                 // 1.5 hours
+  EXPECT_NEAR(s.cost_usd.at("on-demand"), 12.0, 1e-9);
+  EXPECT_NEAR(s.cost_usd.at("spot"), 1.5, 1e-9);
+  EXPECT_TRUE(s.usd_per_hour.empty());
+  SettleAttempt(s, 1000 + 9'000'000, true, 0);  // settling again adds nothing
+  EXPECT_NEAR(s.cost_usd.at("on-demand"), 12.0, 1e-9);
+  // Kept in the stored status.
+  Json doc;
+  JobStatusToJson(s, doc);
+  absl::StatusOr<JobStatus> back = JobStatusFromJson(doc);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->cost_usd, s.cost_usd);
+}
+
+// Through the controller: a NodePool's price reaches the job's status when it is bound, the
+// ended attempt's cost is in the status the job ends with (the same write), and in /metrics.
+TEST_F(ControllerTest, AJobIsBilledAtItsNodesPoolsPrice) {
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodepools",
+                 "apiVersion: gpucloud/v1\nkind: NodePool\nmetadata: {name: h100-spot}\n"
+                 "spec: {gpuType: H100-80GB, gpusPerNode: 4, billing: spot, "
+                 "pricePerGpuHour: \"2.00\"}\n")
+                .status,
+            201);
+  Register("node-a", 4, "h100-spot");
+  Submit(GangJob("train", 1, 2));
+  Pass();
+  JobStatus s = Status("train");
+  ASSERT_EQ(s.phase, api::JobPhase::kScheduled);
+  EXPECT_NEAR(s.usd_per_hour.at("spot"), 2 * 2.0, 1e-9);
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kRunning)});
+  Pass();
+  clock_.Advance(30 * 60'000);  // ms
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kSucceeded, 0)});
+  Pass();
+  s = Status("train");
+  ASSERT_EQ(s.phase, api::JobPhase::kSucceeded) << s.message;
+  EXPECT_NEAR(s.cost_usd.at("spot"), 4.0 * 0.5, 1e-6);  // $4/hour for half an hour
+  std::string metrics = RenderClusterMetrics(controller_->Metrics());
+  EXPECT_NE(metrics.find("gpucloud_cost_usd_total{namespace=\"default\",queue=\"default\","
+                         "class=\"spot\"} 2"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("gpucloud_idle_cost_usd_total{pool=\"h100-spot\"}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucloud::server
