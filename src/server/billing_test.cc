@@ -132,5 +132,43 @@ TEST_F(ControllerTest, AJobIsBilledAtItsNodesPoolsPrice) {
   EXPECT_NE(metrics.find("gpucloud_idle_cost_usd_total{pool=\"h100-spot\"}"), std::string::npos);
 }
 
+// The books balance: what the jobs cost plus what was idle is what the machines cost, pass by
+// pass (one 4-GPU node at $2/GPU-hour for an hour; a 2-GPU job on it for the first half).
+TEST_F(ControllerTest, JobsCostPlusIdleCostIsWhatTheMachinesCost) {
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodepools",
+                 "apiVersion: gpucloud/v1\nkind: NodePool\nmetadata: {name: p}\n"
+                 "spec: {gpuType: H100-80GB, gpusPerNode: 4, pricePerGpuHour: \"2.00\"}\n")
+                .status,
+            201);
+  Register("node-a", 4, "p");
+  Heartbeat("node-a");
+  Pass();  // the books open here
+  Submit(GangJob("train", 1, 2));
+  Pass();
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kRunning)});
+  Pass();
+  for (int minute = 0; minute < 30; minute += 5) {  // passes every 5 minutes, as ticks would
+    clock_.Advance(5 * 60'000);
+    Heartbeat("node-a", {Report("train", 0, api::TaskState::kRunning)});
+    Pass();
+  }
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kSucceeded, 0)});
+  Pass();
+  ASSERT_EQ(Status("train").phase, api::JobPhase::kSucceeded);
+  for (int minute = 0; minute < 30; minute += 5) {
+    clock_.Advance(5 * 60'000);
+    Heartbeat("node-a");
+    Pass();
+  }
+  ClusterMetrics m = controller_->Metrics();
+  double jobs = 0, idle = 0;
+  for (const auto& [k, usd] : m.cost_usd) jobs += usd;
+  for (const auto& [pool, usd] : m.idle_cost_usd) idle += usd;
+  EXPECT_NEAR(jobs, 2 * 0.5 * 2.0, 1e-6);                  // 2 GPUs for half an hour
+  EXPECT_NEAR(idle, 2 * 0.5 * 2.0 + 4 * 0.5 * 2.0, 1e-6);  // 2 idle, then 4
+  EXPECT_NEAR(jobs + idle, 4 * 1.0 * 2.0, 1e-6);           // the machine, for the hour
+  EXPECT_NEAR(m.idle_cost_usd.at("p"), idle, 1e-9);
+}
+
 }  // namespace
 }  // namespace gpucloud::server
