@@ -1,6 +1,7 @@
 #include "autoscale/autoscaler.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <string_view>
 
@@ -93,9 +94,15 @@ void Autoscaler::Prepare(PoolPlan& plan) const {
       r.gpus.push_back({.gpu = g});
     beyond.replicas.push_back(std::move(r));
   }
-  if (!beyond.replicas.empty() && plan.state->Commit(beyond).ok()) {
-    plan.commits.push_back(beyond.job);
+  if (beyond.replicas.empty()) return;
+  if (!plan.state->Commit(beyond).ok()) {
+    // Left over from a round that did not finish (an exception): start the template afresh.
+    Template& t = TemplateOf(plan.pool->pool);
+    t.plan = std::make_unique<ClusterState>(*t.empty);
+    plan.state = t.plan.get();
+    if (!plan.state->Commit(beyond).ok()) std::abort();  // cannot happen on empty nodes
   }
+  plan.commits.push_back(beyond.job);
 }
 
 void Autoscaler::Release(Round& round) const {
@@ -138,9 +145,12 @@ void Autoscaler::OpenMinNodes(Round& round) const {
 const std::optional<std::string>& Autoscaler::NeverFits(const NodePool& pool,
                                                         const PendingJob& p) const {
   Template& t = TemplateOf(pool);
-  auto it = t.answers.find(p.shape_key);
+  std::string key = p.shape_key;
+  for (const sched::TaskRequest& task : p.request.tasks) key += Cat("|n", task.name);
+  auto it = t.answers.find(key);
   if (it == t.answers.end()) {
-    it = t.answers.emplace(p.shape_key, scheduler_.WhyNeverFitsOn(*t.empty, p)).first;
+    if (t.answers.size() >= 4096) t.answers.clear();  // a bound, not a working set
+    it = t.answers.emplace(std::move(key), scheduler_.WhyNeverFitsOn(*t.empty, p)).first;
   }
   return it->second;
 }
@@ -244,6 +254,8 @@ void Autoscaler::Requests(const AutoscalerInput& in, Round& round, Plan& plan) c
     // The new nodes take the pool's lowest free names, in the order of the hypothetical ones.
     const std::string& pool_name = pp.pool->pool.metadata.name;
     std::set<std::string_view> used = round.in_flight_names;
+    for (const auto& [name, nr] : in.not_ready) used.insert(name);
+    used.insert(in.leaving.begin(), in.leaving.end());
     for (NodeIndex n = 0; n < in.state->node_count(); ++n) {
       if (!Absent(in, n) && in.state->node(n).pool == pool_name)
         used.insert(in.state->node(n).name);
@@ -313,7 +325,8 @@ void Autoscaler::ScaleDowns(const AutoscalerInput& in, const Round& round, Plan&
     const PoolPlan& pp = *pool->second;
     const NodePoolSpec& spec = pp.pool->pool.spec;
     if (!Scales(spec) || spec.billing == BillingClass::kReserved || pp.opened_count > 0) continue;
-    if (busy[n] || round.held_nodes.contains(node.name) || in.reserved_nodes.contains(node.name)) {
+    if (busy[n] || round.held_nodes.contains(node.name) || in.reserved_nodes.contains(node.name) ||
+        in.leaving.contains(node.name)) {
       continue;
     }
     auto idle = in.idle_since_ms.find(node.name);
@@ -322,10 +335,29 @@ void Autoscaler::ScaleDowns(const AutoscalerInput& in, const Round& round, Plan&
     }
     candidates.push_back({&pp, n});
   }
+  std::map<const PoolPlan*, int32_t> removed;
+  // Nodes not Ready for scale_down_after_ms go first, whatever their price: broken or gone
+  // machines still cost money.
+  for (const auto& [name, nr] : in.not_ready) {
+    auto pool = by_name.find(nr.pool);
+    if (pool == by_name.end() || round.held_nodes.contains(name) || in.leaving.contains(name) ||
+        in.reserved_nodes.contains(name) ||
+        in.now_ms - nr.since_ms < options_.scale_down_after_ms) {
+      continue;
+    }
+    const PoolPlan& pp = *pool->second;
+    if (!Scales(pp.pool->pool.spec) || pp.pool->pool.spec.billing == BillingClass::kReserved) {
+      continue;
+    }
+    ++removed[&pp];
+    plan.downs.push_back({name, nr.pool,
+                          Cat("scale down ", nr.pool, ": node ", name, " not Ready for ",
+                              AboutMs(in.now_ms - nr.since_ms), " (scaleDownAfter ",
+                              AboutMs(options_.scale_down_after_ms), ")")});
+  }
   std::stable_sort(
       candidates.begin(), candidates.end(),
       [](const Candidate& a, const Candidate& b) { return a.pool->price > b.pool->price; });
-  std::map<const PoolPlan*, int32_t> removed;
   for (const Candidate& c : candidates) {
     const NodePoolSpec& spec = c.pool->pool->pool.spec;
     if (c.pool->count - removed[c.pool] <= spec.min_nodes) continue;
@@ -373,12 +405,21 @@ Plan Autoscaler::Decide(const AutoscalerInput& in) const {
     if (Absent(in, n)) continue;
     const Node& node = s.node(n);
     if (!round.in_flight_names.empty() && round.in_flight_names.contains(node.name)) continue;
+    if (!in.leaving.empty() && in.leaving.contains(node.name)) continue;
     const int64_t gpus = static_cast<int64_t>(node.gpus.size());
     round.gpus += gpus;
     auto p = pool_index.find(node.pool);
     if (p == pool_index.end()) continue;
     ++count[p->second];
     round.usd_micro_per_hour += gpus * price[p->second].raw();
+  }
+  for (const auto& [name, nr] : in.not_ready) {
+    if (round.in_flight_names.contains(name) || in.leaving.contains(name)) continue;
+    round.gpus += nr.gpus;
+    auto p = pool_index.find(nr.pool);
+    if (p == pool_index.end()) continue;
+    ++count[p->second];
+    round.usd_micro_per_hour += int64_t{nr.gpus} * price[p->second].raw();
   }
 
   std::map<std::string, int64_t> backed_off;

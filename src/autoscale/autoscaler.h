@@ -12,8 +12,8 @@
 // per GPU-hour first; spot pools only for jobs that accept spot (billing: spot). Jobs are packed
 // onto this round's new nodes of a pool by the same placer, so eight 1-GPU jobs ask for one
 // 8-GPU node, not eight. Jobs that share a new node, and all the nodes of a gang, form one
-// provisioning request: created all or none, held for its jobs (the caller keeps other jobs
-// off those nodes until they bind), cancelled whole. A pool never grows past maxNodes (counting
+// provisioning request: created all or none, held (the caller keeps every job off its nodes
+// until all of them are Ready), cancelled whole. A pool never grows past maxNodes (counting
 // nodes it has and nodes requested), and the cluster never past AutoscalerOptions' maxima of
 // GPUs and of dollars per hour. A pool below minNodes is brought up to it by a request for no
 // job.
@@ -23,11 +23,13 @@
 // backed off for backoff_ms with the reason; its jobs are considered again in the same round
 // for the other pools (a stock-out moves to the next pool that fits).
 //
-// Scale down. A node of a pool that may shrink, idle (no allocation, not cordoned away by
-// anyone but us) for scale_down_after_ms, not part of a request in flight, not on a backfill
-// reservation's nodes, and not taking its pool below minNodes, is deleted (after a drain by
-// the caller); the most expensive first. Reserved pools are commitments billed whether used or
-// not, so their nodes are never scaled down. Pools of the "static" provider never change.
+// Scale down. A node of a pool that may shrink, idle (no allocation; the caller leaves
+// cordoned nodes out of idle_since_ms) for scale_down_after_ms, not part of a request in
+// flight, not in reserved_nodes, and not taking its pool below minNodes, is deleted (after a
+// drain by the caller); the most expensive first. A node that is not Ready (not_ready) counts
+// for its pool and is deleted once it has been so for scale_down_after_ms. Reserved pools are
+// commitments billed whether used or not, so their nodes are never scaled down. Pools of the
+// "static" provider never change.
 //
 // Thread-compatible: Decide is const but caches per-pool hypothetical nodes and per-shape
 // answers (like Scheduler's own caches); one Autoscaler per caller.
@@ -97,8 +99,21 @@ struct AutoscalerInput {
   std::vector<ProvisioningRequest> in_flight;
   // Node name -> since when it has had no task (absent: it runs one or the caller does not know).
   std::map<std::string, int64_t> idle_since_ms;
-  // Nodes a backfill reservation plans to use (never scaled down).
+  // Nodes that must not be scaled down (a backfill reservation's; the server and simulator
+  // pass none yet).
   std::set<std::string> reserved_nodes;
+  // Nodes on their way out (a scale-down or cancellation being carried out): their names are
+  // taken, but they count for nothing.
+  std::set<std::string> leaving;
+  // Nodes that exist but are not Ready (not in `state`), by name: their pool, and since when.
+  // They count for their pool and the cluster's maxima, keep their names, and are scaled down
+  // once not Ready for scale_down_after_ms.
+  struct NotReady {
+    std::string pool;
+    int32_t gpus = 0;
+    int64_t since_ms = 0;
+  };
+  std::map<std::string, NotReady> not_ready;
   // By node index in `state`: machines that do not exist (the simulator keeps a slot for every
   // machine a pool could have and holds the ones not created, or still booting, down). They
   // count for nothing and their names are free, unless a request in flight names them. Empty:
@@ -178,8 +193,8 @@ class Autoscaler {
   std::unique_ptr<sched::ClusterState> EmptyPoolState(const NodePool& pool, int nodes) const;
 
   // Whether `p` could ever run on the pool's nodes (as many as one round may add), were they
-  // empty: nullopt if so, else why not. Kept per pool and shape across rounds, until the pool's
-  // spec changes.
+  // empty: nullopt if so, else why not. Kept per pool, shape and task names (the answer names
+  // a task) across rounds, until the pool's spec changes (at most 4,096 answers per pool).
   const std::optional<std::string>& NeverFits(const NodePool& pool,
                                               const sched::PendingJob& p) const;
 

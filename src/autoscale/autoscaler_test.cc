@@ -286,6 +286,40 @@ TEST_F(Fixture, ScaleDownTakesOnlyNodesIdleLongEnoughAndFreeOfEveryClaim) {
   ASSERT_EQ(plan.downs.size(), 1u);
 }
 
+// Nodes on their way out count for nothing, so the pool does not shrink past minNodes while
+// they go; their names stay taken.
+TEST_F(Fixture, LeavingNodesNeitherCountNorGiveUpTheirNames) {
+  NodePool pool = Pool("h100", "H100-80GB", 8, 1, 10);
+  Nodes(pool, 3);  // h100-0 .. h100-2, all idle
+  in_.now_ms = 60 * kMin;
+  in_.idle_since_ms = {{"h100-0", 0}, {"h100-1", 0}, {"h100-2", 0}};
+  in_.leaving = {"h100-0", "h100-1"};  // last round's scale-downs, being carried out
+  Plan plan = Decide({pool}, {});
+  EXPECT_TRUE(plan.downs.empty());  // h100-2 is the pool's minNodes now
+  // A job that needs a new machine gets a fresh name, not a leaving one's.
+  plan = Decide({pool}, {Job("ns/a", 1, 8), Job("ns/b", 1, 8)});
+  ASSERT_EQ(plan.ups.size(), 2u);
+  EXPECT_EQ(plan.ups[0].request.nodes, std::vector<std::string>{"h100-3"});
+}
+
+// A registered node that is not Ready counts for its pool's maxNodes and keeps its name, and
+// goes once it has been so for scaleDownAfter.
+TEST_F(Fixture, NodesThatAreNotReadyCountAndGoWhenLongGone) {
+  NodePool pool = Pool("h100", "H100-80GB", 8, 0, 2);
+  in_.now_ms = 5 * kMin;
+  in_.not_ready["h100-0"] = {"h100", 8, 0};
+  Plan plan = Decide({pool}, {Job("ns/a", 1, 8), Job("ns/b", 1, 8)});
+  ASSERT_EQ(plan.ups.size(), 1u);  // maxNodes 2, one of them the node that is not Ready
+  EXPECT_EQ(plan.ups[0].request.nodes, std::vector<std::string>{"h100-1"});
+  EXPECT_TRUE(plan.downs.empty());  // not Ready for 5 minutes only
+  in_.now_ms = 10 * kMin;
+  plan = Decide({pool}, {});
+  ASSERT_EQ(plan.downs.size(), 1u);
+  EXPECT_EQ(plan.downs[0].node, "h100-0");
+  EXPECT_NE(plan.downs[0].reason.find("not Ready for 10 min"), std::string::npos)
+      << plan.downs[0].reason;
+}
+
 TEST_F(Fixture, ThePoolTheRoundScalesUpIsNotScaledDown) {
   NodePool pool = Pool("h100", "H100-80GB", 8, 0, 10);
   Nodes(pool, 1);

@@ -153,7 +153,7 @@ std::string CostLine(const api::JobStatus& st) {
   std::map<std::string, double> cost = st.cost_usd;
   double rate = 0;
   for (const auto& [billing, r] : st.usd_per_hour) rate += r;
-  if (api::IsActive(st.phase) && st.scheduled_ms > 0) {
+  if ((api::IsActive(st.phase) || api::IsStopping(st.phase)) && st.scheduled_ms > 0) {
     int64_t now = absl::ToUnixMillis(absl::Now());
     for (const auto& [billing, r] : st.usd_per_hour) {
       cost[billing] += r * static_cast<double>(std::max<int64_t>(0, now - st.scheduled_ms)) / 3.6e6;

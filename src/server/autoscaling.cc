@@ -98,8 +98,13 @@ void Autoscaling::Stop() {
 
 std::set<std::string> Autoscaling::HeldNodes() const {
   std::lock_guard lock(mu_);
-  std::set<std::string> held = draining_;
-  held.insert(removing_.begin(), removing_.end());
+  return HeldNodesLocked();
+}
+
+std::set<std::string> Autoscaling::HeldNodesLocked() const {
+  std::set<std::string> held;
+  for (const auto& [node, pool] : draining_) held.insert(node);
+  for (const auto& [node, pool] : removing_) held.insert(node);
   for (const auto& [id, r] : requests_) {
     if (!r.complete) held.insert(r.spec.nodes.begin(), r.spec.nodes.end());
   }
@@ -119,11 +124,12 @@ void Autoscaling::Queue(Action a) {
 }
 
 void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::ClusterState& state,
-                            const std::vector<const sched::PendingJob*>& waiting, int64_t now_ms) {
+                            const std::vector<const sched::PendingJob*>& waiting,
+                            const NotReadyNodes& not_ready, int64_t now_ms) {
   std::lock_guard lock(mu_);
   bool any = false;
   for (const auto& [name, p] : pools_) any = any || autoscale::Scales(p.spec);
-  if (!any && requests_.empty()) return;
+  if (!any && requests_.empty() && draining_.empty()) return;
   if (!autoscaler_ || scheduler_ != &scheduler) {
     autoscaler_ = std::make_unique<autoscale::Autoscaler>(scheduler, catalog_, options_.autoscaler);
     scheduler_ = &scheduler;
@@ -135,25 +141,28 @@ void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::Clus
     for (const sched::ReplicaPlacement& r : a.replicas) busy[r.node] = true;
   }
   std::map<std::string, sched::NodeIndex> index;
+  const std::set<std::string> ours = HeldNodesLocked();
   for (sched::NodeIndex n = 0; n < state.node_count(); ++n) {
-    const std::string& name = state.node(n).name;
-    index[name] = n;
-    if (busy[n]) {
-      idle_since_ms_.erase(name);
+    const Node& node = state.node(n);
+    index[node.name] = n;
+    // A node someone else cordoned is not idle: it is being looked at.
+    if (busy[n] || (node.cordoned && !ours.contains(node.name))) {
+      idle_since_ms_.erase(node.name);
     } else {
-      idle_since_ms_.emplace(name, now_ms);
+      idle_since_ms_.emplace(node.name, now_ms);
     }
   }
   std::erase_if(idle_since_ms_, [&](const auto& e) { return !index.contains(e.first); });
+  for (const auto& [name, pool] : not_ready) not_ready_since_ms_.emplace(name, now_ms);
+  std::erase_if(not_ready_since_ms_, [&](const auto& e) { return !not_ready.contains(e.first); });
   // Nodes held for a whole pass since their scale-down: still idle, they go.
   for (auto it = draining_.begin(); it != draining_.end();) {
-    auto n = index.find(*it);
+    auto n = index.find(it->first);
     if (n != index.end() && busy[n->second]) {  // a job bound before the hold: keep it
       it = draining_.erase(it);
       continue;
     }
-    const std::string pool = n != index.end() ? state.node(n->second).pool : "";
-    Queue({Action::Kind::kDelete, pool, {*it}, "", {}});
+    Queue({Action::Kind::kDelete, it->second, {it->first}, "", {}});
     removing_.insert(*it);
     it = draining_.erase(it);
   }
@@ -188,7 +197,10 @@ void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::Clus
   }
   for (const auto& [id, r] : requests_) in.in_flight.push_back(r.spec);
   in.idle_since_ms = idle_since_ms_;
-  in.reserved_nodes = removing_;  // on their way out already
+  for (const auto& [node, pool] : removing_) in.leaving.insert(node);
+  for (const auto& [name, what] : not_ready) {
+    in.not_ready[name] = {what.first, what.second, not_ready_since_ms_[name]};
+  }
   in.now_ms = now_ms;
   autoscale::Plan plan = autoscaler_->Decide(in);
 
@@ -199,7 +211,7 @@ void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::Clus
     log::Warn("autoscaler", c.reason, {{"request", c.request}, {"pool", it->second.spec.pool}});
     ++metrics_.cancels[it->second.spec.pool];
     // Its machines that did join are kept out of the scheduler's way until they are gone.
-    removing_.insert(it->second.spec.nodes.begin(), it->second.spec.nodes.end());
+    for (const std::string& node : it->second.spec.nodes) removing_[node] = it->second.spec.pool;
     Queue({Action::Kind::kDelete, it->second.spec.pool, it->second.spec.nodes, "", {}});
     Queue({Action::Kind::kForget, it->second.spec.pool, {}, c.request, {}});
     requests_.erase(it);
@@ -219,7 +231,7 @@ void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::Clus
   for (const autoscale::ScaleDown& d : plan.downs) {
     log::Info("autoscaler", d.reason, {{"node", d.node}, {"pool", d.pool}});
     ++metrics_.scale_downs[d.pool];
-    draining_.insert(d.node);
+    draining_[d.node] = d.pool;
   }
   metrics_.unmet_jobs = 0;
   for (const autoscale::Unmet& u : plan.unmet) {
@@ -234,6 +246,8 @@ void Autoscaling::Work() {
       cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms));
       if (stopping_) break;
       if (actions_.empty()) {
+        for (Action& a : retry_) actions_.push_back(std::move(a));
+        retry_.clear();
         lock.unlock();
         SyncPools();
         lock.lock();
@@ -313,10 +327,18 @@ void Autoscaling::Do(Action& a) {
     case Action::Kind::kDelete: {
       std::string error;
       NodeProvider* provider = pool.metadata.name.empty() ? nullptr : ProviderOf(pool, &error);
-      if (provider != nullptr) {
-        if (absl::Status s = provider->Delete(pool, a.nodes); !s.ok()) {
-          log::Warn("autoscaler", "deleting machines failed", {{"error", s.message()}});
-        }
+      absl::Status deleted =
+          provider ? provider->Delete(pool, a.nodes)
+                   : absl::FailedPreconditionError(
+                         error.empty() ? Cat("pool ", a.pool, " is not known (any more)") : error);
+      if (!deleted.ok()) {
+        // The machines may still run (and cost money): kept out of the scheduler's way, and
+        // tried again on the next tick.
+        log::Warn("autoscaler", "deleting machines failed; trying again",
+                  {{"pool", a.pool}, {"error", deleted.message()}});
+        std::lock_guard lock(mu_);
+        retry_.push_back(a);
+        return;
       }
       for (const std::string& node : a.nodes) {
         std::vector<store::Op> ops = {

@@ -79,8 +79,12 @@ class Autoscaling {
   // One autoscaler round on the pass's view (`state`: Ready nodes, held ones cordoned, every
   // job's holdings) and the jobs its cycle left waiting for room. Quick: the provider calls and
   // store writes it decides go to the worker.
+  // `not_ready`: the registered nodes that are not Ready (so not in `state`), by name: their
+  // pool and GPUs (they count for their pool, and go once not Ready for scaleDownAfter).
+  using NotReadyNodes = std::map<std::string, std::pair<std::string, int32_t>>;
   void AfterPass(const sched::Scheduler& scheduler, const sched::ClusterState& state,
-                 const std::vector<const sched::PendingJob*>& waiting, int64_t now_ms);
+                 const std::vector<const sched::PendingJob*>& waiting,
+                 const NotReadyNodes& not_ready, int64_t now_ms);
   AutoscalingMetrics Metrics() const;
 
  private:
@@ -103,7 +107,8 @@ class Autoscaling {
   void LoadRequests();
   void Do(Action& a);
   NodeProvider* ProviderOf(const NodePool& pool, std::string* error);
-  void Queue(Action a);  // mu_ held
+  void Queue(Action a);                           // mu_ held
+  std::set<std::string> HeldNodesLocked() const;  // mu_ held
 
   store::Store& store_;
   const GpuCatalog& catalog_;
@@ -115,9 +120,13 @@ class Autoscaling {
   std::map<std::string, NodePool> pools_;  // by name, as the worker last read them
   std::map<std::string, autoscale::Backoff> backoffs_;
   std::map<std::string, Request> requests_;  // in flight, by id
-  std::set<std::string> draining_;           // scale-down decided; deleted after a pass held
-  std::set<std::string> removing_;           // handed to the worker for deletion
+  // Scale-down decided (deleted after a pass held), and handed to the worker for deletion
+  // (until deleted; a failed deletion is tried again a tick later): node -> pool.
+  std::map<std::string, std::string> draining_;
+  std::map<std::string, std::string> removing_;
   std::map<std::string, int64_t> idle_since_ms_;
+  std::map<std::string, int64_t> not_ready_since_ms_;
+  std::vector<Action> retry_;  // deletions that failed, queued again on the next tick
   std::deque<Action> actions_;
   AutoscalingMetrics metrics_;
   uint64_t seq_ = 0;

@@ -169,6 +169,7 @@ absl::Status ApplyAutoscalerFlags(const AutoscalerFlags& f, ControlPlaneOptions&
         std::tuple{"--autoscale-backoff", &f.backoff, &o.autoscale_backoff_ms}}) {
     absl::StatusOr<int64_t> s = ParseDurationSeconds(*text);
     if (!s.ok()) return absl::InvalidArgumentError(Cat(flag, ": ", s.status().message()));
+    if (*s <= 0) return absl::InvalidArgumentError(Cat(flag, ": must be longer than 0s"));
     *into = *s * 1000;
   }
   o.autoscale_max_gpus = f.max_gpus;

@@ -340,6 +340,7 @@ absl::Status Controller::SyncNodes(Pass& pass) {
     }
     if (!ready) {
       ++pass.metrics.nodes_not_ready;
+      pass.not_ready[name] = {entry.info->pool, static_cast<int32_t>(entry.info->gpus.size())};
       continue;
     }
     ++pass.metrics.nodes_ready;

@@ -199,7 +199,8 @@ class Controller {
   std::unique_ptr<PriceBook> prices_;  // from pools_, rebuilt when they change
   int64_t prices_revision_ = -1;
   void EnsurePrices();
-  void AddIdleCost(Pass& pass);  // the pass's share of idle cost, from state_
+  void AddIdleCost(Pass& pass);  // the idle cost since the last pass, then the rate from now
+  std::map<std::string, double> idle_usd_per_hour_;  // by pool, as the last pass left state_
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;

@@ -66,7 +66,10 @@ struct Pass {
   std::map<std::string, std::shared_ptr<const api::NodeInfo>> ready;
   std::string nodes_fingerprint;  // what the scheduler's node list was built from
   std::set<std::string> cordoned, draining;
-  std::set<std::string> held;  // the autoscaler's (ControllerOptions::autoscaling): cordoned too
+  std::set<std::string> held;
+  // Registered nodes that are not Ready: their pool and GPUs (for the autoscaler).
+  std::map<std::string, std::pair<std::string, int32_t>>
+      not_ready;  // the autoscaler's (ControllerOptions::autoscaling): cordoned too
   std::map<std::string, int64_t> reclaiming;  // node -> when it is reclaimed (ms)
   // Node -> GPU index -> why the agent's failure-risk model expects it to fail.
   std::map<std::string, std::map<int, std::string>> at_risk;

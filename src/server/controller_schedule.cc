@@ -98,10 +98,12 @@ void Controller::EnsurePrices() {
 }
 
 void Controller::AddIdleCost(Pass& pass) {
-  if (!state_ || !prices_ || pass.dt_s <= 0) return;
-  for (const auto& [pool, rate] : IdleUsdPerHourByPool(*state_, *prices_)) {
-    if (rate > 0) pass.idle_cost_usd[pool] += rate * pass.dt_s / 3600.0;
+  // The time since the last pass was idle at the rate its end left (binds and ends happen at
+  // passes, as jobs are billed from their binding pass to their ending one).
+  for (const auto& [pool, rate] : idle_usd_per_hour_) {
+    if (rate > 0 && pass.dt_s > 0) pass.idle_cost_usd[pool] += rate * pass.dt_s / 3600.0;
   }
+  if (state_ && prices_) idle_usd_per_hour_ = IdleUsdPerHourByPool(*state_, *prices_);
 }
 
 absl::Status Controller::EnsureScheduler(int64_t now) {
@@ -380,7 +382,7 @@ absl::Status Controller::Schedule(Pass& pass) {
     if (recorder_) recorder_->Pass(pass.now_ms, false, pending, {}, *state_);
     CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);
     if (options_.autoscaling != nullptr) {
-      options_.autoscaling->AfterPass(*scheduler_, *state_, {}, pass.now_ms);
+      options_.autoscaling->AfterPass(*scheduler_, *state_, {}, pass.not_ready, pass.now_ms);
     }
     return absl::OkStatus();
   }
@@ -412,7 +414,7 @@ absl::Status Controller::Schedule(Pass& pass) {
     for (const sched::PendingJob* p : pending) {
       if (room.contains(p->request.key)) waiting.push_back(p);
     }
-    options_.autoscaling->AfterPass(*scheduler_, *state_, waiting, pass.now_ms);
+    options_.autoscaling->AfterPass(*scheduler_, *state_, waiting, pass.not_ready, pass.now_ms);
   }
   return absl::OkStatus();
 }

@@ -148,8 +148,12 @@ absl::Status LocalProvider::Create(const NodePool& pool, const std::vector<std::
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
+      signal(SIGPIPE, SIG_DFL);
       execv(argv[0], argv.data());
       _exit(127);
+    }
+    if (auto old = pids_.find(node); old != pids_.end()) {  // a machine of that name before
+      StopProcess(old->second, std::chrono::seconds(5));
     }
     pids_[node] = pid;
     log::Info("autoscaler", "local provider started an agent",
@@ -178,16 +182,30 @@ absl::Status LocalProvider::Delete(const NodePool& pool, const std::vector<std::
 
 absl::StatusOr<std::string> ExecProvider::Run(const std::string& action,
                                               const std::string& input) const {
-  int in[2], out[2], err[2];
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int* p : {in, out, err}) {
+      for (int i : {0, 1}) {
+        if (p[i] >= 0) close(p[i]);
+      }
+    }
+  };
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-    return absl::InternalError(Cat("pipe: ", strerror(errno)));
+    const int e = errno;
+    close_all();
+    return absl::InternalError(Cat("pipe: ", strerror(e)));
   }
   std::vector<std::string> args = {script_, action};
   std::vector<char*> argv = Argv(args);
   pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(Cat("fork: ", strerror(errno)));
+  if (pid < 0) {
+    const int e = errno;
+    close_all();
+    return absl::InternalError(Cat("fork: ", strerror(e)));
+  }
   if (pid == 0) {
-    setpgid(0, 0);  // its own group: a timeout kills what it started too
+    setpgid(0, 0);             // its own group: a timeout kills what it started too
+    signal(SIGPIPE, SIG_DFL);  // the server ignores it; a script should not inherit that
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
@@ -235,9 +253,19 @@ absl::StatusOr<std::string> ExecProvider::Run(const std::string& action,
   for (pollfd& p : fds) {
     if (p.fd >= 0) close(p.fd);
   }
-  if (timed_out) kill(-pid, SIGKILL);
+  // The script may have closed its output and still run: it gets what is left of the deadline.
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (!timed_out && waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (timed_out) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
   std::string tail =
       stderr_text.size() > 500 ? stderr_text.substr(stderr_text.size() - 500) : stderr_text;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();

@@ -10,8 +10,9 @@
 //                  on Delete and when the provider is destroyed.
 //   exec:SCRIPT    an operator's script, like Slurm's ResumeProgram/SuspendProgram: run as
 //                  `SCRIPT create` or `SCRIPT delete` with a JSON description on stdin (pool,
-//                  gpuType, gpusPerNode, nodes, labels, server, caFile, bootstrapTokenFile),
-//                  within `script_timeout`. Exit 0 is success; `create` may print
+//                  gpuType, gpusPerNode, billing, nodes, labels, server, caFile,
+//                  bootstrapTokenFile), within 5 minutes (then it and its process group are
+//                  killed). Exit 0 is success; `create` may print
 //                  {"nodes": [...]}, the machines it did create (fewer than asked is an error).
 //
 // Thread-safe: calls may come from any thread (the autoscaler calls from one worker).

@@ -378,6 +378,7 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                               &elastic.autoscaler.scale_down_after_ms}}) {
     absl::StatusOr<int64_t> v = ParseDurationSeconds(d.text);
     if (!v.ok()) return fail(absl::InvalidArgumentError(Cat(d.flag, ": ", v.status().message())));
+    if (*v <= 0) return fail(absl::InvalidArgumentError(Cat(d.flag, ": must be longer than 0s")));
     *d.into = *v;
   }
   elastic.autoscaler.boot_timeout_ms *= 1000;
