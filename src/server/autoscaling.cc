@@ -5,10 +5,8 @@
 #include "core/log.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
-#include "server/billing.h"
 #include "server/events.h"
 #include "server/node_certs.h"
-#include "server/object_cache.h"
 
 namespace gpucloud::server {
 namespace {
@@ -82,7 +80,6 @@ Autoscaling::~Autoscaling() { Stop(); }
 
 void Autoscaling::Start() {
   LoadRequests();
-  SyncPools();
   worker_ = std::thread([this] { Work(); });
 }
 
@@ -125,8 +122,10 @@ void Autoscaling::Queue(Action a) {
 
 void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::ClusterState& state,
                             const std::vector<const sched::PendingJob*>& waiting,
-                            const NotReadyNodes& not_ready, int64_t now_ms) {
+                            const NotReadyNodes& not_ready,
+                            const std::map<std::string, NodePool>& pools, int64_t now_ms) {
   std::lock_guard lock(mu_);
+  if (!(pools_ == pools)) pools_ = pools;
   bool any = false;
   for (const auto& [name, p] : pools_) any = any || autoscale::Scales(p.spec);
   if (!any && requests_.empty() && draining_.empty()) return;
@@ -196,13 +195,14 @@ void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::Clus
     in.pools.push_back(std::move(ps));
   }
   for (const auto& [id, r] : requests_) in.in_flight.push_back(r.spec);
-  in.idle_since_ms = idle_since_ms_;
+  in.idle_since_ms.swap(idle_since_ms_);  // lent for the round, not copied
   for (const auto& [node, pool] : removing_) in.leaving.insert(node);
   for (const auto& [name, what] : not_ready) {
     in.not_ready[name] = {what.first, what.second, not_ready_since_ms_[name]};
   }
   in.now_ms = now_ms;
   autoscale::Plan plan = autoscaler_->Decide(in);
+  idle_since_ms_.swap(in.idle_since_ms);
 
   for (const autoscale::Backoff& b : plan.backoffs) backoffs_[b.pool] = b;
   for (const autoscale::Cancel& c : plan.cancels) {
@@ -248,9 +248,6 @@ void Autoscaling::Work() {
       if (actions_.empty()) {
         for (Action& a : retry_) actions_.push_back(std::move(a));
         retry_.clear();
-        lock.unlock();
-        SyncPools();
-        lock.lock();
         continue;
       }
     }
@@ -260,14 +257,6 @@ void Autoscaling::Work() {
     Do(a);
     lock.lock();
   }
-}
-
-void Autoscaling::SyncPools() {
-  ObjectCache cache("/nodepools/");
-  if (!cache.Sync(store_).ok()) return;
-  std::map<std::string, NodePool> pools = NodePoolsOf(cache);
-  std::lock_guard lock(mu_);
-  pools_ = std::move(pools);
 }
 
 void Autoscaling::LoadRequests() {
@@ -281,39 +270,37 @@ void Autoscaling::LoadRequests() {
   }
 }
 
-NodeProvider* Autoscaling::ProviderOf(const NodePool& pool, std::string* error) {
-  auto it = providers_.find(pool.metadata.name);
-  if (it != providers_.end() && provider_specs_[pool.metadata.name] == pool.spec.provider) {
+absl::StatusOr<NodeProvider*> Autoscaling::ProviderOf(const std::string& pool_name,
+                                                      NodePool* pool) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(pool_name);
+    if (it == pools_.end()) {
+      return absl::FailedPreconditionError(Cat("pool ", pool_name, " is not known (any more)"));
+    }
+    *pool = it->second;
+  }
+  auto it = providers_.find(pool_name);
+  if (it != providers_.end() && provider_specs_[pool_name] == pool->spec.provider) {
     return it->second.get();
   }
   absl::StatusOr<std::unique_ptr<NodeProvider>> p =
-      MakeNodeProvider(pool, options_.local ? &*options_.local : nullptr, options_.join);
-  if (!p.ok()) {
-    *error = std::string(p.status().message());
-    return nullptr;
-  }
-  provider_specs_[pool.metadata.name] = pool.spec.provider;
-  return (providers_[pool.metadata.name] = std::move(*p)).get();
+      MakeNodeProvider(*pool, options_.local ? &*options_.local : nullptr, options_.join);
+  if (!p.ok()) return p.status();
+  provider_specs_[pool_name] = pool->spec.provider;
+  return (providers_[pool_name] = std::move(*p)).get();
 }
 
 void Autoscaling::Do(Action& a) {
   NodePool pool;
-  {
-    std::lock_guard lock(mu_);
-    auto it = pools_.find(a.pool);
-    if (it != pools_.end()) pool = it->second;
-  }
   switch (a.kind) {
     case Action::Kind::kCreate: {
       if (absl::StatusOr<int64_t> rev = store_.Txn(a.ops); !rev.ok()) {
         log::Warn("autoscaler", "could not record a provisioning request",
                   {{"request", a.request}, {"error", rev.status().message()}});
       }
-      std::string error;
-      NodeProvider* provider = pool.metadata.name.empty() ? nullptr : ProviderOf(pool, &error);
-      absl::Status s = provider ? provider->Create(pool, a.nodes)
-                                : absl::FailedPreconditionError(
-                                      error.empty() ? Cat("pool ", a.pool, " is gone") : error);
+      absl::StatusOr<NodeProvider*> provider = ProviderOf(a.pool, &pool);
+      absl::Status s = provider.ok() ? (*provider)->Create(pool, a.nodes) : provider.status();
       if (!s.ok()) {
         log::Warn("autoscaler", "provisioning failed",
                   {{"request", a.request}, {"error", s.message()}});
@@ -325,12 +312,8 @@ void Autoscaling::Do(Action& a) {
       return;
     }
     case Action::Kind::kDelete: {
-      std::string error;
-      NodeProvider* provider = pool.metadata.name.empty() ? nullptr : ProviderOf(pool, &error);
-      absl::Status deleted =
-          provider ? provider->Delete(pool, a.nodes)
-                   : absl::FailedPreconditionError(
-                         error.empty() ? Cat("pool ", a.pool, " is not known (any more)") : error);
+      absl::StatusOr<NodeProvider*> provider = ProviderOf(a.pool, &pool);
+      absl::Status deleted = provider.ok() ? (*provider)->Delete(pool, a.nodes) : provider.status();
       if (!deleted.ok()) {
         // The machines may still run (and cost money): kept out of the scheduler's way, and
         // tried again on the next tick.

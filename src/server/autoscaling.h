@@ -12,8 +12,8 @@
 //   - Scale down: a node idle for scaleDownAfter is cordoned (held) for one pass; if still idle
 //     then, its machine is deleted through the provider and its Node object (and certificate)
 //     removed from the store.
-//   - Pools are read from the store (/nodepools/) by a worker thread, which also makes every
-//     provider call and store write: the controller's pass never waits for a script or a boot.
+//   - The pools come with each pass (the controller's own cache of them); a worker thread
+//     makes every provider call and store write: a pass never waits for a script or a boot.
 //
 // Owned by the leader's term, beside the Controller (which calls HeldNodes and AfterPass).
 // Thread-safe: AfterPass from the controller's thread, HeldNodes and Metrics from any.
@@ -44,7 +44,7 @@ struct AutoscalingOptions {
   autoscale::AutoscalerOptions autoscaler;
   std::optional<LocalProviderOptions> local;  // set: pools may use provider "local"
   JoinInfo join;                              // what exec scripts are told
-  int64_t tick_ms = 1000;                     // the worker's pool refresh
+  int64_t tick_ms = 1000;                     // how often failed deletions are tried again
   // Called after the autoscaler deleted a Node object at `revision` (the server forgets its
   // heartbeats and certificate as DELETE /nodes/{name} does).
   std::function<void(const std::string& node, int64_t revision)> forget_node;
@@ -84,7 +84,8 @@ class Autoscaling {
   using NotReadyNodes = std::map<std::string, std::pair<std::string, int32_t>>;
   void AfterPass(const sched::Scheduler& scheduler, const sched::ClusterState& state,
                  const std::vector<const sched::PendingJob*>& waiting,
-                 const NotReadyNodes& not_ready, int64_t now_ms);
+                 const NotReadyNodes& not_ready, const std::map<std::string, NodePool>& pools,
+                 int64_t now_ms);
   AutoscalingMetrics Metrics() const;
 
  private:
@@ -103,10 +104,12 @@ class Autoscaling {
     std::vector<store::Op> ops;  // kCreate: the request's record and its jobs' events
   };
   void Work();
-  void SyncPools();
   void LoadRequests();
   void Do(Action& a);
-  NodeProvider* ProviderOf(const NodePool& pool, std::string* error);
+  // The provider of pool `pool_name` as the last pass saw it (copied into `pool`), made on first
+  // use and again when its spec.provider changes; FailedPrecondition for a pool no longer there,
+  // InvalidArgument for a provider that cannot be made.
+  absl::StatusOr<NodeProvider*> ProviderOf(const std::string& pool_name, NodePool* pool);
   void Queue(Action a);                           // mu_ held
   std::set<std::string> HeldNodesLocked() const;  // mu_ held
 
@@ -117,7 +120,7 @@ class Autoscaling {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::map<std::string, NodePool> pools_;  // by name, as the worker last read them
+  std::map<std::string, NodePool> pools_;  // by name, as the last pass gave them
   std::map<std::string, autoscale::Backoff> backoffs_;
   std::map<std::string, Request> requests_;  // in flight, by id
   // Scale-down decided (deleted after a pass held), and handed to the worker for deletion

@@ -32,6 +32,7 @@ class PriceBook {
   NodePrice Of(const Node& node) const;
   // The pool named `name`, or null.
   const NodePool* Pool(const std::string& name) const;
+  const std::map<std::string, NodePool>& pools() const { return pools_; }
 
  private:
   std::map<std::string, NodePool> pools_;

@@ -382,7 +382,8 @@ absl::Status Controller::Schedule(Pass& pass) {
     if (recorder_) recorder_->Pass(pass.now_ms, false, pending, {}, *state_);
     CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);
     if (options_.autoscaling != nullptr) {
-      options_.autoscaling->AfterPass(*scheduler_, *state_, {}, pass.not_ready, pass.now_ms);
+      options_.autoscaling->AfterPass(*scheduler_, *state_, {}, pass.not_ready, prices_->pools(),
+                                      pass.now_ms);
     }
     return absl::OkStatus();
   }
@@ -414,7 +415,8 @@ absl::Status Controller::Schedule(Pass& pass) {
     for (const sched::PendingJob* p : pending) {
       if (room.contains(p->request.key)) waiting.push_back(p);
     }
-    options_.autoscaling->AfterPass(*scheduler_, *state_, waiting, pass.not_ready, pass.now_ms);
+    options_.autoscaling->AfterPass(*scheduler_, *state_, waiting, pass.not_ready, prices_->pools(),
+                                    pass.now_ms);
   }
   return absl::OkStatus();
 }
