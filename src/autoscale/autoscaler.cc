@@ -88,11 +88,7 @@ void Autoscaler::Prepare(PoolPlan& plan) const {
   beyond.job = "#beyond-headroom";
   beyond.placeholder = true;
   for (NodeIndex n = headroom; n < plan.state->node_count(); ++n) {
-    const Node& node = plan.state->node(n);
-    sched::ReplicaPlacement r{.task = "hold", .node = n, .cpu = node.cpu, .memory = node.memory};
-    for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g)
-      r.gpus.push_back({.gpu = g});
-    beyond.replicas.push_back(std::move(r));
+    beyond.replicas.push_back(sched::WholeNodeHold(plan.state->node(n), n));
   }
   if (beyond.replicas.empty()) return;
   if (!plan.state->Commit(beyond).ok()) {

@@ -84,6 +84,14 @@ ClusterState::ClusterState(std::vector<Node> nodes, const GpuCatalog& catalog)
   }
 }
 
+ReplicaPlacement WholeNodeHold(const Node& node, NodeIndex n) {
+  ReplicaPlacement hold{.task = "hold", .node = n, .cpu = node.cpu, .memory = node.memory};
+  for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
+    if (!node.gpus[g].mig_enabled) hold.gpus.push_back({.gpu = g});
+  }
+  return hold;
+}
+
 int64_t LastCheckpointMs(const Allocation& a, int64_t now_ms) {
   int64_t last = std::max(a.start_ms, a.last_checkpoint_ms);
   if (a.checkpoint_interval_ms > 0 && now_ms > a.start_ms) {

@@ -108,6 +108,11 @@ struct Allocation {
   bool operator==(const Allocation&) const = default;
 };
 
+// A replica that takes everything of `node` (index `n`): every GPU that is not MIG-enabled, all
+// its CPU and memory. For placeholders that keep a node out of use (held for a provisioning
+// request, beyond a round's headroom).
+ReplicaPlacement WholeNodeHold(const Node& node, NodeIndex n);
+
 // When `a` last wrote a complete checkpoint by `now_ms`: the later of its start, its reported
 // last_checkpoint_ms and its last periodic checkpoint. Work since then is what preempting it
 // loses.

@@ -36,6 +36,18 @@ ElasticCapacity::ElasticCapacity(const SimCluster& cluster, const ElasticOptions
   result_.peak_nodes = up_count_;
 }
 
+void ElasticCapacity::Remove(NodeIndex n, int64_t now_s, Effects& fx) {
+  if (life_[n] == Life::kUp) {
+    fx.remove.push_back(n);  // a booting machine has nothing in the simulation's state yet
+    --up_count_;
+  }
+  Bill(n, now_s);
+  life_[n] = Life::kAbsent;
+  ++generation_[n];  // its boot or notice events, if any, are stale now
+  idle_since_ms_.erase(cluster_.nodes[n].name);
+  ++result_.nodes_removed;
+}
+
 void ElasticCapacity::StartBilling(NodeIndex n, int64_t now_s) { billed_since_[n] = now_s; }
 
 void ElasticCapacity::Bill(NodeIndex n, int64_t now_s) {
@@ -103,16 +115,8 @@ ElasticCapacity::Effects ElasticCapacity::Round(
     auto it = requests_.find(c.request);
     if (it == requests_.end()) continue;
     for (NodeIndex n : it->second.nodes) {
-      if (life_[n] == Life::kUp) {
-        fx.remove.push_back(n);
-        --up_count_;
-      }
-      Bill(n, now_s);
-      life_[n] = Life::kAbsent;
-      ++generation_[n];
       request_of_.erase(n);
-      idle_since_ms_.erase(cluster_.nodes[n].name);
-      ++result_.nodes_removed;
+      Remove(n, now_s, fx);
     }
     ++result_.cancelled;
     requests_.erase(it);
@@ -148,13 +152,7 @@ ElasticCapacity::Effects ElasticCapacity::Round(
   for (const autoscale::ScaleDown& d : plan.downs) {
     auto n = by_name_.find(d.node);
     if (n == by_name_.end() || life_[n->second] != Life::kUp) continue;
-    fx.remove.push_back(n->second);
-    Bill(n->second, now_s);
-    life_[n->second] = Life::kAbsent;
-    ++generation_[n->second];
-    idle_since_ms_.erase(d.node);
-    --up_count_;
-    ++result_.nodes_removed;
+    Remove(n->second, now_s, fx);
   }
   NextWake(now_s, fx);
   return fx;
@@ -234,13 +232,7 @@ ElasticCapacity::Effects ElasticCapacity::Notice(NodeIndex n, int32_t generation
 ElasticCapacity::Effects ElasticCapacity::Gone(NodeIndex n, int32_t generation, int64_t now_s) {
   Effects fx;
   if (generation_[n] != generation || life_[n] != Life::kUp || Held(n)) return fx;
-  fx.remove.push_back(n);
-  Bill(n, now_s);
-  life_[n] = Life::kAbsent;
-  ++generation_[n];
-  idle_since_ms_.erase(cluster_.nodes[n].name);
-  --up_count_;
-  ++result_.nodes_removed;
+  Remove(n, now_s, fx);
   ++result_.spot_reclaims;
   return fx;
 }

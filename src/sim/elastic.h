@@ -136,6 +136,9 @@ class ElasticCapacity {
     std::vector<NodeIndex> nodes;
   };
   void Bill(NodeIndex n, int64_t now_s);
+  // Machine `n` is deleted (scaled down, cancelled while booting or up, taken back): billed
+  // until now, absent from now on.
+  void Remove(NodeIndex n, int64_t now_s, Effects& fx);
   void StartBilling(NodeIndex n, int64_t now_s);
   void NextWake(int64_t now_s, Effects& fx) const;
   // When an up spot machine gets its next notice (nothing for other machines).

@@ -723,13 +723,7 @@ class Simulation {
     for (NodeIndex n : fx.hold) {
       // Everything of the machine, CPU and memory too, so that nothing binds on it before the
       // rest of its request is up.
-      const Node& node = state_.node(n);
-      sched::ReplicaPlacement hold{
-          .task = "boot", .node = n, .cpu = node.cpu, .memory = node.memory};
-      for (int32_t g = 0; g < static_cast<int32_t>(node.gpus.size()); ++g) {
-        if (!node.gpus[g].mig_enabled) hold.gpus.push_back({.gpu = g});
-      }
-      Allocation a{Cat("#boot#", n), {hold}};
+      Allocation a{Cat("#boot#", n), {sched::WholeNodeHold(state_.node(n), n)}};
       a.placeholder = true;
       (void)state_.Commit(a);
     }
