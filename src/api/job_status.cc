@@ -1,5 +1,6 @@
 #include "api/job_status.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
@@ -354,6 +355,17 @@ std::string JobStatusToJson(const JobStatus& s) {
   if (!s.tasks.empty()) j["tasks"] = s.tasks;
   if (s.gpu_usage) j["gpuUsage"] = UsageJson(*s.gpu_usage);
   return j.dump();
+}
+
+std::map<std::string, double> CostSoFar(const JobStatus& s, int64_t now_ms) {
+  std::map<std::string, double> cost = s.cost_usd;
+  if ((IsActive(s.phase) || IsStopping(s.phase)) && s.scheduled_ms > 0) {
+    for (const auto& [billing, rate] : s.usd_per_hour) {
+      cost[billing] +=
+          rate * static_cast<double>(std::max<int64_t>(0, now_ms - s.scheduled_ms)) / 3.6e6;
+    }
+  }
+  return cost;
 }
 
 }  // namespace gpucloud::api

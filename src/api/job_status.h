@@ -148,6 +148,10 @@ struct JobStatus {
   bool HoldsGpus() const { return phase != JobPhase::kPending && !IsTerminal(phase); }
 };
 
+// What the job has cost so far, by billing class: its ended attempts' (cost_usd) and, while an
+// attempt is active or stopping, that attempt's at usd_per_hour from its binding to `now_ms`.
+std::map<std::string, double> CostSoFar(const JobStatus& s, int64_t now_ms);
+
 // Decodes a status object (`status` null: a new Pending job). InvalidArgument naming the field,
 // under "status.".
 absl::StatusOr<JobStatus> JobStatusFromJson(const nlohmann::json& status);

@@ -150,15 +150,9 @@ std::string GpuTimeLine(const api::JobStatus& st) {
 // "$12.34 (on-demand $10.00, spot $2.34); $3.49/hour now", the current attempt included; "-"
 // when nothing was priced.
 std::string CostLine(const api::JobStatus& st) {
-  std::map<std::string, double> cost = st.cost_usd;
+  std::map<std::string, double> cost = api::CostSoFar(st, absl::ToUnixMillis(absl::Now()));
   double rate = 0;
   for (const auto& [billing, r] : st.usd_per_hour) rate += r;
-  if ((api::IsActive(st.phase) || api::IsStopping(st.phase)) && st.scheduled_ms > 0) {
-    int64_t now = absl::ToUnixMillis(absl::Now());
-    for (const auto& [billing, r] : st.usd_per_hour) {
-      cost[billing] += r * static_cast<double>(std::max<int64_t>(0, now - st.scheduled_ms)) / 3.6e6;
-    }
-  }
   if (cost.empty()) return "-";
   double total = 0;
   std::vector<std::string> parts;

@@ -26,18 +26,6 @@ std::string StrAt(const Json& j, const char* object, const char* key) {
   return v != o->end() && v->is_string() ? v->get<std::string>() : "";
 }
 
-// A job's cost so far by class: its ended attempts', and the current one's up to `now_ms`.
-std::map<std::string, double> CostOf(const api::JobStatus& st, int64_t now_ms) {
-  std::map<std::string, double> cost = st.cost_usd;
-  if ((api::IsActive(st.phase) || api::IsStopping(st.phase)) && st.scheduled_ms > 0) {
-    for (const auto& [billing, rate] : st.usd_per_hour) {
-      cost[billing] +=
-          rate * static_cast<double>(std::max<int64_t>(0, now_ms - st.scheduled_ms)) / 3.6e6;
-    }
-  }
-  return cost;
-}
-
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -55,7 +43,7 @@ absl::StatusOr<std::vector<CostRow>> CostRows(const std::vector<Json>& jobs, con
   for (const Json& job : jobs) {
     absl::StatusOr<api::JobStatus> st = api::JobStatusOf(job);
     if (!st.ok()) continue;
-    std::map<std::string, double> cost = CostOf(*st, now_ms);
+    std::map<std::string, double> cost = api::CostSoFar(*st, now_ms);
     if (cost.empty()) continue;
     const std::string ns = StrAt(job, "metadata", "namespace");
     std::string queue = StrAt(job, "spec", "queue");

@@ -86,8 +86,14 @@ TEST(Billing, AnAttemptIsBilledFromItsBindingToItsEnd) {
   s.phase = api::JobPhase::kRunning;
   s.scheduled_ms = 1000;
   s.usd_per_hour = {{"on-demand", 8.0}, {"spot", 1.0}};
-  EXPECT_NEAR(LiveCostUsd(s, 1000 + 1'800'000).at("on-demand"), 4.0, 1e-9);  // half an hour
-  SettleAttempt(s, 1000 + 5'400'000, /*completed=*/true, 0);                 // 1.5 hours
+  {  // what users see of it (gpuctl reads the stored status through the API's type)
+    Json doc;
+    JobStatusToJson(s, doc);
+    absl::StatusOr<api::JobStatus> seen = api::JobStatusOf(doc);
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    EXPECT_NEAR(api::CostSoFar(*seen, 1000 + 1'800'000).at("on-demand"), 4.0, 1e-9);  // 30 min
+  }
+  SettleAttempt(s, 1000 + 5'400'000, /*completed=*/true, 0);  // 1.5 hours
   EXPECT_NEAR(s.cost_usd.at("on-demand"), 12.0, 1e-9);
   EXPECT_NEAR(s.cost_usd.at("spot"), 1.5, 1e-9);
   EXPECT_TRUE(s.usd_per_hour.empty());

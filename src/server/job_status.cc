@@ -144,16 +144,6 @@ std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
   return from;
 }
 
-std::map<std::string, double> LiveCostUsd(const JobStatus& s, int64_t now_ms) {
-  std::map<std::string, double> total = s.cost_usd;
-  if ((s.Active() || s.Stopping()) && s.scheduled_ms > 0 && now_ms > s.scheduled_ms) {
-    for (const auto& [billing, rate] : s.usd_per_hour) {
-      total[billing] += rate * static_cast<double>(now_ms - s.scheduled_ms) / 3.6e6;
-    }
-  }
-  return total;
-}
-
 GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms) {
   GpuSeconds total = s.gpu_seconds;
   if (s.Active() || s.Stopping()) {

@@ -140,9 +140,6 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
 std::string ResumeFrom(JobStatus& s, const CheckpointSpec& spec,
                        const std::vector<PlacedReplica>& placement);
 
-// What the job has cost so far, by billing class, the current attempt included.
-std::map<std::string, double> LiveCostUsd(const JobStatus& s, int64_t now_ms);
-
 // The job's GPU time so far, the current attempt included (its running time counted as
 // productive until something interrupts it).
 GpuSeconds LiveGpuSeconds(const JobStatus& s, int64_t now_ms);
