@@ -132,7 +132,7 @@ TEST_F(ControllerTest, AJobIsBilledAtItsNodesPoolsPrice) {
   EXPECT_NEAR(s.cost_usd.at("spot"), 4.0 * 0.5, 1e-6);  // $4/hour for half an hour
   std::string metrics = RenderClusterMetrics(controller_->Metrics());
   EXPECT_NE(metrics.find("gpucloud_cost_usd_total{namespace=\"default\",queue=\"default\","
-                         "class=\"spot\"} 2"),
+                         "class=\"spot\"} 2\n"),
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("gpucloud_idle_cost_usd_total{pool=\"h100-spot\"}"), std::string::npos);

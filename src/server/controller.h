@@ -201,6 +201,12 @@ class Controller {
   void EnsurePrices();
   void AddIdleCost(Pass& pass);  // the idle cost since the last pass, then the rate from now
   std::map<std::string, double> idle_usd_per_hour_;  // by pool, as the last pass left state_
+  struct IdleRateKey {                               // what idle_usd_per_hour_ was computed from
+    uint64_t allocations = 0, nodes = 0;
+    int64_t prices = -1;
+    bool operator==(const IdleRateKey&) const = default;
+  };
+  IdleRateKey idle_rate_key_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;

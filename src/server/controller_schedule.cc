@@ -103,7 +103,12 @@ void Controller::AddIdleCost(Pass& pass) {
   for (const auto& [pool, rate] : idle_usd_per_hour_) {
     if (rate > 0 && pass.dt_s > 0) pass.idle_cost_usd[pool] += rate * pass.dt_s / 3600.0;
   }
-  if (state_ && prices_) idle_usd_per_hour_ = IdleUsdPerHourByPool(*state_, *prices_);
+  // Again only when the allocations, the nodes or the prices changed (it walks them all).
+  if (!state_ || !prices_) return;
+  const IdleRateKey key{state_->version(), state_->nodes_id(), prices_revision_};
+  if (key == idle_rate_key_) return;
+  idle_usd_per_hour_ = IdleUsdPerHourByPool(*state_, *prices_);
+  idle_rate_key_ = key;
 }
 
 absl::Status Controller::EnsureScheduler(int64_t now) {
