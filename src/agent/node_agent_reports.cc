@@ -191,6 +191,10 @@ std::vector<api::TaskReport> NodeAgent::Impl::HeartbeatTasks(absl::Time now) {
       t.checkpoint_scanned = now;
     }
     if (t.a.checkpoint_replicate) t.report.replicated_ms = replicator.Replicated(t.exec_id);
+    {
+      std::lock_guard lock(metrics_mu);
+      if (auto e = energy.find(t.exec_id); e != energy.end()) t.report.energy_j = e->second.joules;
+    }
     if (InHeartbeat(Reported(t, now))) reports.push_back(t.report);
   }
   return reports;

@@ -173,6 +173,12 @@ void ReadGpuFields(Reader<Json>& r, JobStatus& s, std::optional<std::string>* er
   }
   r.NumMap("usdPerHour", &s.usd_per_hour);
   r.NumMap("costUsd", &s.cost_usd);
+  r.NumMap("usdPerHourByPool", &s.usd_per_hour_by_pool);
+  r.NumMap("gpusByType", &s.gpus_by_type);
+  r.Num("energyJ", &s.energy_j);
+  r.Num("attemptEnergyJ", &s.attempt_energy_j);
+  r.Num("co2eGPerKwh", &s.co2e_g_per_kwh);
+  r.Num("co2eG", &s.co2e_g);
   if (const Json* u = r.Find("gpuUsage")) {
     Reader<Json> gu(*u, r.Path("gpuUsage"), error);
     GpuUsage usage;
@@ -350,6 +356,12 @@ std::string JobStatusToJson(const JobStatus& s) {
   }
   if (!s.usd_per_hour.empty()) j["usdPerHour"] = s.usd_per_hour;
   if (!s.cost_usd.empty()) j["costUsd"] = s.cost_usd;
+  if (!s.usd_per_hour_by_pool.empty()) j["usdPerHourByPool"] = s.usd_per_hour_by_pool;
+  if (!s.gpus_by_type.empty()) j["gpusByType"] = s.gpus_by_type;
+  if (s.energy_j > 0) j["energyJ"] = s.energy_j;
+  if (s.attempt_energy_j > 0) j["attemptEnergyJ"] = s.attempt_energy_j;
+  if (s.co2e_g_per_kwh > 0) j["co2eGPerKwh"] = s.co2e_g_per_kwh;
+  if (s.co2e_g > 0) j["co2eG"] = s.co2e_g;
   if (s.master_port != 0) j["masterPort"] = s.master_port;
   if (!s.placement.empty()) j["placement"] = PlacementJson(s.placement);
   if (!s.tasks.empty()) j["tasks"] = s.tasks;

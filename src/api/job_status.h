@@ -138,6 +138,18 @@ struct JobStatus {
   // by billing class ("usdPerHour", "costUsd"; the server's billing.h).
   std::map<std::string, double> usd_per_hour;
   std::map<std::string, double> cost_usd;
+  // The current placement's dollars per hour by node pool ("usdPerHourByPool"; "" for nodes in
+  // no pool) and GPU equivalents by GPU type ("gpusByType").
+  std::map<std::string, double> usd_per_hour_by_pool;
+  std::map<std::string, double> gpus_by_type;
+  // GPU energy in joules as the agents measured it: the attempts that ended ("energyJ") and the
+  // current one as last written with the job's other status changes ("attemptEnergyJ").
+  double energy_j = 0;
+  double attempt_energy_j = 0;
+  // Carbon: grams of CO2e per kWh of the current attempt's GPU energy, PUE included
+  // ("co2eGPerKwh"), and the grams of the attempts that ended ("co2eG").
+  double co2e_g_per_kwh = 0;
+  double co2e_g = 0;
   int master_port = 0;  // the current attempt's rendezvous port on rank 0's node; 0: none
   std::vector<PlacedReplica> placement;
   std::map<std::string, std::string> tasks;  // assignment name -> its task's last state

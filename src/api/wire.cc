@@ -42,6 +42,15 @@ class Reader {
     if (!v->is_number_integer()) return Fail(Sub(path, key), "must be an integer");
     *out = static_cast<T>(v->get<int64_t>());
   }
+  // A number not below zero.
+  void Amount(const Json& obj, const char* key, const std::string& path, double* out) {
+    const Json* v = Field(obj, key, path, false);
+    if (v == nullptr) return;
+    if (!v->is_number() || v->get<double>() < 0) {
+      return Fail(Sub(path, key), "must be a number not below 0");
+    }
+    *out = v->get<double>();
+  }
   void Bool(const Json& obj, const char* key, const std::string& path, bool* out) {
     const Json* v = Field(obj, key, path, false);
     if (v == nullptr) return;
@@ -573,6 +582,7 @@ std::string HeartbeatToJson(const Heartbeat& h) {
     if (t.replicated_ms) j["replicatedMs"] = t.replicated_ms;
     if (t.started_ms) j["startedMs"] = t.started_ms;
     if (t.finished_ms) j["finishedMs"] = t.finished_ms;
+    if (t.energy_j > 0) j["energyJ"] = t.energy_j;
     tasks.push_back(std::move(j));
   }
   Json gpus = Json::array();
@@ -636,6 +646,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
       r.Int(t, "replicatedMs", path, &rep.replicated_ms);
       r.Int(t, "startedMs", path, &rep.started_ms);
       r.Int(t, "finishedMs", path, &rep.finished_ms);
+      r.Amount(t, "energyJ", path, &rep.energy_j);
       bool known = false;
       for (TaskState s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
                           TaskState::kFailed, TaskState::kStopped, TaskState::kLost}) {

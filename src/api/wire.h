@@ -180,6 +180,9 @@ struct TaskReport {
   // JSON "startedMs", "finishedMs", absent when 0.
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
+  // The GPU energy the task used so far (joules; its share of its GPUs' energy counters), as of
+  // the agent's previous GPU sample; JSON "energyJ", absent when 0 (not measured).
+  double energy_j = 0;
   bool operator==(const TaskReport&) const = default;
 };
 

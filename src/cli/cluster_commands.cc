@@ -165,6 +165,17 @@ std::string CostLine(const api::JobStatus& st) {
   return line;
 }
 
+// "2.40 kWh GPU energy, 0.96 kg CO2e" over the attempts that ended and the current one as last
+// written; "-" when none was measured.
+std::string EnergyLine(const api::JobStatus& st) {
+  const double joules = st.energy_j + st.attempt_energy_j;
+  if (joules <= 0) return "-";
+  const double grams = st.co2e_g + st.attempt_energy_j / 3.6e6 * st.co2e_g_per_kwh;
+  std::string line = fmt::format("{:.2f} kWh GPU energy", joules / 3.6e6);
+  if (grams > 0) line += fmt::format(", {:.2f} kg CO2e", grams / 1000.0);
+  return line;
+}
+
 // "2023-11-14T22:13:20Z (5m ago)" for an RFC 3339 time; the text as it is when it is not one.
 std::string TimestampAndAge(const std::string& rfc3339, int64_t now_ms) {
   absl::Time t;
@@ -252,6 +263,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
         << "\n"
         << "GPU time:      " << GpuTimeLine(st) << "\n"
         << "Cost:          " << CostLine(st) << "\n"
+        << "Energy:        " << EnergyLine(st) << "\n"
         << "Recoveries:    " << st.recoveries
         << (st.recoveries > 0
                 ? Cat(" (the last back to running in ", st.last_recovery_ms / 1000.0, " s)")

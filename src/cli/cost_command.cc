@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
-#include "api/job_status.h"
+#include "absl/time/time.h"
 #include "api/paths.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
@@ -19,49 +21,62 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string StrAt(const Json& j, const char* object, const char* key) {
-  auto o = j.find(object);
-  if (o == j.end() || !o->is_object()) return "";
-  auto v = o->find(key);
-  return v != o->end() && v->is_string() ? v->get<std::string>() : "";
-}
-
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
 
+// The groups a record's dollars go to, with the dollars per hour of each.
+std::map<std::string, double> RatesBy(const api::AttemptUsage& u, const std::string& by) {
+  if (by == "class") return u.usd_per_hour;
+  if (by == "pool") {
+    std::map<std::string, double> out;
+    for (const auto& [pool, rate] : u.usd_per_hour_by_pool) out[pool.empty() ? "-" : pool] = rate;
+    return out;
+  }
+  double total = 0;
+  for (const auto& [billing, rate] : u.usd_per_hour) total += rate;
+  const std::string key = by == "namespace" ? u.ns
+                          : by == "queue"   ? u.queue
+                                            : Cat(u.ns, "/", u.job);
+  return {{key, total}};
+}
+
+std::string Dollars(double v) { return fmt::format("${:.2f}", v); }
+
 }  // namespace
 
-absl::StatusOr<std::vector<CostRow>> CostRows(const std::vector<Json>& jobs, const std::string& by,
-                                              int64_t now_ms) {
-  if (by != "namespace" && by != "queue" && by != "job" && by != "class") {
+absl::StatusOr<std::vector<CostRow>> CostRows(const std::vector<api::AttemptUsage>& usage,
+                                              const std::string& by, int64_t since_ms,
+                                              int64_t until_ms) {
+  if (by != "namespace" && by != "queue" && by != "job" && by != "class" && by != "pool") {
     return absl::InvalidArgumentError(
-        Cat("--by: \"", by, "\" is not namespace, queue, job or class"));
+        Cat("--by: \"", by, "\" is not namespace, queue, job, class or pool"));
   }
   std::map<std::string, CostRow> rows;
-  for (const Json& job : jobs) {
-    absl::StatusOr<api::JobStatus> st = api::JobStatusOf(job);
-    if (!st.ok()) continue;
-    std::map<std::string, double> cost = api::CostSoFar(*st, now_ms);
-    if (cost.empty()) continue;
-    const std::string ns = StrAt(job, "metadata", "namespace");
-    std::string queue = StrAt(job, "spec", "queue");
-    if (queue.empty()) queue = "default";
-    auto key_of = [&](const std::string& billing) {
-      return by == "namespace" ? ns
-             : by == "queue"   ? queue
-             : by == "job"     ? Cat(ns, "/", StrAt(job, "metadata", "name"))
-                               : billing;
-    };
-    std::set<std::string> counted;  // a job counts once in each group it is in
-    for (const auto& [billing, usd] : cost) {
-      const std::string key = key_of(billing);
+  std::map<std::string, std::set<std::string>> jobs;  // group -> job uids
+  for (const api::AttemptUsage& u : usage) {
+    const double hours = u.HoursIn(since_ms, until_ms);
+    if (hours <= 0) continue;
+    const double part = u.hours() > 0 ? hours / u.hours() : 0.0;  // of the attempt's energy
+    std::map<std::string, double> rates = RatesBy(u, by);
+    double total_rate = 0;
+    for (const auto& [key, rate] : rates) total_rate += rate;
+    for (const auto& [key, rate] : rates) {
+      // GPU time and energy follow the dollars where an attempt spans groups (classes, pools).
+      const double weight = total_rate > 0 ? rate / total_rate : 1.0 / rates.size();
       CostRow& row = rows[key];
       row.key = key;
-      row.by_class[billing] += usd;
-      row.total += usd;
-      if (counted.insert(key).second) ++row.jobs;
+      row.total += rate * hours;
+      if (by != "pool") {
+        for (const auto& [billing, r] : u.usd_per_hour) {
+          if (by != "class" || billing == key) row.by_class[billing] += r * hours;
+        }
+      }
+      row.gpu_hours += weight * u.gpus * hours;
+      row.energy_kwh += weight * u.energy_j * part / 3.6e6;
+      row.co2e_kg += weight * u.co2e_g() * part / 1000.0;
+      if (jobs[key].insert(u.uid.empty() ? Cat(u.ns, "/", u.job) : u.uid).second) ++row.jobs;
     }
   }
   std::vector<CostRow> out;
@@ -77,71 +92,214 @@ std::string FormatCost(const std::vector<CostRow>& rows, const std::string& by,
   for (const CostRow& r : rows) {
     for (const auto& [c, v] : r.by_class) classes.insert(c);
   }
+  auto class_usd = [](const CostRow& r, const std::string& c) {
+    auto it = r.by_class.find(c);
+    return it == r.by_class.end() ? 0.0 : it->second;
+  };
   if (output == "json") {
     Json list = Json::array();
     for (const CostRow& r : rows) {
-      list.push_back(
-          {{by, r.key}, {"totalUsd", r.total}, {"byClass", r.by_class}, {"jobs", r.jobs}});
+      list.push_back({{by, r.key},
+                      {"totalUsd", r.total},
+                      {"byClass", r.by_class},
+                      {"jobs", r.jobs},
+                      {"gpuHours", r.gpu_hours},
+                      {"energyKwh", r.energy_kwh},
+                      {"co2eKg", r.co2e_kg}});
     }
     return list.dump(2) + "\n";
   }
   if (output == "csv") {
-    std::string out = Cat(by, ",jobs,total_usd");
+    std::string out = Cat(by, ",jobs,total_usd,gpu_hours,energy_kwh,co2e_kg");
     for (const std::string& c : classes) out += Cat(",", c, "_usd");
     out += "\n";
     for (const CostRow& r : rows) {
-      out += fmt::format("{},{},{:.4f}", r.key, r.jobs, r.total);
-      for (const std::string& c : classes) {
-        auto it = r.by_class.find(c);
-        out += fmt::format(",{:.4f}", it == r.by_class.end() ? 0.0 : it->second);
-      }
+      out += fmt::format("{},{},{:.4f},{:.4f},{:.4f},{:.4f}", r.key, r.jobs, r.total, r.gpu_hours,
+                         r.energy_kwh, r.co2e_kg);
+      for (const std::string& c : classes) out += fmt::format(",{:.4f}", class_usd(r, c));
       out += "\n";
     }
     return out;
   }
-  std::string out = fmt::format("{:<32} {:>6} {:>12}", Upper(by), "JOBS", "TOTAL");
+  std::string out = fmt::format("{:<32} {:>6} {:>12} {:>10} {:>10} {:>10}", Upper(by), "JOBS",
+                                "TOTAL", "GPU-HOURS", "KWH", "KG-CO2E");
   for (const std::string& c : classes) out += fmt::format(" {:>12}", Upper(c));
   out += "\n";
-  double total = 0;
+  CostRow sum;
   for (const CostRow& r : rows) {
-    out += fmt::format("{:<32} {:>6} {:>12}", r.key, r.jobs, fmt::format("${:.2f}", r.total));
-    for (const std::string& c : classes) {
-      auto it = r.by_class.find(c);
-      out +=
-          fmt::format(" {:>12}", fmt::format("${:.2f}", it == r.by_class.end() ? 0.0 : it->second));
-    }
+    out += fmt::format("{:<32} {:>6} {:>12} {:>10.2f} {:>10.2f} {:>10.2f}", r.key, r.jobs,
+                       Dollars(r.total), r.gpu_hours, r.energy_kwh, r.co2e_kg);
+    for (const std::string& c : classes) out += fmt::format(" {:>12}", Dollars(class_usd(r, c)));
     out += "\n";
-    total += r.total;
+    sum.total += r.total;
+    sum.gpu_hours += r.gpu_hours;
+    sum.energy_kwh += r.energy_kwh;
+    sum.co2e_kg += r.co2e_kg;
   }
-  out += fmt::format("{:<32} {:>6} {:>12}\n", "total", "", fmt::format("${:.2f}", total));
+  out += fmt::format("{:<32} {:>6} {:>12} {:>10.2f} {:>10.2f} {:>10.2f}\n", "total", "",
+                     Dollars(sum.total), sum.gpu_hours, sum.energy_kwh, sum.co2e_kg);
   return out;
 }
 
-int RunCost(const api::Client& client, const std::string& ns, const std::string& by,
-            const std::string& output, std::ostream& out, std::ostream& err) {
-  if (output != "table" && output != "json" && output != "csv") {
-    err << "gpuctl: -o: \"" << output << "\" is not table, json or csv\n";
+absl::StatusOr<int64_t> ParseCostTime(const std::string& flag, const std::string& text,
+                                      int64_t now_ms) {
+  // "30d": absl parses hours and smaller; days are 24 h (UTC has no DST).
+  if (text.size() > 1 && text.back() == 'd') {
+    int64_t days = 0;
+    if (absl::SimpleAtoi(text.substr(0, text.size() - 1), &days) && days >= 0 && days <= 100'000) {
+      return std::max<int64_t>(0, now_ms - days * 86'400'000);
+    }
+  }
+  absl::Duration d;
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) {
+    return std::max<int64_t>(0, now_ms - absl::ToInt64Milliseconds(d));
+  }
+  absl::Time t;
+  std::string ignored;
+  if (absl::ParseTime("%Y-%m-%d", text, absl::UTCTimeZone(), &t, &ignored) ||
+      absl::ParseTime(absl::RFC3339_full, text, &t, &ignored)) {
+    return absl::ToUnixMillis(t);
+  }
+  return absl::InvalidArgumentError(
+      Cat(flag, ": \"", text,
+          "\" is not a duration back from now (30d, 12h, 90m), a date (2026-12-01) or an RFC "
+          "3339 time (2026-12-01T09:00:00Z)"));
+}
+
+absl::StatusOr<std::vector<api::AttemptUsage>> ReadUsage(const api::Client& client,
+                                                         const std::string& ns, int64_t since_ms,
+                                                         int64_t until_ms, int64_t now_ms,
+                                                         std::ostream& err) {
+  const std::string what = ns.empty() ? "jobs of every namespace (admins only; -n NS)" : "";
+  // The jobs first: an attempt that ends between the two reads is then in both, and the live
+  // copy is dropped; read the other way round it would be in neither.
+  std::optional<api::HttpResponse> jobs =
+      Send(client, "GET", ns.empty() ? api::AllJobsPath() : api::JobsPath(ns), "", err, what);
+  if (!jobs) return absl::UnavailableError("");
+  std::optional<api::HttpResponse> records =
+      Send(client, "GET",
+           Cat(ns.empty() ? api::ClusterScopedPath("usage") : api::NamespacedPath(ns, "usage"),
+               "?since=", since_ms, "&until=", until_ms),
+           "", err, what);
+  if (!records) return absl::UnavailableError("");
+  std::vector<api::AttemptUsage> usage;
+  std::set<std::pair<std::string, int>> ended;
+  Json list = Json::parse(records->body, nullptr, false);
+  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
+    return absl::InvalidArgumentError("the server's usage list is not JSON with items");
+  }
+  for (const Json& j : list["items"]) {
+    absl::StatusOr<api::AttemptUsage> u = api::UsageFromJson(j);
+    if (!u.ok()) return u.status();
+    ended.insert({u->uid, u->attempt});
+    usage.push_back(*std::move(u));
+  }
+  Json job_list = Json::parse(jobs->body, nullptr, false);
+  if (!job_list.is_object() || !job_list.contains("items") || !job_list["items"].is_array()) {
+    return absl::InvalidArgumentError("the server's job list is not JSON with items");
+  }
+  for (const Json& job : job_list["items"]) {
+    std::optional<api::AttemptUsage> live = api::AttemptUsageOf(job, now_ms);
+    if (live && !ended.contains({live->uid, live->attempt})) usage.push_back(*std::move(live));
+  }
+  return usage;
+}
+
+int RunCost(const api::Client& client, const CostFlags& f, std::ostream& out, std::ostream& err) {
+  if (f.output != "table" && f.output != "json" && f.output != "csv") {
+    err << "gpuctl: -o: \"" << f.output << "\" is not table, json or csv\n";
     return kExitUsage;
   }
-  std::optional<api::HttpResponse> r =
-      Send(client, "GET", ns.empty() ? api::AllJobsPath() : api::JobsPath(ns), "", err,
-           ns.empty() ? "jobs of every namespace (admins only; -n NS)" : "");
-  if (!r) return kExitInvalid;
-  Json list = Json::parse(r->body, nullptr, false);
-  if (list.is_discarded()) {
-    err << "gpuctl: the server's answer is not JSON\n";
-    return kExitInvalid;
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  int64_t since = 0, until = now;
+  for (auto [flag, text, into] :
+       {std::tuple{"--since", &f.since, &since}, {"--until", &f.until, &until}}) {
+    if (text->empty()) continue;
+    absl::StatusOr<int64_t> t = ParseCostTime(flag, *text, now);
+    if (!t.ok()) {
+      err << "gpuctl: " << t.status().message() << "\n";
+      return kExitUsage;
+    }
+    *into = *t;
   }
-  std::vector<Json> jobs;
-  if (auto items = list.find("items"); items != list.end() && items->is_array()) {
-    for (const Json& j : *items) jobs.push_back(j);
+  if (until < since) {
+    err << "gpuctl: --until: is before --since\n";
+    return kExitUsage;
   }
-  absl::StatusOr<std::vector<CostRow>> rows = CostRows(jobs, by, absl::ToUnixMillis(absl::Now()));
-  if (!rows.ok()) {
+  absl::StatusOr<std::vector<CostRow>> rows = CostRows({}, f.by, since, until);
+  if (!rows.ok()) {  // --by is checked before anything is read
     err << "gpuctl: " << rows.status().message() << "\n";
     return kExitUsage;
   }
-  out << FormatCost(*rows, by, output);
+  absl::StatusOr<std::vector<api::AttemptUsage>> usage =
+      ReadUsage(client, f.ns, since, until, now, err);
+  if (!usage.ok()) {
+    if (!usage.status().message().empty()) err << "gpuctl: " << usage.status().message() << "\n";
+    return kExitInvalid;
+  }
+  out << FormatCost(*CostRows(*usage, f.by, since, until), f.by, f.output);
+  return kExitOk;
+}
+
+std::vector<TcoUsage> TcoUsageOf(const std::vector<api::AttemptUsage>& usage,
+                                 const std::string& default_type) {
+  std::vector<TcoUsage> out;
+  for (const api::AttemptUsage& u : usage) {
+    std::map<std::string, double> by_type = u.gpus_by_type;
+    if (by_type.empty()) by_type[default_type] = u.gpus;
+    double gpus = 0;
+    for (const auto& [type, n] : by_type) gpus += n;
+    for (const auto& [type, n] : by_type) {
+      out.push_back(
+          {type, u.start_ms, u.end_ms, n, u.spot_tolerant, gpus > 0 ? u.energy_j * n / gpus : 0.0});
+    }
+  }
+  return out;
+}
+
+int RunCostTco(const api::Client& client, const TcoFlags& f, std::ostream& out, std::ostream& err) {
+  if (f.output != "table" && f.output != "json") {
+    err << "gpuctl: -o: \"" << f.output << "\" is not table or json\n";
+    return kExitUsage;
+  }
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  TcoOptions o = f.options;
+  o.since_ms = 0;
+  o.until_ms = now;
+  for (auto [flag, text, into] :
+       {std::tuple{"--since", &f.since, &o.since_ms}, {"--until", &f.until, &o.until_ms}}) {
+    if (text->empty()) continue;
+    absl::StatusOr<int64_t> t = ParseCostTime(flag, *text, now);
+    if (!t.ok()) {
+      err << "gpuctl: " << t.status().message() << "\n";
+      return kExitUsage;
+    }
+    *into = *t;
+  }
+  if (o.until_ms <= o.since_ms) {
+    err << "gpuctl: --until: is not after --since\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::vector<api::AttemptUsage>> usage =
+      ReadUsage(client, f.ns, o.since_ms, o.until_ms, now, err);
+  if (!usage.ok()) {
+    if (!usage.status().message().empty()) err << "gpuctl: " << usage.status().message() << "\n";
+    return kExitInvalid;
+  }
+  TcoReport r = ComputeTco(TcoUsageOf(*usage, "unknown"), o);
+  if (f.output == "json") {
+    Json j = {{"gpuHours", r.gpu_hours},
+              {"hours", r.hours},
+              {"peakGpus", r.peak_gpus},
+              {"cheapest", r.scenarios[r.cheapest].name},
+              {"scenarios", Json::array()}};
+    for (const TcoScenario& s : r.scenarios) {
+      j["scenarios"].push_back({{"name", s.name}, {"usd", s.usd}, {"how", s.how}});
+    }
+    out << j.dump(2) << "\n";
+  } else {
+    out << FormatTco(r);
+  }
   return kExitOk;
 }
 

@@ -304,12 +304,38 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   top->require_subcommand(0, 1);
   CLI::App* cost = app.add_subcommand(
       "cost",
-      "What jobs have cost (at their nodes' pools' prices), by namespace, queue, job or "
-      "billing class");
-  std::string cost_by = "namespace", cost_ns, cost_output = "table";
-  cost->add_option("--by", cost_by, "namespace (default), queue, job or class");
-  cost->add_option("-n,--namespace", cost_ns, "Namespace (default: every one; admins)");
-  cost->add_option("-o,--output", cost_output, "table (default), json or csv");
+      "What jobs cost, used and emitted (dollars at their nodes' pools' prices, GPU-hours, "
+      "energy, CO2e) in a time window, by namespace, queue, job, billing class or pool");
+  CostFlags cost_flags;
+  cost->add_option("--by", cost_flags.by, "namespace (default), queue, job, class or pool");
+  cost->add_option("--since", cost_flags.since,
+                   "From: 30d, 12h (back from now), 2026-12-01 or an RFC 3339 time (default: "
+                   "the beginning)");
+  cost->add_option("--until", cost_flags.until, "To, in the same forms (default: now)");
+  cost->add_option("-n,--namespace", cost_flags.ns, "Namespace (default: every one; admins)");
+  cost->add_option("-o,--output", cost_flags.output, "table (default), json or csv");
+  CLI::App* tco = cost->add_subcommand(
+      "tco",
+      "The window's measured usage priced four ways: on-demand, reserved + on-demand, reserved + "
+      "spot, owned hardware; which is cheapest and by how much");
+  TcoFlags tco_flags;
+  tco->add_option("--since", tco_flags.since, "From (default 30d: the last 30 days)");
+  tco->add_option("--until", tco_flags.until, "To (default now)");
+  tco->add_option("-n,--namespace", tco_flags.ns, "Namespace (default: every one; admins)");
+  tco->add_option("--years", tco_flags.options.amortization_years,
+                  "Owned hardware: years its purchase is spread over (default 4)")
+      ->check(CLI::Range(0.5, 20.0));
+  tco->add_option("--ops-usd-per-gpu-year", tco_flags.options.ops_per_gpu_year,
+                  "Owned hardware: space, support and people per GPU a year (default 3000)")
+      ->check(CLI::NonNegativeNumber);
+  tco->add_option("--usd-per-kwh", tco_flags.options.usd_per_kwh,
+                  "Owned hardware: the price of electricity (default 0.10)")
+      ->check(CLI::NonNegativeNumber);
+  tco->add_option("--pue", tco_flags.options.pue,
+                  "Owned hardware: the data centre's PUE (default 1.5)")
+      ->check(CLI::Range(1.0, 3.0));
+  tco->add_option("-o,--output", tco_flags.output, "table (default) or json");
+  cost->require_subcommand(0, 1);
   // Identity, policies and the audit log (issue 14): create, revoke, attach, detach, whoami,
   // auth can-i, policy simulate; audit verify, audit query.
   IamCommands iam(app);
@@ -417,9 +443,11 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       });
     }
   }
+  if (tco->parsed()) {
+    return with_client([&](api::Client& c) { return RunCostTco(c, tco_flags, out, err); });
+  }
   if (cost->parsed()) {
-    return with_client(
-        [&](api::Client& c) { return RunCost(c, cost_ns, cost_by, cost_output, out, err); });
+    return with_client([&](api::Client& c) { return RunCost(c, cost_flags, out, err); });
   }
   if (top->parsed()) {
     return with_client([&](api::Client& c) {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/usage.h"
 #include "cli/gpuctl.h"
 #include "manifest/json_yaml.h"
 #include "server/credentials.h"
@@ -420,6 +421,54 @@ TEST_F(GpuctlServerTest, ASecondApplyOfAJobNamingAStoredRuntimeClassIsUnchanged)
   Run second = Gpuctl({"apply", "-f", job});
   ASSERT_EQ(second.code, 0) << second.err;
   EXPECT_EQ(second.out, "job.gpucloud/resnet unchanged\n");
+}
+
+// gpuctl cost reads the server's usage records: a deleted job's attempt still counts, and only
+// the part inside --since/--until.
+TEST_F(GpuctlServerTest, CostReadsUsageRecordsForAWindow) {
+  const int64_t jan1 = 1'767'225'600'000;  // 2026-01-01T00:00:00Z
+  auto put = [&](const std::string& job, int64_t start, int64_t end) {
+    api::AttemptUsage u{.ns = "default",
+                        .job = job,
+                        .uid = job + "-uid",
+                        .queue = "default",
+                        .attempt = 1,
+                        .start_ms = start,
+                        .end_ms = end,
+                        .gpus = 2,
+                        .gpus_by_type = {{"H100-80GB", 2}},
+                        .usd_per_hour = {{"spot", 3.0}},
+                        .usd_per_hour_by_pool = {{"sp", 3.0}}};
+    ASSERT_TRUE(
+        store_->Txn({store::Op{.key = api::UsageKey(u), .value = api::UsageToJson(u).dump()}})
+            .ok());
+  };
+  put("gone", jan1 + 22 * 3'600'000, jan1 + 26 * 3'600'000);  // 2 of its 4 hours on Jan 1
+  put("older", jan1 - 90 * 86'400'000LL, jan1 - 89 * 86'400'000LL);
+  Run r = Gpuctl({"cost", "--by", "job", "--since", "2026-01-01", "--until", "2026-01-02", "-n",
+                  "default", "-o", "csv"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "job,jobs,total_usd,gpu_hours,energy_kwh,co2e_kg,spot_usd\n"
+            "default/gone,1,6.0000,4.0000,0.0000,0.0000,6.0000\n");
+  Run all = Gpuctl({"cost", "--by", "pool", "-o", "json"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  nlohmann::json rows = nlohmann::json::parse(all.out);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["pool"], "sp");
+  EXPECT_DOUBLE_EQ(rows[0]["totalUsd"].get<double>(), 3.0 * 4 + 3.0 * 24);
+  // The same window priced four ways: 2 H100s for 2 hours, at the catalog's $6.98 on demand.
+  Run tco = Gpuctl({"cost", "tco", "--since", "2026-01-01", "--until", "2026-01-02", "-o", "json"});
+  ASSERT_EQ(tco.code, 0) << tco.err;
+  nlohmann::json t = nlohmann::json::parse(tco.out);
+  EXPECT_DOUBLE_EQ(t["gpuHours"].get<double>(), 4.0);
+  EXPECT_EQ(t["scenarios"][0]["name"], "on-demand");
+  EXPECT_NEAR(t["scenarios"][0]["usd"].get<double>(), 4 * 6.98, 1e-9);
+  EXPECT_EQ(t["scenarios"].size(), 4u);
+  EXPECT_EQ(Gpuctl({"cost", "tco", "--pue", "9"}).code, 2);  // out of range
+  Run bad = Gpuctl({"cost", "--since", "yesterday"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--since: \"yesterday\""), std::string::npos) << bad.err;
 }
 
 TEST_F(GpuctlServerTest, VersionOfClientAndServer) {

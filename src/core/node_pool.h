@@ -25,6 +25,9 @@ struct Taint {
   bool operator==(const Taint&) const = default;
 };
 
+// The highest grid carbon intensity a pool may name (gCO2e/kWh; coal is about 1,000).
+inline constexpr int32_t kMaxCarbonIntensity = 2'000;
+
 struct NodePoolSpec {
   std::string gpu_type;  // catalog name
   int32_t gpus_per_node = 8;
@@ -35,6 +38,9 @@ struct NodePoolSpec {
   std::string provider = std::string(kStaticProvider);
   std::map<std::string, std::string> labels;  // added to every node of the pool
   std::vector<Taint> taints;
+  // The grid's carbon intensity where the pool's machines run, in grams of CO2 equivalent per
+  // kWh; 0: the server's default (--carbon-intensity).
+  int32_t carbon_intensity = 0;
   bool operator==(const NodePoolSpec&) const = default;
 };
 
@@ -42,6 +48,14 @@ struct NodePool {
   ObjectMeta metadata;
   NodePoolSpec spec;
   bool operator==(const NodePool&) const = default;
+};
+
+// How GPU energy becomes carbon: the data centre's power usage effectiveness (facility energy
+// over IT energy; 1.0 counts the GPUs' energy alone) and the grid's intensity (gCO2e/kWh) for
+// pools that name none (NodePoolSpec::carbon_intensity; 0: unknown).
+struct CarbonOptions {
+  double pue = 1.0;
+  int32_t default_intensity = 0;
 };
 
 // Default discount of a billing class against the on-demand price, in percent of that price:

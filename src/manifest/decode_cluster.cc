@@ -157,6 +157,7 @@ std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc) {
   }
   ok = s.StringMap("labels", &spec.labels, /*labels=*/true) && ok;
   if (std::optional<Field> t = s.Take("taints")) ok = DecodeTaints(ctx, *t, &spec.taints) && ok;
+  ok = s.Int32("carbonIntensity", &spec.carbon_intensity, 0, kMaxCarbonIntensity) && ok;
   s.Finish();
   if (ok && max_nodes && spec.max_nodes < spec.min_nodes) {
     ctx.sink.Error(max_nodes->mark, max_nodes->path,

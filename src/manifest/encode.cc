@@ -247,6 +247,7 @@ Json NodePoolSpecJson(const NodePoolSpec& s) {
   out["billing"] = BillingClassName(s.billing);
   if (s.price_per_gpu_hour) out["pricePerGpuHour"] = FormatPrice(*s.price_per_gpu_hour);
   out["provider"] = s.provider;
+  if (s.carbon_intensity > 0) out["carbonIntensity"] = s.carbon_intensity;
   if (!s.labels.empty()) out["labels"] = StringMap(s.labels);
   if (!s.taints.empty()) {
     Json taints = Json::array();

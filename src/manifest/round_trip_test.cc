@@ -253,6 +253,7 @@ class SpecGenerator {
     p.spec.max_nodes = p.spec.min_nodes + static_cast<int32_t>(rng_.Range(1, 10));
     p.spec.billing = static_cast<BillingClass>(rng_.Uniform(3));
     if (rng_.OneIn(2)) p.spec.price_per_gpu_hour = MicroUsd(rng_.Range(0, 20'000'000));
+    if (rng_.OneIn(2)) p.spec.carbon_intensity = static_cast<int32_t>(rng_.Range(0, 2'000));
     if (rng_.OneIn(2)) p.spec.taints.push_back({"gpucloud.io/spot", "true", "NoSchedule"});
     return p;
   }

@@ -435,7 +435,10 @@ KindSchema NodePool() {
            BillingField("How its nodes are bought; default on-demand."),
            Qty("pricePerGpuHour", "US dollars per GPU hour (\"0.60\"); default from the catalog."),
            Str("provider", "Where the nodes come from; default \"static\"."),
-           Map("labels", "Labels of its nodes."), Taints()}));
+           Map("labels", "Labels of its nodes."), Taints(),
+           Int("carbonIntensity",
+               "Grid carbon intensity where its nodes run, gCO2e/kWh (0 to 2000; default the "
+               "server's --carbon-intensity).")}));
   Fields f = TypeFields("NodePool");
   f.push_back(Metadata(false));
   f.push_back(std::move(spec));

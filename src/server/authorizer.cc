@@ -79,6 +79,17 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
   if (top == "namespaces" && parts.size() >= 3 && parts[2] == "jobs") {
     return JobAction(method, parts[1], {parts.begin() + 3, parts.end()}, watch);
   }
+  // Usage records: what a namespace's jobs used, for who may list its jobs (rest_usage.cc).
+  if (top == "usage" && parts.size() == 1 && method == "GET") {
+    return RequestedAction{"jobs:List", "gpucloud:job/*/*"};
+  }
+  if (top == "namespaces" && parts.size() == 3 && parts[2] == "usage" && method == "GET") {
+    return RequestedAction{"jobs:List", ResourceName(ResourceType::kJob, parts[1], "*")};
+  }
+  // A namespace's own events (its budget's alerts): for who may read the namespace.
+  if (top == "namespaces" && parts.size() == 3 && parts[2] == "events" && method == "GET") {
+    return RequestedAction{"namespaces:Get", ResourceName(ResourceType::kNamespace, "", parts[1])};
+  }
   if (top == "jobs" && parts.size() == 1 && method == "GET") {  // every namespace's
     return RequestedAction{watch ? "jobs:Watch" : "jobs:List", "gpucloud:job/*/*"};
   }

@@ -47,6 +47,59 @@ std::map<std::string, double> UsdPerHour(const sched::ClusterState& state,
   return out;
 }
 
+std::map<std::string, double> UsdPerHourByPool(const sched::ClusterState& state,
+                                               const sched::Allocation& a,
+                                               const PriceBook& prices) {
+  std::map<std::string, double> out;
+  for (const sched::ReplicaPlacement& r : a.replicas) {
+    const Node& node = state.node(r.node);
+    double gpus = 0;
+    for (const sched::GpuAssignment& g : r.gpus) gpus += state.ShareOf(r.node, g).raw() / 1000.0;
+    if (gpus > 0)
+      out[node.pool] += gpus * static_cast<double>(prices.Of(node).per_gpu_hour.raw()) / 1e6;
+  }
+  return out;
+}
+
+double Co2eGramsPerKwh(const sched::ClusterState& state, const sched::Allocation& a,
+                       const PriceBook& prices, const CarbonOptions& carbon) {
+  double gpus = 0, weighted = 0;
+  for (const sched::ReplicaPlacement& r : a.replicas) {
+    const Node& node = state.node(r.node);
+    const NodePool* pool = prices.Pool(node.pool);
+    const int32_t intensity = pool != nullptr && pool->spec.carbon_intensity > 0
+                                  ? pool->spec.carbon_intensity
+                                  : carbon.default_intensity;
+    for (const sched::GpuAssignment& g : r.gpus) {
+      const double share = state.ShareOf(r.node, g).raw() / 1000.0;
+      gpus += share;
+      weighted += share * intensity;
+    }
+  }
+  return gpus > 0 ? carbon.pue * weighted / gpus : 0.0;
+}
+
+std::optional<api::AttemptUsage> EndedAttemptUsage(const JobIdentity& job, const JobStatus& before,
+                                                   const JobStatus& after, int64_t now_ms) {
+  if (before.gpus <= 0 || after.gpus > 0 || before.scheduled_ms <= 0) return std::nullopt;
+  api::AttemptUsage u;
+  u.ns = job.ns;
+  u.job = job.name;
+  u.uid = job.uid;
+  u.queue = job.queue;
+  u.spot_tolerant = job.spot_tolerant;
+  u.attempt = before.attempt;
+  u.start_ms = before.scheduled_ms;
+  u.end_ms = std::max(now_ms, before.scheduled_ms);
+  u.gpus = before.gpus;
+  u.gpus_by_type = before.gpus_by_type;
+  u.usd_per_hour = before.usd_per_hour;
+  u.usd_per_hour_by_pool = before.usd_per_hour_by_pool;
+  u.energy_j = std::max(0.0, after.energy_j - before.energy_j);
+  u.co2e_g_per_kwh = before.co2e_g_per_kwh;
+  return u;
+}
+
 std::map<std::string, double> IdleUsdPerHourByPool(const sched::ClusterState& state,
                                                    const PriceBook& prices) {
   std::vector<double> used(state.node_count(), 0);

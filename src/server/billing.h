@@ -8,12 +8,15 @@
 #define GPUCLOUD_SERVER_BILLING_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
+#include "api/usage.h"
 #include "core/gpu_catalog.h"
 #include "core/node.h"
 #include "core/node_pool.h"
 #include "sched/cluster_state.h"
+#include "server/job_status.h"
 #include "server/object_cache.h"
 
 namespace gpucloud::server {
@@ -46,6 +49,25 @@ std::map<std::string, NodePool> NodePoolsOf(const ObjectCache& cache);
 // What `a` costs per hour in `state`, by billing class name ("on-demand", "reserved", "spot").
 std::map<std::string, double> UsdPerHour(const sched::ClusterState& state,
                                          const sched::Allocation& a, const PriceBook& prices);
+
+// The same rate by node pool ("" for nodes in no pool).
+std::map<std::string, double> UsdPerHourByPool(const sched::ClusterState& state,
+                                               const sched::Allocation& a, const PriceBook& prices);
+
+// Grams of CO2e per kWh of `a`'s GPU energy: its nodes' pools' intensities weighted by the GPU
+// equivalents it holds on each, times the PUE.
+double Co2eGramsPerKwh(const sched::ClusterState& state, const sched::Allocation& a,
+                       const PriceBook& prices, const CarbonOptions& carbon);
+
+// The usage record of the attempt that `before` held and `after` settled (SettleAttempt) at
+// `now_ms`, of job {ns}/{name} (uid, queue, whether it accepts spot); nullopt when `before`
+// held no GPUs. Its energy is what the settle added.
+struct JobIdentity {
+  std::string ns, name, uid, queue;
+  bool spot_tolerant = false;
+};
+std::optional<api::AttemptUsage> EndedAttemptUsage(const JobIdentity& job, const JobStatus& before,
+                                                   const JobStatus& after, int64_t now_ms);
 
 // What the GPUs of `state`'s nodes that no job holds (free, unhealthy or held by a
 // placeholder) cost per hour, by pool name ("" for nodes in no pool): idle cost.

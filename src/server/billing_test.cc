@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "api/usage.h"
 #include "server/controller_fixture.h"
 #include "server/job_status.h"
+#include "server/rest_util.h"
 
 namespace gpucloud::server {
 namespace {
@@ -174,6 +178,87 @@ TEST_F(ControllerTest, JobsCostPlusIdleCostIsWhatTheMachinesCost) {
   EXPECT_NEAR(idle, 2 * 0.5 * 2.0 + 4 * 0.5 * 2.0, 1e-6);  // 2 idle, then 4
   EXPECT_NEAR(jobs + idle, 4 * 1.0 * 2.0, 1e-6);           // the machine, for the hour
   EXPECT_NEAR(m.idle_cost_usd.at("p"), idle, 1e-9);
+}
+
+// Metering: the ended attempt's usage record is written with the status that settles it, carries
+// its tasks' energy and carbon (pool intensity x PUE), is served by the API for a window, and
+// outlives the job and the server.
+TEST_F(ControllerTest, AnEndedAttemptLeavesAUsageRecordThatOutlivesItsJob) {
+  ControllerOptions o;
+  o.checkpoint_root = "/ckpt";
+  o.carbon = {.pue = 1.5, .default_intensity = 100};
+  controller_ = std::make_unique<Controller>(*store_, nodes_, clock_, GpuCatalog::Default(), o);
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodepools",
+                 "apiVersion: gpucloud/v1\nkind: NodePool\nmetadata: {name: green}\n"
+                 "spec: {gpuType: H100-80GB, gpusPerNode: 4, pricePerGpuHour: \"2.00\", "
+                 "carbonIntensity: 400}\n")
+                .status,
+            201);
+  Register("node-a", 4, "green");
+  Submit(GangJob("train", 1, 2));
+  Pass();
+  const int64_t bound = clock_.NowMillis();
+  JobStatus s = Status("train");
+  ASSERT_EQ(s.phase, api::JobPhase::kScheduled);
+  EXPECT_NEAR(s.co2e_g_per_kwh, 400 * 1.5, 1e-9);
+  EXPECT_NEAR(s.usd_per_hour_by_pool.at("green"), 4.0, 1e-9);
+  api::TaskReport running = Report("train", 0, api::TaskState::kRunning);
+  running.energy_j = 1e6;
+  Heartbeat("node-a", {running});
+  Pass();
+  EXPECT_NEAR(Status("train").attempt_energy_j, 1e6, 1e-9);  // kept with the Running write
+  clock_.Advance(30 * 60'000);
+  api::TaskReport done = Report("train", 0, api::TaskState::kSucceeded, 0);
+  done.energy_j = 7.2e6;  // 2 kWh
+  Heartbeat("node-a", {done});
+  Pass();
+  s = Status("train");
+  ASSERT_EQ(s.phase, api::JobPhase::kSucceeded) << s.message;
+  EXPECT_NEAR(s.energy_j, 7.2e6, 1e-6);
+  EXPECT_NEAR(s.co2e_g, 2 * 600.0, 1e-6);
+
+  Response r = Call("GET", "/apis/gpucloud/v1/namespaces/default/usage");
+  ASSERT_EQ(r.status, 200) << r.body;
+  nlohmann::json items = nlohmann::json::parse(r.body)["items"];
+  ASSERT_EQ(items.size(), 1u) << r.body;
+  absl::StatusOr<api::AttemptUsage> u = api::UsageFromJson(items[0]);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->job, "train");
+  EXPECT_EQ(u->attempt, 1);
+  EXPECT_EQ(u->start_ms, bound);
+  EXPECT_EQ(u->end_ms, bound + 30 * 60'000);
+  EXPECT_NEAR(u->usd_per_hour.at("on-demand"), 4.0, 1e-9);
+  EXPECT_NEAR(u->gpus, 2.0, 1e-9);
+  EXPECT_NEAR(u->energy_j, 7.2e6, 1e-6);
+  EXPECT_NEAR(u->co2e_g(), 1200, 1e-6);
+  // A window after it ended holds nothing; a bad bound is refused, naming it.
+  auto get = [&](const std::string& target) {
+    Request q{"GET", "", {}, "", {"root", "", true}};
+    ParseTarget(target, &q);
+    return api_->Handle(q);
+  };
+  r = get(Cat("/apis/gpucloud/v1/usage?since=", bound + 29 * 60'000));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["items"].size(), 1u) << r.body;
+  r = get(Cat("/apis/gpucloud/v1/usage?since=", bound + 31 * 60'000));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["items"].size(), 0u) << r.body;
+  r = get("/apis/gpucloud/v1/usage?since=yesterday");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("since: \\\"yesterday\\\" is not a time"), std::string::npos) << r.body;
+
+  // The job goes; its record stays, and is still there after the server is killed.
+  ASSERT_EQ(Call("DELETE", "/apis/gpucloud/v1/namespaces/default/jobs/train").status, 200);
+  Pass();
+  ASSERT_TRUE(absl::IsNotFound(store_->Get("/jobs/default/train").status()));
+  const std::string key = api::UsageKey(*u);
+  controller_.reset();
+  api_.reset();
+  store_.reset();
+  store_ = std::move(*store::OpenSqliteStore((dir_.path() / "s.db").string()));
+  absl::StatusOr<store::KeyValue> kept = store_->Get(key);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*api::UsageFromJson(nlohmann::json::parse(kept->value)), *u);
 }
 
 }  // namespace

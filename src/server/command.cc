@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -157,6 +158,16 @@ void AddAutoscalerFlags(CLI::App& app, AutoscalerFlags& f) {
   app.add_flag("--local-provider", f.local_provider,
                "let NodePools use provider local: agents with simulated GPUs started by this "
                "server as processes on this machine (demos, tests)");
+  app.add_option("--currency", f.currency,
+                 "the currency of prices and Namespace budgets, an ISO 4217 code (default USD)");
+  app.add_option("--pue", f.pue,
+                 "the data centre's power usage effectiveness, to turn GPU energy into facility "
+                 "energy and carbon (default 1.0: the GPUs' energy alone)")
+      ->check(CLI::Range(1.0, 3.0));
+  app.add_option("--carbon-intensity", f.carbon_intensity,
+                 "grid carbon intensity in gCO2e/kWh for pools that name none (default 0: "
+                 "unknown)")
+      ->check(CLI::Range(0, static_cast<int>(kMaxCarbonIntensity)));
   app.add_option("--local-agent-arg", f.local_agent_args,
                  "an argument for every local agent (repeatable), e.g. "
                  "--local-agent-arg=--allow-host-processes");
@@ -183,6 +194,13 @@ absl::Status ApplyAutoscalerFlags(const AutoscalerFlags& f, ControlPlaneOptions&
   }
   o.local_provider = f.local_provider;
   o.local_agent_args = f.local_agent_args;
+  if (f.currency.size() != 3 || !std::all_of(f.currency.begin(), f.currency.end(),
+                                             [](char c) { return c >= 'A' && c <= 'Z'; })) {
+    return absl::InvalidArgumentError(
+        Cat("--currency: \"", f.currency, "\" is not an ISO 4217 code such as USD or EUR"));
+  }
+  o.currency = f.currency;
+  o.carbon = {.pue = f.pue, .default_intensity = f.carbon_intensity};
   return absl::OkStatus();
 }
 

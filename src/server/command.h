@@ -40,6 +40,11 @@ struct AutoscalerFlags {
   std::string max_usd_per_hour;
   bool local_provider = false;
   std::vector<std::string> local_agent_args;
+  // Money and carbon (docs/cost.md): the currency of prices and budgets, the PUE and the
+  // default grid carbon intensity (gCO2e/kWh).
+  std::string currency = "USD";
+  double pue = 1.0;
+  int32_t carbon_intensity = 0;
 };
 void AddAutoscalerFlags(CLI::App& app, AutoscalerFlags& flags);
 // Into `o`; InvalidArgument naming the flag.

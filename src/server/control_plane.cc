@@ -345,6 +345,8 @@ absl::Status ControlPlane::Start() {
   co.scheduler = m.options.scheduler;
   co.heartbeat_timeout_ms = m.options.heartbeat_timeout_ms;
   co.stop_grace_ms = m.options.stop_grace_ms;
+  co.currency = m.options.currency;
+  co.carbon = m.options.carbon;
   co.on_job_deleted = [logs = m.logs.get()](const std::string& ns, const std::string& job) {
     logs->RemoveJob(ns, job);
   };
@@ -443,6 +445,7 @@ absl::Status ControlPlane::OpenApi() {
   }
   // Every namespace in use gets its object (a store from before namespaces were objects).
   m.api->SetNamespaceProvisioning(m.options.namespace_provisioning);
+  m.api->SetCurrency(m.options.currency);
   if (absl::StatusOr<int> made = m.api->EnsureNamespaces(); !made.ok()) return made.status();
   m.tokens->SetFallback(
       [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });

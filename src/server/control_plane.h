@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/node_pool.h"
 #include "core/quantity.h"
 #include "core/sched_config.h"
 #include "server/anomaly.h"
@@ -120,6 +121,10 @@ struct ControlPlaneOptions {
   // (this binary's `agent run`, with local_agent_args), state under DATA_DIR/local-nodes.
   bool local_provider = false;
   std::vector<std::string> local_agent_args;
+  // Money and carbon: the currency of prices and Namespace budgets (budgets.h), and how GPU
+  // energy becomes carbon (core/node_pool.h's CarbonOptions).
+  std::string currency = "USD";
+  CarbonOptions carbon;
 };
 
 // On SQLite the server is the only one and always the leader. On etcd every server serves the

@@ -19,6 +19,7 @@
 #include "server/assignments.h"
 #include "server/autoscaling.h"
 #include "server/billing.h"
+#include "server/budgets.h"
 #include "server/controller_internal.h"
 #include "server/events.h"
 #include "server/job_arrays.h"
@@ -152,7 +153,8 @@ Controller::Controller(store::Store& store, NodeTable& nodes, const Clock& clock
       clock_(clock),
       catalog_(catalog),
       options_(std::move(options)),
-      started_ms_(clock.NowMillis()) {
+      started_ms_(clock.NowMillis()),
+      budgets_(std::make_unique<BudgetBook>(options_.currency)) {
   metrics_.bind_latency_bounds.assign(std::begin(kBindBounds), std::end(kBindBounds));
   metrics_.bind_latency_counts.assign(std::size(kBindBounds) + 1, 0);
   if (options_.record_scheduler) {
@@ -275,6 +277,8 @@ absl::Status Controller::RunOnce() {
   m.job_gpu_seconds += pass.settled;
   for (const auto& [k, v] : pass.cost_usd) m.cost_usd[k] += v;
   for (const auto& [k, v] : pass.idle_cost_usd) m.idle_cost_usd[k] += v;
+  m.budgets = std::move(pass.metrics.budgets);
+  for (const auto& [k, n] : pass.metrics.budget_alerts) m.budget_alerts[k] += n;
   m.gpu_seconds_registered += pass.metrics.gpu_seconds_registered;
   m.gpu_seconds_available += pass.metrics.gpu_seconds_available;
   m.stage_seconds = std::move(pass.metrics.stage_seconds);
@@ -458,6 +462,21 @@ bool HasNews(const Pass& pass, const JobStatus& old, const std::string& uid) {
   return old.phase == api::JobPhase::kScheduled && !old.tasks.empty();
 }
 
+// The GPU energy the replicas' tasks report for their current attempt, summed.
+double ReportedEnergy(const std::vector<ReplicaView>& views) {
+  double joules = 0;
+  for (const ReplicaView& v : views) {
+    if (v.report != nullptr) joules += v.report->energy_j;
+  }
+  return joules;
+}
+
+JobStatus WithAttemptEnergy(const JobStatus& s, double joules) {
+  JobStatus out = s;
+  out.attempt_energy_j = joules;
+  return out;
+}
+
 // What NextStatus observes of each replica this pass.
 std::vector<ReplicaView> ViewsOf(const Pass& pass, const JobStatus& old, const std::string& uid) {
   std::vector<ReplicaView> views;
@@ -488,7 +507,8 @@ struct Controller::JobWrite {
   CachedObject* obj;
   std::shared_ptr<JobEntry> entry;  // the new cache entry; null for a deletion
   Json doc;
-  std::string deleted_ns, deleted_name;  // for a deletion
+  std::string deleted_ns, deleted_name;    // for a deletion
+  std::optional<api::AttemptUsage> usage;  // the ended attempt's record, written with it
 };
 
 std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::string& key,
@@ -501,7 +521,13 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
   if (old.phase == api::JobPhase::kPending && !old.cancel_requested) return std::nullopt;
   const std::string &ns = entry.ns, &name = entry.name, &uid = entry.uid;
   if (old.Active() && !old.cancel_requested && !HasNews(pass, old, uid)) return std::nullopt;
-  JobStep step = NextStatus(old, ViewsOf(pass, old, uid), RulesOf(entry.job), now);
+  std::vector<ReplicaView> views = ViewsOf(pass, old, uid);
+  // The attempt's energy as its tasks report it now (kept with this write; settled into
+  // energy_j when the attempt ends).
+  const double energy = ReportedEnergy(views);
+  JobStep step = energy > old.attempt_energy_j
+                     ? NextStatus(WithAttemptEnergy(old, energy), views, RulesOf(entry.job), now)
+                     : NextStatus(old, views, RulesOf(entry.job), now);
   JobStatus& s = step.status;
   std::vector<store::Op> ops;
   if (step.delete_assignments) {
@@ -519,12 +545,22 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
     }
   }
   if (step.recovery_seconds) pass.recovery_seconds.push_back(*step.recovery_seconds);
+  // The attempt that ended is metered: its usage record is written with the status that
+  // settled it, and outlives the job.
+  const JobIdentity who{ns, name, uid,
+                        entry.job ? entry.job->spec.queue : std::string(kDefaultQueue),
+                        entry.job && entry.job->spec.billing == BillingClass::kSpot};
+  std::optional<api::AttemptUsage> usage = EndedAttemptUsage(who, old, s, now);
+  if (usage) {
+    ops.push_back({store::Op::Kind::kPut, api::UsageKey(*usage), api::UsageToJson(*usage).dump(),
+                   std::nullopt});
+  }
   if (s.Terminal() && s.delete_requested) {
     ops.push_back({store::Op::Kind::kDelete, key, "", obj.mod_revision});
     for (const std::string& k : EventKeysOf(store_, ns, name)) {
       ops.push_back({store::Op::Kind::kDelete, k, "", std::nullopt});
     }
-    return JobWrite{std::move(ops), key, &obj, nullptr, Json(), ns, name};
+    return JobWrite{std::move(ops), key, &obj, nullptr, Json(), ns, name, std::move(usage)};
   }
   if (s == old) return std::nullopt;
   Json doc = obj.doc;
@@ -537,7 +573,8 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
   next->status = s;
   if (next->job) next->view = ViewOf(s, next->job->metadata.creation_unix_seconds * 1000);
   next->request.reset();
-  return JobWrite{std::move(ops), key, &obj, std::move(next), std::move(doc), "", ""};
+  return JobWrite{std::move(ops), key, &obj, std::move(next),
+                  std::move(doc), "",  "",   std::move(usage)};
 }
 
 bool Controller::StepJobs(Pass& pass) {
@@ -560,7 +597,9 @@ bool Controller::StepJobs(Pass& pass) {
       }
       continue;
     }
+    if (w.usage) budgets_->Recorded(*w.usage);
     if (w.entry == nullptr) {  // deleted
+      pass.deleted_jobs.insert(w.key);
       if (options_.on_job_deleted) options_.on_job_deleted(w.deleted_ns, w.deleted_name);
       continue;
     }
@@ -684,6 +723,17 @@ void RenderCost(const ClusterMetrics& m, PromText& p) {
   p.Family("gpucloud_idle_cost_usd_total", "counter",
            "What Ready nodes' GPUs that no job held cost, by pool (\"\" for nodes in none).");
   for (const auto& [pool, usd] : m.idle_cost_usd) p.Sample({{"pool", pool}}, usd);
+  p.Family("gpucloud_budget_usd", "gauge", "A namespace's monthly budget (Namespace spec.budget).");
+  for (const auto& [ns, b] : m.budgets) p.Sample({{"namespace", ns}}, b.first);
+  p.Family("gpucloud_budget_spent_usd", "gauge",
+           "What a namespace with a budget has spent this month (UTC), running jobs included.");
+  for (const auto& [ns, b] : m.budgets) p.Sample({{"namespace", ns}}, b.second);
+  p.Family("gpucloud_budget_alerts_total", "counter",
+           "Budget alerts raised, by namespace and threshold (percent of the budget).");
+  for (const auto& [k, n] : m.budget_alerts) {
+    p.Sample({{"namespace", k.first}, {"percent", std::to_string(k.second)}},
+             static_cast<double>(n));
+  }
 }
 
 void RenderGpuTime(const ClusterMetrics& m, PromText& p) {

@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
+#include "core/node_pool.h"
 #include "core/sched_config.h"
 #include "server/job_machine.h"
 #include "server/job_status.h"
@@ -58,6 +59,7 @@ struct PendingJob;
 namespace gpucloud::server {
 class Autoscaling;
 class PriceBook;
+class BudgetBook;
 namespace controller_detail {
 struct JobEntry;
 struct Pass;
@@ -86,6 +88,10 @@ struct ControllerOptions {
   // The autoscaler (server/autoscaling.h), not owned: its held nodes are cordoned in the
   // scheduler's view, and it runs after each pass's scheduling. Null: no autoscaling.
   Autoscaling* autoscaling = nullptr;
+  // How jobs' GPU energy is turned into carbon (billing.h).
+  CarbonOptions carbon;
+  // The currency of prices and budgets (budgets.h): a Namespace budget in another is refused.
+  std::string currency = "USD";
 };
 
 // What /metrics shows of the cluster, as of the last pass.
@@ -120,6 +126,10 @@ struct ClusterMetrics {
   // by {namespace, queue, billing class}, and what Ready nodes' GPUs no job held cost, by pool.
   std::map<std::array<std::string, 3>, double> cost_usd;
   std::map<std::string, double> idle_cost_usd;
+  // Namespace budgets (budgets.h): the monthly amount and this month's spend as of the last
+  // pass, by namespace; the alerts raised over the server's life, by {namespace, percent}.
+  std::map<std::string, std::pair<double, double>> budgets;
+  std::map<std::pair<std::string, int>, int64_t> budget_alerts;
   // Availability over the server's life: GPU-seconds on registered nodes, and of those the
   // ones on Ready nodes with healthy GPUs.
   double gpu_seconds_registered = 0;
@@ -207,6 +217,14 @@ class Controller {
     bool operator==(const IdleRateKey&) const = default;
   };
   IdleRateKey idle_rate_key_;
+  // Namespace budgets (budgets.h; controller_schedule.cc): the month's spend judged before the
+  // pending jobs are collected; the writes of over-budget waits, stops and alerts.
+  std::unique_ptr<BudgetBook> budgets_;
+  std::map<std::string, std::string> last_over_budget_;  // the last judged pass's over_budget
+  std::string budget_error_;                             // the last Sync error logged
+  std::vector<DecisionWrite> EnforceBudgets(Pass& pass);
+  std::optional<DecisionWrite> OverBudgetWrite(Pass& pass, CachedObject& obj,
+                                               const std::string& message);
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<sched::ClusterState> base_state_;  // Ready nodes, nothing allocated
   std::string base_fingerprint_;

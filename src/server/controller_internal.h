@@ -83,6 +83,12 @@ struct Pass {
   // Whether this pass refreshes the per-job GPU time on /metrics (at most every 5 s: a map of
   // every running job is not worth building 10 times a second, and scrapes are 15 s apart).
   bool live_jobs_due = false;
+  // Namespaces over their budget this pass (budgets.h): what their waiting jobs are told, and
+  // those whose running jobs are stopped; the waiting jobs kept out of scheduling.
+  std::map<std::string, std::string> over_budget;
+  std::vector<CachedObject*> over_budget_waiting;
+  // Jobs this pass deleted (their cache entries stay until the next sync: not counted as live).
+  std::set<std::string> deleted_jobs;
   // Node -> the master ports of jobs whose rank 0 is there (MasterPortsOn; built when needed).
   std::optional<std::map<std::string, std::set<int>>> master_ports;
 };

@@ -17,6 +17,7 @@
 #include "server/assignments.h"
 #include "server/autoscaling.h"
 #include "server/billing.h"
+#include "server/budgets.h"
 #include "server/controller.h"
 #include "server/controller_internal.h"
 #include "server/events.h"
@@ -214,6 +215,10 @@ std::vector<const sched::PendingJob*> Controller::CollectPending(Pass& pass) {
     if (v.phase != sched::JobViewPhase::kWaiting) continue;
     ++pass.metrics.pending_by_queue[job.spec.queue];
     if (v.not_before_ms > now) continue;
+    if (!pass.over_budget.empty() && pass.over_budget.contains(entry.ns)) {
+      pass.over_budget_waiting.push_back(&obj);  // waits with the reason, not scheduled
+      continue;
+    }
     if (!entry.request) entry.request = sched::PendingOf(entry.key, job, v);
     if (Gated(job.spec)) {
       arrays.Candidate(entry.ns, *job.spec.array, &obj);
@@ -284,6 +289,8 @@ std::vector<store::Op> Controller::BindOps(Pass& pass, const sched::Decision& d,
   s.las_service_gpu_ms = d.allocation->las_service_gpu_ms;
   s.gpus_by_type = sched::GpusByType(*state_, *d.allocation);
   s.usd_per_hour = UsdPerHour(*state_, *d.allocation, *prices_);
+  s.usd_per_hour_by_pool = UsdPerHourByPool(*state_, *d.allocation, *prices_);
+  s.co2e_g_per_kwh = Co2eGramsPerKwh(*state_, *d.allocation, *prices_, options_.carbon);
   if (s.attempt == 1) {
     pass.bind_latencies.push_back(std::max<int64_t>(0, pass.now_ms - s.submitted_ms) / 1000.0);
   }
@@ -377,12 +384,113 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
   }
 }
 
+std::optional<Controller::DecisionWrite> Controller::OverBudgetWrite(Pass& pass, CachedObject& obj,
+                                                                     const std::string& message) {
+  const JobEntry& entry = JobOf(obj);
+  JobStatus s = entry.status;
+  if (s.reason == "OverBudget" && s.message == message) return std::nullopt;
+  s.reason = "OverBudget";
+  s.message = message;
+  Json doc = obj.doc;
+  JobStatusToJson(s, doc);
+  DecisionWrite w;
+  w.job = Cat(entry.ns, "/", entry.name);
+  w.ops.push_back({store::Op::Kind::kPut, Cat("/jobs/", w.job), doc.dump(2), obj.mod_revision});
+  w.ops.push_back(MakeEventOp(entry.ns, entry.name, entry.uid, {"Warning", "OverBudget", message},
+                              pass.now_ms, ++event_seq_));
+  return w;
+}
+
+std::vector<Controller::DecisionWrite> Controller::EnforceBudgets(Pass& pass) {
+  std::vector<DecisionWrite> writes;
+  if (absl::Status s = budgets_->Sync(store_, pass.now_ms); !s.ok()) {
+    // The last verdicts stand (an unreadable store does not lift a budget); said once.
+    if (budget_error_ != s.message()) {
+      log::Warn("server", "budgets not read", {{"error", s.message()}});
+      budget_error_ = std::string(s.message());
+    }
+    pass.over_budget = last_over_budget_;
+    return writes;
+  }
+  budget_error_.clear();
+  if (budgets_->budgets().empty()) {
+    last_over_budget_.clear();
+    return writes;
+  }
+  const Month& month = budgets_->month();
+  std::map<std::string, double> spent;
+  for (const auto& [ns, e] : budgets_->budgets()) spent[ns] = budgets_->EndedSpend(ns);
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    if (pass.deleted_jobs.contains(key)) continue;  // its attempt is in the ledger already
+    const JobEntry& entry = JobOf(obj);
+    if (auto it = spent.find(entry.ns); it != spent.end()) {
+      it->second += LiveCostIn(entry.status, month.start_ms, pass.now_ms);
+    }
+  }
+  std::vector<std::vector<store::Op>> alerts;
+  std::vector<std::pair<std::string, std::vector<int>>> raised;
+  for (const auto& [ns, e] : budgets_->budgets()) {
+    BudgetVerdict v = JudgeBudget(e.budget, spent[ns], e.alerted);
+    pass.metrics.budgets[ns] = {e.budget.monthly, v.spent};
+    if (v.over) pass.over_budget[ns] = OverBudgetMessage(ns, e.budget);
+    if (v.new_alerts.empty()) continue;
+    std::vector<int> alerted = e.alerted;
+    alerted.insert(alerted.end(), v.new_alerts.begin(), v.new_alerts.end());
+    std::sort(alerted.begin(), alerted.end());
+    std::vector<store::Op> ops = {budgets_->AlertStateOp(ns, alerted, v.spent)};
+    for (int percent : v.new_alerts) {
+      std::string msg = fmt::format(
+          "namespace {} has spent {:.2f} {} this month: {}% of its "
+          "budget of {:.2f}",
+          ns, v.spent, e.budget.currency, percent, e.budget.monthly);
+      ops.push_back(MakeNamespaceEventOp(
+          ns, e.uid, {percent >= 100 ? "Warning" : "Normal", "BudgetAlert", std::move(msg)},
+          pass.now_ms, ++event_seq_));
+    }
+    alerts.push_back(std::move(ops));
+    raised.emplace_back(ns, v.new_alerts);
+  }
+  std::vector<absl::StatusOr<int64_t>> results = TxnAll(alerts);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) continue;  // a conflict: the namespace changed; judged again next pass
+    for (int percent : raised[i].second) {
+      ++pass.metrics.budget_alerts[{raised[i].first, percent}];
+      log::Warn("server", "budget alert", {{"namespace", raised[i].first}, {"percent", percent}});
+    }
+  }
+  last_over_budget_ = pass.over_budget;
+  // Stop budgets: the namespace's running jobs are stopped and requeued (they then wait).
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    const JobEntry& entry = JobOf(obj);
+    auto over = pass.over_budget.find(entry.ns);
+    if (over == pass.over_budget.end() || !budgets_->budgets().at(entry.ns).budget.stop ||
+        !entry.status.Active() || entry.status.cancel_requested) {
+      continue;
+    }
+    sched::Decision d{.kind = sched::DecisionKind::kPreempt,
+                      .job = Cat(entry.ns, "/", entry.name),
+                      .reason = over->second,
+                      .preemptor = "the namespace's budget",
+                      .grace_ms = options_.stop_grace_ms};
+    if (std::optional<DecisionWrite> w = WriteOfDecision(pass, d)) writes.push_back(*std::move(w));
+  }
+  return writes;
+}
+
 absl::Status Controller::Schedule(Pass& pass) {
   if (absl::Status s = EnsureScheduler(pass.now_ms); !s.ok()) return s;
   EnsureClusterState(pass);
   ++pass_number_;
+  std::vector<DecisionWrite> budget_writes = EnforceBudgets(pass);
   std::vector<const sched::PendingJob*> pending = CollectPending(pass);
   ReleaseEnded();
+  for (CachedObject* obj : pass.over_budget_waiting) {
+    const std::string& message = pass.over_budget.at(JobOf(*obj).ns);
+    if (std::optional<DecisionWrite> w = OverBudgetWrite(pass, *obj, message)) {
+      budget_writes.push_back(*std::move(w));
+    }
+  }
+  if (!budget_writes.empty()) WriteDecisions(pass, std::move(budget_writes));
   if (pending.empty()) {
     if (recorder_) recorder_->Pass(pass.now_ms, false, pending, {}, *state_);
     CountAllocated(*state_, pass.metrics.gpus_allocated_by_type);

@@ -13,14 +13,16 @@ std::string EventPrefix(const std::string& ns, const std::string& job) {
   return Cat("/events/", ns, "/", job, ".");
 }
 
-store::Op MakeEventOp(const std::string& ns, const std::string& job, const std::string& uid,
-                      const JobEvent& e, int64_t now_ms, uint64_t seq) {
+namespace {
+
+store::Op EventOp(const std::string& ns, const std::string& job, nlohmann::ordered_json involved,
+                  const JobEvent& e, int64_t now_ms, uint64_t seq) {
   std::string name = fmt::format("{}.{:013d}-{}", job, now_ms, seq);
   nlohmann::ordered_json j{
       {"apiVersion", "gpucloud/v1"},
       {"kind", "Event"},
       {"metadata", {{"name", name}, {"namespace", ns}}},
-      {"involvedObject", {{"kind", "Job"}, {"namespace", ns}, {"name", job}, {"uid", uid}}},
+      {"involvedObject", std::move(involved)},
       {"type", e.type},
       {"reason", e.reason},
       {"message", e.message},
@@ -28,6 +30,20 @@ store::Op MakeEventOp(const std::string& ns, const std::string& job, const std::
        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(now_ms), absl::UTCTimeZone())},
       {"timestampMs", now_ms}};
   return {store::Op::Kind::kPut, Cat("/events/", ns, "/", name), j.dump(), std::nullopt};
+}
+
+}  // namespace
+
+store::Op MakeEventOp(const std::string& ns, const std::string& job, const std::string& uid,
+                      const JobEvent& e, int64_t now_ms, uint64_t seq) {
+  return EventOp(ns, job, {{"kind", "Job"}, {"namespace", ns}, {"name", job}, {"uid", uid}}, e,
+                 now_ms, seq);
+}
+
+store::Op MakeNamespaceEventOp(const std::string& ns, const std::string& uid, const JobEvent& e,
+                               int64_t now_ms, uint64_t seq) {
+  return EventOp(ns, std::string(kNamespaceEvents),
+                 {{"kind", "Namespace"}, {"name", ns}, {"uid", uid}}, e, now_ms, seq);
 }
 
 std::vector<std::string> EventKeysOf(store::Store& store, const std::string& ns,

@@ -23,6 +23,12 @@ struct JobEvent {
 // the same millisecond.
 store::Op MakeEventOp(const std::string& ns, const std::string& job, const std::string& uid,
                       const JobEvent& event, int64_t now_ms, uint64_t seq);
+// The store write of one event about namespace `ns` itself (its budget's alerts), kept under
+// the events of the pseudo-job "_namespace" (not a DNS label: no job has that name) and
+// served at .../namespaces/{ns}/events.
+store::Op MakeNamespaceEventOp(const std::string& ns, const std::string& uid, const JobEvent& event,
+                               int64_t now_ms, uint64_t seq);
+inline constexpr std::string_view kNamespaceEvents = "_namespace";
 // The prefix of a job's events in the store.
 std::string EventPrefix(const std::string& ns, const std::string& job);
 // The keys of a job's events (for deleting them with it).

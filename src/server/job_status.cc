@@ -105,6 +105,11 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
     }
   }
   s.usd_per_hour.clear();
+  s.usd_per_hour_by_pool.clear();
+  s.energy_j += s.attempt_energy_j;
+  s.co2e_g += s.attempt_energy_j / 3.6e6 * s.co2e_g_per_kwh;
+  s.attempt_energy_j = 0;
+  s.co2e_g_per_kwh = 0;
   s.attempt_started_ms = 0;
   s.run_ended_ms = 0;
   s.gpus = 0;
@@ -217,7 +222,13 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
       if (n.is_number()) s.gpus_by_type[type] = n.get<double>();
     }
   }
-  for (auto [key, into] : {std::pair{"usdPerHour", &s.usd_per_hour}, {"costUsd", &s.cost_usd}}) {
+  s.energy_j = Get<double>(j, "energyJ", 0);
+  s.attempt_energy_j = Get<double>(j, "attemptEnergyJ", 0);
+  s.co2e_g_per_kwh = Get<double>(j, "co2eGPerKwh", 0);
+  s.co2e_g = Get<double>(j, "co2eG", 0);
+  for (auto [key, into] : {std::pair{"usdPerHour", &s.usd_per_hour},
+                           {"costUsd", &s.cost_usd},
+                           {"usdPerHourByPool", &s.usd_per_hour_by_pool}}) {
     if (auto g = j.find(key); g != j.end() && g->is_object()) {
       for (const auto& [billing, v] : g->items()) {
         if (v.is_number()) (*into)[billing] = v.get<double>();
@@ -312,6 +323,11 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
   if (!s.gpus_by_type.empty()) j["gpusByType"] = s.gpus_by_type;
   if (!s.usd_per_hour.empty()) j["usdPerHour"] = s.usd_per_hour;
   if (!s.cost_usd.empty()) j["costUsd"] = s.cost_usd;
+  if (!s.usd_per_hour_by_pool.empty()) j["usdPerHourByPool"] = s.usd_per_hour_by_pool;
+  if (s.energy_j > 0) j["energyJ"] = s.energy_j;
+  if (s.attempt_energy_j > 0) j["attemptEnergyJ"] = s.attempt_energy_j;
+  if (s.co2e_g_per_kwh > 0) j["co2eGPerKwh"] = s.co2e_g_per_kwh;
+  if (s.co2e_g > 0) j["co2eG"] = s.co2e_g;
   if (!s.usage.empty()) {
     Json u = Json::array();
     for (const UsageRecord& r : s.usage) {

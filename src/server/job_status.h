@@ -95,6 +95,15 @@ struct JobStatus {
   // what the attempts that ended cost, by class: from binding to the end of the attempt.
   std::map<std::string, double> usd_per_hour;
   std::map<std::string, double> cost_usd;
+  std::map<std::string, double> usd_per_hour_by_pool;  // the same rate by node pool
+  // GPU energy (joules, the agents' measure): of the attempts that ended, and of the current one
+  // as its tasks last reported it (written with the job's other changes, not every heartbeat).
+  double energy_j = 0;
+  double attempt_energy_j = 0;
+  // Carbon: the current placement's grams of CO2e per kWh of GPU energy (its pools' grid
+  // intensity, GPU-weighted, times the PUE; set when bound), and the grams of the ended attempts.
+  double co2e_g_per_kwh = 0;
+  double co2e_g = 0;
   // Node-local checkpoints: where the last attempt's ranks ran (rank -> node), and its GPUs.
   std::vector<std::string> checkpoint_nodes;
   double checkpoint_gpus = 0;

@@ -17,6 +17,17 @@ std::vector<GpuUsage> TakeUsage(std::vector<api::GpuHealth>& gpus, int64_t now_m
   return usage;
 }
 
+// Whether two task lists differ in nothing but their energy counts.
+bool SameButEnergy(const std::vector<api::TaskReport>& a, const std::vector<api::TaskReport>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    api::TaskReport x = a[i];
+    x.energy_j = b[i].energy_j;
+    if (x != b[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_t now_ms) {
@@ -25,12 +36,17 @@ bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_
   usage_[node] = std::move(usage);
   auto [it, inserted] = nodes_.try_emplace(node);
   NodeReport& r = it->second;
-  bool changed = inserted || r.heartbeat == nullptr || r.heartbeat->tasks != heartbeat.tasks ||
+  bool changed = inserted || r.heartbeat == nullptr ||
+                 !SameButEnergy(r.heartbeat->tasks, heartbeat.tasks) ||
                  r.heartbeat->gpus != heartbeat.gpus;
   r.last_heartbeat_ms = now_ms;
   if (changed) {
     r.heartbeat = std::make_shared<const api::Heartbeat>(std::move(heartbeat));
     r.generation = ++generation_;
+  } else if (r.heartbeat->tasks != heartbeat.tasks) {
+    // Only the energy counts moved (every heartbeat of a running task): kept for whoever reads
+    // the reports next, but no news: the controller is not woken for it.
+    r.heartbeat = std::make_shared<const api::Heartbeat>(std::move(heartbeat));
   }
   return changed;
 }

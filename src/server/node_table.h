@@ -48,8 +48,9 @@ inline bool Fresh(const GpuUsage& u, int64_t now_ms) {
 
 struct NodeReport {
   int64_t last_heartbeat_ms = 0;
-  // Immutable once recorded: snapshots share it. Replaced (with a new generation) only when
-  // the heartbeat said something new.
+  // Immutable once recorded: snapshots share it. Replaced with a new generation when the
+  // heartbeat said something new; replaced without one when only its tasks' energy counts moved
+  // (readers see the newest counts; nothing is woken for them).
   std::shared_ptr<const api::Heartbeat> heartbeat;
   uint64_t generation = 0;
 };

@@ -155,6 +155,17 @@ Response FromStatus(const absl::Status& s) {
   }
 }
 
+Response EventListOf(store::Store& store, const std::string& prefix) {
+  absl::StatusOr<store::ListResult> list = store.List(prefix);
+  if (!list.ok()) return FromStatus(list.status());
+  Json out{{"apiVersion", "gpucloud/v1"},
+           {"kind", "EventList"},
+           {"metadata", {{"resourceVersion", std::to_string(list->revision)}}},
+           {"items", Json::array()}};
+  for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
+  return {200, out.dump(2) + "\n"};
+}
+
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv) {
   Json j = Json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
@@ -345,7 +356,7 @@ Response RestApi::Handle(const Request& r) {
       }
       (void)contexts[0].Set(ConditionKeyId::kResourceOwner, owner);
     }
-    if (what->action.starts_with("namespaces:") && parts.size() == 2) {
+    if (what->action.starts_with("namespaces:") && parts.size() >= 2) {  // also .../events
       absl::StatusOr<store::KeyValue> ns = store_.Get(Cat("/namespaces/", parts[1]));
       Json doc = ns.ok() ? Json::parse(ns->value, nullptr, false) : Json();
       if (doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
@@ -400,6 +411,13 @@ Response RestApi::Dispatch(const Request& r, const std::vector<std::string>& par
     }
     if (std::optional<Response> bad = RefuseQuery(r, {prepull ? "image" : "seconds"})) return *bad;
     return prepull ? PrePullPool(r, parts[1]) : ReclaimPool(r, parts[1]);
+  }
+  if (parts.size() == 1 && parts[0] == "usage") return HandleUsage(r, "");
+  if (parts.size() == 3 && parts[0] == "namespaces" && parts[2] == "events") {
+    return NamespaceEvents(r, parts[1]);
+  }
+  if (parts.size() == 3 && parts[0] == "namespaces" && parts[2] == "usage") {
+    return HandleUsage(r, parts[1]);
   }
   if (parts.size() == 1 && parts[0] == "cluster" && summary_) {
     if (r.method != "GET")

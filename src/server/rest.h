@@ -182,6 +182,8 @@ class RestApi {
   void AttachSecrets(SecretStore* secrets) { secrets_ = secrets; }
   // See NamespaceProvisioning. Set before serving.
   void SetNamespaceProvisioning(NamespaceProvisioning p) { namespace_provisioning_ = p; }
+  // The currency of Namespace budgets (spec.budget.currency must name it); "USD" by default.
+  void SetCurrency(std::string currency) { currency_ = std::move(currency); }
   // The start-up migration (rest_namespaces.cc): every namespace that holds jobs, secrets or
   // service accounts, or is a user's home, and `default`, gets its Namespace object (a user's
   // home owned by the user), in one transaction. Returns how many it made; the store's errors.
@@ -248,10 +250,14 @@ class RestApi {
   // ProvisionNamespace: under kAuto, after a write into `ns` succeeded, makes its object if it
   // has none (a failure is logged: the next start's migration makes it).
   Response HandleNamespaces(const Request& r, const std::string& name);
+  // GET namespaces/{ns}/events: the namespace's own events (its budget's alerts).
+  Response NamespaceEvents(const Request& r, const std::string& ns);
   Response PutNamespace(const std::string& key, nlohmann::ordered_json doc, bool create);
   Response DeleteNamespace(const std::string& name);
   std::optional<Response> RequireNamespace(const std::string& ns);
   void ProvisionNamespace(const Request& r, const std::string& ns);
+  // rest_usage.cc: GET namespaces/{ns}/usage and GET usage (`ns` empty): usage records.
+  Response HandleUsage(const Request& r, const std::string& ns);
   // rest_secrets.cc: namespaces/{ns}/secrets[/{name}].
   Response HandleSecrets(const Request& r, const std::vector<std::string>& parts);
   Response PutSecret(const Request& r, const std::string& ns, const std::string& path_name);
@@ -293,6 +299,7 @@ class RestApi {
   int64_t max_jobs_per_namespace_ = 10'000;
   std::string checkpoint_root_;
   NamespaceProvisioning namespace_provisioning_ = NamespaceProvisioning::kUnchecked;
+  std::string currency_ = "USD";
 };
 
 }  // namespace gpucloud::server

@@ -527,14 +527,7 @@ Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::
   }
   if (sub == "events" && r.method == "GET") {
     if ((bad = RefuseQuery(r, kNoQuery))) return *bad;
-    absl::StatusOr<store::ListResult> list = store_.List(EventPrefix(route.namespace_, route.name));
-    if (!list.ok()) return FromStatus(list.status());
-    Json out{{"apiVersion", "gpucloud/v1"},
-             {"kind", "EventList"},
-             {"metadata", {{"resourceVersion", std::to_string(list->revision)}}},
-             {"items", Json::array()}};
-    for (const store::KeyValue& kv : list->items) out["items"].push_back(WithRevision(kv));
-    return {200, out.dump(2) + "\n"};
+    return EventListOf(store_, EventPrefix(route.namespace_, route.name));
   }
   return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
 }

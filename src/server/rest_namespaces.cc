@@ -7,6 +7,8 @@
 #include "core/log.h"
 #include "core/object_meta.h"
 #include "core/text.h"
+#include "server/budgets.h"
+#include "server/events.h"
 #include "server/rest.h"
 #include "server/rest_util.h"
 
@@ -59,7 +61,8 @@ std::string CheckMetadata(const Json& meta, const std::string& name) {
 
 }  // namespace
 
-std::string ValidateNamespaceObject(const Json& doc, const std::string& name) {
+std::string ValidateNamespaceObject(const Json& doc, const std::string& name,
+                                    std::string_view currency) {
   if (!doc.is_object()) return "body: must be an object";
   for (const auto& [key, _] : doc.items()) {
     if (key != "apiVersion" && key != "kind" && key != "metadata" && key != "spec" &&
@@ -84,6 +87,9 @@ std::string ValidateNamespaceObject(const Json& doc, const std::string& name) {
       if (!value.is_string() || !ValidateDnsLabel(value.get<std::string>()).ok()) {
         return "spec.owner: must be a user's name (a DNS label)";
       }
+    } else if (key == "budget") {
+      Budget budget;
+      if (std::string e = ParseBudget(value, currency, &budget); !e.empty()) return e;
     } else if (key != "finalizers") {  // Kubernetes' finalizers: accepted, not acted on
       return Cat("spec.", key, ": unknown field");
     }
@@ -171,7 +177,18 @@ Response RestApi::PutNamespace(const std::string& key, Json doc, bool create) {
   std::optional<int64_t> expect = current.ok() ? current->mod_revision : 0;
   if (std::optional<Response> bad = StampMetadata(doc, current, expect)) return *bad;
   doc["apiVersion"] = "gpucloud/v1";
-  doc["status"] = {{"phase", "Active"}};  // the server's; what a body says is not kept
+  // The server's; what a body says is not kept. The budget's alert state (budgets.h) stays: a
+  // changed budget does not raise this month's alerts again.
+  Json budget_state;
+  if (current.ok()) {
+    Json was = Json::parse(current->value, nullptr, false);
+    if (was.is_object() && was.contains("status") && was["status"].is_object() &&
+        was["status"].contains("budget")) {
+      budget_state = was["status"]["budget"];
+    }
+  }
+  doc["status"] = {{"phase", "Active"}};
+  if (!budget_state.is_null()) doc["status"]["budget"] = std::move(budget_state);
   absl::StatusOr<int64_t> rev =
       store_.Txn({store::Op{.key = key, .value = doc.dump(), .expect_mod_revision = expect}});
   if (!rev.ok()) return FromStatus(rev.status());
@@ -196,12 +213,25 @@ Response RestApi::DeleteNamespace(const std::string& name) {
                   Cat("namespace ", name, " still holds ", Join(held, ", "),
                       ": delete them first (gpuctl delete jobs,secrets --all -n ", name, ")"));
   }
-  absl::StatusOr<int64_t> rev =
-      store_.Txn({store::Op{.kind = store::Op::Kind::kDelete,
-                            .key = NamespaceKey(name),
-                            .expect_mod_revision = current->mod_revision}});
+  // The namespace's own events (budget alerts) go with it; its usage records stay (billing
+  // history outlives what it bills, as a deleted job's does).
+  std::vector<store::Op> ops = {store::Op{.kind = store::Op::Kind::kDelete,
+                                          .key = NamespaceKey(name),
+                                          .expect_mod_revision = current->mod_revision}};
+  for (const std::string& key : EventKeysOf(store_, name, std::string(kNamespaceEvents))) {
+    ops.push_back({store::Op::Kind::kDelete, key, "", std::nullopt});
+  }
+  absl::StatusOr<int64_t> rev = store_.Txn(ops);
   if (!rev.ok()) return FromStatus(rev.status());
   return Status(200, "Deleted", Cat("Namespace ", name, " deleted at revision ", *rev));
+}
+
+Response RestApi::NamespaceEvents(const Request& r, const std::string& ns) {
+  if (r.method != "GET") {
+    return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
+  }
+  if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
+  return EventListOf(store_, EventPrefix(ns, std::string(kNamespaceEvents)));
 }
 
 Response RestApi::HandleNamespaces(const Request& r, const std::string& name) {
@@ -231,7 +261,7 @@ Response RestApi::HandleNamespaces(const Request& r, const std::string& name) {
   if (std::string e = ParseJsonBody(r.body, &doc); !e.empty()) return Status(422, "Invalid", e);
   const std::string target =
       create && doc["metadata"].is_object() ? doc["metadata"].value("name", "") : name;
-  if (std::string e = ValidateNamespaceObject(doc, target); !e.empty()) {
+  if (std::string e = ValidateNamespaceObject(doc, target, currency_); !e.empty()) {
     return Status(422, "Invalid", e);
   }
   return PutNamespace(NamespaceKey(target), std::move(doc), create);

@@ -96,6 +96,8 @@ inline constexpr std::string_view kCollectionQuery[] = {
 
 // The stored document with the store's revision as metadata.resourceVersion.
 Json WithRevision(const store::KeyValue& kv);
+// The 200 answer listing the events under `prefix` (an EventList at the store's revision).
+Response EventListOf(store::Store& store, const std::string& prefix);
 
 // A stored job that holds nothing and runs nothing: ended, or Pending and never placed. A cancel
 // or delete of it takes effect at once (rest_cluster.cc; the job arrays' too).
@@ -115,9 +117,10 @@ std::optional<Response> ResolveRuntimeClass(store::Store& store, manifest::Objec
 void ApplyLiveGpuHealth(const NodeTable& nodes, Json& doc);
 
 // A Namespace object's body checked for the name `name` (apiVersion gpucloud/v1 or v1, kind
-// Namespace, metadata name/labels/annotations, spec.owner a user's name): "" when it is one, else
-// the error naming the field (rest_namespaces.cc).
-std::string ValidateNamespaceObject(const Json& doc, const std::string& name);
+// Namespace, metadata name/labels/annotations, spec.owner a user's name, spec.budget in
+// `currency`: budgets.h): "" when it is one, else the error naming the field (rest_namespaces.cc).
+std::string ValidateNamespaceObject(const Json& doc, const std::string& name,
+                                    std::string_view currency = "USD");
 // A Namespace object named `name`, owned by `owner` ("" for none), without server fields.
 Json NewNamespaceObject(const std::string& name, const std::string& owner);
 

@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/parse.h"
+#include "core/tco.h"
 #include "core/text.h"
 #include "manifest/manifest.h"
 #include "sim/cluster.h"
@@ -89,6 +91,25 @@ absl::StatusOr<Policy> LoadPolicy(const std::string& arg) {
         Cat(arg, ": needs exactly one SchedulerConfiguration, found ", configs));
   }
   return p;
+}
+
+// A run's GPU use as core/tco.h's usage over the run: each job's GPUs from its first start to
+// its end (or the run's), of the one type it asks for, else the cluster's first node's.
+TcoReport TcoOfRun(const Trace& trace, const SimCluster& cluster, const SimResult& run) {
+  const std::string fallback =
+      cluster.nodes.empty() || cluster.nodes[0].gpus.empty() ? "" : cluster.nodes[0].gpus[0].type;
+  std::vector<TcoUsage> usage;
+  for (size_t i = 0; i < run.jobs.size() && i < trace.jobs.size(); ++i) {
+    const JobOutcome& j = run.jobs[i];
+    if (!j.first_start_s) continue;
+    const std::vector<std::string>& types = trace.jobs[i].gpu_types;
+    usage.push_back({types.size() == 1 ? types[0] : fallback, *j.first_start_s * 1000,
+                     j.end_s.value_or(run.end_s) * 1000, j.gpus.raw() / 1000.0, j.spot_tolerant,
+                     0});
+  }
+  TcoOptions o;
+  o.until_ms = run.end_s * 1000;
+  return ComputeTco(usage, o);
 }
 
 // With `autoscale`, a preset's pools grow from no node (provider "sim").
@@ -262,6 +283,11 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::string boot = "5m", boot_timeout = "10m", scale_down_after = "10m", max_usd,
               boot_failure = "0";
   ElasticOptions elastic;
+  bool tco = false;
+  app.add_flag("--tco", tco,
+               "also price each run's GPU use four ways (on-demand, reserved + on-demand, "
+               "reserved + spot for --spot-share's jobs, owned hardware) at the catalog's list "
+               "prices: tco.json and a table");
   app.add_flag("--autoscale", autoscale,
                "autoscale node pools with the production autoscaler: presets grow from no node "
                "up to their size; NodePools whose provider is not static grow from minNodes to "
@@ -488,6 +514,22 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     if (absl::Status s = WriteFile(dir / name, text); !s.ok()) return fail(s);
   }
   out << SummaryTable(report);
+  if (tco) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const SimResult& run : report.runs) {
+      TcoReport t = TcoOfRun(*trace, *cluster, run);
+      out << "tco (" << run.policy_name << "):\n" << FormatTco(t);
+      nlohmann::json j = {{"policy", run.policy_name},
+                          {"gpuHours", t.gpu_hours},
+                          {"cheapest", t.scenarios[t.cheapest].name},
+                          {"scenarios", nlohmann::json::array()}};
+      for (const TcoScenario& s : t.scenarios) {
+        j["scenarios"].push_back({{"name", s.name}, {"usd", s.usd}, {"how", s.how}});
+      }
+      all.push_back(std::move(j));
+    }
+    if (absl::Status s = WriteFile(dir / "tco.json", all.dump(2) + "\n"); !s.ok()) return fail(s);
+  }
   out << "report: " << (dir / "report.html").string() << ", " << (dir / "report.json").string()
       << "\n";
   return kExitOk;

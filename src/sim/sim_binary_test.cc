@@ -69,6 +69,22 @@ TEST_F(SimBinary, PredictFailuresBothRunsObserveAndActAndTabulatesThem) {
   EXPECT_NE(Slurp(dir_ / "p" / "report.json").find("\"failure_prediction\""), std::string::npos);
 }
 
+TEST_F(SimBinary, TcoPricesEachRunFourWays) {
+  auto r = Shell(kGpucloud + " sim --trace " + trace_ + " --cluster tiresias --tco --out " +
+                 (dir_ / "t").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tco (default):"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("<- cheapest"), std::string::npos) << r.output;
+  // a: 2 GPUs for 100 s, b: 2 for 50 s, c: 2 for 10 s (an empty cluster runs them at once).
+  std::string tco = Slurp(dir_ / "t" / "tco.json");
+  EXPECT_NE(tco.find("\"gpuHours\": " + std::to_string(320.0 / 3600).substr(0, 6)),
+            std::string::npos)
+      << tco;
+  for (const char* s : {"on-demand", "reserved+on-demand", "reserved+spot", "owned"}) {
+    EXPECT_NE(tco.find(std::string("\"name\": \"") + s + "\""), std::string::npos) << s;
+  }
+}
+
 TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
   std::string base = kGpucloud + " sim --out " + (dir_ / "o").string();
   auto r = Shell(base + " --trace /nonexistent.csv --cluster tiresias");

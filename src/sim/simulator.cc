@@ -166,6 +166,7 @@ class Simulation {
       for (JobRun& j : jobs_) {
         j.request.preemptible =
             static_cast<double>(spot.Uniform(1'000'000)) / 1e6 < o.elastic.spot_share;
+        j.out.spot_tolerant = j.request.preemptible;
         // They tolerate the spot taint (spot pools carry it, so that other jobs keep off).
         if (j.request.preemptible) {
           j.request.request.tolerations.push_back(

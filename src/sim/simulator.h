@@ -123,7 +123,8 @@ struct JobOutcome {
   int32_t restarts = 0;     // after failures
   int32_t preemptions = 0;  // times preempted
   double gpu_seconds_lost = 0;
-  std::string reason;  // rejected: why
+  std::string reason;          // rejected: why
+  bool spot_tolerant = false;  // drawn for --spot-share: it may run on spot machines
 };
 
 struct SimResult {
