@@ -303,4 +303,88 @@ int RunCostTco(const api::Client& client, const TcoFlags& f, std::ostream& out, 
   return kExitOk;
 }
 
+namespace {
+
+// "5000.00 USD a month; alerts at 50%, 80%, 100%; over budget: new jobs wait" for a
+// spec.budget object.
+std::string BudgetLine(const Json& b) {
+  std::string amount = b.contains("monthlyUsd") ? b["monthlyUsd"].dump() : "?";
+  if (amount.size() > 1 && amount.front() == '"') amount = amount.substr(1, amount.size() - 2);
+  std::vector<std::string> alerts;
+  for (const Json& p : b.value("alertAt", Json::array({50, 80, 100}))) {
+    alerts.push_back(Cat(p.dump(), "%"));
+  }
+  return Cat(amount, " ", b.value("currency", "USD"), " a month; alerts at ", Join(alerts, ", "),
+             "; over budget: ",
+             b.value("onExceeded", "wait") == "stop" ? "running jobs stop too" : "new jobs wait");
+}
+
+}  // namespace
+
+int RunBudget(const api::Client& client, const BudgetFlags& f, std::ostream& out,
+              std::ostream& err) {
+  if (!NamesAreLabels({{"NAMESPACE", f.ns}}, err)) return kExitUsage;
+  const std::string path = api::ClusterScopedPath(Cat("namespaces/", f.ns));
+  std::optional<api::HttpResponse> got = Send(client, "GET", path, "", err);
+  if (!got) return kExitInvalid;
+  Json doc = Json::parse(got->body, nullptr, false);
+  if (!doc.is_object()) {
+    err << "gpuctl: the server's namespace is not JSON\n";
+    return kExitInvalid;
+  }
+  const bool set = !f.monthly_usd.empty() || !f.alert_at.empty() || !f.on_exceeded.empty() ||
+                   !f.currency.empty();
+  if (!set && !f.clear) {  // show it
+    const Json spec = doc.value("spec", Json::object());
+    if (!spec.contains("budget")) {
+      out << "namespace " << f.ns << " has no budget\n";
+      return kExitOk;
+    }
+    out << "namespace " << f.ns << ": " << BudgetLine(spec["budget"]) << "\n";
+    const Json state = doc.value("status", Json::object()).value("budget", Json::object());
+    if (state.contains("month")) {
+      out << "alerted in " << state.value("month", "") << ": "
+          << state.value("alertedPercent", Json::array()).dump() << " (spent "
+          << fmt::format("{:.2f}", state.value("spent", 0.0)) << " at the last)\n";
+    }
+    return kExitOk;
+  }
+  if (f.clear && set) {
+    err << "gpuctl budget: --clear takes no other flag\n";
+    return kExitUsage;
+  }
+  if (!doc.contains("spec") || !doc["spec"].is_object()) doc["spec"] = Json::object();
+  if (f.clear) {
+    doc["spec"].erase("budget");
+  } else {
+    if (f.monthly_usd.empty()) {
+      err << "gpuctl budget: --monthly-usd is required to set a budget\n";
+      return kExitUsage;
+    }
+    Json b = {{"monthlyUsd", f.monthly_usd}};
+    if (!f.currency.empty()) b["currency"] = f.currency;
+    if (!f.on_exceeded.empty()) b["onExceeded"] = f.on_exceeded;
+    if (!f.alert_at.empty()) {
+      b["alertAt"] = Json::array();
+      for (const std::string& p : SplitAny(f.alert_at, ",")) {
+        int64_t percent = 0;
+        if (!absl::SimpleAtoi(p, &percent)) {
+          err << "gpuctl budget: --alert-at: \"" << p << "\" is not a whole percentage\n";
+          return kExitUsage;
+        }
+        b["alertAt"].push_back(percent);
+      }
+    }
+    doc["spec"]["budget"] = std::move(b);
+  }
+  doc.erase("status");
+  if (!Send(client, "PUT", path, doc.dump(), err)) return kExitInvalid;
+  if (f.clear) {
+    out << "namespace " << f.ns << ": budget cleared\n";
+  } else {
+    out << "namespace " << f.ns << ": " << BudgetLine(doc["spec"]["budget"]) << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace gpucloud::cli

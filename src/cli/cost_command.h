@@ -75,6 +75,17 @@ struct TcoFlags {
 int RunCostTco(const api::Client& client, const TcoFlags& flags, std::ostream& out,
                std::ostream& err);
 
+// `gpuctl budget NAMESPACE [--monthly-usd N] [--alert-at 50,80,100] [--on-exceeded wait|stop]
+// [--currency C] [--clear]`: shows the namespace's monthly budget and this month's alerts, or
+// sets (replaces) or clears it on its Namespace object (server/budgets.h; admins). The server
+// checks it: a bad field is refused naming it, and nothing changes.
+struct BudgetFlags {
+  std::string ns, monthly_usd, alert_at, on_exceeded, currency;
+  bool clear = false;
+};
+int RunBudget(const api::Client& client, const BudgetFlags& flags, std::ostream& out,
+              std::ostream& err);
+
 }  // namespace gpucloud::cli
 
 #endif  // GPUCLOUD_CLI_COST_COMMAND_H_

@@ -336,6 +336,21 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
       ->check(CLI::Range(1.0, 3.0));
   tco->add_option("-o,--output", tco_flags.output, "table (default) or json");
   cost->require_subcommand(0, 1);
+  CLI::App* budget = app.add_subcommand(
+      "budget",
+      "A namespace's monthly budget: shows it, or sets it (--monthly-usd, --alert-at, "
+      "--on-exceeded) or clears it (admins)");
+  BudgetFlags budget_flags;
+  budget->add_option("namespace", budget_flags.ns, "The namespace")->required();
+  budget->add_option("--monthly-usd", budget_flags.monthly_usd,
+                     "What its jobs may cost a month (UTC calendar month), e.g. 5000");
+  budget->add_option("--alert-at", budget_flags.alert_at,
+                     "Alert thresholds in percent, ascending (default 50,80,100)");
+  budget->add_option("--on-exceeded", budget_flags.on_exceeded,
+                     "wait (default: new jobs wait) or stop (running jobs stop and requeue too)");
+  budget->add_option("--currency", budget_flags.currency,
+                     "Must be the server's currency (default: the server's)");
+  budget->add_flag("--clear", budget_flags.clear, "Remove the budget");
   // Identity, policies and the audit log (issue 14): create, revoke, attach, detach, whoami,
   // auth can-i, policy simulate; audit verify, audit query.
   IamCommands iam(app);
@@ -442,6 +457,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
         return WaitForDrain(ClientCall(c), node_name, drain_wait, clock, absl::SleepFor, out, err);
       });
     }
+  }
+  if (budget->parsed()) {
+    return with_client([&](api::Client& c) { return RunBudget(c, budget_flags, out, err); });
   }
   if (tco->parsed()) {
     return with_client([&](api::Client& c) { return RunCostTco(c, tco_flags, out, err); });

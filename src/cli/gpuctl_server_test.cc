@@ -471,6 +471,28 @@ TEST_F(GpuctlServerTest, CostReadsUsageRecordsForAWindow) {
   EXPECT_NE(bad.err.find("--since: \"yesterday\""), std::string::npos) << bad.err;
 }
 
+// gpuctl budget: set, shown, refused with the server's reason (nothing changes), cleared.
+TEST_F(GpuctlServerTest, BudgetSetShowAndClear) {
+  ASSERT_EQ(Gpuctl({"create", "namespace", "team-a"}).code, 0);
+  EXPECT_EQ(Gpuctl({"budget", "team-a"}).out, "namespace team-a has no budget\n");
+  Run set = Gpuctl({"budget", "team-a", "--monthly-usd", "5000", "--alert-at", "50,90",
+                    "--on-exceeded", "stop"});
+  ASSERT_EQ(set.code, 0) << set.err;
+  EXPECT_EQ(set.out,
+            "namespace team-a: 5000 USD a month; alerts at 50%, 90%; over budget: running jobs "
+            "stop too\n");
+  EXPECT_EQ(Gpuctl({"budget", "team-a"}).out, set.out);
+  Run bad = Gpuctl({"budget", "team-a", "--monthly-usd", "10", "--currency", "EUR"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("spec.budget.currency: \"EUR\" is not this server's currency"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_EQ(Gpuctl({"budget", "team-a"}).out, set.out);  // unchanged
+  EXPECT_EQ(Gpuctl({"budget", "team-a", "--clear"}).out, "namespace team-a: budget cleared\n");
+  EXPECT_EQ(Gpuctl({"budget", "team-a"}).out, "namespace team-a has no budget\n");
+  EXPECT_EQ(Gpuctl({"budget", "team-a", "--alert-at", "50"}).code, 2);  // no amount
+}
+
 TEST_F(GpuctlServerTest, VersionOfClientAndServer) {
   Run v = Gpuctl({"version", "--client"});
   EXPECT_EQ(v.code, 0);
