@@ -112,10 +112,23 @@ std::map<std::string, double> IdleUsdPerHourByPool(const sched::ClusterState& st
     }
   }
   std::map<std::string, double> out;
+  std::map<std::string, int64_t> present;  // GPUs of each pool's nodes in the state
   for (sched::NodeIndex n = 0; n < state.node_count(); ++n) {
     const Node& node = state.node(n);
     const double idle = std::max(0.0, static_cast<double>(node.gpus.size()) - used[n]);
     out[node.pool] += idle * static_cast<double>(prices.Of(node).per_gpu_hour.raw()) / 1e6;
+    present[node.pool] += static_cast<int64_t>(node.gpus.size());
+  }
+  // A reserved pool is a commitment: its minNodes machines are paid for whether they are up
+  // or not; those not in the state (not registered, or not Ready) are idle.
+  for (const auto& [name, pool] : prices.pools()) {
+    if (pool.spec.billing != BillingClass::kReserved) continue;
+    const int64_t committed =
+        static_cast<int64_t>(pool.spec.min_nodes) * pool.spec.gpus_per_node - present[name];
+    if (committed <= 0) continue;
+    out[name] += static_cast<double>(committed) *
+                 static_cast<double>(EffectivePricePerGpuHour(pool.spec, prices.catalog()).raw()) /
+                 1e6;
   }
   return out;
 }

@@ -36,6 +36,7 @@ class PriceBook {
   // The pool named `name`, or null.
   const NodePool* Pool(const std::string& name) const;
   const std::map<std::string, NodePool>& pools() const { return pools_; }
+  const GpuCatalog& catalog() const { return *catalog_; }
 
  private:
   std::map<std::string, NodePool> pools_;
@@ -70,7 +71,9 @@ std::optional<api::AttemptUsage> EndedAttemptUsage(const JobIdentity& job, const
                                                    const JobStatus& after, int64_t now_ms);
 
 // What the GPUs of `state`'s nodes that no job holds (free, unhealthy or held by a
-// placeholder) cost per hour, by pool name ("" for nodes in no pool): idle cost.
+// placeholder) cost per hour, by pool name ("" for nodes in no pool): idle cost. A reserved
+// pool's commitment (minNodes machines) is paid whether its machines are up or not: the GPUs
+// it commits to that are not in `state` are idle too.
 std::map<std::string, double> IdleUsdPerHourByPool(const sched::ClusterState& state,
                                                    const PriceBook& prices);
 

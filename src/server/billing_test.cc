@@ -85,6 +85,25 @@ TEST(Billing, AllocationsArePricedByTheirShareAtTheirNodesPools) {
   EXPECT_NEAR(idle.at(""), 3 * 6.98 + 1 * 4.10, 1e-9);  // node c's 3 free, the MIG GPU's
 }
 
+// A reserved pool commits to its minNodes machines: those not up are paid for as idle.
+TEST(Billing, AReservedPoolsCommitmentIsPaidWhetherItsMachinesAreUpOrNot) {
+  const GpuCatalog& catalog = GpuCatalog::Default();
+  NodePool res = Pool("res", BillingClass::kReserved, 150);
+  res.spec.min_nodes = 3;
+  res.spec.gpus_per_node = 4;
+  NodePool od = Pool("od", BillingClass::kOnDemand, 400);
+  od.spec.min_nodes = 3;  // on demand: only what is up is paid for
+  PriceBook prices({{"res", res}, {"od", od}}, catalog);
+  sched::ClusterState state({MakeNode("r1", "res", "H100-80GB", 4)}, catalog);
+  sched::Allocation job{.job = "ns/j",
+                        .replicas = {{.task = "w", .node = 0, .gpus = {{.gpu = 0}}}}};
+  ASSERT_TRUE(state.Commit(job).ok());
+  std::map<std::string, double> idle = IdleUsdPerHourByPool(state, prices);
+  // r1's 3 free GPUs and the 2 machines of 4 that are not up, at $1.50.
+  EXPECT_NEAR(idle.at("res"), (3 + 2 * 4) * 1.5, 1e-9);
+  EXPECT_FALSE(idle.contains("od"));
+}
+
 TEST(Billing, AnAttemptIsBilledFromItsBindingToItsEnd) {
   JobStatus s;
   s.phase = api::JobPhase::kRunning;

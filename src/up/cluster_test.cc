@@ -364,6 +364,14 @@ TEST_F(ClusterTest, AgentMetricsLabelATasksGpusAndSumItsEnergy) {
     std::string line = t.substr(e, t.find('\n', e) - e);
     return std::stod(line.substr(line.rfind(' ') + 1)) >= 120;  // 2 GPUs x 60 J, at least once
   })) << scrape();
+  // The server has it too, once the job ended: in its status and in its attempt's usage record.
+  ASSERT_TRUE(Eventually([&] { return Phase("lit") == "Succeeded"; })) << Describe("lit");
+  EXPECT_GE(Job("lit")["status"].value("energyJ", 0.0), 120.0) << Describe("lit");
+  EXPECT_NE(Describe("lit").find("kWh GPU energy"), std::string::npos) << Describe("lit");
+  Json cost = Json::parse(Gpuctl("cost --by job -o json").output, nullptr, false);
+  ASSERT_TRUE(cost.is_array() && cost.size() == 1) << cost;
+  EXPECT_EQ(cost[0].value("job", ""), "default/lit");
+  EXPECT_GE(cost[0].value("energyKwh", 0.0), 120.0 / 3.6e6);
 }
 
 TEST_F(ClusterTest, AnInjectedXidMovesTheJobOffTheGpuUntilTheOperatorUncordons) {
