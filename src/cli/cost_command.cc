@@ -321,9 +321,62 @@ std::string BudgetLine(const Json& b) {
 
 }  // namespace
 
+namespace {
+
+// What `gpuctl budget NS` shows: the budget and this month's alerts.
+void ShowBudget(const std::string& ns, const Json& doc, std::ostream& out) {
+  const Json spec = doc.value("spec", Json::object());
+  if (!spec.contains("budget")) {
+    out << "namespace " << ns << " has no budget\n";
+    return;
+  }
+  out << "namespace " << ns << ": " << BudgetLine(spec["budget"]) << "\n";
+  const Json state = doc.value("status", Json::object()).value("budget", Json::object());
+  if (state.contains("month")) {
+    out << "alerted in " << state.value("month", "") << ": "
+        << state.value("alertedPercent", Json::array()).dump() << " (spent "
+        << fmt::format("{:.2f}", state.value("spent", 0.0)) << " at the last)\n";
+  }
+}
+
+// spec.budget from the flags; an error for the usage ("" when none).
+std::string BudgetOfFlags(const BudgetFlags& f, Json* out) {
+  if (f.monthly_usd.empty()) return "--monthly-usd is required to set a budget";
+  Json b = {{"monthlyUsd", f.monthly_usd}};
+  if (!f.currency.empty()) b["currency"] = f.currency;
+  if (!f.on_exceeded.empty()) b["onExceeded"] = f.on_exceeded;
+  if (!f.alert_at.empty()) {
+    b["alertAt"] = Json::array();
+    for (const std::string& p : SplitAny(f.alert_at, ",")) {
+      int64_t percent = 0;
+      if (!absl::SimpleAtoi(p, &percent)) {
+        return Cat("--alert-at: \"", p, "\" is not a whole percentage");
+      }
+      b["alertAt"].push_back(percent);
+    }
+  }
+  *out = std::move(b);
+  return "";
+}
+
+}  // namespace
+
 int RunBudget(const api::Client& client, const BudgetFlags& f, std::ostream& out,
               std::ostream& err) {
   if (!NamesAreLabels({{"NAMESPACE", f.ns}}, err)) return kExitUsage;
+  const bool set = !f.monthly_usd.empty() || !f.alert_at.empty() || !f.on_exceeded.empty() ||
+                   !f.currency.empty();
+  if (f.clear && set) {
+    err << "gpuctl budget: --clear takes no other flag\n";
+    return kExitUsage;
+  }
+  Json budget;
+  if (set) {
+    if (std::string e = BudgetOfFlags(f, &budget); !e.empty()) {
+      err << "gpuctl budget: " << e << "\n";
+      return kExitUsage;
+    }
+  }
   const std::string path = api::ClusterScopedPath(Cat("namespaces/", f.ns));
   std::optional<api::HttpResponse> got = Send(client, "GET", path, "", err);
   if (!got) return kExitInvalid;
@@ -332,58 +385,21 @@ int RunBudget(const api::Client& client, const BudgetFlags& f, std::ostream& out
     err << "gpuctl: the server's namespace is not JSON\n";
     return kExitInvalid;
   }
-  const bool set = !f.monthly_usd.empty() || !f.alert_at.empty() || !f.on_exceeded.empty() ||
-                   !f.currency.empty();
-  if (!set && !f.clear) {  // show it
-    const Json spec = doc.value("spec", Json::object());
-    if (!spec.contains("budget")) {
-      out << "namespace " << f.ns << " has no budget\n";
-      return kExitOk;
-    }
-    out << "namespace " << f.ns << ": " << BudgetLine(spec["budget"]) << "\n";
-    const Json state = doc.value("status", Json::object()).value("budget", Json::object());
-    if (state.contains("month")) {
-      out << "alerted in " << state.value("month", "") << ": "
-          << state.value("alertedPercent", Json::array()).dump() << " (spent "
-          << fmt::format("{:.2f}", state.value("spent", 0.0)) << " at the last)\n";
-    }
+  if (!set && !f.clear) {
+    ShowBudget(f.ns, doc, out);
     return kExitOk;
-  }
-  if (f.clear && set) {
-    err << "gpuctl budget: --clear takes no other flag\n";
-    return kExitUsage;
   }
   if (!doc.contains("spec") || !doc["spec"].is_object()) doc["spec"] = Json::object();
   if (f.clear) {
     doc["spec"].erase("budget");
   } else {
-    if (f.monthly_usd.empty()) {
-      err << "gpuctl budget: --monthly-usd is required to set a budget\n";
-      return kExitUsage;
-    }
-    Json b = {{"monthlyUsd", f.monthly_usd}};
-    if (!f.currency.empty()) b["currency"] = f.currency;
-    if (!f.on_exceeded.empty()) b["onExceeded"] = f.on_exceeded;
-    if (!f.alert_at.empty()) {
-      b["alertAt"] = Json::array();
-      for (const std::string& p : SplitAny(f.alert_at, ",")) {
-        int64_t percent = 0;
-        if (!absl::SimpleAtoi(p, &percent)) {
-          err << "gpuctl budget: --alert-at: \"" << p << "\" is not a whole percentage\n";
-          return kExitUsage;
-        }
-        b["alertAt"].push_back(percent);
-      }
-    }
-    doc["spec"]["budget"] = std::move(b);
+    doc["spec"]["budget"] = budget;
   }
   doc.erase("status");
+  // Sent with the resourceVersion read: a concurrent change is refused (409), not overwritten.
   if (!Send(client, "PUT", path, doc.dump(), err)) return kExitInvalid;
-  if (f.clear) {
-    out << "namespace " << f.ns << ": budget cleared\n";
-  } else {
-    out << "namespace " << f.ns << ": " << BudgetLine(doc["spec"]["budget"]) << "\n";
-  }
+  out << "namespace " << f.ns << ": "
+      << (f.clear ? std::string("budget cleared") : BudgetLine(budget)) << "\n";
   return kExitOk;
 }
 

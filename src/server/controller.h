@@ -223,6 +223,10 @@ class Controller {
   std::map<std::string, std::string> last_over_budget_;  // the last judged pass's over_budget
   std::string budget_error_;                             // the last Sync error logged
   std::vector<DecisionWrite> EnforceBudgets(Pass& pass);
+  // This month's spend of each namespace with a budget: its ended attempts' and its running ones'.
+  std::map<std::string, double> BudgetSpend(const Pass& pass);
+  // Each budget judged on `spent`: the pass's over_budget, metrics, and the alerts written.
+  void JudgeBudgets(Pass& pass, const std::map<std::string, double>& spent);
   std::optional<DecisionWrite> OverBudgetWrite(Pass& pass, CachedObject& obj,
                                                const std::string& message);
   std::unique_ptr<sched::Scheduler> scheduler_;

@@ -417,6 +417,27 @@ std::vector<Controller::DecisionWrite> Controller::EnforceBudgets(Pass& pass) {
     last_over_budget_.clear();
     return writes;
   }
+  JudgeBudgets(pass, BudgetSpend(pass));
+  last_over_budget_ = pass.over_budget;
+  // Stop budgets: the namespace's running jobs are stopped and requeued (they then wait).
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    const JobEntry& entry = JobOf(obj);
+    auto over = pass.over_budget.find(entry.ns);
+    if (over == pass.over_budget.end() || !budgets_->budgets().at(entry.ns).budget.stop ||
+        !entry.status.Active() || entry.status.cancel_requested) {
+      continue;
+    }
+    sched::Decision d{.kind = sched::DecisionKind::kPreempt,
+                      .job = Cat(entry.ns, "/", entry.name),
+                      .reason = over->second,
+                      .preemptor = "the namespace's budget",
+                      .grace_ms = options_.stop_grace_ms};
+    if (std::optional<DecisionWrite> w = WriteOfDecision(pass, d)) writes.push_back(*std::move(w));
+  }
+  return writes;
+}
+
+std::map<std::string, double> Controller::BudgetSpend(const Pass& pass) {
   const Month& month = budgets_->month();
   std::map<std::string, double> spent;
   for (const auto& [ns, e] : budgets_->budgets()) spent[ns] = budgets_->EndedSpend(ns);
@@ -427,10 +448,14 @@ std::vector<Controller::DecisionWrite> Controller::EnforceBudgets(Pass& pass) {
       it->second += LiveCostIn(entry.status, month.start_ms, pass.now_ms);
     }
   }
+  return spent;
+}
+
+void Controller::JudgeBudgets(Pass& pass, const std::map<std::string, double>& spent) {
   std::vector<std::vector<store::Op>> alerts;
   std::vector<std::pair<std::string, std::vector<int>>> raised;
   for (const auto& [ns, e] : budgets_->budgets()) {
-    BudgetVerdict v = JudgeBudget(e.budget, spent[ns], e.alerted);
+    BudgetVerdict v = JudgeBudget(e.budget, spent.at(ns), e.alerted);
     pass.metrics.budgets[ns] = {e.budget.monthly, v.spent};
     if (v.over) pass.over_budget[ns] = OverBudgetMessage(ns, e.budget);
     if (v.new_alerts.empty()) continue;
@@ -458,23 +483,6 @@ std::vector<Controller::DecisionWrite> Controller::EnforceBudgets(Pass& pass) {
       log::Warn("server", "budget alert", {{"namespace", raised[i].first}, {"percent", percent}});
     }
   }
-  last_over_budget_ = pass.over_budget;
-  // Stop budgets: the namespace's running jobs are stopped and requeued (they then wait).
-  for (auto& [key, obj] : jobs_.mutable_objects()) {
-    const JobEntry& entry = JobOf(obj);
-    auto over = pass.over_budget.find(entry.ns);
-    if (over == pass.over_budget.end() || !budgets_->budgets().at(entry.ns).budget.stop ||
-        !entry.status.Active() || entry.status.cancel_requested) {
-      continue;
-    }
-    sched::Decision d{.kind = sched::DecisionKind::kPreempt,
-                      .job = Cat(entry.ns, "/", entry.name),
-                      .reason = over->second,
-                      .preemptor = "the namespace's budget",
-                      .grace_ms = options_.stop_grace_ms};
-    if (std::optional<DecisionWrite> w = WriteOfDecision(pass, d)) writes.push_back(*std::move(w));
-  }
-  return writes;
 }
 
 absl::Status Controller::Schedule(Pass& pass) {
