@@ -175,6 +175,7 @@ void ReadGpuFields(Reader<Json>& r, JobStatus& s, std::optional<std::string>* er
   r.NumMap("costUsd", &s.cost_usd);
   r.NumMap("usdPerHourByPool", &s.usd_per_hour_by_pool);
   r.NumMap("gpusByType", &s.gpus_by_type);
+  r.Int("billedFromMs", &s.billed_from_ms);
   r.Num("energyJ", &s.energy_j);
   r.Num("attemptEnergyJ", &s.attempt_energy_j);
   r.Num("co2eGPerKwh", &s.co2e_g_per_kwh);
@@ -358,6 +359,7 @@ std::string JobStatusToJson(const JobStatus& s) {
   if (!s.cost_usd.empty()) j["costUsd"] = s.cost_usd;
   if (!s.usd_per_hour_by_pool.empty()) j["usdPerHourByPool"] = s.usd_per_hour_by_pool;
   if (!s.gpus_by_type.empty()) j["gpusByType"] = s.gpus_by_type;
+  if (s.billed_from_ms > 0) j["billedFromMs"] = s.billed_from_ms;
   if (s.energy_j > 0) j["energyJ"] = s.energy_j;
   if (s.attempt_energy_j > 0) j["attemptEnergyJ"] = s.attempt_energy_j;
   if (s.co2e_g_per_kwh > 0) j["co2eGPerKwh"] = s.co2e_g_per_kwh;
@@ -374,7 +376,7 @@ std::map<std::string, double> CostSoFar(const JobStatus& s, int64_t now_ms) {
   if ((IsActive(s.phase) || IsStopping(s.phase)) && s.scheduled_ms > 0) {
     for (const auto& [billing, rate] : s.usd_per_hour) {
       cost[billing] +=
-          rate * static_cast<double>(std::max<int64_t>(0, now_ms - s.scheduled_ms)) / 3.6e6;
+          rate * static_cast<double>(std::max<int64_t>(0, now_ms - s.BilledFrom())) / 3.6e6;
     }
   }
   return cost;

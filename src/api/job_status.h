@@ -142,6 +142,9 @@ struct JobStatus {
   // no pool) and GPU equivalents by GPU type ("gpusByType").
   std::map<std::string, double> usd_per_hour_by_pool;
   std::map<std::string, double> gpus_by_type;
+  // Since when usd_per_hour holds ("billedFromMs"; 0: scheduled_ms): a price change re-rates.
+  int64_t billed_from_ms = 0;
+  int64_t BilledFrom() const { return billed_from_ms > 0 ? billed_from_ms : scheduled_ms; }
   // GPU energy in joules as the agents measured it: the attempts that ended ("energyJ") and the
   // current one as last written with the job's other status changes ("attemptEnergyJ").
   double energy_j = 0;

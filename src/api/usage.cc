@@ -62,7 +62,7 @@ double AttemptUsage::HoursIn(int64_t since_ms, int64_t until_ms) const {
 }
 
 std::string UsageKey(const AttemptUsage& u) {
-  return Cat("/usage/", u.ns, "/", u.uid, ".", u.attempt);
+  return Cat("/usage/", u.ns, "/", u.uid, ".", u.attempt, ".", u.start_ms);
 }
 
 Json UsageToJson(const AttemptUsage& u) {
@@ -122,8 +122,8 @@ std::optional<AttemptUsage> AttemptUsageOf(const Json& job, int64_t now_ms) {
   u.queue = StrAt(job, "spec", "queue");
   if (u.queue.empty()) u.queue = "default";
   u.attempt = s->attempt;
-  u.start_ms = s->scheduled_ms;
-  u.end_ms = std::max(now_ms, s->scheduled_ms);
+  u.start_ms = s->BilledFrom();
+  u.end_ms = std::max(now_ms, u.start_ms);
   u.spot_tolerant = SpotTolerant(job);
   u.gpus = s->gpus;
   u.usd_per_hour = s->usd_per_hour;

@@ -1,10 +1,11 @@
-// Usage records: what one attempt of a job used and what it cost, kept by the server under
-// /usage/{namespace}/{uid}.{attempt} when the attempt ends (in the same transaction as the job's
-// status, so a record exists exactly when the job's cost counts it) and kept after the job is
-// deleted. Served at GET .../namespaces/{ns}/usage and .../usage (every namespace); read by
-// `gpuctl cost --since --until`, the server's budgets and `gpuctl cost tco`. An attempt that is
-// still running is the same record ended now (AttemptUsageOf). Value types and pure functions;
-// thread-compatible.
+// Usage records: what one attempt of a job used and what it cost at one price, kept by the
+// server under /usage/{namespace}/{uid}.{attempt}.{start_ms} when the attempt ends, or when a
+// price change (a pool's priceSchedule) re-rates it (in the same transaction as the job's
+// status, so a record exists exactly when the job's cost counts it), and kept after the job is
+// deleted. An attempt at one price all along has one record. Served at GET
+// .../namespaces/{ns}/usage and .../usage (every namespace); read by `gpuctl cost --since --until`,
+// the server's budgets and `gpuctl cost tco`. An attempt that is still running is the same record
+// ended now (AttemptUsageOf). Value types and pure functions; thread-compatible.
 #ifndef GPUCLOUD_API_USAGE_H_
 #define GPUCLOUD_API_USAGE_H_
 
@@ -25,8 +26,10 @@ struct AttemptUsage {
   std::string uid;    // the job's uid (a name may be reused after a delete)
   std::string queue;  // the job's queue when the attempt ran
   int attempt = 0;
-  int64_t start_ms = 0;        // bound to its GPUs (billing starts)
-  int64_t end_ms = 0;          // the GPUs released (the attempt settled)
+  // Bound to its GPUs (or re-rated at a price change), and the GPUs released (the attempt
+  // settled) or re-rated again. The attempt's energy is on its last record.
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
   bool spot_tolerant = false;  // the job accepted spot capacity (TCO's spot scenario)
   double gpus = 0;             // GPU equivalents held (a share its fraction, MIG its slices)
   std::map<std::string, double> gpus_by_type;  // GPU equivalents by GPU type

@@ -25,7 +25,7 @@ TEST(Usage, RoundTripsThroughJson) {
   absl::StatusOr<AttemptUsage> back = UsageFromJson(UsageToJson(u));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, u);
-  EXPECT_EQ(UsageKey(u), "/usage/team-a/abc.3");
+  EXPECT_EQ(UsageKey(u), "/usage/team-a/abc.3.1000");
   EXPECT_DOUBLE_EQ(u.hours(), 2.0);
   EXPECT_DOUBLE_EQ(u.HoursIn(3'601'000, 100'000'000), 1.0);
   EXPECT_DOUBLE_EQ(u.HoursIn(8'000'000, 9'000'000), 0.0);

@@ -28,6 +28,15 @@ struct Taint {
 // The highest grid carbon intensity a pool may name (gCO2e/kWh; coal is about 1,000).
 inline constexpr int32_t kMaxCarbonIntensity = 2'000;
 
+// A price that holds for a period: spot prices that change over time (a cloud's price feed
+// written into the pool). `until_ms` 0: open-ended (the last period only).
+struct PricePeriod {
+  int64_t from_ms = 0;
+  int64_t until_ms = 0;
+  MicroUsd price_per_gpu_hour;
+  bool operator==(const PricePeriod&) const = default;
+};
+
 struct NodePoolSpec {
   std::string gpu_type;  // catalog name
   int32_t gpus_per_node = 8;
@@ -41,6 +50,9 @@ struct NodePoolSpec {
   // The grid's carbon intensity where the pool's machines run, in grams of CO2 equivalent per
   // kWh; 0: the server's default (--carbon-intensity).
   int32_t carbon_intensity = 0;
+  // Prices over time, contiguous and ascending (the manifest refuses gaps and overlaps); outside
+  // them, price_per_gpu_hour (or the catalog's).
+  std::vector<PricePeriod> price_schedule;
   bool operator==(const NodePoolSpec&) const = default;
 };
 
@@ -65,6 +77,11 @@ int64_t BillingClassPricePercent(BillingClass c);
 // The pool's price per GPU-hour: its own, or the catalog's on-demand price of its type times the
 // class's percentage. Zero for a type the catalog does not know.
 MicroUsd EffectivePricePerGpuHour(const NodePoolSpec& pool, const GpuCatalog& catalog);
+// The same at `now_ms`: the schedule's period that holds then, if any.
+MicroUsd EffectivePricePerGpuHourAt(const NodePoolSpec& pool, const GpuCatalog& catalog,
+                                    int64_t now_ms);
+// The index of the schedule's period that holds at `now_ms`; -1 for none.
+int PricePeriodAt(const NodePoolSpec& pool, int64_t now_ms);
 
 }  // namespace gpucloud
 

@@ -46,4 +46,19 @@ MicroUsd EffectivePricePerGpuHour(const NodePoolSpec& pool, const GpuCatalog& ca
                   100);
 }
 
+int PricePeriodAt(const NodePoolSpec& pool, int64_t now_ms) {
+  for (size_t i = 0; i < pool.price_schedule.size(); ++i) {
+    const PricePeriod& p = pool.price_schedule[i];
+    if (now_ms >= p.from_ms && (p.until_ms == 0 || now_ms < p.until_ms)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+MicroUsd EffectivePricePerGpuHourAt(const NodePoolSpec& pool, const GpuCatalog& catalog,
+                                    int64_t now_ms) {
+  const int i = PricePeriodAt(pool, now_ms);
+  return i >= 0 ? pool.price_schedule[i].price_per_gpu_hour
+                : EffectivePricePerGpuHour(pool, catalog);
+}
+
 }  // namespace gpucloud

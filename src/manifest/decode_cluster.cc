@@ -1,5 +1,6 @@
 // Decoders of the cluster-level kinds: gpucloud/v1 Queue and NodePool, and RuntimeClass
 // (gpucloud/v1 or Kubernetes node.k8s.io/v1).
+#include "absl/time/time.h"
 #include "core/parse.h"
 #include "core/text.h"
 #include "manifest/decode.h"
@@ -110,6 +111,71 @@ std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc) {
   return queue;
 }
 
+// An RFC 3339 time as unix ms, or an error at `f`.
+std::optional<int64_t> ReadTime(Context& ctx, const Field& f) {
+  std::optional<std::string> text = ReadString(ctx.sink, f);
+  if (!text) return std::nullopt;
+  absl::Time t;
+  std::string why;
+  if (!absl::ParseTime(absl::RFC3339_full, *text, &t, &why) || t < absl::UnixEpoch()) {
+    ctx.sink.Error(
+        f.mark, f.path,
+        Cat("must be an RFC 3339 time such as 2026-12-01T00:00:00Z, got \"", *text, "\""));
+    return std::nullopt;
+  }
+  return absl::ToUnixMillis(t);
+}
+
+// spec.priceSchedule: [{from, until, pricePerGpuHour}], contiguous and ascending; only the last
+// may leave `until` out.
+bool DecodePriceSchedule(Context& ctx, const Field& f, std::vector<PricePeriod>* out) {
+  std::vector<Field> at;
+  bool ok = ReadListOfMaps(ctx.sink, f, [&](MapReader& m, const Field& item) {
+    PricePeriod p;
+    bool ok = true;
+    std::optional<Field> from = m.Require("from");
+    int64_t from_ms = -1;  // -1: not read
+    if (from) from_ms = ReadTime(ctx, *from).value_or(-1);
+    ok = from_ms >= 0 && ok;
+    if (std::optional<Field> until = m.Take("until")) {
+      std::optional<int64_t> until_ms = ReadTime(ctx, *until);
+      ok = until_ms.has_value() && ok;
+      if (until_ms && from_ms >= 0 && *until_ms <= from_ms) {
+        ctx.sink.Error(until->mark, until->path, "must be after from");
+        ok = false;
+      }
+      p.until_ms = until_ms.value_or(0);
+    }
+    p.from_ms = std::max<int64_t>(0, from_ms);
+    if (std::optional<Field> price = m.Require("pricePerGpuHour")) {
+      std::optional<MicroUsd> v = DecodeParsed(
+          ctx, *price, ParsePrice, "must be a price in US dollars such as 2.50, not below 0, got ");
+      ok = v.has_value() && ok;
+      if (v) p.price_per_gpu_hour = *v;
+    } else {
+      ok = false;
+    }
+    m.Finish();
+    out->push_back(p);
+    at.push_back(item);
+    return ok;
+  });
+  for (size_t i = 1; ok && i < out->size(); ++i) {
+    const PricePeriod &before = (*out)[i - 1], &p = (*out)[i];
+    std::string why = before.until_ms == 0 ? "the period before it has no until (only the last may "
+                                             "leave it out)"
+                      : p.from_ms > before.until_ms ? "leaves a gap after the period before it"
+                      : p.from_ms < before.until_ms ? "overlaps the period before it"
+                                                    : "";
+    if (!why.empty()) {
+      ctx.sink.Error(at[i].mark, Cat(at[i].path, ".from"),
+                     Cat(why, ": periods must follow each other (from = the until before)"));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc) {
   NodePool pool;
   bool ok = DecodeMetadata(ctx, doc, &pool.metadata, /*namespaced=*/false);
@@ -158,6 +224,9 @@ std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc) {
   ok = s.StringMap("labels", &spec.labels, /*labels=*/true) && ok;
   if (std::optional<Field> t = s.Take("taints")) ok = DecodeTaints(ctx, *t, &spec.taints) && ok;
   ok = s.Int32("carbonIntensity", &spec.carbon_intensity, 0, kMaxCarbonIntensity) && ok;
+  if (std::optional<Field> ps = s.Take("priceSchedule")) {
+    ok = DecodePriceSchedule(ctx, *ps, &spec.price_schedule) && ok;
+  }
   s.Finish();
   if (ok && max_nodes && spec.max_nodes < spec.min_nodes) {
     ctx.sink.Error(max_nodes->mark, max_nodes->path,

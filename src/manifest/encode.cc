@@ -7,6 +7,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "absl/time/time.h"
 #include "core/parse.h"
 #include "manifest/manifest.h"
 #include "manifest/yaml_reader.h"
@@ -248,6 +249,21 @@ Json NodePoolSpecJson(const NodePoolSpec& s) {
   if (s.price_per_gpu_hour) out["pricePerGpuHour"] = FormatPrice(*s.price_per_gpu_hour);
   out["provider"] = s.provider;
   if (s.carbon_intensity > 0) out["carbonIntensity"] = s.carbon_intensity;
+  if (!s.price_schedule.empty()) {
+    Json periods = Json::array();
+    for (const PricePeriod& p : s.price_schedule) {
+      Json j = Json::object();
+      j["from"] = absl::FormatTime(absl::RFC3339_full, absl::FromUnixMillis(p.from_ms),
+                                   absl::UTCTimeZone());
+      if (p.until_ms != 0) {
+        j["until"] = absl::FormatTime(absl::RFC3339_full, absl::FromUnixMillis(p.until_ms),
+                                      absl::UTCTimeZone());
+      }
+      j["pricePerGpuHour"] = FormatPrice(p.price_per_gpu_hour);
+      periods.push_back(std::move(j));
+    }
+    out["priceSchedule"] = std::move(periods);
+  }
   if (!s.labels.empty()) out["labels"] = StringMap(s.labels);
   if (!s.taints.empty()) {
     Json taints = Json::array();

@@ -463,6 +463,36 @@ metadata: {name: p}
 spec: {gpuType: T4, pricePerGpuHour: "-1"}
 )",
      "job.yaml:4:38: spec.pricePerGpuHour: must be a price in US dollars such as 2.50, got -1\n"},
+    {"pool_schedule_negative_price", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpuType: T4
+  priceSchedule:
+  - {from: "2026-12-01T00:00:00Z", pricePerGpuHour: "-0.5"}
+)",
+     "job.yaml:7:53: spec.priceSchedule[0].pricePerGpuHour: must be a price in US dollars such as "
+     "2.50, not below 0, got -0.5\n"},
+    {"pool_schedule_gap", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpuType: T4
+  priceSchedule:
+  - {from: "2026-12-01T00:00:00Z", until: "2026-12-02T00:00:00Z", pricePerGpuHour: "0.5"}
+  - {from: "2026-12-03T00:00:00Z", pricePerGpuHour: "0.7"}
+)",
+     "job.yaml:8:5: spec.priceSchedule[1].from: leaves a gap after the period before it: periods "
+     "must follow each other (from = the until before)\n"},
+    {"pool_schedule_bad_time", R"(apiVersion: gpucloud/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpuType: T4
+  priceSchedule: [{from: tomorrow, pricePerGpuHour: "0.5"}]
+)",
+     "job.yaml:6:26: spec.priceSchedule[0].from: must be an RFC 3339 time such as "
+     "2026-12-01T00:00:00Z, got \"tomorrow\"\n"},
     {"pool_unknown_provider", R"(apiVersion: gpucloud/v1
 kind: NodePool
 metadata: {name: p}

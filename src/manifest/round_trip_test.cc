@@ -254,6 +254,16 @@ class SpecGenerator {
     p.spec.billing = static_cast<BillingClass>(rng_.Uniform(3));
     if (rng_.OneIn(2)) p.spec.price_per_gpu_hour = MicroUsd(rng_.Range(0, 20'000'000));
     if (rng_.OneIn(2)) p.spec.carbon_intensity = static_cast<int32_t>(rng_.Range(0, 2'000));
+    if (rng_.OneIn(2)) {  // contiguous periods, the last open-ended or not
+      int64_t t = 1'796'083'200'000 + rng_.Range(0, 1'000) * 1000;
+      const int n = static_cast<int>(rng_.Range(1, 4));
+      for (int i = 0; i < n; ++i) {
+        PricePeriod period{.from_ms = t, .price_per_gpu_hour = MicroUsd(rng_.Range(0, 9'000'000))};
+        t += rng_.Range(1, 100'000) * 1000;
+        if (i + 1 < n || rng_.OneIn(2)) period.until_ms = t;
+        p.spec.price_schedule.push_back(period);
+      }
+    }
     if (rng_.OneIn(2)) p.spec.taints.push_back({"gpucloud.io/spot", "true", "NoSchedule"});
     return p;
   }

@@ -436,6 +436,12 @@ KindSchema NodePool() {
            Qty("pricePerGpuHour", "US dollars per GPU hour (\"0.60\"); default from the catalog."),
            Str("provider", "Where the nodes come from; default \"static\"."),
            Map("labels", "Labels of its nodes."), Taints(),
+           ObjList("priceSchedule",
+                   "Prices over time (a spot price feed): contiguous periods, the last may be "
+                   "open-ended; outside them pricePerGpuHour holds.",
+                   {Req(Str("from", "Start, RFC 3339.")),
+                    Str("until", "End, RFC 3339 (the next period's from)."),
+                    Req(Qty("pricePerGpuHour", "US dollars per GPU hour in the period."))}),
            Int("carbonIntensity",
                "Grid carbon intensity where its nodes run, gCO2e/kWh (0 to 2000; default the "
                "server's --carbon-intensity).")}));

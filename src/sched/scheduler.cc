@@ -356,7 +356,17 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
       if (!part->empty()) DecideAll(*part, now_ms, cycle, decisions, decide_next);
     }
   }
-  if (stats != nullptr) *stats = counted;
+  if (stats != nullptr) {
+    for (const auto& [queue, res] : cycle.reservations.heads) {
+      counted.reserved_nodes.insert(counted.reserved_nodes.end(), res.nodes.begin(),
+                                    res.nodes.end());
+    }
+    for (const Reservation& res : cycle.reservations.preemptors) {
+      counted.reserved_nodes.insert(counted.reserved_nodes.end(), res.nodes.begin(),
+                                    res.nodes.end());
+    }
+    *stats = std::move(counted);
+  }
   return decisions;
 }
 

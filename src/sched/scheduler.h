@@ -119,6 +119,9 @@ struct CycleStats {
   int64_t decided = 0;   // jobs looked at (each got a decision)
   int64_t searched = 0;  // of those, ones not bound after a placement search
   int64_t deferred = 0;  // jobs not looked at: their namespace was out of budget
+  // The nodes the cycle's reservations plan to use (backfill's queue heads, preemptors waiting
+  // for their victims): an autoscaler must not remove them (ray#50783).
+  std::vector<NodeIndex> reserved_nodes;
 };
 
 // The order jobs are considered in. Priority always comes first (higher first); then

@@ -140,8 +140,12 @@ TEST(Scheduler, BackfillNeverDelaysTheReservation) {
   PendingJob open1 = Job("ns/open-1", 1, 2, 0, 3);
   PendingJob open2 = Job("ns/open-2", 1, 2, 0, 4);
   PendingJob open3 = Job("ns/open-3", 1, 2, 0, 5);
-  std::vector<Decision> d = MakeScheduler().Schedule(s, {head, quick, open1, open2, open3}, 0);
+  CycleStats stats;
+  std::vector<Decision> d =
+      MakeScheduler().Schedule(s, {head, quick, open1, open2, open3}, 0, &stats);
   ASSERT_EQ(d.size(), 5u);
+  // The cycle says which nodes its reservation plans to use (an autoscaler keeps them).
+  EXPECT_EQ(stats.reserved_nodes, std::vector<NodeIndex>{0});
   EXPECT_EQ(d[0].kind, DecisionKind::kWait);
   EXPECT_EQ(d[0].expected_start_ms, 60 * 60'000);
   ASSERT_EQ(d[1].kind, DecisionKind::kBind) << d[1].reason;

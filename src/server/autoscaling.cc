@@ -123,7 +123,8 @@ void Autoscaling::Queue(Action a) {
 void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::ClusterState& state,
                             const std::vector<const sched::PendingJob*>& waiting,
                             const NotReadyNodes& not_ready,
-                            const std::map<std::string, NodePool>& pools, int64_t now_ms) {
+                            const std::map<std::string, NodePool>& pools, int64_t now_ms,
+                            const std::set<std::string>& reserved) {
   std::lock_guard lock(mu_);
   if (!(pools_ == pools)) pools_ = pools;
   bool any = false;
@@ -200,6 +201,7 @@ void Autoscaling::AfterPass(const sched::Scheduler& scheduler, const sched::Clus
   for (const auto& [name, what] : not_ready) {
     in.not_ready[name] = {what.first, what.second, not_ready_since_ms_[name]};
   }
+  in.reserved_nodes = reserved;
   in.now_ms = now_ms;
   autoscale::Plan plan = autoscaler_->Decide(in);
   idle_since_ms_.swap(in.idle_since_ms);

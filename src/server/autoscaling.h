@@ -82,10 +82,11 @@ class Autoscaling {
   // `not_ready`: the registered nodes that are not Ready (so not in `state`), by name: their
   // pool and GPUs (they count for their pool, and go once not Ready for scaleDownAfter).
   using NotReadyNodes = std::map<std::string, std::pair<std::string, int32_t>>;
+  // `reserved`: the nodes the scheduler's cycle reserved (backfill, preemptors): never removed.
   void AfterPass(const sched::Scheduler& scheduler, const sched::ClusterState& state,
                  const std::vector<const sched::PendingJob*>& waiting,
                  const NotReadyNodes& not_ready, const std::map<std::string, NodePool>& pools,
-                 int64_t now_ms);
+                 int64_t now_ms, const std::set<std::string>& reserved = {});
   AutoscalingMetrics Metrics() const;
 
  private:

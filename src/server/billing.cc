@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/text.h"
 #include "manifest/manifest.h"
 
 namespace gpucloud::server {
@@ -19,10 +20,22 @@ std::map<std::string, NodePool> NodePoolsOf(const ObjectCache& cache) {
   return pools;
 }
 
-NodePrice PriceBook::Of(const Node& node) const {
-  if (const NodePool* p = Pool(node.pool)) {
-    return {EffectivePricePerGpuHour(p->spec, *catalog_), p->spec.billing};
+MicroUsd PriceBook::PriceOf(const NodePool& pool) const {
+  return EffectivePricePerGpuHourAt(pool.spec, *catalog_, now_ms_);
+}
+
+std::string PriceBook::Epoch() const {
+  std::string epoch;
+  for (const auto& [name, pool] : pools_) {
+    if (!pool.spec.price_schedule.empty()) {
+      epoch += Cat(name, ":", PricePeriodAt(pool.spec, now_ms_), ";");
+    }
   }
+  return epoch;
+}
+
+NodePrice PriceBook::Of(const Node& node) const {
+  if (const NodePool* p = Pool(node.pool)) return {PriceOf(*p), p->spec.billing};
   const GpuType* type = node.gpus.empty() ? nullptr : catalog_->Find(node.gpus[0].type);
   return {type ? type->on_demand_price_per_hour : MicroUsd(0), BillingClass::kOnDemand};
 }
@@ -89,14 +102,33 @@ std::optional<api::AttemptUsage> EndedAttemptUsage(const JobIdentity& job, const
   u.queue = job.queue;
   u.spot_tolerant = job.spot_tolerant;
   u.attempt = before.attempt;
-  u.start_ms = before.scheduled_ms;
-  u.end_ms = std::max(now_ms, before.scheduled_ms);
+  u.start_ms = before.BilledFrom();
+  u.end_ms = std::max(now_ms, u.start_ms);
   u.gpus = before.gpus;
   u.gpus_by_type = before.gpus_by_type;
   u.usd_per_hour = before.usd_per_hour;
   u.usd_per_hour_by_pool = before.usd_per_hour_by_pool;
   u.energy_j = std::max(0.0, after.energy_j - before.energy_j);
   u.co2e_g_per_kwh = before.co2e_g_per_kwh;
+  return u;
+}
+
+std::optional<api::AttemptUsage> Rerate(const JobIdentity& job, JobStatus& s,
+                                        std::map<std::string, double> rate,
+                                        std::map<std::string, double> by_pool, int64_t now_ms) {
+  if (s.gpus <= 0 || s.scheduled_ms <= 0 || s.usd_per_hour.empty()) return std::nullopt;
+  JobStatus settled = s;
+  settled.gpus = 0;  // the part before now, as if it ended here (no energy: see above)
+  std::optional<api::AttemptUsage> u = EndedAttemptUsage(job, s, settled, now_ms);
+  const int64_t from = s.BilledFrom();
+  if (now_ms > from) {
+    for (const auto& [billing, r] : s.usd_per_hour) {
+      s.cost_usd[billing] += r * static_cast<double>(now_ms - from) / 3.6e6;
+    }
+  }
+  s.billed_from_ms = std::max(now_ms, from);
+  s.usd_per_hour = std::move(rate);
+  s.usd_per_hour_by_pool = std::move(by_pool);
   return u;
 }
 
@@ -126,9 +158,8 @@ std::map<std::string, double> IdleUsdPerHourByPool(const sched::ClusterState& st
     const int64_t committed =
         static_cast<int64_t>(pool.spec.min_nodes) * pool.spec.gpus_per_node - present[name];
     if (committed <= 0) continue;
-    out[name] += static_cast<double>(committed) *
-                 static_cast<double>(EffectivePricePerGpuHour(pool.spec, prices.catalog()).raw()) /
-                 1e6;
+    out[name] +=
+        static_cast<double>(committed) * static_cast<double>(prices.PriceOf(pool).raw()) / 1e6;
   }
   return out;
 }

@@ -31,8 +31,16 @@ class PriceBook {
   // Borrows `catalog`.
   PriceBook(std::map<std::string, NodePool> pools, const GpuCatalog& catalog)
       : pools_(std::move(pools)), catalog_(&catalog) {}
+  // Prices from now on are those at `now_ms` (a pool's priceSchedule); 0 until set: the pools'
+  // fixed prices.
+  void At(int64_t now_ms) { now_ms_ = now_ms; }
   // The price of one of `node`'s GPUs per hour.
   NodePrice Of(const Node& node) const;
+  // A pool's price per GPU-hour now.
+  MicroUsd PriceOf(const NodePool& pool) const;
+  // Which schedule periods hold now ("pool:index;" for each pool with a schedule): when it
+  // changes, prices changed.
+  std::string Epoch() const;
   // The pool named `name`, or null.
   const NodePool* Pool(const std::string& name) const;
   const std::map<std::string, NodePool>& pools() const { return pools_; }
@@ -41,6 +49,7 @@ class PriceBook {
  private:
   std::map<std::string, NodePool> pools_;
   const GpuCatalog* catalog_;
+  int64_t now_ms_ = 0;
 };
 
 // The NodePools cached in `cache` (a "/nodepools/" ObjectCache), by name; one that does not
@@ -69,6 +78,14 @@ struct JobIdentity {
 };
 std::optional<api::AttemptUsage> EndedAttemptUsage(const JobIdentity& job, const JobStatus& before,
                                                    const JobStatus& after, int64_t now_ms);
+
+// `s`'s running attempt re-rated at `now_ms` (a pool's price changed): the part at the old
+// price is added to s.cost_usd and returned as its usage record (energy stays with the
+// attempt's last record), and `s` is billed at `rate` (by class) and `by_pool` from now.
+// nullopt (and `s` unchanged) when the attempt holds no billed GPUs.
+std::optional<api::AttemptUsage> Rerate(const JobIdentity& job, JobStatus& s,
+                                        std::map<std::string, double> rate,
+                                        std::map<std::string, double> by_pool, int64_t now_ms);
 
 // What the GPUs of `state`'s nodes that no job holds (free, unhealthy or held by a
 // placeholder) cost per hour, by pool name ("" for nodes in no pool): idle cost. A reserved

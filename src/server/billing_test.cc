@@ -280,5 +280,53 @@ TEST_F(ControllerTest, AnEndedAttemptLeavesAUsageRecordThatOutlivesItsJob) {
   EXPECT_EQ(*api::UsageFromJson(nlohmann::json::parse(kept->value)), *u);
 }
 
+// A spot price that changes over time (priceSchedule): a running attempt is re-rated when the
+// period changes, the part at the old price kept as its own usage record.
+TEST_F(ControllerTest, ARunningAttemptIsReratedWhenItsPoolsPriceChanges) {
+  ASSERT_EQ(Call("POST", "/apis/gpucloud/v1/nodepools",
+                 "apiVersion: gpucloud/v1\nkind: NodePool\nmetadata: {name: sp}\n"
+                 "spec:\n  gpuType: H100-80GB\n  gpusPerNode: 4\n  billing: spot\n"
+                 "  priceSchedule:\n"
+                 "  - {from: \"1970-01-01T00:00:00Z\", until: \"1970-01-01T01:00:00Z\", "
+                 "pricePerGpuHour: \"1.00\"}\n"
+                 "  - {from: \"1970-01-01T01:00:00Z\", pricePerGpuHour: \"3.00\"}\n")
+                .status,
+            201);
+  Register("node-a", 4, "sp");
+  Submit(GangJob("train", 1, 2));
+  Pass();
+  const int64_t bound = clock_.NowMillis();  // 00:16:40
+  ASSERT_EQ(Status("train").phase, api::JobPhase::kScheduled);
+  EXPECT_NEAR(Status("train").usd_per_hour.at("spot"), 2.0, 1e-9);
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kRunning)});
+  Pass();
+  clock_.Advance(3'600'000 - bound);  // 01:00:00: the price is $3
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kRunning)});
+  Pass();
+  JobStatus s = Status("train");
+  EXPECT_NEAR(s.usd_per_hour.at("spot"), 6.0, 1e-9);
+  EXPECT_EQ(s.billed_from_ms, 3'600'000);
+  const double first = 2.0 * (3'600'000 - bound) / 3.6e6;
+  EXPECT_NEAR(s.cost_usd.at("spot"), first, 1e-9);
+  clock_.Advance(30 * 60'000);
+  Heartbeat("node-a", {Report("train", 0, api::TaskState::kSucceeded, 0)});
+  Pass();
+  s = Status("train");
+  ASSERT_EQ(s.phase, api::JobPhase::kSucceeded);
+  EXPECT_NEAR(s.cost_usd.at("spot"), first + 6.0 * 0.5, 1e-9);
+  // Two records, one per price; together they are the job's cost.
+  Response r = Call("GET", "/apis/gpucloud/v1/namespaces/default/usage");
+  const nlohmann::json items = nlohmann::json::parse(r.body)["items"];
+  ASSERT_EQ(items.size(), 2u) << r.body;
+  double sum = 0;
+  for (const nlohmann::json& j : items) {
+    api::AttemptUsage u = *api::UsageFromJson(j);
+    EXPECT_EQ(u.attempt, 1);
+    sum += u.usd_per_hour.at("spot") * u.hours();
+  }
+  EXPECT_NEAR(sum, s.cost_usd.at("spot"), 1e-9);
+  EXPECT_EQ(api::UsageFromJson(items[0])->end_ms, 3'600'000);
+}
+
 }  // namespace
 }  // namespace gpucloud::server

@@ -128,7 +128,7 @@ BudgetVerdict JudgeBudget(const Budget& b, double spent, const std::vector<int>&
 
 double LiveCostIn(const JobStatus& s, int64_t since_ms, int64_t until_ms) {
   if (s.scheduled_ms <= 0 || s.usd_per_hour.empty()) return 0;
-  const int64_t from = std::max(s.scheduled_ms, since_ms);
+  const int64_t from = std::max(s.BilledFrom(), since_ms);
   if (until_ms <= from) return 0;
   double rate = 0;
   for (const auto& [billing, r] : s.usd_per_hour) rate += r;

@@ -260,6 +260,7 @@ absl::Status Controller::RunOnce() {
   if (StepJobs(pass)) node_table_.MarkRead(pass.reports);
   stage("jobs");
   EnsurePrices();
+  prices_->At(pass.now_ms);  // a pool's priceSchedule: the prices now
   if (absl::Status s = Schedule(pass); !s.ok()) return s;
   AddIdleCost(pass);
   stage("schedule");

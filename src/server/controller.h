@@ -214,6 +214,7 @@ class Controller {
   struct IdleRateKey {                               // what idle_usd_per_hour_ was computed from
     uint64_t allocations = 0, nodes = 0;
     int64_t prices = -1;
+    std::string epoch;  // the pools' price periods now (PriceBook::Epoch)
     bool operator==(const IdleRateKey&) const = default;
   };
   IdleRateKey idle_rate_key_;
@@ -223,6 +224,13 @@ class Controller {
   std::map<std::string, std::string> last_over_budget_;  // the last judged pass's over_budget
   std::string budget_error_;                             // the last Sync error logged
   std::vector<DecisionWrite> EnforceBudgets(Pass& pass);
+  // When a pool's price changed (its object, or its schedule's period; or on the first pass):
+  // every running attempt whose
+  // price is not the current one is re-rated (billing.h's Rerate), its status and the record of
+  // the part at the old price written together.
+  void RepriceRunning(Pass& pass, std::vector<DecisionWrite>& writes);
+  std::string price_epoch_ = "-";  // PriceBook::Epoch at the last re-rating; "-": none yet
+  int passes_before_reprice_ = 1;  // the first pass's state holds no running jobs yet
   // This month's spend of each namespace with a budget: its ended attempts' and its running ones'.
   std::map<std::string, double> BudgetSpend(const Pass& pass);
   // Each budget judged on `spent`: the pass's over_budget, metrics, and the alerts written.

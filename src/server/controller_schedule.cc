@@ -90,12 +90,52 @@ struct Controller::DecisionWrite {
   std::string job;  // "ns/name"
   bool bind = false;
   int attempt = 0;
+  std::optional<api::AttemptUsage> usage;  // a re-rated attempt's record, written with it
 };
 
 void Controller::EnsurePrices() {
   if (prices_ && prices_revision_ == pools_.revision()) return;
   prices_ = std::make_unique<PriceBook>(NodePoolsOf(pools_), catalog_);
   prices_revision_ = pools_.revision();
+}
+
+void Controller::RepriceRunning(Pass& pass, std::vector<DecisionWrite>& writes) {
+  // The pools' objects (an edited price) and their schedules' periods.
+  const std::string epoch = Cat(prices_revision_, "|", prices_->Epoch());
+  if (epoch == price_epoch_) return;  // no pool's price changed since the last pass
+  if (passes_before_reprice_ > 0) {   // the state holds the running jobs from the second pass on
+    --passes_before_reprice_;
+    return;
+  }
+  price_epoch_ = epoch;
+  for (auto& [key, obj] : jobs_.mutable_objects()) {
+    const JobEntry& entry = JobOf(obj);
+    const JobStatus& old = entry.status;
+    if (!old.Active() || old.usd_per_hour.empty() || !entry.job) continue;
+    const std::string job_key = Cat(entry.ns, "/", entry.name);
+    auto a = state_->allocations().find(job_key);
+    if (a == state_->allocations().end()) continue;  // not held (its node went away)
+    std::map<std::string, double> rate = UsdPerHour(*state_, a->second, *prices_);
+    if (rate == old.usd_per_hour) continue;
+    JobStatus s = old;
+    const JobIdentity who{entry.ns, entry.name, entry.uid, entry.job->spec.queue,
+                          entry.job->spec.billing == BillingClass::kSpot};
+    std::optional<api::AttemptUsage> u = Rerate(
+        who, s, std::move(rate), UsdPerHourByPool(*state_, a->second, *prices_), pass.now_ms);
+    if (!u) continue;
+    for (const auto& [billing, usd] : s.cost_usd) {
+      const double added = usd - (old.cost_usd.contains(billing) ? old.cost_usd.at(billing) : 0);
+      if (added > 0) pass.cost_usd[{entry.ns, entry.job->spec.queue, billing}] += added;
+    }
+    Json doc = obj.doc;
+    JobStatusToJson(s, doc);
+    DecisionWrite w;
+    w.job = job_key;
+    w.ops = {{store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision},
+             {store::Op::Kind::kPut, api::UsageKey(*u), api::UsageToJson(*u).dump(), std::nullopt}};
+    w.usage = std::move(u);
+    writes.push_back(std::move(w));
+  }
 }
 
 void Controller::AddIdleCost(Pass& pass) {
@@ -106,7 +146,7 @@ void Controller::AddIdleCost(Pass& pass) {
   }
   // Again only when the allocations, the nodes or the prices changed (it walks them all).
   if (!state_ || !prices_) return;
-  const IdleRateKey key{state_->version(), state_->nodes_id(), prices_revision_};
+  const IdleRateKey key{state_->version(), state_->nodes_id(), prices_revision_, prices_->Epoch()};
   if (key == idle_rate_key_) return;
   idle_usd_per_hour_ = IdleUsdPerHourByPool(*state_, *prices_);
   idle_rate_key_ = key;
@@ -372,6 +412,7 @@ void Controller::WriteDecisions(Pass& pass, std::vector<DecisionWrite> writes) {
       log::Error("server", "scheduling decision not written",
                  {{"job", writes[i].job}, {"error", rev.status().message()}});
     }
+    if (rev.ok() && writes[i].usage) budgets_->Recorded(*writes[i].usage);
     if (!writes[i].bind) continue;
     // Schedule committed the binding to the state: keep it when the store has it too. Its
     // allocation carries no checkpoint, so a job bound again after one is re-committed with it
@@ -489,7 +530,13 @@ absl::Status Controller::Schedule(Pass& pass) {
   if (absl::Status s = EnsureScheduler(pass.now_ms); !s.ok()) return s;
   EnsureClusterState(pass);
   ++pass_number_;
-  std::vector<DecisionWrite> budget_writes = EnforceBudgets(pass);
+  // A pool's price changed: running attempts are re-rated before their spend is judged (on the
+  // allocations the state kept from the last pass), and budgets before the pending jobs are
+  // collected (an over-budget namespace's wait).
+  std::vector<DecisionWrite> budget_writes;
+  RepriceRunning(pass, budget_writes);
+  if (!budget_writes.empty()) WriteDecisions(pass, std::move(budget_writes));
+  budget_writes = EnforceBudgets(pass);
   std::vector<const sched::PendingJob*> pending = CollectPending(pass);
   ReleaseEnded();
   for (CachedObject* obj : pass.over_budget_waiting) {
@@ -536,8 +583,10 @@ absl::Status Controller::Schedule(Pass& pass) {
     for (const sched::PendingJob* p : pending) {
       if (room.contains(p->request.key)) waiting.push_back(p);
     }
+    std::set<std::string> reserved;  // backfill's and preemptors' nodes: not removed
+    for (sched::NodeIndex n : cycle.reserved_nodes) reserved.insert(state_->node(n).name);
     options_.autoscaling->AfterPass(*scheduler_, *state_, waiting, pass.not_ready, prices_->pools(),
-                                    pass.now_ms);
+                                    pass.now_ms, reserved);
   }
   return absl::OkStatus();
 }

@@ -99,13 +99,14 @@ GpuSeconds SettleAttempt(JobStatus& s, int64_t now_ms, bool completed, int64_t c
     s.usage.erase(s.usage.begin(), s.usage.end() - kMaxUsageRecords);
   }
   s.gpus_by_type.clear();
-  if (s.scheduled_ms > 0 && now_ms > s.scheduled_ms) {
+  if (s.scheduled_ms > 0 && now_ms > s.BilledFrom()) {
     for (const auto& [billing, rate] : s.usd_per_hour) {
-      s.cost_usd[billing] += rate * static_cast<double>(now_ms - s.scheduled_ms) / 3.6e6;
+      s.cost_usd[billing] += rate * static_cast<double>(now_ms - s.BilledFrom()) / 3.6e6;
     }
   }
   s.usd_per_hour.clear();
   s.usd_per_hour_by_pool.clear();
+  s.billed_from_ms = 0;
   s.energy_j += s.attempt_energy_j;
   s.co2e_g += s.attempt_energy_j / 3.6e6 * s.co2e_g_per_kwh;
   s.attempt_energy_j = 0;
@@ -222,6 +223,7 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
       if (n.is_number()) s.gpus_by_type[type] = n.get<double>();
     }
   }
+  s.billed_from_ms = Get<int64_t>(j, "billedFromMs", 0);
   s.energy_j = Get<double>(j, "energyJ", 0);
   s.attempt_energy_j = Get<double>(j, "attemptEnergyJ", 0);
   s.co2e_g_per_kwh = Get<double>(j, "co2eGPerKwh", 0);
@@ -324,6 +326,7 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
   if (!s.usd_per_hour.empty()) j["usdPerHour"] = s.usd_per_hour;
   if (!s.cost_usd.empty()) j["costUsd"] = s.cost_usd;
   if (!s.usd_per_hour_by_pool.empty()) j["usdPerHourByPool"] = s.usd_per_hour_by_pool;
+  if (s.billed_from_ms > 0) j["billedFromMs"] = s.billed_from_ms;
   if (s.energy_j > 0) j["energyJ"] = s.energy_j;
   if (s.attempt_energy_j > 0) j["attemptEnergyJ"] = s.attempt_energy_j;
   if (s.co2e_g_per_kwh > 0) j["co2eGPerKwh"] = s.co2e_g_per_kwh;

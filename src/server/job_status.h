@@ -96,6 +96,10 @@ struct JobStatus {
   std::map<std::string, double> usd_per_hour;
   std::map<std::string, double> cost_usd;
   std::map<std::string, double> usd_per_hour_by_pool;  // the same rate by node pool
+  // Since when usd_per_hour holds: the binding, or the last price change (a pool's
+  // priceSchedule) that re-rated the attempt; 0: scheduled_ms.
+  int64_t billed_from_ms = 0;
+  int64_t BilledFrom() const { return billed_from_ms > 0 ? billed_from_ms : scheduled_ms; }
   // GPU energy (joules, the agents' measure): of the attempts that ended, and of the current one
   // as its tasks last reported it (written with the job's other changes, not every heartbeat).
   double energy_j = 0;

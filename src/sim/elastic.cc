@@ -88,7 +88,7 @@ bool ElasticCapacity::IdleDue(int64_t now_s) const {
 
 ElasticCapacity::Effects ElasticCapacity::Round(
     const sched::ClusterState& state, const std::vector<const sched::PendingJob*>& waiting,
-    int64_t now_s) {
+    int64_t now_s, const std::vector<NodeIndex>& reserved) {
   Effects fx;
   if (!options_.enabled) return fx;
   autoscale::AutoscalerInput in;
@@ -103,6 +103,7 @@ ElasticCapacity::Effects ElasticCapacity::Round(
   in.idle_since_ms.swap(idle_since_ms_);  // lent for the round, not copied
   in.absent.resize(life_.size());
   for (size_t n = 0; n < life_.size(); ++n) in.absent[n] = life_[n] != Life::kUp;
+  for (NodeIndex n : reserved) in.reserved_nodes.insert(state.node(n).name);
   in.now_ms = now_s * 1000;
   autoscale::Plan plan = autoscaler_.Decide(in);
   idle_since_ms_.swap(in.idle_since_ms);

@@ -114,9 +114,11 @@ class ElasticCapacity {
     bool changed() const { return !up.empty() || !unhold.empty() || !remove.empty(); }
   };
 
-  // One autoscaler round at `now_s` over the jobs waiting for room.
+  // One autoscaler round at `now_s` over the jobs waiting for room; `reserved`: the nodes the
+  // last scheduling cycle's reservations plan to use (never removed).
   Effects Round(const sched::ClusterState& state,
-                const std::vector<const sched::PendingJob*>& waiting, int64_t now_s);
+                const std::vector<const sched::PendingJob*>& waiting, int64_t now_s,
+                const std::vector<NodeIndex>& reserved = {});
   // Machine `n` finished booting (generation as pushed); ignored when stale.
   Effects Booted(NodeIndex n, int32_t generation, int64_t now_s);
   // The first reclamation notices of the spot machines up at the start.

@@ -607,7 +607,10 @@ class Simulation {
       usage_.Advance(now * 1000);
       scheduler_->SetHistory(usage_.history());
     }
-    std::vector<Decision> decisions = scheduler_->Schedule(state_, pending_requests_, now * 1000);
+    sched::CycleStats cycle;
+    std::vector<Decision> decisions =
+        scheduler_->Schedule(state_, pending_requests_, now * 1000, &cycle);
+    reserved_nodes_ = std::move(cycle.reserved_nodes);
     std::set<int32_t> leaving;
     for (Decision& d : decisions) {
       int32_t i = IndexOfKey(d.job);
@@ -712,7 +715,7 @@ class Simulation {
     }
     if (!scale_due_ && !(changed && !waiting.empty())) return;
     scale_due_ = false;
-    Apply(elastic_.Round(state_, waiting, now));
+    Apply(elastic_.Round(state_, waiting, now, reserved_nodes_));
   }
 
   void Apply(const ElasticCapacity::Effects& fx) {
@@ -838,7 +841,8 @@ class Simulation {
   std::unique_ptr<sched::Scheduler> scheduler_;
   ClusterState state_;
   ElasticCapacity elastic_;
-  bool scale_due_ = false;                               // a kScaleWake or kScaleIdle came
+  bool scale_due_ = false;                 // a kScaleWake or kScaleIdle came
+  std::vector<NodeIndex> reserved_nodes_;  // the last cycle's reservations (not scaled down)
   std::set<std::pair<int64_t, EventKind>> scale_wakes_;  // pushed, so none twice
   Rng rng_;
   Rng signal_rng_;  // precursors and noise: their own stream, so failures do not depend on them
