@@ -44,6 +44,28 @@ std::map<std::string, double> RatesBy(const api::AttemptUsage& u, const std::str
 
 std::string Dollars(double v) { return fmt::format("${:.2f}", v); }
 
+// --since and --until (ParseCostTime; each left as it is when not given) into a window; false
+// after saying why on `err`. `empty_ok`: since == until is a window (of nothing).
+bool ParseWindow(const std::string& since_text, const std::string& until_text, int64_t now_ms,
+                 bool empty_ok, int64_t* since, int64_t* until, std::ostream& err) {
+  for (auto [flag, text, into] :
+       {std::tuple{"--since", &since_text, since}, {"--until", &until_text, until}}) {
+    if (text->empty()) continue;
+    absl::StatusOr<int64_t> t = ParseCostTime(flag, *text, now_ms);
+    if (!t.ok()) {
+      err << "gpuctl: " << t.status().message() << "\n";
+      return false;
+    }
+    *into = *t;
+  }
+  if (*until < *since || (!empty_ok && *until == *since)) {
+    err << (empty_ok ? "gpuctl: --until: is before --since\n"
+                     : "gpuctl: --until: is not after --since\n");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<CostRow>> CostRows(const std::vector<api::AttemptUsage>& usage,
@@ -212,18 +234,7 @@ int RunCost(const api::Client& client, const CostFlags& f, std::ostream& out, st
   }
   const int64_t now = absl::ToUnixMillis(absl::Now());
   int64_t since = 0, until = now;
-  for (auto [flag, text, into] :
-       {std::tuple{"--since", &f.since, &since}, {"--until", &f.until, &until}}) {
-    if (text->empty()) continue;
-    absl::StatusOr<int64_t> t = ParseCostTime(flag, *text, now);
-    if (!t.ok()) {
-      err << "gpuctl: " << t.status().message() << "\n";
-      return kExitUsage;
-    }
-    *into = *t;
-  }
-  if (until < since) {
-    err << "gpuctl: --until: is before --since\n";
+  if (!ParseWindow(f.since, f.until, now, /*empty_ok=*/true, &since, &until, err)) {
     return kExitUsage;
   }
   absl::StatusOr<std::vector<CostRow>> rows = CostRows({}, f.by, since, until);
@@ -266,18 +277,7 @@ int RunCostTco(const api::Client& client, const TcoFlags& f, std::ostream& out, 
   TcoOptions o = f.options;
   o.since_ms = 0;
   o.until_ms = now;
-  for (auto [flag, text, into] :
-       {std::tuple{"--since", &f.since, &o.since_ms}, {"--until", &f.until, &o.until_ms}}) {
-    if (text->empty()) continue;
-    absl::StatusOr<int64_t> t = ParseCostTime(flag, *text, now);
-    if (!t.ok()) {
-      err << "gpuctl: " << t.status().message() << "\n";
-      return kExitUsage;
-    }
-    *into = *t;
-  }
-  if (o.until_ms <= o.since_ms) {
-    err << "gpuctl: --until: is not after --since\n";
+  if (!ParseWindow(f.since, f.until, now, /*empty_ok=*/false, &o.since_ms, &o.until_ms, err)) {
     return kExitUsage;
   }
   absl::StatusOr<std::vector<api::AttemptUsage>> usage =

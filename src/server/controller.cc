@@ -32,7 +32,9 @@ namespace gpucloud::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using controller_detail::AddCostDelta;
 using controller_detail::AssignmentKey;
+using controller_detail::IdentityOf;
 using controller_detail::JobEntry;
 using controller_detail::JobOf;
 using controller_detail::NodeEntry;
@@ -67,6 +69,20 @@ std::string UidOf(const Json& doc) {
   auto m = doc.find("metadata");
   if (m == doc.end() || !m->is_object()) return "";
   return m->value("uid", "");
+}
+
+JobIdentity IdentityOf(const JobEntry& e) {
+  return {e.ns, e.name, e.uid, e.job ? e.job->spec.queue : std::string(kDefaultQueue),
+          e.job && e.job->spec.billing == BillingClass::kSpot};
+}
+
+void AddCostDelta(Pass& pass, const JobEntry& e, const JobStatus& before, const JobStatus& after) {
+  const std::string queue = e.job ? e.job->spec.queue : std::string(kDefaultQueue);
+  for (const auto& [billing, usd] : after.cost_usd) {
+    auto was = before.cost_usd.find(billing);
+    const double added = usd - (was != before.cost_usd.end() ? was->second : 0.0);
+    if (added > 0) pass.cost_usd[{e.ns, queue, billing}] += added;
+  }
 }
 
 const JobEntry& JobOf(CachedObject& o) {
@@ -537,21 +553,11 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
     }
   }
   pass.settled += step.settled;
-  for (const auto& [billing, usd] : s.cost_usd) {
-    auto before = old.cost_usd.find(billing);
-    const double added = usd - (before != old.cost_usd.end() ? before->second : 0.0);
-    if (added > 0) {
-      pass.cost_usd[{ns, entry.job ? entry.job->spec.queue : std::string(kDefaultQueue),
-                     billing}] += added;
-    }
-  }
+  AddCostDelta(pass, entry, old, s);
   if (step.recovery_seconds) pass.recovery_seconds.push_back(*step.recovery_seconds);
   // The attempt that ended is metered: its usage record is written with the status that
   // settled it, and outlives the job.
-  const JobIdentity who{ns, name, uid,
-                        entry.job ? entry.job->spec.queue : std::string(kDefaultQueue),
-                        entry.job && entry.job->spec.billing == BillingClass::kSpot};
-  std::optional<api::AttemptUsage> usage = EndedAttemptUsage(who, old, s, now);
+  std::optional<api::AttemptUsage> usage = EndedAttemptUsage(IdentityOf(entry), old, s, now);
   if (usage) {
     ops.push_back({store::Op::Kind::kPut, api::UsageKey(*usage), api::UsageToJson(*usage).dump(),
                    std::nullopt});
@@ -599,12 +605,13 @@ bool Controller::StepJobs(Pass& pass) {
       continue;
     }
     if (w.usage) budgets_->Recorded(*w.usage);
-    if (w.entry == nullptr) {  // deleted
-      pass.deleted_jobs.insert(w.key);
+    if (w.entry == nullptr) {  // deleted: gone from the cache's view too, as the store has it
+      jobs_.mutable_objects().erase(w.key);
       if (options_.on_job_deleted) options_.on_job_deleted(w.deleted_ns, w.deleted_name);
       continue;
     }
-    // Keep the cache's view current for the scheduling stage of this pass.
+    // Keep the cache's view current for the scheduling stage of this pass (budgets included:
+    // an attempt settled here is in the ledger, not also counted as running).
     w.obj->doc = std::move(w.doc);
     w.obj->mod_revision = *results[i];
     w.obj->derived = std::move(w.entry);

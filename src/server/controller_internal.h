@@ -19,6 +19,7 @@
 #include "sched/job_request.h"
 #include "sched/scheduler.h"
 #include "sched/snapshot.h"
+#include "server/billing.h"
 #include "server/controller.h"
 #include "server/job_status.h"
 #include "server/node_table.h"
@@ -87,11 +88,16 @@ struct Pass {
   // those whose running jobs are stopped; the waiting jobs kept out of scheduling.
   std::map<std::string, std::string> over_budget;
   std::vector<CachedObject*> over_budget_waiting;
-  // Jobs this pass deleted (their cache entries stay until the next sync: not counted as live).
-  std::set<std::string> deleted_jobs;
   // Node -> the master ports of jobs whose rank 0 is there (MasterPortsOn; built when needed).
   std::optional<std::map<std::string, std::set<int>>> master_ports;
 };
+
+// Who a job is, for its usage records (billing.h): a job that no longer parses counts in the
+// default queue and as not accepting spot.
+JobIdentity IdentityOf(const JobEntry& e);
+// The cost `after` has beyond `before`, by billing class, added to pass.cost_usd under the job's
+// namespace and queue (gpucloud_cost_usd_total).
+void AddCostDelta(Pass& pass, const JobEntry& e, const JobStatus& before, const JobStatus& after);
 
 }  // namespace gpucloud::server::controller_detail
 

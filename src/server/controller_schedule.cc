@@ -30,7 +30,9 @@ namespace gpucloud::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using controller_detail::AddCostDelta;
 using controller_detail::AssignmentKey;
+using controller_detail::IdentityOf;
 using controller_detail::JobEntry;
 using controller_detail::JobOf;
 using controller_detail::UidOf;
@@ -118,15 +120,11 @@ void Controller::RepriceRunning(Pass& pass, std::vector<DecisionWrite>& writes) 
     std::map<std::string, double> rate = UsdPerHour(*state_, a->second, *prices_);
     if (rate == old.usd_per_hour) continue;
     JobStatus s = old;
-    const JobIdentity who{entry.ns, entry.name, entry.uid, entry.job->spec.queue,
-                          entry.job->spec.billing == BillingClass::kSpot};
-    std::optional<api::AttemptUsage> u = Rerate(
-        who, s, std::move(rate), UsdPerHourByPool(*state_, a->second, *prices_), pass.now_ms);
+    std::optional<api::AttemptUsage> u =
+        Rerate(IdentityOf(entry), s, std::move(rate),
+               UsdPerHourByPool(*state_, a->second, *prices_), pass.now_ms);
     if (!u) continue;
-    for (const auto& [billing, usd] : s.cost_usd) {
-      const double added = usd - (old.cost_usd.contains(billing) ? old.cost_usd.at(billing) : 0);
-      if (added > 0) pass.cost_usd[{entry.ns, entry.job->spec.queue, billing}] += added;
-    }
+    AddCostDelta(pass, entry, old, s);
     Json doc = obj.doc;
     JobStatusToJson(s, doc);
     DecisionWrite w;
@@ -483,7 +481,6 @@ std::map<std::string, double> Controller::BudgetSpend(const Pass& pass) {
   std::map<std::string, double> spent;
   for (const auto& [ns, e] : budgets_->budgets()) spent[ns] = budgets_->EndedSpend(ns);
   for (auto& [key, obj] : jobs_.mutable_objects()) {
-    if (pass.deleted_jobs.contains(key)) continue;  // its attempt is in the ledger already
     const JobEntry& entry = JobOf(obj);
     if (auto it = spent.find(entry.ns); it != spent.end()) {
       it->second += LiveCostIn(entry.status, month.start_ms, pass.now_ms);

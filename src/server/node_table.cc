@@ -21,6 +21,7 @@ std::vector<GpuUsage> TakeUsage(std::vector<api::GpuHealth>& gpus, int64_t now_m
 bool SameButEnergy(const std::vector<api::TaskReport>& a, const std::vector<api::TaskReport>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;  // the common case: no copy
     api::TaskReport x = a[i];
     x.energy_j = b[i].energy_j;
     if (x != b[i]) return false;
@@ -36,14 +37,17 @@ bool NodeTable::Record(const std::string& node, api::Heartbeat heartbeat, int64_
   usage_[node] = std::move(usage);
   auto [it, inserted] = nodes_.try_emplace(node);
   NodeReport& r = it->second;
+  // The task lists are compared once; only lists that differ are looked at again for whether
+  // the difference is energy alone.
+  const bool same_tasks = r.heartbeat != nullptr && r.heartbeat->tasks == heartbeat.tasks;
   bool changed = inserted || r.heartbeat == nullptr ||
-                 !SameButEnergy(r.heartbeat->tasks, heartbeat.tasks) ||
+                 (!same_tasks && !SameButEnergy(r.heartbeat->tasks, heartbeat.tasks)) ||
                  r.heartbeat->gpus != heartbeat.gpus;
   r.last_heartbeat_ms = now_ms;
   if (changed) {
     r.heartbeat = std::make_shared<const api::Heartbeat>(std::move(heartbeat));
     r.generation = ++generation_;
-  } else if (r.heartbeat->tasks != heartbeat.tasks) {
+  } else if (!same_tasks) {
     // Only the energy counts moved (every heartbeat of a running task): kept for whoever reads
     // the reports next, but no news: the controller is not woken for it.
     r.heartbeat = std::make_shared<const api::Heartbeat>(std::move(heartbeat));
