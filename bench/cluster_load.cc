@@ -10,8 +10,8 @@
 // Each agent also keeps a watch on its assignments open, as the real agent does (a second
 // connection, with bookmarks), unless WATCH=0; the watches' events are counted.
 // The server's CPU and memory are measured from outside (scripts/bench-cluster).
-// Usage: cluster_load DATA_DIR [AGENTS=2000] [CREATES_PER_S=500] [SECONDS=30] [THREADS=16]
-//                     [WATCH=1]
+// Usage: [HOLD_SECONDS=N] cluster_load DATA_DIR [AGENTS=2000] [CREATES_PER_S=500] [SECONDS=30]
+//                     [THREADS=16] [WATCH=1]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -283,6 +283,18 @@ int main(int argc, char** argv) {
     }
   }
   std::fflush(stdout);
+  // HOLD_SECONDS=N (scripts/bench-console): the agents go on heartbeating, their watches open,
+  // for up to N more seconds, or until DATA_DIR/stop-load exists, while something else is
+  // measured against the loaded server.
+  if (const char* hold = std::getenv("HOLD_SECONDS"); hold != nullptr && std::atoi(hold) > 0) {
+    std::printf("holding: %d agents heartbeating for up to %s s (touch %s/stop-load to end)\n",
+                agents, hold, dir.c_str());
+    std::fflush(stdout);
+    auto until = Clock::now() + std::chrono::seconds(std::atoi(hold));
+    while (Clock::now() < until && !std::filesystem::exists(dir + "/stop-load")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
   stop = true;
   for (auto& t : agent_threads) t.join();
   for (auto& t : watch_threads) t.join();

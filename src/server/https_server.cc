@@ -32,6 +32,7 @@
 #include "core/prom_text.h"
 #include "core/text.h"
 #include "server/audited_store.h"
+#include "server/console_assets.h"
 #include "server/metrics.h"
 #include "server/rate_limit.h"
 #include "server/rest_util.h"
@@ -502,6 +503,8 @@ struct HttpsServer::Impl {
     return who;
   }
 
+  static std::string_view View(beast::string_view v) { return {v.data(), v.size()}; }
+
   // Serves one request; false when the connection is to be closed after it.
   asio::awaitable<bool> ServeOne(Conn& c, Link& stream, const HttpRequest& req) {
     absl::Time started_at = absl::Now();
@@ -513,6 +516,12 @@ struct HttpsServer::Impl {
     if (r.path == "/healthz") {  // for load balancers and probes: no token needed
       const Response ok{200, "ok\n", "text/plain"};
       co_return co_await Write(stream, req, ok);
+    }
+    // The web console's files: no token (they hold no data; the page signs in to the API).
+    if (std::optional<Response> ui = ServeConsole(
+            r.method, r.path, View(req[http::field::accept_encoding]),
+            View(req[http::field::if_none_match]), !req[http::field::authorization].empty())) {
+      co_return co_await Write(stream, req, *ui);
     }
     std::optional<Identity> who = Authenticate(stream, req);
     if (who) r.who = *who;

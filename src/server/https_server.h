@@ -4,7 +4,8 @@
 // [&timeoutSeconds=S]) is streamed as newline-delimited JSON events with chunked transfer until
 // the timeout (default 300 s) or the client leaves.
 // GET /metrics (with a token) serves the API's Prometheus metrics (ApiMetrics); GET /healthz
-// (without) answers "ok". Keep-alive supported; Start returns once it listens.
+// (without) answers "ok"; /ui/ (without) serves the web console's files (console_assets.h).
+// Keep-alive supported; Start returns once it listens.
 //
 // Asynchronous (Asio's C++20 coroutines): a connection costs a socket, a coroutine and a timer,
 // not a thread. A few I/O threads (`io_threads`) run every connection; the blocking work (the

@@ -236,6 +236,19 @@ TEST_F(HttpsServerTest, MetricsAndHealth) {
   }
 }
 
+// The web console's files need no token (console_assets_test.cc tests what is answered); the
+// API beside them still does.
+TEST_F(HttpsServerTest, TheConsoleIsServedWithoutAToken) {
+  auto index = Call(http::verb::get, "/ui/", "");
+  ASSERT_EQ(index.result_int(), 200);
+  EXPECT_EQ(index[http::field::content_type], "text/html; charset=utf-8");
+  EXPECT_NE(index.body().find("gpucloud console"), std::string::npos);
+  EXPECT_NE(index["Content-Security-Policy"].find("default-src 'none'"), beast::string_view::npos);
+  EXPECT_EQ(Call(http::verb::get, "/ui/js/api.js", "").result_int(), 200);
+  EXPECT_EQ(Call(http::verb::get, "/ui/missing.js", "").result_int(), 404);
+  EXPECT_EQ(Call(http::verb::get, kJobs, "").result_int(), 401);
+}
+
 TEST_F(HttpsServerTest, MadeUpMethodsWithoutATokenAddNoMetricSeries) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(TlsExchange(Cat("X", i,

@@ -87,6 +87,22 @@ std::vector<UtilizationBucket> UtilizationSeries(const SimResult& r, int buckets
   return out;
 }
 
+// The finished jobs' completion times as a CDF of at most about 400 points: (seconds, fraction).
+std::vector<std::pair<double, double>> JctCdf(const SimResult& r) {
+  std::vector<double> jct;
+  for (const JobOutcome& j : r.jobs) {
+    if (j.state == JobState::kFinished) jct.push_back(JctOf(j));
+  }
+  std::sort(jct.begin(), jct.end());
+  std::vector<std::pair<double, double>> c;
+  size_t step = std::max<size_t>(1, jct.size() / 400);
+  for (size_t i = 0; i < jct.size(); i += step) {
+    c.push_back({jct[i], static_cast<double>(i + 1) / jct.size()});
+  }
+  if (!jct.empty()) c.push_back({jct.back(), 1.0});
+  return c;
+}
+
 Json RunJson(const SimResult& r) {
   Json out = Json::object();
   out["policy"] = r.policy_name;
@@ -155,6 +171,12 @@ Json RunJson(const SimResult& r) {
   }
   util["series"] = std::move(series);
   out["utilization"] = std::move(util);
+  // The same CDF as report.html's chart, for the web console's simulator page.
+  Json cdf = Json::array();
+  for (const auto& [seconds, fraction] : JctCdf(r)) {
+    cdf.push_back(Json::array({seconds, Round3(fraction)}));
+  }
+  out["jct_cdf"] = std::move(cdf);
   Json frag = Json::object();
   double fsum = 0;
   for (const auto& [t, f] : r.fragmentation) fsum += f;
@@ -369,18 +391,7 @@ std::string ReportHtml(const ReportInput& in) {
     }
     util.push_back({r.policy_name, std::move(mean)});
     util.push_back({r.policy_name + " (peak)", std::move(peak)});
-    std::vector<double> jct;
-    for (const JobOutcome& j : r.jobs) {
-      if (j.state == JobState::kFinished) jct.push_back(JctOf(j));
-    }
-    std::sort(jct.begin(), jct.end());
-    std::vector<std::pair<double, double>> c;
-    size_t step = std::max<size_t>(1, jct.size() / 400);
-    for (size_t i = 0; i < jct.size(); i += step) {
-      c.push_back({jct[i], static_cast<double>(i + 1) / jct.size()});
-    }
-    if (!jct.empty()) c.push_back({jct.back(), 1.0});
-    cdf.push_back({r.policy_name, std::move(c)});
+    cdf.push_back({r.policy_name, JctCdf(r)});
   }
   std::string html =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpucloud sim report</title>\n"

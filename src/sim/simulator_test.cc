@@ -363,6 +363,15 @@ TEST(Report, JsonHasTheFiguresTheIssueAsksFor) {
                           "\"mean_jct_s\": 53.333", "\"finished\": 3"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key;
   }
+  // The JCT CDF (the console's chart): every finished job once, then the last at 1.
+  Json cdf = Json::parse(json)["runs"][0]["jct_cdf"];
+  ASSERT_EQ(cdf.size(), 4u);
+  EXPECT_DOUBLE_EQ(cdf[0][1].get<double>(), 0.333);
+  for (size_t i = 1; i < cdf.size(); ++i) {
+    EXPECT_GE(cdf[i][0].get<double>(), cdf[i - 1][0].get<double>());
+    EXPECT_GE(cdf[i][1].get<double>(), cdf[i - 1][1].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(cdf.back()[1].get<double>(), 1.0);
   std::string html = ReportHtml(in);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("CC-BY-4.0"), std::string::npos);

@@ -194,6 +194,8 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   out << "  use it:  export GPUCLOUD_CONFIG=" << cp.admin_config_path() << "\n"
       << "           gpuctl run --gpus 1 -- python3 examples/trainer/train.py\n"
       << "           gpuctl get jobs; gpuctl logs JOB; gpuctl top\n"
+      << "  console: " << cp.url() << "/ui/ (sign in with the token in " << cp.admin_config_path()
+      << ")\n"
       << "  stop it: Ctrl-C" << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);

@@ -1,0 +1,112 @@
+// The console's performance against a loaded server (scripts/bench-console runs it while
+// cluster_load keeps 2,000 agents heartbeating over 15,000 jobs), in headless Debian chromium:
+//   overview_ms  navigation to the overview's figures painted (cards and GPU types filled)
+//   jobs_ms      navigation to the jobs table listing every job, rows on screen
+//   phase_ms     a job's phase committed by the server (status.finishedMs of a cancel) to the
+//                job page showing it, median of 5
+//   longtask_ms  the longest main-thread task on the jobs page over WINDOW_S seconds of the live
+//                load after it loaded, and during its load
+// Usage: node bench_console.mjs URL TOKEN [RUNS=3] [WINDOW_S=20]; prints one JSON line per run.
+import { chromium } from 'playwright-core';
+
+const [url, token, runsArg, windowArg] = process.argv.slice(2);
+const runs = Number(runsArg || 3);
+const windowS = Number(windowArg || 20);
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
+
+async function page() {
+  const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
+  await context.addInitScript((t) => {
+    sessionStorage.setItem('gpucloud.token', t);
+    window.longTasks = [];
+    new PerformanceObserver((l) => {
+      for (const e of l.getEntries()) window.longTasks.push({ at: e.startTime, ms: e.duration });
+    }).observe({ type: 'longtask', buffered: true });
+  }, token);
+  return context.newPage();
+}
+
+async function api(p, method, path, body) {
+  return p.evaluate(async ([m, u, b, t]) => {
+    const r = await fetch(u, { method: m, body: b, headers: { Authorization: `Bearer ${t}`,
+      'Content-Type': 'application/json' } });
+    return { status: r.status, body: await r.json() };
+  }, [method, path, body, token]);
+}
+
+async function once(run) {
+  const out = { run };
+  // Overview.
+  let p = await page();
+  await p.goto(`${url}/ui/#/overview`);
+  out.overview_ms = await (await p.waitForFunction(() => {
+    const cards = [...document.querySelectorAll('.card .v')];
+    const types = document.querySelectorAll('table[aria-label="GPUs by type"] tbody tr');
+    return cards.length && cards.slice(0, 4).every((c) => c.textContent !== '…') && types.length ?
+      performance.now() : 0;
+  }, null, { timeout: 60000, polling: 'raf' })).jsonValue();
+  out.overview_fcp_ms = await p.evaluate(() =>
+    performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null);
+  await p.context().close();
+
+  // Jobs table: every job listed and rows on screen; then the live load for WINDOW_S.
+  p = await page();
+  const total = (await api(p, 'GET', '/apis/gpucloud/v1/jobs?limit=1')).body;
+  await p.goto(`${url}/ui/#/jobs`);
+  out.jobs_ms = await (await p.waitForFunction(() => {
+    const m = /^(\d+) jobs$/.exec(document.querySelector('.filters [role=status]')?.textContent || '');
+    return m && Number(m[1]) > 0 && document.querySelector('tr.row a') ? performance.now() : 0;
+  }, null, { timeout: 120000, polling: 'raf' })).jsonValue();
+  out.jobs_listed = Number(/^(\d+)/.exec(await p.locator('.filters [role=status]').textContent())[1]);
+  out.jobs_remaining_hint = total.metadata?.remainingItemCount ?? null;
+  const loadedAt = out.jobs_ms;
+  await p.waitForTimeout(windowS * 1000);
+  const tasks = await p.evaluate(() => window.longTasks);
+  out.longtask_load_max_ms = Math.max(0, ...tasks.filter((t) => t.at <= loadedAt).map((t) => t.ms));
+  out.longtask_live_max_ms = Math.max(0, ...tasks.filter((t) => t.at > loadedAt).map((t) => t.ms));
+  out.longtask_live_count = tasks.filter((t) => t.at > loadedAt).length;
+  // A scroll to the middle of the table and back: rows on screen within a frame or two.
+  out.scroll_ms = await p.evaluate(async () => {
+    const s = document.querySelector('.scroller');
+    const t0 = performance.now();
+    s.scrollTop = s.scrollHeight / 2;
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return performance.now() - t0;
+  });
+  await p.context().close();
+
+  // Phase change: a job that cannot fit (Pending), cancelled; its page shows Cancelled.
+  const phases = [];
+  for (let i = 0; i < 5; i++) {
+    p = await page();
+    const name = `console-bench-${run}-${i}`;
+    const created = await api(p, 'POST', '/apis/gpucloud/v1/namespaces/default/jobs', JSON.stringify({
+      apiVersion: 'gpucloud/v1', kind: 'Job', metadata: { name },
+      spec: { tasks: [{ name: 'main', replicas: 1, command: ['sleep', '1'],
+        resources: { gpu: { count: 4096 } } }] } }));
+    if (created.status !== 201) throw new Error(`create: ${JSON.stringify(created)}`);
+    await p.goto(`${url}/ui/#/job/default/${name}`);
+    // The page shows the job, and its watch of the jobs is live (listed, then following).
+    await p.waitForFunction(() => document.querySelector('h1 .phase')?.textContent === 'Pending' &&
+      document.body.dataset.jobsSynced === 'true', null, { timeout: 120000 });
+    await api(p, 'POST', `/apis/gpucloud/v1/namespaces/default/jobs/${name}/cancel`, '');
+    const shownAt = await (await p.waitForFunction(() =>
+      document.querySelector('h1 .phase')?.textContent === 'Cancelled' ? Date.now() : 0,
+    null, { timeout: 60000, polling: 'raf' })).jsonValue();
+    const job = (await api(p, 'GET', `/apis/gpucloud/v1/namespaces/default/jobs/${name}`)).body;
+    const committed = job.status?.finishedMs;
+    if (committed) phases.push(shownAt - committed);
+    await p.context().close();
+  }
+  phases.sort((a, b) => a - b);
+  out.phase_ms = phases[Math.floor(phases.length / 2)] ?? null;
+  out.phase_max_ms = phases.at(-1) ?? null;
+  console.log(JSON.stringify(out));
+}
+
+try {
+  for (let r = 1; r <= runs; r++) await once(r);
+} finally {
+  await browser.close();
+}

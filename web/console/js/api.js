@@ -1,0 +1,203 @@
+// @ts-check
+// The REST API as the console uses it: calls with the signed-in token, errors as ApiError
+// (a Kubernetes Status' reason and message), and Informers that list once and then follow the
+// API's watch (resuming from the last revision after a disconnect; a 410 relists).
+
+export const API = '/apis/gpucloud/v1';
+
+export class ApiError extends Error {
+  /** @param {number} status @param {string} reason @param {string} message */
+  constructor(status, reason, message) {
+    super(message);
+    this.status = status;
+    this.reason = reason;
+  }
+}
+
+export class Api {
+  /** @param {string} token */
+  constructor(token) {
+    this.token = token;
+  }
+
+  /** @param {Record<string, string>} [extra] */
+  headers(extra) {
+    return { Authorization: `Bearer ${this.token}`, ...(extra || {}) };
+  }
+
+  /**
+   * One request; the parsed JSON answer (text when it is not JSON). Non-2xx throws ApiError.
+   * @param {string} method @param {string} path
+   * @param {{body?: string, contentType?: string, signal?: AbortSignal}} [opts]
+   * @returns {Promise<any>}
+   */
+  async call(method, path, opts = {}) {
+    const headers = this.headers(opts.contentType ? { 'Content-Type': opts.contentType } : {});
+    const res = await fetch(path, { method, headers, body: opts.body, signal: opts.signal });
+    const text = await res.text();
+    let body = text;
+    try {
+      body = JSON.parse(text);
+    } catch (e) {
+      /* not JSON: logs, metrics */
+    }
+    if (!res.ok) {
+      const status = /** @type {any} */ (body);
+      throw new ApiError(res.status, status?.reason || res.statusText,
+                         status?.message || `${method} ${path}: ${res.status}`);
+    }
+    return body;
+  }
+
+  /** @param {string} path */
+  get(path) { return this.call('GET', path); }
+
+  /**
+   * Whether the signed-in identity may take `action` on `resource` (POST authorize), cached.
+   * @param {string} action @param {string} resource @returns {Promise<boolean>}
+   */
+  async can(action, resource) {
+    const key = `${action} ${resource}`;
+    this.cache = this.cache || new Map();
+    if (!this.cache.has(key)) {
+      this.cache.set(key, this.call('POST', `${API}/authorize`, {
+        body: JSON.stringify({ action, resource }), contentType: 'application/json',
+      }).then((d) => Boolean(d.allowed), () => false));
+    }
+    return this.cache.get(key);
+  }
+}
+
+/** @param {any} o */
+export const keyOf = (o) =>
+  o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
+
+/**
+ * A collection listed once (in pages, yielding to the page between them) and then followed by
+ * watch: `items` is kept current; subscribers hear of changes at most every `batchMs`.
+ */
+export class Informer {
+  /** @param {Api} api @param {string} path @param {{batchMs?: number, pageSize?: number}} [opts] */
+  constructor(api, path, opts = {}) {
+    this.api = api;
+    this.path = path;
+    this.batchMs = opts.batchMs ?? 250;
+    this.pageSize = opts.pageSize ?? 2000;
+    /** @type {Map<string, any>} */
+    this.items = new Map();
+    this.revision = '0';
+    this.synced = false;
+    /** @type {Set<() => void>} */
+    this.listeners = new Set();
+    this.abort = new AbortController();
+    this.pending = false;
+    this.changedAt = 0;  // performance.now() of the last change applied
+    this.listed = new Promise((resolve) => { this.resolveListed = resolve; });
+  }
+
+  /** @param {() => void} fn @returns {() => void} unsubscribe */
+  subscribe(fn) {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  notify() {
+    if (this.pending) return;
+    this.pending = true;
+    setTimeout(() => {
+      this.pending = false;
+      for (const fn of this.listeners) fn();
+    }, this.batchMs);
+  }
+
+  start() {
+    this.run().catch(() => {});
+    return this;
+  }
+
+  stop() { this.abort.abort(); }
+
+  async list() {
+    const items = new Map();
+    let cont = '';
+    let rv = '0';
+    do {
+      const sep = this.path.includes('?') ? '&' : '?';
+      const page = await this.api.call('GET',
+          `${this.path}${sep}limit=${this.pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
+          { signal: this.abort.signal });
+      for (const o of page.items || []) items.set(keyOf(o), o);
+      cont = page.metadata?.continue || '';
+      if (!rv || rv === '0') rv = page.metadata?.resourceVersion || '0';
+      await new Promise((r) => setTimeout(r, 0));  // let the page paint between pages
+    } while (cont);
+    this.items = items;
+    this.revision = rv;
+    this.synced = true;
+    this.changedAt = performance.now();
+    this.resolveListed?.(undefined);
+    this.notify();
+  }
+
+  async run() {
+    let backoff = 250;
+    let needList = true;
+    while (!this.abort.signal.aborted) {
+      try {
+        if (needList) await this.list();
+        needList = false;
+        needList = await this.follow();
+        backoff = 250;
+      } catch (e) {
+        if (this.abort.signal.aborted) return;
+        if (e instanceof ApiError && e.status === 403) {
+          this.error = e;
+          this.notify();
+          return;
+        }
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5000);
+      }
+    }
+  }
+
+  /** One watch request, until it ends; true when the revision was compacted (relist). */
+  async follow() {
+    const sep = this.path.includes('?') ? '&' : '?';
+    const url = `${this.path}${sep}watch=true&allowWatchBookmarks=true&timeoutSeconds=240` +
+        `&resourceVersion=${this.revision}`;
+    const res = await fetch(url, { headers: this.api.headers(), signal: this.abort.signal });
+    if (res.status === 410) return true;
+    if (!res.ok || !res.body) {
+      const body = await res.json().catch(() => ({}));
+      throw new ApiError(res.status, body.reason || '', body.message || res.statusText);
+    }
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return false;
+      buffer += value;
+      let nl;
+      let changed = false;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        if (!line.trim()) continue;
+        const ev = JSON.parse(line);
+        if (ev.type === 'ERROR') return ev.object?.code === 410;
+        const rv = ev.object?.metadata?.resourceVersion;
+        if (rv) this.revision = rv;
+        if (ev.type === 'BOOKMARK') continue;
+        const key = keyOf(ev.object);
+        if (ev.type === 'DELETED') this.items.delete(key);
+        else this.items.set(key, ev.object);
+        changed = true;
+      }
+      if (changed) {
+        this.changedAt = performance.now();
+        this.notify();
+      }
+    }
+  }
+}
