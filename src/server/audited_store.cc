@@ -175,6 +175,15 @@ absl::StatusOr<store::KeyValue> AuditedStore::Get(const std::string& key) {
   return base_.Get(key);
 }
 
+absl::StatusOr<store::ListResult> AuditedStore::ListPage(const std::string& prefix,
+                                                         const std::string& after_key,
+                                                         int64_t limit, int64_t* remaining) {
+  if (Covers(prefix) || Hidden(prefix)) {
+    return store::Store::ListPage(prefix, after_key, limit, remaining);
+  }
+  return base_.ListPage(prefix, after_key, limit, remaining);
+}
+
 absl::StatusOr<store::ListResult> AuditedStore::List(const std::string& prefix) {
   if (Hidden(prefix)) return store::ListResult{{}, base_.Revision()};
   absl::StatusOr<store::ListResult> list = base_.List(prefix);

@@ -90,6 +90,10 @@ class AuditedStore : public store::Store {
 
   absl::StatusOr<store::KeyValue> Get(const std::string& key) override;
   absl::StatusOr<store::ListResult> List(const std::string& prefix) override;
+  // The base's page, unless the prefix covers the audit records (then List's, sliced).
+  absl::StatusOr<store::ListResult> ListPage(const std::string& prefix,
+                                             const std::string& after_key, int64_t limit,
+                                             int64_t* remaining) override;
   absl::StatusOr<int64_t> Count(const std::string& prefix) override;
   absl::StatusOr<int64_t> Txn(const std::vector<store::Op>& ops) override;
   absl::StatusOr<std::vector<store::Event>> Changes(const std::string& prefix, int64_t after,

@@ -263,6 +263,13 @@ TEST_F(AuditedStoreTest, TheApiNeverSeesOrWritesAuditKeys) {
   ASSERT_EQ(list->items.size(), 1u);
   EXPECT_EQ(list->items[0].key, "/jobs/team-a/x");
   EXPECT_TRUE(store_->List("/audit/")->items.empty());
+  int64_t remaining = -1;
+  list = store_->ListPage("/", "", 10, &remaining);  // a page over the records hides them too
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->items.size(), 1u);
+  EXPECT_EQ(list->items[0].key, "/jobs/team-a/x");
+  EXPECT_EQ(remaining, 0);
+  EXPECT_TRUE(store_->ListPage("/audit/", "", 10, &remaining)->items.empty());
   EXPECT_EQ(*store_->Count("/"), 1);
   EXPECT_EQ(*store_->Count("/audit/"), 0);
   absl::StatusOr<std::vector<store::Event>> changes = store_->Changes("", 0, 10);

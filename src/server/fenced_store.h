@@ -32,6 +32,11 @@ class FencedStore final : public store::Store {
   absl::StatusOr<store::ListResult> List(const std::string& prefix) override {
     return store_.List(prefix);
   }
+  absl::StatusOr<store::ListResult> ListPage(const std::string& prefix,
+                                             const std::string& after_key, int64_t limit,
+                                             int64_t* remaining) override {
+    return store_.ListPage(prefix, after_key, limit, remaining);
+  }
   absl::StatusOr<int64_t> Count(const std::string& prefix) override { return store_.Count(prefix); }
   absl::StatusOr<std::vector<store::Event>> Changes(const std::string& prefix, int64_t after,
                                                     int limit) override {

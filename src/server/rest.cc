@@ -736,9 +736,14 @@ Page PageOf(const std::vector<store::KeyValue>& items, const Selector& sel,
   Page page;
   for (const store::KeyValue& kv : items) {
     if (!after_key.empty() && kv.key <= after_key) continue;
+    const bool full = limit > 0 && static_cast<int64_t>(page.items.size()) >= limit;
+    if (full && sel.terms.empty()) {  // every one matches: counted without reading it
+      ++page.remaining;
+      continue;
+    }
     Json j = present(kv);
     if (!sel.Matches(j)) continue;
-    if (limit > 0 && static_cast<int64_t>(page.items.size()) >= limit) {
+    if (full) {
       ++page.remaining;
       continue;
     }
@@ -773,12 +778,19 @@ Response RestApi::ListObjects(const Request& r, const std::string& prefix, std::
                         "start a new list without continue"));
     }
   }
-  absl::StatusOr<store::ListResult> list = store_.List(prefix);
+  const int64_t limit = QueryInt(r, "limit").value_or(0);
+  const std::string after = token ? token->after_key : "";
+  // Without a selector a page is read alone (the store counts the keys after it); a selector
+  // must read every object to know which follow.
+  int64_t remaining = 0;
+  const bool ranged = limit > 0 && sel->terms.empty();
+  absl::StatusOr<store::ListResult> list =
+      ranged ? store_.ListPage(prefix, after, limit, &remaining) : store_.List(prefix);
   if (!list.ok()) return FromStatus(list.status());
   const int64_t revision = token ? token->revision : list->revision;
-  Page page =
-      PageOf(list->items, *sel, token ? token->after_key : "", QueryInt(r, "limit").value_or(0),
-             [this](const store::KeyValue& kv) { return Present(kv); });
+  Page page = PageOf(list->items, *sel, after, limit,
+                     [this](const store::KeyValue& kv) { return Present(kv); });
+  if (ranged) page.remaining = remaining;
   Json meta{{"resourceVersion", std::to_string(revision)}};
   if (page.remaining > 0) {
     meta["continue"] = EncodeContinue({prefix, revision, page.last_key});

@@ -339,17 +339,70 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  // The page's rows only, then the keys after it counted on the index (values unread).
+  absl::StatusOr<ListResult> ListPage(const std::string& prefix, const std::string& after_key,
+                                      int64_t limit, int64_t* remaining) override {
+    if (limit <= 0) return absl::InvalidArgumentError("ListPage: limit must be positive");
+    const std::string from = after_key.empty() || after_key < prefix ? prefix : after_key;
+    const std::string end = PrefixEnd(prefix);
+    absl::MutexLock lock(&read_mu_);
+    ReadSnapshot snapshot(reader_);
+    if (!snapshot.status().ok()) return snapshot.status();
+    ListResult out;
+    absl::StatusOr<int64_t> revision = Meta(reader_, "revision");
+    if (!revision.ok()) return revision.status();
+    out.revision = *revision;
+    // key > after_key when there is one, key >= prefix otherwise.
+    Stmt s(reader_, "list-page",
+           "SELECT key, value, create_rev, mod_rev, version FROM objects WHERE key >= ?1 "
+           "AND key <> ?2 ORDER BY key LIMIT ?3");
+    s.Bind(1, from);
+    s.Bind(2, after_key);
+    s.Bind(3, limit);
+    std::string last = after_key;
+    for (;;) {
+      absl::StatusOr<bool> row = s.Next();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      std::string key = s.Blob(0);
+      if (key.compare(0, prefix.size(), prefix) != 0) break;
+      last = key;
+      out.items.push_back({std::move(key), s.Blob(1), s.Int(2), s.Int(3), s.Int(4)});
+    }
+    *remaining = 0;
+    if (out.items.empty()) return out;  // nothing after after_key: nothing follows either
+    absl::StatusOr<int64_t> after = CountIn(last, /*exclusive=*/true, end);
+    if (!after.ok()) return after.status();
+    *remaining = *after;
+    return out;
+  }
+
   absl::StatusOr<int64_t> Count(const std::string& prefix) override {
     if (prefix.empty()) return absl::InvalidArgumentError("Count: empty prefix");
-    // Keys in [prefix, prefix with its last byte + 1): an index range, values unread.
+    absl::MutexLock lock(&read_mu_);
+    return CountIn(prefix, false, PrefixEnd(prefix));
+  }
+
+  // Keys in [prefix, prefix with its last byte + 1): "" when there is no such bound.
+  static std::string PrefixEnd(const std::string& prefix) {
     std::string end = prefix;
     while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
     if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-    absl::MutexLock lock(&read_mu_);
-    Stmt s(reader_, "count",
-           end.empty() ? "SELECT count(*) FROM objects WHERE key >= ?1"
-                       : "SELECT count(*) FROM objects WHERE key >= ?1 AND key < ?2");
-    s.Bind(1, prefix);
+    return end;
+  }
+
+  // How many keys are in [from, end) ("" end: no bound), or (from, end) when `exclusive`: an
+  // index range, values unread. With read_mu_ held.
+  absl::StatusOr<int64_t> CountIn(const std::string& from, bool exclusive, const std::string& end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu_) {
+    const char* sql =
+        exclusive ? (end.empty() ? "SELECT count(*) FROM objects WHERE key > ?1"
+                                 : "SELECT count(*) FROM objects WHERE key > ?1 "
+                                   "AND key < ?2")
+                  : (end.empty() ? "SELECT count(*) FROM objects WHERE key >= ?1"
+                                 : "SELECT count(*) FROM objects WHERE key >= ?1 AND key < ?2");
+    Stmt s(reader_, "count", sql);
+    s.Bind(1, from);
     if (!end.empty()) s.Bind(2, end);
     absl::StatusOr<bool> row = s.Next();
     if (!row.ok()) return row.status();

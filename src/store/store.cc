@@ -1,10 +1,26 @@
 #include "store/store.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "core/text.h"
 
 namespace gpucloud::store {
+
+absl::StatusOr<ListResult> Store::ListPage(const std::string& prefix, const std::string& after_key,
+                                           int64_t limit, int64_t* remaining) {
+  if (limit <= 0) return absl::InvalidArgumentError("ListPage: limit must be positive");
+  absl::StatusOr<ListResult> all = List(prefix);
+  if (!all.ok()) return all.status();
+  auto first =
+      std::upper_bound(all->items.begin(), all->items.end(), after_key,
+                       [](const std::string& key, const KeyValue& kv) { return key < kv.key; });
+  auto last = all->items.end() - first > limit ? first + limit : all->items.end();
+  *remaining = all->items.end() - last;
+  ListResult page{{std::make_move_iterator(first), std::make_move_iterator(last)}, all->revision};
+  return page;
+}
 
 absl::Status ValidateTxnOps(const std::vector<Op>& ops) {
   if (ops.empty()) return absl::InvalidArgumentError("empty transaction");

@@ -102,6 +102,13 @@ class Store {
   // Every key starting with `prefix`, in key order, and the revision read at: items and
   // revision are of one snapshot, so a watch from that revision misses and repeats nothing.
   virtual absl::StatusOr<ListResult> List(const std::string& prefix) = 0;
+  // A page of List(prefix): the first `limit` keys after `after_key` ("": from the first), in
+  // key order, the revision read at, and in `*remaining` how many keys under `prefix` follow the
+  // page; one snapshot. InvalidArgument when `limit` is not positive. The default reads all of
+  // List and slices it; a backend that can read only the page overrides it.
+  virtual absl::StatusOr<ListResult> ListPage(const std::string& prefix,
+                                              const std::string& after_key, int64_t limit,
+                                              int64_t* remaining);
   // How many keys start with `prefix` (without reading their values; for quotas). `prefix`
   // must not be empty (InvalidArgument).
   virtual absl::StatusOr<int64_t> Count(const std::string& prefix) = 0;

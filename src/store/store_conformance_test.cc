@@ -257,6 +257,40 @@ TEST_P(StoreConformanceTest, ListIsByPrefixInKeyOrder) {
   EXPECT_TRUE(absl::IsInvalidArgument(s.Count("").status()));
 }
 
+// ListPage: List's keys a page at a time, with the count of those after each page.
+TEST_P(StoreConformanceTest, ListPageIsListInPages) {
+  Store& s = *s_;
+  for (std::string k : {"/jobs/b/2", "/jobs/a/1", "/jobsx", "/nodes/n1", "/jobs/b/1", "/jobs/c"}) {
+    ASSERT_TRUE(s.Txn({Put(k, "v")}).ok());
+  }
+  std::vector<std::string> keys;
+  std::vector<int64_t> remainders;
+  std::string after;
+  for (int pages = 0; pages < 10; ++pages) {
+    int64_t remaining = -1;
+    absl::StatusOr<ListResult> page = s.ListPage("/jobs/", after, 3, &remaining);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_EQ(page->revision, s.Revision());
+    for (const KeyValue& kv : page->items) {
+      keys.push_back(kv.key);
+      EXPECT_EQ(kv.value, "v");
+    }
+    remainders.push_back(remaining);
+    if (remaining == 0) break;
+    after = page->items.back().key;
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"/jobs/a/1", "/jobs/b/1", "/jobs/b/2", "/jobs/c"}));
+  EXPECT_EQ(remainders, (std::vector<int64_t>{1, 0}));
+  int64_t remaining = -1;
+  ASSERT_TRUE(s.ListPage("/jobs/", "/jobs/c", 3, &remaining)->items.empty());
+  EXPECT_EQ(remaining, 0);
+  EXPECT_EQ(s.ListPage("/queues/", "", 3, &remaining)->items.size(), 0u);
+  EXPECT_EQ(remaining, 0);
+  EXPECT_EQ(s.ListPage("/jobs/", "/jobs/a/1", 1, &remaining)->items.at(0).key, "/jobs/b/1");
+  EXPECT_EQ(remaining, 2);
+  EXPECT_TRUE(absl::IsInvalidArgument(s.ListPage("/jobs/", "", 0, &remaining).status()));
+}
+
 // Pages from `after` on, each resumed after the last revision seen.
 std::vector<int64_t> ReadAllChanges(Store& s, const std::string& prefix, int64_t after, int limit) {
   std::vector<int64_t> seen;

@@ -120,6 +120,9 @@ test('an admin sees the overview and the nodes of the cluster', async () => {
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   const gpus = page.getByRole('table', { name: 'GPUs by type' });
   await gpus.getByRole('cell', { name: 'H100-80GB' }).waitFor();
+  // The allocation-beside-utilization chart, drawn by Chart.js once it loaded.
+  await page.waitForFunction(() => window.Chart?.getChart(document.querySelector('canvas'))
+    ?.data.labels.includes('H100-80GB'));
   await shot(page, '02-overview');
   assert.deepEqual(await axe(page), []);
   await page.getByRole('link', { name: 'Nodes' }).click();
@@ -213,7 +216,11 @@ test('jobs table, queues and the simulator report', async () => {
   await page.getByRole('link', { name: 'Simulator' }).click();
   await page.getByLabel(/Open a report.json/).setInputFiles(simReport());
   await page.getByRole('table', { name: 'Runs' }).getByRole('cell', { name: 'las' }).waitFor();
+  await page.getByRole('img', { name: 'Job completion time CDF' }).waitFor();
   assert.equal(await page.locator('canvas').count(), 2);
+  // Chart.js drew them (it sizes the canvas it takes over).
+  await page.waitForFunction(() => [...document.querySelectorAll('canvas')].every((c) => c.width > 0 &&
+    window.Chart?.getChart(c)));
   await shot(page, '11-sim');
   assert.deepEqual(await axe(page), []);
   assert.deepEqual(page.errors, []);

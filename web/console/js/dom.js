@@ -90,3 +90,23 @@ export function onFrame(fn) {
     });
   };
 }
+
+/** @type {Promise<any> | null} */
+let chartLoading = null;
+/**
+ * Chart.js (Debian's, served as vendor/chart.min.js), loaded the first time a page draws a
+ * chart rather than with every page: compiling it is the longest task of a first load.
+ * @returns {Promise<any>} the Chart constructor
+ */
+export function loadChart() {
+  if (!chartLoading) {
+    chartLoading = new Promise((resolve, reject) => {
+      const s = document.createElement('script');
+      s.src = 'vendor/chart.min.js';
+      s.onload = () => resolve(/** @type {any} */ (window).Chart);
+      s.onerror = () => { chartLoading = null; reject(new Error('cannot load vendor/chart.min.js')); };
+      document.head.appendChild(s);
+    });
+  }
+  return chartLoading;
+}

@@ -57,7 +57,8 @@ export function render(ctx, main, _args, query) {
   let rows = [];
   function refilter() {
     rows = filterJobs(informer.items.values(), f);
-    count.textContent = informer.error ? '' : informer.synced ? `${rows.length} jobs` : 'loading…';
+    count.textContent = informer.error ? '' : informer.synced ? `${rows.length} jobs` :
+      `${rows.length} jobs, ${informer.remaining ? `${informer.remaining} more ` : ''}loading…`;
     if (informer.error) ctx.showError(informer.error);
     draw();
   }

@@ -98,7 +98,7 @@ export function render(ctx, main, args) {
   }
   const offs = [ctx.nodes.subscribe(draw), ctx.jobs.subscribe(draw)];
   ctx.api.get(path).then((n) => {  // the freshest samples, and a 403 or 404 said plainly
-    ctx.nodes.items.set(name, n);
+    if (ctx.nodes.items.has(name)) ctx.nodes.items.set(name, n);
     draw();
   }, (e) => ctx.showError(e));
   draw();

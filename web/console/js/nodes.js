@@ -69,7 +69,7 @@ export function render(ctx, main) {
   }
   const schedule = onFrame(draw);
   const off = ctx.nodes.subscribe(schedule);
-  const timer = setInterval(() => ctx.nodes.list().catch(() => {}), 15000);
+  const timer = setInterval(() => ctx.nodes.refresh().catch(() => {}), 15000);
   draw();
   return () => {
     off();

@@ -3,7 +3,7 @@
 // allocation, jobs by phase, pending jobs per queue with the scheduler's reason, the cluster's
 // availability and goodput, and the cost so far today.
 import { API } from './api.js';
-import { h, clear, onFrame, table, num } from './dom.js';
+import { h, clear, loadChart, onFrame, table, num } from './dom.js';
 import { gpuTypes } from './model.js';
 
 /** @param {import('./app.js').Ctx} ctx @param {HTMLElement} main */
@@ -80,7 +80,10 @@ export function render(ctx, main) {
   /** @param {Map<string, any>} byType */
   function drawChart(byType) {
     const Chart = /** @type {any} */ (window).Chart;
-    if (!Chart) return;
+    if (!Chart) {  // drawn once it has loaded (the next change redraws it too)
+      loadChart().then(() => { if (alive) drawChart(byType); }, () => {});
+      return;
+    }
     const labels = [...byType.keys()];
     const allocated = labels.map((t) => byType.get(t).allocated);
     const used = labels.map((t) => {

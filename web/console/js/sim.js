@@ -2,7 +2,7 @@
 // Simulator reports: a report.json from `gpucloud sim`, opened from disk (it never leaves the
 // tab), shown as report.html shows it: the summary per policy, utilization over time and the
 // JCT CDF.
-import { h, clear, num, table } from './dom.js';
+import { h, clear, loadChart, num, table } from './dom.js';
 
 const COLOURS = ['#1f5fa8', '#e08a00', '#1d6b35', '#b3261e', '#6f42c1', '#4a5360'];
 
@@ -18,14 +18,14 @@ export function render(_ctx, main) {
     const f = file.files?.[0];
     if (!f) return;
     try {
-      show(JSON.parse(await f.text()));
+      await show(JSON.parse(await f.text()));
     } catch (e) {
       clear(out);
       out.append(h('p', { class: 'bad', role: 'alert' }, `Not a report.json: ${/** @type {any} */ (e).message}`));
     }
   });
   /** @param {any} r */
-  function show(r) {
+  async function show(r) {
     charts.forEach((c) => c.destroy());
     charts = [];
     clear(out);
@@ -41,10 +41,10 @@ export function render(_ctx, main) {
       `${((x.utilization?.mean ?? 0) * 100).toFixed(1)}%`, x.preemptions ?? 0,
       num(Object.values(x.cost_usd || {}).reduce((/** @type {number} */ a, /** @type {any} */ b) => a + Number(b), 0), 2)]),
     new Set([2, 3, 4, 5, 6, 7, 8, 9])));
-    const Chart = /** @type {any} */ (window).Chart;
     const util = /** @type {HTMLCanvasElement} */ (h('canvas', { role: 'img', 'aria-label': 'GPU utilization over time' }));
     const cdf = /** @type {HTMLCanvasElement} */ (h('canvas', { role: 'img', 'aria-label': 'Job completion time CDF' }));
     out.append(h('div', { class: 'charts' }, h('div', { class: 'chart' }, util), h('div', { class: 'chart' }, cdf)));
+    const Chart = await loadChart().catch(() => null);
     if (!Chart) return;
     const line = (/** @type {string} */ label, /** @type {any[]} */ data, /** @type {number} */ i, dash = false) =>
       ({ label, data, borderColor: COLOURS[i % COLOURS.length], pointRadius: 0, borderWidth: 1.5,
