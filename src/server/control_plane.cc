@@ -454,6 +454,15 @@ absl::Status ControlPlane::OpenApi() {
       m.nodes.get(), m.logs.get(), [&m] { m.Kick(); },
       [&m] { return ClusterSummaryJson(m.Metrics()); });
   if (m.OnEtcd()) m.api->SetLeadership([&m] { return m.Term() != nullptr; });
+  m.api->SetWhatIf([&m](const std::string& ns, const Job& job) -> absl::StatusOr<nlohmann::json> {
+    std::shared_ptr<LeaderTerm> term = m.Term();
+    if (!term) return absl::UnavailableError("this server does not lead: ask the leader");
+    absl::StatusOr<WhatIfAnswer> a = term->controller->WhatIf(ns, job, absl::Seconds(10));
+    if (!a.ok()) return a.status();
+    nlohmann::json out{{"outcome", a->outcome}, {"nodes", a->nodes}, {"reason", a->reason}};
+    if (a->expected_start_ms) out["expectedStartMs"] = *a->expected_start_ms;
+    return out;
+  });
   return absl::OkStatus();
 }
 

@@ -144,6 +144,14 @@ std::string RenderClusterMetrics(const ClusterMetrics& m);
 // The cluster's availability, goodput and recovery figures as JSON (GET .../v1/cluster).
 std::string ClusterSummaryJson(const ClusterMetrics& m);
 
+// What the scheduler would decide for a job submitted now (Controller::WhatIf).
+struct WhatIfAnswer {
+  std::string outcome;  // "Bind" (it would start now), "Wait" or "Reject" (it never could)
+  std::vector<std::string> nodes;            // Bind: the nodes its replicas would get, by rank
+  std::string reason;                        // Wait and Reject: the scheduler's reason
+  std::optional<int64_t> expected_start_ms;  // Wait, when the scheduler estimates start times
+};
+
 class Controller {
  public:
   // Borrows everything; all must outlive the controller.
@@ -158,6 +166,14 @@ class Controller {
   void Kick();
   absl::Status RunOnce();
   ClusterMetrics Metrics() const;
+  // What the scheduler would decide for `job` (in namespace `ns`) if it were submitted now:
+  // one cycle of the scheduler, in the next pass, over a copy of the cluster as that pass sees
+  // it, with the job among the waiting ones (queues, fair share, reservations and preemption
+  // as for any job; namespace budgets and job arrays' gates are not applied). Nothing is
+  // written. Blocks until that pass answers (the call kicks one); DeadlineExceeded after
+  // `timeout` (the controller is not running, or its passes are slower). Any thread.
+  absl::StatusOr<WhatIfAnswer> WhatIf(const std::string& ns, const Job& job,
+                                      absl::Duration timeout);
 
  private:
   using Pass = controller_detail::Pass;  // one pass's view and results (controller_internal.h)
@@ -176,6 +192,10 @@ class Controller {
   // brought up to date, every active job's holdings kept in it, the pending jobs placed, and
   // each decision written in one transaction.
   absl::Status Schedule(Pass& pass);
+  struct WhatIfRequest;
+  // Answers the WhatIf calls waiting, each with a scheduler cycle over a copy of state_ and the
+  // pass's `pending` jobs plus its own.
+  void AnswerWhatIfs(const Pass& pass, const std::vector<const sched::PendingJob*>& pending);
   struct DecisionWrite;
   absl::Status EnsureScheduler(int64_t now);  // rebuilt when the queues changed
   void EnsureClusterState(Pass& pass);
@@ -264,6 +284,7 @@ class Controller {
   ClusterMetrics metrics_ ABSL_GUARDED_BY(mu_);
   bool kicked_ ABSL_GUARDED_BY(mu_) = false;
   int64_t store_revision_ ABSL_GUARDED_BY(mu_) = 0;  // the newest revision WatchStore saw
+  std::vector<std::shared_ptr<WhatIfRequest>> what_ifs_ ABSL_GUARDED_BY(mu_);
   int64_t own_txns_ = 0;  // transactions this pass committed (the loop's thread only)
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -523,6 +523,66 @@ void Controller::JudgeBudgets(Pass& pass, const std::map<std::string, double>& s
   }
 }
 
+struct Controller::WhatIfRequest {
+  std::string key;  // the probe's scheduler key: no job's (a job name has no '.')
+  Job job;
+  bool done = false;
+  absl::StatusOr<WhatIfAnswer> answer = absl::UnknownError("not answered");
+};
+
+absl::StatusOr<WhatIfAnswer> Controller::WhatIf(const std::string& ns, const Job& job,
+                                                absl::Duration timeout) {
+  auto request = std::make_shared<WhatIfRequest>();
+  request->key = Cat(ns, "/whatif.", job.metadata.name);
+  request->job = job;
+  request->job.metadata.namespace_ = ns;
+  absl::MutexLock lock(&mu_);
+  what_ifs_.push_back(request);
+  kicked_ = true;
+  if (!mu_.AwaitWithTimeout(absl::Condition(&request->done), timeout)) {
+    std::erase(what_ifs_, request);
+    return absl::DeadlineExceededError(
+        Cat("the scheduler did not answer within ", absl::FormatDuration(timeout)));
+  }
+  return request->answer;
+}
+
+void Controller::AnswerWhatIfs(const Pass& pass,
+                               const std::vector<const sched::PendingJob*>& pending) {
+  std::vector<std::shared_ptr<WhatIfRequest>> asked;
+  {
+    absl::MutexLock lock(&mu_);
+    asked.swap(what_ifs_);
+  }
+  for (const std::shared_ptr<WhatIfRequest>& q : asked) {
+    sched::ClusterState copy = *state_;
+    JobStatus fresh;
+    fresh.submitted_ms = pass.now_ms;
+    sched::PendingJob probe = sched::PendingOf(q->key, q->job, ViewOf(fresh, pass.now_ms));
+    std::vector<const sched::PendingJob*> all = pending;
+    all.push_back(&probe);
+    WhatIfAnswer a;
+    a.outcome = "Wait";
+    a.reason = "not reached in this cycle (the scheduler's work per namespace and cycle)";
+    for (const sched::Decision& d : scheduler_->Schedule(copy, all, pass.now_ms)) {
+      if (d.job != q->key) continue;
+      a.outcome = d.kind == sched::DecisionKind::kBind     ? "Bind"
+                  : d.kind == sched::DecisionKind::kReject ? "Reject"
+                                                           : "Wait";
+      a.reason = d.reason;
+      a.expected_start_ms = d.expected_start_ms;
+      if (d.allocation) {
+        for (const sched::ReplicaPlacement& r : d.allocation->replicas) {
+          a.nodes.push_back(copy.node(r.node).name);
+        }
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    q->answer = std::move(a);
+    q->done = true;
+  }
+}
+
 absl::Status Controller::Schedule(Pass& pass) {
   if (absl::Status s = EnsureScheduler(pass.now_ms); !s.ok()) return s;
   EnsureClusterState(pass);
@@ -536,6 +596,7 @@ absl::Status Controller::Schedule(Pass& pass) {
   budget_writes = EnforceBudgets(pass);
   std::vector<const sched::PendingJob*> pending = CollectPending(pass);
   ReleaseEnded();
+  AnswerWhatIfs(pass, pending);  // before this cycle's binds change the state
   for (CachedObject* obj : pass.over_budget_waiting) {
     const std::string& message = pass.over_budget.at(JobOf(*obj).ns);
     if (std::optional<DecisionWrite> w = OverBudgetWrite(pass, *obj, message)) {

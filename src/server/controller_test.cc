@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "api/wire.h"
 #include "core/text.h"
+#include "manifest/manifest.h"
 #include "sched/backlog.h"
 #include "server/controller_fixture.h"
 #include "server/job_status.h"
@@ -62,6 +64,49 @@ TEST_F(ControllerTest, AGangIsBoundInOneTransactionWithConsistentRanks) {
   EXPECT_EQ(r1.node_rank, 1);
   EXPECT_EQ(r0.hosts, r1.hosts);
   EXPECT_EQ(EventReasons("gang"), std::vector<std::string>{"Scheduled"});
+}
+
+// WhatIf: the scheduler's answer for a job not submitted, from the next pass; nothing written.
+Job JobFromYaml(const std::string& yaml) {
+  manifest::ParseResult p = manifest::ParseManifests(yaml, "test");
+  EXPECT_TRUE(p.ok());
+  return std::get<Job>(p.manifests.at(0).object);
+}
+
+TEST_F(ControllerTest, WhatIfAnswersFromTheNextPassAndWritesNothing) {
+  Register("node-a", 4);
+  Submit(GangJob("busy", 1, 2));
+  Pass();
+  const int64_t revision = store_->Revision();
+  auto ask = [&](const std::string& yaml) {
+    auto answer = std::async(std::launch::async, [&, yaml] {
+      return controller_->WhatIf("default", JobFromYaml(yaml), absl::Seconds(20));
+    });
+    // The test drives the passes (no controller thread): until one has answered.
+    while (answer.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready) Pass();
+    absl::StatusOr<WhatIfAnswer> a = answer.get();
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.value_or(WhatIfAnswer{});
+  };
+  WhatIfAnswer fits = ask(GangJob("probe", 1, 2));
+  EXPECT_EQ(fits.outcome, "Bind");
+  EXPECT_EQ(fits.nodes, (std::vector<std::string>{"node-a"}));
+  WhatIfAnswer waits = ask(GangJob("probe", 1, 4));  // 2 of node-a's 4 GPUs are busy
+  EXPECT_EQ(waits.outcome, "Wait");
+  EXPECT_NE(waits.reason, "");
+  WhatIfAnswer never = ask(GangJob("probe", 1, 8));  // no node has 8
+  EXPECT_EQ(never.outcome, "Reject");
+  EXPECT_NE(never.reason.find("8"), std::string::npos) << never.reason;
+  // Asked, answered, never stored: no job, no assignment, no event.
+  EXPECT_EQ(store_->Revision(), revision);
+  EXPECT_EQ(Status("busy").phase, api::JobPhase::kScheduled);
+}
+
+TEST_F(ControllerTest, WhatIfWithoutAPassTimesOut) {
+  absl::StatusOr<WhatIfAnswer> a =
+      controller_->WhatIf("default", JobFromYaml(GangJob("probe", 1, 1)), absl::Milliseconds(20));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(a.status())) << a.status();
+  Pass();  // the abandoned question is gone: nothing to answer, nothing to crash on
 }
 
 TEST_F(ControllerTest, EveryAssignmentCarriesEachTasksHostsInReplicaOrder) {

@@ -69,7 +69,7 @@ namespace {
 
 bool IsBoolKey(std::string_view key) {
   return key == "watch" || key == "follow" || key == "allowWatchBookmarks" || key == "timestamps" ||
-         key == "previous";
+         key == "previous" || key == "whatIf";
 }
 
 }  // namespace
@@ -475,11 +475,12 @@ Response RestApi::HandleObjects(const Request& r, const Route& route) {
   const bool known = get || (r.method == "POST" && !item) || (r.method == "PUT" && item) ||
                      (r.method == "DELETE" && item);
   if (!known) return Status(405, "MethodNotAllowed", Cat(r.method, " is not allowed on ", r.path));
-  std::optional<Response> bad = get && !item ? RefuseQuery(r, kCollectionQuery)
-                                : get        ? RefuseQuery(r, kNoQuery)
-                                : r.method == "DELETE"
-                                    ? RefuseQuery(r, {"resourceVersion", "dryRun"})
-                                    : RefuseQuery(r, kWriteQuery);
+  std::optional<Response> bad =
+      get && !item           ? RefuseQuery(r, kCollectionQuery)
+      : get                  ? RefuseQuery(r, kNoQuery)
+      : r.method == "DELETE" ? RefuseQuery(r, {"resourceVersion", "dryRun"})
+      : r.method == "POST" && route.resource->plural == "jobs" ? RefuseQuery(r, kJobCreateQuery)
+                                                               : RefuseQuery(r, kWriteQuery);
   if (bad) return *bad;
   if (get && item) return Read(r, route);
   if (get && QueryTrue(r, "watch")) return Watch(r, route.Prefix());
@@ -573,6 +574,9 @@ Response RestApi::Create(const Request& r, const Route& route) {
   std::string warning;
   if (std::optional<Response> bad = ResolveRuntimeClass(store_, *p.object, &warning)) return *bad;
   if (const Job* j = std::get_if<Job>(&*p.object); j && AsksForArray(j->spec)) {
+    if (QueryTrue(r, "whatIf")) {
+      return Status(400, "BadRequest", "whatIf: asks for one job, not a job array");
+    }
     return CreateArray(r, route, *j, warning, /*apply=*/false);  // rest_array.cc
   }
   ObjectMeta& meta = MetaOfMutable(*p.object);
@@ -605,8 +609,17 @@ Response RestApi::Create(const Request& r, const Route& route) {
     if (job != nullptr) {
       if (absl::Status free = CheckSshSecretFree(store_, *job); !free.ok()) return FromStatus(free);
     }
+    if (job != nullptr && QueryTrue(r, "whatIf")) {
+      if (!what_if_) return Status(503, "ServiceUnavailable", "no scheduler answers here");
+      absl::StatusOr<Json> answer = what_if_(route.namespace_, *job);
+      if (!answer.ok()) return FromStatus(answer.status());
+      doc["status"]["whatIf"] = *std::move(answer);
+    }
     created.body = doc.dump(2) + "\n";
     return created;
+  }
+  if (QueryTrue(r, "whatIf")) {
+    return Status(400, "BadRequest", "whatIf: asks only with dryRun=All (nothing is created)");
   }
   // A job with ssh keys is written with its Secret, all or nothing (ssh_keys.h).
   store::Op put{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0};

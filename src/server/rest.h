@@ -64,6 +64,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/clock.h"
 #include "server/namespace_provisioning.h"
@@ -182,6 +183,13 @@ class RestApi {
   void AttachSecrets(SecretStore* secrets) { secrets_ = secrets; }
   // See NamespaceProvisioning. Set before serving.
   void SetNamespaceProvisioning(NamespaceProvisioning p) { namespace_provisioning_ = p; }
+  // POST .../jobs?dryRun=All&whatIf=true: `what_if` says what the scheduler would do with the
+  // job now (Controller::WhatIf as JSON), answered as the would-be job's status.whatIf; its
+  // errors are the request's (a standby's Unavailable, a slow pass's DeadlineExceeded). Without
+  // it, such a request is 503. Set before serving.
+  using WhatIfFn =
+      std::function<absl::StatusOr<nlohmann::json>(const std::string& ns, const Job& job)>;
+  void SetWhatIf(WhatIfFn what_if) { what_if_ = std::move(what_if); }
   // The currency of Namespace budgets (spec.budget.currency must name it); "USD" by default.
   void SetCurrency(std::string currency) { currency_ = std::move(currency); }
   // The start-up migration (rest_namespaces.cc): every namespace that holds jobs, secrets or
@@ -296,6 +304,7 @@ class RestApi {
   std::function<void()> kick_;
   std::function<bool()> leads_;
   std::function<std::string()> summary_;
+  WhatIfFn what_if_;
   int64_t max_jobs_per_namespace_ = 10'000;
   std::string checkpoint_root_;
   NamespaceProvisioning namespace_provisioning_ = NamespaceProvisioning::kUnchecked;

@@ -62,6 +62,32 @@ TEST_F(RestTest, CreateGetListDelete) {
   EXPECT_EQ(Body(gone)["kind"], "Status");
 }
 
+// whatIf=true with dryRun=All: the would-be job with what the scheduler would do (the hook);
+// alone, on an array, or without a scheduler: refused, and nothing is ever written.
+TEST_F(RestTest, WhatIfAsksTheSchedulerOnADryRunOnly) {
+  const int64_t revision = store_->Revision();
+  EXPECT_EQ(Call("POST", kJobs, kJob, {{"whatIf", "true"}}).status, 400);
+  EXPECT_EQ(Call("POST", kJobs, kJob, {{"dryRun", "All"}, {"whatIf", "true"}}).status, 503);
+  std::string asked_ns, asked_name;
+  api_->SetWhatIf([&](const std::string& ns, const Job& job) -> absl::StatusOr<nlohmann::json> {
+    asked_ns = ns;
+    asked_name = job.metadata.name;
+    return nlohmann::json{{"outcome", "Wait"}, {"reason", "queue q is at its max"}};
+  });
+  Response r = Call("POST", kJobs, kJob, {{"dryRun", "All"}, {"whatIf", "true"}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Body(r)["status"]["whatIf"]["outcome"], "Wait");
+  EXPECT_EQ(Body(r)["status"]["whatIf"]["reason"], "queue q is at its max");
+  EXPECT_EQ(asked_ns, "team-a");
+  EXPECT_EQ(asked_name, Body(r)["metadata"]["name"]);
+  api_->SetWhatIf([](const std::string&, const Job&) -> absl::StatusOr<nlohmann::json> {
+    return absl::UnavailableError("this server does not lead: ask the leader");
+  });
+  EXPECT_EQ(Call("POST", kJobs, kJob, {{"dryRun", "All"}, {"whatIf", "true"}}).status, 503);
+  EXPECT_EQ(Call("POST", kJobs, kJob, {{"dryRun", "All"}, {"whatIf", "maybe"}}).status, 400);
+  EXPECT_EQ(store_->Revision(), revision);
+}
+
 TEST_F(RestTest, ApplyIsIdempotentAndStaleVersionsConflict) {
   std::string path = std::string(kJobs) + "/train";
   ASSERT_EQ(Call("PUT", path, kJob).status, 201);  // apply creates

@@ -84,6 +84,10 @@ inline bool DryRun(const Request& r) { return r.query.contains("dryRun"); }
 // Warn or Ignore: whatever it says, a field the kind does not have is an error, as Strict makes
 // it, never dropped).
 inline constexpr std::string_view kWriteQuery[] = {"dryRun", "fieldManager", "fieldValidation"};
+// A job's create also takes whatIf=true, with dryRun=All: the answer's status.whatIf says what
+// the scheduler would do with it now (RestApi::SetWhatIf).
+inline constexpr std::string_view kJobCreateQuery[] = {"dryRun", "fieldManager", "fieldValidation",
+                                                       "whatIf"};
 // A path that takes no query parameter.
 inline constexpr std::span<const std::string_view> kNoQuery{};
 // What a GET of a collection takes (a list or, with watch=true, a watch). A list always reads

@@ -209,8 +209,15 @@ test('jobs table, queues and the simulator report', async () => {
   await shot(page, '09-jobs');
   assert.deepEqual(await axe(page), []);
   await page.getByRole('link', { name: 'Queues' }).click();
+  // The scheduler's answers: 2 x 2 GPUs fit on the idle node, 8 on one node never do.
+  await page.getByLabel('Replicas').fill('2');
+  await page.getByLabel('GPUs per replica').fill('2');
   await page.getByRole('button', { name: 'Could it start now?' }).click();
-  await page.getByText(/^Yes: 8 on|^Not now: 4/).waitFor();
+  await page.getByText('Yes, now: on console, console.').waitFor();
+  await page.getByLabel('Replicas').fill('1');
+  await page.getByLabel('GPUs per replica').fill('8');
+  await page.getByRole('button', { name: 'Could it start now?' }).click();
+  await page.getByText(/^Never on this cluster: .*8/).waitFor();
   await shot(page, '10-queues');
   assert.deepEqual(await axe(page), []);
   await page.getByRole('link', { name: 'Simulator' }).click();

@@ -1,7 +1,7 @@
 // The console's pure functions (web/console/js/model.js) in Node, without a browser.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { filterJobs, fitNow, gpuTypes, gpusOf, manifestErrors, queueUsage } from '../../web/console/js/model.js';
+import { filterJobs, gpuTypes, gpusOf, manifestErrors, queueUsage } from '../../web/console/js/model.js';
 
 const gpu = (index, type, extra = {}) => ({ index, type, healthy: true, ...extra });
 const node = (name, gpus, extra = {}) => ({ metadata: { name }, spec: {},
@@ -50,18 +50,4 @@ test('queueUsage: guarantee, max, use by type (else the wildcard row) and pendin
   const u = queueUsage(queues, [run('a', { H100: 10 }), run('b', { A100: 1 }), run('c', {}, 'Pending')]);
   assert.deepEqual(u.get('nlp').get('H100'), { guaranteed: 8, max: 16, used: 10, pending: 0 });
   assert.deepEqual(u.get('nlp').get('*'), { guaranteed: 2, max: null, used: 1, pending: 3 });
-});
-
-test('fitNow places a shape on free whole GPUs of ready, schedulable nodes, or says why not', () => {
-  const nodes = [node('a', [gpu(0, 'H100'), gpu(1, 'H100'), gpu(2, 'H100'), gpu(3, 'H100')]),
-    node('b', [gpu(0, 'H100'), gpu(1, 'H100', { healthy: false })]),
-    { ...node('c', [gpu(0, 'H100')]), spec: { unschedulable: true } }];
-  const busy = [job('x', 'y', 'Running', { status: { placement: [{ node: 'a', gpus: [{ index: 0 }] }] } })];
-  assert.deepEqual(fitNow(nodes, busy, { count: 4, type: 'H100', perNode: 0 }),
-    { fits: true, picks: [{ node: 'a', gpus: 3 }, { node: 'b', gpus: 1 }], totalFree: 4 });
-  assert.equal(fitNow(nodes, busy, { count: 5, type: 'H100', perNode: 0 }).fits, false);
-  // Four on one node: a has only three free.
-  assert.equal(fitNow(nodes, busy, { count: 4, type: 'H100', perNode: 4 }).fits, false);
-  assert.equal(fitNow(nodes, [], { count: 4, type: 'H100', perNode: 4 }).fits, true);
-  assert.equal(fitNow(nodes, [], { count: 1, type: 'A100', perNode: 0 }).totalFree, 0);
 });
