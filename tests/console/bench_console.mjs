@@ -62,10 +62,10 @@ async function once(run) {
     document.querySelector('tr.row a') ? performance.now() : 0,
   null, { timeout: 120000, polling: 'raf' })).jsonValue();
   out.jobs_ms = await (await p.waitForFunction(() => {
-    const m = /^(\d+) jobs$/.exec(document.querySelector('.filters [role=status]')?.textContent || '');
+    const m = /^(\d+) jobs$/.exec(document.querySelector('#jobs-count')?.textContent || '');
     return m && Number(m[1]) > 0 && document.querySelector('tr.row a') ? performance.now() : 0;
   }, null, { timeout: 120000, polling: 'raf' })).jsonValue();
-  out.jobs_listed = Number(/^(\d+)/.exec(await p.locator('.filters [role=status]').textContent())[1]);
+  out.jobs_listed = Number(/^(\d+)/.exec(await p.locator('#jobs-count').textContent())[1]);
   const loadedAt = out.jobs_ms;
   await p.waitForTimeout(windowS * 1000);
   const tasks = await p.evaluate(() => window.longTasks);

@@ -59,10 +59,27 @@ test('a 410 lists again from scratch, dropping what the new list lacks', async (
   assert.deepEqual([...inf.items.keys()], ['ns/a']);
 });
 
-test('a 403 stops the informer and keeps the error for the page to show', async () => {
-  scripted([Response.json({ reason: 'Forbidden', message: 'user alice may not jobs:List' }, { status: 403 })]);
+for (const [status, message] of [[403, 'user alice may not jobs:List'], [401, 'a valid bearer token is required'],
+  [400, 'labelSelector: bad term "team=="']]) {
+  test(`a ${status} stops the informer (no retries) and keeps the error for the page`, async () => {
+    const urls = scripted([Response.json({ reason: 'Refused', message }, { status })]);
+    const inf = new Informer(new Api('t'), '/p', { batchMs: 0 }).start();
+    await until(() => inf.error);
+    assert.equal(inf.error.status, status);
+    assert.equal(inf.error.message, message);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(urls.length, 1);
+  });
+}
+
+test('a watch ERROR other than 410 is retried after a pause, from the same revision', async () => {
+  const urls = scripted([
+    Response.json({ metadata: { resourceVersion: '10' }, items: [] }),
+    lines({ type: 'ERROR', object: { code: 500, message: 'store unavailable' } }),
+  ]);
   const inf = new Informer(new Api('t'), '/p', { batchMs: 0 }).start();
-  await until(() => inf.error);
-  assert.equal(inf.error.status, 403);
-  assert.match(inf.error.message, /jobs:List/);
+  await until(() => urls.length >= 3);
+  inf.stop();
+  assert.match(urls[2], /watch=true.*resourceVersion=10$/);
+  assert.equal(inf.error, undefined);
 });

@@ -62,7 +62,10 @@ export class Api {
     if (!this.cache.has(key)) {
       this.cache.set(key, this.call('POST', `${API}/authorize`, {
         body: JSON.stringify({ action, resource }), contentType: 'application/json',
-      }).then((d) => Boolean(d.allowed), () => false));
+      }).then((d) => Boolean(d.allowed), () => {
+        this.cache.delete(key);  // a failed question is asked again next time
+        return false;
+      }));
     }
     return this.cache.get(key);
   }
@@ -163,7 +166,11 @@ export class Informer {
           `${this.path}${sep}limit=${this.pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
           { signal: this.abort.signal });
       for (const o of page.items || []) {
-        if (this.items.has(keyOf(o))) this.items.set(keyOf(o), o);
+        // Never over a newer object the watch applied meanwhile.
+        const held = this.items.get(keyOf(o));
+        if (held && Number(o.metadata.resourceVersion) >= Number(held.metadata.resourceVersion)) {
+          this.items.set(keyOf(o), o);
+        }
       }
       cont = page.metadata?.continue || '';
     } while (cont);
@@ -177,11 +184,19 @@ export class Informer {
       try {
         if (needList) await this.list();
         needList = false;
+        const started = performance.now();
         needList = await this.follow();
-        backoff = 250;
+        // A stream that ended at once (a proxy closing it, a server restarting) is not reopened
+        // in a tight loop.
+        if (performance.now() - started < 1000) {
+          await new Promise((r) => setTimeout(r, backoff));
+          backoff = Math.min(backoff * 2, 5000);
+        } else backoff = 250;
       } catch (e) {
         if (this.abort.signal.aborted) return;
-        if (e instanceof ApiError && e.status === 403) {
+        // Refused (a bad selector, a revoked token, no such collection, not allowed): retrying
+        // would not help; the page shows the error.
+        if (e instanceof ApiError && [400, 401, 403, 404].includes(e.status)) {
           this.error = e;
           this.notify();
           return;
@@ -209,14 +224,19 @@ export class Informer {
       const { value, done } = await reader.read();
       if (done) return false;
       buffer += value;
+      let from = 0;
       let nl;
       let changed = false;
-      while ((nl = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + 1);
+      while ((nl = buffer.indexOf('\n', from)) >= 0) {
+        const line = buffer.slice(from, nl);
+        from = nl + 1;
         if (!line.trim()) continue;
         const ev = JSON.parse(line);
-        if (ev.type === 'ERROR') return ev.object?.code === 410;
+        if (ev.type === 'ERROR') {
+          if (ev.object?.code === 410) return true;
+          throw new ApiError(ev.object?.code || 500, ev.object?.reason || 'WatchError',
+            ev.object?.message || 'the watch failed');
+        }
         const rv = ev.object?.metadata?.resourceVersion;
         if (rv) this.revision = rv;
         if (ev.type === 'BOOKMARK') continue;
@@ -225,6 +245,7 @@ export class Informer {
         else this.items.set(key, ev.object);
         changed = true;
       }
+      buffer = buffer.slice(from);
       if (changed) {
         this.changedAt = performance.now();
         this.notify();

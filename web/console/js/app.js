@@ -76,8 +76,10 @@ async function signIn(/** @type {string} */ token) {
   try {
     who = await api.get(`${API}/whoami`);
   } catch (e) {
-    sessionStorage.removeItem(TOKEN_KEY);
-    signInPage(e instanceof ApiError && e.status === 401 ? 'That token is not valid.' :
+    // A refused token is forgotten; a server that is down or restarting is not the token's fault.
+    const refused = e instanceof ApiError && e.status === 401;
+    if (refused) sessionStorage.removeItem(TOKEN_KEY);
+    signInPage(refused ? 'That token is not valid.' :
         `Cannot reach the API: ${/** @type {any} */ (e).message}`);
     return;
   }
@@ -104,6 +106,7 @@ async function signIn(/** @type {string} */ token) {
 
 function signOut() {
   sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem('gpucloud.draft');  // a manifest may hold secrets
   if (cleanup) cleanup();
   cleanup = null;
   if (ctx) for (const inf of [ctx.jobs, ctx.nodes, ctx.queues]) inf.stop();
@@ -116,8 +119,11 @@ function signOut() {
   signInPage('You are signed out.');
 }
 
+let routing = 0;  // the newest route(): an older one that finishes late draws nothing
+
 async function route() {
   if (!ctx) return;
+  const mine = ++routing;
   const [path, search] = location.hash.replace(/^#\/?/, '').split('?');
   const parts = (path || 'overview').split('/').map(decodeURIComponent);
   const name = /** @type {keyof typeof pages} */ (parts[0] in pages ? parts[0] : 'overview');
@@ -131,9 +137,10 @@ async function route() {
   showError(null);
   clear(main);
   const page = await pages[name]();
-  if (!ctx) return;
+  if (!ctx || mine !== routing) return;
   cleanup = page.render(ctx, main, parts.slice(1), new URLSearchParams(search || '')) || null;
   document.title = `${name} · gpucloud console`;
+  main.focus({ preventScroll: true });  // keyboard users start at the new page
 }
 
 window.addEventListener('hashchange', () => route());

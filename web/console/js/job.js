@@ -137,42 +137,73 @@ export function render(ctx, main, args) {
     clear(pre);
     streamLogs(follow.signal, rankSel.value, attemptSel.value).catch(() => {});
   }
-  /** @param {AbortSignal} signal @param {string} rank @param {string} attempt */
+  /**
+   * Follows one rank's log of one attempt from byte `offset` on, reconnecting (with back-off)
+   * until the job has ended or a newer attempt began; a refusal is shown, not retried.
+   * @param {AbortSignal} signal @param {string} rank @param {string} attempt
+   */
   async function streamLogs(signal, rank, attempt) {
-    let offset = 0;
-    for (let tries = 0; alive && !signal.aborted && tries < 1000; tries++) {
-      const res = await fetch(`${path}/logs?rank=${rank}&attempt=${attempt}&offset=${offset}&follow=true`,
-        { headers: ctx.api.headers(), signal });
-      if (!res.ok || !res.body) {
-        if (res.status !== 404) return;
-        await new Promise((r) => setTimeout(r, 1000));  // not started yet
+    let offset = 0;  // bytes of the log shown, as the server counts them
+    let shown = 0;   // characters in the <pre>
+    let backoff = 500;
+    const sleep = (/** @type {number} */ ms) => new Promise((r) => setTimeout(r, ms));
+    while (alive && !signal.aborted) {
+      let res;
+      try {
+        res = await fetch(`${path}/logs?rank=${rank}&attempt=${attempt}&offset=${offset}&follow=true`,
+          { headers: ctx.api.headers(), signal });
+      } catch (e) {
+        if (signal.aborted) return;
+        await sleep(backoff = Math.min(backoff * 2, 5000));  // the network: try again
         continue;
       }
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        offset += new TextEncoder().encode(value).length;
-        pre.append(value);
-        if (pre.textContent && pre.textContent.length > 2e6) pre.textContent = pre.textContent.slice(-1e6);
-        pre.scrollTop = pre.scrollHeight;
+      if (res.status === 401 || res.status === 403) {
+        ctx.showError(new ApiError(res.status, 'Forbidden', (await res.json().catch(() => ({}))).message ||
+          'the logs are not yours to read'));
+        return;
       }
-      // The server ends a follow when the attempt ends (or, for a job not yet started, when
-      // it changes phase): go on from the offset until the job itself has ended.
+      if (res.ok && res.body) {
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          offset += value.byteLength;  // the raw bytes: a resumed read starts where these end
+          const text = decoder.decode(value, { stream: true });
+          pre.append(text);
+          shown += text.length;
+          if (shown > 2e6) {  // keep the last megabyte in the page
+            pre.textContent = (pre.textContent || '').slice(-1e6);
+            shown = pre.textContent.length;
+          }
+          pre.scrollTop = pre.scrollHeight;
+        }
+        backoff = 500;
+      }
+      // Not there yet (404: the attempt has not started), a server error, or the end of a
+      // follow (the server ends one when the attempt ends, or, for a job not yet started,
+      // when it changes phase): go on from the offset until the job itself has ended.
       const s = job?.status || {};
       if (['Succeeded', 'Failed', 'Cancelled'].includes(s.phase) || Number(s.attempt) > Number(attempt)) return;
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(res.ok ? 500 : (backoff = Math.min(backoff * 2, 5000)));
     }
   }
 
   const key = `${ns}/${name}`;
+  let seen = false;  // the watch has delivered the job (so its absence later is a delete)
+  /** @type {ReturnType<typeof setTimeout> | null} */
+  let trailing = null;
   function fromInformer() {
     const j = ctx.jobs.items.get(key);
     if (j && j !== job) {
+      seen = true;
       job = j;
       draw();
+      // Events at most once a second, and once more after the last change.
       if (performance.now() - lastEvents > 1000) loadEvents();
-    } else if (!j && job && ctx.jobs.synced) {
+      if (trailing) clearTimeout(trailing);
+      trailing = setTimeout(() => { if (alive) loadEvents(); }, 1100);
+    } else if (!j && seen && ctx.jobs.synced) {
       ctx.announce(`Job ${name} was deleted`);
       ctx.go('#/jobs');
     }
@@ -197,5 +228,6 @@ export function render(ctx, main, args) {
     alive = false;
     unsubscribe();
     if (follow) follow.abort();
+    if (trailing) clearTimeout(trailing);
   };
 }

@@ -34,7 +34,7 @@ export function render(ctx, main, _args, query) {
   const selector = /** @type {HTMLInputElement} */ (h('input', { id: 'f-labels', type: 'search',
     placeholder: 'team=nlp,tier!=dev' }));
   selector.addEventListener('change', () => useSelector(selector.value.trim()));
-  const count = h('span', { class: 'muted', role: 'status' });
+  const count = h('span', { class: 'muted', id: 'jobs-count' });
   const tbody = h('tbody');
   const scroller = h('div', { class: 'scroller', tabindex: '0', role: 'region',
     'aria-label': 'Jobs table (scrollable)' },
@@ -64,6 +64,9 @@ export function render(ctx, main, _args, query) {
   }
   const draw = onFrame(paint);
   function paint() {
+    // The focused job link survives the repaint (rows are rebuilt).
+    const focused = /** @type {HTMLElement | null} */ (document.activeElement?.closest?.('tr[data-job]') || null);
+    const focusKey = focused && tbody.contains(focused) ? focused.dataset.job : null;
     const first = Math.max(0, Math.floor(scroller.scrollTop / ROW) - 10);
     const visible = Math.ceil((scroller.clientHeight || 600) / ROW) + 20;
     const last = Math.min(rows.length, first + visible);
@@ -75,6 +78,10 @@ export function render(ctx, main, _args, query) {
     const bottom = h('tr', { 'aria-hidden': 'true' });
     bottom.style.height = `${(rows.length - last) * ROW}px`;
     tbody.append(bottom);
+    if (focusKey) {
+      /** @type {HTMLElement | null} */ (tbody.querySelector(`tr[data-job="${CSS.escape(focusKey)}"] a`))
+        ?.focus({ preventScroll: true });
+    }
   }
   /** @param {any} j */
   function row(j) {
@@ -98,7 +105,9 @@ export function render(ctx, main, _args, query) {
     informer = ctx.jobs;
     if (labels) {
       const base = ctx.jobsPath(ctx.who.namespace || undefined);
-      own = new Informer(ctx.api, `${base}?labelSelector=${encodeURIComponent(labels)}`).start();
+      // One page: with a selector the server reads every job for each page anyway.
+      own = new Informer(ctx.api, `${base}?labelSelector=${encodeURIComponent(labels)}`,
+        { pageSize: 1000000 }).start();
       informer = own;
     }
     unsubscribe = informer.subscribe(refilter);

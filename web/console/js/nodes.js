@@ -13,7 +13,7 @@ export function render(ctx, main) {
   const pick = /** @type {HTMLSelectElement} */ (h('select', { id: 'metric' },
     ...Object.entries(METRICS).map(([k, v]) => h('option', { value: k }, v))));
   pick.addEventListener('change', () => { metric = pick.value; draw(); });
-  const grid = h('div', { class: 'grid', role: 'list', 'aria-label': 'GPUs' });
+  const grid = h('div', { class: 'grid', role: 'group', 'aria-label': 'GPUs, coloured by the chosen measure' });
   const stats = h('p', { class: 'muted', role: 'status' });
   const nodesTable = h('div');
   main.append(h('h1', null, 'Nodes and GPUs'),
@@ -37,7 +37,9 @@ export function render(ctx, main) {
         const label = `${n.metadata.name} GPU ${g.index} (${g.type}): ` +
           `${Math.round(value * 100)}% ${metric === 'utilization' ? 'utilized' : 'memory used'}` +
           `${g.healthy === false ? ', unhealthy' : ''}${g.atRisk ? ', at risk' : ''}`;
-        const cell = h('a', { href: `#/node/${encodeURIComponent(n.metadata.name)}`, role: 'listitem',
+        // Out of the tab order (16,000 of them at 2,000 nodes): the table below has each node's
+        // link for the keyboard.
+        const cell = h('a', { href: `#/node/${encodeURIComponent(n.metadata.name)}`, tabindex: '-1',
           class: `gpu${g.healthy === false ? ' unhealthy' : ''}${g.atRisk ? ' atrisk' : ''}`,
           title: label, 'aria-label': label });
         cell.style.background = heat(value);

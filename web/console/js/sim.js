@@ -63,4 +63,5 @@ export function render(_ctx, main) {
       scales: { x: { type: 'logarithmic', title: { display: true, text: 'seconds (log scale)' } },
         y: { min: 0, max: 1, title: { display: true, text: 'fraction of jobs' } } } } }));
   }
+  return () => charts.forEach((c) => c.destroy());
 }
