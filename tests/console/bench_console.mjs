@@ -8,6 +8,9 @@
 //   longtask_*   the longest main-thread task: on the overview in its first 2 s after the
 //                figures; on the jobs page while it loads, and over WINDOW_S seconds of the live
 //                load after it loaded
+//   nodes_*      the nodes page: every GPU cell drawn (16,000 at 2,000 agents), and its longest
+//                tasks while it loads and over WINDOW_S seconds after (a utilization refresh
+//                of every node falls in it)
 // Usage: node bench_console.mjs URL TOKEN [RUNS=3] [WINDOW_S=20]; prints one JSON line per run.
 import { chromium } from 'playwright-core';
 
@@ -80,6 +83,19 @@ async function once(run) {
     await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
     return performance.now() - t0;
   });
+  await p.context().close();
+
+  // Nodes: every GPU's cell drawn; then the live load, with a utilization refresh (every 15 s).
+  p = await page();
+  await p.goto(`${url}/ui/#/nodes`);
+  out.nodes_ms = await (await p.waitForFunction(() =>
+    Number(document.querySelector('canvas.gpu-grid')?.dataset.cells || 0) >= 16000 ? performance.now() : 0,
+  null, { timeout: 120000, polling: 'raf' })).jsonValue();
+  const nodesAt = out.nodes_ms;
+  await p.waitForTimeout(windowS * 1000);
+  const nodeTasks = await p.evaluate(() => window.longTasks);
+  out.nodes_longtask_load_max_ms = Math.max(0, ...nodeTasks.filter((t) => t.at <= nodesAt).map((t) => t.ms));
+  out.nodes_longtask_live_max_ms = Math.max(0, ...nodeTasks.filter((t) => t.at > nodesAt).map((t) => t.ms));
   await p.context().close();
 
   // Phase change: a job that cannot fit (Pending), cancelled; its page shows Cancelled.

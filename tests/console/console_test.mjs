@@ -127,7 +127,11 @@ test('an admin sees the overview and the nodes of the cluster', async () => {
   assert.deepEqual(await axe(page), []);
   await page.getByRole('link', { name: 'Nodes' }).click();
   await page.getByRole('link', { name: 'console', exact: true }).waitFor();
-  assert.equal(await page.locator('.grid .gpu').count(), 4);
+  await page.waitForFunction(() => document.querySelector('canvas.gpu-grid')?.dataset.cells === '4');
+  // The pointer over the first cell names its GPU; a click opens its node.
+  const box = await page.locator('canvas.gpu-grid').boundingBox();
+  await page.mouse.move(box.x + 8, box.y + 8);
+  assert.match(await page.locator('canvas.gpu-grid').getAttribute('title'), /^console GPU 0 \(H100-80GB\): \d+% utilized$/);
   await shot(page, '03-nodes');
   assert.deepEqual(await axe(page), []);
   await page.getByRole('link', { name: 'console', exact: true }).click();

@@ -157,13 +157,14 @@ export class Informer {
    * Re-reads the objects for what the watch does not carry (the nodes' utilization samples,
    * which heartbeats bring and the node objects do not): each object the collection holds is
    * replaced by the fresher read; the watch's revision and membership are left to the watch.
+   * In pages of `pageSize`, each its own task.
    */
-  async refresh() {
+  async refresh(pageSize = this.pageSize) {
     let cont = '';
     do {
       const sep = this.path.includes('?') ? '&' : '?';
       const page = await this.api.call('GET',
-          `${this.path}${sep}limit=${this.pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
+          `${this.path}${sep}limit=${pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
           { signal: this.abort.signal });
       for (const o of page.items || []) {
         // Never over a newer object the watch applied meanwhile.
