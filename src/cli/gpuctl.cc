@@ -112,8 +112,46 @@ struct RunOptions {
   std::string array;  // --array: Slurm's indices, "0-999%50"; empty: one job
   int gpus = 1, replicas = 1;
   bool dry_run = false;
+  bool what_if = false;  // --what-if: the scheduler's answer, nothing submitted
   std::vector<std::string> command;
 };
+
+// --what-if: the job as a server dry run with whatIf=true (docs/server.md, "What if"), and the
+// scheduler's answer in a line.
+int WhatIf(const api::Client& client, const manifest::Object& object, std::ostream& out,
+           std::ostream& err) {
+  std::optional<api::HttpResponse> r =
+      Send(client, "POST", api::ObjectPath(object, /*collection=*/true) + "?dryRun=All&whatIf=true",
+           manifest::ToYaml(object), err);
+  if (!r) return kExitInvalid;
+  nlohmann::json answer = nlohmann::json::parse(r->body, nullptr, false);
+  const nlohmann::json w =
+      answer.is_object()
+          ? answer.value("status", nlohmann::json::object()).value("whatIf", nlohmann::json())
+          : nlohmann::json();
+  if (!w.is_object()) {
+    err << "gpuctl run: the server gave no what-if answer\n";
+    return kExitInvalid;
+  }
+  const std::string outcome = w.value("outcome", "");
+  if (outcome == "Bind") {
+    std::vector<std::string> nodes = w.value("nodes", std::vector<std::string>{});
+    out << "would start now, on " << Join(nodes, ", ") << "\n";
+  } else if (outcome == "Reject") {
+    out << "would never start on this cluster: " << w.value("reason", "") << "\n";
+  } else {
+    out << "would wait: " << w.value("reason", "");
+    if (w.contains("expectedStartMs") && w["expectedStartMs"].is_number_integer()) {
+      out << " (expected to start about "
+          << absl::FormatTime("%Y-%m-%d %H:%M %Z",
+                              absl::FromUnixMillis(w["expectedStartMs"].get<int64_t>()),
+                              absl::LocalTimeZone())
+          << ")";
+    }
+    out << "\n";
+  }
+  return kExitOk;
+}
 
 // `gpuctl run`: a Job from flags, validated like any manifest, then applied.
 int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, std::ostream& err) {
@@ -164,6 +202,7 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
     return kExitOk;
   }
   std::optional<api::Client> client = Connect(config, err);
+  if (client && o.what_if) return WhatIf(*client, object, out, err);
   if (!client || !Send(*client, "POST", api::ObjectPath(object, /*collection=*/true),
                        manifest::ToYaml(object), err)) {
     return kExitInvalid;
@@ -220,6 +259,9 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
                   "a job array, one job NAME-INDEX per index: 0-999, 1,3,5-7, 0-15:4, and "
                   "%P for at most P at once (0-999%50)");
   run->add_flag("--dry-run", run_opts.dry_run, "print the Job instead of submitting it");
+  run->add_flag("--what-if", run_opts.what_if,
+                "ask the scheduler whether the job would start now (where, or why not), "
+                "submitting nothing");
   run->add_option("command", run_opts.command, "the command, after --");
   std::vector<std::string> describe_args;
   CLI::App* describe =
