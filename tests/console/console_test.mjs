@@ -11,13 +11,14 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { UpCluster, waitFor } from './cluster.mjs';
 
 const require = createRequire(import.meta.url);
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const env = (k, d) => process.env[k] || d;
-const SOURCE = env('SOURCE_DIR', join(import.meta.dirname, '..', '..'));
+const SOURCE = env('SOURCE_DIR', fileURLToPath(new URL('../..', import.meta.url)));
 const ARTIFACTS = env('ARTIFACTS', join(SOURCE, 'build', 'console-artifacts'));
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 
