@@ -320,60 +320,51 @@ class SqliteStore final : public Store {
     // One read transaction: the items and the revision come from the same snapshot.
     ReadSnapshot snapshot(reader_);
     if (!snapshot.status().ok()) return snapshot.status();
-    ListResult out;
-    absl::StatusOr<int64_t> revision = Meta(reader_, "revision");
-    if (!revision.ok()) return revision.status();
-    out.revision = *revision;
-    Stmt s(reader_, "list",
-           "SELECT key, value, create_rev, mod_rev, version FROM objects WHERE key >= ?1 "
-           "ORDER BY key");
-    s.Bind(1, prefix);
-    for (;;) {
-      absl::StatusOr<bool> row = s.Next();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
-      std::string key = s.Blob(0);
-      if (key.compare(0, prefix.size(), prefix) != 0) break;
-      out.items.push_back({key, s.Blob(1), s.Int(2), s.Int(3), s.Int(4)});
-    }
-    return out;
+    return ReadRows(prefix, "", -1);
   }
 
-  // The page's rows only, then the keys after it counted on the index (values unread).
+  // The page's rows only, then the keys after it counted on the index (values unread), in the
+  // same read transaction.
   absl::StatusOr<ListResult> ListPage(const std::string& prefix, const std::string& after_key,
                                       int64_t limit, int64_t* remaining) override {
     if (limit <= 0) return absl::InvalidArgumentError("ListPage: limit must be positive");
-    const std::string from = after_key.empty() || after_key < prefix ? prefix : after_key;
-    const std::string end = PrefixEnd(prefix);
     absl::MutexLock lock(&read_mu_);
     ReadSnapshot snapshot(reader_);
     if (!snapshot.status().ok()) return snapshot.status();
+    absl::StatusOr<ListResult> out = ReadRows(prefix, after_key, limit);
+    if (!out.ok()) return out.status();
+    *remaining = 0;
+    if (out->items.empty()) return out;  // nothing after after_key: nothing follows either
+    absl::StatusOr<int64_t> after =
+        CountIn(out->items.back().key, /*exclusive=*/true, PrefixEnd(prefix));
+    if (!after.ok()) return after.status();
+    *remaining = *after;
+    return out;
+  }
+
+  // The store's revision and the rows under `prefix` after `after_key` ("": from the first),
+  // at most `limit` of them (-1: all), in key order. With read_mu_ held, in a ReadSnapshot.
+  absl::StatusOr<ListResult> ReadRows(const std::string& prefix, const std::string& after_key,
+                                      int64_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu_) {
     ListResult out;
     absl::StatusOr<int64_t> revision = Meta(reader_, "revision");
     if (!revision.ok()) return revision.status();
     out.revision = *revision;
-    // key > after_key when there is one, key >= prefix otherwise.
-    Stmt s(reader_, "list-page",
+    // key > after_key when there is one (a key of the list), key >= prefix otherwise.
+    Stmt s(reader_, "list",
            "SELECT key, value, create_rev, mod_rev, version FROM objects WHERE key >= ?1 "
            "AND key <> ?2 ORDER BY key LIMIT ?3");
-    s.Bind(1, from);
+    s.Bind(1, after_key.empty() || after_key < prefix ? prefix : after_key);
     s.Bind(2, after_key);
     s.Bind(3, limit);
-    std::string last = after_key;
     for (;;) {
       absl::StatusOr<bool> row = s.Next();
       if (!row.ok()) return row.status();
       if (!*row) break;
       std::string key = s.Blob(0);
       if (key.compare(0, prefix.size(), prefix) != 0) break;
-      last = key;
       out.items.push_back({std::move(key), s.Blob(1), s.Int(2), s.Int(3), s.Int(4)});
     }
-    *remaining = 0;
-    if (out.items.empty()) return out;  // nothing after after_key: nothing follows either
-    absl::StatusOr<int64_t> after = CountIn(last, /*exclusive=*/true, end);
-    if (!after.ok()) return after.status();
-    *remaining = *after;
     return out;
   }
 
