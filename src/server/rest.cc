@@ -568,6 +568,9 @@ std::optional<Response> RefuseRunningSpecChange(const std::string& key, const Js
 }  // namespace
 
 Response RestApi::Create(const Request& r, const Route& route) {
+  if (QueryTrue(r, "whatIf") && !DryRun(r)) {  // before anything is read or counted
+    return Status(400, "BadRequest", "whatIf: asks only with dryRun=All (nothing is created)");
+  }
   Parsed p = ParseBody(r, route.resource->kind, route.namespace_, "");
   if (p.error) return *p.error;
   if (std::optional<Response> bad = CheckJobPaths(*p.object, checkpoint_root_)) return *bad;
@@ -617,9 +620,6 @@ Response RestApi::Create(const Request& r, const Route& route) {
     }
     created.body = doc.dump(2) + "\n";
     return created;
-  }
-  if (QueryTrue(r, "whatIf")) {
-    return Status(400, "BadRequest", "whatIf: asks only with dryRun=All (nothing is created)");
   }
   // A job with ssh keys is written with its Secret, all or nothing (ssh_keys.h).
   store::Op put{store::Op::Kind::kPut, item.Key(), doc.dump(2), 0};

@@ -124,15 +124,19 @@ export class Informer {
 
   stop() { this.abort.abort(); }
 
+  /** One page of the collection: `limit` objects after the continue token `cont` (""). */
+  readPage(/** @type {number} */ limit, /** @type {string} */ cont) {
+    const sep = this.path.includes('?') ? '&' : '?';
+    return this.api.call('GET', `${this.path}${sep}limit=${limit}` +
+        `${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`, { signal: this.abort.signal });
+  }
+
   async list() {
     const items = new Map();
     let cont = '';
     let rv = '0';
     do {
-      const sep = this.path.includes('?') ? '&' : '?';
-      const page = await this.api.call('GET',
-          `${this.path}${sep}limit=${this.pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
-          { signal: this.abort.signal });
+      const page = await this.readPage(this.pageSize, cont);
       for (const o of page.items || []) items.set(keyOf(o), o);
       cont = page.metadata?.continue || '';
       // The first list shows each page as it comes; a relist swaps the whole list in at once.
@@ -162,10 +166,7 @@ export class Informer {
   async refresh(pageSize = this.pageSize) {
     let cont = '';
     do {
-      const sep = this.path.includes('?') ? '&' : '?';
-      const page = await this.api.call('GET',
-          `${this.path}${sep}limit=${pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
-          { signal: this.abort.signal });
+      const page = await this.readPage(pageSize, cont);
       for (const o of page.items || []) {
         // Never over a newer object the watch applied meanwhile.
         const held = this.items.get(keyOf(o));

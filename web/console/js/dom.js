@@ -68,7 +68,7 @@ export const phaseBadge = (phase) => h('span', { class: `phase phase-${phase}` }
 export const kv = (pairs) => h('dl', { class: 'kv' },
   ...pairs.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
 
-/** A colour from green (0) through yellow to red (1), for a GPU cell. @param {number} x */
+/** A colour from blue (0: idle) to red (1: busy), for a GPU cell. @param {number} x */
 export function heat(x) {
   const t = Math.max(0, Math.min(1, x));
   const hue = 210 - 210 * t;  // blue (idle) to red (hot)

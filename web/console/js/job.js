@@ -144,7 +144,7 @@ export function render(ctx, main, args) {
    */
   async function streamLogs(signal, rank, attempt) {
     let offset = 0;  // bytes of the log shown, as the server counts them
-    let shown = 0;   // characters in the <pre>
+    let chars = 0;   // characters in the <pre>
     let backoff = 500;
     const sleep = (/** @type {number} */ ms) => new Promise((r) => setTimeout(r, ms));
     while (alive && !signal.aborted) {
@@ -171,10 +171,10 @@ export function render(ctx, main, args) {
           offset += value.byteLength;  // the raw bytes: a resumed read starts where these end
           const text = decoder.decode(value, { stream: true });
           pre.append(text);
-          shown += text.length;
-          if (shown > 2e6) {  // keep the last megabyte in the page
+          chars += text.length;
+          if (chars > 2e6) {  // keep the last megabyte in the page
             pre.textContent = (pre.textContent || '').slice(-1e6);
-            shown = pre.textContent.length;
+            chars = pre.textContent.length;
           }
           pre.scrollTop = pre.scrollHeight;
         }

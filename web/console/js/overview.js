@@ -127,13 +127,19 @@ export function render(ctx, main) {
   refreshSummary();
   refreshCost();
   // The summary and the cost are aggregates the watch does not carry: refreshed when the jobs
-  // or nodes change, at most every 5 s.
-  let last = performance.now();
+  // or nodes change, the summary at most every 5 s, the cost (a read of every usage record
+  // since midnight) at most every minute.
+  let summaryAt = performance.now();
+  let costAt = summaryAt;
   const onChange = () => {
     schedule();
-    if (performance.now() - last > 5000) {
-      last = performance.now();
+    const now = performance.now();
+    if (now - summaryAt > 5000) {
+      summaryAt = now;
       refreshSummary();
+    }
+    if (now - costAt > 60000) {
+      costAt = now;
       refreshCost();
     }
   };
