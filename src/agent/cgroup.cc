@@ -144,6 +144,12 @@ std::vector<std::string> TaskCgroup::SelfAttachFiles() const {
   return out;
 }
 
+std::vector<std::string> TaskCgroup::JoinFiles() const {
+  if (!plan_.v2) return SelfAttachFiles();
+  if (plan_.memory_dir.empty()) return {};
+  return {plan_.memory_dir + "/cgroup.procs"};
+}
+
 int64_t TaskCgroup::OomKills() const {
   if (plan_.memory_dir.empty()) return 0;
   return plan_.v2 ? Field(plan_.memory_dir + "/memory.events", "oom_kill")

@@ -62,6 +62,10 @@ class TaskCgroup {
   // which waits for an RCU grace period: 0.1 against 1 to 17 ms a task start on a VM.
   // v2: empty (a process joins its group whole; use Attach).
   std::vector<std::string> SelfAttachFiles() const;
+  // The files a process writes "0" to in order to join the group itself (v1: the `tasks` files,
+  // as SelfAttachFiles; v2: the group's cgroup.procs): how a process exec'd into a running task
+  // (session_manager.h) takes on the task's limits.
+  std::vector<std::string> JoinFiles() const;
   // How many processes of the group the kernel's OOM killer has killed so far.
   int64_t OomKills() const;
   bool v2() const { return plan_.v2; }

@@ -320,6 +320,12 @@ absl::Status Executor::Start(const TaskSpecToRun& spec, std::string* warning) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> Executor::CgroupJoinFiles(const std::string& id) const {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second.cgroup == nullptr) return {};
+  return it->second.cgroup->JoinFiles();
+}
+
 pid_t Executor::Pid(const std::string& id) const {
   auto it = tasks_.find(id);
   return it == tasks_.end() ? 0 : it->second.pid;

@@ -124,6 +124,9 @@ class Executor {
   // Lets every task run on without this executor (the agent stops, the next one re-adopts
   // them): nothing is killed on destruction.
   void Detach();
+  // The files a process writes "0" to in order to join the task's cgroups (TaskCgroup::
+  // JoinFiles); empty for a task without cgroups or an unknown id.
+  std::vector<std::string> CgroupJoinFiles(const std::string& id) const;
   // The shim tasks start through ("" = by fork).
   const std::string& shim() const { return shim_; }
 

@@ -301,7 +301,9 @@ absl::Status NodeAgent::Impl::Run() {
   RemoveOrphanContainers();
   if (!EnsureCredential() || !Register()) return absl::OkStatus();
   watcher = std::thread([this] { Watch(); });
+  StartSessions();
   MainLoop();
+  if (sessions) sessions->Stop();
   if (watcher.joinable()) watcher.join();
   Leave();
   return absl::OkStatus();
@@ -325,6 +327,7 @@ void NodeAgent::Impl::MainLoop() {
     changed = PollTasks() || changed;
     CollectImages();
     changed = PollXids() || changed;
+    PublishSessionTargets();
     // A chatty task's output goes out a bounded piece per pass, the heartbeat on time.
     const bool due = changed || Now() - last_heartbeat >= o.heartbeat;
     if (due || log_backlog) log_backlog = ShipLogs();
@@ -340,6 +343,49 @@ void NodeAgent::Impl::MainLoop() {
     pass_done.notify_all();
   }
   pass_done.notify_all();  // stopping: no more passes
+}
+
+void NodeAgent::Impl::StartSessions() {
+  SessionManager::Options so;
+  so.node = o.node_name;
+  so.server = client.config();
+  so.find = [this](const std::string& assignment, int attempt) -> std::optional<SessionTarget> {
+    std::lock_guard lock(targets_mu);
+    auto it = session_targets.find(Cat(assignment, "/", attempt));
+    if (it == session_targets.end()) return std::nullopt;
+    return it->second;
+  };
+  sessions = std::make_unique<SessionManager>(std::move(so), clock);
+  sessions->Start();
+}
+
+void NodeAgent::Impl::PublishSessionTargets() {
+  // Rebuilt only when the running tasks change (a task's environment is copied).
+  std::string running;
+  for (const auto& [exec_id, t] : tasks) {
+    if (t.report.state == api::TaskState::kRunning && !t.stopping) running += exec_id + ",";
+  }
+  if (running == published_targets) return;
+  published_targets = running;
+  std::map<std::string, SessionTarget> out;
+  for (const auto& [exec_id, t] : tasks) {
+    if (t.report.state != api::TaskState::kRunning || t.stopping) continue;
+    SessionTarget target;
+    target.exec_id = exec_id;
+    target.container = t.container_name;
+    if (!t.container_name.empty()) target.podman = PodmanGlobalArgv(o.container);
+    target.env = t.plan.spec.env;
+    target.workdir = t.plan.spec.workdir;
+    target.uid = t.plan.spec.uid;
+    target.gid = t.plan.spec.gid;
+    if (t.in_executor) target.cgroup_join = exec.CgroupJoinFiles(exec_id);
+    // A host process re-adopted after an agent restart has no plan here: no session enters it
+    // with the agent's own environment and user.
+    if (t.container_name.empty() && target.env.empty()) continue;
+    out[Cat(t.a.name, "/", t.a.attempt)] = std::move(target);
+  }
+  std::lock_guard lock(targets_mu);
+  session_targets = std::move(out);
 }
 
 bool NodeAgent::Impl::AwaitPass(absl::Duration timeout) {

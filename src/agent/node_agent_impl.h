@@ -41,6 +41,7 @@
 #include "agent/node_agent.h"
 #include "agent/node_identity.h"
 #include "agent/sandbox.h"
+#include "agent/session_manager.h"
 #include "agent/task_launch.h"
 #include "api/client.h"
 #include "api/wire.h"
@@ -93,6 +94,10 @@ struct NodeAgent::Impl {
     bool assigned = true;        // its assignment (job uid and attempt) is still there
     // Its report as the server last acknowledged it (heartbeat_reports.h).
     std::optional<api::TaskReport> acknowledged;
+    // An interactive task: when it was last in use (session traffic, a GPU busy), and whether
+    // its idle warning went to its terminals in this idle stretch.
+    absl::Time last_used = absl::InfinitePast();
+    bool idle_announced = false;
   };
 
   api::Client client;
@@ -131,6 +136,14 @@ struct NodeAgent::Impl {
   std::condition_variable pass_done;
 
   std::map<std::string, Local> tasks;  // the main loop's
+  // Interactive sessions (session_manager.h), from registration on; and the running tasks they
+  // may enter, by "assignment/attempt", published by the main loop (PublishSessionTargets).
+  std::unique_ptr<SessionManager> sessions;
+  std::mutex targets_mu;
+  std::map<std::string, SessionTarget> session_targets;  // guarded by targets_mu
+  std::string published_targets;                         // the main loop's: what was published
+  void StartSessions();
+  void PublishSessionTargets();
   std::thread watcher;
   std::string cwd;
   std::map<std::string, absl::Time> arrived;  // guarded by mu: "name/attempt" -> when it came
@@ -328,6 +341,9 @@ struct NodeAgent::Impl {
 
   // The GPUs the running tasks hold (for the simulated backend's readings).
   std::set<int> BusyGpus() const;
+  // An interactive task's idleness into its report (TaskReport::idle_ms), and its warning to
+  // its terminals once kIdleWarningFraction of the timeout has passed.
+  void UpdateIdleness(Local& t, absl::Time now);
 
   // POSTs the heartbeat: the tasks' reports (HeartbeatTasks) and the GPUs' health and usage
   // from a fresh sample (HeartbeatGpus); registers again when the server does not know the node.

@@ -152,7 +152,9 @@ std::string NodeAgent::Impl::MetricsText() const {
 std::set<int> NodeAgent::Impl::BusyGpus() const {
   std::set<int> busy;
   for (const auto& [name, t] : tasks) {
-    if (t.ended_at) continue;
+    // A shell or notebook computes only when its user makes it (through a session): its GPUs
+    // read idle on simulated GPUs, so that its idle timeout can be seen at work.
+    if (t.ended_at || t.a.idle_timeout_seconds > 0) continue;
     for (const api::AssignedGpu& g : t.a.gpus) busy.insert(g.index);
   }
   return busy;
@@ -195,9 +197,44 @@ std::vector<api::TaskReport> NodeAgent::Impl::HeartbeatTasks(absl::Time now) {
       std::lock_guard lock(metrics_mu);
       if (auto e = energy.find(t.exec_id); e != energy.end()) t.report.energy_j = e->second.joules;
     }
+    UpdateIdleness(t, now);
     if (InHeartbeat(Reported(t, now))) reports.push_back(t.report);
   }
   return reports;
+}
+
+void NodeAgent::Impl::UpdateIdleness(Local& t, absl::Time now) {
+  t.report.idle_ms = 0;
+  if (t.a.idle_timeout_seconds <= 0 || t.report.state != api::TaskState::kRunning) return;
+  if (t.last_used == absl::InfinitePast()) t.last_used = now;  // it has just started
+  if (sessions) {
+    if (std::optional<absl::Time> traffic = sessions->LastActivity(t.a.name)) {
+      t.last_used = std::max(t.last_used, *traffic);
+    }
+  }
+  {
+    std::lock_guard lock(metrics_mu);
+    for (const GpuSample& s : last_samples) {
+      for (const api::AssignedGpu& g : t.a.gpus) {
+        if (g.index == s.index && s.gpu_util_percent.value_or(0) >= kInteractiveBusyPercent) {
+          t.last_used = now;
+        }
+      }
+    }
+  }
+  const int64_t idle_s = absl::ToInt64Seconds(now - t.last_used);  // whole seconds: fewer changes
+  t.report.idle_ms = idle_s * 1000;
+  const int64_t timeout = t.a.idle_timeout_seconds;
+  const int64_t warn_at = std::max<int64_t>(
+      static_cast<int64_t>(static_cast<double>(timeout) * kIdleWarningFraction), timeout - 60);
+  if (idle_s < warn_at) {
+    t.idle_announced = false;
+  } else if (!t.idle_announced && sessions) {
+    t.idle_announced = true;
+    sessions->Announce(t.a.name, Cat("idle for ", idle_s, " s: this interactive job stops in ",
+                                     std::max<int64_t>(0, timeout - idle_s),
+                                     " s unless used (any input, or GPU work)"));
+  }
 }
 
 std::vector<api::GpuHealth> NodeAgent::Impl::HeartbeatGpus() {

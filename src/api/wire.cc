@@ -386,6 +386,7 @@ std::string AssignmentToJson(const Assignment& a) {
   if (a.run_as_user) j["runAsUser"] = *a.run_as_user;
   if (a.run_as_group) j["runAsGroup"] = *a.run_as_group;
   if (a.run_as_non_root) j["runAsNonRoot"] = true;
+  if (a.idle_timeout_seconds > 0) j["idleTimeoutSeconds"] = a.idle_timeout_seconds;
   WriteSecretRefs(a, j);
   return j.dump();
 }
@@ -420,6 +421,8 @@ void ReadImageAndUser(Reader& r, const Json& j, Assignment* a) {
     *out = v;
   }
   r.Bool(j, "runAsNonRoot", "", &a->run_as_non_root);
+  r.Int(j, "idleTimeoutSeconds", "", &a->idle_timeout_seconds);
+  if (a->idle_timeout_seconds < 0) return r.Fail("idleTimeoutSeconds", "must be 0 or more");
 }
 
 // taskHosts: task name -> its replicas' addresses. Optional (an older server sends none). Only
@@ -583,6 +586,7 @@ std::string HeartbeatToJson(const Heartbeat& h) {
     if (t.started_ms) j["startedMs"] = t.started_ms;
     if (t.finished_ms) j["finishedMs"] = t.finished_ms;
     if (t.energy_j > 0) j["energyJ"] = t.energy_j;
+    if (t.idle_ms > 0) j["idleMs"] = t.idle_ms;
     tasks.push_back(std::move(j));
   }
   Json gpus = Json::array();
@@ -647,6 +651,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const std::string& text) {
       r.Int(t, "startedMs", path, &rep.started_ms);
       r.Int(t, "finishedMs", path, &rep.finished_ms);
       r.Amount(t, "energyJ", path, &rep.energy_j);
+      r.Int(t, "idleMs", path, &rep.idle_ms);
       bool known = false;
       for (TaskState s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
                           TaskState::kFailed, TaskState::kStopped, TaskState::kLost}) {

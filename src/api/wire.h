@@ -99,6 +99,10 @@ struct Assignment {
   std::optional<int64_t> run_as_user;
   std::optional<int64_t> run_as_group;
   bool run_as_non_root = false;  // the agent refuses to start the task as uid 0
+  // An interactive job's idle timeout (spec.interactive): the agent measures the task's
+  // idleness and reports it (TaskReport::idle_ms). 0: a batch job. JSON "idleTimeoutSeconds",
+  // absent when 0.
+  int64_t idle_timeout_seconds = 0;
   // The spec's command then its args. With an image and no command in the spec,
   // `image_entrypoint` is true: the image's ENTRYPOINT runs with `command` (then the spec's
   // args alone) as its arguments, or with its own CMD when that is empty, as Kubernetes does.
@@ -183,6 +187,10 @@ struct TaskReport {
   // The GPU energy the task used so far (joules; its share of its GPUs' energy counters), as of
   // the agent's previous GPU sample; JSON "energyJ", absent when 0 (not measured).
   double energy_j = 0;
+  // An interactive task (Assignment::idle_timeout_seconds > 0): how long it has been idle (no
+  // session traffic, its GPUs under kInteractiveBusyPercent busy), by the agent's clock; JSON
+  // "idleMs", absent when 0 (in use, or not interactive).
+  int64_t idle_ms = 0;
   bool operator==(const TaskReport&) const = default;
 };
 

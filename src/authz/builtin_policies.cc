@@ -31,7 +31,7 @@ PolicyDocument TenantPolicy() {
       .statements = {
           Allow("OwnNamespaceJobs",
                 {"jobs:Create", "jobs:Get", "jobs:List", "jobs:Watch", "jobs:Update", "jobs:Delete",
-                 "jobs:Cancel", "jobs:Logs", "jobs:Events"},
+                 "jobs:Cancel", "jobs:Logs", "jobs:Events", "jobs:Exec"},
                 {"gpucloud:job/" + ns + "/*"}),
           Allow("OwnNamespaceSecretsAndServiceAccounts", {"secrets:*", "serviceaccounts:*"},
                 {"gpucloud:secret/" + ns + "/*", "gpucloud:serviceaccount/" + ns + "/*"}),
@@ -48,13 +48,14 @@ PolicyDocument TenantPolicy() {
 }
 
 PolicyDocument NodePolicy() {
-  return PolicyDocument{.statements = {
-                            Allow("OwnNode",
-                                  {"nodes:Register", "nodes:Get", "nodes:Update", "nodes:Heartbeat",
-                                   "nodes:GetAssignments", "nodes:GetTaskSecrets"},
-                                  {"gpucloud:node/${gpucloud:NodeName}"}),
-                            Allow("TaskLogs", {"jobs:WriteLogs"}, {"gpucloud:job/*/*"}),
-                        }};
+  return PolicyDocument{
+      .statements = {
+          Allow("OwnNode",
+                {"nodes:Register", "nodes:Get", "nodes:Update", "nodes:Heartbeat",
+                 "nodes:GetAssignments", "nodes:GetTaskSecrets", "nodes:Sessions"},
+                {"gpucloud:node/${gpucloud:NodeName}"}),
+          Allow("TaskLogs", {"jobs:WriteLogs"}, {"gpucloud:job/*/*"}),
+      }};
 }
 
 std::vector<NamedPolicy> BuiltinPolicies() {

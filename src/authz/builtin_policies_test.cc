@@ -52,7 +52,7 @@ TEST(BuiltinPolicies, NodeOnlyTouchesItself) {
     Decision own = set->Evaluate({n1, std::string(action), "gpucloud:node/n1", {}});
     bool want = action == "nodes:Register" || action == "nodes:Get" || action == "nodes:Update" ||
                 action == "nodes:Heartbeat" || action == "nodes:GetAssignments" ||
-                action == "nodes:GetTaskSecrets";
+                action == "nodes:GetTaskSecrets" || action == "nodes:Sessions";
     EXPECT_EQ(own.allowed(), want) << action;
   }
 }

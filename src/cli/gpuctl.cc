@@ -10,12 +10,14 @@
 #include "absl/algorithm/container.h"
 #include "absl/time/clock.h"
 #include "api/client.h"
+#include "api/paths.h"
 #include "cli/audit_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/completion.h"
 #include "cli/cost_command.h"
 #include "cli/explain.h"
 #include "cli/iam_commands.h"
+#include "cli/interactive_commands.h"
 #include "cli/manifest_files.h"
 #include "cli/object_commands.h"
 #include "cli/remote.h"
@@ -113,8 +115,16 @@ struct RunOptions {
   int gpus = 1, replicas = 1;
   bool dry_run = false;
   bool what_if = false;  // --what-if: the scheduler's answer, nothing submitted
+  // -i/-t: an interactive job (docs/interactive.md) whose task waits while the command runs in a
+  // terminal through exec; the job is deleted when the command ends unless --keep.
+  bool stdin = false, tty = false, keep = false;
+  std::string idle_timeout = "1h";
   std::vector<std::string> command;
 };
+
+// The task of `gpuctl run -it`: it holds the job's GPUs while the user's command runs through
+// exec (any image with a POSIX shell).
+const std::vector<std::string> kHoldCommand = {"sh", "-c", "while :; do sleep 3600; done"};
 
 // --what-if: the job as a server dry run with whatIf=true (docs/server.md, "What if"), and the
 // scheduler's answer in a line.
@@ -153,6 +163,26 @@ int WhatIf(const api::Client& client, const manifest::Object& object, std::ostre
   return kExitOk;
 }
 
+// `gpuctl run -it`: waits for the job, runs the command in a terminal in it, then deletes the
+// job (unless --keep). The command's exit code.
+int RunInteractive(const api::Client& client, const RunOptions& o, const std::string& name,
+                   std::ostream& err) {
+  err << "job " << o.ns << "/" << name << " created (interactive)\n";
+  int code = kExitInvalid;
+  if (absl::Status s = AwaitRunning(client, o.ns, name, 600, err); !s.ok()) {
+    err << "gpuctl run: " << s.message() << "\n";
+  } else {
+    code = ExecInteractive(client, o.ns, name, o.command, err);
+  }
+  if (o.keep) {
+    err << "job " << o.ns << "/" << name << " kept: gpuctl exec -it " << name
+        << " -- sh; gpuctl delete job " << name << "\n";
+  } else if (Send(client, "DELETE", api::JobPath(o.ns, name), "", err)) {
+    err << "job " << o.ns << "/" << name << " deleted\n";
+  }
+  return code;
+}
+
 // `gpuctl run`: a Job from flags, validated like any manifest, then applied.
 int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, std::ostream& err) {
   if (o.command.empty()) {
@@ -164,8 +194,14 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
     std::random_device rd;
     name = fmt::format("run-{:06x}", rd() & 0xffffff);
   }
-  nlohmann::ordered_json task = {
-      {"name", "main"}, {"replicas", o.replicas}, {"command", o.command}};
+  const bool interactive = o.stdin || o.tty;
+  if (interactive && (o.replicas != 1 || !o.array.empty() || o.what_if)) {
+    err << "gpuctl run: -i/-t runs one replica, without --array or --what-if\n";
+    return kExitUsage;
+  }
+  nlohmann::ordered_json task = {{"name", "main"},
+                                 {"replicas", o.replicas},
+                                 {"command", interactive ? kHoldCommand : o.command}};
   if (!o.image.empty()) task["image"] = o.image;
   // Where the command runs: by default where gpuctl runs, so that `gpuctl run -- python
   // train.py` finds train.py (on a cluster, a path on the shared file system).
@@ -176,6 +212,7 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
   if (!o.type.empty()) gpu["type"] = o.type;
   if (o.gpus > 0) task["resources"] = {{"gpu", gpu}};
   nlohmann::ordered_json spec = {{"tasks", nlohmann::ordered_json::array({task})}};
+  if (interactive) spec["interactive"] = {{"idleTimeout", o.idle_timeout}};
   if (!o.queue.empty()) spec["queue"] = o.queue;
   if (!o.array.empty()) {
     absl::StatusOr<JobArraySpec> a = ParseArrayIndices(o.array);
@@ -207,6 +244,7 @@ int RunJob(const RunOptions& o, const std::string& config, std::ostream& out, st
                        manifest::ToYaml(object), err)) {
     return kExitInvalid;
   }
+  if (interactive) return RunInteractive(*client, o, name, err);
   out << (o.array.empty() ? "job " : "job array ") << o.ns << "/" << name
       << " created: " << manifest::Summarize(object) << "\n";
   return kExitOk;
@@ -262,6 +300,12 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   run->add_flag("--what-if", run_opts.what_if,
                 "ask the scheduler whether the job would start now (where, or why not), "
                 "submitting nothing");
+  run->add_flag("-i,--stdin", run_opts.stdin, "interactive: the command reads this terminal");
+  run->add_flag("-t,--tty", run_opts.tty,
+                "interactive: the command runs in a terminal (-it: a shell on a GPU)");
+  run->add_flag("--keep", run_opts.keep, "with -it: keep the job when the command ends");
+  run->add_option("--idle-timeout", run_opts.idle_timeout,
+                  "with -it: stop the job after this long unused (default 1h)");
   run->add_option("command", run_opts.command, "the command, after --");
   std::vector<std::string> describe_args;
   CLI::App* describe =
@@ -398,7 +442,8 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
   IamCommands iam(app);
   AuditCommands audit(app);
   SecretCommands secrets(*app.get_subcommand("create"));  // create secret generic|docker-registry
-  ExplainCommand explain(app);  // explain RESOURCE[.FIELD]: the schema, offline
+  ExplainCommand explain(app);           // explain RESOURCE[.FIELD]: the schema, offline
+  InteractiveCommands interactive(app);  // exec, port-forward, cp
 
   if (std::optional<int> code = RefuseUnknownCommand(app, argc, argv, err)) return *code;
   try {
@@ -520,6 +565,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     return ClientCall(*client);
   };
   if (secrets.parsed()) return secrets.Run(connect, out, err);
+  if (interactive.parsed()) return interactive.Run(config, out, err);
   if (iam.parsed()) return iam.Run(connect, out, err);
   if (audit.parsed()) return audit.Run(connect, out, err);
   if (explain.parsed()) return explain.Run(out, err);

@@ -231,6 +231,24 @@ inline SecretVolume SshKeysVolume(std::string_view job, const SshKeysSpec& ssh) 
       std::string(kSshKeysVolume), SshKeysSecretName(job), ssh.mount_path, {}, false};
 }
 
+// An interactive job (docs/interactive.md): a shell or a notebook a person works in through
+// `gpuctl exec`, `port-forward` and `notebook`. Stopped, its GPUs freed, once idle for
+// `idle_timeout_seconds` (no session traffic and its GPUs under kInteractiveBusyPercent busy),
+// or after `max_duration_seconds` of running (0: no limit); never restarted elsewhere behind the
+// user's back (a lost node, a failed GPU or a preemption ends it).
+inline constexpr int kInteractiveBusyPercent = 5;
+// When an idle interactive job is warned (its terminals, an IdleWarning event): this far into
+// its idle timeout, or a minute before its end when that is later.
+inline constexpr double kIdleWarningFraction = 0.8;
+inline constexpr int64_t kDefaultIdleTimeoutSeconds = 3600;
+inline constexpr int64_t kDefaultMaxDurationSeconds = 12 * 3600;
+inline constexpr int64_t kMaxInteractiveSeconds = 366 * 24 * 3600;
+struct InteractiveSpec {
+  int64_t idle_timeout_seconds = kDefaultIdleTimeoutSeconds;
+  int64_t max_duration_seconds = kDefaultMaxDurationSeconds;
+  bool operator==(const InteractiveSpec&) const = default;
+};
+
 inline constexpr std::string_view kDefaultQueue = "default";
 inline constexpr int32_t kMaxPriority = 1'000'000;
 
@@ -253,6 +271,8 @@ struct JobSpec {
   std::optional<JobArraySpec> array;
   // The job's own ssh key pair (SshKeysSpec); nullopt: none.
   std::optional<SshKeysSpec> ssh;
+  // An interactive job (InteractiveSpec); nullopt: a batch job.
+  std::optional<InteractiveSpec> interactive;
 
   int32_t TotalReplicas() const;
   // Gang size with the default applied: min_available, or all replicas when it is 0.

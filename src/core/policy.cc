@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::string_view kActions[] = {
     "jobs:Create", "jobs:Get", "jobs:List", "jobs:Watch", "jobs:Update", "jobs:Delete",
-    "jobs:Cancel", "jobs:Logs", "jobs:Events", "jobs:WriteLogs",
+    "jobs:Cancel", "jobs:Logs", "jobs:Events", "jobs:WriteLogs", "jobs:Exec",
     //
     "queues:Create", "queues:Get", "queues:List", "queues:Watch", "queues:Update", "queues:Delete",
     //
@@ -27,7 +27,7 @@ constexpr std::string_view kActions[] = {
     //
     "nodes:Register", "nodes:Get", "nodes:List", "nodes:Watch", "nodes:Update", "nodes:Delete",
     "nodes:Heartbeat", "nodes:Cordon", "nodes:Uncordon", "nodes:Drain", "nodes:GetAssignments",
-    "nodes:GetTaskSecrets",
+    "nodes:GetTaskSecrets", "nodes:Sessions",
     //
     "namespaces:Create", "namespaces:Get", "namespaces:List", "namespaces:Update",
     "namespaces:Delete", "namespaces:Watch",

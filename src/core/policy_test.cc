@@ -7,7 +7,7 @@ namespace {
 
 TEST(PolicyCatalog, ActionsAreUniqueAndFoundCaseInsensitively) {
   std::span<const std::string_view> actions = PolicyActions();
-  EXPECT_EQ(actions.size(), 84u);
+  EXPECT_EQ(actions.size(), 86u);
   for (size_t i = 0; i < actions.size(); ++i) {
     EXPECT_EQ(FindPolicyAction(actions[i]), static_cast<int>(i)) << actions[i];
   }
@@ -16,7 +16,7 @@ TEST(PolicyCatalog, ActionsAreUniqueAndFoundCaseInsensitively) {
 }
 
 TEST(PolicyCatalog, ActionWildcards) {
-  EXPECT_EQ(MatchPolicyActions("jobs:*").size(), 10u);
+  EXPECT_EQ(MatchPolicyActions("jobs:*").size(), 11u);
   EXPECT_EQ(MatchPolicyActions("*").size(), PolicyActions().size());
   EXPECT_EQ(MatchPolicyActions("*:GetSummary").size(), 1u);
   EXPECT_EQ(MatchPolicyActions("nodes:?ordon").size(), 1u);  // Cordon, not Uncordon

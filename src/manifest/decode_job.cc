@@ -456,6 +456,9 @@ bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
     spec->runtime_estimate_seconds = secs;
   }
   if (std::optional<Field> k = s.Take("ssh")) ok = DecodeSshKeys(ctx, *k, &spec->ssh) && ok;
+  if (std::optional<Field> i = s.Take("interactive")) {
+    ok = DecodeInteractive(ctx, *i, &spec->interactive) && ok;
+  }
   return ok;
 }
 

@@ -88,6 +88,31 @@ bool DecodeSshKeys(Context& ctx, const Field& f, std::optional<SshKeysSpec>* out
   return ok;
 }
 
+bool DecodeInteractive(Context& ctx, const Field& f, std::optional<InteractiveSpec>* out) {
+  MapReader m(ctx.sink, f);
+  if (!m.valid()) return false;
+  InteractiveSpec spec;
+  bool ok = true;
+  auto duration = [&](const char* key, int64_t min, int64_t* value) {
+    std::optional<Field> d = m.Take(key);
+    if (!d) return;
+    std::optional<int64_t> secs = DecodeDuration(ctx, *d);
+    if (secs && (*secs < min || *secs > kMaxInteractiveSeconds)) {
+      ctx.sink.Error(d->mark, d->path,
+                     Cat(key, " must be from ", min, " s to ", kMaxInteractiveSeconds / 86400,
+                         " days, got ", *secs, " s"));
+      secs.reset();
+    }
+    ok = secs.has_value() && ok;
+    if (secs) *value = *secs;
+  };
+  duration("idleTimeout", 1, &spec.idle_timeout_seconds);
+  duration("maxDuration", 0, &spec.max_duration_seconds);
+  m.Finish();
+  if (ok) *out = spec;
+  return ok;
+}
+
 bool DecodeVolcanoPlugins(Context& ctx, const Field& f, JobSpec* spec) {
   MapReader m(ctx.sink, f);
   if (!m.valid()) return false;

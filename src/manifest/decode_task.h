@@ -56,6 +56,9 @@ bool CheckSecretVolumes(Context& ctx, const Field& at, const TaskSpec& t);
 std::string MountPathProblem(const std::string& path);
 // decode_ssh.cc. gpucloud/v1's spec.ssh: {mountPath} (default kDefaultSshMountPath).
 bool DecodeSshKeys(Context& ctx, const Field& f, std::optional<SshKeysSpec>* out);
+// spec.interactive: {idleTimeout, maxDuration} (durations; idleTimeout 1 s or more, maxDuration
+// 0 for none), each at most kMaxInteractiveSeconds; `{}` takes both defaults.
+bool DecodeInteractive(Context& ctx, const Field& f, std::optional<InteractiveSpec>* out);
 // A Volcano Job's spec.plugins: `ssh` (its --ssh-key-file-path) sets spec->ssh; env and svc
 // are accepted (the agent always provides them); any other plugin is warned about.
 bool DecodeVolcanoPlugins(Context& ctx, const Field& f, JobSpec* spec);

@@ -218,6 +218,10 @@ Json JobSpecJson(const JobSpec& s) {
   if (!s.policies.empty()) out["policies"] = Policies(s.policies);
   if (s.array) out["array"] = JobArrayJson(*s.array);
   if (s.ssh) out["ssh"] = Json{{"mountPath", s.ssh->mount_path}};
+  if (s.interactive) {
+    out["interactive"] = Json{{"idleTimeout", FormatDuration(s.interactive->idle_timeout_seconds)},
+                              {"maxDuration", FormatDuration(s.interactive->max_duration_seconds)}};
+  }
   return out;
 }
 

@@ -310,7 +310,14 @@ FieldSchema JobSpec() {
       Obj("ssh",
           "A fresh ssh key pair for the job's tasks (a Secret NAME-ssh, made and deleted "
           "with the job), as Volcano's ssh plugin and MPIJobs give.",
-          {Str("mountPath", "Where every task finds the keys; default /root/.ssh.")})};
+          {Str("mountPath", "Where every task finds the keys; default /root/.ssh.")}),
+      Obj("interactive",
+          "An interactive job (a shell, a notebook): stopped once idle, never restarted "
+          "elsewhere.",
+          {Dur("idleTimeout",
+               "Stopped after this long without session traffic while its GPUs are under 5% "
+               "busy (default 1h)."),
+           Dur("maxDuration", "Stopped after running this long (default 12h; 0: no limit).")})};
   return Req(Obj("spec", "What the job runs and where it may run.", std::move(f)));
 }
 

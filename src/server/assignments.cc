@@ -136,6 +136,7 @@ Binding AssignmentsFor(const BindInput& in, std::vector<PlacedOn> replicas) {
     a.cpu_milli = p.replica.cpu.raw();
     a.memory_mib = p.replica.memory.raw();
     a.grace_seconds = in.grace_seconds;
+    if (job.spec.interactive) a.idle_timeout_seconds = job.spec.interactive->idle_timeout_seconds;
     b.where.push_back(gpu_names.empty() ? p.node
                                         : Cat(p.node, " (GPU ", Join(gpu_names, ","), ")"));
     b.assignments.push_back(std::move(a));

@@ -41,6 +41,10 @@ std::optional<RequestedAction> JobAction(const std::string& method, const std::s
   if (sub == "events" && method == "GET") return RequestedAction{"jobs:Events", resource};
   if (sub == "logs" && method == "GET") return RequestedAction{"jobs:Logs", resource};
   if (sub == "logs" && method == "POST") return RequestedAction{"jobs:WriteLogs", resource};
+  // A shell, a copy or a forwarded port into a running task: one action for all three.
+  if ((sub == "exec" || sub == "portforward") && method == "GET") {
+    return RequestedAction{"jobs:Exec", resource};
+  }
   return std::nullopt;
 }
 
@@ -61,6 +65,10 @@ std::optional<RequestedAction> NodeAction(const std::string& method,
   }
   if (sub == "assignments" && method == "GET" && parts.size() == 3) {
     return RequestedAction{"nodes:GetAssignments", resource};
+  }
+  if (method == "GET" &&
+      ((sub == "tunnel" && parts.size() == 3) || (sub == "sessions" && parts.size() == 4))) {
+    return RequestedAction{"nodes:Sessions", resource};
   }
   if (method != "POST") return std::nullopt;
   if (sub == "cordon") return RequestedAction{"nodes:Cordon", resource};

@@ -146,6 +146,7 @@ JobRules Controller::RulesOf(const std::optional<Job>& job) const {
     rules.restart = job->spec.restart;
     rules.policies = job->spec.policies;
     rules.node_local_checkpoints = job->spec.checkpoint.node_local;
+    rules.interactive = job->spec.interactive;
   }
   return rules;
 }
@@ -537,7 +538,12 @@ std::optional<Controller::JobWrite> Controller::StepJob(Pass& pass, const std::s
   // A Pending job is the scheduler's.
   if (old.phase == api::JobPhase::kPending && !old.cancel_requested) return std::nullopt;
   const std::string &ns = entry.ns, &name = entry.name, &uid = entry.uid;
-  if (old.Active() && !old.cancel_requested && !HasNews(pass, old, uid)) return std::nullopt;
+  // An interactive job is looked at every pass: its idleness and its maximum duration are news
+  // that no state change announces (such jobs are few, and an unchanged step writes nothing).
+  const bool interactive = entry.job && entry.job->spec.interactive.has_value();
+  if (old.Active() && !old.cancel_requested && !interactive && !HasNews(pass, old, uid)) {
+    return std::nullopt;
+  }
   std::vector<ReplicaView> views = ViewsOf(pass, old, uid);
   // The attempt's energy as its tasks report it now (kept with this write; settled into
   // energy_j when the attempt ends).

@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -36,6 +37,8 @@
 #include "server/metrics.h"
 #include "server/rate_limit.h"
 #include "server/rest_util.h"
+#include "server/session_relay.h"
+#include "server/tls_conn.h"
 #include "server/wakeup_feed.h"
 
 namespace gpucloud::server {
@@ -44,11 +47,9 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using HttpRequest = http::request<http::string_body>;
-
-// Completion token: no exception for an I/O error, which lands in `ec`.
-auto Into(beast::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 std::chrono::steady_clock::duration Chrono(absl::Duration d) {
   return absl::ToChronoNanoseconds(std::clamp(d, absl::ZeroDuration(), absl::Hours(24 * 365)));
@@ -80,84 +81,6 @@ class Attach {
 
  private:
   Conn& conn_;
-};
-
-// TLS driven on the socket itself: OpenSSL reads and writes the descriptor (non-blocking), and
-// the coroutine waits for readiness when it asks to. Unlike asio::ssl::stream (two 17 KB
-// buffers of its own and a BIO pair of two more), an idle connection then holds no buffer at
-// all (SSL_MODE_RELEASE_BUFFERS): 4,000 agents' connections cost megabytes, not 300 MB.
-// Touched only on its connection's strand.
-class TlsConn {
- public:
-  TlsConn(tcp::socket& socket, SSL_CTX* ctx) : socket_(socket), ssl_(SSL_new(ctx)) {
-    beast::error_code ec;
-    socket_.non_blocking(true, ec);
-    if (ssl_ != nullptr) {
-      SSL_set_fd(ssl_, socket_.native_handle());
-      SSL_set_accept_state(ssl_);
-    }
-  }
-  ~TlsConn() { SSL_free(ssl_); }
-  TlsConn(const TlsConn&) = delete;
-  TlsConn& operator=(const TlsConn&) = delete;
-
-  asio::awaitable<void> Handshake(beast::error_code& ec) {
-    co_await Drive(Op::kAccept, nullptr, 0, ec);
-  }
-  // Some bytes (at most `size`) into `data`; 0 with `ec` set at the end or on an error
-  // (asio::error::eof when the client closed).
-  asio::awaitable<size_t> ReadSome(void* data, size_t size, beast::error_code& ec) {
-    co_return co_await Drive(Op::kRead, data, size, ec);
-  }
-  asio::awaitable<void> WriteAll(const std::string& data, beast::error_code& ec) {
-    if (!data.empty()) co_await Drive(Op::kWrite, const_cast<char*>(data.data()), data.size(), ec);
-  }
-  // After the handshake: the client certificate's subject CN and serial, when the client gave
-  // one and it verified against the CA; nullopt otherwise.
-  std::optional<std::pair<std::string, std::string>> PeerCertificate() const {
-    if (ssl_ == nullptr || SSL_get_verify_result(ssl_) != X509_V_OK) return std::nullopt;
-    X509* peer = SSL_get1_peer_certificate(ssl_);
-    if (peer == nullptr) return std::nullopt;
-    std::pair<std::string, std::string> out{CertificateCommonName(peer), CertificateSerial(peer)};
-    X509_free(peer);
-    return out;
-  }
-
- private:
-  enum class Op { kAccept, kRead, kWrite };
-  // Runs `op` until it makes progress, waiting for the socket as OpenSSL asks.
-  asio::awaitable<size_t> Drive(Op op, void* data, size_t size, beast::error_code& ec) {
-    if (ssl_ == nullptr) {
-      ec = asio::error::no_memory;
-      co_return 0;
-    }
-    const int n_max = static_cast<int>(std::min<size_t>(size, 1 << 30));
-    for (;;) {
-      ERR_clear_error();
-      int n = op == Op::kAccept ? SSL_accept(ssl_)
-              : op == Op::kRead ? SSL_read(ssl_, data, n_max)
-                                : SSL_write(ssl_, data, n_max);
-      if (n > 0) co_return op == Op::kAccept ? 0 : static_cast<size_t>(n);
-      int err = SSL_get_error(ssl_, n);
-      if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-        co_await socket_.async_wait(
-            err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
-            Into(ec));
-        if (ec) co_return 0;
-        continue;
-      }
-      const bool closed =
-          err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0);
-      if (closed) {
-        ec = asio::error::eof;
-      } else {
-        ec = asio::error::connection_aborted;
-      }
-      co_return 0;
-    }
-  }
-  tcp::socket& socket_;
-  SSL* ssl_;
 };
 
 // A connection's I/O as the request handling sees it.
@@ -271,6 +194,7 @@ struct HttpsServer::Impl {
   uint64_t next_id = 0, refused = 0;               // guarded by mu
   bool accepting = false;                          // guarded by mu
   ApiMetrics metrics;
+  SessionRelay relay{SessionRelay::Options{}};  // its lines are news, not warnings: log::Info
   TenantLimiter limiter;
   TokenBuckets rate;
 
@@ -545,7 +469,9 @@ struct HttpsServer::Impl {
     }
     const bool watch = r.method == "GET" && QueryTrue(r, "watch");
     const bool follow = r.method == "GET" && r.path.ends_with("/logs") && QueryTrue(r, "follow");
-    const bool stream_request = watch || follow;
+    std::string session_node, session_id;
+    const SessionKind session = ClassifySession(r, &session_node, &session_id);
+    const bool stream_request = watch || follow || session != SessionKind::kNone;
     // Admins and agents (their certificates, and the bootstrap token they join with) are not
     // limited: a whole cluster of agents joins at once after an outage.
     const bool tenant = !r.who.admin && !r.who.node && !r.who.bootstrap;
@@ -564,6 +490,10 @@ struct HttpsServer::Impl {
     }
     if (follow) {
       co_await StreamLogs(c, pool, stream, req, r, audit);
+      co_return false;
+    }
+    if (session != SessionKind::kNone) {
+      co_await ServeSession(c, pool, stream, req, r, audit, session, session_id);
       co_return false;
     }
     const bool metrics_request = r.path == "/metrics" && r.method == "GET";
@@ -629,6 +559,12 @@ struct HttpsServer::Impl {
     p.Family("gpucloud_api_refused_connections_total", "counter",
              "Connections closed at once because the server held its maximum.")
         .Sample(refused_total);
+    p.Family("gpucloud_api_sessions", "gauge",
+             "Interactive sessions (exec, port-forward) relayed to agents now.")
+        .Sample(relay.sessions());
+    p.Family("gpucloud_api_session_tunnels", "gauge",
+             "Agents holding a session tunnel to this server now.")
+        .Sample(relay.tunnels());
     if (options.extra_metrics) p.Append(options.extra_metrics());
     return p.Take();
   }
@@ -677,6 +613,104 @@ struct HttpsServer::Impl {
     std::ostringstream wire;
     wire << head.base();
     co_return co_await WriteRaw(l, wire.str());
+  }
+
+  // ---- Interactive sessions (session_relay.h) ----
+
+  enum class SessionKind { kNone, kClient, kTunnel, kDialBack };
+
+  // Whether `r` asks for a session's WebSocket: a client's exec or port-forward, an agent's
+  // tunnel or dial-back (with the node and session id it names).
+  static SessionKind ClassifySession(const Request& r, std::string* node, std::string* id) {
+    constexpr std::string_view kRoot = "/apis/gpucloud/v1/";
+    if (r.method != "GET" || !r.path.starts_with(kRoot)) return SessionKind::kNone;
+    std::vector<std::string> parts;
+    for (std::string_view rest = std::string_view(r.path).substr(kRoot.size());;) {
+      size_t slash = rest.find('/');
+      parts.emplace_back(rest.substr(0, slash));
+      if (slash == std::string_view::npos) break;
+      rest = rest.substr(slash + 1);
+    }
+    if (parts.size() == 5 && parts[0] == "namespaces" && parts[2] == "jobs" &&
+        (parts[4] == "exec" || parts[4] == "portforward")) {
+      return SessionKind::kClient;
+    }
+    if (parts.size() >= 3 && parts[0] == "nodes") {
+      *node = parts[1];
+      if (parts.size() == 3 && parts[2] == "tunnel") return SessionKind::kTunnel;
+      if (parts.size() == 4 && parts[2] == "sessions") {
+        *id = parts[3];
+        return SessionKind::kDialBack;
+      }
+    }
+    return SessionKind::kNone;
+  }
+
+  // A session: the API decides (authorization, the task's node), then the connection becomes a
+  // WebSocket that the relay serves until the session ends.
+  asio::awaitable<void> ServeSession(Conn& c, asio::thread_pool& pool, Link& l,
+                                     const HttpRequest& req, const Request& r, AuditRequest& audit,
+                                     SessionKind kind, const std::string& id) {
+    std::string node;
+    std::optional<api::SessionRequest> asked;
+    std::function<Response()> handle = [&]() {
+      AuditScope scope(options.audit != nullptr ? &audit : nullptr);
+      Response out = api.Handle(r);
+      if (out.status == 200 && !websocket::is_upgrade(req)) {
+        out = Status(400, "BadRequest",
+                     Cat(r.path, " is a WebSocket: ask for an upgrade (as gpuctl exec does)"));
+      }
+      if (out.status == 200) out = SessionAnswer(out, kind, id, node, asked);
+      FinishAudit(audit, out);
+      return out;
+    };
+    Response answer = co_await CallOn(pool, handle);
+    metrics.Observe(r.method, ResourceOfPath(r.path), answer.status == 200 ? 101 : answer.status,
+                    0);
+    if (answer.status != 200) {
+      co_await Write(l, req, answer);
+      co_return;
+    }
+    if (kind == SessionKind::kClient) {
+      co_await relay.ServeClient(l.tls, req, node, *asked, c.wake, stopping);
+    } else if (kind == SessionKind::kTunnel) {
+      co_await relay.ServeTunnel(l.tls, req, node);
+    } else {
+      tcp::socket* socket = c.socket;
+      // While the client's side relays, this connection's socket is the client side's: Stop
+      // must not close it from here.
+      const std::function<void(bool)> own = [&c, socket](bool mine) {
+        c.socket = mine ? socket : nullptr;
+      };
+      co_await relay.ServeDialBack(l.tls, req, node, id, c.wake, own);
+    }
+  }
+
+  // The API's 200 for a session, checked against the relay: the client's target (503 when the
+  // node's agent holds no tunnel), or a dial-back for a session that waits (404 otherwise).
+  Response SessionAnswer(const Response& ok, SessionKind kind, const std::string& id,
+                         std::string& node, std::optional<api::SessionRequest>& asked) {
+    nlohmann::json j = nlohmann::json::parse(ok.body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j["node"].is_string()) {
+      return Status(500, "InternalError", "the API's session answer is not understood");
+    }
+    node = j["node"].get<std::string>();
+    if (kind == SessionKind::kClient) {
+      absl::StatusOr<api::SessionRequest> request = api::ParseSessionRequest(j["request"].dump());
+      if (!request.ok())
+        return Status(500, "InternalError", std::string(request.status().message()));
+      asked = *std::move(request);
+      if (!relay.HasTunnel(node)) {
+        return Status(503, "ServiceUnavailable",
+                      Cat("the agent of node ", node,
+                          " has no session channel open (disconnected, or older than this "
+                          "server); try again"));
+      }
+    }
+    if (kind == SessionKind::kDialBack && !relay.Pending(node, id)) {
+      return Status(404, "NotFound", Cat("no session ", id, " waits for node ", node));
+    }
+    return ok;
   }
 
   // ---- Streams ----

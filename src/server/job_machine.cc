@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "core/parse.h"
 #include "core/text.h"
 
 namespace gpucloud::server {
@@ -91,15 +92,30 @@ class Stepper {
     Event(normal ? "Normal" : "Warning", std::move(reason), std::move(message));
   }
 
-  // A restart that is not the job's fault (a node or GPU went): not counted.
+  // A restart that is not the job's fault (a node or GPU went): not counted. An interactive
+  // job ends instead: its session is gone, and a new one elsewhere is the user's to start.
   void Interrupt(api::JobPhase phase, std::string reason, std::string message) {
+    if (rules_.interactive) return EndInteractive(phase, std::move(reason), message);
     ++s().interruptions;
     Stop(phase, api::JobPhase::kPending, std::move(reason), std::move(message),
          rules_.stop_grace_ms);
   }
 
+  // An interactive job's end where a batch job would restart; `message` says what happened
+  // (the part before "; restarting ..." is kept).
+  void EndInteractive(api::JobPhase phase, std::string reason, const std::string& message) {
+    std::string what = message.substr(0, message.find("; "));
+    Stop(phase == api::JobPhase::kRestarting ? api::JobPhase::kStopping : phase,
+         api::JobPhase::kFailed, std::move(reason),
+         Cat(what,
+             "; the interactive session ended (interactive jobs are not restarted "
+             "elsewhere: start a new one)"),
+         rules_.stop_grace_ms);
+  }
+
   // A restart the restart policy counts, or the end when none are left.
   void RestartCounted(const std::string& reason, const std::string& what) {
+    if (rules_.interactive) return EndInteractive(api::JobPhase::kStopping, reason, what);
     JobStatus& st = s();
     const RestartPolicy& policy = rules_.restart;
     if (st.restarts < policy.max_restarts) {
@@ -332,6 +348,11 @@ bool StepInterruptions(Stepper& st, const Observed& o) {
 bool StepEvictions(Stepper& st, const Observed& o) {
   if (!o.reclaimed.empty()) {
     if (ApplyFirst(st, o.reclaimed, {LifecycleEvent::kPodEvicted}, true)) return true;
+    if (st.rules().interactive) {
+      st.EndInteractive(api::JobPhase::kPreempting, "SpotReclaim",
+                        Cat("node ", o.reclaimed[0].what, " is reclaimed"));
+      return true;
+    }
     // Checkpoint and requeue before the node goes: the grace period, but no later than
     // 5 s before the reclamation.
     ++st.s().interruptions;
@@ -359,6 +380,51 @@ bool StepEvictions(Stepper& st, const Observed& o) {
   return false;
 }
 
+// An interactive job's limits: its maximum duration, then its idle timeout (warned first);
+// true when it stops.
+bool StepInteractive(Stepper& st, const std::vector<ReplicaView>& replicas) {
+  const std::optional<InteractiveSpec>& spec = st.rules().interactive;
+  JobStatus& s = st.s();
+  if (!spec || s.phase != api::JobPhase::kRunning) return false;
+  const int64_t max_ms = spec->max_duration_seconds * 1000;
+  if (max_ms > 0 && s.started_ms > 0 && st.now() - s.started_ms >= max_ms) {
+    st.Stop(api::JobPhase::kCancelling, api::JobPhase::kCancelled, "MaxDurationExceeded",
+            Cat("ran for its maxDuration (", FormatDuration(spec->max_duration_seconds),
+                "); stopped, its GPUs free again"),
+            st.rules().stop_grace_ms);
+    return true;
+  }
+  // Idle only when every running replica is: the least idle one says how long.
+  std::optional<int64_t> idle_ms;
+  for (const ReplicaView& v : replicas) {
+    if (v.report == nullptr || v.report->state != api::TaskState::kRunning) continue;
+    idle_ms = std::min(idle_ms.value_or(v.report->idle_ms), v.report->idle_ms);
+  }
+  const int64_t timeout_ms = spec->idle_timeout_seconds * 1000;
+  if (!idle_ms || *idle_ms < timeout_ms) {
+    const int64_t warn_at = std::max<int64_t>(
+        static_cast<int64_t>(static_cast<double>(timeout_ms) * kIdleWarningFraction),
+        timeout_ms - 60'000);
+    if (idle_ms && *idle_ms >= warn_at && !s.idle_warned) {
+      s.idle_warned = true;
+      st.Event(
+          "Warning", "IdleWarning",
+          Cat("idle for ", FormatDuration(*idle_ms / 1000), " (no session traffic, GPUs under ",
+              kInteractiveBusyPercent, "% busy); stopped in ",
+              FormatDuration((timeout_ms - *idle_ms + 999) / 1000), " unless used"));
+    } else if (!idle_ms || *idle_ms < warn_at) {
+      s.idle_warned = false;
+    }
+    return false;
+  }
+  st.Stop(api::JobPhase::kCancelling, api::JobPhase::kCancelled, "IdleTimeout",
+          Cat("idle for its idleTimeout (", FormatDuration(spec->idle_timeout_seconds),
+              ": no session traffic, GPUs under ", kInteractiveBusyPercent,
+              "% busy); stopped, its GPUs free again"),
+          st.rules().stop_grace_ms);
+  return true;
+}
+
 void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
   Observed o = Observe(st, replicas);
   JobStatus& s = st.s();
@@ -373,6 +439,7 @@ void StepActive(Stepper& st, const std::vector<ReplicaView>& replicas) {
     return;
   }
   if (StepInterruptions(st, o)) return;
+  if (StepInteractive(st, replicas)) return;
   if (!o.failed.empty()) {
     // A failed replica raises PodFailed and TaskFailed at once; the policies' order decides.
     if (!ApplyFirst(st, o.failed, {LifecycleEvent::kPodFailed, LifecycleEvent::kTaskFailed},

@@ -60,6 +60,12 @@ struct JobRules {
   std::vector<LifecyclePolicy> policies;
   bool node_local_checkpoints = false;
   int64_t stop_grace_ms = 30'000;
+  // An interactive job (InteractiveSpec): stopped (Cancelled) once every running replica has
+  // been idle for the timeout (their agents' TaskReport::idle_ms), with an IdleWarning event
+  // when kIdleWarningFraction of it has passed; stopped after maxDuration of running; and
+  // ended (Failed, saying why) where a batch job would restart: a lost node, a failed GPU, a
+  // failed task, a drain, a spot reclamation or a preemption.
+  std::optional<InteractiveSpec> interactive;
 };
 
 struct JobStep {
@@ -82,7 +88,8 @@ const LifecyclePolicy* MatchPolicy(const std::vector<LifecyclePolicy>& policies,
 
 // The scheduler preempts the job (`why` says for whom): its tasks stop within `grace_ms` to
 // checkpoint and it waits for capacity again (an interruption), unless a PodEvicted policy of
-// one of its tasks takes another action (then within the same grace).
+// one of its tasks takes another action (then within the same grace). An interactive job ends
+// (Failed) instead.
 JobStep Preempt(const JobStatus& old, const JobRules& rules, const std::string& why,
                 int64_t grace_ms, int64_t now_ms);
 

@@ -207,6 +207,7 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const Json& doc) {
   s.last_recovery_ms = Get<int64_t>(j, "lastRecoveryMs", 0);
   s.recoveries = Get<int>(j, "recoveries", 0);
   s.cancel_requested = Get<bool>(j, "cancelRequested", false);
+  s.idle_warned = Get<bool>(j, "idleWarned", false);
   s.delete_requested = Get<bool>(j, "deleteRequested", false);
   s.checkpoint_dir = Get<std::string>(j, "checkpointDir", "");
   s.gpus = Get<double>(j, "gpus", 0);
@@ -304,6 +305,7 @@ void JobStatusToJson(const JobStatus& s, Json& doc) {
     j["lastRecoveryMs"] = s.last_recovery_ms;
   }
   if (s.cancel_requested) j["cancelRequested"] = true;
+  if (s.idle_warned) j["idleWarned"] = true;
   if (s.delete_requested) j["deleteRequested"] = true;
   if (!s.checkpoint_dir.empty()) j["checkpointDir"] = s.checkpoint_dir;
   if (s.gpus > 0) j["gpus"] = s.gpus;

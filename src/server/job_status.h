@@ -75,6 +75,7 @@ struct JobStatus {
   int64_t last_recovery_ms = 0;  // the last interruption's time to running again
   int recoveries = 0;
   bool cancel_requested = false;
+  bool idle_warned = false;  // an interactive job's IdleWarning is out for its idle stretch
   bool delete_requested = false;
   std::string checkpoint_dir;
   // Availability accounting (see Settle). `gpus`: GPU equivalents of the current placement.

@@ -28,6 +28,10 @@
 //   POST nodes/{name}/cordon|uncordon|drain                             (admins)
 //   POST nodes/{name}/certificate        (bootstrap token, the node, admins) a PEM CSR for
 //                                        "node:NAME" in, the signed client certificate out
+//   GET  .../jobs/{name}/exec?rank=R&command=JSON[&tty=true][&stdin=true],
+//   GET  .../jobs/{name}/portforward?rank=R&port=P    a WebSocket into a running task
+//                                        (rest_sessions.cc decides; session_relay.h relays)
+//   GET  nodes/{name}/tunnel, nodes/{name}/sessions/{id}   (the node) its sessions' WebSockets
 // DELETE of a job whose tasks run cancels it first (202) and removes it once they stopped.
 // POST on a collection creates (409 if it exists); PUT on an item applies (creates or updates;
 // with metadata.resourceVersion it is a compare-and-swap, 409 when stale; applying what is
@@ -281,6 +285,14 @@ class RestApi {
                        const std::string& warning, bool apply);
   std::optional<Response> CancelArray(const Request& r, const Route& route, bool and_delete);
   Response Logs(const Request& r, const Route& route);
+  // rest_sessions.cc: GET .../jobs/{name}/exec|portforward: where the session goes, as JSON
+  // {"node", "request": api::SessionRequest}: 400 naming a bad parameter, 404 for a job or rank
+  // that does not exist, 409 for a task that is not running. The HTTPS front upgrades the
+  // connection to a WebSocket and relays the session when this answers 200.
+  Response SessionTarget(const Request& r, const Route& route, const std::string& sub);
+  // GET nodes/{node}/tunnel and nodes/{node}/sessions/{id} (`id` "" for the tunnel): 200 for
+  // that node's own certificate, 403 for anyone else.
+  Response AgentSession(const Request& r, const std::string& node, const std::string& id);
   struct LogQuery {
     std::optional<int64_t> rank, attempt, offset, limit, tail_lines, since_seconds, time_ms;
     bool timestamps = false;

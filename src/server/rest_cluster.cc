@@ -167,7 +167,8 @@ void RestApi::AttachCluster(NodeTable* nodes, LogStore* logs, std::function<void
 
 Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& parts) {
   const bool task_secrets = parts.size() == 5 && parts[2] == "assignments" && parts[4] == "secrets";
-  if (parts.size() > 3 && !task_secrets) {
+  const bool dial_back = parts.size() == 4 && parts[2] == "sessions";
+  if (parts.size() > 3 && !task_secrets && !dial_back) {
     return Status(404, "NotFound", Cat("no such path ", r.path));
   }
   Route route{&kNodes, "", parts.size() >= 2 ? parts[1] : ""};
@@ -196,6 +197,10 @@ Response RestApi::HandleNodes(const Request& r, const std::vector<std::string>& 
   if (sub == "heartbeat" && r.method == "POST") {
     if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
     return Heartbeat(r, route.name);
+  }
+  if ((sub == "tunnel" && parts.size() == 3) || dial_back) {
+    if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
+    return AgentSession(r, route.name, dial_back ? parts[3] : "");
   }
   if (sub == "assignments" && r.method == "GET" && parts.size() == 5 && parts[4] == "secrets") {
     if (std::optional<Response> bad = RefuseQuery(r, kNoQuery)) return *bad;
@@ -528,6 +533,9 @@ Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::
   if (sub == "events" && r.method == "GET") {
     if ((bad = RefuseQuery(r, kNoQuery))) return *bad;
     return EventListOf(store_, EventPrefix(route.namespace_, route.name));
+  }
+  if ((sub == "exec" || sub == "portforward") && r.method == "GET") {
+    return SessionTarget(r, route, sub);
   }
   return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));
 }

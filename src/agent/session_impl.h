@@ -1,0 +1,70 @@
+// SessionManager's body (session_manager.h), shared by session_manager.cc (the tunnel,
+// port-forwarding) and session_exec.cc (exec); private to them. Everything but the fields under
+// `mu` is touched on the manager's thread only.
+#ifndef GPUCLOUD_AGENT_SESSION_IMPL_H_
+#define GPUCLOUD_AGENT_SESSION_IMPL_H_
+
+// clang-format off
+#include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
+// clang-format on
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <set>
+
+#include "agent/session_manager.h"
+#include "api/ws_client.h"
+
+namespace gpucloud::agent {
+
+namespace asio = boost::asio;
+
+struct SessionManager::Impl {
+  Impl(Options o, const Clock& c, std::atomic<bool>& connected)
+      : options(std::move(o)), clock(c), connected(connected), retry(io) {}
+
+  Options options;
+  const Clock& clock;
+  std::atomic<bool>& connected;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+  asio::steady_timer retry;           // the tunnel's back-off
+  api::ws::Stream* tunnel = nullptr;  // while open
+  bool stopping = false;              // manager's thread
+  bool tunnel_loop_running = false;   // manager's thread
+
+  // A session as Stop and Announce see it.
+  struct Entry {
+    std::string assignment;
+    std::function<void()> abort;                // closes its WebSocket
+    std::function<void(std::string)> announce;  // writes to its terminal (exec only)
+  };
+  std::map<uint64_t, Entry> entries;  // manager's thread
+  uint64_t next_entry = 0;
+
+  mutable std::mutex mu;
+  std::condition_variable idle;                     // entries ended
+  std::map<std::string, int> open_by_assignment;    // guarded by mu
+  int open_total = 0;                               // guarded by mu
+  std::map<std::string, absl::Time> last_activity;  // guarded by mu
+  std::set<pid_t> children;                         // guarded by mu: exec'd, not reaped yet
+
+  void Log(const std::string& line, bool warn = false) const;
+  void Touch(const std::string& assignment);
+  uint64_t Register(Entry e);
+  void Unregister(uint64_t id);
+
+  asio::awaitable<void> TunnelLoop();
+  asio::awaitable<void> Serve(api::SessionRequest request, std::shared_ptr<asio::ssl::context> ctx);
+  // session_exec.cc
+  asio::awaitable<void> Exec(api::ws::Stream& ws, const api::SessionRequest& r,
+                             const SessionTarget& target, uint64_t entry);
+  // session_manager.cc
+  asio::awaitable<void> Forward(api::ws::Stream& ws, const api::SessionRequest& r);
+};
+
+}  // namespace gpucloud::agent
+
+#endif  // GPUCLOUD_AGENT_SESSION_IMPL_H_

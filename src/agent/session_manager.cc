@@ -1,0 +1,363 @@
+#include "agent/session_manager.h"
+
+// clang-format off
+#include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
+// clang-format on
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// GCC 12 takes Asio's coroutine frames' own operator delete for a mismatch once it inlines
+// them (a false positive: the frame's operator new is Asio's too).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+
+#include "agent/session_impl.h"
+#include "core/log.h"
+#include "core/text.h"
+
+namespace gpucloud::agent {
+namespace {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+
+auto Into(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+// The most TCP connections one port-forward session carries at once.
+constexpr size_t kMaxForwardConnections = 4096;
+
+}  // namespace
+
+std::optional<std::string> FindOnPath(const std::string& name, const std::string& path) {
+  auto executable = [](const std::string& p) {
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
+  };
+  if (name.find('/') != std::string::npos) return name;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = Cat(dir, "/", name);
+    if (executable(candidate)) return candidate;
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::vector<std::string>> ExecArgv(const SessionTarget& target,
+                                                  const api::SessionRequest& request) {
+  if (request.command.empty()) return absl::InvalidArgumentError("command: empty");
+  if (!target.container.empty()) {
+    std::vector<std::string> argv = target.podman;
+    argv.insert(argv.end(), {"exec", "-i"});
+    if (request.tty) argv.push_back("-t");
+    argv.push_back(target.container);
+    argv.insert(argv.end(), request.command.begin(), request.command.end());
+    return argv;
+  }
+  auto path = target.env.find("PATH");
+  std::optional<std::string> program = FindOnPath(
+      request.command[0], path != target.env.end() ? path->second : "/usr/local/bin:/usr/bin:/bin");
+  if (!program) return absl::NotFoundError(Cat("command not found: ", request.command[0]));
+  std::vector<std::string> argv = request.command;
+  argv[0] = *program;
+  return argv;
+}
+
+void SessionManager::Impl::Log(const std::string& line, bool warn) const {
+  log::Write(warn ? log::Level::kWarn : log::Level::kInfo, "agent", line, {{"node", options.node}});
+}
+
+void SessionManager::Impl::Touch(const std::string& assignment) {
+  const absl::Time now = absl::FromUnixMillis(clock.NowMillis());
+  std::lock_guard lock(mu);
+  last_activity[assignment] = now;
+}
+
+uint64_t SessionManager::Impl::Register(Entry e) {
+  {
+    std::lock_guard lock(mu);
+    ++open_by_assignment[e.assignment];
+    ++open_total;
+  }
+  Touch(e.assignment);
+  uint64_t id = next_entry++;
+  entries[id] = std::move(e);
+  return id;
+}
+
+void SessionManager::Impl::Unregister(uint64_t id) {
+  auto it = entries.find(id);
+  if (it == entries.end()) return;
+  {
+    std::lock_guard lock(mu);
+    if (--open_by_assignment[it->second.assignment] <= 0) {
+      open_by_assignment.erase(it->second.assignment);
+    }
+    --open_total;
+  }
+  entries.erase(it);
+  idle.notify_all();
+}
+
+asio::awaitable<void> SessionManager::Impl::TunnelLoop() {
+  tunnel_loop_running = true;
+  absl::Duration backoff = absl::Milliseconds(250);
+  bool failing = false;
+  while (!stopping) {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> ctx = api::ws::TlsContext(options.server);
+    absl::Status failure = ctx.status();
+    if (ctx.ok()) {
+      absl::StatusOr<std::unique_ptr<api::ws::Stream>> ws = co_await api::ws::Open(
+          io.get_executor(), **ctx, options.server, api::TunnelPath(options.node));
+      if (ws.ok() && !stopping) {
+        if (failing) Log("session tunnel open again");
+        failing = false;
+        backoff = absl::Milliseconds(250);
+        tunnel = ws->get();
+        connected = true;
+        boost::system::error_code ec;
+        std::string text;
+        while (co_await api::ws::Read(**ws, text, ec)) {
+          absl::StatusOr<api::SessionRequest> request = api::ParseSessionRequest(text);
+          if (!request.ok()) {
+            Log(Cat("session request not understood: ", request.status().message()), true);
+            continue;
+          }
+          asio::co_spawn(io, Serve(*std::move(request), *ctx), asio::detached);
+        }
+        connected = false;
+        tunnel = nullptr;
+        failure = absl::UnavailableError(Cat("session tunnel closed: ", ec.message()));
+      } else if (!ws.ok()) {
+        failure = ws.status();
+      }
+    }
+    if (stopping) break;
+    if (!failing) Log(Cat("session tunnel: ", failure.message(), "; retrying"), true);
+    failing = true;
+    retry.expires_after(absl::ToChronoNanoseconds(backoff));
+    boost::system::error_code ec;
+    co_await retry.async_wait(Into(ec));
+    backoff = std::min(backoff * 2, options.max_backoff);
+  }
+  tunnel_loop_running = false;
+  idle.notify_all();
+}
+
+asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
+                                                  std::shared_ptr<asio::ssl::context> ctx) {
+  absl::StatusOr<std::unique_ptr<api::ws::Stream>> opened = co_await api::ws::Open(
+      io.get_executor(), *ctx, options.server, api::SessionPath(options.node, request.id));
+  if (!opened.ok()) {
+    Log(Cat("session ", request.id.substr(0, 8), " not dialled back: ", opened.status().message()),
+        true);
+    co_return;
+  }
+  api::ws::Stream& ws = **opened;
+  Entry entry;
+  entry.assignment = request.assignment;
+  entry.abort = [&ws] {
+    boost::system::error_code ec;
+    beast::get_lowest_layer(ws).socket().close(ec);
+  };
+  const uint64_t id = Register(std::move(entry));
+  std::optional<SessionTarget> target;
+  if (!stopping) target = options.find(request.assignment, request.attempt);
+  if (request.kind == "exec") {
+    if (target) {
+      co_await Exec(ws, request, *target, id);
+    } else {
+      api::ExecStatus gone{-1, 0,
+                           Cat("the task ", request.assignment, " is not running on node ",
+                               options.node, " (it ended, or was restarted elsewhere)")};
+      api::ws::Sender<api::ws::Stream> sender(ws);
+      const std::string status =
+          api::ExecMessage(api::ExecChannel::kStatus, api::ExecStatusJson(gone));
+      co_await sender.Send(status);
+      co_await sender.Close();
+    }
+  } else if (target) {
+    co_await Forward(ws, request);
+  } else {
+    websocket::close_reason why(websocket::close_code::going_away);
+    why.reason = "the task is not running on this node";
+    boost::system::error_code ec;
+    co_await ws.async_close(why, Into(ec));
+  }
+  Unregister(id);
+}
+
+asio::awaitable<void> SessionManager::Impl::Forward(api::ws::Stream& ws,
+                                                    const api::SessionRequest& r) {
+  asio::any_io_executor ex = co_await asio::this_coro::executor;
+  struct State {
+    explicit State(asio::any_io_executor e) : done(e) {}
+    std::map<uint32_t, std::shared_ptr<tcp::socket>> conns;
+    int pumps = 0;
+    api::ws::Event done;
+  };
+  auto state = std::make_shared<State>(ex);
+  api::ws::Sender<api::ws::Stream> sender(ws);
+  const std::string assignment = r.assignment;
+  // The task's side of one connection into `id`'s data messages, then its close.
+  auto pump = [this, state, &sender, assignment](
+                  uint32_t id, std::shared_ptr<tcp::socket> socket) -> asio::awaitable<void> {
+    std::vector<char> buffer(64 << 10);
+    boost::system::error_code ec;
+    for (;;) {
+      size_t n = co_await socket->async_read_some(asio::buffer(buffer), Into(ec));
+      if (ec) break;
+      Touch(assignment);
+      const std::string data =
+          api::EncodeForward(api::ForwardFrame::kData, id, std::string_view(buffer.data(), n));
+      if (!co_await sender.Send(data)) break;
+    }
+    if (auto it = state->conns.find(id); it != state->conns.end() && it->second == socket) {
+      state->conns.erase(it);
+      const std::string close = api::EncodeForward(api::ForwardFrame::kClose, id);
+      co_await sender.Send(close);
+    }
+    --state->pumps;
+    state->done.Notify();
+  };
+  boost::system::error_code ec;
+  const tcp::endpoint target(asio::ip::address_v4::loopback(), static_cast<uint16_t>(r.port));
+  std::string message;
+  while (co_await api::ws::Read(ws, message, ec)) {
+    std::optional<api::ForwardMessage> m = api::DecodeForward(message);
+    if (!m) continue;
+    Touch(assignment);
+    auto it = state->conns.find(m->connection);
+    if (m->type == api::ForwardFrame::kOpen) {
+      std::string refused;
+      auto socket = std::make_shared<tcp::socket>(ex);
+      if (it != state->conns.end()) {
+        refused = "connection id in use";
+      } else if (state->conns.size() >= kMaxForwardConnections) {
+        refused = Cat("too many connections in this session (", kMaxForwardConnections, ")");
+      } else {
+        boost::system::error_code connect_ec;
+        co_await socket->async_connect(target, Into(connect_ec));
+        if (connect_ec) {
+          refused = Cat("cannot connect to port ", r.port, " in the task: ", connect_ec.message());
+        }
+      }
+      if (!refused.empty()) {
+        const std::string close =
+            api::EncodeForward(api::ForwardFrame::kClose, m->connection, refused);
+        if (!co_await sender.Send(close)) break;
+        continue;
+      }
+      state->conns[m->connection] = socket;
+      ++state->pumps;
+      asio::co_spawn(ex, pump(m->connection, socket), asio::detached);
+    } else if (m->type == api::ForwardFrame::kData && it != state->conns.end()) {
+      std::shared_ptr<tcp::socket> socket = it->second;
+      boost::system::error_code write_ec;
+      co_await asio::async_write(*socket, asio::buffer(m->payload), Into(write_ec));
+      if (write_ec) socket->close(write_ec);  // its pump ends it and says so
+    } else if (m->type == api::ForwardFrame::kClose && it != state->conns.end()) {
+      std::shared_ptr<tcp::socket> socket = it->second;
+      state->conns.erase(it);
+      socket->close(ec);
+    }
+  }
+  for (auto& [id, socket] : state->conns) {
+    boost::system::error_code ignored;
+    socket->close(ignored);
+  }
+  state->conns.clear();
+  while (state->pumps > 0) co_await state->done.Wait();
+  co_await sender.Close();
+}
+
+SessionManager::SessionManager(Options options, const Clock& clock)
+    : impl_(std::make_unique<Impl>(std::move(options), clock, connected_)) {}
+
+SessionManager::~SessionManager() { Stop(); }
+
+void SessionManager::Start() {
+  Impl& m = *impl_;
+  if (m.thread.joinable()) return;
+  m.work.emplace(m.io.get_executor());
+  asio::co_spawn(m.io, m.TunnelLoop(), asio::detached);
+  m.thread = std::thread([&m] { m.io.run(); });
+}
+
+void SessionManager::Stop() {
+  Impl& m = *impl_;
+  if (!m.thread.joinable()) return;
+  asio::post(m.io, [&m] {
+    m.stopping = true;
+    m.retry.cancel();
+    if (m.tunnel != nullptr) {
+      boost::system::error_code ec;
+      beast::get_lowest_layer(*m.tunnel).socket().close(ec);
+    }
+    for (auto& [id, e] : m.entries) e.abort();
+  });
+  {
+    // Sessions end as their sockets close (their processes killed and reaped); bounded.
+    std::unique_lock lock(m.mu);
+    m.idle.wait_for(lock, std::chrono::seconds(10), [&m] { return m.open_total == 0; });
+  }
+  m.work.reset();
+  m.io.stop();
+  m.thread.join();
+  std::lock_guard lock(m.mu);
+  for (pid_t pid : m.children) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  m.children.clear();
+}
+
+int SessionManager::sessions() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->open_total;
+}
+
+int SessionManager::sessions_of(const std::string& assignment) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->open_by_assignment.find(assignment);
+  return it == impl_->open_by_assignment.end() ? 0 : it->second;
+}
+
+int SessionManager::processes() const {
+  std::lock_guard lock(impl_->mu);
+  return static_cast<int>(impl_->children.size());
+}
+
+std::optional<absl::Time> SessionManager::LastActivity(const std::string& assignment) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->last_activity.find(assignment);
+  if (it == impl_->last_activity.end()) return std::nullopt;
+  return it->second;
+}
+
+void SessionManager::Announce(const std::string& assignment, const std::string& text) {
+  Impl& m = *impl_;
+  if (!m.thread.joinable()) return;
+  asio::post(m.io, [&m, assignment, text] {
+    for (auto& [id, e] : m.entries) {
+      if (e.assignment == assignment && e.announce) e.announce(text);
+    }
+  });
+}
+
+}  // namespace gpucloud::agent
