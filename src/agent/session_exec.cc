@@ -203,7 +203,9 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
     co_await sender.Send(status);
     co_await sender.Close();
   };
-  absl::StatusOr<std::vector<std::string>> argv = ExecArgv(target, r);
+  const char* path = getenv("PATH");
+  absl::StatusOr<std::vector<std::string>> argv =
+      ExecArgv(target, r, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   absl::StatusOr<Child> child = argv.ok() ? Spawn(*argv, target, r.tty, api::TerminalSize{})
                                           : absl::StatusOr<Child>(argv.status());
   if (!child.ok()) {
@@ -229,7 +231,7 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
     std::optional<Descriptor> err, in, pidfd;
     api::ws::Event done;
     asio::steady_timer grace;
-    int outputs = 0;
+    int outputs = 0, announcing = 0;
     bool exited = false, reading = true;
     int wstatus = 0;
   };
@@ -307,14 +309,18 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
     st->outputs = 2;
   }
   const uint64_t session = entry;
-  entries[session].announce = [this, st, &sender, tty](std::string text) {
-    if (!tty || !st->reading) return;
+  entries[session].announce = [this, st, &sender, tty](const std::string& text) {
+    if (!st->reading) return;
+    ++st->announcing;  // waited for before `sender` goes
     asio::co_spawn(
         io,
-        [&sender, text = std::move(text)]() -> asio::awaitable<void> {
-          const std::string m =
-              api::ExecMessage(api::ExecChannel::kStderr, Cat("\r\n[gpucloud] ", text, "\r\n"));
+        [st, &sender,
+         m = api::ExecMessage(api::ExecChannel::kStderr,
+                              tty ? Cat("\r\n[gpucloud] ", text, "\r\n")
+                                  : Cat("[gpucloud] ", text, "\n"))]() -> asio::awaitable<void> {
           co_await sender.Send(m);
+          --st->announcing;
+          st->done.Notify();
         },
         asio::detached);
   };
@@ -350,7 +356,7 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
       beast::get_lowest_layer(ws).socket().close(ignored);
     }
   });
-  while (st->reading) co_await st->done.Wait();
+  while (st->reading || st->announcing > 0) co_await st->done.Wait();
   st->grace.cancel();
   Log(Cat("exec into ", r.assignment, " ended: exit code ", status.exit_code));
 }

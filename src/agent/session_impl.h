@@ -38,8 +38,8 @@ struct SessionManager::Impl {
   // A session as Stop and Announce see it.
   struct Entry {
     std::string assignment;
-    std::function<void()> abort;                // closes its WebSocket
-    std::function<void(std::string)> announce;  // writes to its terminal (exec only)
+    std::function<void()> abort;                       // closes its WebSocket
+    std::function<void(const std::string&)> announce;  // writes to its stderr (exec only)
   };
   std::map<uint64_t, Entry> entries;  // manager's thread
   uint64_t next_entry = 0;
@@ -58,6 +58,10 @@ struct SessionManager::Impl {
 
   asio::awaitable<void> TunnelLoop();
   asio::awaitable<void> Serve(api::SessionRequest request, std::shared_ptr<asio::ssl::context> ctx);
+  // Ends session `id` (its WebSocket closed, after a line to its stderr) once its task no
+  // longer runs here: checked every second while `alive`.
+  asio::awaitable<void> Watch(uint64_t id, std::string assignment, int attempt,
+                              std::shared_ptr<bool> alive);
   // session_exec.cc
   asio::awaitable<void> Exec(api::ws::Stream& ws, const api::SessionRequest& r,
                              const SessionTarget& target, uint64_t entry);

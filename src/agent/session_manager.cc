@@ -59,10 +59,15 @@ std::optional<std::string> FindOnPath(const std::string& name, const std::string
 }
 
 absl::StatusOr<std::vector<std::string>> ExecArgv(const SessionTarget& target,
-                                                  const api::SessionRequest& request) {
+                                                  const api::SessionRequest& request,
+                                                  const std::string& agent_path) {
   if (request.command.empty()) return absl::InvalidArgumentError("command: empty");
   if (!target.container.empty()) {
     std::vector<std::string> argv = target.podman;
+    if (argv.empty()) return absl::InvalidArgumentError("no container runtime");
+    std::optional<std::string> podman = FindOnPath(argv[0], agent_path);
+    if (!podman) return absl::NotFoundError(Cat("command not found: ", argv[0]));
+    argv[0] = *podman;
     argv.insert(argv.end(), {"exec", "-i"});
     if (request.tty) argv.push_back("-t");
     argv.push_back(target.container);
@@ -178,6 +183,9 @@ asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
   const uint64_t id = Register(std::move(entry));
   std::optional<SessionTarget> target;
   if (!stopping) target = options.find(request.assignment, request.attempt);
+  auto alive = std::make_shared<bool>(true);
+  if (target)
+    asio::co_spawn(io, Watch(id, request.assignment, request.attempt, alive), asio::detached);
   if (request.kind == "exec") {
     if (target) {
       co_await Exec(ws, request, *target, id);
@@ -199,7 +207,27 @@ asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
     boost::system::error_code ec;
     co_await ws.async_close(why, Into(ec));
   }
+  *alive = false;
   Unregister(id);
+}
+
+asio::awaitable<void> SessionManager::Impl::Watch(uint64_t id, std::string assignment, int attempt,
+                                                  std::shared_ptr<bool> alive) {
+  asio::steady_timer tick(io);
+  boost::system::error_code ec;
+  while (*alive && !stopping) {
+    tick.expires_after(std::chrono::seconds(1));
+    co_await tick.async_wait(Into(ec));
+    if (!*alive || stopping || options.find(assignment, attempt)) continue;
+    // The task ended (or stops): the session goes with it, saying so.
+    if (auto it = entries.find(id); it != entries.end() && it->second.announce) {
+      it->second.announce("the task ended: this session closes");
+      tick.expires_after(std::chrono::milliseconds(200));
+      co_await tick.async_wait(Into(ec));
+    }
+    if (auto it = entries.find(id); *alive && it != entries.end()) it->second.abort();
+    break;
+  }
 }
 
 asio::awaitable<void> SessionManager::Impl::Forward(api::ws::Stream& ws,

@@ -52,10 +52,11 @@ struct SessionTarget {
 
 // The program and arguments an exec runs for `target`: the command itself for a host process
 // (its program found on the task's PATH when it has no '/'), or `podman exec -i [-t]
-// CONTAINER COMMAND...` for a container. NotFound "command not found: NAME" when a host
-// process's program is not on its PATH.
+// CONTAINER COMMAND...` for a container (Podman found on `agent_path`, the agent's PATH).
+// NotFound "command not found: NAME" when the program is not there.
 absl::StatusOr<std::vector<std::string>> ExecArgv(const SessionTarget& target,
-                                                  const api::SessionRequest& request);
+                                                  const api::SessionRequest& request,
+                                                  const std::string& agent_path);
 
 // `name` found on `path` (a PATH value) as an executable regular file; a name with '/' as it is.
 std::optional<std::string> FindOnPath(const std::string& name, const std::string& path);

@@ -269,10 +269,16 @@ def check_readoption(c, res, busybox):
     # Issue 22: exec enters the container (its PID namespace: PID 1 is the task's shell) as its
     # user, and stdin reaches it.
     inside = "cat /proc/1/cmdline | tr '\\0' ' '; echo; id -u"
-    out = wait(lambda: c.gpuctl("exec", "long", "--", "sh", "-c", inside, check=False), 30,
-               "an exec into the container")
+
+    def exec_inside():
+        r = subprocess.run([f"{c.build}/apps/gpuctl", "exec", "long", "--", "sh", "-c", inside],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, GPUCLOUD_CONFIG=c.config))
+        return r.stdout if r.returncode == 0 else f"exit {r.returncode}: {r.stderr}"
+
+    out = exec_inside()
     res.check("4 gpuctl exec runs inside the container", out.startswith("sh -c i=0") and
-              out.split()[-1] != "0", out[:200])
+              out.split()[-1] != "0", out[:300])
     c.kill_agent()
     c.start_agent()
     wait(lambda: "re-adopted task" in open(os.path.join(c.work, "agent.log")).read(), 30,
@@ -282,9 +288,8 @@ def check_readoption(c, res, busybox):
     res.check("4 a restarted agent re-adopts a running container",
               running and any("long" in n for n in names), f"phase {c.phase('long')}, "
               f"containers {names}")
-    out = wait(lambda: c.gpuctl("exec", "long", "--", "sh", "-c", inside, check=False), 30,
-               "an exec into the re-adopted container")
-    res.check("4 and exec enters it again", out.startswith("sh -c i=0"), out[:200])
+    out = exec_inside()
+    res.check("4 and exec enters it again", out.startswith("sh -c i=0"), out[:300])
     c.gpuctl("delete", "job", "long")
     gone = wait(lambda: not any("long" in n for n in
                                 c.podman("ps", "-a", "--format", "{{.Names}}").stdout.split()),

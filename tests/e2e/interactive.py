@@ -17,7 +17,8 @@
      log records the refusal; an agent's dial-back for a made-up session is refused;
   6. an interactive job (idleTimeout 8s) lives while a session uses it, and then, left alone, is
      stopped (Cancelled, reason IdleTimeout, an IdleWarning event first), its GPU free again;
-  7. a dropped client mid-session kills the command; nothing leaks: the agent's descriptors and
+  7. a dropped client mid-session kills the command; a session into a task that ends ends too,
+     saying so, its command killed; nothing leaks: the agent's descriptors and
      child processes are what they were before the sessions;
   8. `gpuctl run -it -- sh` in a pseudo-terminal: a shell on a fresh GPU, its exit code, the job
      deleted after; `gpuctl notebook` (a stand-in `jupyter` on the task's PATH that answers as
@@ -323,6 +324,27 @@ spec:
                                                         .get("status", {})), summary)
 
 
+def test_task_end(e, c):
+    rc, _, err = e.run("run", "--name", "ending", "--gpus", "0", "--", "sh", "-c",
+                       "while :; do sleep 3600; done")
+    e.running("ending")
+    marker = secrets.token_hex(4)
+    proc = subprocess.Popen([e.gpuctl, "exec", "ending", "--", "sh", "-c",
+                             f"echo started; exec sleep 1000 # {marker}"], env=e.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    e.run("cancel", "ending")
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    c.check("a session ends with its task, saying so",
+            proc.returncode == 1 and b"the task ended" in err, (proc.returncode, err))
+    gone = subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0
+    c.check("and its command is killed", gone)
+
+
 def test_drop(e, c):
     marker = secrets.token_hex(4)
     proc = subprocess.Popen([e.gpuctl, "exec", "shell", "--", "sh", "-c",
@@ -443,6 +465,7 @@ def main():
         test_port_forward(e, c, web_port)
         test_tenants(e, c, tmp)
         test_drop(e, c)
+        test_task_end(e, c)
         def settled():
             u = agent_usage(up.proc.pid)
             return u if u[0] <= before[0] and u[1] == before[1] else None
