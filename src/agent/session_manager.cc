@@ -4,6 +4,7 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
 // clang-format on
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,11 @@ auto Into(boost::system::error_code& ec) { return asio::redirect_error(asio::use
 
 // The most TCP connections one port-forward session carries at once.
 constexpr size_t kMaxForwardConnections = 4096;
+// The most one read of a forwarded connection takes, and so one message carries: large enough
+// that a bulk transfer is not a wake-up per 64 KiB through three processes.
+constexpr size_t kForwardChunk = 256 << 10;
+// What a forwarded connection may receive before its connect to the task's port is done.
+constexpr size_t kMaxPendingBytes = 4 << 20;
 
 }  // namespace
 
@@ -233,38 +239,58 @@ asio::awaitable<void> SessionManager::Impl::Watch(uint64_t id, std::string assig
 asio::awaitable<void> SessionManager::Impl::Forward(api::ws::Stream& ws,
                                                     const api::SessionRequest& r) {
   asio::any_io_executor ex = co_await asio::this_coro::executor;
+  // One forwarded connection: until it is connected (and what came before is written), data
+  // from the client waits in `pending`, so that a slow connect holds up no other connection.
+  struct Conn {
+    explicit Conn(asio::any_io_executor e) : socket(e) {}
+    tcp::socket socket;
+    bool connected = false;
+    std::string pending;
+  };
   struct State {
     explicit State(asio::any_io_executor e) : done(e) {}
-    std::map<uint32_t, std::shared_ptr<tcp::socket>> conns;
+    std::map<uint32_t, std::shared_ptr<Conn>> conns;
     int pumps = 0;
     api::ws::Event done;
   };
   auto state = std::make_shared<State>(ex);
   api::ws::Sender<api::ws::Stream> sender(ws);
   const std::string assignment = r.assignment;
-  // The task's side of one connection into `id`'s data messages, then its close.
-  auto pump = [this, state, &sender, assignment](
-                  uint32_t id, std::shared_ptr<tcp::socket> socket) -> asio::awaitable<void> {
-    std::vector<char> buffer(64 << 10);
+  const tcp::endpoint target(asio::ip::address_v4::loopback(), static_cast<uint16_t>(r.port));
+  // Connects `id`, writes what waited, then carries the task's side into data messages; its
+  // close (with the reason when it failed) ends it.
+  auto pump = [this, state, &sender, assignment, target, port = r.port](
+                  uint32_t id, std::shared_ptr<Conn> c) -> asio::awaitable<void> {
     boost::system::error_code ec;
-    for (;;) {
-      size_t n = co_await socket->async_read_some(asio::buffer(buffer), Into(ec));
+    std::string why;
+    co_await c->socket.async_connect(target, Into(ec));
+    if (ec) why = Cat("cannot connect to port ", port, " in the task: ", ec.message());
+    while (!ec && !c->connected) {
+      if (c->pending.empty()) {
+        c->connected = true;
+        break;
+      }
+      std::string waiting = std::exchange(c->pending, {});
+      co_await asio::async_write(c->socket, asio::buffer(waiting), Into(ec));
+    }
+    std::vector<char> buffer(ec ? 0 : kForwardChunk);
+    while (!ec) {
+      size_t n = co_await c->socket.async_read_some(asio::buffer(buffer), Into(ec));
       if (ec) break;
       Touch(assignment);
       const std::string data =
           api::EncodeForward(api::ForwardFrame::kData, id, std::string_view(buffer.data(), n));
       if (!co_await sender.Send(data)) break;
     }
-    if (auto it = state->conns.find(id); it != state->conns.end() && it->second == socket) {
+    if (auto it = state->conns.find(id); it != state->conns.end() && it->second == c) {
       state->conns.erase(it);
-      const std::string close = api::EncodeForward(api::ForwardFrame::kClose, id);
+      const std::string close = api::EncodeForward(api::ForwardFrame::kClose, id, why);
       co_await sender.Send(close);
     }
     --state->pumps;
     state->done.Notify();
   };
   boost::system::error_code ec;
-  const tcp::endpoint target(asio::ip::address_v4::loopback(), static_cast<uint16_t>(r.port));
   std::string message;
   while (co_await api::ws::Read(ws, message, ec)) {
     std::optional<api::ForwardMessage> m = api::DecodeForward(message);
@@ -273,17 +299,10 @@ asio::awaitable<void> SessionManager::Impl::Forward(api::ws::Stream& ws,
     auto it = state->conns.find(m->connection);
     if (m->type == api::ForwardFrame::kOpen) {
       std::string refused;
-      auto socket = std::make_shared<tcp::socket>(ex);
       if (it != state->conns.end()) {
         refused = "connection id in use";
       } else if (state->conns.size() >= kMaxForwardConnections) {
         refused = Cat("too many connections in this session (", kMaxForwardConnections, ")");
-      } else {
-        boost::system::error_code connect_ec;
-        co_await socket->async_connect(target, Into(connect_ec));
-        if (connect_ec) {
-          refused = Cat("cannot connect to port ", r.port, " in the task: ", connect_ec.message());
-        }
       }
       if (!refused.empty()) {
         const std::string close =
@@ -291,23 +310,29 @@ asio::awaitable<void> SessionManager::Impl::Forward(api::ws::Stream& ws,
         if (!co_await sender.Send(close)) break;
         continue;
       }
-      state->conns[m->connection] = socket;
+      auto c = std::make_shared<Conn>(ex);
+      state->conns[m->connection] = c;
       ++state->pumps;
-      asio::co_spawn(ex, pump(m->connection, socket), asio::detached);
+      asio::co_spawn(ex, pump(m->connection, c), asio::detached);
     } else if (m->type == api::ForwardFrame::kData && it != state->conns.end()) {
-      std::shared_ptr<tcp::socket> socket = it->second;
+      std::shared_ptr<Conn> c = it->second;
+      if (!c->connected) {
+        c->pending.append(m->payload);
+        if (c->pending.size() > kMaxPendingBytes) c->socket.close(ec);  // its pump says why
+        continue;
+      }
       boost::system::error_code write_ec;
-      co_await asio::async_write(*socket, asio::buffer(m->payload), Into(write_ec));
-      if (write_ec) socket->close(write_ec);  // its pump ends it and says so
+      co_await asio::async_write(c->socket, asio::buffer(m->payload), Into(write_ec));
+      if (write_ec) c->socket.close(write_ec);  // its pump ends it and says so
     } else if (m->type == api::ForwardFrame::kClose && it != state->conns.end()) {
-      std::shared_ptr<tcp::socket> socket = it->second;
+      std::shared_ptr<Conn> c = it->second;
       state->conns.erase(it);
-      socket->close(ec);
+      c->socket.close(ec);
     }
   }
-  for (auto& [id, socket] : state->conns) {
+  for (auto& [id, c] : state->conns) {
     boost::system::error_code ignored;
-    socket->close(ignored);
+    c->socket.close(ignored);
   }
   state->conns.clear();
   while (state->pumps > 0) co_await state->done.Wait();
@@ -322,6 +347,12 @@ SessionManager::~SessionManager() { Stop(); }
 void SessionManager::Start() {
   Impl& m = *impl_;
   if (m.thread.joinable()) return;
+  // A port-forward session holds up to kMaxForwardConnections sockets.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 65536);
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   m.work.emplace(m.io.get_executor());
   asio::co_spawn(m.io, m.TunnelLoop(), asio::detached);
   m.thread = std::thread([&m] { m.io.run(); });

@@ -9,6 +9,7 @@
 // clang-format on
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -215,7 +216,7 @@ struct Forwarder {
   }
 
   asio::awaitable<void> Pump(uint32_t id, std::shared_ptr<tcp::socket> socket) {
-    std::vector<char> buffer(64 << 10);
+    std::vector<char> buffer(256 << 10);  // as the agent's: fewer, larger messages
     boost::system::error_code ec;
     for (;;) {
       size_t n = co_await socket->async_read_some(asio::buffer(buffer), Into(ec));
@@ -397,6 +398,12 @@ absl::Status PortForward(const api::ClientConfig& config, const std::string& add
                          const std::function<std::string(int remote)>& target_of,
                          const std::function<void(const std::vector<int>&)>& ready,
                          const std::atomic<bool>* stop, bool handle_signals, std::ostream& err) {
+  // Thousands of connections at once need more descriptors than a shell's usual 1,024.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 65536);
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   absl::StatusOr<std::shared_ptr<asio::ssl::context>> ctx = api::ws::TlsContext(config);
   if (!ctx.ok()) return ctx.status();
   asio::io_context ioc;

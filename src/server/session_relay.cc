@@ -43,6 +43,7 @@ void Configure(Ws& ws) {
   ws.set_option(websocket::stream_base::decorator(
       [](websocket::response_type& res) { res.set(beast::http::field::server, "gpucloud"); }));
   ws.read_message_max(16 << 20);
+  ws.auto_fragment(false);  // a message relayed as one frame, not 4 KiB fragments
 }
 
 // Waits on `timer` until Notify-like cancellation or `d`.

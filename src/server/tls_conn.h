@@ -16,6 +16,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -172,38 +173,56 @@ class TlsStream {
 
   // One read or write: OpenSSL tried, the socket awaited as it asks, again until progress.
   template <typename Handler>
+  // A read takes every record already there (up to `size`), not one: a bulk stream through the
+  // relay is then a completion per socket read, not per 16 KiB record.
   struct Op {
     TlsConn* conn;
     TlsConn::Op op;
     void* data;
     size_t size;
     Handler handler;
+    size_t done = 0;         // bytes read so far
+    bool initiating = true;  // still inside async_read_some / async_write_some
     using executor_type = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
     executor_type get_executor() const {
       return boost::asio::get_associated_executor(handler, conn->socket().get_executor());
     }
     void operator()(boost::beast::error_code ec = {}) {
       if (!ec && size == 0) return Complete(ec, 0);
-      const int n_max = static_cast<int>(std::min<size_t>(size, 1 << 30));
       while (!ec) {
+        const int n_max = static_cast<int>(std::min<size_t>(size - done, 1 << 30));
+        char* at = static_cast<char*>(data) + done;
         ERR_clear_error();
-        int n = op == TlsConn::Op::kRead ? SSL_read(conn->ssl(), data, n_max)
-                                         : SSL_write(conn->ssl(), data, n_max);
-        if (n > 0) return Complete(ec, static_cast<size_t>(n));
+        int n = op == TlsConn::Op::kRead ? SSL_read(conn->ssl(), at, n_max)
+                                         : SSL_write(conn->ssl(), at, n_max);
+        if (n > 0) {
+          done += static_cast<size_t>(n);
+          if (op == TlsConn::Op::kWrite || done == size) return Complete(ec, done);
+          continue;  // more records may be there already
+        }
         int err = SSL_get_error(conn->ssl(), n);
+        if (err == SSL_ERROR_WANT_READ && done > 0) return Complete(ec, done);
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
           auto wait = err == SSL_ERROR_WANT_READ ? tls_detail::tcp::socket::wait_read
                                                  : tls_detail::tcp::socket::wait_write;
+          initiating = false;
           conn->socket().async_wait(wait, std::move(*this));
           return;
         }
         ec = TlsConn::Failure(err);
+        if (done > 0) return Complete({}, done);  // the error comes with the next read
       }
       Complete(ec, 0);
     }
+    // Inside the initiating call the handler must not run at once (Asio's rule): posted; after
+    // a wait, this already runs on the handler's executor: dispatched, without a hop.
     void Complete(boost::beast::error_code ec, size_t n) {
       executor_type ex = get_executor();
-      boost::asio::post(ex, [h = std::move(handler), ec, n]() mutable { h(ec, n); });
+      if (initiating) {
+        boost::asio::post(ex, [h = std::move(handler), ec, n]() mutable { h(ec, n); });
+      } else {
+        boost::asio::dispatch(ex, [h = std::move(handler), ec, n]() mutable { h(ec, n); });
+      }
     }
   };
 

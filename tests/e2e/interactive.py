@@ -11,8 +11,8 @@
      nothing for the session;
   3. cp: 1 MB of random bytes into the task and back, the same bytes; a missing remote file is
      a clear error;
-  4. port-forward: an HTTP request to a server in the task; 200 connections at once; a port
-     nothing listens on is a message and the forwarder goes on;
+  4. port-forward: an HTTP request to a server in the task; 1,000 connections open at once; a
+     port nothing listens on is a message and the forwarder goes on;
   5. a tenant cannot exec into another namespace's job (403 naming jobs:Exec), and the audit
      log records the refusal; an agent's dial-back for a made-up session is refused;
   6. an interactive job (idleTimeout 8s) lives while a session uses it, and then, left alone, is
@@ -243,10 +243,21 @@ def test_port_forward(e, c, web_port):
 
         body = wait_for(get, 10, "the forwarded HTTP server")
         c.check("port-forward carries an HTTP request", body == b"forwarded\n", body)
-        with ThreadPoolExecutor(max_workers=200) as pool:
-            bodies = list(pool.map(get, range(200)))
-        c.check("200 connections at once", all(b == b"forwarded\n" for b in bodies),
-                {b for b in bodies})
+        # 1,000 connections at once, each held open until all are: one session carries them.
+        barrier = threading.Barrier(1000, timeout=60)
+
+        def held(_):
+            with socket.create_connection(("127.0.0.1", local), timeout=60) as s:
+                s.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+                barrier.wait()
+                data = b""
+                while chunk := s.recv(65536):
+                    data += chunk
+                return data.endswith(b"forwarded\n")
+
+        with ThreadPoolExecutor(max_workers=1000) as pool:
+            answers = list(pool.map(held, range(1000)))
+        c.check("1,000 connections at once", all(answers), answers.count(False))
         with socket.create_connection(("127.0.0.1", dead), timeout=10) as s:
             s.settimeout(10)
             c.check("a port nothing listens on: the connection closes", s.recv(10) == b"")
@@ -365,6 +376,16 @@ def test_drop(e, c):
         c.check("a dropped client's command is killed", False)
 
 
+# A static file server whose listen backlog takes 1,000 connections at once.
+WEB_SERVER = """import functools, http.server, sys
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 1024
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])
+handler.log_message = lambda *a: None
+Server(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
+"""
+
+
 # Answers as Jupyter does where gpuctl notebook looks: GET /api is 200, / with the token 200.
 FAKE_JUPYTER = """#!/usr/bin/env python3
 import http.server, os, sys
@@ -433,6 +454,10 @@ def main():
     os.makedirs(webroot)
     with open(os.path.join(webroot, "hello.txt"), "w") as f:
         f.write("forwarded\n")
+    web_script = os.path.join(tmp, "web.py")
+    with open(web_script, "w") as f:  # http.server's own listen backlog is 5
+        f.write(WEB_SERVER)
+    os.chmod(web_script, 0o644)
     os.chmod(webroot, 0o755)
     os.chmod(os.path.join(webroot, "hello.txt"), 0o644)
     fake = os.path.join(tmp, "bin")
@@ -448,8 +473,7 @@ def main():
         web_port = free_port()
         for name, cmd, gpus in [
             ("shell", ["sh", "-c", "while :; do sleep 3600; done"], "1"),
-            ("web", ["python3", "-m", "http.server", str(web_port), "--bind", "127.0.0.1",
-                     "--directory", webroot], "0"),
+            ("web", ["python3", web_script, str(web_port), webroot], "0"),
             ("done", ["true"], "0"),
         ]:
             rc, _, err = e.run("run", "--name", name, "--gpus", gpus, "--", *cmd)
