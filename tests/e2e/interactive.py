@@ -330,9 +330,14 @@ spec:
     reasons = [ev.get("reason") for ev in events.get("items", [])]
     c.check("an IdleWarning came first", "IdleWarning" in reasons and
             reasons.index("IdleWarning") < reasons.index("IdleTimeout"), reasons)
-    summary = e.up.get(f"{PREFIX}/cluster")
-    c.check("its GPU is free again", "nb" not in json.dumps(e.up.get(f"{PREFIX}/nodes/{e.up.node}")
-                                                        .get("status", {})), summary)
+    # Two GPUs, one held by "shell": a one-GPU job runs only on the GPU "nb" gave back.
+    rc, _, err = e.run("run", "--name", "after", "--gpus", "1", "--", "true")
+    try:
+        wait_for(lambda: e.job("after")["status"].get("phase") == "Succeeded", 30,
+                 "a job on the freed GPU")
+        c.check("its GPU is free again: another job runs on it", True)
+    except TimeoutError:
+        c.check("its GPU is free again: another job runs on it", False, e.job("after")["status"])
 
 
 def test_task_end(e, c):
