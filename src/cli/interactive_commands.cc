@@ -13,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <streambuf>
 #include <thread>
 
 #include "api/paths.h"
@@ -86,6 +87,31 @@ bool HttpOk(int port, const std::string& path) {
   close(fd);
   return answer.starts_with("HTTP/1.") && answer.find(" 200 ") != std::string::npos;
 }
+
+// Passes what is written to `to` once `open` is set, and drops what comes before: the refused
+// connections of a notebook that does not listen yet are no news.
+class GatedBuf : public std::streambuf {
+ public:
+  GatedBuf(std::ostream& to, const std::atomic<bool>& open) : to_(to), open_(open) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c != traits_type::eof() && open_) to_.put(static_cast<char>(c));
+    return c == traits_type::eof() ? 0 : c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (open_) to_.write(s, n);
+    return n;
+  }
+  int sync() override {
+    if (open_) to_.flush();
+    return 0;
+  }
+
+ private:
+  std::ostream& to_;
+  const std::atomic<bool>& open_;
+};
 
 void WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -278,7 +304,9 @@ int InteractiveCommands::ForwardNotebook(const api::ClientConfig& config, const 
   Flags& f = *flags_;
   int local = f.local_port;
   if (local == 0) local = PortFree(8888) ? 8888 : 0;
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, answered{false};
+  GatedBuf gated_buf(err, answered);
+  std::ostream gated(&gated_buf);
   std::thread probe;
   auto ready = [&](const std::vector<int>& ports) {
     const int port = ports.at(0);
@@ -288,6 +316,7 @@ int InteractiveCommands::ForwardNotebook(const api::ClientConfig& config, const 
            !done && std::chrono::steady_clock::now() < until;
            std::this_thread::sleep_for(std::chrono::milliseconds(250))) {
         if (!HttpOk(port, "/api")) continue;
+        answered = true;
         out << "Jupyter is ready: http://127.0.0.1:" << port << "/?token=" << token << "\n"
             << "(Ctrl-C stops forwarding)\n";
         out.flush();
@@ -302,7 +331,7 @@ int InteractiveCommands::ForwardNotebook(const api::ClientConfig& config, const 
   };
   auto target_of = [&](int port) { return api::PortForwardPath(f.ns, name, 0, port); };
   absl::Status s = PortForward(config, "127.0.0.1", {ForwardSpec{local, remote}}, target_of, ready,
-                               nullptr, /*handle_signals=*/true, err);
+                               nullptr, /*handle_signals=*/true, gated);
   done = true;
   if (probe.joinable()) probe.join();
   if (!s.ok()) {
