@@ -3,6 +3,7 @@
 // clang-format off
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
 // clang-format on
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -26,6 +27,8 @@
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <fstream>
+#include <sstream>
 
 #include "agent/session_impl.h"
 #include "core/text.h"
@@ -180,6 +183,34 @@ absl::StatusOr<Child> Spawn(std::vector<std::string> argv, const SessionTarget& 
   return c;
 }
 
+// SIGKILLs every process of session `sid` but the leader itself when it is gone; returns them.
+// (An exec'd command leads its own session, so this is the command and what it started.)
+std::vector<pid_t> KillSession(pid_t sid) {
+  std::vector<pid_t> out;
+  kill(-sid, SIGKILL);  // its own group at once
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    long pid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != 0 || pid <= 0) continue;
+    std::ifstream f(Cat("/proc/", pid, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(f)), {});
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 1));
+    std::string state;
+    long ppid = 0, pgrp = 0, session = 0;
+    rest >> state >> ppid >> pgrp >> session;
+    if (session == sid && pid != sid) {
+      kill(static_cast<pid_t>(pid), SIGKILL);
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  closedir(proc);
+  return out;
+}
+
 api::ExecStatus StatusOf(int wstatus) {
   api::ExecStatus s;
   if (WIFEXITED(wstatus)) {
@@ -279,7 +310,7 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
       }
     }
     // The client left (or closed): the command goes with it.
-    if (!st->exited) kill(-pid, SIGKILL);
+    if (!st->exited) KillSession(pid);
     st->reading = false;
     st->done.Notify();
   };
@@ -331,7 +362,9 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
     std::lock_guard lock(mu);
     children.erase(pid);
   }
-  kill(-pid, SIGKILL);  // what the command left behind in its group goes with it
+  // What the command left behind in its session goes with it (a shell's job-controlled
+  // groups too); those the agent inherited as their subreaper are reaped.
+  std::vector<pid_t> left = KillSession(pid);
   // What it wrote before it ended, for at most a second (a background process may hold its
   // output open for good).
   st->grace.expires_after(std::chrono::seconds(1));
@@ -358,6 +391,15 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
   });
   while (st->reading || st->announcing > 0) co_await st->done.Wait();
   st->grace.cancel();
+  for (int tries = 0; !left.empty() && tries < 20; ++tries) {
+    std::erase_if(left, [](pid_t p) {
+      pid_t r = waitpid(p, nullptr, WNOHANG);
+      return r == p || (r < 0 && errno == ECHILD);  // reaped, or not the agent's to reap
+    });
+    if (left.empty()) break;
+    st->grace.expires_after(std::chrono::milliseconds(50));
+    co_await st->grace.async_wait(Into(ec));
+  }
   Log(Cat("exec into ", r.assignment, " ended: exit code ", status.exit_code));
 }
 

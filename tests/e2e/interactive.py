@@ -186,6 +186,10 @@ def test_tty(e, c):
         time.sleep(0.3)
         os.write(fd, b"stty size\n")
 
+    def sleeping(fd, pid):
+        wait_for(lambda: subprocess.run(["pgrep", "-x", "sleep", "-a"], capture_output=True,
+                                        text=True).stdout.count("sleep 60"), 10, "sleep 60")
+
     status, out, missing = pty_session(e, ["exec", "-it", "shell", "--", "sh"], [
         (b"", b"$ "),
         (b"echo tty-$((6*7))\n", b"tty-42\r\n"),
@@ -194,14 +198,18 @@ def test_tty(e, c):
         # Garbage escape sequences are the remote terminal's to read, nothing else's.
         (b"\x1b[999;999R\x1b]0;\x07\x1b[?1049h\x1bPqq\x1b\\ \n", b"$ "),
         (b"sleep 60; echo not-interrupted\n", b"sleep 60"),
+        (sleeping, b""),  # Ctrl-C only once the remote sleep runs, not while the line is typed
         (b"\x03", b"$ "),
         (b"echo alive-$((1+1))\n", b"alive-2"),
+        (b"sleep 77 &\n", b"$ "),  # a background job, in a process group of its own
         (b"exit 7\n", None),
     ])
     c.check("exec -it: every step seen", missing is None, f"missing {missing!r} in {out[-400:]!r}")
     # The terminal echoes the typed line; the command's own output would be a line of its own.
     c.check("exec -it: Ctrl-C interrupted sleep", b"\nnot-interrupted" not in out, out[-200:])
     c.check("exec -it returns the shell's exit code", status == 7, status)
+    left = subprocess.run(["pgrep", "-f", "sleep 77"], capture_output=True).returncode == 0
+    c.check("what the shell left running goes with its session", not left)
 
 
 def test_cp(e, c, tmp):
