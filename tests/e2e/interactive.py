@@ -208,8 +208,12 @@ def test_tty(e, c):
     # The terminal echoes the typed line; the command's own output would be a line of its own.
     c.check("exec -it: Ctrl-C interrupted sleep", b"\nnot-interrupted" not in out, out[-200:])
     c.check("exec -it returns the shell's exit code", status == 7, status)
-    left = subprocess.run(["pgrep", "-f", "sleep 77"], capture_output=True).returncode == 0
-    c.check("what the shell left running goes with its session", not left)
+    try:
+        wait_for(lambda: subprocess.run(["pgrep", "-f", "sleep 77"], capture_output=True)
+                 .returncode != 0, 10, "the background job to go")
+        c.check("what the shell left running goes with its session", True)
+    except TimeoutError:
+        c.check("what the shell left running goes with its session", False)
 
 
 def test_cp(e, c, tmp):
@@ -302,12 +306,19 @@ def test_tenants(e, c, tmp):
             rc == 1 and "jobs:Exec" in err, (rc, err))
     rc, _, err = e.run("port-forward", "web", "1", config=config, timeout=20)
     c.check("nor forward its ports", rc == 1 and "jobs:Exec" in err, (rc, err))
-    req = urllib.request.Request(e.up.url + f"{PREFIX}/audit/records?user=mallory",
-                                 headers={"Authorization": f"Bearer {e.up.token}"})
-    with urllib.request.urlopen(req, context=e.up.ssl, timeout=10) as r:
-        records = [json.loads(line) for line in r.read().decode().splitlines() if line]
-    denied = [r for r in records if "jobs:Exec" in json.dumps(r) and "deny" in json.dumps(r)]
-    c.check("the refusal is in the audit log", len(denied) >= 2, records[-3:])
+    def denials():
+        req = urllib.request.Request(e.up.url + f"{PREFIX}/audit/records?user=mallory",
+                                     headers={"Authorization": f"Bearer {e.up.token}"})
+        with urllib.request.urlopen(req, context=e.up.ssl, timeout=10) as r:
+            records = [json.loads(line) for line in r.read().decode().splitlines() if line]
+        return [r for r in records if "jobs:Exec" in json.dumps(r) and "deny" in json.dumps(r)]
+
+    try:
+        denied = wait_for(lambda: (lambda d: d if len(d) >= 2 else None)(denials()), 10,
+                          "the refusals' audit records")
+    except TimeoutError:
+        denied = denials()
+    c.check("the refusal is in the audit log", len(denied) >= 2, denied)
 
 
 def test_idle(e, c):
@@ -365,8 +376,12 @@ def test_task_end(e, c):
         _, err = proc.communicate()
     c.check("a session ends with its task, saying so",
             proc.returncode == 1 and b"the task ended" in err, (proc.returncode, err))
-    gone = subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0
-    c.check("and its command is killed", gone)
+    try:
+        wait_for(lambda: subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode
+                 != 0, 10, "the command to go")
+        c.check("and its command is killed", True)
+    except TimeoutError:
+        c.check("and its command is killed", False)
 
 
 def test_drop(e, c):
@@ -425,8 +440,12 @@ def test_run_it(e, c):
     c.check("run -it: a shell on a fresh GPU", missing is None and b"gpu=GPU-" in out,
             out[-300:])
     c.check("run -it returns the shell's exit code", status == 4, status)
-    rc, _, _ = e.run("get", "job", "shell2")
-    c.check("run -it deletes its job after", rc != 0, rc)
+    # A running job's delete is a cancel first (202): it goes once its task has stopped.
+    try:
+        wait_for(lambda: e.run("get", "job", "shell2")[0] != 0, 30, "the job to go")
+        c.check("run -it deletes its job after", True)
+    except TimeoutError:
+        c.check("run -it deletes its job after", False, e.run("get", "job", "shell2")[1])
 
 
 def test_notebook(e, c):
