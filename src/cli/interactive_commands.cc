@@ -245,12 +245,13 @@ int InteractiveCommands::Notebook(const std::string& config_flag, std::ostream& 
   const std::string name = f.name.empty() ? Cat("nb-", RandomHex(rd, 3)) : f.name;
   if (!NamesAreLabels({{"namespace", f.ns}, {"--name", name}}, err)) return kExitUsage;
   const std::string token = RandomHex(rd, 24);
-  // The task's port, on its node's network: away from the master ports (20000-39999).
-  const int remote = 41000 + static_cast<int>(rd() % 9000);
+  // The task's port, on its node's network: below the master ports (20000-39999) and Linux's
+  // ephemeral ports (32768-60999 by default), where outgoing connections take theirs.
+  const int remote = 10000 + static_cast<int>(rd() % 10000);
   nlohmann::ordered_json task = {{"name", "notebook"},
                                  {"command",
                                   {"jupyter", "notebook", "--no-browser", "--ip=127.0.0.1",
-                                   Cat("--port=", remote), "--allow-root"}},
+                                   Cat("--port=", remote), "--port-retries=0", "--allow-root"}},
                                  // Jupyter reads its token from here (notebook 6 and 7 alike).
                                  {"env", {{{"name", "JUPYTER_TOKEN"}, {"value", token}}}}};
   if (!f.image.empty()) task["image"] = f.image;

@@ -94,7 +94,8 @@ Response RestApi::SessionTarget(const Request& r, const Route& route, const std:
                       static_cast<int64_t>(status->placement.size()) - 1, ")"));
   }
   if (auto t = status->tasks.find(placed->name);
-      t != status->tasks.end() && t->second != api::TaskStateName(api::TaskState::kRunning)) {
+      t != status->tasks.end() &&
+      !t->second.starts_with(api::TaskStateName(api::TaskState::kRunning))) {
     return Status(
         409, "Conflict",
         Cat("rank ", rank, " of job ", job, " is ", t->second, ": a session needs a running task"));

@@ -453,20 +453,26 @@ def test_notebook(e, c):
     proc = subprocess.Popen([e.gpuctl, "notebook", "--gpus", "1", "--name", "nbk", "--port",
                              str(port), "--rm"], env=e.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
+    err = b""
     try:
         line = proc.stdout.readline().decode()
         url = line.split("Jupyter is ready: ", 1)[-1].strip()
-        c.check("notebook prints its URL with the token",
-                url.startswith(f"http://127.0.0.1:{port}/?token="), line)
-        with urllib.request.urlopen(url, timeout=10) as r:
-            c.check("the URL opens the notebook here", r.status == 200)
+        ok = url.startswith(f"http://127.0.0.1:{port}/?token=")
+        if not ok:
+            proc.send_signal(signal.SIGINT)
+            err = proc.communicate(timeout=20)[1]
+        c.check("notebook prints its URL with the token", ok, (line, err[-500:]))
+        if ok:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                c.check("the URL opens the notebook here", r.status == 200)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                err = proc.communicate(timeout=20)[1]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                err = proc.communicate()[1]
     c.check("Ctrl-C ends notebook --rm, deleting its job",
             proc.returncode == 0 and b"deleted" in err, (proc.returncode, err[-300:]))
 
