@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "core/parse.h"
@@ -92,19 +93,19 @@ class Stepper {
     Event(normal ? "Normal" : "Warning", std::move(reason), std::move(message));
   }
 
-  // A restart that is not the job's fault (a node or GPU went): not counted. An interactive
-  // job ends instead: its session is gone, and a new one elsewhere is the user's to start.
-  void Interrupt(api::JobPhase phase, std::string reason, std::string message) {
-    if (rules_.interactive) return EndInteractive(phase, std::move(reason), message);
+  // A restart that is not the job's fault (a node or GPU went): not counted; the message is
+  // `what` happened, then what the restart does (`then`, "" for none). An interactive job ends
+  // instead: its session is gone, and a new one elsewhere is the user's to start.
+  void Interrupt(api::JobPhase phase, std::string reason, const std::string& what,
+                 std::string_view then) {
+    if (rules_.interactive) return EndInteractive(phase, std::move(reason), what);
     ++s().interruptions;
-    Stop(phase, api::JobPhase::kPending, std::move(reason), std::move(message),
-         rules_.stop_grace_ms);
+    Stop(phase, api::JobPhase::kPending, std::move(reason),
+         then.empty() ? what : Cat(what, "; ", then), rules_.stop_grace_ms);
   }
 
-  // An interactive job's end where a batch job would restart; `message` says what happened
-  // (the part before "; restarting ..." is kept).
-  void EndInteractive(api::JobPhase phase, std::string reason, const std::string& message) {
-    std::string what = message.substr(0, message.find("; "));
+  // An interactive job's end where a batch job would restart; `what` says what happened.
+  void EndInteractive(api::JobPhase phase, std::string reason, const std::string& what) {
     Stop(phase == api::JobPhase::kRestarting ? api::JobPhase::kStopping : phase,
          api::JobPhase::kFailed, std::move(reason),
          Cat(what,
@@ -323,22 +324,22 @@ void Succeeded(Stepper& st, const Observed& o) {
 bool StepInterruptions(Stepper& st, const Observed& o) {
   if (!o.lost.empty()) {
     if (ApplyFirst(st, o.lost, {LifecycleEvent::kJobUnknown}, true)) return true;
-    st.Interrupt(
-        api::JobPhase::kRestarting, "NodeLost",
-        Cat("node ", o.lost[0].what, " stopped heartbeating; restarting from the last checkpoint"));
+    st.Interrupt(api::JobPhase::kRestarting, "NodeLost",
+                 Cat("node ", o.lost[0].what, " stopped heartbeating"),
+                 "restarting from the last checkpoint");
     return true;
   }
   if (!o.broken.empty()) {
     if (ApplyFirst(st, o.broken, {LifecycleEvent::kPodEvicted}, true)) return true;
-    st.Interrupt(api::JobPhase::kRestarting, "GpuFailed",
-                 Cat(o.broken[0].what, "; restarting on healthy GPUs from the last checkpoint"));
+    st.Interrupt(api::JobPhase::kRestarting, "GpuFailed", o.broken[0].what,
+                 "restarting on healthy GPUs from the last checkpoint");
     return true;
   }
   if (!o.retry.empty() && o.failed.empty()) {
     // EX_TEMPFAIL: the task could not start yet (e.g. the previous attempt on a partitioned
     // node still holds the job's checkpoint lock). Retried soon, without using a restart.
     st.s().not_before_ms = st.now() + 1000;
-    st.Interrupt(api::JobPhase::kRestarting, "Retrying", Cat(o.retry[0].what, "; retrying in 1 s"));
+    st.Interrupt(api::JobPhase::kRestarting, "Retrying", o.retry[0].what, "retrying in 1 s");
     return true;
   }
   return false;
@@ -366,15 +367,15 @@ bool StepEvictions(Stepper& st, const Observed& o) {
   if (!o.drained.empty()) {
     if (ApplyFirst(st, o.drained, {LifecycleEvent::kPodEvicted}, true)) return true;
     st.Interrupt(api::JobPhase::kPreempting, "Drained",
-                 Cat("node ", o.drained[0].what,
-                     " is being drained; restarting elsewhere from the last checkpoint"));
+                 Cat("node ", o.drained[0].what, " is being drained"),
+                 "restarting elsewhere from the last checkpoint");
     return true;
   }
   if (!o.risky.empty()) {
     // Predictive drain: checkpoint and move before the GPU fails.
     if (ApplyFirst(st, o.risky, {LifecycleEvent::kPodEvicted}, true)) return true;
-    st.Interrupt(api::JobPhase::kPreempting, "PredictedFailure",
-                 Cat(o.risky[0].what, "; checkpointing and moving to healthy GPUs"));
+    st.Interrupt(api::JobPhase::kPreempting, "PredictedFailure", o.risky[0].what,
+                 "checkpointing and moving to healthy GPUs");
     return true;
   }
   return false;
@@ -531,7 +532,7 @@ JobStep Preempt(const JobStatus& old, const JobRules& rules, const std::string& 
   if (ApplyFirst(st, evicted, {LifecycleEvent::kPodEvicted}, /*restart_is_default=*/true)) {
     return st.Take();
   }
-  st.Interrupt(api::JobPhase::kPreempting, "Preempted", why);
+  st.Interrupt(api::JobPhase::kPreempting, "Preempted", why, "");
   return st.Take();
 }
 
