@@ -493,7 +493,8 @@ struct HttpsServer::Impl {
       co_return false;
     }
     if (session != SessionKind::kNone) {
-      co_await ServeSession(c, pool, stream, req, r, audit, session, session_id);
+      const std::function<void(int)> observed = observe;
+      co_await ServeSession(c, pool, stream, req, r, audit, session, session_id, observed);
       co_return false;
     }
     const bool metrics_request = r.path == "/metrics" && r.method == "GET";
@@ -648,9 +649,11 @@ struct HttpsServer::Impl {
 
   // A session: the API decides (authorization, the task's node), then the connection becomes a
   // WebSocket that the relay serves until the session ends.
+  // `observe` records the request's metrics: 101 for an upgrade, timed to it.
   asio::awaitable<void> ServeSession(Conn& c, asio::thread_pool& pool, Link& l,
                                      const HttpRequest& req, const Request& r, AuditRequest& audit,
-                                     SessionKind kind, const std::string& id) {
+                                     SessionKind kind, const std::string& id,
+                                     const std::function<void(int)>& observe) {
     std::string node;
     std::optional<api::SessionRequest> asked;
     std::function<Response()> handle = [&]() {
@@ -665,8 +668,7 @@ struct HttpsServer::Impl {
       return out;
     };
     Response answer = co_await CallOn(pool, handle);
-    metrics.Observe(r.method, ResourceOfPath(r.path), answer.status == 200 ? 101 : answer.status,
-                    0);
+    observe(answer.status == 200 ? 101 : answer.status);
     if (answer.status != 200) {
       co_await Write(l, req, answer);
       co_return;

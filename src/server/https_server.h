@@ -5,6 +5,9 @@
 // the timeout (default 300 s) or the client leaves.
 // GET /metrics (with a token) serves the API's Prometheus metrics (ApiMetrics); GET /healthz
 // (without) answers "ok"; /ui/ (without) serves the web console's files (console_assets.h).
+// An interactive session (GET .../jobs/{name}/exec|portforward, an agent's nodes/{n}/tunnel and
+// nodes/{n}/sessions/{id}) is decided by the API and then upgraded to a WebSocket that
+// SessionRelay serves (session_relay.h); it counts as one of its tenant's streams.
 // Keep-alive supported; Start returns once it listens.
 //
 // Asynchronous (Asio's C++20 coroutines): a connection costs a socket, a coroutine and a timer,

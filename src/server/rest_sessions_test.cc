@@ -5,40 +5,18 @@
 #include "api/paths.h"
 #include "api/session_wire.h"
 #include "server/controller_fixture.h"
+#include "server/rest_util.h"
 
 namespace gpucloud::server {
 namespace {
 
 class SessionsTest : public ControllerTest {
  protected:
-  Response As(const Identity& who, const std::string& path) {
-    Request r{"GET", path, {}, "", who};
-    size_t q = path.find('?');
-    if (q != std::string::npos) {
-      r.path = path.substr(0, q);
-      std::string query = path.substr(q + 1);
-      for (size_t start = 0; start < query.size();) {
-        size_t end = query.find('&', start);
-        if (end == std::string::npos) end = query.size();
-        std::string kv = query.substr(start, end - start);
-        size_t eq = kv.find('=');
-        r.query[kv.substr(0, eq)] = Unescape(kv.substr(eq + 1));
-        start = end + 1;
-      }
-    }
+  // GET `target` as `who`, its query parsed as the HTTPS front parses it.
+  Response As(const Identity& who, const std::string& target) {
+    Request r{"GET", "", {}, "", who};
+    ParseTarget(target, &r);
     return api_->Handle(r);
-  }
-  static std::string Unescape(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '%' && i + 2 < s.size()) {
-        out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
-        i += 2;
-      } else {
-        out.push_back(s[i]);
-      }
-    }
-    return out;
   }
   Identity admin_{"root", "", true};
 };
