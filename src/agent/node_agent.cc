@@ -349,11 +349,11 @@ void NodeAgent::Impl::StartSessions() {
   SessionManager::Options so;
   so.node = o.node_name;
   so.server = client.config();
-  so.find = [this](const std::string& assignment, int attempt) -> std::optional<SessionTarget> {
+  so.find = [this](const std::string& assignment,
+                   int attempt) -> std::shared_ptr<const SessionTarget> {
     std::lock_guard lock(targets_mu);
     auto it = session_targets.find(Cat(assignment, "/", attempt));
-    if (it == session_targets.end()) return std::nullopt;
-    return it->second;
+    return it == session_targets.end() ? nullptr : it->second;
   };
   sessions = std::make_unique<SessionManager>(std::move(so), clock);
   sessions->Start();
@@ -367,7 +367,7 @@ void NodeAgent::Impl::PublishSessionTargets() {
   }
   if (running == published_targets) return;
   published_targets = running;
-  std::map<std::string, SessionTarget> out;
+  std::map<std::string, std::shared_ptr<const SessionTarget>> out;
   for (const auto& [exec_id, t] : tasks) {
     if (t.report.state != api::TaskState::kRunning || t.stopping) continue;
     SessionTarget target;
@@ -382,7 +382,7 @@ void NodeAgent::Impl::PublishSessionTargets() {
     // A host process re-adopted after an agent restart has no plan here: no session enters it
     // with the agent's own environment and user.
     if (t.container_name.empty() && target.env.empty()) continue;
-    out[Cat(t.a.name, "/", t.a.attempt)] = std::move(target);
+    out[Cat(t.a.name, "/", t.a.attempt)] = std::make_shared<const SessionTarget>(std::move(target));
   }
   std::lock_guard lock(targets_mu);
   session_targets = std::move(out);

@@ -140,8 +140,8 @@ struct NodeAgent::Impl {
   // may enter, by "assignment/attempt", published by the main loop (PublishSessionTargets).
   std::unique_ptr<SessionManager> sessions;
   std::mutex targets_mu;
-  std::map<std::string, SessionTarget> session_targets;  // guarded by targets_mu
-  std::string published_targets;                         // the main loop's: what was published
+  std::map<std::string, std::shared_ptr<const SessionTarget>> session_targets;  // targets_mu
+  std::string published_targets;  // the main loop's: what was published
   void StartSessions();
   void PublishSessionTargets();
   std::thread watcher;

@@ -39,13 +39,12 @@ namespace gpucloud::agent {
 namespace {
 
 namespace beast = boost::beast;
+using api::ws::Into;
 using Descriptor = asio::posix::stream_descriptor;
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
-
-auto Into(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 // A started command: its process (leader of its own session and group), a pidfd when the
 // kernel has them, and its standard streams' other ends (a terminal's master as all three).

@@ -21,12 +21,10 @@ namespace gpucloud::agent {
 namespace asio = boost::asio;
 
 struct SessionManager::Impl {
-  Impl(Options o, const Clock& c, std::atomic<bool>& connected)
-      : options(std::move(o)), clock(c), connected(connected), retry(io) {}
+  Impl(Options o, const Clock& c) : options(std::move(o)), clock(c), retry(io) {}
 
   Options options;
   const Clock& clock;
-  std::atomic<bool>& connected;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
@@ -46,7 +44,6 @@ struct SessionManager::Impl {
 
   mutable std::mutex mu;
   std::condition_variable idle;                     // entries ended
-  std::map<std::string, int> open_by_assignment;    // guarded by mu
   int open_total = 0;                               // guarded by mu
   std::map<std::string, absl::Time> last_activity;  // guarded by mu
   std::set<pid_t> children;                         // guarded by mu: exec'd, not reaped yet

@@ -4,7 +4,6 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
 // clang-format on
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,10 +29,9 @@ namespace gpucloud::agent {
 namespace {
 
 namespace beast = boost::beast;
+using api::ws::Into;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
-
-auto Into(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 // The most TCP connections one port-forward session carries at once.
 constexpr size_t kMaxForwardConnections = 4096;
@@ -102,7 +100,6 @@ void SessionManager::Impl::Touch(const std::string& assignment) {
 uint64_t SessionManager::Impl::Register(Entry e) {
   {
     std::lock_guard lock(mu);
-    ++open_by_assignment[e.assignment];
     ++open_total;
   }
   Touch(e.assignment);
@@ -116,9 +113,6 @@ void SessionManager::Impl::Unregister(uint64_t id) {
   if (it == entries.end()) return;
   {
     std::lock_guard lock(mu);
-    if (--open_by_assignment[it->second.assignment] <= 0) {
-      open_by_assignment.erase(it->second.assignment);
-    }
     --open_total;
   }
   entries.erase(it);
@@ -140,7 +134,6 @@ asio::awaitable<void> SessionManager::Impl::TunnelLoop() {
         failing = false;
         backoff = absl::Milliseconds(250);
         tunnel = ws->get();
-        connected = true;
         boost::system::error_code ec;
         std::string text;
         while (co_await api::ws::Read(**ws, text, ec)) {
@@ -151,7 +144,6 @@ asio::awaitable<void> SessionManager::Impl::TunnelLoop() {
           }
           asio::co_spawn(io, Serve(*std::move(request), *ctx), asio::detached);
         }
-        connected = false;
         tunnel = nullptr;
         failure = absl::UnavailableError(Cat("session tunnel closed: ", ec.message()));
       } else if (!ws.ok()) {
@@ -187,7 +179,7 @@ asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
     beast::get_lowest_layer(ws).socket().close(ec);
   };
   const uint64_t id = Register(std::move(entry));
-  std::optional<SessionTarget> target;
+  std::shared_ptr<const SessionTarget> target;
   if (!stopping) target = options.find(request.assignment, request.attempt);
   auto alive = std::make_shared<bool>(true);
   if (target)
@@ -224,7 +216,7 @@ asio::awaitable<void> SessionManager::Impl::Watch(uint64_t id, std::string assig
   while (*alive && !stopping) {
     tick.expires_after(std::chrono::seconds(1));
     co_await tick.async_wait(Into(ec));
-    if (!*alive || stopping || options.find(assignment, attempt)) continue;
+    if (!*alive || stopping || options.find(assignment, attempt) != nullptr) continue;
     // The task ended (or stops): the session goes with it, saying so.
     if (auto it = entries.find(id); it != entries.end() && it->second.announce) {
       it->second.announce("the task ended: this session closes");
@@ -340,19 +332,14 @@ asio::awaitable<void> SessionManager::Impl::Forward(api::ws::Stream& ws,
 }
 
 SessionManager::SessionManager(Options options, const Clock& clock)
-    : impl_(std::make_unique<Impl>(std::move(options), clock, connected_)) {}
+    : impl_(std::make_unique<Impl>(std::move(options), clock)) {}
 
 SessionManager::~SessionManager() { Stop(); }
 
 void SessionManager::Start() {
   Impl& m = *impl_;
   if (m.thread.joinable()) return;
-  // A port-forward session holds up to kMaxForwardConnections sockets.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 65536);
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
+  api::ws::RaiseDescriptorLimit();  // a port-forward holds up to kMaxForwardConnections sockets
   m.work.emplace(m.io.get_executor());
   asio::co_spawn(m.io, m.TunnelLoop(), asio::detached);
   m.thread = std::thread([&m] { m.io.run(); });
@@ -384,22 +371,6 @@ void SessionManager::Stop() {
     waitpid(pid, nullptr, 0);
   }
   m.children.clear();
-}
-
-int SessionManager::sessions() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->open_total;
-}
-
-int SessionManager::sessions_of(const std::string& assignment) const {
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->open_by_assignment.find(assignment);
-  return it == impl_->open_by_assignment.end() ? 0 : it->second;
-}
-
-int SessionManager::processes() const {
-  std::lock_guard lock(impl_->mu);
-  return static_cast<int>(impl_->children.size());
 }
 
 std::optional<absl::Time> SessionManager::LastActivity(const std::string& assignment) const {

@@ -66,9 +66,11 @@ class SessionManager {
   struct Options {
     std::string node;
     api::ClientConfig server;  // the node's certificate: the tunnel authenticates as the node
-    // The running task of an assignment in an attempt (nullopt: none here, or not running).
+    // The running task of an assignment in an attempt (null: none here, or not running), shared
+    // rather than copied: each open session asks again every second whether its task still runs.
     // Called on the manager's thread.
-    std::function<std::optional<SessionTarget>(const std::string& assignment, int attempt)> find;
+    std::function<std::shared_ptr<const SessionTarget>(const std::string& assignment, int attempt)>
+        find;
     absl::Duration max_backoff = absl::Seconds(10);
   };
   // Borrows `clock` (thread-safe), which stamps activity.
@@ -80,22 +82,15 @@ class SessionManager {
   void Start();
   // Ends every session (their processes killed and reaped) and the tunnel; joins the thread.
   void Stop();
-  // Sessions open now, in all and per assignment; processes an exec started that still run.
-  int sessions() const;
-  int sessions_of(const std::string& assignment) const;
-  int processes() const;
   // When a session of `assignment` last carried a byte (or opened); nullopt: never.
   std::optional<absl::Time> LastActivity(const std::string& assignment) const;
-  // Writes `text` to every terminal session of `assignment` (as stderr), e.g. an idle warning.
+  // Writes `text` to the stderr of every exec session of `assignment`, e.g. an idle warning.
   void Announce(const std::string& assignment, const std::string& text);
-  // The tunnel is open (for tests).
-  bool connected() const { return connected_.load(); }
 
   struct Impl;  // session_manager.cc; public for its helpers there
 
  private:
   std::unique_ptr<Impl> impl_;
-  std::atomic<bool> connected_{false};
 };
 
 }  // namespace gpucloud::agent

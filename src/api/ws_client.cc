@@ -1,6 +1,7 @@
 #include "api/ws_client.h"
 
 #include <openssl/ssl.h>
+#include <sys/resource.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -18,8 +19,6 @@ namespace {
 namespace websocket = beast::websocket;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-
-auto Into(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 // The server's message in a refusal's body (a Kubernetes Status), else the body itself.
 std::string RefusalMessage(int status, const std::string& body) {
@@ -86,6 +85,14 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Stream>>> OpenOne(asio::any_io_ex
 }
 
 }  // namespace
+
+void RaiseDescriptorLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 65536);
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
 
 absl::StatusCode CodeOfHttpStatus(int status) {
   switch (status) {

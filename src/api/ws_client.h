@@ -11,8 +11,10 @@
 // clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -30,6 +32,11 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using Stream = beast::websocket::stream<beast::ssl_stream<beast::tcp_stream>>;
 
+// Completion token for coroutines: no exception for an I/O error, which lands in `ec`.
+inline auto Into(boost::system::error_code& ec) {
+  return asio::redirect_error(asio::use_awaitable, ec);
+}
+
 // The TLS context for `config`: the server verified by its CA, the client certificate presented
 // when the config has one. InvalidArgument naming the file that cannot be read.
 absl::StatusOr<std::shared_ptr<asio::ssl::context>> TlsContext(const ClientConfig& config);
@@ -45,6 +52,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<Stream>>> Open(asio::any_io_execu
                                                               asio::ssl::context& ctx,
                                                               const ClientConfig& config,
                                                               std::string target);
+
+// Raises this process's soft limit on open descriptors to its hard limit (at most 65,536): a
+// process that carries thousands of sessions' sockets (port-forward) needs more than a shell's
+// usual 1,024. Best effort: a limit it may not raise stays as it is.
+void RaiseDescriptorLimit();
 
 // The absl code of an HTTP status (as Open maps a refusal).
 absl::StatusCode CodeOfHttpStatus(int status);

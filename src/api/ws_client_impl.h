@@ -14,7 +14,7 @@ template <typename WebSocket>
 asio::awaitable<void> Sender<WebSocket>::Wait() {
   wake_.expires_at(asio::steady_timer::time_point::max());
   boost::system::error_code ec;
-  co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_await wake_.async_wait(Into(ec));
 }
 
 template <typename WebSocket>
@@ -24,7 +24,7 @@ asio::awaitable<bool> Sender<WebSocket>::Send(std::string message) {
   busy_ = true;
   boost::system::error_code ec;
   ws_.binary(true);
-  co_await ws_.async_write(asio::buffer(message), asio::redirect_error(asio::use_awaitable, ec));
+  co_await ws_.async_write(asio::buffer(message), Into(ec));
   busy_ = false;
   if (ec) failed_ = true;
   wake_.cancel();
@@ -39,7 +39,7 @@ asio::awaitable<void> Sender<WebSocket>::Close(std::string reason) {
   boost::system::error_code ec;
   beast::websocket::close_reason why(beast::websocket::close_code::normal);
   why.reason = reason.substr(0, 120);  // a close frame holds at most 123 bytes of reason
-  co_await ws_.async_close(why, asio::redirect_error(asio::use_awaitable, ec));
+  co_await ws_.async_close(why, Into(ec));
   failed_ = true;  // nothing more goes after a close
   busy_ = false;
   wake_.cancel();
@@ -48,7 +48,7 @@ asio::awaitable<void> Sender<WebSocket>::Close(std::string reason) {
 template <typename WebSocket>
 asio::awaitable<bool> Read(WebSocket& ws, std::string& out, boost::system::error_code& ec) {
   beast::flat_buffer buffer;
-  co_await ws.async_read(buffer, asio::redirect_error(asio::use_awaitable, ec));
+  co_await ws.async_read(buffer, Into(ec));
   if (ec) co_return false;
   out = beast::buffers_to_string(buffer.data());
   co_return true;

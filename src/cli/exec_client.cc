@@ -9,7 +9,6 @@
 // clang-format on
 #include <fcntl.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -35,12 +34,11 @@ namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
+using api::ws::Into;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using Stream = api::ws::Stream;
 using Sender = api::ws::Sender<Stream>;
-
-auto Into(boost::system::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 // fd 0 in raw mode for as long as it lives (a terminal only), as ssh and kubectl do: every key,
 // Ctrl-C included, goes to the remote terminal.
@@ -398,12 +396,7 @@ absl::Status PortForward(const api::ClientConfig& config, const std::string& add
                          const std::function<std::string(int remote)>& target_of,
                          const std::function<void(const std::vector<int>&)>& ready,
                          const std::atomic<bool>* stop, bool handle_signals, std::ostream& err) {
-  // Thousands of connections at once need more descriptors than a shell's usual 1,024.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 65536);
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
+  api::ws::RaiseDescriptorLimit();  // a shell's usual 1,024 is short of thousands of connections
   absl::StatusOr<std::shared_ptr<asio::ssl::context>> ctx = api::ws::TlsContext(config);
   if (!ctx.ok()) return ctx.status();
   asio::io_context ioc;

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "api/client.h"
 #include "api/paths.h"
+#include "api/session_wire.h"
 #include "cli/apply_prune.h"
 #include "cli/cluster_commands.h"
 #include "cli/gpuctl.h"
@@ -86,7 +87,7 @@ bool Fetch(const api::Client& client, const ResourceRequest& req, const GetOptio
   f.list = req.names.empty();
   if (f.list) {
     std::string target = f.path;
-    if (!o.selector.empty()) target += "?labelSelector=" + QueryEscape(o.selector);
+    if (!o.selector.empty()) target += "?labelSelector=" + api::PercentEncode(o.selector);
     std::optional<api::HttpResponse> r = Send(client, "GET", target, "", err);
     if (!r) return false;
     f.body = r->body;
@@ -221,7 +222,7 @@ int WatchAfter(const api::Client& client, const Fetched& f, const GetOptions& o,
                std::ostream& out, std::ostream& err) {
   out.flush();
   std::string target = Cat(f.path, "?watch=true&resourceVersion=", f.revision);
-  if (!o.selector.empty()) target += "&labelSelector=" + QueryEscape(o.selector);
+  if (!o.selector.empty()) target += "&labelSelector=" + api::PercentEncode(o.selector);
   if (o.watch_seconds > 0) target += Cat("&timeoutSeconds=", o.watch_seconds);
   const bool tabled = f.type->plural == "jobs" || f.type->plural == "nodes";
   absl::StatusOr<api::HttpResponse> w = client.Stream(target, [&](const std::string& line) {
@@ -531,7 +532,8 @@ bool ListMarked(const api::Client& client, const std::vector<ObjectRef>& applied
   }
   for (const ObjectRef& c : collections) {
     std::string target = c.type->Collection(c.ns);  // secrets take no labelSelector
-    if (!c.type->plain_collection) target += "?labelSelector=" + QueryEscape(kLastAppliedLabel);
+    if (!c.type->plain_collection)
+      target += "?labelSelector=" + api::PercentEncode(kLastAppliedLabel);
     absl::StatusOr<api::HttpResponse> r = client.Call("GET", target);
     if (r.ok() && r->status == 404) continue;  // a server that keeps no secrets
     if (!r.ok() || r->status != 200) {

@@ -60,18 +60,6 @@ std::optional<api::HttpResponse> Send(const api::Client& client, std::string_vie
                      method, path, body, err, what);
 }
 
-std::string QueryEscape(std::string_view value) {
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 bool NamesAreLabels(const std::vector<std::pair<std::string_view, std::string>>& names,
                     std::ostream& err) {
   for (const auto& [what, value] : names) {

@@ -35,8 +35,6 @@ std::optional<api::HttpResponse> Send(const api::Client& client, std::string_vie
                                       const std::string& path, const std::string& body,
                                       std::ostream& err, const std::string& what = "");
 
-// `value` percent-encoded for a URL's query ("team=a,b" -> "team%3Da%2Cb").
-std::string QueryEscape(std::string_view value);
 // Names go into URL paths, so each is checked to be one DNS label before anything is sent: a
 // '/', '?', "%2F" or ".." in one would name another object (`gpuctl get job x/events` printed
 // x's events as if they were jobs). (what the usage calls it, the value) pairs; on the first

@@ -1,7 +1,5 @@
 #include "server/session_relay.h"
 
-#include <openssl/rand.h>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -12,6 +10,7 @@
 #include "api/ws_client.h"
 #include "core/log.h"
 #include "core/text.h"
+#include "server/credentials.h"
 
 namespace gpucloud::server {
 namespace {
@@ -20,18 +19,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using Ws = websocket::stream<TlsStream>;
-
-std::string NewSessionId() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return "";
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
-}
 
 // The server's WebSocket settings: pings when quiet, closed after 60 s without a word back.
 void Configure(Ws& ws) {
@@ -158,7 +145,8 @@ asio::awaitable<void> SessionRelay::ServeClient(TlsConn& tls, const HttpRequest&
   w->node = node;
   w->client_ex = co_await asio::this_coro::executor;
   w->client_wake = wake;
-  request.id = NewSessionId();
+  // 128 random bits: a path segment, so a DNS label (at most 63 characters).
+  request.id = NewToken().substr(0, 32);
   auto refuse = [&](const std::string& why) -> asio::awaitable<void> {  // `why`: a named one
     websocket::close_reason reason(websocket::close_code::try_again_later);
     reason.reason = why.substr(0, 120);
@@ -169,7 +157,7 @@ asio::awaitable<void> SessionRelay::ServeClient(TlsConn& tls, const HttpRequest&
     std::lock_guard lock(mu_);
     waiting_[request.id] = w;
   }
-  if (request.id.empty() || !SendToTunnel(node, api::SessionRequestJson(request))) {
+  if (!SendToTunnel(node, api::SessionRequestJson(request))) {
     {
       std::lock_guard lock(mu_);
       waiting_.erase(request.id);

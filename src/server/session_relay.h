@@ -3,14 +3,13 @@
 // authorized it and said which node runs the task, is paired with a WebSocket the task's agent
 // dials back, and every message is relayed between the two unchanged. The agent learns of a
 // session on its tunnel: a WebSocket it keeps open to the server, on which the server sends
-// SessionRequests (text messages). Session ids are 128 random bits; an agent may dial back only
-// for a session of its own node.
-// Ends: the first side to close has its close (and reason) passed to the other; a side that
-// breaks off closes the other with a reason, and both connections are shut 5 s later if the
-// other does not answer. An agent that does not dial back within `dial_timeout` closes the
-// client's WebSocket with that reason.
-// Used by HttpsServer on its connections' strands; the coroutines of one session run on the
-// client's strand, while the agent's connection waits, idle, on its own. Thread-safe.
+// SessionRequests (text messages). Session ids are 128 random bits; an agent may dial
+// back only for a session of its own node. Ends: the first side to close has its close (and reason)
+// passed to the other; a side that breaks off closes the other with a reason, and both connections
+// are shut 5 s later if the other does not answer. An agent that does not dial back within
+// `dial_timeout` closes the client's WebSocket with that reason. Used by HttpsServer on its
+// connections' strands; the coroutines of one session run on the client's strand, while the agent's
+// connection waits, idle, on its own. Thread-safe.
 #ifndef GPUCLOUD_SERVER_SESSION_RELAY_H_
 #define GPUCLOUD_SERVER_SESSION_RELAY_H_
 
