@@ -392,6 +392,9 @@ std::string CollectionPath(std::string_view resource, const std::string& namespa
   if (resource == "runtimeclasses" || resource == "runtimeclass") {
     return ClusterScopedPath("runtimeclasses");
   }
+  if (resource == "inferenceservices" || resource == "inferenceservice") {
+    return NamespacedPath(namespace_, "inferenceservices");
+  }
   return "";
 }
 

@@ -33,6 +33,7 @@ PolicyDocument TenantPolicy() {
                 {"jobs:Create", "jobs:Get", "jobs:List", "jobs:Watch", "jobs:Update", "jobs:Delete",
                  "jobs:Cancel", "jobs:Logs", "jobs:Events", "jobs:Exec"},
                 {"gpucloud:job/" + ns + "/*"}),
+          Allow("OwnNamespaceServices", {"services:*"}, {"gpucloud:service/" + ns + "/*"}),
           Allow("OwnNamespaceSecretsAndServiceAccounts", {"secrets:*", "serviceaccounts:*"},
                 {"gpucloud:secret/" + ns + "/*", "gpucloud:serviceaccount/" + ns + "/*"}),
           Allow("ReadCluster",

@@ -50,6 +50,7 @@ constexpr ResourceInfo kResources[] = {
     {"audit", "audit", ResourceType::kAudit},
     {"cluster", "cluster", ResourceType::kCluster},
     {"runtimeclasses", "runtimeclass", ResourceType::kRuntimeClass},
+    {"services", "service", ResourceType::kService},
 };
 
 const ResourceInfo* FindResource(std::string_view word) {

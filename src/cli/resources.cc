@@ -14,6 +14,7 @@ const std::vector<ResourceType>& ObjectResourceTypes() {
       {"queues", "queue", "Queue", false},
       {"nodepools", "nodepool", "NodePool", false},
       {"runtimeclasses", "runtimeclass", "RuntimeClass", false},
+      {"inferenceservices", "inferenceservice", "InferenceService", true},
       {"secrets", "secret", "Secret", true, /*plain_collection=*/true},
       {"namespaces", "namespace", "Namespace", false},
       {"serviceaccounts", "serviceaccount", "ServiceAccount", true, /*plain_collection=*/true},
@@ -30,6 +31,7 @@ const ResourceType* FindResourceType(std::string_view word) {
   if (w.ends_with(".gpucloud")) w.resize(w.size() - std::string_view(".gpucloud").size());
   if (w == "ns") w = "namespaces";  // kubectl's short names
   if (w == "sa") w = "serviceaccounts";
+  if (w == "isvc" || w == "services" || w == "service" || w == "svc") w = "inferenceservices";
   for (const ResourceType& t : ObjectResourceTypes()) {
     if (w == t.plural || w == t.singular || w == ToLower(t.kind)) return &t;
   }

@@ -25,6 +25,9 @@ constexpr std::string_view kActions[] = {
     "runtimeclasses:Create", "runtimeclasses:Get", "runtimeclasses:List", "runtimeclasses:Watch",
     "runtimeclasses:Update", "runtimeclasses:Delete",
     //
+    "services:Create", "services:Get", "services:List", "services:Watch", "services:Update",
+    "services:Delete", "services:Invoke",
+    //
     "nodes:Register", "nodes:Get", "nodes:List", "nodes:Watch", "nodes:Update", "nodes:Delete",
     "nodes:Heartbeat", "nodes:Cordon", "nodes:Uncordon", "nodes:Drain", "nodes:GetAssignments",
     "nodes:GetTaskSecrets", "nodes:Sessions",
@@ -103,8 +106,8 @@ constexpr OperatorName kOperators[] = {
 };
 
 constexpr std::string_view kResourceTypes[] = {
-    "job",   "queue",  "nodepool", "node",  "namespace", "user",        "group", "serviceaccount",
-    "token", "policy", "secret",   "audit", "cluster",   "runtimeclass"};
+    "job",   "queue",  "nodepool", "node",  "namespace", "user",         "group",  "serviceaccount",
+    "token", "policy", "secret",   "audit", "cluster",   "runtimeclass", "service"};
 
 char Fold(char c, bool ignore_case) {
   return ignore_case ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : c;
@@ -252,7 +255,7 @@ std::string_view ResourceTypeName(ResourceType type) {
 
 bool IsNamespacedResource(ResourceType type) {
   return type == ResourceType::kJob || type == ResourceType::kServiceAccount ||
-         type == ResourceType::kSecret;
+         type == ResourceType::kSecret || type == ResourceType::kService;
 }
 
 std::string ResourceName(ResourceType type, std::string_view ns, std::string_view name) {

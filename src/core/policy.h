@@ -174,10 +174,11 @@ enum class ResourceType {
   kAudit,
   kCluster,
   kRuntimeClass,
+  kService,  // an InferenceService
 };
 // "job", "nodepool", ...
 std::string_view ResourceTypeName(ResourceType type);
-// job, serviceaccount and secret are named <namespace>/<name>; the others <name>.
+// job, serviceaccount, secret and service are named <namespace>/<name>; the others <name>.
 bool IsNamespacedResource(ResourceType type);
 // The name a request uses for one object: "gpucloud:job/team-a/train", "gpucloud:node/n1".
 // `ns` is ignored for a type that is not namespaced. For a collection (List, Watch, Create

@@ -7,7 +7,7 @@ namespace {
 
 TEST(PolicyCatalog, ActionsAreUniqueAndFoundCaseInsensitively) {
   std::span<const std::string_view> actions = PolicyActions();
-  EXPECT_EQ(actions.size(), 86u);
+  EXPECT_EQ(actions.size(), 93u);
   for (size_t i = 0; i < actions.size(); ++i) {
     EXPECT_EQ(FindPolicyAction(actions[i]), static_cast<int>(i)) << actions[i];
   }

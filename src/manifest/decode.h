@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/gpu_catalog.h"
+#include "core/inference_service.h"
 #include "core/job.h"
 #include "core/node_pool.h"
 #include "core/policy.h"
@@ -103,6 +104,7 @@ std::optional<Queue> DecodeQueue(Context& ctx, MapReader& doc);
 std::optional<NodePool> DecodeNodePool(Context& ctx, MapReader& doc);
 std::optional<SchedulerConfiguration> DecodeSchedulerConfiguration(Context& ctx, MapReader& doc);
 std::optional<RuntimeClass> DecodeRuntimeClass(Context& ctx, MapReader& doc);
+std::optional<InferenceService> DecodeInferenceService(Context& ctx, MapReader& doc);
 std::optional<Job> DecodePod(Context& ctx, MapReader& doc);
 std::optional<Job> DecodeVolcanoJob(Context& ctx, MapReader& doc);
 std::optional<Job> DecodePyTorchJob(Context& ctx, MapReader& doc);  // kubeflow.org/v1

@@ -339,8 +339,6 @@ bool DecodeProcess(Context& ctx, MapReader& m, const std::vector<TaskSpec>& earl
   return CheckExecSize(ctx, m, *t) && ok;
 }
 
-namespace {
-
 std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
                                    const std::vector<TaskSpec>& earlier) {
   MapReader m(ctx.sink, f);
@@ -386,6 +384,8 @@ std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
   return t;
 }
 
+namespace {
+
 bool DecodeCheckpoint(Context& ctx, const Field& f, CheckpointSpec* out) {
   MapReader m(ctx.sink, f);
   if (!m.valid()) return false;
@@ -421,23 +421,30 @@ bool DecodeRestartPolicy(Context& ctx, const Field& f, RestartPolicy* out) {
 
 }  // namespace
 
-bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
+bool DecodePlacement(Context& ctx, MapReader& s, Placement out) {
   bool ok = true;
   if (std::optional<Field> q = s.Take("queue")) {
     std::optional<std::string> name = ReadDnsLabel(ctx, *q);
     ok = name.has_value() && ok;
-    if (name) spec->queue = *name;
+    if (name) *out.queue = *name;
   }
-  ok = s.Int32("priority", &spec->priority, -kMaxPriority, kMaxPriority) && ok;
+  ok = s.Int32("priority", out.priority, -kMaxPriority, kMaxPriority) && ok;
   if (std::optional<Field> b = s.Take("billing")) {
     std::optional<BillingClass> c = ReadBillingClass(ctx, *b);
     ok = c.has_value() && ok;
-    if (c) spec->billing = *c;
+    if (c) *out.billing = *c;
   }
-  ok = s.StringMap("nodeSelector", &spec->node_selector, /*labels=*/true) && ok;
+  ok = s.StringMap("nodeSelector", out.node_selector, /*labels=*/true) && ok;
   if (std::optional<Field> t = s.Take("tolerations")) {
-    ok = DecodeTolerations(ctx, *t, &spec->tolerations) && ok;
+    ok = DecodeTolerations(ctx, *t, out.tolerations) && ok;
   }
+  return ok;
+}
+
+bool DecodeJobOptions(Context& ctx, MapReader& s, JobSpec* spec) {
+  bool ok = DecodePlacement(
+      ctx, s,
+      {&spec->queue, &spec->priority, &spec->billing, &spec->node_selector, &spec->tolerations});
   if (std::optional<Field> c = s.Take("minCudaVersion")) {
     std::optional<int> v = DecodeParsed(ctx, *c, ParseCudaVersion);
     ok = v.has_value() && ok;

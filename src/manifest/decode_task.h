@@ -65,6 +65,20 @@ bool DecodeVolcanoPlugins(Context& ctx, const Field& f, JobSpec* spec);
 // A job with ssh keys: its name fits "<name>-ssh" in a DNS label, it is no array, and no task
 // has a volume named kSshKeysVolume or mounted in or on the keys' mount path (errors at `at`).
 bool CheckSshKeys(Context& ctx, const Field& at, const Job& job);
+// One gpucloud/v1 task (a Job's spec.tasks[i], an InferenceService's spec.template): its name
+// must differ from those of `earlier`.
+std::optional<TaskSpec> DecodeTask(Context& ctx, const Field& f,
+                                   const std::vector<TaskSpec>& earlier);
+// Where a Job's (or a service's replicas') spec puts queue, priority, billing, nodeSelector and
+// tolerations; DecodePlacement reads those five fields of `s` into them.
+struct Placement {
+  std::string* queue;
+  int32_t* priority;
+  BillingClass* billing;
+  std::map<std::string, std::string>* node_selector;
+  std::vector<Toleration>* tolerations;
+};
+bool DecodePlacement(Context& ctx, MapReader& s, Placement out);
 // The job-wide options of a gpucloud/v1 Job spec (queue, priority, billing, nodeSelector,
 // tolerations, minCudaVersion, runtimeClass, checkpoint, restartPolicy, runtimeEstimate).
 bool DecodeJobOptions(Context& ctx, MapReader& spec, JobSpec* out);

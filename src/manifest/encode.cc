@@ -321,6 +321,34 @@ Json SchedulerConfigJson(const SchedulerConfig& s) {
   return out;
 }
 
+Json ServiceSpecJson(const InferenceServiceSpec& s) {
+  Json out = Json::object();
+  out["template"] = Task(s.task);
+  out["readinessPath"] = s.readiness_path;
+  out["replicas"] = Json{{"min", s.min_replicas}, {"max", s.max_replicas}};
+  const ServiceAutoscaling& a = s.autoscaling;
+  out["autoscaling"] = Json{{"metric", ServiceMetricName(a.metric)},
+                            {"target", a.target},
+                            {"stableWindow", FormatDuration(a.stable_window_seconds)},
+                            {"panicWindow", FormatDuration(a.panic_window_seconds)},
+                            {"scaleToZeroAfter", FormatDuration(a.scale_to_zero_after_seconds)}};
+  if (s.batching) {
+    out["batching"] = Json{{"path", s.batching->path},
+                           {"maxBatchSize", s.batching->max_batch_size},
+                           {"maxQueueDelayMs", s.batching->max_queue_delay_ms}};
+  }
+  out["rollout"] = Json{{"maxSurge", s.max_surge}, {"maxUnavailable", s.max_unavailable}};
+  out["requestTimeout"] = FormatDuration(s.request_timeout_seconds);
+  out["retries"] = s.retries;
+  out["maxRequestBytes"] = s.max_request_bytes;
+  out["queue"] = s.queue;
+  out["priority"] = s.priority;
+  out["billing"] = BillingClassName(s.billing);
+  if (!s.node_selector.empty()) out["nodeSelector"] = StringMap(s.node_selector);
+  if (!s.tolerations.empty()) out["tolerations"] = Tolerations(s.tolerations);
+  return out;
+}
+
 Json ToJsonTree(const Object& object) {
   Json out = Json::object();
   out["apiVersion"] = kApiVersion;
@@ -329,6 +357,9 @@ Json ToJsonTree(const Object& object) {
   if (const Job* j = std::get_if<Job>(&object)) out["spec"] = JobSpecJson(j->spec);
   if (const Queue* q = std::get_if<Queue>(&object)) out["spec"] = QueueSpecJson(q->spec);
   if (const NodePool* p = std::get_if<NodePool>(&object)) out["spec"] = NodePoolSpecJson(p->spec);
+  if (const auto* svc = std::get_if<InferenceService>(&object)) {
+    out["spec"] = ServiceSpecJson(svc->spec);
+  }
   if (const auto* c = std::get_if<SchedulerConfiguration>(&object)) {
     out["spec"] = SchedulerConfigJson(c->spec);
   }

@@ -234,7 +234,7 @@ kind: Deployment
 metadata: {name: train}
 )",
      "job.yaml:2:7: kind: unknown kind \"Deployment\" for apiVersion gpucloud/v1 (known: Job, "
-     "Queue, NodePool, RuntimeClass, SchedulerConfiguration)\n"},
+     "Queue, NodePool, RuntimeClass, SchedulerConfiguration, InferenceService)\n"},
     {"unsupported_api_version", R"(apiVersion: apps/v1
 kind: Deployment
 )",

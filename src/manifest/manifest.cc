@@ -89,7 +89,9 @@ Decoded DecodeDocument(Context& ctx, MapReader& m, const std::string& api_versio
     if (kind == "SchedulerConfiguration") {
       return lift(internal::DecodeSchedulerConfiguration(ctx, m));
     }
-    return unknown_kind("Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration");
+    if (kind == "InferenceService") return lift(internal::DecodeInferenceService(ctx, m));
+    return unknown_kind(
+        "Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration, InferenceService");
   }
   if (api_version == "v1") {
     if (kind == "Pod") return lift(internal::DecodePod(ctx, m));
@@ -224,6 +226,8 @@ std::string_view KindOf(const Object& object) {
       return "NodePool";
     case 3:
       return "RuntimeClass";
+    case 5:
+      return "InferenceService";
     default:
       break;
   }

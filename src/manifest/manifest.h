@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/gpu_catalog.h"
+#include "core/inference_service.h"
 #include "core/job.h"
 #include "core/node_pool.h"
 #include "core/policy.h"
@@ -59,7 +60,8 @@ inline constexpr int64_t kMaxPosixId = (int64_t{1} << 31) - 1;  // runAsUser, ru
 inline constexpr size_t kMaxLabels = 256;
 inline constexpr size_t kMaxAnnotationBytes = 256 << 10;
 
-using Object = std::variant<Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration>;
+using Object =
+    std::variant<Job, Queue, NodePool, RuntimeClass, SchedulerConfiguration, InferenceService>;
 
 // One object read from one document.
 struct Manifest {
@@ -142,7 +144,7 @@ std::string PolicyToJson(const Policy& policy);
 std::vector<Diagnostic> ResolveRuntimeClasses(std::vector<Manifest>& manifests);
 
 // Kind name of an object in the gpucloud/v1 API: "Job", "Queue", "NodePool", "RuntimeClass",
-// "SchedulerConfiguration".
+// "SchedulerConfiguration", "InferenceService".
 std::string_view KindOf(const Object& object);
 const ObjectMeta& MetaOf(const Object& object);
 // "Job team-a/train", "Queue team-a": what names an object uniquely.

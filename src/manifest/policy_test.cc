@@ -160,7 +160,7 @@ TEST(PolicyParser, BadPoliciesNameFieldAndLocation) {
        "Statement:\n- Effect: Allow\n  Action: jobs:Get\n  Resource: gpucloud:gpu/x\n",
        "p.yaml:4:13: Statement[0].Resource: resource \"gpucloud:gpu/x\": unknown type \"gpu\" "
        "(known: job, queue, nodepool, node, namespace, user, group, serviceaccount, token, policy, "
-       "secret, audit, cluster, runtimeclass)\n"},
+       "secret, audit, cluster, runtimeclass, service)\n"},
       {"bad_resource_segments",
        "Statement:\n- Effect: Allow\n  Action: jobs:Get\n  Resource: [gpucloud:job/team-a]\n",
        "p.yaml:4:14: Statement[0].Resource[0]: resource \"gpucloud:job/team-a\": a job is named "

@@ -403,6 +403,66 @@ KindSchema Job() {
   return k;
 }
 
+KindSchema InferenceService() {
+  KindSchema k{"InferenceService",
+               "inferenceservices",
+               "inferenceservice",
+               {"isvc", "service", "services"},
+               true,
+               "A model server kept at replicas between min and max, scaled on the load its "
+               "gateway measures, each replica a one-task job placed by the scheduler.",
+               {}};
+  Fields f = TypeFields("InferenceService");
+  f.push_back(Metadata(true));
+  Fields tmpl = TaskFields();
+  tmpl[1] = Int("replicas", "Must be 1 if given: the service's replicas are spec.replicas.");
+  f.push_back(Req(Obj(
+      "spec", "What runs, how many, and how the gateway treats requests.",
+      {Req(Obj("template", "One replica's task, as a Job's; it listens on $PORT.",
+               std::move(tmpl))),
+       Str("readinessPath", "GET of it answers 2xx once a replica serves (default \"/\")."),
+       Obj("replicas", "How many replicas run.",
+           {Int("min", "At least (0 to 1000, default 1; 0: scale to zero when idle)."),
+            Int("max", "At most (1 to 1000, default 1).")}),
+       Obj("autoscaling", "What each replica should carry.",
+           {Enum("metric",
+                 "Requests in flight per replica, or requests per second (default "
+                 "concurrency).",
+                 {"concurrency", "rps"}),
+            Int("target", "Per replica (default 10)."),
+            Dur("stableWindow", "Averaging window for scaling (6s to 1h, default 60s)."),
+            Dur("panicWindow",
+                "Short window that scales up at once at twice the capacity "
+                "(default 6s)."),
+            Dur("scaleToZeroAfter", "With min 0: no request for this long (default 30s).")}),
+       Obj("batching", "Dynamic batching of one JSON endpoint.",
+           {Req(Str("path", "The batchable path: POST bodies {\"instances\": [...]}.")),
+            Int("maxBatchSize", "Instances per batch (1 to 1024, default 8)."),
+            Int("maxQueueDelayMs", "Longest wait for a batch to fill (0 to 10000, default 5).")}),
+       Obj("rollout", "How a template change rolls.",
+           {Int("maxSurge", "New replicas beyond the desired count (default 1)."),
+            Int("maxUnavailable", "Ready replicas that may be missing (default 0).")}),
+       Dur("requestTimeout", "The gateway's limit per request (default 60s)."),
+       Int("retries", "Tries of an idempotent request on other replicas (0 to 10, default 2)."),
+       Int("maxRequestBytes", "Largest request body (default 8 MiB)."),
+       Str("queue", "The queue its replicas wait in (default \"default\")."),
+       Int("priority", "Against training jobs in the queue: higher may preempt lower."),
+       BillingField("How its GPUs are bought; default on-demand."),
+       Map("nodeSelector", "Node labels its replicas must match."), Tolerations()})));
+  f.push_back(ReadOnly(
+      Obj("status", "The service controller's.",
+          {Int("desiredReplicas", "What the autoscaler wants now."),
+           Int("replicas", "Replica jobs that exist."), Int("readyReplicas", "Those that serve."),
+           Str("reason", "Why the count is what it is (last scaling decision)."),
+           ObjList("endpoints", "The replicas.",
+                   {Str("job", "The replica's job."), Str("node", "Its node."),
+                    Str("address", "host:port the gateway sends to."),
+                    Bool("ready", "Its readiness check answered 2xx."),
+                    Bool("current", "It runs the current template.")})})));
+  k.object = Obj("", k.description, std::move(f));
+  return k;
+}
+
 // ---- cluster-wide kinds ----
 
 KindSchema Queue() {
@@ -679,6 +739,7 @@ KindSchema NamespaceKind() {
 std::vector<KindSchema> Build() {
   std::vector<KindSchema> out;
   out.push_back(Job());
+  out.push_back(InferenceService());
   out.push_back(Queue());
   out.push_back(NodePool());
   out.push_back(RuntimeClass());

@@ -136,9 +136,21 @@ std::string SchedulerConfigSummary(const SchedulerConfiguration& c) {
              " waiting, ", BudgetLimit(s.namespace_budget.max_searches), " searches");
 }
 
+std::string ServiceSummary(const InferenceService& svc) {
+  const InferenceServiceSpec& s = svc.spec;
+  const ServiceAutoscaling& a = s.autoscaling;
+  return Cat("InferenceService ", svc.metadata.namespace_, "/", svc.metadata.name, ": ",
+             s.min_replicas, "..", s.max_replicas, " replicas of ",
+             s.task.image.empty() ? std::string("a host process") : s.task.image, ", ", a.target,
+             a.metric == ServiceMetric::kRps ? " requests/s" : " requests in flight",
+             " per replica", s.batching ? Cat(", batching ", s.batching->path) : std::string(),
+             ", priority ", s.priority);
+}
+
 }  // namespace
 
 std::string Summarize(const Object& object) {
+  if (const auto* svc = std::get_if<InferenceService>(&object)) return ServiceSummary(*svc);
   if (const Job* j = std::get_if<Job>(&object)) return JobSummary(*j);
   if (const Queue* q = std::get_if<Queue>(&object)) return QueueSummary(*q);
   if (const NodePool* p = std::get_if<NodePool>(&object)) return PoolSummary(*p);

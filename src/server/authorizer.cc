@@ -112,6 +112,15 @@ std::optional<RequestedAction> ActionOf(const std::string& method,
         Cat("namespaces:", verb),
         ResourceName(ResourceType::kNamespace, "", parts.size() == 2 ? parts[1] : "*")};
   }
+  // InferenceServices; services:Invoke is the gateway's (a request to a service's replicas).
+  if (top == "namespaces" && parts.size() >= 3 && parts.size() <= 4 &&
+      parts[2] == "inferenceservices") {
+    std::string verb = ObjectVerb(method, parts.size() == 4, watch);
+    if (verb.empty()) return std::nullopt;
+    return RequestedAction{
+        Cat("services:", verb),
+        ResourceName(ResourceType::kService, parts[1], parts.size() == 4 ? parts[3] : "*")};
+  }
   if (top == "runtimeclasses" && parts.size() <= 2) {  // cluster-wide, as node.k8s.io's
     std::string verb = ObjectVerb(method, parts.size() == 2, watch);
     if (verb.empty()) return std::nullopt;

@@ -30,7 +30,8 @@ constexpr std::string_view kPrefix = "/apis/gpucloud/v1/";
 constexpr Resource kResources[] = {{"jobs", "Job", true},
                                    {"queues", "Queue", false},
                                    {"nodepools", "NodePool", false},
-                                   {"runtimeclasses", "RuntimeClass", false}};
+                                   {"runtimeclasses", "RuntimeClass", false},
+                                   {"inferenceservices", "InferenceService", true}};
 
 }  // namespace
 

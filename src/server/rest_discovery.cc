@@ -47,6 +47,7 @@ const DiscoveredResource kDiscovered[] = {
     {"queues", "queue", false, "Queue", kAllVerbs, {"q"}},
     {"nodepools", "nodepool", false, "NodePool", kAllVerbs, {"np"}},
     {"runtimeclasses", "runtimeclass", false, "RuntimeClass", kAllVerbs, {}},
+    {"inferenceservices", "inferenceservice", true, "InferenceService", kAllVerbs, {"isvc"}},
     {"namespaces", "namespace", false, "Namespace", kAllVerbs, {"ns"}},
     {"nodes", "node", false, "Node", {"delete", "get", "list", "update", "watch"}, {"no"}},
     {"nodes/cordon", "", false, "Node", {"create"}, {}},

@@ -14,11 +14,13 @@ namespace {
 
 constexpr std::string_view kMergePatch = "application/merge-patch+json";
 
-// The store key of an object PATCH is served on (jobs, queues, nodepools, runtimeclasses,
-// namespaces), or "" for any other path. `parts` is the path below /apis/gpucloud/v1/.
+// The store key of an object PATCH is served on (jobs, inferenceservices, queues, nodepools,
+// runtimeclasses, namespaces), or "" for any other path. `parts` is the path below
+// /apis/gpucloud/v1/.
 std::string PatchableKey(const std::vector<std::string>& parts) {
-  if (parts.size() == 4 && parts[0] == "namespaces" && parts[2] == "jobs") {
-    return Cat("/jobs/", parts[1], "/", parts[3]);
+  if (parts.size() == 4 && parts[0] == "namespaces" &&
+      (parts[2] == "jobs" || parts[2] == "inferenceservices")) {
+    return Cat("/", parts[2], "/", parts[1], "/", parts[3]);
   }
   if (parts.size() == 2 && (parts[0] == "queues" || parts[0] == "nodepools" ||
                             parts[0] == "runtimeclasses" || parts[0] == "namespaces")) {
@@ -64,9 +66,11 @@ Response RestApi::Patch(const Request& r, const std::vector<std::string>& parts)
   if (key.empty()) {
     // As for any request that names no action: only admins are told more than 404.
     if (!r.who.admin) return Status(404, "NotFound", Cat("no such path PATCH ", r.path));
-    return Status(405, "MethodNotAllowed",
-                  Cat("PATCH is not allowed on ", r.path,
-                      " (it is served on jobs, queues, nodepools, runtimeclasses and namespaces)"));
+    return Status(
+        405, "MethodNotAllowed",
+        Cat("PATCH is not allowed on ", r.path,
+            " (it is served on jobs, inferenceservices, queues, nodepools, runtimeclasses and "
+            "namespaces)"));
   }
   if (std::optional<Response> bad = RefuseContentType(r)) return *bad;
   if (std::optional<Response> bad = RefuseQuery(r, kWriteQuery)) return *bad;
