@@ -13,7 +13,9 @@
 #include "api/paths.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
+#include "cli/resources.h"
 #include "cli/secret_commands.h"
+#include "cli/service_commands.h"
 #include "cli/top_format.h"
 #include "core/text.h"
 
@@ -291,6 +293,12 @@ int Describe(const api::Client& client, const std::string& resource, const std::
   }
   if (resource == "secret" || resource == "secrets") {
     return DescribeSecret(ClientCall(client), ns, name, out, err);
+  }
+  if (const ResourceType* t = FindResourceType(resource); t && t->plural == "inferenceservices") {
+    std::optional<Json> svc = GetJson(client, Cat(t->Collection(ns), "/", name), err);
+    if (!svc) return kExitInvalid;
+    DescribeService(*svc, now, out);
+    return 0;
   }
   if (resource == "node" || resource == "nodes") {
     std::optional<Json> node = GetJson(client, api::NodePath(name), err);

@@ -477,7 +477,7 @@ int RunGpuctl(int argc, const char* const* argv, std::istream& in, std::ostream&
     if (FindResourceType(describe_args[0]) == nullptr && describe_args[0] != "cluster") {
       err << "gpuctl: "
           << UnknownMessage("resource type", describe_args[0], "gpuctl describe",
-                            {"job", "node", "secret", "cluster"})
+                            {"job", "node", "secret", "service", "cluster"})
           << "\n";
       return kExitUsage;
     }

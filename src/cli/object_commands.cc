@@ -23,6 +23,7 @@
 #include "cli/resources.h"
 #include "cli/secret_apply.h"
 #include "cli/secret_commands.h"
+#include "cli/service_commands.h"
 #include "cli/unified_diff.h"
 #include "core/object_meta.h"
 #include "core/text.h"
@@ -160,6 +161,8 @@ void PrintTable(const ResourceType& type, const std::vector<Json>& items, bool w
     PrintJobsTable(items, with_namespace, out, wide);
   } else if (type.plural == "nodes") {
     PrintNodesTable(items, out, wide);
+  } else if (type.plural == "inferenceservices") {
+    PrintServicesTable(items, with_namespace, out);
   } else if (type.plural == "secrets") {
     PrintSecretsTable(items, with_namespace, absl::ToUnixMillis(absl::Now()), out);
   } else {

@@ -204,6 +204,21 @@ absl::Status ApplyAutoscalerFlags(const AutoscalerFlags& f, ControlPlaneOptions&
   return absl::OkStatus();
 }
 
+void AddGatewayFlag(CLI::App& app, std::string& listen) {
+  app.add_option("--gateway-listen", listen,
+                 "address and port of the inference gateway (HTTPS; port 0: any; "
+                 "docs/services.md); none by default");
+}
+
+absl::Status ApplyGatewayFlag(const std::string& listen, ControlPlaneOptions& o) {
+  if (listen.empty()) return absl::OkStatus();
+  absl::StatusOr<HostPort> g = ParseHostPort("--gateway-listen", listen);
+  if (!g.ok()) return g.status();
+  o.gateway_address = g->host;
+  o.gateway_port = g->port;
+  return absl::OkStatus();
+}
+
 int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   // Everything the server writes (store, credentials, logs) is its own: 0600 files, 0700 dirs.
   umask(077);
@@ -231,6 +246,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
                  "(--client-cert-auth), with --etcd-key");
   app.add_option("--etcd-key", o.etcd_key, "the private key of --etcd-cert");
   app.add_option("--listen", listen, "address and port to serve HTTPS on (port 0: any)");
+  std::string gateway_listen;
+  AddGatewayFlag(app, gateway_listen);
   app.add_option("--scheduler-config", scheduler_config, "a SchedulerConfiguration YAML file");
   app.add_option("--record-scheduler", o.record_scheduler,
                  "record what the scheduler is given and decides, pass by pass, to this file "
@@ -320,6 +337,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   o.address = addr->host;
   o.port = addr->port;
+  if (absl::Status s = ApplyGatewayFlag(gateway_listen, o); !s.ok()) {
+    err << "gpucloud server: " << s.message() << "\n";
+    return 2;
+  }
   absl::StatusOr<StoreLocation> where = ParseStoreUrl(o.store);
   if (!where.ok()) {
     err << "gpucloud server: " << where.status().message() << "\n";
@@ -384,6 +405,9 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
   out << "gpucloud server: serving " << cp.url() << " (CA " << cp.ca_path() << ", store "
       << cp.store_name() << ", revision " << cp.revision()
       << (cp.leader() ? ", leader" : ", standby: another server leads") << ")" << std::endl;
+  if (!cp.gateway_url().empty()) {
+    out << "gpucloud server: inference gateway on " << cp.gateway_url() << std::endl;
+  }
   int sig = 0;
   sigwait(&stop, &sig);
   out << "gpucloud server: stopping on signal " << sig << std::endl;

@@ -50,6 +50,12 @@ void AddAutoscalerFlags(CLI::App& app, AutoscalerFlags& flags);
 // Into `o`; InvalidArgument naming the flag.
 absl::Status ApplyAutoscalerFlags(const AutoscalerFlags& flags, ControlPlaneOptions& o);
 
+// The inference gateway's --gateway-listen HOST:PORT (docs/services.md), shared by `gpucloud
+// server` and `gpucloud up`: none unless given.
+void AddGatewayFlag(CLI::App& app, std::string& listen);
+// Into `o` (nothing for ""); InvalidArgument naming the flag.
+absl::Status ApplyGatewayFlag(const std::string& listen, ControlPlaneOptions& o);
+
 }  // namespace gpucloud::server
 
 #endif  // GPUCLOUD_SERVER_COMMAND_H_

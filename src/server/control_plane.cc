@@ -34,6 +34,7 @@
 #include "server/controller.h"
 #include "server/credentials.h"
 #include "server/fenced_store.h"
+#include "server/gateway.h"
 #include "server/https_server.h"
 #include "server/identity_book.h"
 #include "server/leader_elector.h"
@@ -42,6 +43,7 @@
 #include "server/node_table.h"
 #include "server/rest.h"
 #include "server/secret_store.h"
+#include "server/services.h"
 #include "store/etcd_lease.h"
 #include "store/etcd_store.h"
 #include "store/sqlite_store.h"
@@ -58,6 +60,7 @@ struct LeaderTerm {
   std::unique_ptr<Autoscaling> autoscaling;  // used by the controller
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Compactor> compactor;
+  std::unique_ptr<ServiceController> services;
 };
 
 struct ControlPlane::Impl {
@@ -85,6 +88,10 @@ struct ControlPlane::Impl {
   ControllerOptions controller_options;
   std::ofstream recording;  // --record-scheduler, before the terms that write to it
   std::unique_ptr<HttpsServer> https;
+  // The gateway's measurements (every server's), read by the leader's service controller.
+  gateway::LoadMeter service_load{clock};
+  gateway::ReplicaHealth replica_health;
+  std::unique_ptr<Gateway> gateway;
   std::string bootstrap;
   bool first = false;
   mutable std::mutex term_mu;
@@ -121,8 +128,11 @@ struct ControlPlane::Impl {
     co.autoscaling = t->autoscaling.get();
     t->controller = std::make_unique<Controller>(s, *nodes, clock, GpuCatalog::Default(), co);
     t->compactor = std::make_unique<Compactor>(s, options.compaction);
+    t->services = std::make_unique<ServiceController>(s, clock, service_load, replica_health,
+                                                      ServiceControllerOptions{});
     t->controller->Start();
     t->compactor->Start();
+    t->services->Start();
     std::lock_guard lock(term_mu);
     term = std::move(t);
   }
@@ -135,6 +145,7 @@ struct ControlPlane::Impl {
       t.swap(term);
     }
     if (!t) return;
+    t->services->Stop();
     t->compactor->Stop();
     t->controller->Stop();
     t->autoscaling->Stop();
@@ -160,6 +171,13 @@ struct ControlPlane::Impl {
       if (nodes) nodes->Forget(node);
     };
     return a;
+  }
+  ServiceMetrics ServicesMetrics() const {
+    std::shared_ptr<LeaderTerm> t = Term();
+    return t ? t->services->Metrics() : ServiceMetrics{};
+  }
+  void KickServices() const {
+    if (std::shared_ptr<LeaderTerm> t = Term()) t->services->Kick();
   }
   AutoscalingMetrics AutoscalerMetrics() const {
     std::shared_ptr<LeaderTerm> t = Term();
@@ -474,6 +492,8 @@ absl::Status ControlPlane::StartServing() {
   auto metrics = [&m, this, anomalies, webhook] {
     std::string text = RenderClusterMetrics(m.Metrics());
     text += RenderAutoscalingMetrics(m.AutoscalerMetrics());
+    text += RenderServiceMetrics(m.ServicesMetrics());
+    if (m.gateway) text += m.gateway->RenderMetrics();
     text += PromText()
                 .Family("gpucloud_leader", "gauge",
                         "1 while this server is the leader and runs the controllers, else 0.")
@@ -496,6 +516,16 @@ absl::Status ControlPlane::StartServing() {
   };
   m.https = std::make_unique<HttpsServer>(*m.api, *m.tokens, *m.store, std::move(ho));
   if (absl::Status s = m.https->Start(); !s.ok()) return s;
+  if (m.options.gateway_port >= 0) {
+    GatewayOptions go{.address = m.options.gateway_address,
+                      .port = static_cast<uint16_t>(m.options.gateway_port),
+                      .cert_path = m.creds->cert_path,
+                      .key_path = m.creds->key_path,
+                      .wake_scaler = [&m] { m.KickServices(); }};
+    m.gateway = std::make_unique<Gateway>(*m.store, *m.tokens, m.api->authorizer(), m.service_load,
+                                          m.replica_health, std::move(go));
+    if (absl::Status s = m.gateway->Start(); !s.ok()) return s;
+  }
   return WriteAdminConfig();
 }
 
@@ -668,6 +698,7 @@ void ControlPlane::Stop() {
   // over at its next campaign, not a lease later.
   if (m.elector) m.elector->Stop();
   m.EndTerm();
+  if (m.gateway) m.gateway->Stop();
   if (m.https) m.https->Stop();
   if (m.secrets) m.secrets->Stop();
   for (std::jthread* t : {&m.audit_ticker, &m.iam_follower}) {
@@ -688,6 +719,10 @@ void ControlPlane::Stop() {
 
 std::string ControlPlane::url() const {
   return Cat("https://", impl_->options.address, ":", impl_->https ? impl_->https->port() : 0);
+}
+std::string ControlPlane::gateway_url() const {
+  if (!impl_->gateway) return "";
+  return Cat("https://", impl_->options.gateway_address, ":", impl_->gateway->port());
 }
 std::string ControlPlane::ca_path() const { return impl_->options.data_dir + "/ca.crt"; }
 std::string ControlPlane::admin_config_path() const {

@@ -125,6 +125,11 @@ struct ControlPlaneOptions {
   // energy becomes carbon (core/node_pool.h's CarbonOptions).
   std::string currency = "USD";
   CarbonOptions carbon;
+  // The inference gateway (gateway.h; docs/services.md): HTTPS on gateway_address:gateway_port
+  // (`--gateway-listen`; port 0: any free one); off when gateway_port is negative. The
+  // service controller runs on the leader either way.
+  std::string gateway_address = "127.0.0.1";
+  int gateway_port = -1;
 };
 
 // On SQLite the server is the only one and always the leader. On etcd every server serves the
@@ -138,7 +143,9 @@ class ControlPlane {
   absl::Status Start();
   void Stop();
 
-  std::string url() const;                // https://ADDRESS:PORT
+  std::string url() const;
+  // The gateway's https://ADDRESS:PORT, or "" without one.
+  std::string gateway_url() const;        // https://ADDRESS:PORT
   std::string ca_path() const;            // DATA_DIR/ca.crt
   std::string admin_config_path() const;  // DATA_DIR/admin.config (gpuctl's config)
   std::string bootstrap_token() const;    // the agents' join token

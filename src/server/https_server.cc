@@ -34,6 +34,7 @@
 #include "core/text.h"
 #include "server/audited_store.h"
 #include "server/console_assets.h"
+#include "server/http_read.h"
 #include "server/metrics.h"
 #include "server/rate_limit.h"
 #include "server/rest_util.h"
@@ -320,33 +321,6 @@ struct HttpsServer::Impl {
     co_await ServeRequests(link);
   }
 
-  // Reads one request into `parser` (Beast's parser, fed by hand) within the read timeout.
-  asio::awaitable<void> ReadRequest(Link& l, http::request_parser<http::string_body>& parser,
-                                    beast::error_code& ec) {
-    for (;;) {
-      if (l.buffer.size() > 0) {
-        size_t used = parser.put(l.buffer.data(), ec);
-        l.buffer.consume(used);
-        if (ec == http::error::need_more) {
-          ec = {};
-        } else if (ec || parser.is_done()) {
-          co_return;
-        } else if (used > 0) {
-          continue;
-        }
-      }
-      auto space = l.buffer.prepare(16 << 10);
-      size_t got = co_await l.tls.ReadSome(space.data(), space.size(), ec);
-      if (ec) {
-        if (ec == asio::error::eof) {
-          ec = parser.got_some() ? http::error::partial_message : http::error::end_of_stream;
-        }
-        co_return;
-      }
-      l.buffer.commit(got);
-    }
-  }
-
   asio::awaitable<void> ServeRequests(Link& l) {
     while (!stopping) {
       l.Arm(options.read_timeout);  // idle time before the request included
@@ -354,7 +328,7 @@ struct HttpsServer::Impl {
       parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
       parser.body_limit(kMaxBodyBytes + 1);
       beast::error_code ec;
-      co_await ReadRequest(l, parser, ec);
+      co_await ReadHttpRequest(l.tls, l.buffer, parser, ec);
       if (ec) {
         co_await AnswerReadError(l, parser.get(), ec);
         co_return;

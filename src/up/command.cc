@@ -38,6 +38,8 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   app.add_option("--simulate", simulate,
                  "simulated GPUs, e.g. 4xH100 (default: the real ones; 4xH100 without a driver)");
   app.add_option("--node-name", node_name, "the local node's name (default: the host name)");
+  std::string gateway_listen;
+  server::AddGatewayFlag(app, gateway_listen);
   std::string metrics_listen;
   app.add_option("--metrics-listen", metrics_listen,
                  "serve the agent's GPU metrics (dcgm-exporter's names) on ADDR:PORT over HTTP, "
@@ -95,6 +97,10 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
   }
   o.address = addr->host;
   o.port = addr->port;
+  if (absl::Status s = server::ApplyGatewayFlag(gateway_listen, o); !s.ok()) {
+    err << "gpucloud up: " << s.message() << "\n";
+    return 2;
+  }
   if (!scheduler_config.empty()) {
     absl::StatusOr<SchedulerConfig> c = server::LoadSchedulerConfig(scheduler_config);
     if (!c.ok()) {
@@ -187,6 +193,7 @@ int RunUp(int argc, const char* const* argv, std::ostream& out, std::ostream& er
 
   out << "gpucloud up: control plane at " << cp.url() << ", node " << node_name << " ("
       << (*backend)->Name() << " GPUs)\n";
+  if (!cp.gateway_url().empty()) out << "  inference gateway: " << cp.gateway_url() << "\n";
   if (metrics) {
     out << "  metrics: http://" << metrics_addr->host << ":" << metrics->port()
         << "/metrics (the agent's GPUs; the control plane's at " << cp.url() << "/metrics)\n";

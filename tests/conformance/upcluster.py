@@ -37,6 +37,23 @@ def wait_for(ok, seconds, what, step=0.05):
     raise TimeoutError(f"timed out after {seconds} s waiting for {what} (last error: {last})")
 
 
+class Checks:
+    """Named checks of an end-to-end test, printed as they go ("PREFIX: ok   what", or
+    "PREFIX: FAIL what: detail"); `failed` counts the failures."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.failed = 0
+
+    def log(self, msg):
+        print(f"{self.prefix}: {msg}", flush=True)
+
+    def check(self, what, ok, detail=""):
+        self.log(f"{'ok  ' if ok else 'FAIL'} {what}" + ("" if ok else f": {detail}"))
+        if not ok:
+            self.failed += 1
+
+
 def _die_with_parent():
     """In the child before exec: SIGTERM when the test process dies (killed by CTest's
     timeout, say), so that no cluster outlives its test."""
@@ -44,8 +61,9 @@ def _die_with_parent():
 
 
 class UpCluster:
-    def __init__(self, binary, workdir, simulate="4xH100", node="conformance"):
+    def __init__(self, binary, workdir, simulate="4xH100", node="conformance", args=()):
         self.binary, self.workdir, self.simulate, self.node = binary, workdir, simulate, node
+        self.args = list(args)  # more flags for `gpucloud up`
         self.tmp = self.proc = self.url = None
 
     def __enter__(self):
@@ -65,7 +83,7 @@ class UpCluster:
         with open(self.logfile, "w") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "up", "--data-dir", self.data, "--listen", "127.0.0.1:0",
-                 "--simulate", self.simulate, "--node-name", self.node],
+                 "--simulate", self.simulate, "--node-name", self.node, *self.args],
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True,
                 preexec_fn=_die_with_parent)
         try:

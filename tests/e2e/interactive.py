@@ -44,23 +44,13 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance"))
-from upcluster import UpCluster, wait_for  # noqa: E402
+from upcluster import Checks, UpCluster, wait_for  # noqa: E402
 
 PREFIX = "/apis/gpucloud/v1"
 
 
 def log(msg):
     print(f"interactive: {msg}", flush=True)
-
-
-class Checks:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, what, ok, detail=""):
-        log(f"{'ok  ' if ok else 'FAIL'} {what}" + ("" if ok else f": {detail}"))
-        if not ok:
-            self.failed += 1
 
 
 class Env:
@@ -485,7 +475,7 @@ def main():
     if os.geteuid() != 0:
         log("SKIP: needs root (tasks run as unprivileged users)")
         return 77
-    c = Checks()
+    c = Checks("interactive")
     tmp = tempfile.mkdtemp(prefix="gpucloud-interactive-")
     os.chmod(tmp, 0o711)
     webroot = os.path.join(tmp, "web")

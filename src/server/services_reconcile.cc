@@ -1,0 +1,203 @@
+// ServiceController::Reconcile: one service's round (services.h says what it does).
+#include <algorithm>
+#include <cmath>
+
+#include "absl/time/time.h"
+#include "api/job_status.h"
+#include "core/prom_text.h"
+#include "core/text.h"
+#include "manifest/manifest.h"
+#include "server/service_replicas.h"
+#include "server/services.h"
+
+namespace gpucloud::server {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+double Round2(double v) { return std::round(v * 100) / 100; }
+
+std::string Rfc3339(int64_t ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(ms), absl::UTCTimeZone());
+}
+
+// The node's address as its agent registered it ("" when unknown).
+std::string AddressOf(const ObjectCache& nodes, const std::string& node) {
+  auto it = nodes.objects().find(Cat("/nodes/", node));
+  if (it == nodes.objects().end()) return "";
+  const Json& st = it->second.doc.value("status", Json::object());
+  return st.is_object() ? st.value("address", "") : "";
+}
+
+// A status equal but for its load figures (which change every round) is not worth a write
+// more than every few seconds.
+bool SameButLoad(Json a, Json b) {
+  a.erase("load");
+  b.erase("load");
+  return a == b;
+}
+
+constexpr int64_t kLoadRefreshMs = 5000;
+
+}  // namespace
+
+absl::Status ServiceController::Reconcile(Round& round, const std::string& key,
+                                          const CachedObject& obj) {
+  manifest::ParseResult parsed = manifest::ParseStoredManifest(obj.doc, key);
+  if (!parsed.ok() || parsed.manifests.size() != 1) return absl::OkStatus();  // never, unedited
+  const auto* svc = std::get_if<InferenceService>(&parsed.manifests[0].object);
+  if (svc == nullptr) return absl::OkStatus();
+  const std::string& ns = svc->metadata.namespace_;
+  const std::string svc_key = Cat(ns, "/", svc->metadata.name);
+  const std::string tmpl = TemplateHash(*svc);
+  const InferenceServiceSpec& spec = svc->spec;
+  std::vector<ReplicaView> views;
+  Json endpoints = Json::array();
+  int32_t ready = 0, live = 0;
+  std::set<std::string> existing;
+  for (const Replica& r : round.by_service[svc_key]) {
+    existing.insert(r.job);
+    std::shared_ptr<const gateway::ReplicaHealth::Entry> h = health_.Find(Cat(ns, "/", r.job));
+    const bool is_ready = h && h->ready.load();
+    ReplicaView v{.job = r.job, .current = r.tmpl == tmpl};
+    v.state = r.stopping                 ? ReplicaView::State::kStopping
+              : api::IsTerminal(r.phase) ? ReplicaView::State::kEnded
+              : r.phase == api::JobPhase::kRunning
+                  ? (is_ready ? ReplicaView::State::kReady : ReplicaView::State::kStarting)
+              : r.phase == api::JobPhase::kScheduled ? ReplicaView::State::kStarting
+                                                     : ReplicaView::State::kPending;
+    v.in_flight = h ? h->in_flight.load() : 0;
+    if (v.state == ReplicaView::State::kReady) ++ready;
+    if (v.state != ReplicaView::State::kStopping && v.state != ReplicaView::State::kEnded) ++live;
+    const std::string address = AddressOf(nodes_, r.node);
+    if (!r.stopping && r.phase == api::JobPhase::kRunning && !address.empty() && r.port > 0) {
+      endpoints.push_back(Json{{"job", r.job},
+                               {"node", r.node},
+                               {"address", Cat(address, ":", r.port)},
+                               {"ready", is_ready},
+                               {"current", v.current}});
+    }
+    views.push_back(std::move(v));
+  }
+  // How many: the scaler on the gateway's measurements.
+  const ServiceAutoscaling& a = spec.autoscaling;
+  gateway::LoadMeter::Reading load = load_.Read(svc_key, a.stable_window_seconds);
+  autoscale::ScalerMemory& memory = memory_[svc_key];
+  const int32_t before = memory.desired;
+  autoscale::ScaleDecision d = autoscale::DecideReplicas(
+      spec, load.samples,
+      {.ready = ready,
+       .live = live,
+       .queued = load.queued,
+       .last_request_ms = load.last_request_ms,
+       .created_ms = std::max(svc->metadata.creation_unix_seconds * 1000, started_ms_)},
+      memory, round.now);
+  memory = d.memory;
+  ReplicaPlan plan = PlanReplicas(spec, d.desired, views);
+
+  const Json old_status = obj.doc.value("status", Json::object());
+  int64_t next = old_status.is_object() ? old_status.value("nextReplica", int64_t{1}) : 1;
+  std::vector<store::Op> ops;
+  for (int32_t i = 0; i < plan.create; ++i) {
+    std::string name;
+    do {
+      name = ReplicaName(svc->metadata.name, next++);
+    } while (existing.count(name) || jobs_.objects().count(Cat("/jobs/", ns, "/", name)));
+    existing.insert(name);
+    const int port = FreeServicePort(round.ports, name);
+    if (port == 0) return absl::ResourceExhaustedError("every service port is held");
+    round.ports.insert(port);
+    Job job = ReplicaJob(*svc, name, port, tmpl);
+    job.metadata.uid = NewUid();
+    job.metadata.creation_unix_seconds = round.now / 1000;
+    Json doc = Json::parse(manifest::ToJson(manifest::Object(job)));
+    doc["status"] =
+        Json{{"phase", api::PhaseName(api::JobPhase::kPending)}, {"submittedMs", round.now}};
+    ops.push_back({store::Op::Kind::kPut, Cat("/jobs/", ns, "/", name), doc.dump(2), 0});
+  }
+  for (const std::vector<std::string>* names : {&plan.stop, &plan.clear}) {
+    for (const std::string& job : *names) {
+      for (const Replica& r : round.by_service[svc_key]) {
+        if (r.job != job || r.obj == nullptr) continue;
+        ops.push_back(StopReplicaOp(Cat("/jobs/", ns, "/", job), r.obj->doc, r.obj->mod_revision));
+      }
+    }
+  }
+  // The status: counts, why, endpoints, the last scaling events.
+  Json history =
+      old_status.is_object() ? old_status.value("history", Json::array()) : Json::array();
+  ServiceMetrics::One& m = round.metrics.services[svc_key];
+  if (before >= 0 && d.desired != before) {
+    history.push_back(Json{
+        {"time", Rfc3339(round.now)}, {"from", before}, {"to", d.desired}, {"reason", d.reason}});
+    while (history.size() > kMaxServiceHistory) history.erase(history.begin());
+    (d.desired > before ? m.scale_ups : m.scale_downs) += 1;
+  }
+  m.desired = d.desired;
+  m.ready = ready;
+  m.stable_load = d.stable_load;
+  m.panic_load = d.panic_load;
+  const int32_t after = live + plan.create - static_cast<int32_t>(plan.stop.size());
+  m.live = after;
+  Json status = Json{{"desiredReplicas", d.desired},
+                     {"replicas", after},
+                     {"readyReplicas", ready},
+                     {"reason", d.reason},
+                     {"load", Json{{"stable", Round2(d.stable_load)},
+                                   {"panic", Round2(d.panic_load)},
+                                   {"queued", load.queued},
+                                   {"metric", ServiceMetricName(a.metric)},
+                                   {"target", a.target}}},
+                     {"nextReplica", next},
+                     {"endpoints", std::move(endpoints)},
+                     {"history", std::move(history)}};
+  if (plan.waiting_for_idle) status["waitingForIdleReplica"] = true;
+  const int64_t written = old_status.is_object() ? old_status.value("updatedMs", int64_t{0}) : 0;
+  const bool due =
+      round.now - written >= kLoadRefreshMs && old_status.value("load", Json()) != status["load"];
+  status["updatedMs"] = written;
+  if (ops.empty() && old_status.is_object() && SameButLoad(old_status, status) && !due) {
+    return absl::OkStatus();
+  }
+  status["updatedMs"] = round.now;
+  Json doc = obj.doc;
+  doc["status"] = std::move(status);
+  ops.push_back({store::Op::Kind::kPut, key, doc.dump(2), obj.mod_revision});
+  absl::StatusOr<int64_t> rev = store_.Txn(ops);
+  if (!rev.ok()) {
+    if (!absl::IsAborted(rev.status())) Log(Cat(svc_key, ": ", rev.status().message()));
+    return rev.status();
+  }
+  return absl::OkStatus();
+}
+
+std::string RenderServiceMetrics(const ServiceMetrics& m) {
+  PromText out;
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out.Family(name, type, help);
+    for (const auto& [svc, one] : m.services) {
+      const size_t slash = svc.find('/');
+      out.Sample({{"namespace", svc.substr(0, slash)}, {"service", svc.substr(slash + 1)}},
+                 static_cast<double>(value(one)));
+    }
+  };
+  using One = ServiceMetrics::One;
+  family("gpucloud_service_replicas_desired", "gauge", "Replicas the autoscaler asks for.",
+         [](const One& o) { return o.desired; });
+  family("gpucloud_service_replicas", "gauge", "Replicas that exist (not being stopped).",
+         [](const One& o) { return o.live; });
+  family("gpucloud_service_replicas_ready", "gauge", "Replicas whose readiness check passes.",
+         [](const One& o) { return o.ready; });
+  family("gpucloud_service_load_stable", "gauge", "The scaling metric over the stable window.",
+         [](const One& o) { return o.stable_load; });
+  family("gpucloud_service_load_panic", "gauge", "The scaling metric over the panic window.",
+         [](const One& o) { return o.panic_load; });
+  family("gpucloud_service_scale_ups_total", "counter", "Scale-ups of the service.",
+         [](const One& o) { return o.scale_ups; });
+  family("gpucloud_service_scale_downs_total", "counter", "Scale-downs of the service.",
+         [](const One& o) { return o.scale_downs; });
+  return out.Take();
+}
+
+}  // namespace gpucloud::server
