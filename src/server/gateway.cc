@@ -56,6 +56,27 @@ void Gateway::Impl::Log(const std::string& line) const {
   }
 }
 
+std::vector<std::unique_ptr<Worker>> Gateway::Impl::MakeWorkers(int n) {
+  if (n <= 0) n = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
+  std::vector<std::unique_ptr<Worker>> out;
+  for (int i = 0; i < n; ++i) out.push_back(std::make_unique<Worker>());
+  return out;
+}
+
+size_t Gateway::Impl::WorkerOf(const asio::any_io_executor& ex) const {
+  const asio::execution_context* ctx = &asio::query(ex, asio::execution::context);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (ctx == &workers[i]->io) return i;
+  }
+  return 0;
+}
+
+std::shared_ptr<std::vector<std::unique_ptr<ConnPool>>> Gateway::Impl::NewPools() const {
+  auto pools = std::make_shared<std::vector<std::unique_ptr<ConnPool>>>();
+  for (size_t i = 0; i < workers.size(); ++i) pools->push_back(std::make_unique<ConnPool>());
+  return pools;
+}
+
 void Gateway::Impl::WakeWaiters(const std::string& service) {
   std::vector<Waiter> woken;
   {
@@ -70,9 +91,18 @@ void Gateway::Impl::WakeWaiters(const std::string& service) {
   }
 }
 
+namespace {
+thread_local size_t tls_worker = 0;  // the index of the worker running on this thread
+}  // namespace
+
+Gateway::Impl::CounterShard& Gateway::Impl::MyShard() {
+  return *shards[std::min(tls_worker, shards.size() - 1)];
+}
+
 void Gateway::Impl::Count(const std::string& service, int code, double seconds, bool retried) {
-  std::lock_guard lock(metrics_mu);
-  ServiceCounters& c = counters[service];
+  CounterShard& shard = MyShard();
+  std::lock_guard lock(shard.mu);
+  ServiceCounters& c = shard.by_service[service];
   ++c.by_code[code];
   if (c.latency_counts.empty()) c.latency_counts.assign(kLatencyBounds.size() + 1, 0);
   const size_t i = std::lower_bound(kLatencyBounds.begin(), kLatencyBounds.end(), seconds) -
@@ -84,13 +114,15 @@ void Gateway::Impl::Count(const std::string& service, int code, double seconds, 
 }
 
 void Gateway::Impl::CountQueued(const std::string& service, int delta) {
-  std::lock_guard lock(metrics_mu);
-  counters[service].queued += delta;
+  CounterShard& shard = MyShard();
+  std::lock_guard lock(shard.mu);
+  shard.by_service[service].queued += delta;
 }
 
 void Gateway::Impl::CountBatch(const std::string& service, size_t size) {
-  std::lock_guard lock(metrics_mu);
-  ServiceCounters& c = counters[service];
+  CounterShard& shard = MyShard();
+  std::lock_guard lock(shard.mu);
+  ServiceCounters& c = shard.by_service[service];
   if (c.batch_counts.empty()) c.batch_counts.assign(kBatchBounds.size() + 1, 0);
   const size_t i =
       std::lower_bound(kBatchBounds.begin(), kBatchBounds.end(), static_cast<double>(size)) -
@@ -147,24 +179,22 @@ void Gateway::Impl::PublishRoutes(
       Endpoint ep{.job = e.value("job", ""),
                   .key = Cat(svc->metadata.namespace_, "/", e.value("job", "")),
                   .host = host,
-                  .port = port};
+                  .port = port,
+                  .host_header = Cat(host, ":", port)};
       ep.health = health.Get(ep.key);
       // The same replica at the same address keeps its idle connections.
       if (auto it = old->find(key); it != old->end()) {
         for (const Endpoint& o : it->second->endpoints) {
-          if (o.key == ep.key && o.host == ep.host && o.port == ep.port) ep.pool = o.pool;
+          if (o.key == ep.key && o.host == ep.host && o.port == ep.port) ep.pools = o.pools;
         }
       }
-      if (!ep.pool) ep.pool = std::make_shared<ConnPool>();
+      if (!ep.pools) ep.pools = NewPools();
       keep.insert(ep.key);
       route->endpoints.push_back(std::move(ep));
     }
     (*next)[key] = std::move(route);
   }
-  {
-    std::lock_guard lock(routes_mu);
-    routes = std::move(next);
-  }
+  routes.store(std::move(next));
   health.Retain(keep);
   for (const auto& [key, route] : *old) {
     if (!svcs.count(key)) load.Forget(key);
@@ -196,7 +226,7 @@ asio::awaitable<void> Gateway::Impl::HealthLoop() {
         // Not ready: asked often, so a new replica serves as soon as it can.
         due = now + (ep.health->ready ? absl::ToInt64Milliseconds(options.health_interval) : 200);
         in_progress.insert(ep.key);
-        asio::co_spawn(asio::make_strand(io), CheckOne(key, ep),
+        asio::co_spawn(workers[0]->io, CheckOne(key, ep),
                        [checking, done, k = ep.key](std::exception_ptr) {
                          std::lock_guard lock(*checking);
                          done->insert(k);
@@ -244,8 +274,33 @@ asio::awaitable<void> Gateway::Impl::CheckOne(std::string service, Endpoint ep) 
 
 // ---- Metrics ----
 
+namespace {
+
+// Adds `b` into `a`.
+void Merge(ServiceCounters& a, const ServiceCounters& b) {
+  for (const auto& [code, n] : b.by_code) a.by_code[code] += n;
+  auto add = [](std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+    if (x.empty()) x.assign(y.size(), 0);
+    for (size_t i = 0; i < y.size() && i < x.size(); ++i) x[i] += y[i];
+  };
+  add(a.latency_counts, b.latency_counts);
+  a.latency_sum += b.latency_sum;
+  a.latency_count += b.latency_count;
+  a.retries += b.retries;
+  a.queued += b.queued;
+  add(a.batch_counts, b.batch_counts);
+  a.batch_sum += b.batch_sum;
+  a.batch_count += b.batch_count;
+}
+
+}  // namespace
+
 std::string Gateway::RenderMetrics() const {
-  std::lock_guard lock(impl_->metrics_mu);
+  std::map<std::string, ServiceCounters> counters;
+  for (const auto& shard : impl_->shards) {
+    std::lock_guard lock(shard->mu);
+    for (const auto& [svc, c] : shard->by_service) Merge(counters[svc], c);
+  }
   PromText out;
   auto labels = [](const std::string& svc) {
     const size_t slash = svc.find('/');
@@ -253,7 +308,7 @@ std::string Gateway::RenderMetrics() const {
   };
   out.Family("gpucloud_service_requests_total", "counter",
              "Requests the gateway answered, by HTTP status.");
-  for (const auto& [svc, c] : impl_->counters) {
+  for (const auto& [svc, c] : counters) {
     for (const auto& [code, n] : c.by_code) {
       PromLabels l = labels(svc);
       l.emplace_back("code", std::to_string(code));
@@ -271,19 +326,17 @@ std::string Gateway::RenderMetrics() const {
   };
   out.Family("gpucloud_service_request_duration_seconds", "histogram",
              "Time from a request's arrival at the gateway to its answer, waiting included.");
-  for (const auto& [svc, c] : impl_->counters) {
+  for (const auto& [svc, c] : counters) {
     histogram(svc, kLatencyBounds, c.latency_counts, c.latency_sum, c.latency_count);
   }
   out.Family("gpucloud_service_queued_requests", "gauge",
              "Requests waiting for a ready replica (a service scaling from zero).");
-  for (const auto& [svc, c] : impl_->counters)
-    out.Sample(labels(svc), static_cast<double>(c.queued));
+  for (const auto& [svc, c] : counters) out.Sample(labels(svc), static_cast<double>(c.queued));
   out.Family("gpucloud_service_retries_total", "counter",
              "Requests tried again on another replica.");
-  for (const auto& [svc, c] : impl_->counters)
-    out.Sample(labels(svc), static_cast<double>(c.retries));
+  for (const auto& [svc, c] : counters) out.Sample(labels(svc), static_cast<double>(c.retries));
   out.Family("gpucloud_service_batch_size", "histogram", "Instances per batch sent to a replica.");
-  for (const auto& [svc, c] : impl_->counters) {
+  for (const auto& [svc, c] : counters) {
     histogram(svc, kBatchBounds, c.batch_counts, c.batch_sum, c.batch_count);
   }
   return out.Take();
@@ -318,7 +371,6 @@ absl::Status Gateway::Start() {
     return absl::UnavailableError(Cat("the gateway cannot listen on ", m.options.address, ":",
                                       m.options.port, ": ", ec.message()));
   }
-  m.work.emplace(m.io.get_executor());
   {
     std::lock_guard lock(m.mu);
     m.accepting = true;
@@ -326,11 +378,15 @@ absl::Status Gateway::Start() {
   }
   m.route_thread = std::thread([&m] { m.RouteLoop(); });
   asio::co_spawn(m.acceptor.get_executor(), m.AcceptLoop(), asio::detached);
-  asio::co_spawn(asio::make_strand(m.io), m.HealthLoop(), asio::detached);
-  int n = m.options.io_threads > 0
-              ? m.options.io_threads
-              : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
-  for (int i = 0; i < n; ++i) m.io_threads.emplace_back([&m] { m.io.run(); });
+  asio::co_spawn(m.workers[0]->io, m.HealthLoop(), asio::detached);
+  for (size_t i = 0; i < m.workers.size(); ++i) {
+    Worker& w = *m.workers[i];
+    w.work.emplace(w.io.get_executor());
+    w.thread = std::thread([io = &w.io, i] {
+      tls_worker = i;
+      io->run();
+    });
+  }
   m.started = true;
   return absl::OkStatus();
 }
@@ -351,7 +407,7 @@ void Gateway::Stop() {
   {
     std::unique_lock lock(m.mu);
     for (const auto& [id, conn] : m.open) {
-      asio::post(conn->strand, [conn] {
+      asio::post(conn->executor, [conn] {
         beast::error_code ec;
         if (conn->socket != nullptr) conn->socket->close(ec);
       });
@@ -359,9 +415,11 @@ void Gateway::Stop() {
     m.drained.wait(lock, [&m] { return m.open.empty() && !m.accepting && !m.health_running; });
   }
   if (m.route_thread.joinable()) m.route_thread.join();
-  m.work.reset();
-  m.io.stop();
-  for (std::thread& t : m.io_threads) t.join();
+  for (const std::unique_ptr<Worker>& w : m.workers) {
+    w->work.reset();
+    w->io.stop();  // readiness checks in flight are dropped
+    if (w->thread.joinable()) w->thread.join();
+  }
 }
 
 }  // namespace gpucloud::server

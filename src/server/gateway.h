@@ -28,7 +28,10 @@
 // its own: it authenticates with the server's tokens and policies in memory (no token review
 // round trip per request), and hands its measurements to the service controller without a
 // wire protocol. It has its own I/O threads and listener, so its traffic never waits behind the
-// API's. Thread-safe; Stop (or the destructor) closes the listener and waits for connections.
+// API's: one io_context per thread (`io_threads`), a connection and the replica connections it
+// uses kept on one thread from accept to close (as Envoy's workers), so that no request hops
+// between threads. Thread-safe; Stop (or the destructor) closes the listener and waits for
+// connections.
 #ifndef GPUCLOUD_SERVER_GATEWAY_H_
 #define GPUCLOUD_SERVER_GATEWAY_H_
 
@@ -56,6 +59,7 @@ struct GatewayOptions {
   int max_queued_per_service = 1000;
   absl::Duration handshake_timeout = absl::Seconds(10);
   absl::Duration read_timeout = absl::Seconds(60);  // idle keep-alive included
+  absl::Duration write_timeout = absl::Seconds(60);
   size_t max_header_bytes = 32 << 10;
   absl::Duration health_interval = absl::Seconds(1);
   absl::Duration health_timeout = absl::Seconds(1);

@@ -8,13 +8,13 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
 // clang-format on
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <condition_variable>
 #include <map>
@@ -35,21 +35,28 @@ namespace gpucloud::server::gateway_detail {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
-using Strand = asio::strand<asio::io_context::executor_type>;
+// One I/O thread and its own io_context (as Envoy's workers and nginx's worker processes):
+// a client connection lives on one worker from accept to close, and so do the replica
+// connections it uses, so that no request hops between threads.
+struct Worker {
+  asio::io_context io{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+};
 
-// Idle keep-alive connections to one replica. Each stream has a strand of its own.
+// Idle keep-alive connections to one replica, from one worker.
 struct ConnPool {
   static constexpr size_t kMaxIdle = 64;
   std::mutex mu;
-  std::vector<std::unique_ptr<beast::tcp_stream>> idle;
-  std::unique_ptr<beast::tcp_stream> Take() {
+  std::vector<std::unique_ptr<tcp::socket>> idle;
+  std::unique_ptr<tcp::socket> Take() {
     std::lock_guard lock(mu);
     if (idle.empty()) return nullptr;
-    std::unique_ptr<beast::tcp_stream> s = std::move(idle.back());
+    std::unique_ptr<tcp::socket> s = std::move(idle.back());
     idle.pop_back();
     return s;
   }
-  void Put(std::unique_ptr<beast::tcp_stream> s) {
+  void Put(std::unique_ptr<tcp::socket> s) {
     std::lock_guard lock(mu);
     if (idle.size() < kMaxIdle) idle.push_back(std::move(s));
   }
@@ -60,8 +67,10 @@ struct Endpoint {
   std::string key;   // "ns/job": its ReplicaHealth entry
   std::string host;  // the node's address
   uint16_t port = 0;
+  std::string host_header;  // "host:port"
   std::shared_ptr<gateway::ReplicaHealth::Entry> health;
-  std::shared_ptr<ConnPool> pool;
+  // Per worker (Gateway::Impl::workers' order): each worker's idle connections to it.
+  std::shared_ptr<std::vector<std::unique_ptr<ConnPool>>> pools;
 };
 
 struct Route {
@@ -132,19 +141,15 @@ struct Gateway::Impl {
   GatewayOptions options;
   SystemClock clock;
 
-  gateway_detail::asio::io_context io;
-  std::optional<
-      gateway_detail::asio::executor_work_guard<gateway_detail::asio::io_context::executor_type>>
-      work;
-  std::vector<std::thread> io_threads;
+  std::vector<std::unique_ptr<gateway_detail::Worker>> workers = MakeWorkers(options.io_threads);
+  size_t next_worker = 0;  // the accept loop's (round robin)
   gateway_detail::asio::ssl::context tls_context{gateway_detail::asio::ssl::context::tls_server};
-  gateway_detail::tcp::acceptor acceptor{gateway_detail::asio::make_strand(io)};
+  gateway_detail::tcp::acceptor acceptor{workers[0]->io};
   std::atomic<bool> started{false}, stopping{false};
   std::atomic<uint64_t> turn{0};
 
   // Routes, published by the route thread.
-  mutable std::mutex routes_mu;
-  std::shared_ptr<const Routes> routes = std::make_shared<Routes>();
+  std::atomic<std::shared_ptr<const Routes>> routes{std::make_shared<const Routes>()};
   std::thread route_thread;
   std::mutex route_wait_mu;
   std::condition_variable route_wait;
@@ -153,7 +158,7 @@ struct Gateway::Impl {
   std::mutex mu;
   std::condition_variable drained;
   struct OpenConn {
-    gateway_detail::Strand strand;
+    gateway_detail::asio::any_io_executor executor;  // its worker's
     gateway_detail::tcp::socket* socket = nullptr;
   };
   std::map<uint64_t, std::shared_ptr<OpenConn>> open;
@@ -163,19 +168,32 @@ struct Gateway::Impl {
   std::map<std::string, gateway_detail::PendingBatch> batches;         // by service; under mu
   bool health_running = false;                                         // under mu
 
-  mutable std::mutex metrics_mu;
-  std::map<std::string, gateway_detail::ServiceCounters> counters;  // by service
-
-  std::shared_ptr<const Routes> Snapshot() const {
-    std::lock_guard lock(routes_mu);
-    return routes;
+  // The counters, one shard per worker (a worker's thread counts in its own: no contention);
+  // RenderMetrics adds them up.
+  struct CounterShard {
+    std::mutex mu;
+    std::map<std::string, gateway_detail::ServiceCounters> by_service;
+  };
+  std::vector<std::unique_ptr<CounterShard>> shards = MakeShards(workers.size());
+  static std::vector<std::unique_ptr<CounterShard>> MakeShards(size_t n) {
+    std::vector<std::unique_ptr<CounterShard>> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(std::make_unique<CounterShard>());
+    return out;
   }
+  CounterShard& MyShard();  // the calling worker's (shard 0 from any other thread)
+
+  std::shared_ptr<const Routes> Snapshot() const { return routes.load(); }
   std::shared_ptr<const Route> RouteOf(const std::string& key) const {
     std::shared_ptr<const Routes> r = Snapshot();
     auto it = r->find(key);
     return it == r->end() ? nullptr : it->second;
   }
   void Log(const std::string& line) const;
+  static std::vector<std::unique_ptr<gateway_detail::Worker>> MakeWorkers(int n);
+  // The index in `workers` of the worker whose io_context runs `ex`.
+  size_t WorkerOf(const gateway_detail::asio::any_io_executor& ex) const;
+  // A fresh set of per-worker pools for a replica.
+  std::shared_ptr<std::vector<std::unique_ptr<gateway_detail::ConnPool>>> NewPools() const;
   // Wakes the requests waiting for a replica of `service` ("" for every service).
   void WakeWaiters(const std::string& service);
   void Count(const std::string& service, int code, double seconds, bool retried);

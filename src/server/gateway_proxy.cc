@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -14,7 +15,6 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/object_meta.h"
 #include "core/policy.h"
@@ -85,18 +85,45 @@ std::optional<Target> ParseGatewayTarget(std::string_view target) {
   return t;
 }
 
-// Closes the connection's socket unless disarmed (or armed again) in time.
-struct Deadline {
-  asio::steady_timer timer;
-  tcp::socket& socket;
-  Deadline(tcp::socket& s) : timer(s.get_executor()), socket(s) {}
-  void Arm(absl::Duration d) {
-    timer.expires_after(absl::ToChronoMilliseconds(d));
-    timer.async_wait([this](beast::error_code ec) {
-      if (!ec) socket.close(ec);
+// Closes the connection's socket when what it waits for (a handshake, the next request, a
+// write) takes longer than its limit. A timer that ticks once a second and reads the phase,
+// rather than one armed and cancelled around every read: that would be two timer operations
+// per request. Touched only on the connection's worker.
+class Watchdog {
+ public:
+  explicit Watchdog(tcp::socket& s) : state_(std::make_shared<State>(s)) { Tick(state_); }
+  // A tick already due runs later: it finds the state gone and touches nothing.
+  ~Watchdog() {
+    state_->gone = true;
+    state_->timer.cancel();
+  }
+  void Watch(absl::Duration limit) {
+    state_->since = std::chrono::steady_clock::now();
+    state_->limit = absl::ToChronoMilliseconds(limit);
+  }
+  void Unwatch() { state_->limit = std::chrono::milliseconds(0); }
+
+ private:
+  struct State {
+    explicit State(tcp::socket& s) : timer(s.get_executor()), socket(s) {}
+    asio::steady_timer timer;
+    tcp::socket& socket;  // valid while !gone
+    SteadyTime since;
+    std::chrono::milliseconds limit{0};
+    bool gone = false;
+  };
+  static void Tick(const std::shared_ptr<State>& st) {
+    st->timer.expires_after(std::chrono::seconds(1));
+    st->timer.async_wait([st](beast::error_code ec) {
+      if (ec || st->gone) return;
+      if (st->limit.count() > 0 && std::chrono::steady_clock::now() - st->since >= st->limit) {
+        st->socket.close(ec);
+        return;
+      }
+      Tick(st);
     });
   }
-  void Disarm() { timer.cancel(); }
+  std::shared_ptr<State> state_;
 };
 
 // One attempt at one replica.
@@ -118,34 +145,67 @@ struct ProxyAnswer {
 
 // ---- Forwarding ----
 
+// A deadline for the operations on one replica connection: when it passes, the socket is
+// closed and `timed_out` says why the operation failed. One timer per attempt (Beast's
+// tcp_stream arms one per operation).
+struct AttemptClock {
+  struct State {
+    tcp::socket* socket = nullptr;
+    bool timed_out = false;
+    bool done = false;  // the attempt is over: a late expiry touches nothing
+  };
+  asio::steady_timer timer;
+  std::shared_ptr<State> state = std::make_shared<State>();
+  explicit AttemptClock(const asio::any_io_executor& ex) : timer(ex) {}
+  ~AttemptClock() {
+    state->done = true;
+    timer.cancel();
+  }
+  void Arm(SteadyTime at, tcp::socket* socket) {
+    state->socket = socket;
+    timer.expires_at(at);
+    timer.async_wait([st = state](beast::error_code ec) {
+      if (ec || st->done || st->socket == nullptr) return;
+      st->timed_out = true;
+      st->socket->close(ec);
+    });
+  }
+};
+
 asio::awaitable<Attempt> SendTo(Gateway::Impl& m, const Endpoint& ep, HttpRequest& req,
                                 SteadyTime deadline) {
   Attempt out;
+  const asio::any_io_executor ex = co_await asio::this_coro::executor;
+  ConnPool& pool = *(*ep.pools)[m.WorkerOf(ex)];
   for (int pass = 0; pass < 2; ++pass) {
-    std::unique_ptr<beast::tcp_stream> s = pass == 0 ? ep.pool->Take() : nullptr;
+    std::unique_ptr<tcp::socket> s = pass == 0 ? pool.Take() : nullptr;
     const bool reused = s != nullptr;
     beast::error_code ec;
+    AttemptClock clock(ex);
     if (!s) {
-      s = std::make_unique<beast::tcp_stream>(asio::make_strand(m.io));
-      tcp::resolver resolver(s->get_executor());
+      s = std::make_unique<tcp::socket>(ex);
+      tcp::resolver resolver(ex);
       auto found = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), Into(ec));
-      s->expires_at(std::min(deadline, std::chrono::steady_clock::now() +
-                                           absl::ToChronoMilliseconds(m.options.connect_timeout)));
-      if (!ec) co_await s->async_connect(found, Into(ec));
+      clock.Arm(std::min(deadline, std::chrono::steady_clock::now() +
+                                       absl::ToChronoMilliseconds(m.options.connect_timeout)),
+                s.get());
+      if (!ec) co_await asio::async_connect(*s, found, Into(ec));
       if (ec) {
         out.kind = Attempt::Kind::kUnreachable;
-        out.why = Cat("replica ", ep.job, " (", ep.host, ":", ep.port, "): ", ec.message());
+        out.why = Cat("replica ", ep.job, " (", ep.host, ":", ep.port,
+                      "): ", clock.state->timed_out ? "connect timed out" : ec.message());
         co_return out;
       }
-      s->socket().set_option(tcp::no_delay(true), ec);
+      s->set_option(tcp::no_delay(true), ec);
     }
-    s->expires_at(deadline);
+    clock.Arm(deadline, s.get());
     co_await http::async_write(*s, req, Into(ec));
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxBodyLimit);
+    parser.skip(req.method() == http::verb::head);  // its Content-Length announces no body
     beast::flat_buffer buffer;
     if (!ec) co_await http::async_read(*s, buffer, parser, Into(ec));
-    if (ec == beast::error::timeout) {
+    if (ec && clock.state->timed_out) {
       out.kind = Attempt::Kind::kTimeout;
       out.why = Cat("replica ", ep.job, " did not answer in time");
       co_return out;
@@ -157,10 +217,7 @@ asio::awaitable<Attempt> SendTo(Gateway::Impl& m, const Endpoint& ep, HttpReques
       co_return out;
     }
     out.res = parser.release();
-    if (out.res.keep_alive()) {
-      s->expires_never();
-      ep.pool->Put(std::move(s));
-    }
+    if (out.res.keep_alive() && buffer.size() == 0) pool.Put(std::move(s));
     co_return out;
   }
   out.kind = Attempt::Kind::kFailed;
@@ -236,7 +293,7 @@ asio::awaitable<ProxyAnswer> Proxy(Gateway::Impl& m, const std::string& key, Htt
       continue;
     }
     const Endpoint ep = route->endpoints[*pick];
-    req.set(http::field::host, Cat(ep.host, ":", ep.port));
+    req.set(http::field::host, ep.host_header);
     ++ep.health->in_flight;
     Attempt at = co_await SendTo(m, ep, req, deadline);
     --ep.health->in_flight;
@@ -314,15 +371,21 @@ asio::awaitable<void> Dispatch(Gateway::Impl& m, std::string key, std::string pa
   }
 }
 
-// Takes the service's gathered batch (under m.mu) and sends it.
-void SendBatch(Gateway::Impl& m, const std::string& key, PendingBatch& b, const std::string& path,
-               SteadyTime deadline) {
+// Takes the service's gathered batch (under m.mu): what SendBatch sends.
+std::vector<std::shared_ptr<BatchSlot>> TakeBatch(PendingBatch& b) {
   std::vector<std::shared_ptr<BatchSlot>> slots = std::move(b.slots);
   b.slots.clear();
   b.instances = 0;
   ++b.generation;
-  asio::co_spawn(asio::make_strand(m.io), Dispatch(m, key, path, std::move(slots), deadline),
-                 asio::detached);
+  return slots;
+}
+
+// Sends a batch from the worker of `ex` (not under m.mu).
+void SendBatch(Gateway::Impl& m, const asio::any_io_executor& ex, const std::string& key,
+               const std::string& path, std::vector<std::shared_ptr<BatchSlot>> slots,
+               SteadyTime deadline) {
+  if (slots.empty()) return;
+  asio::co_spawn(ex, Dispatch(m, key, path, std::move(slots), deadline), asio::detached);
 }
 
 asio::awaitable<HttpResponse> ServeBatched(Gateway::Impl& m, const Route& route,
@@ -333,29 +396,34 @@ asio::awaitable<HttpResponse> ServeBatched(Gateway::Impl& m, const Route& route,
   const ServiceBatching& cfg = *route.svc->spec.batching;
   auto slot = std::make_shared<BatchSlot>();
   slot->instances = *std::move(instances);
-  slot->wake = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
+  const asio::any_io_executor ex = co_await asio::this_coro::executor;
+  slot->wake = std::make_shared<asio::steady_timer>(ex);
   slot->wake->expires_at(deadline);
+  std::vector<std::shared_ptr<BatchSlot>> full;
   {
     std::lock_guard lock(m.mu);
     PendingBatch& b = m.batches[route.key];
     b.slots.push_back(slot);
     b.instances += slot->instances.size();
     if (b.instances >= static_cast<size_t>(cfg.max_batch_size)) {
-      SendBatch(m, route.key, b, cfg.path, deadline);
+      full = TakeBatch(b);
     } else if (b.slots.size() == 1) {
       // The first of a batch starts its delay.
-      auto timer = std::make_shared<asio::steady_timer>(asio::make_strand(m.io));
+      auto timer = std::make_shared<asio::steady_timer>(ex);
       timer->expires_after(std::chrono::milliseconds(cfg.max_queue_delay_ms));
-      timer->async_wait([&m, timer, key = route.key, path = cfg.path, gen = b.generation,
+      timer->async_wait([&m, ex, timer, key = route.key, path = cfg.path, gen = b.generation,
                          deadline](beast::error_code) {
-        std::lock_guard lock(m.mu);
-        PendingBatch& pending = m.batches[key];
-        if (pending.generation == gen && !pending.slots.empty()) {
-          SendBatch(m, key, pending, path, deadline);
+        std::vector<std::shared_ptr<BatchSlot>> due;
+        {
+          std::lock_guard lock(m.mu);
+          PendingBatch& pending = m.batches[key];
+          if (pending.generation == gen) due = TakeBatch(pending);
         }
+        SendBatch(m, ex, key, path, std::move(due), deadline);
       });
     }
   }
+  SendBatch(m, ex, route.key, cfg.path, std::move(full), deadline);
   beast::error_code ec;
   co_await slot->wake->async_wait(Into(ec));
   std::lock_guard lock(slot->mu);
@@ -450,10 +518,26 @@ asio::awaitable<bool> WriteResponse(TlsConn& tls, HttpResponse& res, bool keep_a
   res.set(http::field::server, "gpucloud-gateway");
   res.keep_alive(keep_alive);
   res.prepare_payload();
-  std::ostringstream wire;
-  wire << res;
+  // The header and body as one string, one TLS write (no ostream).
+  std::string wire;
+  wire.reserve(256 + res.body().size());
+  wire += "HTTP/1.1 ";
+  wire += std::to_string(res.result_int());
+  wire += ' ';
+  wire.append(res.reason().data(), res.reason().size());
+  wire += "\r\n";
+  for (const auto& f : res) {
+    wire.append(f.name_string().data(), f.name_string().size());
+    wire += ": ";
+    wire.append(f.value().data(), f.value().size());
+    wire += "\r\n";
+  }
+  wire += "\r\n";
+  if (res.result() != http::status::no_content && res.result() != http::status::not_modified) {
+    wire += res.body();
+  }
   beast::error_code ec;
-  co_await tls.WriteAll(wire.str(), ec);
+  co_await tls.WriteAll(wire, ec);
   co_return !ec;
 }
 
@@ -470,8 +554,8 @@ asio::awaitable<void> Gateway::Impl::Session(std::shared_ptr<OpenConn> conn, tcp
   socket.set_option(tcp::no_delay(true), ec);
   std::string peer_ip;
   if (auto remote = socket.remote_endpoint(ec); !ec) peer_ip = remote.address().to_string();
-  Deadline deadline(socket);
-  deadline.Arm(options.handshake_timeout);
+  Watchdog watchdog(socket);
+  watchdog.Watch(options.handshake_timeout);
   co_await socket.async_wait(tcp::socket::wait_read, Into(ec));
   if (ec || stopping) co_return;
   unsigned char first = 0;
@@ -485,12 +569,12 @@ asio::awaitable<void> Gateway::Impl::Session(std::shared_ptr<OpenConn> conn, tcp
   if (ec) co_return;
   beast::flat_buffer buffer;
   while (!stopping) {
-    deadline.Arm(options.read_timeout);
+    watchdog.Watch(options.read_timeout);
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
     parser.body_limit(kMaxBodyLimit);
     co_await ReadHttpRequest(tls, buffer, parser, ec);
-    deadline.Disarm();
+    watchdog.Unwatch();
     if (ec) {
       HttpResponse bad;
       if (ec == http::error::body_limit) {
@@ -503,6 +587,7 @@ asio::awaitable<void> Gateway::Impl::Session(std::shared_ptr<OpenConn> conn, tcp
       } else {
         co_return;
       }
+      watchdog.Watch(options.write_timeout);
       co_await WriteResponse(tls, bad, false);
       co_return;
     }
@@ -515,6 +600,7 @@ asio::awaitable<void> Gateway::Impl::Session(std::shared_ptr<OpenConn> conn, tcp
       res = ErrorAnswer(500, "InternalError", "the gateway failed on this request");
     }
     const bool keep = req.keep_alive();
+    watchdog.Watch(options.write_timeout);
     if (!co_await WriteResponse(tls, res, keep) || !keep) co_return;
   }
 }
@@ -522,7 +608,7 @@ asio::awaitable<void> Gateway::Impl::Session(std::shared_ptr<OpenConn> conn, tcp
 asio::awaitable<void> Gateway::Impl::AcceptLoop() {
   asio::steady_timer pause(acceptor.get_executor());
   while (!stopping) {
-    auto strand = asio::make_strand(io);
+    const asio::any_io_executor strand = workers[next_worker++ % workers.size()]->io.get_executor();
     tcp::socket socket(strand);
     beast::error_code ec;
     co_await acceptor.async_accept(socket, Into(ec));
