@@ -20,6 +20,7 @@
 #include "server/paths.h"
 #include "server/rest_paging.h"
 #include "server/rest_util.h"
+#include "server/service_replicas.h"
 #include "server/ssh_keys.h"
 
 namespace gpucloud::server {
@@ -335,7 +336,32 @@ Response RestApi::Handle(const Request& r) {
   // the path alone.
   std::vector<authz::RequestContext> contexts;
   const bool job_write = what->action == "jobs:Create" || what->action == "jobs:Update";
-  if (job_write) {
+  const bool service_write = what->action == "services:Create" || what->action == "services:Update";
+  if (service_write) {
+    // A service's replicas are jobs the service controller makes on its author's behalf: its
+    // write is decided as its action and as jobs:Create of a replica, both on what a replica
+    // asks for, so that no condition on jobs (GPU type, cost, billing, queue) is bypassed.
+    const manifest::ParseResult& p = ParsedBody(r);
+    const auto* svc = p.ok() && p.manifests.size() == 1
+                          ? std::get_if<InferenceService>(&p.manifests[0].object)
+                          : nullptr;
+    if (svc == nullptr) return Dispatch(r, parts);  // the handler says what is wrong with it
+    if (what->action == "services:Create") {
+      what->resource = ResourceName(ResourceType::kService, parts[1], svc->metadata.name);
+    }
+    const Job replica = ReplicaJob(*svc, ReplicaName(svc->metadata.name, 1), 0, "");
+    const RequestedAction as_job{"jobs:Create",
+                                 ResourceName(ResourceType::kJob, parts[1], replica.metadata.name)};
+    contexts = JobContexts(replica, GpuCatalog::Default());
+    const RequestedAction* first = &*what;  // the service's own action first
+    for (const RequestedAction* action : {first, &as_job}) {
+      for (const authz::RequestContext& c : contexts) {
+        authz::Decision d = authorizer_->Decide(r.who, *action, c);
+        if (!d.allowed()) return Denied(r.who, *action, d);
+      }
+    }
+    NoteJobForAudit(contexts);
+  } else if (job_write) {
     const manifest::ParseResult& p = ParsedBody(r);
     const Job* job =
         p.ok() && p.manifests.size() == 1 ? std::get_if<Job>(&p.manifests[0].object) : nullptr;
