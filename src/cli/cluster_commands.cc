@@ -297,7 +297,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
   if (const ResourceType* t = FindResourceType(resource); t && t->plural == "inferenceservices") {
     std::optional<Json> svc = GetJson(client, Cat(t->Collection(ns), "/", name), err);
     if (!svc) return kExitInvalid;
-    DescribeService(*svc, now, out);
+    DescribeService(*svc, out);
     return 0;
   }
   if (resource == "node" || resource == "nodes") {

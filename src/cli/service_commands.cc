@@ -53,8 +53,7 @@ void PrintServicesTable(const std::vector<Json>& items, bool with_namespace, std
   }
 }
 
-void DescribeService(const Json& svc, int64_t now_ms, std::ostream& out) {
-  (void)now_ms;
+void DescribeService(const Json& svc, std::ostream& out) {
   const Json& meta = Sub(svc, "metadata");
   const Json& spec = Sub(svc, "spec");
   const Json& st = Sub(svc, "status");

@@ -15,9 +15,9 @@ namespace gpucloud::cli {
 void PrintServicesTable(const std::vector<nlohmann::json>& items, bool with_namespace,
                         std::ostream& out);
 
-// What `describe service` prints of `svc` at `now_ms`: the spec's essentials, the counts and
+// What `describe service` prints of `svc`: the spec's essentials, the counts and
 // load, each replica (job, node, address, ready, current template) and the scaling events.
-void DescribeService(const nlohmann::json& svc, int64_t now_ms, std::ostream& out);
+void DescribeService(const nlohmann::json& svc, std::ostream& out);
 
 }  // namespace gpucloud::cli
 

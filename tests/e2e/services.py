@@ -12,7 +12,7 @@ a stand-in model server (examples/services/model_server.py) behind the gateway.
   3. when the load stops it goes back to zero, its replica jobs deleted, and the training job
      runs again (its next attempt);
   4. no token is 401; a tenant of another namespace is 403 naming services:Invoke; an unknown
-     service 404;
+     service 404; `gpuctl get services` and `describe service` show it;
   5. bad replicas and requests: a service whose readiness check fails answers 503 within its
      request timeout; a replica slower than the timeout is 504; a body over maxRequestBytes
      413; a batch answered with the wrong length 502 naming it;
@@ -262,6 +262,14 @@ def test_auth(up, gw, c, build, tmp):
                        capture_output=True, timeout=30)
     token = json.loads(p.stdout).get("status", {}).get("token") if p.returncode == 0 else None
     c.check("a tenant gets a token", bool(token), p.stderr)
+    p = subprocess.run([gpuctl, "get", "services"], env=env, capture_output=True, timeout=30)
+    c.check("gpuctl get services lists it", p.returncode == 0 and b"echo" in p.stdout and
+            b"READY" in p.stdout, (p.returncode, p.stdout, p.stderr))
+    p = subprocess.run([gpuctl, "describe", "service", "echo"], env=env, capture_output=True,
+                       timeout=30)
+    c.check("gpuctl describe service shows its scaling events",
+            p.returncode == 0 and b"Scaling events:" in p.stdout and b"-> 3" in p.stdout,
+            (p.returncode, p.stdout, p.stderr))
     code, _, body = gw.call("GET", "/default/echo/whoami", token=token)
     c.check("another namespace's tenant: 403 naming services:Invoke",
             code == 403 and b"services:Invoke" in body, (code, body))
