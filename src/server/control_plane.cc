@@ -92,6 +92,7 @@ struct ControlPlane::Impl {
   gateway::LoadMeter service_load{clock};
   gateway::ReplicaHealth replica_health;
   std::unique_ptr<Gateway> gateway;
+  const std::string gateway_id = Cat(std::random_device{}(), std::random_device{}());
   std::string bootstrap;
   bool first = false;
   mutable std::mutex term_mu;
@@ -128,8 +129,9 @@ struct ControlPlane::Impl {
     co.autoscaling = t->autoscaling.get();
     t->controller = std::make_unique<Controller>(s, *nodes, clock, GpuCatalog::Default(), co);
     t->compactor = std::make_unique<Compactor>(s, options.compaction);
-    t->services = std::make_unique<ServiceController>(s, clock, service_load, replica_health,
-                                                      ServiceControllerOptions{});
+    t->services = std::make_unique<ServiceController>(
+        s, clock, service_load, replica_health,
+        ServiceControllerOptions{.merge_remote = OnEtcd(), .local_gateway = gateway_id});
     t->controller->Start();
     t->compactor->Start();
     t->services->Start();
@@ -521,6 +523,8 @@ absl::Status ControlPlane::StartServing() {
                       .port = static_cast<uint16_t>(m.options.gateway_port),
                       .cert_path = m.creds->cert_path,
                       .key_path = m.creds->key_path,
+                      .publish_load = m.OnEtcd(),
+                      .id = m.gateway_id,
                       .wake_scaler = [&m] { m.KickServices(); }};
     m.gateway = std::make_unique<Gateway>(*m.store, *m.tokens, m.api->authorizer(), m.service_load,
                                           m.replica_health, std::move(go));

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/prom_text.h"
 #include "core/text.h"
+#include "gateway/remote_loads.h"
 #include "manifest/manifest.h"
 #include "server/gateway_impl.h"
 #include "server/object_cache.h"
@@ -137,6 +138,7 @@ void Gateway::Impl::CountBatch(const std::string& service, size_t size) {
 void Gateway::Impl::RouteLoop() {
   ObjectCache cache("/inferenceservices/");
   bool first = true;
+  int64_t published = 0;
   while (!stopping) {
     absl::StatusOr<bool> changed = cache.Sync(store);
     if (!changed.ok()) {
@@ -157,7 +159,31 @@ void Gateway::Impl::RouteLoop() {
       }
       PublishRoutes(svcs, endpoints);
     }
+    if (const int64_t now = clock.NowMillis(); options.publish_load && now - published >= 1000) {
+      published = now;
+      PublishLoad(now);
+    }
     store.WaitForChange(cache.revision(), absl::Milliseconds(250));
+  }
+}
+
+void Gateway::Impl::PublishLoad(int64_t now_ms) {
+  std::vector<store::Op> ops;
+  for (const auto& [key, route] : *Snapshot()) {
+    gateway::LoadMeter::Reading r = load.Read(key, 5);
+    if (r.samples.empty() && r.queued == 0 && r.in_flight == 0) continue;  // nothing new
+    gateway::LoadReport report{.updated_ms = now_ms,
+                               .samples = std::move(r.samples),
+                               .in_flight = r.in_flight,
+                               .queued = r.queued,
+                               .last_request_ms = r.last_request_ms};
+    ops.push_back({.key = Cat("/serviceload/", options.id, "/", key),
+                   .value = gateway::LoadReportToJson(report),
+                   .unlogged = true});
+  }
+  if (ops.empty()) return;
+  if (absl::StatusOr<int64_t> rev = store.Txn(ops); !rev.ok()) {
+    Log(Cat("publishing the services' load failed: ", rev.status().message()));
   }
 }
 

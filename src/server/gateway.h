@@ -64,6 +64,11 @@ struct GatewayOptions {
   absl::Duration health_interval = absl::Seconds(1);
   absl::Duration health_timeout = absl::Seconds(1);
   absl::Duration connect_timeout = absl::Seconds(2);
+  // Several servers on one store (etcd): every second the gateway publishes what it measured
+  // of each service under /serviceload/{id}/{ns}/{name} (gateway/remote_loads.h), for the
+  // leader's autoscaler. `id` names this gateway; off on a store of one server.
+  bool publish_load = false;
+  std::string id;
   // Called (from an I/O thread; must not block) when a request waits for a replica.
   std::function<void()> wake_scaler;
   std::function<void(const std::string&)> log;  // stderr if unset

@@ -202,6 +202,8 @@ struct Gateway::Impl {
 
   // gateway.cc
   void RouteLoop();
+  // Every second with options.publish_load: this gateway's LoadReports into the store.
+  void PublishLoad(int64_t now_ms);
   void PublishRoutes(const std::map<std::string, std::shared_ptr<const InferenceService>>& svcs,
                      const std::map<std::string, nlohmann::ordered_json>& endpoints);
   gateway_detail::asio::awaitable<void> HealthLoop();

@@ -106,6 +106,32 @@ std::string ServiceController::NewUid() {
                      ((b >> 48) & 0x3fff) | 0x8000, b & 0xffffffffffff);
 }
 
+absl::Status ServiceController::ReadRemoteLoads(int64_t now_ms) {
+  if (!options_.merge_remote || now_ms - remote_read_ms_ < 1000) return absl::OkStatus();
+  remote_read_ms_ = now_ms;
+  absl::StatusOr<store::ListResult> list = store_.List("/serviceload/");
+  if (!list.ok()) return list.status();
+  std::vector<store::Op> gone;
+  constexpr std::string_view kPrefix = "/serviceload/";
+  for (const store::KeyValue& kv : list->items) {
+    // /serviceload/{gateway}/{ns}/{name}
+    std::vector<std::string> parts = SplitAny(std::string_view(kv.key).substr(kPrefix.size()), "/");
+    if (parts.size() != 3 || parts[0] == options_.local_gateway) continue;
+    absl::StatusOr<gateway::LoadReport> report = gateway::LoadReportFromJson(kv.value);
+    if (!report.ok() || now_ms - report->updated_ms > 60'000) {
+      gone.push_back({store::Op::Kind::kDelete, kv.key, "", kv.mod_revision});
+      continue;
+    }
+    remote_.Add(parts[0], Cat(parts[1], "/", parts[2]), *report);
+  }
+  remote_.Prune(now_ms);
+  if (!gone.empty()) {
+    absl::StatusOr<int64_t> rev = store_.Txn(gone);
+    if (!rev.ok() && !absl::IsAborted(rev.status())) return rev.status();
+  }
+  return absl::OkStatus();
+}
+
 void ServiceController::CollectReplicas(Round& round) {
   std::map<std::string, std::string> address;  // node -> address, read when needed
   for (const auto& [key, obj] : jobs_.objects()) {
@@ -146,6 +172,7 @@ absl::Status ServiceController::RunOnce() {
   }
   Round round;
   round.now = clock_.NowMillis();
+  if (absl::Status s = ReadRemoteLoads(round.now); !s.ok()) Log(Cat("load reports: ", s.message()));
   CollectReplicas(round);
   std::set<std::string> present;
   absl::Status result;

@@ -35,6 +35,7 @@
 #include "autoscale/service_scaler.h"
 #include "core/clock.h"
 #include "gateway/load_meter.h"
+#include "gateway/remote_loads.h"
 #include "gateway/replica_health.h"
 #include "server/object_cache.h"
 #include "store/store.h"
@@ -43,6 +44,11 @@ namespace gpucloud::server {
 
 struct ServiceControllerOptions {
   int64_t tick_ms = 200;
+  // Several servers on one store (etcd): the other servers' gateways' load reports
+  // (/serviceload/, gateway/remote_loads.h) are added to the local gateway's measurements;
+  // `local_gateway` is this server's gateway's id (its own reports are not read back).
+  bool merge_remote = false;
+  std::string local_gateway;
   // Where it says what went wrong (a failed write); stderr if unset.
   std::function<void(const std::string&)> log;
 };
@@ -108,6 +114,11 @@ class ServiceController {
   ObjectCache jobs_{"/jobs/"};
   ObjectCache nodes_{"/nodes/"};
   std::map<std::string, autoscale::ScalerMemory> memory_;  // by service, on the loop's thread
+  gateway::RemoteLoads remote_;                            // on the loop's thread
+  int64_t remote_read_ms_ = 0;
+  // With options_.merge_remote, at most once a second: the other gateways' reports into
+  // remote_, and those of gateways gone for a minute deleted.
+  absl::Status ReadRemoteLoads(int64_t now_ms);
   uint64_t uid_state_;
 
   mutable std::mutex mu_;

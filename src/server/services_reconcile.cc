@@ -83,6 +83,7 @@ absl::Status ServiceController::Reconcile(Round& round, const std::string& key,
   // How many: the scaler on the gateway's measurements.
   const ServiceAutoscaling& a = spec.autoscaling;
   gateway::LoadMeter::Reading load = load_.Read(svc_key, a.stable_window_seconds);
+  remote_.MergeInto(svc_key, round.now, &load);  // the other servers' gateways' measurements
   autoscale::ScalerMemory& memory = memory_[svc_key];
   const int32_t before = memory.desired;
   autoscale::ScaleDecision d = autoscale::DecideReplicas(

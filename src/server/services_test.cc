@@ -225,5 +225,39 @@ TEST_F(ServiceControllerTest, ScaleFromZeroOnAWaitingRequest) {
             std::string::npos);
 }
 
+TEST_F(ServiceControllerTest, OtherServersGatewaysLoadCounts) {
+  // This server's gateway saw nothing; another server's published 45 requests in flight (its
+  // reports lag a second: the panic window sees five of its six seconds).
+  ctl_ = std::make_unique<ServiceController>(
+      *store_, clock_, load_, health_,
+      ServiceControllerOptions{.merge_remote = true, .local_gateway = "mine"});
+  Apply(kService);
+  Run();
+  ASSERT_EQ(Replicas().size(), 1u);
+  for (int i = 0; i < 8; ++i) {
+    gateway::LoadReport r{.updated_ms = clock_.NowMillis(), .in_flight = 45};
+    for (int k = 1; k <= 3; ++k) {
+      const int64_t start = clock_.NowMillis() - clock_.NowMillis() % 1000 - k * 1000;
+      r.samples.push_back({start, 45, 5});
+    }
+    ASSERT_TRUE(store_
+                    ->Txn({{.key = "/serviceload/other/team-a/resnet",
+                            .value = gateway::LoadReportToJson(r)}})
+                    .ok());
+    Run(1000);
+  }
+  EXPECT_EQ(Service()["status"]["desiredReplicas"], 4);
+  // Its own reports are not read back (they are in its meter already), and a report a minute
+  // old is deleted.
+  gateway::LoadReport own{.updated_ms = clock_.NowMillis(), .samples = {{0, 1000, 1}}};
+  ASSERT_TRUE(store_
+                  ->Txn({{.key = "/serviceload/mine/team-a/resnet",
+                          .value = gateway::LoadReportToJson(own)}})
+                  .ok());
+  clock_.Advance(61'000);
+  Run();
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("/serviceload/other/team-a/resnet").status()));
+}
+
 }  // namespace
 }  // namespace gpucloud::server
