@@ -8,6 +8,9 @@
 //   /apis/gpucloud/v1/nodes[/{name}]                      Nodes, registered by their agents
 //   /apis/gpucloud/v1/users|groups|policies|tokens[/{name}], namespaces/{ns}/serviceaccounts,
 //     whoami, authorize                                   identities (rest_iam.cc)
+//   /apis/gpucloud/v1/namespaces/{ns}/inferenceservices[/{name}]   InferenceServices: a
+//                                        create or update is also decided as jobs:Create of a
+//                                        replica (services.h makes their jobs)
 //   /apis/gpucloud/v1/namespaces/{ns}/secrets[/{name}]    Secrets, values never answered
 //   /apis/gpucloud/v1/namespaces[/{name}]                 Namespaces (cluster-wide): a create
 //                                        or replace in a namespace needs its object
