@@ -1,5 +1,7 @@
 #include "core/text.h"
 
+#include "core/hash.h"
+
 namespace gpucloud {
 namespace {
 char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -65,6 +67,15 @@ size_t FirstInvalidUtf8(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
+}
+
+uint64_t Fnv1a64(std::string_view text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
 }
 
 }  // namespace gpucloud

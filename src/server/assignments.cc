@@ -4,19 +4,12 @@
 #include <map>
 #include <utility>
 
+#include "core/hash.h"
 #include "core/text.h"
 #include "server/job_arrays.h"
 
 namespace gpucloud::server {
 namespace {
-
-uint64_t Fnv1a64(std::string_view text, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // The parts of an assignment that come from the task's spec.
 void FromSpec(const TaskSpec& spec, const Job& job, api::Assignment& a) {

@@ -22,6 +22,7 @@
 #include "manifest/manifest.h"
 #include "server/gateway_impl.h"
 #include "server/object_cache.h"
+#include "server/tls_conn.h"
 
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // GCC 12 on Asio's coroutine frames
 
@@ -32,8 +33,6 @@ namespace http = beast::http;
 using Json = nlohmann::ordered_json;
 
 namespace {
-
-auto Into(beast::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
 // host:port split at the last colon ("" host when there is none).
 std::pair<std::string, uint16_t> SplitAddress(const std::string& address) {

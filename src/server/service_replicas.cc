@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
 #include "core/text.h"
 #include "fmt/format.h"
 #include "manifest/manifest.h"
@@ -67,12 +68,7 @@ std::string TemplateHash(const InferenceService& svc) {
                          {"billing", j["spec"]["billing"]},
                          {"nodeSelector", j["spec"].value("nodeSelector", nlohmann::json())},
                          {"tolerations", j["spec"].value("tolerations", nlohmann::json())}};
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : keep.dump()) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", Fnv1a64(keep.dump()));
 }
 
 std::string ReplicaName(std::string_view service, int64_t n) {
@@ -111,9 +107,7 @@ Job ReplicaJob(const InferenceService& svc, const std::string& name, int port,
 }
 
 int FreeServicePort(const std::set<int>& used, std::string_view name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  const int start = static_cast<int>(h % kServicePortCount);
+  const int start = static_cast<int>(Fnv1a64(name) % kServicePortCount);
   for (int k = 0; k < kServicePortCount; ++k) {
     const int port = kServicePortBase + (start + k) % kServicePortCount;
     if (!used.count(port)) return port;

@@ -135,9 +135,14 @@ absl::Status ServiceController::ReadRemoteLoads(int64_t now_ms) {
 void ServiceController::CollectReplicas(Round& round) {
   std::map<std::string, std::string> address;  // node -> address, read when needed
   for (const auto& [key, obj] : jobs_.objects()) {
-    const Json& meta = obj.doc.contains("metadata") ? obj.doc["metadata"] : Json::object();
-    if (!meta.is_object() || !meta.contains("labels") || !meta["labels"].is_object()) continue;
-    const Json& labels = meta["labels"];
+    // Every job in the cluster passes here each round: no copies of the ones that are no
+    // service's replicas.
+    auto m = obj.doc.find("metadata");
+    if (m == obj.doc.end() || !m->is_object()) continue;
+    const Json& meta = *m;
+    auto l = meta.find("labels");
+    if (l == meta.end() || !l->is_object()) continue;
+    const Json& labels = *l;
     auto svc = labels.find(std::string(kServiceLabel));
     if (svc == labels.end() || !svc->is_string()) continue;
     Replica r;
@@ -176,7 +181,7 @@ absl::Status ServiceController::RunOnce() {
   CollectReplicas(round);
   std::set<std::string> present;
   absl::Status result;
-  for (const auto& [key, obj] : services_.objects()) {
+  for (auto& [key, obj] : services_.mutable_objects()) {
     const std::string ns = obj.doc["metadata"].value("namespace", "");
     const std::string name = obj.doc["metadata"].value("name", "");
     present.insert(Cat(ns, "/", name));

@@ -100,7 +100,8 @@ class ServiceController {
   void Loop();
   // Every replica job in the cache, by service ("ns/name"); the ports they hold.
   void CollectReplicas(Round& round);
-  absl::Status Reconcile(Round& round, const std::string& key, const CachedObject& obj);
+  // One service's round; `obj.derived` caches its parsed document and template hash.
+  absl::Status Reconcile(Round& round, const std::string& key, CachedObject& obj);
   std::string NewUid();
   void Log(const std::string& what) const;
 

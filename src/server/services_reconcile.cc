@@ -42,15 +42,35 @@ constexpr int64_t kLoadRefreshMs = 5000;
 
 }  // namespace
 
-absl::Status ServiceController::Reconcile(Round& round, const std::string& key,
-                                          const CachedObject& obj) {
-  manifest::ParseResult parsed = manifest::ParseStoredManifest(obj.doc, key);
-  if (!parsed.ok() || parsed.manifests.size() != 1) return absl::OkStatus();  // never, unedited
-  const auto* svc = std::get_if<InferenceService>(&parsed.manifests[0].object);
-  if (svc == nullptr) return absl::OkStatus();
+namespace {
+
+// What a round needs of a service document, derived once per change of it (not every round).
+struct ParsedService {
+  InferenceService svc;
+  std::string tmpl;  // TemplateHash
+};
+
+const ParsedService* ParsedOf(CachedObject& obj, const std::string& key) {
+  if (!obj.derived) {
+    manifest::ParseResult p = manifest::ParseStoredManifest(obj.doc, key);
+    const auto* svc = p.ok() && p.manifests.size() == 1
+                          ? std::get_if<InferenceService>(&p.manifests[0].object)
+                          : nullptr;
+    if (svc == nullptr) return nullptr;  // never, unless edited in the store
+    obj.derived = std::make_shared<ParsedService>(ParsedService{*svc, TemplateHash(*svc)});
+  }
+  return static_cast<const ParsedService*>(obj.derived.get());
+}
+
+}  // namespace
+
+absl::Status ServiceController::Reconcile(Round& round, const std::string& key, CachedObject& obj) {
+  const ParsedService* parsed = ParsedOf(obj, key);
+  if (parsed == nullptr) return absl::OkStatus();
+  const InferenceService* svc = &parsed->svc;
   const std::string& ns = svc->metadata.namespace_;
   const std::string svc_key = Cat(ns, "/", svc->metadata.name);
-  const std::string tmpl = TemplateHash(*svc);
+  const std::string& tmpl = parsed->tmpl;
   const InferenceServiceSpec& spec = svc->spec;
   std::vector<ReplicaView> views;
   Json endpoints = Json::array();
