@@ -17,12 +17,21 @@
 //     booting, its image pulling) keeps the count (kserve#1247). From zero, one request is
 //     enough to ask for a replica.
 //   - Never below `min_replicas` nor above `max_replicas`.
+//
+// On p95 latency (kP95Latency; latency does not grow in proportion to load, so it is held by
+// steps): when the panic window's p95 is over the target, the count grows in proportion
+// (ceil(ready x p95 / target)), at least by one and at most doubling; when the stable window's
+// p95 is under 80 % of the target, it shrinks by a tenth (at least one). Each step waits until
+// no replica is starting (the latency does not show them yet) and until the window it reads
+// was measured after the last change (a panic window after it for going up, a stable window
+// for going down). Scale to zero and from zero are as above.
 #ifndef GPUCLOUD_AUTOSCALE_SERVICE_SCALER_H_
 #define GPUCLOUD_AUTOSCALE_SERVICE_SCALER_H_
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/inference_service.h"
 
@@ -31,11 +40,25 @@ namespace gpucloud::autoscale {
 inline constexpr double kScaleDownFraction = 0.8;
 inline constexpr double kPanicThreshold = 2.0;
 
+// Requests that finished with a latency in one bucket: bucket b holds latencies in
+// [2^(b/4), 2^((b+1)/4)) ms (bucket 0 also those under 1 ms), so a p95 is known within 19 %.
+struct LatencyCount {
+  int32_t bucket = 0;
+  int64_t count = 0;
+  bool operator==(const LatencyCount&) const = default;
+};
+inline constexpr int32_t kLatencyBuckets = 96;  // up to 2^24 ms (4.6 h); longer ones: the last
+int32_t LatencyBucket(double ms);
+double LatencyOfBucket(int32_t bucket);  // its geometric middle, ms
+// Counts one more request of `bucket` in `counts` (sorted by bucket).
+void AddLatency(std::vector<LatencyCount>& counts, int32_t bucket, int64_t n = 1);
+
 // One second of a service's traffic at the gateway, the second starting at `start_ms`.
 struct LoadSample {
   int64_t start_ms = 0;
   double concurrency = 0;  // requests in flight (queued included), averaged over the second
   int64_t requests = 0;    // requests that arrived in it
+  std::vector<LatencyCount> latency;  // requests that finished in it, by latency bucket
 };
 
 // What the scaler remembers between decisions (kept by the caller, given back each time).
@@ -43,6 +66,7 @@ struct ScalerMemory {
   int32_t desired = -1;  // the last decision; -1: none yet
   int64_t panic_until_ms = 0;
   int64_t last_scale_up_ms = 0;
+  int64_t last_scale_down_ms = 0;
   bool operator==(const ScalerMemory&) const = default;
 };
 
@@ -59,7 +83,7 @@ struct ScaleDecision {
   std::string reason;  // what decided, for the service's status and events
   bool panic = false;
   ScalerMemory memory;
-  double stable_load = 0;  // the windows' averages, in the metric's unit
+  double stable_load = 0;  // the windows' averages (kP95Latency: their p95s), in the metric's unit
   double panic_load = 0;
 };
 
@@ -71,6 +95,10 @@ ScaleDecision DecideReplicas(const InferenceServiceSpec& spec, std::span<const L
 // The average of the metric over the `seconds` before `now_ms` (whole seconds of samples).
 double WindowAverage(ServiceMetric metric, std::span<const LoadSample> samples, int64_t seconds,
                      int64_t now_ms);
+
+// The 95th percentile of the latencies of the requests that finished in the `seconds` before
+// `now_ms`, in ms; 0 when none did.
+double WindowP95(std::span<const LoadSample> samples, int64_t seconds, int64_t now_ms);
 
 }  // namespace gpucloud::autoscale
 

@@ -26,7 +26,10 @@ std::string Text(const Json& j, const char* key, const std::string& absent = "-"
 std::string Load(const Json& status, const Json& spec) {
   const Json& load = Sub(status, "load");
   const Json& a = Sub(spec, "autoscaling");
-  const std::string unit = Text(a, "metric", "concurrency") == "rps" ? "req/s" : "in flight";
+  const std::string metric = Text(a, "metric", "concurrency");
+  const std::string unit = metric == "rps"          ? "req/s"
+                           : metric == "p95Latency" ? "ms p95"
+                                                    : "in flight";
   if (!load.contains("stable")) return "-";
   return Cat(Text(load, "stable"), " ", unit, " (panic ", Text(load, "panic"), ")");
 }

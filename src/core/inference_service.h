@@ -20,16 +20,17 @@
 namespace gpucloud {
 
 // What the autoscaler holds per replica: requests in flight (Knative's concurrency, Ray Serve's
-// ongoing requests), or requests per second.
-enum class ServiceMetric { kConcurrency, kRps };
-std::string_view ServiceMetricName(ServiceMetric m);  // "concurrency", "rps"
+// ongoing requests), or requests per second; or what it holds for the whole service: the 95th
+// percentile of its requests' latency at the gateway, in milliseconds (kP95Latency).
+enum class ServiceMetric { kConcurrency, kRps, kP95Latency };
+std::string_view ServiceMetricName(ServiceMetric m);  // "concurrency", "rps", "p95Latency"
 std::optional<ServiceMetric> ParseServiceMetric(std::string_view text);
 
 // Knative's defaults: a 60 s stable window, a 6 s panic window entered at twice the capacity,
 // scale to zero after 30 s without requests.
 struct ServiceAutoscaling {
   ServiceMetric metric = ServiceMetric::kConcurrency;
-  int32_t target = 10;  // per replica, in `metric`'s unit
+  int32_t target = 10;  // per replica, in `metric`'s unit (kP95Latency: milliseconds, overall)
   int64_t stable_window_seconds = 60;
   int64_t panic_window_seconds = 6;
   int64_t scale_to_zero_after_seconds = 30;  // with min 0: no request for this long

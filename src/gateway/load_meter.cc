@@ -8,13 +8,14 @@ void LoadMeter::Advance(Series& s, int64_t now) {
   if (now >= s.second_start + 1000) {
     const int64_t end = s.second_start + 1000;
     s.area += static_cast<double>(s.in_flight) * static_cast<double>(end - s.last_change);
-    s.closed.push_back({s.second_start, s.area / 1000.0, s.arrivals});
+    s.closed.push_back({s.second_start, s.area / 1000.0, s.arrivals, std::move(s.latency)});
+    s.latency.clear();
     const int64_t next = now - now % 1000;
     const int64_t horizon = next - static_cast<int64_t>(kMaxSeconds) * 1000;
     // The whole seconds in between held the same requests in flight (none is no sample).
     if (s.in_flight > 0) {
       for (int64_t t = std::max(end, horizon); t < next; t += 1000) {
-        s.closed.push_back({t, static_cast<double>(s.in_flight), 0});
+        s.closed.push_back({t, static_cast<double>(s.in_flight), 0, {}});
       }
     }
     while (!s.closed.empty() &&
@@ -50,11 +51,12 @@ void LoadMeter::Arrived(const std::string& service) {
   s.last_request_ms = now;
 }
 
-void LoadMeter::Finished(const std::string& service) {
+void LoadMeter::Finished(const std::string& service, double latency_ms) {
   const int64_t now = clock_.NowMillis();
   std::lock_guard lock(mu_);
   Series& s = SeriesOf(service, now);
   s.in_flight = std::max<int64_t>(0, s.in_flight - 1);
+  if (latency_ms >= 0) autoscale::AddLatency(s.latency, autoscale::LatencyBucket(latency_ms));
 }
 
 void LoadMeter::Queued(const std::string& service, int delta) {

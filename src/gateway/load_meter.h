@@ -1,6 +1,7 @@
 // LoadMeter: what the gateway measures of each inference service's traffic, second by second,
 // for the service autoscaler (autoscale/service_scaler.h): requests in flight (those waiting
-// for a replica included) integrated over time, and arrivals. A second's sample is closed when
+// for a replica included) integrated over time, arrivals, and the latencies of the requests
+// that finished. A second's sample is closed when
 // the clock passes it; seconds with nothing in flight and no arrival are not kept (the scaler
 // counts a missing second as idle); at most the last kMaxSeconds are kept per service.
 // Thread-safe (one mutex; every call is a few arithmetic operations).
@@ -28,7 +29,9 @@ class LoadMeter {
 
   // A request arrived for `service` ("ns/name"): in flight until Finished.
   void Arrived(const std::string& service);
-  void Finished(const std::string& service);
+  // It took `latency_ms` from arrival to answer (counted in the second it finished in; < 0:
+  // not measured).
+  void Finished(const std::string& service, double latency_ms = -1);
   // A request started or stopped waiting for a replica (it stays in flight either way).
   void Queued(const std::string& service, int delta);
 
@@ -50,6 +53,7 @@ class LoadMeter {
     int64_t last_change = 0;   // when in_flight last changed (inside the open second)
     double area = 0;           // in-flight x ms in the open second so far
     int64_t arrivals = 0;      // in the open second
+    std::vector<autoscale::LatencyCount> latency;  // of requests finished in the open second
     int64_t in_flight = 0;
     int64_t queued = 0;
     int64_t last_request_ms = 0;

@@ -12,15 +12,18 @@ TEST(LoadMeterTest, IntegratesInFlightPerSecond) {
   clock.Advance(500);
   m.Arrived("a/s");  // 10.500: two
   clock.Advance(250);
-  m.Finished("a/s");    // 10.750: one
-  clock.Advance(2250);  // 13.000: seconds 10 and 11 and 12 closed
+  m.Finished("a/s", 750);  // 10.750: one (its latency counted in second 10)
+  clock.Advance(2250);     // 13.000: seconds 10 and 11 and 12 closed
   LoadMeter::Reading r = m.Read("a/s", 60);
   ASSERT_EQ(r.samples.size(), 3u);
   EXPECT_EQ(r.samples[0].start_ms, 10'000);
   EXPECT_DOUBLE_EQ(r.samples[0].concurrency, 0.5 * 1 + 0.25 * 2 + 0.25 * 1);
   EXPECT_EQ(r.samples[0].requests, 2);
   EXPECT_DOUBLE_EQ(r.samples[1].concurrency, 1);  // held through second 11
+  EXPECT_EQ(r.samples[0].latency,
+            (std::vector<autoscale::LatencyCount>{{autoscale::LatencyBucket(750), 1}}));
   EXPECT_EQ(r.samples[1].requests, 0);
+  EXPECT_TRUE(r.samples[1].latency.empty());
   EXPECT_DOUBLE_EQ(r.samples[2].concurrency, 1);
   EXPECT_EQ(r.in_flight, 1);
   EXPECT_EQ(r.last_request_ms, 10'500);

@@ -10,7 +10,15 @@ using Json = nlohmann::json;
 std::string LoadReportToJson(const LoadReport& r) {
   Json samples = Json::array();
   for (const autoscale::LoadSample& s : r.samples) {
-    samples.push_back(Json::array({s.start_ms, s.concurrency, s.requests}));
+    Json sample = Json::array({s.start_ms, s.concurrency, s.requests});
+    if (!s.latency.empty()) {  // [[bucket, count], ...]
+      Json latency = Json::array();
+      for (const autoscale::LatencyCount& c : s.latency) {
+        latency.push_back(Json::array({c.bucket, c.count}));
+      }
+      sample.push_back(std::move(latency));
+    }
+    samples.push_back(std::move(sample));
   }
   return Json{{"updatedMs", r.updated_ms},
               {"samples", std::move(samples)},
@@ -32,10 +40,21 @@ absl::StatusOr<LoadReport> LoadReportFromJson(std::string_view json) {
     r.queued = j.value("queued", int64_t{0});
     r.last_request_ms = j.value("lastRequestMs", int64_t{0});
     for (const Json& s : j["samples"]) {
-      if (!s.is_array() || s.size() != 3) {
-        return absl::InvalidArgumentError("a load sample is [startMs, concurrency, requests]");
+      if (!s.is_array() || (s.size() != 3 && s.size() != 4)) {
+        return absl::InvalidArgumentError(
+            "a load sample is [startMs, concurrency, requests] or [..., [[bucket, count]...]]");
       }
-      r.samples.push_back({s[0].get<int64_t>(), s[1].get<double>(), s[2].get<int64_t>()});
+      autoscale::LoadSample sample{s[0].get<int64_t>(), s[1].get<double>(), s[2].get<int64_t>()};
+      if (s.size() == 4) {
+        for (const Json& c : s[3]) {
+          const int32_t bucket = c.at(0).get<int32_t>();
+          if (bucket < 0 || bucket >= autoscale::kLatencyBuckets) {
+            return absl::InvalidArgumentError("a load sample's latency bucket is out of range");
+          }
+          autoscale::AddLatency(sample.latency, bucket, c.at(1).get<int64_t>());
+        }
+      }
+      r.samples.push_back(std::move(sample));
     }
   } catch (const Json::exception& e) {
     return absl::InvalidArgumentError(std::string("a load report's field: ") + e.what());
@@ -63,6 +82,9 @@ void RemoteLoads::MergeInto(const std::string& service, int64_t now_ms,
       into.start_ms = start;
       into.concurrency += s.concurrency;
       into.requests += s.requests;
+      for (const autoscale::LatencyCount& c : s.latency) {
+        autoscale::AddLatency(into.latency, c.bucket, c.count);
+      }
     }
     reading->last_request_ms = std::max(reading->last_request_ms, series.last.last_request_ms);
     if (now_ms - series.last.updated_ms <= kStaleMs) {

@@ -7,7 +7,7 @@ namespace {
 
 TEST(RemoteLoadsTest, ReportsRoundTripAndBadOnesAreErrors) {
   LoadReport r{.updated_ms = 5000,
-               .samples = {{3000, 1.5, 4}, {4000, 2, 1}},
+               .samples = {{3000, 1.5, 4, {{12, 3}, {40, 1}}}, {4000, 2, 1}},
                .in_flight = 2,
                .queued = 1,
                .last_request_ms = 4500};
@@ -17,6 +17,9 @@ TEST(RemoteLoadsTest, ReportsRoundTripAndBadOnesAreErrors) {
   ASSERT_EQ(back->samples.size(), 2u);
   EXPECT_DOUBLE_EQ(back->samples[0].concurrency, 1.5);
   EXPECT_EQ(back->samples[1].requests, 1);
+  EXPECT_EQ(back->samples[0].latency, r.samples[0].latency);
+  EXPECT_TRUE(back->samples[1].latency.empty());
+  EXPECT_FALSE(LoadReportFromJson(R"({"samples": [[1, 2, 3, [[500, 1]]]]})").ok());
   EXPECT_EQ(back->queued, 1);
   EXPECT_FALSE(LoadReportFromJson("[]").ok());
   EXPECT_FALSE(LoadReportFromJson(R"({"samples": [[1, 2]]})").ok());
@@ -34,7 +37,10 @@ TEST(RemoteLoadsTest, GatewaysAddUpAndOverlappingReportsCountOnce) {
   // A report older than one already read changes nothing.
   remote.Add("a", "ns/s", {.updated_ms = 3500, .samples = {{3000, 100, 100}}});
   LoadMeter::Reading local;
-  local.samples = {{3000, 0.5, 1}};
+  local.samples = {{3000, 0.5, 1, {{7, 1}}}};
+  remote.Add(
+      "b", "ns/s",
+      {.updated_ms = 4100, .samples = {{3000, 10, 1, {{7, 2}, {9, 1}}}}, .last_request_ms = 3900});
   local.queued = 1;
   remote.MergeInto("ns/s", 4500, &local);
   ASSERT_EQ(local.samples.size(), 3u);
@@ -42,6 +48,8 @@ TEST(RemoteLoadsTest, GatewaysAddUpAndOverlappingReportsCountOnce) {
   EXPECT_DOUBLE_EQ(local.samples[1].concurrency, 3);     // second 2: a's revision
   EXPECT_DOUBLE_EQ(local.samples[2].concurrency, 14.5);  // second 3: local + a + b
   EXPECT_EQ(local.samples[2].requests, 6);
+  EXPECT_EQ(local.samples[2].latency,
+            (std::vector<autoscale::LatencyCount>{{7, 3}, {9, 1}}));  // latencies add up too
   EXPECT_EQ(local.queued, 3);
   EXPECT_EQ(local.last_request_ms, 3900);
   // Stale gateways count for nothing now; their seconds stay until they are old.

@@ -44,7 +44,7 @@ bool DecodeAutoscaling(Context& ctx, const Field& f, ServiceAutoscaling* a) {
   if (!m.valid()) return false;
   bool ok = true;
   if (std::optional<Field> metric = m.Take("metric")) {
-    std::optional<std::string> s = ReadOneOf(ctx, *metric, {"concurrency", "rps"});
+    std::optional<std::string> s = ReadOneOf(ctx, *metric, {"concurrency", "rps", "p95Latency"});
     ok = s.has_value();
     if (s) a->metric = *ParseServiceMetric(*s);
   }

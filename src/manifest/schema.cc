@@ -426,10 +426,11 @@ KindSchema InferenceService() {
             Int("max", "At most (1 to 1000, default 1).")}),
        Obj("autoscaling", "What each replica should carry.",
            {Enum("metric",
-                 "Requests in flight per replica, or requests per second (default "
+                 "Requests in flight per replica, requests per second per replica, or the "
+                 "95th percentile of the requests' latency in milliseconds (default "
                  "concurrency).",
-                 {"concurrency", "rps"}),
-            Int("target", "Per replica (default 10)."),
+                 {"concurrency", "rps", "p95Latency"}),
+            Int("target", "Per replica; for p95Latency, milliseconds (default 10)."),
             Dur("stableWindow", "Averaging window for scaling (6s to 1h, default 60s)."),
             Dur("panicWindow",
                 "Short window that scales up at once at twice the capacity "

@@ -49,6 +49,13 @@ TEST(InferenceServiceManifest, DefaultsAndRoundTrip) {
   EXPECT_EQ(full.spec.batching->max_queue_delay_ms, 3);
   EXPECT_EQ(full.spec.max_unavailable, 1);
   EXPECT_EQ(full.spec.priority, 900);
+  ParseResult lr =
+      ParseManifests(Service("  autoscaling: {metric: p95Latency, target: 250}\n"), "svc.yaml");
+  ASSERT_TRUE(lr.ok()) << lr.errors[0].ToString();
+  const auto& latency = std::get<InferenceService>(lr.manifests[0].object);
+  EXPECT_EQ(latency.spec.autoscaling.metric, ServiceMetric::kP95Latency);
+  EXPECT_EQ(latency.spec.autoscaling.target, 250);
+  EXPECT_NE(ToYaml(latency).find("p95Latency"), std::string::npos);
   for (bool json : {false, true}) {
     const std::string text = json ? ToJson(full) : ToYaml(full);
     ParseResult back = ParseManifests(text, "rt");

@@ -139,12 +139,15 @@ std::string SchedulerConfigSummary(const SchedulerConfiguration& c) {
 std::string ServiceSummary(const InferenceService& svc) {
   const InferenceServiceSpec& s = svc.spec;
   const ServiceAutoscaling& a = s.autoscaling;
-  return Cat("InferenceService ", svc.metadata.namespace_, "/", svc.metadata.name, ": ",
-             s.min_replicas, "..", s.max_replicas, " replicas of ",
-             s.task.image.empty() ? std::string("a host process") : s.task.image, ", ", a.target,
-             a.metric == ServiceMetric::kRps ? " requests/s" : " requests in flight",
-             " per replica", s.batching ? Cat(", batching ", s.batching->path) : std::string(),
-             ", priority ", s.priority);
+  return Cat(
+      "InferenceService ", svc.metadata.namespace_, "/", svc.metadata.name, ": ", s.min_replicas,
+      "..", s.max_replicas, " replicas of ",
+      s.task.image.empty() ? std::string("a host process") : s.task.image, ", ",
+      a.metric == ServiceMetric::kP95Latency
+          ? Cat("p95 latency ", a.target, " ms")
+          : Cat(a.target, a.metric == ServiceMetric::kRps ? " requests/s" : " requests in flight",
+                " per replica"),
+      s.batching ? Cat(", batching ", s.batching->path) : std::string(), ", priority ", s.priority);
 }
 
 }  // namespace

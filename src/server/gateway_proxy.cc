@@ -501,8 +501,9 @@ asio::awaitable<HttpResponse> ServeRequest(Gateway::Impl& m, const HttpRequest& 
     retried = a.retried;
     replica = a.replica;
   }
-  m.load.Finished(t->key());
-  m.Count(t->key(), res.result_int(), absl::ToDoubleSeconds(absl::Now() - started), retried);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - started);
+  m.load.Finished(t->key(), seconds * 1000);
+  m.Count(t->key(), res.result_int(), seconds, retried);
   if (!replica.empty()) res.set("X-Gpucloud-Replica", replica);
   co_return res;
 }

@@ -1,7 +1,7 @@
-// The replicas of an inference service (core/inference_service.h) as jobs: what a replica's job
-// is, and which replicas to start and stop to reach a desired count — scaling and rolling
-// updates as one pure plan (a ReplicaSet and a Deployment's rollout in one). The service
-// controller (services.h) carries the plan out. Pure functions; thread-compatible.
+// The replicas of an inference service (core/inference_service.h) as jobs: a replica's job
+// document (autoscale::ReplicaJobSpec with its name, port and labels), replica names and ports,
+// and the write that stops one. Which replicas to start and stop is autoscale::PlanReplicas
+// (autoscale/replica_plan.h). Pure functions; thread-compatible.
 #ifndef GPUCLOUD_SERVER_SERVICE_REPLICAS_H_
 #define GPUCLOUD_SERVER_SERVICE_REPLICAS_H_
 
@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autoscale/replica_plan.h"
 #include "core/inference_service.h"
 #include "core/job.h"
 #include "store/store.h"
@@ -50,30 +51,10 @@ int FreeServicePort(const std::set<int>& used, std::string_view name);
 store::Op StopReplicaOp(const std::string& key, const nlohmann::ordered_json& doc,
                         int64_t mod_revision);
 
-struct ReplicaView {
-  std::string job;
-  bool current = true;  // runs the service's current template
-  enum class State { kPending, kStarting, kReady, kStopping, kEnded };
-  State state = State::kPending;  // kStarting: running, not ready yet
-  int64_t in_flight = 0;          // requests the gateway has in flight on it
-};
-
-struct ReplicaPlan {
-  int32_t create = 0;              // new replicas of the current template
-  std::vector<std::string> stop;   // replicas to stop and delete (their jobs cancelled)
-  std::vector<std::string> clear;  // ended replicas to delete (they are replaced)
-  bool waiting_for_idle = false;   // a ready replica would go, but none is idle yet
-};
-
-// What to do to reach `desired` replicas of the current template, from `replicas`:
-//   - ended replicas are cleared (and so replaced while the count is short);
-//   - scaling up creates; scaling down stops pending replicas first, then starting ones, then
-//     ready ones with no request in flight (never a busy one: it waits for one to be idle);
-//   - a rolling update starts current replicas at most `max_surge` beyond `desired` and stops
-//     old ones (not ready ones at once, ready ones, idlest first, while the ready count stays at
-//     least desired - max_unavailable).
-ReplicaPlan PlanReplicas(const InferenceServiceSpec& spec, int32_t desired,
-                         const std::vector<ReplicaView>& replicas);
+// The plan is autoscale's (shared with the simulator).
+using autoscale::PlanReplicas;
+using autoscale::ReplicaPlan;
+using autoscale::ReplicaView;
 
 }  // namespace gpucloud::server
 

@@ -178,6 +178,35 @@ TEST_F(ServiceControllerTest, ScalesOnTheGatewaysLoadAndBackDownToIdleReplicasOn
       << "a busy replica is never the one stopped";
 }
 
+// On p95 latency: slow answers through the gateway's meter add a replica, with the latency
+// in the status and the history.
+TEST_F(ServiceControllerTest, ScalesOnTheGatewaysP95Latency) {
+  std::string yaml = kService;
+  yaml.replace(yaml.find("autoscaling: {target: 10,"), 25,
+               "autoscaling: {metric: p95Latency, target: 100,");
+  Apply(yaml);
+  Run();
+  SetPhase("resnet-00001", "Running");
+  health_.Get("team-a/resnet-00001")->ready = true;
+  Run();
+  // Ten requests a second answered in 400 ms, for 8 s.
+  for (int s = 0; s < 8; ++s) {
+    for (int i = 0; i < 10; ++i) {
+      load_.Arrived("team-a/resnet");
+      load_.Finished("team-a/resnet", 400);
+    }
+    Run();
+  }
+  EXPECT_EQ(Replicas().size(), 2u);
+  Json st = Service()["status"];
+  EXPECT_EQ(st["desiredReplicas"], 2);
+  EXPECT_EQ(st["load"]["metric"], "p95Latency");
+  EXPECT_GT(st["load"]["panic"].get<double>(), 350);
+  EXPECT_NE(st["history"].back()["reason"].get<std::string>().find("p95 latency"),
+            std::string::npos)
+      << st["history"].back();
+}
+
 TEST_F(ServiceControllerTest, ATemplateChangeRollsAndADeletedServiceTakesItsReplicas) {
   Apply(kService);
   Run();

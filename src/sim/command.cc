@@ -93,6 +93,42 @@ absl::StatusOr<Policy> LoadPolicy(const std::string& arg) {
   return p;
 }
 
+// The services of --service files, each with the load curve of the --service-load at its
+// position (one curve per service, in the order the files hold them).
+absl::StatusOr<std::vector<SimService>> LoadServices(const std::vector<std::string>& files,
+                                                     const std::vector<std::string>& curves,
+                                                     double latency_ms, int64_t startup_s) {
+  std::vector<SimService> out;
+  for (const std::string& file : files) {
+    absl::StatusOr<std::vector<manifest::Manifest>> ms = ReadManifests(file);
+    if (!ms.ok()) return ms.status();
+    for (const manifest::Manifest& m : *ms) {
+      const auto* svc = std::get_if<InferenceService>(&m.object);
+      if (svc == nullptr) {
+        return absl::InvalidArgumentError(Cat("--service: ", file, ": document ", m.document,
+                                              " is a ", manifest::KindOf(m.object),
+                                              ", not an InferenceService"));
+      }
+      out.push_back({.service = *svc, .latency_s = latency_ms / 1000, .startup_s = startup_s});
+    }
+  }
+  if (out.size() != curves.size()) {
+    return absl::InvalidArgumentError(Cat("--service-load: ", curves.size(), " curves for ",
+                                          out.size(), " services (one per service, in order)"));
+  }
+  for (size_t i = 0; i < curves.size(); ++i) {
+    absl::StatusOr<std::string> text = ReadFile(curves[i]);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<std::vector<LoadPoint>> load = ParseLoadCurve(*text);
+    if (!load.ok()) {
+      return absl::InvalidArgumentError(
+          Cat("--service-load: ", curves[i], ": ", load.status().message()));
+    }
+    out[i].load = std::move(*load);
+  }
+  return out;
+}
+
 // A run's GPU use as core/tco.h's usage over the run: each job's GPUs from its first start to
 // its end (or the run's), of the one type it asks for, else the cluster's first node's.
 TcoReport TcoOfRun(const Trace& trace, const SimCluster& cluster, const SimResult& run) {
@@ -314,6 +350,20 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                  "most dollars per hour the cluster's machines may cost (default: no maximum)");
   app.add_flag("--no-oracle-estimates", no_oracle,
                "do not give jobs their real duration as runtime estimate");
+  std::vector<std::string> service_files, service_loads;
+  double service_latency_ms = 100;
+  std::string service_startup = "30s", service_tick = "10s";
+  app.add_option("--service", service_files,
+                 "YAML with InferenceServices to replay beside the trace (repeatable)");
+  app.add_option("--service-load", service_loads,
+                 "a service's load curve, CSV time,rps (one per service, in order; repeatable)");
+  app.add_option("--service-latency-ms", service_latency_ms,
+                 "a request's time at a replica, for the requests in flight (default 100)")
+      ->check(CLI::Range(0.001, 1e7));
+  app.add_option("--service-startup", service_startup,
+                 "from a replica's start to its first answer (default 30s)");
+  app.add_option("--service-tick", service_tick,
+                 "how often the services' autoscaler decides in the replay (default 10s)");
   app.add_option("--out", out_dir, "output directory (required for traces)");
   try {
     app.parse(argc, argv);
@@ -384,6 +434,20 @@ int RunSim(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     *d.into = *v;
   }
   if (until_s >= 0) base.until_s = until_s;
+  int64_t startup_s = 0;
+  for (Duration d : {Duration{"--service-startup", service_startup, &startup_s},
+                     Duration{"--service-tick", service_tick, &base.service_tick_s}}) {
+    absl::StatusOr<int64_t> v = ParseDurationSeconds(d.text);
+    if (!v.ok()) return fail(absl::InvalidArgumentError(Cat(d.flag, ": ", v.status().message())));
+    *d.into = *v;
+  }
+  if (base.service_tick_s <= 0) {
+    return fail(absl::InvalidArgumentError("--service-tick: must be longer than 0s"));
+  }
+  absl::StatusOr<std::vector<SimService>> services =
+      LoadServices(service_files, service_loads, service_latency_ms, startup_s);
+  if (!services.ok()) return fail(services.status());
+  base.services = std::move(*services);
   elastic.enabled = autoscale;
   for (const std::string& part : SplitAny(boot_failure, ",")) {
     size_t eq = part.find('=');

@@ -103,6 +103,29 @@ std::vector<std::pair<double, double>> JctCdf(const SimResult& r) {
   return c;
 }
 
+// The services replayed beside the trace: what each got, and its timeline as
+// [time_s, rps, desired, ready] at every change.
+Json ServicesJson(const SimResult& r) {
+  Json all = Json::array();
+  for (const ServiceOutcome& s : r.services) {
+    Json timeline = Json::array();
+    for (const ServicePoint& p : s.timeline) {
+      timeline.push_back(Json::array({p.t_s, Round3(p.rps), p.desired, p.ready}));
+    }
+    all.push_back(Json{{"name", s.name},
+                       {"gpu_hours", Round3(s.gpu_hours)},
+                       {"ready_replica_hours", Round3(s.ready_replica_hours)},
+                       {"shortfall_replica_hours", Round3(s.shortfall_replica_hours)},
+                       {"requests", std::llround(s.requests)},
+                       {"peak_ready", s.peak_ready},
+                       {"replicas_started", s.replicas_started},
+                       {"replicas_preempted", s.preempted},
+                       {"rejected", s.rejected.empty() ? Json(nullptr) : Json(s.rejected)},
+                       {"timeline", std::move(timeline)}});
+  }
+  return all;
+}
+
 Json RunJson(const SimResult& r) {
   Json out = Json::object();
   out["policy"] = r.policy_name;
@@ -222,6 +245,8 @@ Json RunJson(const SimResult& r) {
              {"nodes_removed", e.nodes_removed}, {"cancelled_requests", e.cancelled},
              {"peak_nodes", e.peak_nodes},       {"spot_reclaims", e.spot_reclaims}};
   }
+  out["gpu_hours_training"] = Round3(r.gpu_hours_training);
+  if (!r.services.empty()) out["services"] = ServicesJson(r);
   out["scheduler_cycles"] = r.cycles;
   return out;
 }
@@ -450,6 +475,27 @@ static std::string CostTable(const ReportInput& in) {
   return out;
 }
 
+// GPU-hours of training and of each service, per run; "" without services.
+static std::string ServiceTable(const ReportInput& in) {
+  bool any = false;
+  for (const SimResult& r : in.runs) any = any || !r.services.empty();
+  if (!any) return "";
+  std::string out =
+      fmt::format("\n{:<22} {:<24} {:>9} {:>10} {:>11} {:>10} {:>9}\n", "services", "service",
+                  "GPU-h", "ready rep-h", "short rep-h", "peak ready", "preempted");
+  for (const SimResult& r : in.runs) {
+    out +=
+        fmt::format("{:<22} {:<24} {:>9.1f}\n", r.policy_name, "(training)", r.gpu_hours_training);
+    for (const ServiceOutcome& s : r.services) {
+      out += fmt::format("{:<22} {:<24} {:>9.1f} {:>10.1f} {:>11.1f} {:>10} {:>9}{}\n",
+                         r.policy_name, s.name, s.gpu_hours, s.ready_replica_hours,
+                         s.shortfall_replica_hours, s.peak_ready, s.preempted,
+                         s.rejected.empty() ? "" : "  rejected: " + s.rejected);
+    }
+  }
+  return out;
+}
+
 std::string SummaryTable(const ReportInput& in) {
   std::string out = fmt::format(
       "{:<14} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}\n", "policy", "finished",
@@ -482,6 +528,7 @@ std::string SummaryTable(const ReportInput& in) {
                        100 * MeanUtilization(r), secs(jct, static_cast<double>(last - first)));
   }
   out += CostTable(in);
+  out += ServiceTable(in);
   bool any_prediction = false;
   for (const SimResult& r : in.runs) any_prediction = any_prediction || r.prediction.failures > 0;
   if (!any_prediction) return out;

@@ -85,6 +85,38 @@ TEST_F(SimBinary, TcoPricesEachRunFourWays) {
   }
 }
 
+// An inference service replayed beside the trace: the summary's services table and
+// report.json's services; a curve missing or malformed is named.
+TEST_F(SimBinary, ReplaysAServiceLoadCurveBesideTheTrace) {
+  const std::string svc = kSrc + "/examples/sim/inference-service.yaml";
+  const std::string curve = kSrc + "/examples/sim/service-load-diurnal.csv";
+  std::string base = kGpucloud + " sim --trace " + trace_ + " --cluster " + kSrc +
+                     "/examples/sim/cluster-16gpu.yaml --service " + svc;
+  auto r = Shell(base + " --service-load " + curve + " --out " + (dir_ / "s").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(training)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("shop/ranker"), std::string::npos) << r.output;
+  const std::string report = Slurp(dir_ / "s" / "report.json");
+  for (const char* key : {"\"services\"", "\"gpu_hours_training\"", "\"shortfall_replica_hours\"",
+                          "\"timeline\"", "\"name\": \"shop/ranker\""}) {
+    EXPECT_NE(report.find(key), std::string::npos) << key;
+  }
+  r = Shell(base + " --out " + (dir_ / "x").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--service-load: 0 curves for 1 services"), std::string::npos)
+      << r.output;
+  std::ofstream(dir_ / "bad.csv") << "time,rps\n0,5\n1h,many\n";
+  r = Shell(base + " --service-load " + (dir_ / "bad.csv").string() + " --out " +
+            (dir_ / "x").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("bad.csv: line 3: rps \"many\" is not a number >= 0"), std::string::npos)
+      << r.output;
+  r = Shell(kGpucloud + " sim --trace " + trace_ + " --cluster tiresias --service " + trace_ +
+            " --service-load " + curve + " --out " + (dir_ / "x").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "x"));  // nothing written
+}
+
 TEST_F(SimBinary, BadInputExitsOneAndSaysWhy) {
   std::string base = kGpucloud + " sim --out " + (dir_ / "o").string();
   auto r = Shell(base + " --trace /nonexistent.csv --cluster tiresias");

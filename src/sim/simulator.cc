@@ -8,12 +8,15 @@
 #include <set>
 #include <tuple>
 
+#include "autoscale/replica_plan.h"
 #include "core/clock.h"
 #include "core/text.h"
 #include "sched/cluster_state.h"
 #include "sched/plugins/scores.h"
 #include "sched/scheduler.h"
+#include "sched/snapshot.h"
 #include "sched/usage_window.h"
+#include "sim/requests.h"
 
 namespace gpucloud::sim {
 namespace {
@@ -34,12 +37,13 @@ enum class EventKind {
   kSignal,
   kNoise,
   kInspected,
-  kBandChange,  // ordering dlas: a job's band changes (see ScheduleBandChange)
-  kNodeBooted,  // autoscaling: a requested machine is up (attempt: its generation)
-  kScaleWake,   // autoscaling: a boot timeout or back-off ends (jobs may wait for it)
-  kScaleIdle,   // autoscaling: a node has been idle long enough to scale down
-  kSpotNotice,  // autoscaling: a spot machine's reclamation notice (attempt: its generation)
-  kSpotGone,    // autoscaling: the noticed spot machine goes (attempt: its generation)
+  kBandChange,   // ordering dlas: a job's band changes (see ScheduleBandChange)
+  kNodeBooted,   // autoscaling: a requested machine is up (attempt: its generation)
+  kScaleWake,    // autoscaling: a boot timeout or back-off ends (jobs may wait for it)
+  kScaleIdle,    // autoscaling: a node has been idle long enough to scale down
+  kSpotNotice,   // autoscaling: a spot machine's reclamation notice (attempt: its generation)
+  kSpotGone,     // autoscaling: the noticed spot machine goes (attempt: its generation)
+  kServiceTick,  // an inference service's autoscaler round (job: the service's index)
 };
 
 struct Event {
@@ -71,48 +75,11 @@ struct JobRun {
   double slowdown = 1;
   Allocation allocation;
   bool capacity_bound = false;  // its last decision: waits for room (the autoscaler's cue)
+  int32_t service = -1;         // a replica of SimOptions::services[service]; -1: a trace job
 };
 
-// The largest replica size <= max_per_node that divides `gpus`.
-int32_t ReplicaSize(int64_t gpus, int32_t max_per_node) {
-  for (int32_t d = std::min<int64_t>(gpus, max_per_node); d > 1; --d) {
-    if (gpus % d == 0) return d;
-  }
-  return 1;
-}
-
-PendingJob MakeRequest(const TraceJob& job, int32_t index, int32_t max_per_node,
-                       bool oracle_estimates) {
-  PendingJob p;
-  p.request.key = Cat("j/", index);
-  int32_t replicas = 0;
-  for (const TraceTask& t : job.tasks) {
-    sched::TaskRequest task;
-    task.name = t.name;
-    task.replicas = t.replicas;
-    GpuRequest& gpu = task.per_replica.gpu;
-    gpu.types = job.gpu_types;
-    if (t.gpus_per_replica.raw() < kMilliPerUnit) {
-      gpu.mode = GpuMode::kShared;
-      gpu.fraction = t.gpus_per_replica;
-    } else {
-      int64_t whole = t.gpus_per_replica.raw() / kMilliPerUnit;
-      int32_t per = ReplicaSize(whole, max_per_node);
-      gpu.mode = GpuMode::kWhole;
-      gpu.count = per;
-      task.replicas = static_cast<int32_t>(t.replicas * (whole / per));
-    }
-    replicas += task.replicas;
-    p.request.tasks.push_back(std::move(task));
-  }
-  p.request.gang_size = replicas;
-  p.queue = job.queue;
-  p.priority = job.priority;
-  p.submit_ms = job.submit_s * 1000;
-  p.runtime_estimate_s = job.estimate_s;
-  if (!p.runtime_estimate_s && oracle_estimates) p.runtime_estimate_s = job.duration_s;
-  return p;
-}
+// A replica's work never runs out: it runs until its service scales it down.
+constexpr double kReplicaWorkS = 1e15;
 
 int32_t MaxGpusPerNode(const std::vector<Node>& nodes) {
   int32_t max_per_node = 1;
@@ -143,7 +110,9 @@ class Simulation {
         rng_(o.seed),
         signal_rng_(o.seed * 7919 + 17),
         workload_(std::move(workload)),
-        usage_(o.policy.fair_share_window_s * 1000) {
+        usage_(o.policy.fair_share_window_s * 1000),
+        services_(o.services, o.service_tick_s),
+        replicas_of_(o.services.size()) {
     const int32_t max_per_node = MaxGpusPerNode(cluster.nodes);
     jobs_.resize(trace.jobs.size());
     for (size_t i = 0; i < trace.jobs.size(); ++i) {
@@ -202,6 +171,9 @@ class Simulation {
         models_[n].assign(gpus, FailureRiskModel(o.prediction.model));
         for (int32_t g = 0; g < gpus; ++g) ScheduleNoise(0, n, g);
       }
+    }
+    for (int32_t s = 0; s < static_cast<int32_t>(services_.size()); ++s) {
+      Push({.t = services_.FirstTick(s), .kind = EventKind::kServiceTick, .job = s});
     }
     result_.policy_name = o.policy_name;
     result_.total_gpus = cluster.TotalGpus();
@@ -411,7 +383,7 @@ class Simulation {
         j.remaining_s = 0;
         ++finished_;
         if (o_.progress && o_.progress_every > 0 && finished_ % o_.progress_every == 0) {
-          o_.progress(finished_, static_cast<int64_t>(jobs_.size()), now);
+          o_.progress(finished_, static_cast<int64_t>(trace_.jobs.size()), now);
         }
         return true;
       }
@@ -486,6 +458,8 @@ class Simulation {
       case EventKind::kScaleIdle:
         scale_due_ = scale_due_ || elastic_.IdleDue(now);
         return false;
+      case EventKind::kServiceTick:
+        return ServiceTick(e.job, now);
       case EventKind::kInspected:
         if (!flagged_[e.node] || flagged_since_[e.node] + o_.prediction.inspection_s != now)
           return false;
@@ -498,7 +472,7 @@ class Simulation {
   void Enqueue(int32_t i) {
     JobRun& j = jobs_[i];
     j.request.runtime_estimate_s.reset();
-    if (trace_.jobs[i].estimate_s || o_.oracle_estimates) {
+    if (j.service < 0 && (trace_.jobs[i].estimate_s || o_.oracle_estimates)) {
       j.request.runtime_estimate_s = std::max<int64_t>(1, std::llround(j.remaining_s));
     }
     j.capacity_bound = false;
@@ -513,6 +487,12 @@ class Simulation {
       double gpus = 0;
       for (const sched::GpuAssignment& g : r.gpus) {
         gpus += state_.ShareOf(r.node, g).raw() / 1000.0;  // GPU equivalents (sched)
+      }
+      const double gpu_s = gpus * static_cast<double>(now - j.start_s);
+      if (j.service >= 0) {
+        services_.AddGpuSeconds(j.service, gpu_s);
+      } else {
+        result_.gpu_hours_training += gpu_s / 3600;
       }
       int pool = cluster_.pool_of_node[r.node];
       double dollars = gpus * static_cast<double>(now - j.start_s) / 3600.0 *
@@ -567,6 +547,11 @@ class Simulation {
   void EvictJobs(NodeIndex n, int64_t now) {
     for (int32_t i : JobsOn(n)) {
       JobRun& j = jobs_[i];
+      if (j.service >= 0) {  // a replica serves again elsewhere; it has no work to lose
+        Stop(i, now);
+        Enqueue(i);
+        continue;
+      }
       // Work since the last periodic checkpoint of this attempt is lost.
       int64_t ran = now - j.start_s;
       int64_t kept = o_.checkpoint_interval_s > 0
@@ -626,7 +611,9 @@ class Simulation {
           elastic_.Placed(j.allocation);
           int64_t run =
               std::max<int64_t>(1, std::llround(std::ceil(j.remaining_s * j.slowdown - 1e-6)));
-          Push({.t = now + run, .kind = EventKind::kCompletion, .job = i, .attempt = j.attempt});
+          if (j.service < 0) {
+            Push({.t = now + run, .kind = EventKind::kCompletion, .job = i, .attempt = j.attempt});
+          }
           ++running_;
           leaving.insert(i);
           break;
@@ -634,6 +621,7 @@ class Simulation {
         case DecisionKind::kReject:
           j.out.state = JobState::kRejected;
           j.out.reason = d.reason;
+          if (j.service >= 0) services_.Rejected(j.service, d.reason);
           leaving.insert(i);
           break;
         case DecisionKind::kPreempt: {
@@ -641,6 +629,7 @@ class Simulation {
           j.terminating = true;
           ++j.out.preemptions;
           ++result_.preemptions;
+          if (j.service >= 0) services_.Preempted(j.service);
           Allocation a = state_.allocations().at(d.job);
           (void)state_.Release(d.job);
           a.terminating = true;
@@ -826,12 +815,70 @@ class Simulation {
         Stop(static_cast<int32_t>(i), now);  // pays for the time so far
         j.out.state = JobState::kRunning;
       }
+      if (j.service >= 0) continue;  // a replica: its service's outcome has it
       if (j.out.state == JobState::kPending && j.out.submit_s > now) {
         j.out.state = JobState::kNotSubmitted;
       }
       result_.jobs.push_back(std::move(j.out));
     }
-    if (o_.progress) o_.progress(finished_, static_cast<int64_t>(jobs_.size()), now);
+    result_.services = services_.Finish(now);
+    if (o_.progress) o_.progress(finished_, static_cast<int64_t>(trace_.jobs.size()), now);
+  }
+
+  // An inference service's autoscaler round: replicas made and stopped as its plan says.
+  bool ServiceTick(int32_t s, int64_t now) {
+    using State = ServiceReplay::State;
+    std::vector<ServiceReplay::Replica> replicas;
+    const int64_t startup_s = services_.service(s).startup_s;
+    for (int32_t i : replicas_of_[s]) {
+      const JobRun& j = jobs_[i];
+      replicas.push_back({i, !j.running                     ? State::kPending
+                             : j.terminating                ? State::kStopping
+                             : now - j.start_s >= startup_s ? State::kReady
+                                                            : State::kStarting});
+    }
+    ServiceReplay::Plan plan = services_.Tick(s, now, replicas);
+    for (int32_t i : plan.stop) StopReplica(s, i, now);
+    for (int32_t k = 0; k < plan.create; ++k) AddReplica(s, now);
+    if (int64_t next = services_.NextTick(s, now); next >= 0) {
+      Push({.t = next, .kind = EventKind::kServiceTick, .job = s});
+    }
+    return plan.create > 0 || !plan.stop.empty();
+  }
+
+  // A replica's job, as the server's service controller makes it, waiting from now.
+  void AddReplica(int32_t s, int64_t now) {
+    const SimService& svc = services_.service(s);
+    const int32_t i = static_cast<int32_t>(jobs_.size());
+    Job job;
+    job.spec = autoscale::ReplicaJobSpec(svc.service.spec);
+    JobRun j;
+    j.service = s;
+    j.out.id = Cat(svc.service.metadata.name, "-", i);
+    j.out.queue = job.spec.queue;
+    j.out.gpus = job.spec.tasks[0].resources.gpu.PerReplicaGpus();
+    j.out.submit_s = now;
+    j.remaining_s = kReplicaWorkS;
+    j.request = sched::PendingOf(Cat("j/", i), job,
+                                 {.phase = sched::JobViewPhase::kWaiting, .submit_ms = now * 1000});
+    jobs_.push_back(std::move(j));
+    replicas_of_[s].push_back(i);
+    services_.Started(s);
+    Enqueue(i);
+  }
+
+  // Stops replica i of service s (scaled down, or the service ended): at once, its GPUs paid.
+  void StopReplica(int32_t s, int32_t i, int64_t now) {
+    JobRun& j = jobs_[i];
+    if (j.running) {
+      Stop(i, now);
+    } else if (auto it = std::find(pending_.begin(), pending_.end(), i); it != pending_.end()) {
+      pending_requests_.erase(pending_requests_.begin() + (it - pending_.begin()));
+      pending_.erase(it);
+    }
+    j.out.state = JobState::kFinished;
+    j.out.end_s = now;
+    std::erase(replicas_of_[s], i);
   }
 
   const Trace& trace_;
@@ -848,6 +895,8 @@ class Simulation {
   Rng signal_rng_;  // precursors and noise: their own stream, so failures do not depend on them
   std::vector<WorkloadShare> workload_;
   sched::UsageWindow usage_;  // GPU-hours of ended attempts in the fair-share window
+  ServiceReplay services_;    // SimOptions::services' autoscalers and outcomes
+  std::vector<std::vector<int32_t>> replicas_of_;  // per service: its replicas' job indexes
   // Failure prediction (SimOptions::prediction): one model per GPU, nodes cordoned on a flag.
   std::vector<std::vector<FailureRiskModel>> models_;
   std::vector<bool> flagged_;
@@ -872,42 +921,24 @@ class Simulation {
 
 }  // namespace
 
-std::string_view JobStateName(JobState s) {
-  switch (s) {
-    case JobState::kFinished:
-      return "finished";
-    case JobState::kRejected:
-      return "rejected";
-    case JobState::kRunning:
-      return "running";
-    case JobState::kNotSubmitted:
-      return "not-submitted";
-    case JobState::kPending:
-      break;
-  }
-  return "pending";
-}
-
-std::vector<WorkloadShare> WorkloadOfTrace(const Trace& trace, int32_t max_gpus_per_node) {
-  std::map<int64_t, int64_t> tasks_by_size;  // milli-GPUs per replica -> tasks
-  for (const TraceJob& job : trace.jobs) {
-    for (const TraceTask& t : job.tasks) {
-      int64_t milli = t.gpus_per_replica.raw();
-      if (milli >= kMilliPerUnit) {
-        milli = int64_t{ReplicaSize(milli / kMilliPerUnit, max_gpus_per_node)} * kMilliPerUnit;
-      }
-      if (milli > 0) ++tasks_by_size[milli];
-    }
-  }
-  std::vector<WorkloadShare> out;
-  for (const auto& [milli, n] : tasks_by_size) {
-    out.push_back({MilliGpu(milli), static_cast<double>(n)});
-  }
-  return out;
-}
-
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const SimCluster& cluster,
                                    const SimOptions& options, const GpuCatalog& catalog) {
+  if (options.service_tick_s <= 0) {
+    return absl::InvalidArgumentError("the service autoscaler's tick must be longer than 0s");
+  }
+  for (const SimService& s : options.services) {
+    if (s.service.spec.autoscaling.metric == ServiceMetric::kP95Latency) {
+      return absl::InvalidArgumentError(
+          Cat("service ", s.service.metadata.name,
+              ": scales on p95 latency, which the replay does not model (its latency is fixed); "
+              "replay it on concurrency or rps"));
+    }
+    if (s.load.size() < 2 || !(s.latency_s > 0) || s.startup_s < 0) {
+      return absl::InvalidArgumentError(
+          Cat("service ", s.service.metadata.name,
+              ": needs a load curve of two points or more, a latency > 0 and a startup >= 0"));
+    }
+  }
   if (options.elastic.enabled && options.prediction.mode != PredictionMode::kOff) {
     return absl::InvalidArgumentError("autoscaling and failure prediction do not combine yet");
   }

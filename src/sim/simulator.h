@@ -1,6 +1,8 @@
 // The discrete-event simulator: replays a trace on a simulated cluster through the production
 // scheduler (sched::Scheduler), on a virtual clock. Deterministic: the same inputs and seed give
 // the same result. No I/O, no wall clock (progress is reported through a callback).
+// Inference services may be replayed beside the trace (SimOptions::services): their replicas
+// are jobs of the same scheduler (not in SimResult::jobs; SimResult::services has them).
 //
 // Events: arrivals, completions, preempted jobs stopping after their grace period and, when an
 // MTBF is set, node failures and repairs. The scheduler runs once per distinct event time. (The
@@ -26,6 +28,7 @@
 #include "core/sched_config.h"
 #include "sim/cluster.h"
 #include "sim/elastic.h"
+#include "sim/service_replay.h"
 #include "sim/trace.h"
 
 namespace gpucloud::sim {
@@ -101,6 +104,10 @@ struct SimOptions {
   int64_t fragmentation_sample_s = 3600;
   // Autoscaled node pools (ElasticOptions::enabled; not with failure prediction).
   ElasticOptions elastic;
+  // Inference services replayed beside the trace (sim/service_replay.h), their autoscaler run
+  // every `service_tick_s`.
+  std::vector<SimService> services;
+  int64_t service_tick_s = 10;
   // Called every `progress_every` completed jobs and at the end.
   std::function<void(int64_t done, int64_t total, int64_t sim_time_s)> progress;
   int64_t progress_every = 10000;
@@ -148,6 +155,9 @@ struct SimResult {
   // when autoscaled, what the autoscaler did. Their cost less the jobs' is idle cost.
   ElasticResult capacity;
   bool autoscaled = false;
+  // GPU time the trace's jobs held (GPU equivalents), and what each service got.
+  double gpu_hours_training = 0;
+  std::vector<ServiceOutcome> services;
 };
 
 // The trace's request mix, as the Fragmentation score and the report's fragmentation measure
