@@ -380,6 +380,9 @@ absl::Status Gateway::Start() {
   SSL_CTX* ctx = m.tls_context.native_handle();
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // A record in one read(2) rather than its header and then its body (TlsConn only waits for
+  // the socket when OpenSSL asks, so bytes it holds are never waited for).
+  SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_num_tickets(ctx, 0);
   beast::error_code ec;
   m.tls_context.use_certificate_chain_file(m.options.cert_path, ec);

@@ -67,7 +67,7 @@ bool HopByHop(http::field f) {
 // /{ns}/{service}/{rest} of a target: the service key and what the replica is asked for.
 struct Target {
   std::string ns, name, rest;
-  std::string key() const { return Cat(ns, "/", name); }
+  std::string key;  // "ns/name"
 };
 std::optional<Target> ParseGatewayTarget(std::string_view target) {
   const size_t q = target.find('?');
@@ -81,7 +81,12 @@ std::optional<Target> ParseGatewayTarget(std::string_view target) {
   t.ns = std::string(path.substr(1, a - 1));
   t.name = std::string(path.substr(a + 1, b == std::string_view::npos ? b : b - a - 1));
   if (!ValidateDnsLabel(t.ns).ok() || !ValidateDnsLabel(t.name).ok()) return std::nullopt;
-  t.rest = Cat(b == std::string_view::npos ? "/" : path.substr(b), query);
+  // Plain appends: this runs for every request (Cat formats each piece).
+  t.key.reserve(t.ns.size() + 1 + t.name.size());
+  t.key.append(t.ns).append("/").append(t.name);
+  const std::string_view rest = b == std::string_view::npos ? "/" : path.substr(b);
+  t.rest.reserve(rest.size() + query.size());
+  t.rest.append(rest).append(query);
   return t;
 }
 
@@ -292,7 +297,7 @@ asio::awaitable<ProxyAnswer> Proxy(Gateway::Impl& m, const std::string& key, Htt
       }
       continue;
     }
-    const Endpoint ep = route->endpoints[*pick];
+    const Endpoint& ep = route->endpoints[*pick];  // `route` holds it
     req.set(http::field::host, ep.host_header);
     ++ep.health->in_flight;
     Attempt at = co_await SendTo(m, ep, req, deadline);
@@ -465,18 +470,18 @@ asio::awaitable<HttpResponse> ServeRequest(Gateway::Impl& m, const HttpRequest& 
                           Cat(who->user, " may not ", what.action, " on ", what.resource, " (",
                               d.StatementName(), ")"));
   }
-  std::shared_ptr<const Route> route = m.RouteOf(t->key());
-  if (!route) co_return ErrorAnswer(404, "NotFound", Cat("no InferenceService ", t->key()));
+  std::shared_ptr<const Route> route = m.RouteOf(t->key);
+  if (!route) co_return ErrorAnswer(404, "NotFound", Cat("no InferenceService ", t->key));
   const InferenceServiceSpec& spec = route->svc->spec;
   if (req.body().size() > static_cast<size_t>(spec.max_request_bytes)) {
     co_return ErrorAnswer(413, "RequestEntityTooLarge",
-                          Cat("the body is ", req.body().size(), " bytes; ", t->key(),
+                          Cat("the body is ", req.body().size(), " bytes; ", t->key,
                               " takes at most ", spec.max_request_bytes));
   }
   const SteadyTime deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(spec.request_timeout_seconds);
-  const absl::Time started = absl::Now();
-  m.load.Arrived(t->key());
+  const SteadyTime started = std::chrono::steady_clock::now();
+  m.load.Arrived(t->key);
   HttpResponse res;
   bool retried = false;
   std::string replica;
@@ -496,14 +501,15 @@ asio::awaitable<HttpResponse> ServeRequest(Gateway::Impl& m, const HttpRequest& 
     out.body() = req.body();
     out.keep_alive(true);
     out.prepare_payload();
-    ProxyAnswer a = co_await Proxy(m, t->key(), out, deadline);
+    ProxyAnswer a = co_await Proxy(m, t->key, out, deadline);
     res = std::move(a.res);
     retried = a.retried;
     replica = a.replica;
   }
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - started);
-  m.load.Finished(t->key(), seconds * 1000);
-  m.Count(t->key(), res.result_int(), seconds, retried);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  m.load.Finished(t->key, seconds * 1000);
+  m.Count(t->key, res.result_int(), seconds, retried);
   if (!replica.empty()) res.set("X-Gpucloud-Replica", replica);
   co_return res;
 }
