@@ -246,8 +246,9 @@ int InteractiveCommands::Notebook(const std::string& config_flag, std::ostream& 
   if (!NamesAreLabels({{"namespace", f.ns}, {"--name", name}}, err)) return kExitUsage;
   const std::string token = RandomHex(rd, 24);
   // The task's port, on its node's network: below the master ports (20000-39999) and Linux's
-  // ephemeral ports (32768-60999 by default), where outgoing connections take theirs.
-  const int remote = 10000 + static_cast<int>(rd() % 10000);
+  // ephemeral ports (32768-60999 by default), where outgoing connections take theirs, and above
+  // inference services' replicas (10000-17999).
+  const int remote = 18000 + static_cast<int>(rd() % 2000);
   nlohmann::ordered_json task = {{"name", "notebook"},
                                  {"command",
                                   {"jupyter", "notebook", "--no-browser", "--ip=127.0.0.1",

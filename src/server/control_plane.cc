@@ -131,7 +131,9 @@ struct ControlPlane::Impl {
     t->compactor = std::make_unique<Compactor>(s, options.compaction);
     t->services = std::make_unique<ServiceController>(
         s, clock, service_load, replica_health,
-        ServiceControllerOptions{.merge_remote = OnEtcd(), .local_gateway = gateway_id});
+        ServiceControllerOptions{.merge_remote = OnEtcd(),
+                                 .local_gateway = gateway_id,
+                                 .max_jobs_per_namespace = options.max_jobs_per_namespace});
     t->controller->Start();
     t->compactor->Start();
     t->services->Start();

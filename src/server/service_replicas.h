@@ -24,9 +24,10 @@ namespace gpucloud::server {
 inline constexpr std::string_view kServiceLabel = "gpucloud.io/service";
 inline constexpr std::string_view kServiceTemplateLabel = "gpucloud.io/service-template";
 // Replicas' ports, unique among the cluster's replicas (a replica listens on $PORT of its node:
-// tasks share their node's network). Below the master ports and Linux's ephemeral range.
+// tasks share their node's network): 10000-17999, below the master ports and Linux's ephemeral
+// range; `gpuctl notebook` draws its ports from 18000-19999, so the two never meet.
 inline constexpr int kServicePortBase = 10000;
-inline constexpr int kServicePortCount = 10000;
+inline constexpr int kServicePortCount = 8000;
 
 // The template hash of `spec` (16 hex digits; stable across builds: FNV-1a of its JSON).
 std::string TemplateHash(const InferenceService& svc);

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,8 +33,10 @@
 
 #include "absl/status/status.h"
 #include "api/job_status.h"
+#include "autoscale/replica_plan.h"
 #include "autoscale/service_scaler.h"
 #include "core/clock.h"
+#include "core/inference_service.h"
 #include "gateway/load_meter.h"
 #include "gateway/remote_loads.h"
 #include "gateway/replica_health.h"
@@ -49,6 +52,9 @@ struct ServiceControllerOptions {
   // `local_gateway` is this server's gateway's id (its own reports are not read back).
   bool merge_remote = false;
   std::string local_gateway;
+  // The namespace's job quota (the API's --max-jobs-per-namespace; 0: none): replicas that
+  // would pass it are not started, and the status says so (quotaExceeded).
+  int64_t max_jobs_per_namespace = 0;
   // Where it says what went wrong (a failed write); stderr if unset.
   std::function<void(const std::string&)> log;
 };
@@ -97,11 +103,40 @@ class ServiceController {
     std::set<int> ports;                                     // held by live replicas
     ServiceMetrics metrics;
   };
+  // What a round needs of a service document, derived once per change of it (not every round).
+  struct ParsedService {
+    InferenceService svc;
+    std::string tmpl;  // TemplateHash
+  };
+  // The cached parse of a service document (nullptr for one that does not parse).
+  static const ParsedService* ParsedOf(CachedObject& obj, const std::string& key);
+  // A service's replicas as the plan and the status see them.
+  struct Views {
+    std::vector<autoscale::ReplicaView> replicas;
+    nlohmann::ordered_json endpoints = nlohmann::ordered_json::array();
+    int32_t ready = 0, live = 0;
+    std::set<std::string> existing;  // job names
+  };
   void Loop();
   // Every replica job in the cache, by service ("ns/name"); the ports they hold.
   void CollectReplicas(Round& round);
   // One service's round; `obj.derived` caches its parsed document and template hash.
   absl::Status Reconcile(Round& round, const std::string& key, CachedObject& obj);
+  // Its parts: the replicas' views; the jobs in a namespace (for its quota); `count` new
+  // replicas' jobs into `ops`; the status; the one transaction that writes it all.
+  Views ViewsOf(const Round& round, const std::string& ns, const std::string& svc_key,
+                const std::string& tmpl) const;
+  int64_t JobsIn(const std::string& ns) const;
+  absl::Status CreateReplicas(Round& round, const ParsedService& parsed, int32_t count,
+                              Views& views, int64_t* next, std::vector<store::Op>* ops);
+  nlohmann::ordered_json StatusOf(Round& round, const std::string& svc_key,
+                                  const nlohmann::ordered_json& old_status,
+                                  const autoscale::ScaleDecision& d, int32_t before, int32_t after,
+                                  Views& views, const gateway::LoadMeter::Reading& load,
+                                  const InferenceServiceSpec& spec);
+  absl::Status WriteStatus(int64_t now, const std::string& key, const CachedObject& obj,
+                           const std::string& svc_key, const nlohmann::ordered_json& old_status,
+                           nlohmann::ordered_json status, std::vector<store::Op> ops);
   std::string NewUid();
   void Log(const std::string& what) const;
 

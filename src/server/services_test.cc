@@ -207,6 +207,29 @@ TEST_F(ServiceControllerTest, ScalesOnTheGatewaysP95Latency) {
       << st["history"].back();
 }
 
+// The namespace's job quota holds for replicas: with room for 3 jobs and one training job
+// there, a service asking for 4 gets 2, and its status says why.
+TEST_F(ServiceControllerTest, ReplicasStayWithinTheNamespacesJobQuota) {
+  ctl_ = std::make_unique<ServiceController>(*store_, clock_, load_, health_,
+                                             ServiceControllerOptions{.max_jobs_per_namespace = 3});
+  ASSERT_TRUE(
+      store_->Txn({{.key = "/jobs/team-a/train", .value = R"({"metadata":{"name":"train"}})"}})
+          .ok());
+  std::string yaml = kService;
+  yaml.replace(yaml.find("replicas: {min: 1, max: 4}"), 26, "replicas: {min: 4, max: 4}");
+  Apply(yaml);
+  Run();
+  std::map<std::string, Json> jobs = Replicas();
+  EXPECT_EQ(jobs.size(), 3u);  // train and two replicas
+  Json st = Service()["status"];
+  EXPECT_EQ(st["desiredReplicas"], 4);
+  EXPECT_EQ(st["replicas"], 2);
+  EXPECT_EQ(st["quotaExceeded"],
+            "namespace team-a holds 1 jobs, its quota is 3: 2 replica(s) not started");
+  Run();  // still full: nothing more
+  EXPECT_EQ(Replicas().size(), 3u);
+}
+
 TEST_F(ServiceControllerTest, ATemplateChangeRollsAndADeletedServiceTakesItsReplicas) {
   Apply(kService);
   Run();
