@@ -19,7 +19,9 @@ a stand-in model server (examples/services/model_server.py) behind the gateway.
   6. dynamic batching: 16 clients on a service whose work is 40 ms + 1 ms per instance, with and
      without batching: every caller gets its own predictions, and batching's throughput is
      printed and must be at least 3x;
-  7. /metrics has the gateway's and the service controller's series.
+  7. a service scaled on p95 latency (target 100 ms) under 300 ms answers adds replicas, its
+     scaling event and status naming the latency;
+  8. /metrics has the gateway's and the service controller's series.
 
 Needs root (tasks run as unprivileged users). Exit 0 on pass, 1 on a failure, 77 to skip.
 Usage: services.py BUILD_DIR SOURCE_DIR
@@ -346,6 +348,38 @@ def test_batching(up, gw, c, script):
             rates)
 
 
+def test_latency(up, gw, c, script):
+    """A service scaled on p95 latency: answers slower than its target add replicas."""
+    code, body = api(up, "POST", f"{PREFIX}/namespaces/default/inferenceservices",
+                     service("slowpoke", script, (1, 3), {}, gpu=False,
+                             extra={"autoscaling": {"metric": "p95Latency", "target": 100,
+                                                    "stableWindow": "10s", "panicWindow": "2s"}}))
+    c.check("a service on p95 latency is created", code == 201, (code, body))
+    wait_for(lambda: status_of(up, "slowpoke").get("readyReplicas") == 1, 30, "slowpoke ready")
+    # 4 clients, each request answered in 300 ms: the p95 is 3x the target.
+    done = {}
+    loader = threading.Thread(target=lambda: done.update(r=drive(
+        gw, 10, 4, lambda g: g.call("GET", "/default/slowpoke/slow?ms=300"))))
+    loader.start()
+    deadline = time.monotonic() + 20
+    st = {}
+    while time.monotonic() < deadline:
+        st = status_of(up, "slowpoke")
+        if st.get("desiredReplicas", 0) >= 2:
+            break
+        time.sleep(0.2)
+    loader.join()
+    c.check("a p95 over the target added replicas", st.get("desiredReplicas", 0) >= 2, st)
+    reasons = [h.get("reason", "") for h in st.get("history", [])]
+    c.check("the scaling event names the p95 latency",
+            any("p95 latency" in r and "target 100 ms" in r for r in reasons), reasons)
+    c.check("the status shows the latency in ms", st.get("load", {}).get("metric") == "p95Latency"
+            and st.get("load", {}).get("panic", 0) >= 250, st.get("load"))
+    lat, fails = done.get("r", ([], ["no result"]))
+    c.check("no slow request failed", not fails, fails[:3])
+    api(up, "DELETE", f"{PREFIX}/namespaces/default/inferenceservices/slowpoke")
+
+
 def test_metrics(up, c):
     req = urllib.request.Request(up.url + "/metrics",
                                  headers={"Authorization": f"Bearer {up.token}"})
@@ -382,6 +416,7 @@ def main():
             test_auth(up, gw, c, build, tmp)
             test_bad(up, gw, c, script)
             test_batching(up, gw, c, script)
+            test_latency(up, gw, c, script)
             test_metrics(up, c)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
