@@ -73,6 +73,7 @@ std::vector<std::string> PodmanRunArgv(const ContainerRuntimeOptions& o, const C
                "--uts", "private", "--security-opt", "no-new-privileges", "--user",
                Cat(t.uid, ":", t.gid), "--ulimit", Cat("nofile=", o.nofile, ":", o.nofile),
                "--ulimit", Cat("nproc=", o.nproc, ":", o.nproc)});
+  if (t.stdin) argv.push_back("-i");
   if (t.cpu_milli) argv.insert(argv.end(), {"--cpus", CpuFlag(*t.cpu_milli)});
   if (t.memory_mib) {
     // No swap beyond the limit: the memory limit is the task's whole budget.

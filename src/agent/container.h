@@ -86,6 +86,7 @@ struct ContainerTask {
   std::optional<int64_t> memory_mib;
   int64_t pids_max = 0;                       // 0: Podman's default
   std::map<std::string, std::string> labels;  // e.g. gpucloud.node, gpucloud.task
+  bool stdin = false;                         // `podman run -i`: the container reads podman's stdin
 };
 
 // Lowers o.nofile and o.nproc to this process's hard limits and nproc to the kernel's pid_max

@@ -95,6 +95,10 @@ TEST(PodmanRunArgv, WithoutACommandTheImageDecides) {
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--entrypoint"), 0);
   std::vector<std::string> tail(argv.end() - 3, argv.end());
   EXPECT_EQ(tail, (std::vector<std::string>{t.image, "--steps", "5"}));
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "-i"), 0);
+  t.stdin = true;  // an interactive task: the container reads podman's stdin (its FIFO)
+  argv = PodmanRunArgv({}, t);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "-i"), 1);
 }
 
 TEST(PodmanArgv, RemoveAndImages) {

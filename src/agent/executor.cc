@@ -122,6 +122,7 @@ void PlanChild(const TaskSpecToRun& spec, const TaskCgroup* cgroup, int log, Chi
   if (spec.uid) c.creds = {true, *spec.uid, spec.gid, p.workdir.c_str()};
   c.status_path = spec.status_path.c_str();
   c.status_tmp = p.status_tmp.c_str();
+  c.stdin_path = spec.stdin_path.c_str();
   c.join_paths = p.join_paths.data();
   c.argv = p.argv.data();
   c.envp = p.envp.data();
@@ -137,6 +138,7 @@ std::vector<std::string> ShimArgs(const std::string& shim, const ChildPlan& p) {
   if (c.status_path[0] != 0) {
     a.insert(a.end(), {"--status", c.status_path, "--status-tmp", p.status_tmp});
   }
+  if (c.stdin_path[0] != 0) a.insert(a.end(), {"--stdin", c.stdin_path});
   for (const std::string& f : p.join) a.insert(a.end(), {"--join", f});
   a.insert(a.end(), {"--sweep", Cat(c.sweep_limit), "--"});
   a.insert(a.end(), p.args.begin(), p.args.end());

@@ -53,6 +53,9 @@ struct TaskSpecToRun {
   // task that outlives its agent still leaves its exit status for the next one
   // (ReadExitStatus); the executor itself sees the same exit as without the shim.
   std::string status_path;
+  // A FIFO the task reads as its stdin (`gpuctl attach -i` writes into it); it is opened
+  // read-write, so the task never reads an end of file. "": /dev/null.
+  std::string stdin_path;
   // Runs the task as this user and group (no supplementary groups, no new privileges: a setuid
   // program cannot regain root). The shim stays the agent's user, to write the status file
   // where the task cannot. nullopt: the agent's own user.

@@ -378,6 +378,7 @@ void NodeAgent::Impl::PublishSessionTargets() {
     target.workdir = t.plan.spec.workdir;
     target.uid = t.plan.spec.uid;
     target.gid = t.plan.spec.gid;
+    target.stdin_path = t.plan.spec.stdin_path;
     if (t.in_executor) target.cgroup_join = exec.CgroupJoinFiles(exec_id);
     // A host process re-adopted after an agent restart has no plan here: no session enters it
     // with the agent's own environment and user.

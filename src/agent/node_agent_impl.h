@@ -241,6 +241,7 @@ struct NodeAgent::Impl {
 
   // Where the task's shim writes how it ended (TaskSpecToRun::status_path).
   std::string StatusPath(const Local& t) const { return RunDir(t) + "/exit"; }
+  std::string StdinPath(const Local& t) const { return RunDir(t) + "/stdin"; }
 
   // A task's exit: a container's read through Podman's codes, and the container removed should
   // its `podman run` have been killed (the container lives on in conmon, outside the group).

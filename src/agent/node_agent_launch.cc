@@ -45,6 +45,7 @@ LaunchInput NodeAgent::Impl::Launch(const Local& t) {
   in.exec_id = t.exec_id;
   in.log_path = t.log_path;
   in.status_path = StatusPath(t);
+  if (t.a.idle_timeout_seconds > 0) in.stdin_path = StdinPath(t);  // interactive: attachable
   in.sandbox = SandboxPath(t);
   in.checkpoint_dir = t.checkpoint_dir;
   if (!t.a.task_hosts.empty()) {
@@ -147,6 +148,14 @@ absl::Status NodeAgent::Impl::PrepareDirs(Local& t) {
   if (s.ok() && !t.checkpoint_dir.empty()) s = PrepareCheckpointDir(t);
   fs::create_directories(RunDir(t), ec);
   if (s.ok()) s = WriteVolcanoFiles(t);
+  if (s.ok() && !t.plan.spec.stdin_path.empty()) {
+    // Only the agent (root) opens it: the task's first process before it drops privileges, and
+    // the attach sessions.
+    unlink(t.plan.spec.stdin_path.c_str());
+    if (mkfifo(t.plan.spec.stdin_path.c_str(), 0600) != 0) {
+      s = absl::InternalError(Cat("cannot make the task's stdin: ", std::strerror(errno)));
+    }
+  }
   return s;
 }
 

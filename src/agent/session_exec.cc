@@ -223,6 +223,53 @@ api::ExecStatus StatusOf(int wstatus) {
 
 }  // namespace
 
+asio::awaitable<void> SessionManager::Impl::Attach(api::ws::Stream& ws,
+                                                   const api::SessionRequest& r,
+                                                   const SessionTarget& target) {
+  api::ws::Sender<api::ws::Stream> sender(ws);
+  // Named, never temporaries in the co_await's expression: GCC 12 destroys such a temporary
+  // twice (a double free; Exec below names its status for the same reason).
+  auto finish = [&sender](const api::ExecStatus& s) -> asio::awaitable<void> {
+    const std::string status = api::ExecMessage(api::ExecChannel::kStatus, api::ExecStatusJson(s));
+    co_await sender.Send(status);
+    co_await sender.Close();
+  };
+  if (target.stdin_path.empty()) {
+    const api::ExecStatus none{-1, 0,
+                               Cat("the task ", r.assignment,
+                                   " has no stdin to attach to (an interactive job's tasks have "
+                                   "one; a batch job's read /dev/null)")};
+    co_await finish(none);
+    co_return;
+  }
+  // Non-blocking, so that a task that does not read cannot stall the manager's thread; the
+  // task holds the FIFO open for reading, so this open does not fail with ENXIO.
+  const int fd = open(target.stdin_path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const api::ExecStatus failed{-1, 0,
+                                 Cat("the task's stdin cannot be opened: ", strerror(errno))};
+    co_await finish(failed);
+    co_return;
+  }
+  Descriptor in(co_await asio::this_coro::executor, fd);
+  Log(Cat("attach to ", r.assignment, " by ", r.user));
+  boost::system::error_code ec;
+  std::string message;
+  while (co_await api::ws::Read(ws, message, ec)) {
+    if (message.empty()) continue;
+    Touch(r.assignment);
+    const auto channel = static_cast<api::ExecChannel>(message[0]);
+    const std::string_view data = std::string_view(message).substr(1);
+    // The client's end of input leaves the task's stdin open (kubectl attach without
+    // --stdin-once): another attach may write more.
+    if (channel != api::ExecChannel::kStdin || data.empty()) continue;
+    boost::system::error_code write_ec;
+    co_await asio::async_write(in, asio::buffer(data), Into(write_ec));
+    if (write_ec) break;  // the task ended
+  }
+  in.close(ec);
+}
+
 asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api::SessionRequest& r,
                                                  const SessionTarget& target, uint64_t entry) {
   asio::any_io_executor ex = co_await asio::this_coro::executor;

@@ -64,6 +64,9 @@ struct SessionManager::Impl {
                              const SessionTarget& target, uint64_t entry);
   // session_manager.cc
   asio::awaitable<void> Forward(api::ws::Stream& ws, const api::SessionRequest& r);
+  // session_exec.cc: the client's stdin into the task's stdin FIFO.
+  asio::awaitable<void> Attach(api::ws::Stream& ws, const api::SessionRequest& r,
+                               const SessionTarget& target);
 };
 
 }  // namespace gpucloud::agent

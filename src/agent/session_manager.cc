@@ -184,8 +184,10 @@ asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
   auto alive = std::make_shared<bool>(true);
   if (target)
     asio::co_spawn(io, Watch(id, request.assignment, request.attempt, alive), asio::detached);
-  if (request.kind == "exec") {
-    if (target) {
+  if (request.kind == "exec" || request.kind == "attach") {
+    if (target && request.kind == "attach") {
+      co_await Attach(ws, request, *target);
+    } else if (target) {
       co_await Exec(ws, request, *target, id);
     } else {
       api::ExecStatus gone{-1, 0,

@@ -10,6 +10,9 @@
 //                killed.
 //   portforward  TCP connections to the task's port on the node's loopback (tasks share the
 //                node's network: host processes, and containers run with --network host).
+//   attach       the client's stdin channel into the task's own stdin (an interactive task's
+//                FIFO); the task's output is its log, which the client follows through the
+//                server. Ends when the client leaves or the task ends.
 // Every process it starts is killed and reaped when its session ends or the manager stops; every
 // descriptor is closed with its session. Traffic counts as activity of the task (LastActivity),
 // which an interactive job's idle timeout reads.
@@ -48,6 +51,7 @@ struct SessionTarget {
   std::optional<uid_t> uid;                // as whom a host process runs (nullopt: the agent)
   gid_t gid = 0;
   std::vector<std::string> cgroup_join;  // Executor::CgroupJoinFiles
+  std::string stdin_path;                // the task's stdin FIFO ("": it reads /dev/null)
 };
 
 // The program and arguments an exec runs for `target`: the command itself for a host process

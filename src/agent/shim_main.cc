@@ -5,7 +5,7 @@
 // child, and becomes the task (or stays as its waiting parent, with --status).
 //
 // Its interface is the executor's own (src/agent/executor.cc), not a user's:
-//   gpucloud-shim --workdir DIR [--uid U --gid G] [--status PATH --status-tmp PATH]
+//   gpucloud-shim --workdir DIR [--uid U --gid G] [--status PATH --status-tmp PATH] [--stdin FIFO]
 //                 [--join TASKS_FILE]... [--sweep N] -- ARGV...
 // with the task's log on 1 (and 2), the "go" pipe on 3 and the "failed" pipe on 4; the
 // environment is the task's. Plain libc, no allocation: the task's environment (a tenant's)
@@ -75,6 +75,8 @@ int ParseOptions(int argc, char** argv, TaskChild& c, const char** joins) {
       c.status_path = value;
     } else if (std::strcmp(flag, "--status-tmp") == 0) {
       c.status_tmp = value;
+    } else if (std::strcmp(flag, "--stdin") == 0) {
+      c.stdin_path = value;
     } else if (std::strcmp(flag, "--join") == 0) {
       if (njoins == kMaxJoins) Usage();
       joins[njoins++] = value;

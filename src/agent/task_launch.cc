@@ -131,6 +131,7 @@ LaunchPlan PlanContainer(const LaunchInput& in, const LaunchPolicy& p, LaunchPla
     }
   }
   c.cdi_devices = in.cdi_devices;
+  c.stdin = !in.stdin_path.empty();
   if (a.cpu_milli > 0) c.cpu_milli = a.cpu_milli;
   if (a.memory_mib > 0) c.memory_mib = a.memory_mib;
   c.pids_max = p.pids_max;
@@ -189,6 +190,7 @@ absl::StatusOr<LaunchPlan> PlanLaunch(const LaunchInput& in, const LaunchPolicy&
   plan.spec.log_path = in.log_path;
   plan.spec.log_max_bytes = 0;  // the node agent's shipper rotates it, once shipped
   plan.spec.status_path = in.status_path;
+  plan.spec.stdin_path = in.stdin_path;
   if (in.a.image.empty()) return PlanHost(in, policy, std::move(plan));
   if (absl::Status s = CheckContainerInput(in); !s.ok()) return s;
   return PlanContainer(in, policy, std::move(plan));

@@ -67,6 +67,9 @@ struct LaunchInput {
   // env_from_podman), never on its command line.
   std::map<std::string, std::string> secret_env;
   std::string secrets_dir;  // "" = none
+  // An interactive task's stdin: a FIFO (host path) that `gpuctl attach -i` writes into; a
+  // container gets it through `podman run -i`. "" = /dev/null.
+  std::string stdin_path;
 };
 
 struct LaunchPlan {

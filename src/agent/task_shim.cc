@@ -184,9 +184,11 @@ void RunTaskChild(const TaskChild& c) {
   if (read(c.go_fd, &byte, 1) != 1) _exit(126);
   dup2(c.log_fd, STDOUT_FILENO);
   dup2(c.log_fd, STDERR_FILENO);
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-  if (devnull > STDERR_FILENO) close(devnull);
+  const bool fifo = c.stdin_path != nullptr && c.stdin_path[0] != 0;
+  int in = fifo ? open(c.stdin_path, O_RDWR) : open("/dev/null", O_RDONLY);
+  if (in < 0 && fifo) Fail(c.failed_fd, errno);
+  if (in >= 0) dup2(in, STDIN_FILENO);
+  if (in > STDERR_FILENO) close(in);
   CloseAboveStdioOnExec(c.sweep_limit);  // failed_fd is close-on-exec already
   if (!c.creds.set && chdir(c.creds.workdir) != 0) Fail(c.failed_fd, errno);
   if (c.status_path != nullptr && c.status_path[0] != 0) {

@@ -29,6 +29,7 @@ struct TaskChild {
   int sweep_limit = 65536;  // from DescriptorSweepLimit(), read before fork
   Creds creds;
   const char* status_path = nullptr;  // null or "": no shim process, exec directly
+  const char* stdin_path = nullptr;   // null or "": /dev/null on 0; else this FIFO, read-write
   const char* status_tmp = nullptr;
   const char* const* join_paths = nullptr;  // v1 cgroup `tasks` files, null-terminated
   char* const* argv = nullptr;
@@ -40,7 +41,8 @@ struct TaskChild {
 int DescriptorSweepLimit();
 
 // The child's side, in order: own process group, empty signal mask and default dispositions
-// for PIPE/TERM/INT/HUP/CHLD, join the cgroups, wait for "go", log on 1 and 2, /dev/null on 0,
+// for PIPE/TERM/INT/HUP/CHLD, join the cgroups, wait for "go", log on 1 and 2, /dev/null (or
+// the stdin FIFO, opened read-write so that the task never reads an end of file) on 0,
 // everything above 2 close-on-exec, chdir, then either RunShim (a status path) or drop
 // privileges and exec. Failures are written to failed_fd and end the process with 127.
 [[noreturn]] void RunTaskChild(const TaskChild& c);

@@ -101,7 +101,7 @@ std::string SessionRequestJson(const SessionRequest& r) {
     j["command"] = r.command;
     j["tty"] = r.tty;
     j["stdin"] = r.stdin;
-  } else {
+  } else if (r.kind == "portforward") {
     j["port"] = r.port;
   }
   return j.dump();
@@ -146,9 +146,11 @@ absl::StatusOr<SessionRequest> ParseSessionRequest(std::string_view json) {
       return absl::InvalidArgumentError("session request: port must be 1 to 65535");
     }
     r.port = p.get<int>();
+  } else if (r.kind == "attach") {
+    r.stdin = true;
   } else {
     return absl::InvalidArgumentError(
-        Cat("session request: kind \"", r.kind, "\" is neither exec nor portforward"));
+        Cat("session request: kind \"", r.kind, "\" is not exec, portforward or attach"));
   }
   return r;
 }
@@ -181,6 +183,10 @@ std::string ExecPath(std::string_view ns, std::string_view job, int rank,
 
 std::string PortForwardPath(std::string_view ns, std::string_view job, int rank, int port) {
   return Cat(JobSubresourcePath(ns, job, "portforward"), "?rank=", rank, "&port=", port);
+}
+
+std::string AttachPath(std::string_view ns, std::string_view job, int rank) {
+  return Cat(JobSubresourcePath(ns, job, "attach"), "?rank=", rank);
 }
 
 std::string TunnelPath(const std::string& node) { return NodeVerbPath(node, "tunnel"); }

@@ -62,7 +62,7 @@ std::optional<ForwardMessage> DecodeForward(std::string_view message);
 // `assignment` ("{ns}.{job}.{rank}") in `attempt`, to be dialled back at SessionPath.
 struct SessionRequest {
   std::string id;
-  std::string kind;  // "exec" or "portforward"
+  std::string kind;  // "exec", "portforward" or "attach"
   std::string assignment;
   int attempt = 0;
   std::vector<std::string> command;  // exec
@@ -81,6 +81,9 @@ std::string ExecPath(std::string_view ns, std::string_view job, int rank,
                      const std::vector<std::string>& command, bool tty, bool stdin);
 // ".../jobs/{job}/portforward?rank=R&port=P".
 std::string PortForwardPath(std::string_view ns, std::string_view job, int rank, int port);
+// ".../jobs/{job}/attach?rank=R": the client's stdin channel into the task's own stdin (exec's
+// channels; the agent answers a status only when it cannot attach).
+std::string AttachPath(std::string_view ns, std::string_view job, int rank);
 // The agent's tunnel, and where it dials back for a session.
 std::string TunnelPath(const std::string& node);
 std::string SessionPath(const std::string& node, const std::string& id);

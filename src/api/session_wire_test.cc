@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/paths.h"
+
 namespace gpucloud::api {
 namespace {
 
@@ -80,6 +82,13 @@ TEST(SessionWire, SessionRequestsRoundTripAndBadOnesNameTheField) {
   back = ParseSessionRequest(SessionRequestJson(f));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->port, 8888);
+  SessionRequest a{"id", "attach", "a.b.0", 1, {}, false, false, 0, "carol"};
+  back = ParseSessionRequest(SessionRequestJson(a));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, "attach");
+  EXPECT_TRUE(back->stdin);  // an attach carries stdin by definition
+  EXPECT_EQ(api::AttachPath("team-a", "nb", 2),
+            JobSubresourcePath("team-a", "nb", "attach") + "?rank=2");
   struct Bad {
     const char* json;
     const char* field;

@@ -625,7 +625,8 @@ void DeclareOthers(CLI::App& app, auto& f) {
     CLI::App* verb = app.add_subcommand(
         attach ? "attach" : "detach",
         attach ? "attach policy P --user U | --group G" : "detach policy P --user U | --group G");
-    verb->require_subcommand(1);
+    // `attach JOB` (interactive_commands.h) shares the verb: attach's `policy` is optional.
+    verb->require_subcommand(attach ? 0 : 1, 1);
     CLI::App* policy = verb->add_subcommand("policy", "the policy, and --user or --group");
     policy->add_option("policy", f.policy, "POLICY")->required();
     CLI::Option* user = policy->add_option("--user", f.user, "the user");

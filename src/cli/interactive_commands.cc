@@ -9,8 +9,10 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <streambuf>
@@ -18,6 +20,7 @@
 
 #include "api/paths.h"
 #include "api/session_wire.h"
+#include "cli/cluster_commands.h"
 #include "cli/exec_client.h"
 #include "cli/gpuctl.h"
 #include "cli/remote.h"
@@ -132,6 +135,17 @@ std::optional<RemotePath> ParseRemotePath(const std::string& arg) {
   return RemotePath{arg.substr(0, colon), arg.substr(colon + 1)};
 }
 
+absl::StatusOr<std::string> PhaseOf(const api::Client& client, const std::string& ns,
+                                    const std::string& name) {
+  absl::StatusOr<api::HttpResponse> r = client.Call("GET", api::JobPath(ns, name));
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return absl::NotFoundError(StatusMessage(*r));
+  nlohmann::json job = nlohmann::json::parse(r->body, nullptr, false);
+  nlohmann::json status =
+      job.is_object() ? job.value("status", nlohmann::json::object()) : nlohmann::json{};
+  return status.is_object() ? status.value("phase", "Pending") : "Pending";
+}
+
 absl::Status AwaitRunning(const api::Client& client, const std::string& ns, const std::string& name,
                           int timeout_s, std::ostream& err) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -181,6 +195,7 @@ struct InteractiveCommands::Flags {
   CLI::App* forward = nullptr;
   CLI::App* cp = nullptr;
   CLI::App* notebook = nullptr;
+  CLI::App* attach = nullptr;
   int gpus = 1, local_port = 0, start_timeout = 600;
   std::string type, image, name, idle_timeout = "1h", max_duration = "12h";
   bool remove = false;
@@ -214,6 +229,20 @@ InteractiveCommands::InteractiveCommands(CLI::App& app) : flags_(std::make_uniqu
   f.cp->add_option("-n,--namespace", f.ns, "Namespace");
   f.cp->add_option("--rank", f.rank, "which task replica (default 0)")
       ->check(CLI::NonNegativeNumber);
+  // gpuctl's IAM commands have `attach policy ...`: `attach JOB` shares their verb.
+  try {
+    f.attach = app.get_subcommand("attach");
+    f.attach->description(f.attach->get_description() + " | attach JOB [-i] [--rank R]");
+  } catch (const CLI::OptionNotFound&) {
+    f.attach = app.add_subcommand("attach", "attach JOB [-i] [--rank R]");
+  }
+  f.attach->add_option("job", f.job,
+                       "JOB: follow its task's output and, with -i, send it this stdin");
+  f.attach->add_option("-n,--namespace", f.ns, "Namespace");
+  f.attach->add_option("--rank", f.rank, "which task replica (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  f.attach->add_flag("-i,--stdin", f.stdin,
+                     "send stdin to the task (an interactive job's tasks read one)");
   f.notebook = app.add_subcommand(
       "notebook", "Start Jupyter on GPUs and open it here: notebook [--gpus 1] [--image I]");
   f.notebook->add_option("--gpus", f.gpus, "GPUs (default 1)")->check(CLI::Range(0, 64));
@@ -235,7 +264,77 @@ InteractiveCommands::~InteractiveCommands() = default;
 
 bool InteractiveCommands::parsed() const {
   return flags_->exec->parsed() || flags_->forward->parsed() || flags_->cp->parsed() ||
-         flags_->notebook->parsed();
+         flags_->notebook->parsed() || (flags_->attach->parsed() && !flags_->job.empty());
+}
+
+int InteractiveCommands::Attach(const api::Client& client, std::ostream& err) {
+  Flags& f = *flags_;
+  absl::StatusOr<std::string> phase = PhaseOf(client, f.ns, f.job);
+  if (!phase.ok() || *phase != "Running") {
+    err << "gpuctl attach: "
+        << (phase.ok()
+                ? Cat("job ", f.ns, "/", f.job, " is ", *phase, ": attach needs a running task")
+                : std::string(phase.status().message()))
+        << "\n";
+    return kExitInvalid;
+  }
+  // The output: the task's log from now on, followed through the server on a thread of its own
+  // (a client of its own: api::Client is not shared between threads). It ends with the job.
+  struct Follow {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto follow = std::make_shared<Follow>();
+  LogsOptions logs{.job = f.job, .ns = f.ns, .rank = f.rank, .follow = true, .tail = 0};
+  const absl::StatusOr<std::string> logs_path = LogsTarget(logs);
+  std::thread([config = client.config(), path = logs_path.value_or(""), follow] {
+    api::Client mine(config);
+    if (!path.empty()) {
+      (void)mine.Stream(path, [](const std::string& line) { WriteAll(1, line + "\n"); });
+    }
+    std::lock_guard lock(follow->mu);
+    follow->done = true;
+    follow->cv.notify_all();
+  }).detach();
+  int code = kExitOk;
+  if (f.stdin) {
+    ExecIo io;
+    io.stdin_fd = 0;
+    io.on_stderr = [](std::string_view d) { WriteAll(2, d); };
+    absl::StatusOr<api::ExecStatus> s =
+        RunExec(client.config(), api::AttachPath(f.ns, f.job, f.rank), io);
+    if (s.ok() && !s->error.empty()) {  // the agent could not attach
+      err << "gpuctl attach: " << s->error << "\n";
+      return kExitInvalid;
+    }
+    if (!s.ok() && !absl::IsUnavailable(s.status())) {
+      err << "gpuctl attach: " << s.status().message() << "\n";
+      return kExitInvalid;
+    }
+    // The session closes when the task ends (the job follows within moments); otherwise it was
+    // lost.
+    std::string now = "Running";
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         now == "Running" && std::chrono::steady_clock::now() < until;) {
+      absl::StatusOr<std::string> p = PhaseOf(client, f.ns, f.job);
+      if (!p.ok()) break;
+      now = *p;
+      if (now == "Running") std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (now == "Running") {
+      err << "gpuctl attach: the session was lost; the task still runs\n";
+      code = kExitInvalid;
+    }
+  }
+  // The last of the output: the log stream ends once the job has (a few seconds at most).
+  std::unique_lock lock(follow->mu);
+  if (f.stdin) {
+    follow->cv.wait_for(lock, std::chrono::seconds(5), [&] { return follow->done; });
+  } else {
+    follow->cv.wait(lock, [&] { return follow->done; });
+  }
+  return code;
 }
 
 int InteractiveCommands::Notebook(const std::string& config_flag, std::ostream& out,
@@ -371,6 +470,7 @@ int InteractiveCommands::Run(const std::string& config_flag, std::ostream& out, 
   std::optional<api::Client> client = Connect(config_flag, err);
   if (!client) return kExitInvalid;
   const api::ClientConfig& config = client->config();
+  if (f.attach->parsed()) return Attach(*client, err);
   if (f.exec->parsed()) {
     ExecIo io;
     io.tty = f.tty;

@@ -4,6 +4,9 @@
 //   port-forward JOB [-n NS] [--rank R] [--address A] [LOCAL:]REMOTE...  local ports to the
 //        task's, until Ctrl-C
 //   cp [-n NS] [--rank R] SRC DST       one file to or from a task, JOB:/path on either side
+//   attach JOB [-n NS] [--rank R] [-i]  the task's output from now on (its log, followed) and,
+//        with -i, this stdin into the task's own (an interactive job's task); until the task
+//        ends (exit 0) or Ctrl-C
 //   notebook [--gpus N] [--type T] [--image I] [-n NS] [--name N] [--port P] [--idle-timeout D]
 //        [--max-duration D]             an interactive job running Jupyter, its port forwarded,
 //                                       its URL (with its token) printed; Ctrl-C ends the job
@@ -31,6 +34,10 @@ struct RemotePath {
 };
 std::optional<RemotePath> ParseRemotePath(const std::string& arg);
 
+// Job `ns`/`name`'s phase ("Running", "Succeeded", ...); NotFound with the server's message.
+absl::StatusOr<std::string> PhaseOf(const api::Client& client, const std::string& ns,
+                                    const std::string& name);
+
 // Waits until job `ns`/`name` runs (its rank 0 reported running), saying on `err` why it waits
 // when that changes; FailedPrecondition when it ended first, DeadlineExceeded after `timeout_s`.
 absl::Status AwaitRunning(const api::Client& client, const std::string& ns, const std::string& name,
@@ -53,6 +60,7 @@ class InteractiveCommands {
 
  private:
   int Notebook(const std::string& config_flag, std::ostream& out, std::ostream& err);
+  int Attach(const api::Client& client, std::ostream& err);
   int ForwardNotebook(const api::ClientConfig& config, const std::string& name, int remote,
                       const std::string& token, std::ostream& out, std::ostream& err);
   struct Flags;

@@ -41,8 +41,8 @@ std::optional<RequestedAction> JobAction(const std::string& method, const std::s
   if (sub == "events" && method == "GET") return RequestedAction{"jobs:Events", resource};
   if (sub == "logs" && method == "GET") return RequestedAction{"jobs:Logs", resource};
   if (sub == "logs" && method == "POST") return RequestedAction{"jobs:WriteLogs", resource};
-  // A shell, a copy or a forwarded port into a running task: one action for all three.
-  if ((sub == "exec" || sub == "portforward") && method == "GET") {
+  // A shell, a copy, a forwarded port or stdin into a running task: one action for all four.
+  if ((sub == "exec" || sub == "portforward" || sub == "attach") && method == "GET") {
     return RequestedAction{"jobs:Exec", resource};
   }
   return std::nullopt;

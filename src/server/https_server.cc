@@ -607,7 +607,7 @@ struct HttpsServer::Impl {
       rest = rest.substr(slash + 1);
     }
     if (parts.size() == 5 && parts[0] == "namespaces" && parts[2] == "jobs" &&
-        (parts[4] == "exec" || parts[4] == "portforward")) {
+        (parts[4] == "exec" || parts[4] == "portforward" || parts[4] == "attach")) {
       return SessionKind::kClient;
     }
     if (parts.size() >= 3 && parts[0] == "nodes") {

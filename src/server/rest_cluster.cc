@@ -534,7 +534,7 @@ Response RestApi::HandleJobSub(const Request& r, const Route& route, const std::
     if ((bad = RefuseQuery(r, kNoQuery))) return *bad;
     return EventListOf(store_, EventPrefix(route.namespace_, route.name));
   }
-  if ((sub == "exec" || sub == "portforward") && r.method == "GET") {
+  if ((sub == "exec" || sub == "portforward" || sub == "attach") && r.method == "GET") {
     return SessionTarget(r, route, sub);
   }
   return Status(404, "NotFound", Cat("no such path ", r.method, " ", r.path));

@@ -43,8 +43,9 @@ absl::StatusOr<std::vector<std::string>> ParseCommand(const Request& r) {
 
 Response RestApi::SessionTarget(const Request& r, const Route& route, const std::string& sub) {
   const bool exec = sub == "exec";
-  std::optional<Response> bad =
-      exec ? RefuseQuery(r, {"rank", "command", "tty", "stdin"}) : RefuseQuery(r, {"rank", "port"});
+  std::optional<Response> bad = exec ? RefuseQuery(r, {"rank", "command", "tty", "stdin"})
+                                : sub == "attach" ? RefuseQuery(r, {"rank"})
+                                                  : RefuseQuery(r, {"rank", "port"});
   if (bad) return *bad;
   api::SessionRequest request;
   request.kind = sub;
@@ -60,6 +61,8 @@ Response RestApi::SessionTarget(const Request& r, const Route& route, const std:
     request.command = *std::move(command);
     request.tty = QueryTrue(r, "tty");
     request.stdin = QueryTrue(r, "stdin");
+  } else if (sub == "attach") {
+    request.stdin = true;  // the client's stdin, into the task's
   } else {
     std::optional<int64_t> port = QueryInt(r, "port");
     if (!port || *port < 1 || *port > 65535) {

@@ -39,6 +39,9 @@ TEST_F(SessionsTest, AnExecOfARunningTaskNamesItsNodeAssignmentAndAttempt) {
   r = As(admin_, api::PortForwardPath("default", "train", 0, 8888));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Json::parse(r.body)["request"]["port"], 8888);
+  r = As(admin_, api::AttachPath("default", "train", 0));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["request"]["kind"], "attach");
 }
 
 TEST_F(SessionsTest, BadRequestsAreRefusedNamingWhatIsWrong) {
@@ -62,6 +65,8 @@ TEST_F(SessionsTest, BadRequestsAreRefusedNamingWhatIsWrong) {
       {exec + "?command=%5B%22ls%22%5D&shell=yes", 400, "shell"},
       {forward, 400, "port: required"},
       {forward + "?port=70000", 400, "port"},
+      {api::AttachPath("default", "train", 0) + "&command=%5B%22ls%22%5D", 400, "command"},
+      {api::AttachPath("default", "train", 5), 404, "has no rank 5"},
       {api::JobSubresourcePath("default", "nope", "exec") + "?command=%5B%22ls%22%5D", 404,
        "not found"},
   };

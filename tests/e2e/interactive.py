@@ -18,8 +18,10 @@
   6. an interactive job (idleTimeout 8s) lives while a session uses it, and then, left alone, is
      stopped (Cancelled, reason IdleTimeout, an IdleWarning event first), its GPU free again;
   7. a dropped client mid-session kills the command; a session into a task that ends ends too,
-     saying so, its command killed; nothing leaks: the agent's descriptors and
-     child processes are what they were before the sessions;
+     saying so, its command killed; `gpuctl attach -i` sends a line to an interactive task's
+     stdin and shows its answer (output from now on), a batch task has no stdin to attach to, a
+     job that ended is said; nothing leaks: the agent's descriptors and child processes are
+     what they were before the sessions;
   8. `gpuctl run -it -- sh` in a pseudo-terminal: a shell on a fresh GPU, its exit code, the job
      deleted after; `gpuctl notebook` (a stand-in `jupyter` on the task's PATH that answers as
      Jupyter does) prints a URL whose token opens it here, and Ctrl-C with --rm deletes the job.
@@ -421,6 +423,36 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
 
+def test_attach(e, c):
+    """gpuctl attach: an interactive task reads what the client types; a batch one has no stdin."""
+    manifest = """apiVersion: gpucloud/v1
+kind: Job
+metadata: {name: talk, namespace: default}
+spec:
+  interactive: {idleTimeout: 1h, maxDuration: 1h}
+  tasks:
+  - name: main
+    command: [sh, -c, "echo ready; read line; echo got:$line; sleep 3"]
+"""
+    rc, _, err = e.run("apply", "-f", "-", stdin=manifest.encode())
+    c.check("an interactive job to attach to is accepted", rc == 0, (rc, err))
+    e.running("talk")
+    # "From now on" is the server's log: wait until the task's first line has been shipped.
+    wait_for(lambda: "ready" in e.run("logs", "talk")[1], 15, "talk's first line in its log")
+    rc, out, err = e.run("attach", "-i", "talk", stdin=b"hello\n", timeout=60)
+    c.check("attach -i: the task read the line and its answer came back", rc == 0 and
+            "got:hello" in out, (rc, out, err))
+    c.check("attach shows output from now on, not the task's earlier lines", "ready" not in out,
+            out)
+    wait_for(lambda: e.job("talk")["status"].get("phase") == "Succeeded", 30, "talk to end")
+    rc, _, err = e.run("attach", "-i", "shell", stdin=b"x\n")
+    c.check("a batch job's task has no stdin to attach to: exit 1, said",
+            rc == 1 and "has no stdin to attach to" in err, (rc, err))
+    rc, _, err = e.run("attach", "done")
+    c.check("attach to a job that ended: exit 1, said", rc == 1 and "is Succeeded" in err,
+            (rc, err))
+
+
 def test_run_it(e, c):
     status, out, missing = pty_session(e, ["run", "-it", "--gpus", "1", "--name", "shell2", "--",
                                            "sh"], [
@@ -518,6 +550,7 @@ def main():
         test_tenants(e, c, tmp)
         test_drop(e, c)
         test_task_end(e, c)
+        test_attach(e, c)
         def settled():
             u = agent_usage(up.proc.pid)
             return u if u[0] <= before[0] and u[1] == before[1] else None
