@@ -223,23 +223,23 @@ api::ExecStatus StatusOf(int wstatus) {
 
 }  // namespace
 
+asio::awaitable<void> FinishWithStatus(api::ws::Sender<api::ws::Stream>& sender,
+                                       const api::ExecStatus& s) {
+  const std::string status = api::ExecMessage(api::ExecChannel::kStatus, api::ExecStatusJson(s));
+  co_await sender.Send(status);
+  co_await sender.Close();
+}
+
 asio::awaitable<void> SessionManager::Impl::Attach(api::ws::Stream& ws,
                                                    const api::SessionRequest& r,
                                                    const SessionTarget& target) {
   api::ws::Sender<api::ws::Stream> sender(ws);
-  // Named, never temporaries in the co_await's expression: GCC 12 destroys such a temporary
-  // twice (a double free; Exec below names its status for the same reason).
-  auto finish = [&sender](const api::ExecStatus& s) -> asio::awaitable<void> {
-    const std::string status = api::ExecMessage(api::ExecChannel::kStatus, api::ExecStatusJson(s));
-    co_await sender.Send(status);
-    co_await sender.Close();
-  };
   if (target.stdin_path.empty()) {
     const api::ExecStatus none{-1, 0,
                                Cat("the task ", r.assignment,
                                    " has no stdin to attach to (an interactive job's tasks have "
                                    "one; a batch job's read /dev/null)")};
-    co_await finish(none);
+    co_await FinishWithStatus(sender, none);
     co_return;
   }
   // Non-blocking, so that a task that does not read cannot stall the manager's thread; the
@@ -248,7 +248,7 @@ asio::awaitable<void> SessionManager::Impl::Attach(api::ws::Stream& ws,
   if (fd < 0) {
     const api::ExecStatus failed{-1, 0,
                                  Cat("the task's stdin cannot be opened: ", strerror(errno))};
-    co_await finish(failed);
+    co_await FinishWithStatus(sender, failed);
     co_return;
   }
   Descriptor in(co_await asio::this_coro::executor, fd);
@@ -274,12 +274,6 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
                                                  const SessionTarget& target, uint64_t entry) {
   asio::any_io_executor ex = co_await asio::this_coro::executor;
   api::ws::Sender<api::ws::Stream> sender(ws);
-  // Ends the session with `s` as its last message.
-  auto finish = [&sender](const api::ExecStatus& s) -> asio::awaitable<void> {
-    const std::string status = api::ExecMessage(api::ExecChannel::kStatus, api::ExecStatusJson(s));
-    co_await sender.Send(status);
-    co_await sender.Close();
-  };
   const char* path = getenv("PATH");
   absl::StatusOr<std::vector<std::string>> argv =
       ExecArgv(target, r, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
@@ -288,7 +282,7 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
   if (!child.ok()) {
     const api::ExecStatus failed{absl::IsNotFound(child.status()) ? 127 : 126, 0,
                                  std::string(child.status().message())};
-    co_await finish(failed);
+    co_await FinishWithStatus(sender, failed);
     co_return;
   }
   {
@@ -425,7 +419,7 @@ asio::awaitable<void> SessionManager::Impl::Exec(api::ws::Stream& ws, const api:
   while (st->outputs > 0) co_await st->done.Wait();
   entries[session].announce = nullptr;
   api::ExecStatus status = StatusOf(st->wstatus);
-  if (st->reading) co_await finish(status);
+  if (st->reading) co_await FinishWithStatus(sender, status);
   if (st->in) st->in->close(ec);
   // The client answers the close; one that does not is cut off after 5 s.
   st->grace.expires_after(std::chrono::seconds(5));

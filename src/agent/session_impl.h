@@ -69,6 +69,12 @@ struct SessionManager::Impl {
                                const SessionTarget& target);
 };
 
+// Ends an exec or attach session with `s` as its last message (session_exec.cc). Callers pass a
+// named status, never a temporary built in the co_await's expression: GCC 12 destroys such a
+// temporary twice.
+asio::awaitable<void> FinishWithStatus(api::ws::Sender<api::ws::Stream>& sender,
+                                       const api::ExecStatus& s);
+
 }  // namespace gpucloud::agent
 
 #endif  // GPUCLOUD_AGENT_SESSION_IMPL_H_

@@ -194,10 +194,7 @@ asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
                            Cat("the task ", request.assignment, " is not running on node ",
                                options.node, " (it ended, or was restarted elsewhere)")};
       api::ws::Sender<api::ws::Stream> sender(ws);
-      const std::string status =
-          api::ExecMessage(api::ExecChannel::kStatus, api::ExecStatusJson(gone));
-      co_await sender.Send(status);
-      co_await sender.Close();
+      co_await FinishWithStatus(sender, gone);
     }
   } else if (target) {
     co_await Forward(ws, request);

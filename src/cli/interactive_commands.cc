@@ -135,15 +135,28 @@ std::optional<RemotePath> ParseRemotePath(const std::string& arg) {
   return RemotePath{arg.substr(0, colon), arg.substr(colon + 1)};
 }
 
-absl::StatusOr<std::string> PhaseOf(const api::Client& client, const std::string& ns,
-                                    const std::string& name) {
+namespace {
+
+// Job `ns`/`name`'s status object ({} when it has none); NotFound with the server's message, or
+// the transport's error.
+absl::StatusOr<nlohmann::json> StatusOfJob(const api::Client& client, const std::string& ns,
+                                           const std::string& name) {
   absl::StatusOr<api::HttpResponse> r = client.Call("GET", api::JobPath(ns, name));
   if (!r.ok()) return r.status();
   if (r->status != 200) return absl::NotFoundError(StatusMessage(*r));
   nlohmann::json job = nlohmann::json::parse(r->body, nullptr, false);
   nlohmann::json status =
-      job.is_object() ? job.value("status", nlohmann::json::object()) : nlohmann::json{};
-  return status.is_object() ? status.value("phase", "Pending") : "Pending";
+      job.is_object() ? job.value("status", nlohmann::json::object()) : nlohmann::json::object();
+  return status.is_object() ? status : nlohmann::json::object();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PhaseOf(const api::Client& client, const std::string& ns,
+                                    const std::string& name) {
+  absl::StatusOr<nlohmann::json> status = StatusOfJob(client, ns, name);
+  if (!status.ok()) return status.status();
+  return status->value("phase", "Pending");
 }
 
 absl::Status AwaitRunning(const api::Client& client, const std::string& ns, const std::string& name,
@@ -151,27 +164,24 @@ absl::Status AwaitRunning(const api::Client& client, const std::string& ns, cons
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   std::string said;
   while (std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<api::HttpResponse> r = client.Call("GET", api::JobPath(ns, name));
-    if (r.ok() && r->status == 200) {
-      nlohmann::json job = nlohmann::json::parse(r->body, nullptr, false);
-      nlohmann::json status =
-          job.is_object() ? job.value("status", nlohmann::json::object()) : nlohmann::json{};
-      const std::string phase = status.value("phase", "Pending");
+    absl::StatusOr<nlohmann::json> status = StatusOfJob(client, ns, name);
+    if (status.ok()) {
+      const std::string phase = status->value("phase", "Pending");
       if (phase == "Running") return absl::OkStatus();
       if (phase == "Succeeded" || phase == "Failed" || phase == "Cancelled") {
         return absl::FailedPreconditionError(
-            Cat("job ", ns, "/", name, " is ", phase, ": ", status.value("message", "")));
+            Cat("job ", ns, "/", name, " is ", phase, ": ", status->value("message", "")));
       }
-      std::string why = Cat(phase, status.contains("message") && status["message"].is_string()
-                                       ? Cat(": ", status["message"].get<std::string>())
+      std::string why = Cat(phase, status->contains("message") && (*status)["message"].is_string()
+                                       ? Cat(": ", (*status)["message"].get<std::string>())
                                        : "");
       if (why != said) {
         err << "waiting for job " << ns << "/" << name << " to start (" << why << ")\n";
         err.flush();
         said = why;
       }
-    } else if (r.ok() && r->status != 200) {
-      return absl::NotFoundError(StatusMessage(*r));
+    } else if (absl::IsNotFound(status.status())) {
+      return status.status();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -150,9 +150,7 @@ absl::StatusOr<Cert> MakeCert(EVP_PKEY* key, const std::string& cn, X509* issuer
 std::string RandomHex(int bytes) {
   std::string raw(bytes, '\0');
   RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), bytes);
-  std::string out;
-  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
-  return out;
+  return absl::BytesToHexString(raw);
 }
 
 }  // namespace
