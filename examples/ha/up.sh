@@ -6,7 +6,9 @@
 #
 #   examples/ha/up.sh [DIR]          start it, print how to use it, stop it all on Ctrl-C
 #   examples/ha/up.sh --smoke [DIR]  start it, run a job, kill -9 the leader, run another job
-#                                    through the servers that are left, stop, exit 0 (a test)
+#                                    through the servers that are left, pause the next leader
+#                                    and run one meanwhile, kill an etcd member and run one,
+#                                    stop, exit 0 (a test)
 #
 # DIR (default: a new /tmp/gpucloud-ha.XXXXXX) holds etcd's members (etcd-1..3), the servers'
 # data directories (server-1..3: server-1 made the credentials, the others are copies of it),
@@ -169,19 +171,18 @@ wait_for 30 "another server to lead" leads_other_than "$old"
 echo "pid $(leader) leads $(python3 -c "import time; print(f'{time.time() - $killed_at:.1f}')") s after the kill"
 run_job after-kill
 
-# A paused leader (SIGSTOP: what a long pause looks like to etcd): another leads; the paused
-# one, woken, finds its key gone and steps down (its writes meanwhile are fenced), and a job
-# runs once. (While a server is frozen, etcd 3.4's JSON gateway was seen to hold back watch
-# events for the other servers until it woke or died: docs/server.md. So the job is submitted
-# once the paused server is woken.)
+# A paused leader (SIGSTOP: what a long pause looks like to etcd): another leads and runs a job
+# while it is paused (the agent, whose watch the paused one held, finds the new leader once the
+# watch has been silent for 5 s); the paused one, woken, finds its key gone and steps down (its
+# writes meanwhile are fenced).
 paused=$(leader)
 echo "the leader is pid $paused: SIGSTOP"
 kill -STOP "$paused"
 wait_for 30 "another server to lead while $paused is paused" leads_other_than "$paused"
+run_job while-paused
 kill -CONT "$paused"
 wait_for 30 "the woken server to step down" grep -q "no longer the leader" "$(log_of "$paused")"
 echo "pid $paused woke and stepped down; pid $(leader) leads"
-run_job after-pause
 
 # One etcd member killed: the other two keep quorum, the servers use them.
 echo "etcd member 1: kill -9"

@@ -253,6 +253,10 @@ void NodeAgent::Impl::OnWatchLine(const std::string& line, int64_t& rev) {
   wake.notify_all();
 }
 
+// The server sends a bookmark after each second without events: a watch silent for this long
+// is on a server that froze or was cut off, and is opened again on the next server.
+constexpr int kWatchIdleSeconds = 5;
+
 void NodeAgent::Impl::Watch() {
   absl::Duration backoff = absl::Milliseconds(200);
   while (!stop) {
@@ -269,7 +273,7 @@ void NodeAgent::Impl::Watch() {
       absl::StatusOr<api::HttpResponse> r = watch_client.Stream(
           Cat(api::AssignmentsPath(o.node_name),
               "?watch=true&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=", rev),
-          [&](const std::string& line) { OnWatchLine(line, rev); }, 15, &stop);
+          [&](const std::string& line) { OnWatchLine(line, rev); }, kWatchIdleSeconds, &stop);
       if (r.ok() && r->status == 200) continue;         // the server ended it after its timeout
       const bool expired = r.ok() && r->status == 410;  // compacted: list again at once
       if (!expired) Sleep(backoff);

@@ -244,10 +244,11 @@ void Client::FailOver() const {
 namespace {
 
 // Waits until the connection has something to read, for at most `seconds`; false when it stays
-// silent (a partitioned or hung peer). Asio's blocking reads would wait forever.
+// silent (a partitioned or hung peer). Asio's blocking reads would wait forever. Decrypted bytes
+// OpenSSL holds count; what the caller has buffered and not parsed does not (it needs more).
 template <typename Stream>
-bool Readable(Stream& stream, const beast::flat_buffer& buffered, int seconds) {
-  if (buffered.size() > 0 || SSL_pending(stream.native_handle()) > 0) return true;
+bool SocketReadable(Stream& stream, int seconds) {
+  if (SSL_pending(stream.native_handle()) > 0) return true;
   pollfd p{beast::get_lowest_layer(stream).socket().native_handle(), POLLIN, 0};
   return poll(&p, 1, seconds * 1000) > 0;
 }
@@ -268,7 +269,12 @@ absl::StatusOr<HttpResponse> Client::Stream(const std::string& target,
   for (size_t tried = 0; tried < n; ++tried) {
     bool streaming = false;
     r = StreamOne(target, on_line, idle_seconds, cancel, &streaming);
-    if (streaming) return r;  // the stream ended or broke: the caller opens it again
+    if (streaming) {
+      // The stream ended or broke: the caller opens it again. One that went silent (a hung or
+      // partitioned server) is opened again on the next server.
+      if (!r.ok() && n > 1) FailOver();
+      return r;
+    }
     bool fail_over = r.ok() ? r->status == 503 : absl::IsUnavailable(r.status());
     if (!fail_over) return r;
     FailOver();
@@ -292,7 +298,7 @@ absl::StatusOr<HttpResponse> Client::StreamOne(
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  if (!Readable(stream, buf, config_.answer_seconds)) ec = asio::error::timed_out;
+  if (!SocketReadable(stream, config_.answer_seconds)) ec = asio::error::timed_out;
   if (!ec) http::read_header(stream, buf, parser, ec);
   if (ec) return absl::UnavailableError(Cat("request to ", server.host, ": ", ec.message()));
   if (parser.get().result_int() != 200) {
@@ -311,7 +317,18 @@ absl::StatusOr<HttpResponse> Client::StreamOne(
   };
   parser.on_chunk_body(on_chunk);
   while (!parser.is_done()) {
-    if (idle_seconds > 0 && !Readable(stream, buf, idle_seconds)) {
+    // What came with earlier reads is parsed before the socket is waited on. Bytes left over
+    // that do not parse yet (half a chunk's framing) are not progress: counting them as
+    // readable sent the next read to wait on a silent server with no limit (an agent's
+    // assignment watch held by a frozen server for minutes).
+    if (buf.size() > 0) {
+      size_t used = parser.put(buf.data(), ec);
+      buf.consume(used);
+      if (ec == http::error::need_more) ec = {};
+      if (ec) break;
+      if (used > 0) continue;
+    }
+    if (idle_seconds > 0 && !SocketReadable(stream, idle_seconds)) {
       return absl::UnavailableError(
           Cat("watch on ", server.host, ": silent for ", idle_seconds, " s"));
     }
@@ -369,7 +386,7 @@ absl::StatusOr<HttpResponse> Client::CallOne(std::string_view method, const std:
     beast::flat_buffer buf;
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 << 20);
-    if (!ec && !Readable(stream, buf, config_.answer_seconds)) ec = asio::error::timed_out;
+    if (!ec && !SocketReadable(stream, config_.answer_seconds)) ec = asio::error::timed_out;
     if (!ec) http::read(stream, buf, parser, ec);
     if (ec) {
       bool nothing_back = !parser.got_some();

@@ -97,7 +97,8 @@ class Client {
   // ask for bookmarks so that a healthy one is never silent). With `cancel`, the stream ends
   // after the first line that arrives once it is set.
   // Fails over as Call does until a server answers 200; a stream that then ends or breaks is
-  // the caller's to open again (from its last revision), which starts with the same server.
+  // the caller's to open again (from its last revision), which starts with the same server,
+  // or with the next one when the stream went silent.
   absl::StatusOr<HttpResponse> Stream(const std::string& target,
                                       const std::function<void(const std::string&)>& on_line,
                                       int idle_seconds = 0,

@@ -5,7 +5,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "testing/pem.h"
+#include "testing/temp_dir.h"
 
 namespace gpucloud::api {
 namespace {
@@ -75,6 +85,76 @@ TEST(ClientConfig, ABadServerIsNamed) {
     absl::StatusOr<ClientConfig> got = ParseClientConfig(c.server + rest, "cfg");
     ASSERT_FALSE(got.ok()) << c.server;
     EXPECT_EQ(got.status().message(), c.error) << c.server;
+  }
+}
+
+// A TLS server on loopback that answers one request with the head of a chunked 200 and `body`,
+// then says nothing more until the test ends (a server that froze mid-stream).
+class FrozenStreamServer {
+ public:
+  explicit FrozenStreamServer(std::string body) : body_(std::move(body)) {
+    auto [key, cert] = testing_util::MakeKeyAndSelfSignedCert("localhost", 1);
+    std::ofstream(dir_ / "ca.crt") << cert;
+    ctx_.use_certificate_chain(boost::asio::buffer(cert));
+    ctx_.use_private_key(boost::asio::buffer(key), boost::asio::ssl::context::pem);
+    acceptor_.bind({boost::asio::ip::make_address("127.0.0.1"), 0});
+    acceptor_.listen();
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FrozenStreamServer() {
+    release_.set_value();
+    thread_.join();
+  }
+  ClientConfig Config() const {
+    ClientConfig c;
+    c.host = "127.0.0.1";
+    c.port = acceptor_.local_endpoint().port();
+    c.ca_path = dir_ / "ca.crt";
+    return c;
+  }
+
+ private:
+  void Serve() {
+    boost::asio::ssl::stream<boost::asio::ip::tcp::socket> s(io_, ctx_);
+    acceptor_.accept(s.next_layer());
+    s.handshake(boost::asio::ssl::stream_base::server);
+    std::string request;
+    char c;
+    while (!request.ends_with("\r\n\r\n") &&
+           boost::asio::read(s, boost::asio::buffer(&c, 1)) == 1) {
+      request += c;
+    }
+    boost::asio::write(
+        s, boost::asio::buffer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body_));
+    release_.get_future().wait();
+  }
+
+  testing_util::TempDir dir_;
+  std::string body_;
+  boost::asio::io_context io_;
+  boost::asio::ssl::context ctx_{boost::asio::ssl::context::tls_server};
+  boost::asio::ip::tcp::acceptor acceptor_{io_, boost::asio::ip::tcp::v4()};
+  std::promise<void> release_;
+  std::thread thread_;
+};
+
+// A stream that stops after a line and half of the next chunk's framing is silent: it ends as
+// Unavailable after its idle limit, not by waiting on the socket forever (an agent's watch held
+// by a frozen server, found with examples/ha/up.sh).
+TEST(Client, AStreamSilentAfterHalfAChunkEndsAfterItsIdleLimit) {
+  for (const std::string& rest : {std::string(""), std::string("1"), std::string("6\r\nli")}) {
+    auto server = std::make_unique<FrozenStreamServer>("6\r\nline1\n\r\n" + rest);
+    std::vector<std::string> lines;
+    auto ended = std::async(std::launch::async, [&lines, config = server->Config()] {
+      return Client(config).Stream(
+          "/watch", [&](const std::string& l) { lines.push_back(l); }, 1);
+    });
+    const bool on_time = ended.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    server.reset();  // a client still waiting sees the connection close
+    ASSERT_TRUE(on_time) << "after '" << rest << "': still waiting on a silent server";
+    absl::StatusOr<HttpResponse> r = ended.get();
+    EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+    EXPECT_EQ(lines, std::vector<std::string>{"line1"});
   }
 }
 
