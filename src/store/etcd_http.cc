@@ -4,6 +4,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
@@ -363,7 +365,56 @@ struct Http::Connection {
   Channel channel;
   std::string host;
   size_t member = 0;
+  std::chrono::steady_clock::time_point idle_since{};
 };
+
+namespace {
+
+constexpr size_t kMaxIdle = 16;
+constexpr std::chrono::seconds kIdleReuse{10};
+
+// Whether a kept-alive connection can carry another request: nothing is waiting to be read on
+// it (a member that closed it, or said anything unasked, makes it readable) and it has not hung
+// up. What a member did after this check is what any request risks: it fails as Unavailable.
+bool StillOpen(Channel& c) {
+  if (c.tls && SSL_pending(c.tls->native_handle()) > 0) return false;
+  pollfd p{c.tcp().socket().native_handle(), POLLIN | POLLRDHUP, 0};
+  return poll(&p, 1, 0) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<Http::Connection> Http::Take() const {
+  const auto now = std::chrono::steady_clock::now();
+  const size_t member = current_.load();
+  std::vector<Connection> stale;  // closed outside the lock
+  std::optional<Connection> found;
+  {
+    std::lock_guard lock(idle_mu_);
+    while (!idle_.empty() && !found) {
+      Connection c = std::move(idle_.back());
+      idle_.pop_back();
+      if (c.member == member && now - c.idle_since < kIdleReuse && StillOpen(c.channel)) {
+        found = std::move(c);
+      } else {
+        stale.push_back(std::move(c));
+      }
+    }
+  }
+  for (Connection& c : stale) c.channel.Close();
+  if (found) return std::move(*found);
+  return Connect();
+}
+
+void Http::GiveBack(Connection c) const {
+  c.idle_since = std::chrono::steady_clock::now();
+  std::lock_guard lock(idle_mu_);
+  if (idle_.size() >= kMaxIdle) {
+    idle_.front().channel.Close();
+    idle_.erase(idle_.begin());
+  }
+  idle_.push_back(std::move(c));
+}
 
 void Http::Failed(size_t member) const {
   size_t expected = member;
@@ -388,10 +439,11 @@ absl::StatusOr<Http::Connection> Http::Connect() const {
 }
 
 absl::StatusOr<json> Http::Post(const std::string& path, const json& body) const {
-  absl::StatusOr<Connection> c = Connect();
+  absl::StatusOr<Connection> c = Take();
   if (!c.ok()) return c.status();
   asio::io_context& io = *c->io;
   auto req = Request(c->host, path, body);
+  c->channel.tcp().expires_after(ToChrono(timeout_));
   beast::error_code ec = c->channel.Visit(
       [&](auto& s) { return Run(io, [&](auto done) { http::async_write(s, req, done); }); });
   if (ec) {
@@ -408,8 +460,13 @@ absl::StatusOr<json> Http::Post(const std::string& path, const json& body) const
     Failed(c->member);  // the next request tries another member
     return IoFailed(c->channel, Cat("reading the answer to ", path), ec);
   }
-  c->channel.Close();
   const auto& res = parser.get();
+  if (res.keep_alive()) {
+    c->channel.tcp().expires_never();
+    GiveBack(std::move(*c));
+  } else {
+    c->channel.Close();
+  }
   json answer = json::parse(res.body(), nullptr, false);
   if (answer.is_discarded()) {
     return absl::InternalError(Cat("etcd: ", path, ": HTTP ", res.result_int(),

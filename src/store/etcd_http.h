@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -59,7 +60,10 @@ absl::StatusOr<std::shared_ptr<TlsContext>> MakeTlsContext(const EtcdTlsOptions&
 // Requests to one of several members: the one that answered last, else the next that accepts a
 // connection. A request that was sent and not answered fails (Unavailable) and is never resent
 // to another member, since it may have been applied; the next request starts with the next
-// member. Thread-safe.
+// member. Connections are kept alive between requests (up to kMaxIdle idle ones, each reused
+// within kIdleReuse of its last answer, and only while the member has not closed it): a request
+// costs a round trip, not a connect and, with TLS, a handshake too. Watches have connections of
+// their own. Thread-safe.
 class Http {
  public:
   // `tls`: nullptr for plain HTTP; else every connection is TLS with it.
@@ -76,6 +80,10 @@ class Http {
   // A connection to the current member, or the first of the others that accepts one; it
   // becomes the current member. Unavailable naming every member when none does.
   absl::StatusOr<Connection> Connect() const;
+  // An idle connection to the current member that is still open, else a new one (Connect).
+  absl::StatusOr<Connection> Take() const;
+  // Keeps `c`, answered just now, for the next request.
+  void GiveBack(Connection c) const;
   // A request to `member` went unanswered: unless another request moved on already, the next
   // one starts with the member after it.
   void Failed(size_t member) const;
@@ -84,6 +92,8 @@ class Http {
   const absl::Duration timeout_;
   const std::shared_ptr<TlsContext> tls_;
   mutable std::atomic<size_t> current_{0};
+  mutable std::mutex idle_mu_;
+  mutable std::vector<Connection> idle_;  // newest last
 };
 
 }  // namespace gpucloud::store::etcd
