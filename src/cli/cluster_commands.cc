@@ -41,6 +41,17 @@ int64_t Int(const Json& j, const char* key) {
   return v.is_number_integer() ? v.get<int64_t>() : 0;
 }
 
+// The last line of `describe cluster`: whose figures these are and how old (a standby serves what
+// the leader last published; a server from before asOfMs says neither).
+std::string SummaryTime(const Json& c, int64_t now_ms) {
+  if (!c.contains("asOfMs")) return "(since the server started)";
+  const int64_t as_of = Int(c, "asOfMs");
+  if (as_of == 0) return "(no figures yet: no leader has published any)";
+  const int64_t age_s = (now_ms - as_of) / 1000;
+  return age_s >= 5 ? Cat("(since the leading server began to lead; as of ", age_s, " s ago)")
+                    : std::string("(since the leading server began to lead)");
+}
+
 std::string NodeState(const Json& node) {
   const Json& st = Field(node, "status");
   const Json& spec = Field(node, "spec");
@@ -362,7 +373,7 @@ int Describe(const api::Client& client, const std::string& resource, const std::
                        GpuTime(Num(jobs, "lost")), 100 * Num(jobs, "goodput"));
     out << fmt::format("Recoveries:    {} (mean {:.1f} s, max {:.1f} s to running again)\n",
                        Int(rec, "count"), Num(rec, "meanSeconds"), Num(rec, "maxSeconds"));
-    out << "(since the server started)\n";
+    out << SummaryTime(*c, absl::ToUnixMillis(absl::Now())) << "\n";
     return kExitOk;
   }
   err << "gpuctl describe: RESOURCE is job, node, secret or cluster\n";

@@ -52,6 +52,9 @@ namespace gpucloud::server {
 
 constexpr int64_t kRetainEveryMs = 10 * 60 * 1000;
 constexpr int64_t kTakeoverGraceMs = 12'000;
+// Several servers: the leader's cluster summary, for standbys to serve (StartSummaryPublisher).
+constexpr char kSummaryKey[] = "/meta/clustersummary";
+constexpr int64_t kSummaryRefreshMs = 30'000;
 
 // What runs only on the leader, for one term: made when it is elected, stopped when the term
 // ends. Members are destroyed in reverse order: the users of `fenced` before it.
@@ -83,6 +86,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<NodeCertificates> node_certs;
   std::unique_ptr<IdentityBook> identities;
   std::jthread iam_follower;             // on etcd: other servers' /iam/ writes into `identities`
+  std::jthread summary_publisher;        // on etcd: the leader's summary into the store
   std::unique_ptr<SecretStore> secrets;  // the Secrets and their key ring (holds its lock)
   std::unique_ptr<LogStore> logs;
   ControllerOptions controller_options;
@@ -114,6 +118,17 @@ struct ControlPlane::Impl {
   ClusterMetrics Metrics() const {
     std::shared_ptr<LeaderTerm> t = Term();
     return t ? t->controller->Metrics() : ClusterMetrics{};
+  }
+  // GET .../cluster: this server's controller figures while it leads (always on SQLite); on a
+  // standby, what the leader last published, with the leader's asOfMs (an empty summary with
+  // asOfMs 0 before any was, or while the store does not answer).
+  std::string Summary() const {
+    std::shared_ptr<LeaderTerm> t = Term();
+    if (t || !OnEtcd()) {
+      return ClusterSummaryJson(t ? t->controller->Metrics() : ClusterMetrics{}, clock.NowMillis());
+    }
+    absl::StatusOr<store::KeyValue> kv = store->Get(kSummaryKey);
+    return kv.ok() ? kv->value : ClusterSummaryJson(ClusterMetrics{}, 0);
   }
   // Starts the controllers writing through `s` (a FencedStore on etcd, the store on SQLite).
   void BeginTerm(std::unique_ptr<FencedStore> fenced) {
@@ -396,6 +411,7 @@ absl::Status ControlPlane::Start() {
   m.secrets->Start();  // rotation when due, and rewrapping after one
   StartAuditTicker();
   StartIamFollower();
+  StartSummaryPublisher();
   return absl::OkStatus();
 }
 
@@ -473,8 +489,7 @@ absl::Status ControlPlane::OpenApi() {
       [ids = m.identities.get()](const std::string& token) { return ids->Authenticate(token); });
   // The controllers come and go with leadership: through Impl, which knows the current ones.
   m.api->AttachCluster(
-      m.nodes.get(), m.logs.get(), [&m] { m.Kick(); },
-      [&m] { return ClusterSummaryJson(m.Metrics()); });
+      m.nodes.get(), m.logs.get(), [&m] { m.Kick(); }, [&m] { return m.Summary(); });
   if (m.OnEtcd()) m.api->SetLeadership([&m] { return m.Term() != nullptr; });
   m.api->SetWhatIf([&m](const std::string& ns, const Job& job) -> absl::StatusOr<nlohmann::json> {
     std::shared_ptr<LeaderTerm> term = m.Term();
@@ -494,9 +509,14 @@ absl::Status ControlPlane::StartServing() {
   AnomalyRecorder* anomalies = m.anomalies.get();  // null without the audit log
   AuditWebhook* webhook = m.webhook.get();         // null without --audit-webhook
   auto metrics = [&m, this, anomalies, webhook] {
-    std::string text = RenderClusterMetrics(m.Metrics());
-    text += RenderAutoscalingMetrics(m.AutoscalerMetrics());
-    text += RenderServiceMetrics(m.ServicesMetrics());
+    // The controllers' families come from the leader alone (a standby's would be zeros, and
+    // the leader's figures again would be counted once per server by a sum over instances).
+    std::string text;
+    if (leader()) {
+      text += RenderClusterMetrics(m.Metrics());
+      text += RenderAutoscalingMetrics(m.AutoscalerMetrics());
+      text += RenderServiceMetrics(m.ServicesMetrics());
+    }
     if (m.gateway) text += m.gateway->RenderMetrics();
     text += PromText()
                 .Family("gpucloud_leader", "gauge",
@@ -630,6 +650,45 @@ void ControlPlane::StartIamFollower() {
   });
 }
 
+// Several servers on one etcd: the leader writes its cluster summary under kSummaryKey when its
+// shape (nodes, GPUs, jobs, recoveries) changed, looked at every second, and every 30 s besides,
+// so that a standby answers GET .../cluster (gpuctl describe cluster, the console) with the
+// leader's figures. Through the term's fenced store: a deposed leader's write is refused.
+void ControlPlane::StartSummaryPublisher() {
+  Impl& m = *impl_;
+  if (!m.OnEtcd()) return;
+  m.summary_publisher = std::jthread([&m](const std::stop_token& stop) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    std::weak_ptr<LeaderTerm> published_term;  // what was published is of this term
+    std::string shape;
+    int64_t published_ms = 0;
+    while (!stop.stop_requested()) {
+      cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+      std::shared_ptr<LeaderTerm> t = m.Term();
+      if (!t || !t->fenced || stop.stop_requested()) continue;
+      const int64_t now = m.clock.NowMillis();
+      ClusterMetrics metrics = t->controller->Metrics();
+      std::string now_shape = ClusterSummaryShape(metrics);
+      if (published_term.lock() == t && now_shape == shape &&
+          now - published_ms < kSummaryRefreshMs) {
+        continue;
+      }
+      absl::StatusOr<int64_t> rev = t->fenced->Txn(
+          {{.key = kSummaryKey, .value = ClusterSummaryJson(metrics, now), .unlogged = true}});
+      if (!rev.ok()) {
+        log::Warn("server", "publishing the cluster summary failed",
+                  {{"error", rev.status().ToString()}});
+        continue;
+      }
+      published_term = t;
+      shape = std::move(now_shape);
+      published_ms = now;
+    }
+  });
+}
+
 // The audit log over the store, signing with its own key (DATA_DIR/audit.key). A
 // log that does not open (records cut or altered) stops the start, with the first bad record:
 // serving on would acknowledge changes with no record in a verifiable chain.
@@ -707,7 +766,7 @@ void ControlPlane::Stop() {
   if (m.gateway) m.gateway->Stop();
   if (m.https) m.https->Stop();
   if (m.secrets) m.secrets->Stop();
-  for (std::jthread* t : {&m.audit_ticker, &m.iam_follower}) {
+  for (std::jthread* t : {&m.audit_ticker, &m.iam_follower, &m.summary_publisher}) {
     if (t->joinable()) {
       t->request_stop();
       t->join();

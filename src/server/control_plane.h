@@ -162,6 +162,7 @@ class ControlPlane {
   absl::Status StartLeadership();
   void StartAuditTicker();
   void StartIamFollower();
+  void StartSummaryPublisher();
   absl::Status WriteAdminConfig();
   absl::Status OpenAudit();
   struct Impl;

@@ -652,7 +652,13 @@ std::vector<absl::StatusOr<int64_t>> Controller::TxnAll(
 
 // --- metrics ---------------------------------------------------------------------------------
 
-std::string ClusterSummaryJson(const ClusterMetrics& m) {
+std::string ClusterSummaryShape(const ClusterMetrics& m) {
+  Json shape{m.nodes_ready,   m.nodes_not_ready, m.gpus_total_by_type, m.gpus_allocated_by_type,
+             m.jobs_by_phase, m.recovery_count};
+  return shape.dump();
+}
+
+std::string ClusterSummaryJson(const ClusterMetrics& m, int64_t as_of_ms) {
   GpuSeconds jobs = m.job_gpu_seconds;
   for (const auto& [job, g] : m.live_jobs) jobs += g;
   Json gpus = Json::object();
@@ -676,7 +682,8 @@ std::string ClusterSummaryJson(const ClusterMetrics& m) {
           {{"count", m.recovery_count},
            {"meanSeconds", m.recovery_count > 0 ? m.recovery_sum / m.recovery_count : 0.0},
            {"maxSeconds", m.recovery_max}}},
-         {"jobs", m.jobs_by_phase}};
+         {"jobs", m.jobs_by_phase},
+         {"asOfMs", as_of_ms}};
   return j.dump(2);
 }
 

@@ -141,8 +141,12 @@ struct ClusterMetrics {
 
 // Renders ClusterMetrics in Prometheus text format (gpucloud_* names).
 std::string RenderClusterMetrics(const ClusterMetrics& m);
-// The cluster's availability, goodput and recovery figures as JSON (GET .../v1/cluster).
-std::string ClusterSummaryJson(const ClusterMetrics& m);
+// The cluster's availability, goodput and recovery figures as JSON (GET .../v1/cluster), taken
+// at `as_of_ms` (asOfMs: a standby serves what the leader published, and says when that was).
+std::string ClusterSummaryJson(const ClusterMetrics& m, int64_t as_of_ms);
+// What of the summary changes with events rather than with time (nodes, GPUs, jobs by phase,
+// recoveries): the leader publishes its summary again when this differs.
+std::string ClusterSummaryShape(const ClusterMetrics& m);
 
 // What the scheduler would decide for a job submitted now (Controller::WhatIf).
 struct WhatIfAnswer {

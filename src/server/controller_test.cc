@@ -659,9 +659,17 @@ TEST_F(ControllerTest, GoodputCountsWorkAfterTheLastCheckpointAsLostWhenANodeDie
   EXPECT_NE(text.find("gpucloud_job_gpu_seconds_total{kind=\"lost\"} 15"), std::string::npos)
       << text;
   // The summary endpoint says the same.
-  Json summary = Json::parse(ClusterSummaryJson(m));
+  Json summary = Json::parse(ClusterSummaryJson(m, 1234));
   EXPECT_DOUBLE_EQ(summary["jobGpuSeconds"]["lost"].get<double>(), 15.0);
   EXPECT_NEAR(summary["jobGpuSeconds"]["goodput"].get<double>(), 52.0 / 71.0, 1e-9);
+  EXPECT_EQ(summary["asOfMs"], 1234);
+  // The leader publishes its summary again when its shape changes, not as time adds up.
+  ClusterMetrics later = m;
+  later.gpu_seconds_registered += 100;
+  later.job_gpu_seconds.productive += 10;
+  EXPECT_EQ(ClusterSummaryShape(later), ClusterSummaryShape(m));
+  later.jobs_by_phase["Running"] += 1;
+  EXPECT_NE(ClusterSummaryShape(later), ClusterSummaryShape(m));
 }
 
 TEST_F(ControllerTest, AvailabilityIsTheShareOfGpuTimeOnReadyNodesWithHealthyGpus) {

@@ -378,8 +378,9 @@ std::string ServingLine(const Running& s) {
 // stay in DATA_DIR, not in the store yet), the audit log on (one chain, both write it), and two
 // agents that know both servers (one lists the standby first). Exactly one server leads; the
 // agents' heartbeats reach it (a standby answers them 503, and they move on), so both nodes are
-// Ready; jobs submitted to either server are scheduled. After kill -9 of the leader the other
-// leads within about a lease and a renew interval, the agents move to it and their nodes stay
+// Ready; jobs submitted to either server are scheduled, and the standby's cluster summary is
+// the leader's (its /metrics leaves the controllers' families out). After kill -9 of the leader the
+// other leads within about a lease and a renew interval, the agents move to it and their nodes stay
 // Ready, gpuctl (its config lists the dead server first) submits a job that is scheduled, and
 // the audit chain verifies with both servers' records in it.
 TEST(ServerBinary, TwoServersOnOneEtcdOneLeadsTheOtherTakesOverAfterKillNine) {
@@ -435,6 +436,24 @@ TEST(ServerBinary, TwoServersOnOneEtcdOneLeadsTheOtherTakesOverAfterKillNine) {
     })) << JobText(b.port, ca, token, job);
   }
   EXPECT_EQ(LeaderGauge(b.port, ca, token), 0);  // still the standby
+  // The standby answers the cluster summary with the leader's figures (published in the
+  // store), and leaves the controllers' metric families to the leader.
+  EXPECT_TRUE(Eventually(std::chrono::seconds(10),
+                         [&] {
+                           auto r = testing_util::HttpsCall(b.port, ca, http::verb::get,
+                                                            "/apis/gpucloud/v1/cluster", token);
+                           nlohmann::json c = nlohmann::json::parse(r.body(), nullptr, false);
+                           return c.is_object() && c["nodes"]["ready"] == 2 &&
+                                  c["asOfMs"].get<int64_t>() > 0 &&
+                                  c["jobs"].value("Scheduled", 0) + c["jobs"].value("Running", 0) ==
+                                      2;
+                         }))
+      << testing_util::HttpsCall(b.port, ca, http::verb::get, "/apis/gpucloud/v1/cluster", token)
+             .body();
+  for (auto [port, leads] : {std::pair{a.port, true}, std::pair{b.port, false}}) {
+    auto m = testing_util::HttpsCall(port, ca, http::verb::get, "/metrics", token);
+    EXPECT_EQ(m.body().find("\ngpucloud_jobs{") != std::string::npos, leads) << port;
+  }
   const auto killed = std::chrono::steady_clock::now();
   kill(a.pid, SIGKILL);
   Wait(a);
