@@ -76,7 +76,7 @@ for i in 1 2 3; do
     --listen-peer-urls "http://127.0.0.1:$((base + 10 + i))" \
     --initial-advertise-peer-urls "http://127.0.0.1:$((base + 10 + i))" \
     --initial-cluster "$cluster" --initial-cluster-state new \
-    --initial-cluster-token gpucloud-ha --max-txn-ops 4096 >"$dir/etcd-$i.log" 2>&1 &
+    --initial-cluster-token gpucloud-ha --max-txn-ops 4096 --pre-vote >"$dir/etcd-$i.log" 2>&1 &
   pids+=($!)
 done
 etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" "$@"; }

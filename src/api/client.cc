@@ -170,7 +170,7 @@ struct Connection {
   // The client certificate file's identity when it was loaded (a renewal replaces the file).
   std::pair<ino_t, int64_t> cert_file{};
 
-  // Connects to `a` within kConnectSeconds and shakes hands within kHandshakeSeconds (a dead
+  // Connects to `a` within connect_seconds and shakes hands within handshake_seconds (a dead
   // machine or a hung server must not hold the caller for minutes: the next server waits).
   absl::Status Open(const ClientConfig& c, const ServerAddress& a) {
     beast::error_code ec;
@@ -193,7 +193,7 @@ struct Connection {
     auto endpoints = resolver.resolve(a.host, std::to_string(a.port), ec);
     beast::tcp_stream& tcp = beast::get_lowest_layer(*stream);
     if (!ec) {
-      tcp.expires_after(std::chrono::seconds(kConnectSeconds));
+      tcp.expires_after(std::chrono::seconds(c.connect_seconds));
       tcp.async_connect(endpoints, [&ec](beast::error_code e, const auto&) { ec = e; });
       RunPending();
     }
@@ -204,7 +204,7 @@ struct Connection {
     // flight's ACK, which a server with nothing to send (no session tickets) delays by 40 ms.
     boost::system::error_code nodelay_ec;
     tcp.socket().set_option(asio::ip::tcp::no_delay(true), nodelay_ec);
-    tcp.expires_after(std::chrono::seconds(kHandshakeSeconds));
+    tcp.expires_after(std::chrono::seconds(c.handshake_seconds));
     stream->async_handshake(asio::ssl::stream_base::client, [&ec](beast::error_code e) { ec = e; });
     RunPending();
     if (ec) return absl::UnavailableError(Cat("TLS with ", a.host, ": ", ec.message()));
@@ -216,9 +216,6 @@ struct Connection {
     io.run();
     io.restart();
   }
-
-  static constexpr int kConnectSeconds = 3;
-  static constexpr int kHandshakeSeconds = 5;
 };
 
 Client::Client(ClientConfig config) : config_(std::move(config)) {}

@@ -51,6 +51,10 @@ struct ClientConfig {
   std::vector<ServerAddress> more_servers;
   // How long a sent request may wait for the answer's first byte (a stream: for its head).
   int answer_seconds = 30;
+  // How long a connection may take to be accepted, then to finish its TLS handshake: a dead
+  // machine, or one cut off, must not hold the caller long before the next server is tried.
+  int connect_seconds = 3;
+  int handshake_seconds = 5;
 };
 
 // Reads a config file; InvalidArgument naming the file and the missing or bad field.

@@ -70,10 +70,42 @@ std::string AuditLog::DigestKey(int64_t seq) const {
   return fmt::format("{}digests/{:020d}", options_.prefix, seq);
 }
 
+// From the record at `head.seq` (counted), on through the records other servers appended
+// since the count, each chained to the one before: the head now. A record past the counted ones
+// that is as old as `counted_at` (the store's revision before the count) was there when counted,
+// so the count is short of the records: one is missing before it.
+absl::Status AuditLog::FollowAppended(Head& head, const std::string& first_what,
+                                      int64_t counted_at) {
+  absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(head.seq));
+  absl::StatusOr<AuditRecord> r =
+      last.ok() ? DecodeRecord(last->value) : absl::NotFoundError("missing");
+  for (;;) {
+    if (!r.ok() || RecordHash(*r) != r->hash) {
+      return absl::DataLossError(Cat("audit log: the records are not a contiguous chain from ",
+                                     first_what, ": run a verification"));
+    }
+    head.hash = r->hash;
+    head.mod_revision = last->mod_revision;
+    absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head.seq + 1));
+    if (absl::IsNotFound(next.status())) return absl::OkStatus();
+    if (!next.ok()) return next.status();
+    absl::StatusOr<AuditRecord> n = DecodeRecord(next->value);
+    if (next->mod_revision <= counted_at || (n.ok() && n->prev_hash != head.hash)) {
+      r = absl::DataLossError("a gap");
+    } else {
+      r = std::move(n);
+      last = std::move(next);
+      ++head.seq;
+    }
+  }
+}
+
 // The chain's records are contiguous, from seq 1 (or the one after retention's anchor digest,
-// the oldest digest) to the head: the head is first + Count - 1.
+// the oldest digest) to the head: the head is first + Count - 1, or later when other servers
+// (several on etcd) appended records since the count.
 absl::StatusOr<std::pair<AuditLog::Head, int64_t>> AuditLog::ReadHead() {
   Head head;
+  const int64_t counted_at = store_.Revision();
   absl::StatusOr<store::ListResult> digests = store_.List(options_.prefix + "digests/");
   if (!digests.ok()) return digests.status();
   std::vector<int64_t> digest_seqs;
@@ -89,16 +121,11 @@ absl::StatusOr<std::pair<AuditLog::Head, int64_t>> AuditLog::ReadHead() {
     int64_t first = digest_seqs.empty() ? 1 : digest_seqs.front() + 1;
     if (absl::StatusOr<store::KeyValue> one = store_.Get(RecordKey(1)); one.ok()) first = 1;
     head.seq = first + *count - 1;
-    absl::StatusOr<store::KeyValue> last = store_.Get(RecordKey(head.seq));
-    absl::StatusOr<store::KeyValue> next = store_.Get(RecordKey(head.seq + 1));
-    absl::StatusOr<AuditRecord> r =
-        last.ok() ? DecodeRecord(last->value) : absl::NotFoundError("missing");
-    if (!r.ok() || RecordHash(*r) != r->hash || !absl::IsNotFound(next.status())) {
-      return absl::DataLossError(Cat("audit log: the records are not a contiguous chain from seq ",
-                                     first, " (", *count, " records): run a verification"));
+    if (absl::Status s =
+            FollowAppended(head, Cat("seq ", first, " (", *count, " records)"), counted_at);
+        !s.ok()) {
+      return s;
     }
-    head.hash = r->hash;
-    head.mod_revision = last->mod_revision;
   }
   if (signed_seq > head.seq) {
     return absl::DataLossError(Cat("audit log: truncated: a digest covers seq ", signed_seq,

@@ -171,6 +171,7 @@ class AuditLog {
   static constexpr int kMaxChainRaces = 64;
   // The chain's head as the store has it now, and the newest digest's seq (see Open).
   absl::StatusOr<std::pair<Head, int64_t>> ReadHead();
+  absl::Status FollowAppended(Head& head, const std::string& first_what, int64_t counted_at);
   absl::StatusOr<Head> ReadHeadSettled();
   absl::StatusOr<Head> NewerHead(const Head& known);
   class Tail;  // a transaction's record as its store::TxnTail (audit_log.cc)

@@ -565,10 +565,15 @@ absl::Status ControlPlane::StartLeadership() {
   }
   const int64_t ttl_ms =
       std::max<int64_t>(1, std::ceil(absl::ToDoubleSeconds(m.options.leader_lease))) * 1000;
-  const ElectionTiming timing{.ttl_ms = ttl_ms};
-  // A lease request that waits longer than a renew interval is as good as failed.
+  ElectionTiming timing{.ttl_ms = ttl_ms};
+  // A lease request that waits longer than a third of a renew interval is as good as failed (a
+  // renewal is two: the keep-alive and the key's read). Found by tests/e2e/ha_chaos.py: with a
+  // renew interval each and connects to unreachable members on top, a leader cut off from etcd
+  // stepped down 1.7 s after another was elected.
+  const int64_t request_ms = std::max<int64_t>(50, timing.RenewMs() / 3);
+  timing.io_ms = 2 * request_ms;
   absl::StatusOr<std::unique_ptr<store::LeaseClient>> leases =
-      store::OpenEtcdLeases(m.where.endpoints, absl::Milliseconds(timing.RenewMs()), m.etcd_tls);
+      store::OpenEtcdLeases(m.where.endpoints, absl::Milliseconds(request_ms), m.etcd_tls);
   if (!leases.ok()) return leases.status();
   m.leases = std::move(*leases);
   nlohmann::json identity = {{"url", url()}, {"pid", static_cast<int64_t>(getpid())}};

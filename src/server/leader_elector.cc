@@ -14,15 +14,16 @@ using Renewal = ElectionMachine::Renewal;
 Action ElectionMachine::Decide(int64_t now_ms) const {
   if (!leader_) return now_ms >= next_try_ms_ ? Action::kCampaign : Action::kWait;
   // No keep-alive for a whole TTL: etcd may expire the lease any moment, and another server
-  // take over; stop acting before that can happen.
-  if (lost_ || now_ms >= renewed_ms_ + timing_.ttl_ms) return Action::kStepDown;
+  // take over; stop acting before that can happen, counting the longest a renewal started now
+  // could keep this thread from deciding again.
+  if (lost_ || now_ms + timing_.io_ms >= renewed_ms_ + timing_.ttl_ms) return Action::kStepDown;
   return now_ms >= next_try_ms_ ? Action::kRenew : Action::kWait;
 }
 
 int64_t ElectionMachine::WakeAtMs() const {
   if (!leader_) return next_try_ms_;
   if (lost_) return renewed_ms_;  // now
-  return std::min(next_try_ms_, renewed_ms_ + timing_.ttl_ms);
+  return std::min(next_try_ms_, renewed_ms_ + timing_.ttl_ms - timing_.io_ms);
 }
 
 void ElectionMachine::CampaignWon(int64_t sent_ms, int64_t token) {

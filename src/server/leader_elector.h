@@ -36,6 +36,10 @@ struct ElectionTiming {
   int64_t RenewMs() const { return renew_ms > 0 ? renew_ms : std::max<int64_t>(1, ttl_ms / 3); }
   // After a keep-alive or campaign that etcd did not answer: the next try.
   int64_t RetryMs() const { return std::max<int64_t>(1, RenewMs() / 3); }
+  // The longest one renewal's requests may take (their timeouts added up). A leader steps down
+  // this long before its lease could run out rather than start a renewal that might still be
+  // waiting on etcd when another server can be elected.
+  int64_t io_ms = 0;
 };
 
 // The decisions of one server's election, without I/O. Not thread-safe (the elector's thread).

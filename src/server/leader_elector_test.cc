@@ -75,6 +75,22 @@ TEST(ElectionMachine, ALeaderRenewsAndStepsDownATtlAfterTheLastGoodKeepAlive) {
   EXPECT_EQ(late.Decide(5900), Action::kStepDown);
 }
 
+// A renewal blocks the elector's thread for up to io_ms: a leader steps down that long before
+// its lease could run out, so that no renewal still waiting on etcd outlives its term (found by
+// tests/e2e/ha_chaos.py: a leader cut off from etcd stepped down after another was elected).
+TEST(ElectionMachine, ALeaderStepsDownTheLongestRenewalBeforeItsLeaseCouldRunOut) {
+  ElectionTiming timing = kTiming;
+  timing.io_ms = 500;
+  ElectionMachine m(timing);
+  m.CampaignWon(100, 42);
+  m.Renewed(1100, Renewal::kFailed);
+  m.Renewed(1433, Renewal::kFailed);
+  EXPECT_EQ(m.Decide(2599), Action::kRenew);
+  EXPECT_EQ(m.Decide(2600), Action::kStepDown);  // 100 + 3000 - 500
+  m.Renewed(2000, Renewal::kFailed);
+  EXPECT_LE(m.WakeAtMs(), 2600);
+}
+
 TEST(ElectionMachine, ALostLeaseOrKeyStepsDownAtOnceAndCampaignsAgain) {
   ElectionMachine m(kTiming);
   m.CampaignWon(0, 42);

@@ -384,7 +384,7 @@ bool StillOpen(Channel& c) {
 
 }  // namespace
 
-absl::StatusOr<Http::Connection> Http::Take() const {
+absl::StatusOr<Http::Connection> Http::Take(absl::Time deadline) const {
   const auto now = std::chrono::steady_clock::now();
   const size_t member = current_.load();
   std::vector<Connection> stale;  // closed outside the lock
@@ -403,7 +403,7 @@ absl::StatusOr<Http::Connection> Http::Take() const {
   }
   for (Connection& c : stale) c.channel.Close();
   if (found) return std::move(*found);
-  return Connect();
+  return Connect(deadline);
 }
 
 void Http::GiveBack(Connection c) const {
@@ -421,29 +421,36 @@ void Http::Failed(size_t member) const {
   current_.compare_exchange_strong(expected, (member + 1) % members_.size());
 }
 
-absl::StatusOr<Http::Connection> Http::Connect() const {
+absl::StatusOr<Http::Connection> Http::Connect(absl::Time deadline) const {
   const size_t first = current_.load();
+  // A member that does not answer SYNs must not take the whole call: each gets its share.
+  const absl::Duration share = timeout_ / static_cast<int64_t>(members_.size());
   std::string failures;
   for (size_t i = 0; i < members_.size(); ++i) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
     const size_t at = (first + i) % members_.size();
     const Member& m = members_[at];
     auto io = std::make_unique<asio::io_context>();
-    absl::StatusOr<Channel> channel = ConnectTo(*io, m, timeout_, tls_.get());
+    absl::StatusOr<Channel> channel = ConnectTo(*io, m, std::min(share, left), tls_.get());
     if (channel.ok()) {
       current_.store(at);
       return Connection{std::move(io), std::move(*channel), m.host, at};
     }
+    Failed(at);
     failures += Cat(failures.empty() ? "" : "; ", channel.status().message());
   }
+  if (failures.empty()) failures = "out of time";
   return absl::UnavailableError(Cat("no etcd member answers: ", failures));
 }
 
 absl::StatusOr<json> Http::Post(const std::string& path, const json& body) const {
-  absl::StatusOr<Connection> c = Take();
+  const absl::Time deadline = absl::Now() + timeout_;
+  absl::StatusOr<Connection> c = Take(deadline);
   if (!c.ok()) return c.status();
   asio::io_context& io = *c->io;
   auto req = Request(c->host, path, body);
-  c->channel.tcp().expires_after(ToChrono(timeout_));
+  c->channel.tcp().expires_after(ToChrono(std::max(deadline - absl::Now(), absl::ZeroDuration())));
   beast::error_code ec = c->channel.Visit(
       [&](auto& s) { return Run(io, [&](auto done) { http::async_write(s, req, done); }); });
   if (ec) {
@@ -477,9 +484,11 @@ absl::StatusOr<json> Http::Post(const std::string& path, const json& body) const
 }
 
 absl::StatusOr<std::unique_ptr<WatchStream>> Http::Watch(const json& create_request) const {
-  absl::StatusOr<Connection> c = Connect();
+  const absl::Time deadline = absl::Now() + timeout_;
+  absl::StatusOr<Connection> c = Connect(deadline);
   if (!c.ok()) return c.status();
   auto req = Request(c->host, "/v3/watch", {{"create_request", create_request}});
+  c->channel.tcp().expires_after(ToChrono(std::max(deadline - absl::Now(), absl::ZeroDuration())));
   beast::error_code ec = c->channel.Visit(
       [&](auto& s) { return Run(*c->io, [&](auto done) { http::async_write(s, req, done); }); });
   if (ec) {
@@ -487,7 +496,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Http::Watch(const json& create_requ
     return IoFailed(c->channel, "sending a watch", ec);
   }
   auto watch = std::make_unique<HttpWatchStream>(std::move(c->io), std::move(c->channel));
-  if (absl::Status s = watch->ReadHeader(absl::Now() + timeout_); !s.ok()) return s;
+  if (absl::Status s = watch->ReadHeader(deadline); !s.ok()) return s;
   return watch;
 }
 

@@ -60,10 +60,12 @@ absl::StatusOr<std::shared_ptr<TlsContext>> MakeTlsContext(const EtcdTlsOptions&
 // Requests to one of several members: the one that answered last, else the next that accepts a
 // connection. A request that was sent and not answered fails (Unavailable) and is never resent
 // to another member, since it may have been applied; the next request starts with the next
-// member. Connections are kept alive between requests (up to kMaxIdle idle ones, each reused
-// within kIdleReuse of its last answer, and only while the member has not closed it): a request
-// costs a round trip, not a connect and, with TLS, a handshake too. Watches have connections of
-// their own. Thread-safe.
+// member. A call, connecting included, takes at most the timeout: each member gets a share of
+// it to accept a connection (one that does not is where the next call starts after it), then
+// the request has what is left. Connections are kept alive between requests (up to kMaxIdle idle
+// ones, each reused within kIdleReuse of its last answer, and only while the member has not closed
+// it): a request costs a round trip, not a connect and, with TLS, a handshake too. Watches have
+// connections of their own. Thread-safe.
 class Http {
  public:
   // `tls`: nullptr for plain HTTP; else every connection is TLS with it.
@@ -77,11 +79,12 @@ class Http {
 
  private:
   struct Connection;
-  // A connection to the current member, or the first of the others that accepts one; it
-  // becomes the current member. Unavailable naming every member when none does.
-  absl::StatusOr<Connection> Connect() const;
+  // A connection to the current member, or the first of the others that accepts one by
+  // `deadline`; it becomes the current member. Unavailable naming every member tried when none
+  // does.
+  absl::StatusOr<Connection> Connect(absl::Time deadline) const;
   // An idle connection to the current member that is still open, else a new one (Connect).
-  absl::StatusOr<Connection> Take() const;
+  absl::StatusOr<Connection> Take(absl::Time deadline) const;
   // Keeps `c`, answered just now, for the next request.
   void GiveBack(Connection c) const;
   // A request to `member` went unanswered: unless another request moved on already, the next
