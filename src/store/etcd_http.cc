@@ -360,12 +360,19 @@ Http::Http(std::vector<Member> members, absl::Duration timeout, std::shared_ptr<
     : members_(std::move(members)), timeout_(timeout), tls_(std::move(tls)) {}
 Http::~Http() = default;
 
+// Moved, never move-assigned: assignment would destroy `io` before the streams in `channel`
+// that use it (members are assigned in order).
 struct Http::Connection {
   std::unique_ptr<asio::io_context> io;
   Channel channel;
   std::string host;
   size_t member = 0;
   std::chrono::steady_clock::time_point idle_since{};
+
+  Connection(std::unique_ptr<asio::io_context> i, Channel c, std::string h, size_t m)
+      : io(std::move(i)), channel(std::move(c)), host(std::move(h)), member(m) {}
+  Connection(Connection&&) = default;
+  Connection& operator=(Connection&&) = delete;
 };
 
 namespace {
@@ -387,33 +394,38 @@ bool StillOpen(Channel& c) {
 absl::StatusOr<Http::Connection> Http::Take(absl::Time deadline) const {
   const auto now = std::chrono::steady_clock::now();
   const size_t member = current_.load();
-  std::vector<Connection> stale;  // closed outside the lock
-  std::optional<Connection> found;
+  std::vector<std::unique_ptr<Connection>> stale;  // closed outside the lock
+  std::unique_ptr<Connection> found;
   {
     std::lock_guard lock(idle_mu_);
     while (!idle_.empty() && !found) {
-      Connection c = std::move(idle_.back());
+      std::unique_ptr<Connection> c = std::move(idle_.back());
       idle_.pop_back();
-      if (c.member == member && now - c.idle_since < kIdleReuse && StillOpen(c.channel)) {
+      if (c->member == member && now - c->idle_since < kIdleReuse && StillOpen(c->channel)) {
         found = std::move(c);
       } else {
         stale.push_back(std::move(c));
       }
     }
   }
-  for (Connection& c : stale) c.channel.Close();
+  for (std::unique_ptr<Connection>& c : stale) c->channel.Close();
   if (found) return std::move(*found);
   return Connect(deadline);
 }
 
 void Http::GiveBack(Connection c) const {
   c.idle_since = std::chrono::steady_clock::now();
-  std::lock_guard lock(idle_mu_);
-  if (idle_.size() >= kMaxIdle) {
-    idle_.front().channel.Close();
-    idle_.erase(idle_.begin());
+  auto kept = std::make_unique<Connection>(std::move(c));
+  std::unique_ptr<Connection> oldest;  // closed outside the lock
+  {
+    std::lock_guard lock(idle_mu_);
+    if (idle_.size() >= kMaxIdle) {
+      oldest = std::move(idle_.front());
+      idle_.erase(idle_.begin());
+    }
+    idle_.push_back(std::move(kept));
   }
-  idle_.push_back(std::move(c));
+  if (oldest) oldest->channel.Close();
 }
 
 void Http::Failed(size_t member) const {

@@ -96,7 +96,9 @@ class Http {
   const std::shared_ptr<TlsContext> tls_;
   mutable std::atomic<size_t> current_{0};
   mutable std::mutex idle_mu_;
-  mutable std::vector<Connection> idle_;  // newest last
+  // Newest last. Pointers: a Connection must not be move-assigned (its io_context would go
+  // before the streams that use it: erasing from a vector of them corrupted the heap).
+  mutable std::vector<std::unique_ptr<Connection>> idle_;
 };
 
 }  // namespace gpucloud::store::etcd
