@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "core/text.h"
 
 namespace gpucloud::store {
@@ -141,7 +143,13 @@ void EtcdTestServer::Stop() {
 }
 
 void EtcdTestServer::Pause() {
-  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGSTOP);
+  // kill returns before the member has stopped, and a request on a kept-alive connection can be
+  // answered in that time: wait until it has (the stop is reported, the child not reaped).
+  int status = 0;
+  while (::waitpid(pid_, &status, WUNTRACED) == -1 && errno == EINTR) {
+  }
 }
 
 void EtcdTestServer::Resume() {
