@@ -29,20 +29,23 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime
 
-from chaos import Net, expected_losses, final_losses, sh, skip, wait
+from chaos import Cluster, Net, expected_losses, final_losses, sh, skip, wait
 
 STEPS = 4000
 LEASE = 3
 CP = ("c1", "c2", "c3")
 
 
-class HaCluster:
+class HaCluster(Cluster):
+    """chaos.py's cluster (spawn, gpuctl, job, ready_nodes) with three servers on etcd."""
+
     def __init__(self, build, source, net, work):
         self.build, self.source, self.net, self.work = build, source, net, work
         self.procs = {}
@@ -51,14 +54,8 @@ class HaCluster:
         self.config = os.path.join(work, "gpuctl.config")
         self.env = dict(os.environ, GPUCLOUD_CONFIG=self.config)
 
-    def spawn(self, host, name, args):
-        log = open(os.path.join(self.work, f"{name}.log"), "a")
-        p = subprocess.Popen(["ip", "netns", "exec", self.net.ns[host]] + args, stdout=log,
-                             stderr=subprocess.STDOUT, cwd=self.source)
-        self.procs[name] = p
-        return p
-
     def log(self, name):
+        """A process's output so far; "" before it has any (a server not started yet)."""
         path = os.path.join(self.work, f"{name}.log")
         if not os.path.exists(path):
             return ""
@@ -96,7 +93,7 @@ class HaCluster:
 
     def stop(self, name, sig="TERM"):
         p = self.procs.pop(name)
-        p.send_signal(getattr(__import__("signal"), f"SIG{sig}"))
+        p.send_signal(getattr(signal, f"SIG{sig}"))
         p.wait(timeout=30)
 
     def start_agent(self, h):
@@ -118,26 +115,8 @@ class HaCluster:
                 return h
         return None
 
-    def gpuctl(self, *args, check=True):
-        r = subprocess.run([f"{self.build}/apps/gpuctl"] + list(args), capture_output=True,
-                           text=True, env=self.env, cwd=self.source)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"gpuctl {' '.join(args)}: {r.stdout}{r.stderr}")
-        return r
-
-    def job(self, name):
-        r = self.gpuctl("get", "jobs", name, "-o", "json", check=False)
-        try:
-            return json.loads(r.stdout)
-        except json.JSONDecodeError:
-            return {}
-
     def phase(self, name):
         return self.job(name).get("status", {}).get("phase")
-
-    def ready_nodes(self):
-        out = self.gpuctl("get", "nodes", check=False).stdout
-        return sum(1 for line in out.splitlines()[1:] if " Ready" in line)
 
     def submit(self, name, steps=STEPS, small=False):
         """The trainer's two ranks of 2 GPUs each; `small`: one rank on 1 GPU (a probe)."""
