@@ -56,6 +56,20 @@ constexpr int64_t kTakeoverGraceMs = 12'000;
 constexpr char kSummaryKey[] = "/meta/clustersummary";
 constexpr int64_t kSummaryRefreshMs = 30'000;
 
+namespace {
+
+// Waits `d`, or less when `stop` is requested meanwhile; false when it was (the periodic threads
+// below end then).
+bool WaitUnlessStopped(const std::stop_token& stop, std::chrono::milliseconds d) {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  cv.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
+}
+
+}  // namespace
+
 // What runs only on the leader, for one term: made when it is elected, stopped when the term
 // ends. Members are destroyed in reverse order: the users of `fenced` before it.
 struct LeaderTerm {
@@ -595,13 +609,9 @@ void ControlPlane::StartAuditTicker() {
   Impl& m = *impl_;
   if (!m.audit) return;
   m.audit_ticker = std::jthread([&m](const std::stop_token& stop) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
     int64_t retained_ms = m.clock.NowMillis();
     while (!stop.stop_requested()) {
-      cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
-      if (stop.stop_requested()) break;
+      if (!WaitUnlessStopped(stop, std::chrono::milliseconds(50))) break;
       const int64_t now = m.clock.NowMillis();
       if (absl::Status s = m.audit->Tick(now); !s.ok()) {
         log::Error("server", "audit log tick failed", {{"error", s.ToString()}});
@@ -624,9 +634,6 @@ void ControlPlane::StartIamFollower() {
   Impl& m = *impl_;
   if (!m.OnEtcd()) return;
   m.iam_follower = std::jthread([&m](const std::stop_token& stop) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
     // One read of the change log for both (each takes its own prefix; on etcd a read costs the
     // same whatever the prefix: etcd's watch is read whole and filtered here).
     auto loaded = [&m] {
@@ -635,7 +642,7 @@ void ControlPlane::StartIamFollower() {
     int64_t after = loaded();
     constexpr int kPage = 1000;
     while (!stop.stop_requested()) {
-      cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+      if (!WaitUnlessStopped(stop, std::chrono::seconds(1))) break;
       for (bool more = true; more && !stop.stop_requested();) {
         const int64_t now = m.store->Revision();
         absl::StatusOr<std::vector<store::Event>> events = m.store->Changes("", after, kPage);
@@ -663,16 +670,13 @@ void ControlPlane::StartSummaryPublisher() {
   Impl& m = *impl_;
   if (!m.OnEtcd()) return;
   m.summary_publisher = std::jthread([&m](const std::stop_token& stop) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
     std::weak_ptr<LeaderTerm> published_term;  // what was published is of this term
     std::string shape;
     int64_t published_ms = 0;
     while (!stop.stop_requested()) {
-      cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+      if (!WaitUnlessStopped(stop, std::chrono::seconds(1))) break;
       std::shared_ptr<LeaderTerm> t = m.Term();
-      if (!t || !t->fenced || stop.stop_requested()) continue;
+      if (!t || !t->fenced) continue;
       const int64_t now = m.clock.NowMillis();
       ClusterMetrics metrics = t->controller->Metrics();
       std::string now_shape = ClusterSummaryShape(metrics);
