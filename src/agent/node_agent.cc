@@ -389,9 +389,13 @@ void NodeAgent::Impl::PublishSessionTargets() {
     target.gid = t.plan.spec.gid;
     target.stdin_path = t.plan.spec.stdin_path;
     if (t.in_executor) target.cgroup_join = exec.CgroupJoinFiles(exec_id);
-    // A host process re-adopted after an agent restart has no plan here: no session enters it
-    // with the agent's own environment and user.
-    if (t.container_name.empty() && target.env.empty()) continue;
+    // A host process re-adopted after an agent restart has no plan here: sessions enter it as
+    // its shim says (adopted_target.h), never with the agent's own environment and user.
+    if (t.container_name.empty() && target.env.empty()) {
+      if (t.adopted_session == nullptr) continue;
+      target = *t.adopted_session;
+      target.exec_id = exec_id;
+    }
     out[Cat(t.a.name, "/", t.a.attempt)] = std::make_shared<const SessionTarget>(std::move(target));
   }
   std::lock_guard lock(targets_mu);

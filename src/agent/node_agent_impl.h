@@ -74,6 +74,9 @@ struct NodeAgent::Impl {
     pid_t adopted_pid = 0;
     uint64_t adopted_start = 0;
     int adopted_pidfd = -1;  // a re-adopted task watched through a pidfd (-1: polled)
+    // How sessions enter a re-adopted host process (adopted_target.h); none when its first
+    // process cannot tell.
+    std::shared_ptr<const SessionTarget> adopted_session;
     bool stopping = false;
     absl::Time kill_at = absl::InfiniteFuture();
     std::optional<absl::Time> ended_at;

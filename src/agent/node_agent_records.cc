@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "agent/adopted_target.h"
 #include "agent/node_agent_impl.h"
 #include "agent/task_times.h"
 #include "core/private_file.h"
@@ -160,6 +161,15 @@ void NodeAgent::Impl::Readopt(Local& t, pid_t pid, uint64_t start) {
     }
     t.report.state = api::TaskState::kRunning;
     Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
+    if (t.container_name.empty()) {  // a container is entered by its name
+      absl::StatusOr<SessionTarget> target = ReadAdoptedSessionTarget(pid);
+      if (target.ok()) {
+        t.adopted_session = std::make_shared<const SessionTarget>(*std::move(target));
+      } else {
+        Log(Cat("task ", t.a.name,
+                " cannot be entered by exec or attach: ", target.status().message()));
+      }
+    }
   } else if (std::optional<TaskExit> e = ReadExitStatus(StatusPath(t))) {
     Ended(t, *e);
     t.ended_at = Now();

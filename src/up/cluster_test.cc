@@ -559,6 +559,39 @@ TEST_F(ClusterTest, ATaskThatEndsWhileItsAgentIsAwayKeepsItsExitStatus) {
   EXPECT_LT(zero.value("finishedMs", int64_t{0}), agent_back_ms) << zero;
 }
 
+// A host-process task that a restarted agent re-adopted is entered by `gpuctl exec` as before:
+// with its own environment and working directory, read back from its shim (the new agent never
+// saw its plan), not the agent's.
+TEST_F(ClusterTest, ExecEntersATaskThatARestartedAgentReadopted) {
+  auto a = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] { return NodesReady(1); }));
+  const std::string workdir = GPUCLOUD_SOURCE_DIR "/examples";  // under the node's --workdir
+  const std::string yaml = (dir_.path() / "adopted.yaml").string();
+  std::ofstream(yaml) << "apiVersion: gpucloud/v1\nkind: Job\nmetadata: {name: adopted}\nspec:\n"
+                         "  tasks:\n  - name: main\n    resources: {gpu: 1}\n"
+                         "    env: [{name: GREETING, value: 'hello from the task'}]\n"
+                         "    workingDir: "
+                      << workdir << "\n    command: [sleep, '300']\n";
+  ASSERT_EQ(Gpuctl("apply -f " + yaml).code, 0);
+  ASSERT_TRUE(Eventually([&] { return Phase("adopted") == "Running"; })) << Describe("adopted");
+  const std::string probe = "exec adopted -- sh -c 'echo \"$GREETING\"; pwd'";
+  testing_util::ShellResult before;
+  ASSERT_TRUE(Eventually([&] { return (before = Gpuctl(probe)).code == 0; })) << before.output;
+  EXPECT_EQ(before.output, "hello from the task\n" + workdir + "\n");
+  a->Stop(SIGKILL);  // the agent dies; its task runs on
+  auto again = Agent("node-a", "127.0.0.1");
+  ASSERT_TRUE(Eventually([&] {
+    return Slurp(Log("node-a")).find("re-adopted task default.adopted.0") != std::string::npos;
+  })) << Slurp(Log("node-a"));
+  testing_util::ShellResult after;
+  ASSERT_TRUE(Eventually([&] { return (after = Gpuctl(probe)).code == 0; }))
+      << after.output << Slurp(Log("node-a"));
+  EXPECT_EQ(after.output, before.output);
+  EXPECT_EQ(Phase("adopted"), "Running");
+  EXPECT_EQ(Slurp(Log("node-a")).find("cannot be entered"), std::string::npos);
+  ASSERT_EQ(Gpuctl("cancel adopted").code, 0);
+}
+
 // The heartbeat carries each GPU's utilization and memory; `gpuctl top` shows them per node and
 // per job (the simulated GPUs a task holds read 90% busy, the others idle), and idle again once
 // the task is gone.
