@@ -181,6 +181,10 @@ class ClusterState {
   // stamps mean equal allocations, so a caller may reuse an answer computed from them, even
   // after a search that released and re-committed jobs if it took the stamp after the search.
   uint64_t version() const { return version_; }
+  // For a search that takes allocations out and commits the very same ones back (GangPlacer::
+  // EarliestLaterStart): the stamp from before it, `before`, since the allocations are equal
+  // again; answers cached under that stamp stay good. Only after such a search.
+  void RestoreVersion(uint64_t before) { version_ = before; }
   // GPUs an allocation takes per GPU type, plus all types under "*": a MIG instance counts as
   // its share of the GPU's compute (3g = 3/7, rounded up to a milli-GPU), a share as its
   // fraction.

@@ -303,6 +303,7 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
   // Running jobs with a known end, soonest first (ties by key, the map's order: deterministic).
   // Only the ones the search takes out of the state are copied (to be put back), so a job that
   // can start after the first few endings costs a few releases, not one per running job.
+  const uint64_t version = state.version();
   std::vector<const Allocation*> order;
   for (const auto& [key, a] : state.allocations()) {
     if (a.expected_end_ms > 0) order.push_back(&a);
@@ -364,6 +365,7 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
     result = StartEstimate{std::max(now_ms, ends[hi - 1]), std::move(*placed)};
   }
   while (released > 0) (void)state.Commit(out[--released]);  // put everything back
+  state.RestoreVersion(version);                             // as it was
   return result;
 }
 

@@ -57,7 +57,7 @@ class GangPlacer {
   // nullopt when it does not fit even after every job with a known end has ended. Binary search
   // over the end times (placement is assumed to get no harder as jobs end), releasing and
   // re-committing running jobs in `state` as it goes: O(running jobs) commits and O(log) placement
-  // searches, no copy. Leaves `state` as it found it.
+  // searches, no copy. Leaves `state` as it found it, its version() stamp included.
   struct StartEstimate {
     int64_t start_ms = 0;
     Allocation allocation;

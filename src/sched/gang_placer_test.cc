@@ -327,10 +327,13 @@ TEST(GangPlacerProperty, EarliestLaterStartEqualsAWalkOverTheEndings) {
       ASSERT_TRUE(s.Commit(*r.allocation).ok());
     }
     const std::map<std::string, Allocation> before = s.allocations();
+    const uint64_t version = s.version();
     for (int gpus = 1; gpus <= 8; ++gpus) {
       JobRequest job = Gang("ns/waiting", 1, gpus);
       if (placer.PlaceNow(s, job).allocation) continue;  // the premise: it does not fit now
       std::optional<GangPlacer::StartEstimate> fast = placer.EarliestLaterStart(s, job, 500);
+      // Its stamp too: answers cached under it stay good (Scheduler::LaterStartOf).
+      ASSERT_EQ(s.version(), version) << "seed " << seed;
       // The definition, on a copy: take out the endings soonest first (ties by key), a moment
       // at a time, until it fits.
       ClusterState walk = s;

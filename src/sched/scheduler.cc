@@ -257,14 +257,6 @@ struct Scheduler::CycleState {
   Reservations reservations;
   std::set<std::string> victims;      // preempted in this cycle
   std::vector<Allocation> nominated;  // where this cycle's preemptors will run
-  // GangPlacer::EarliestLaterStart by shape, with the allocations' stamp after the search: a
-  // job of the same shape asked again before anything was committed or released gets the same
-  // answer without the search (queue heads of one shape, in a full cluster, one after another).
-  struct LaterStart {
-    uint64_t version = 0;
-    std::optional<GangPlacer::StartEstimate> estimate;
-  };
-  std::unordered_map<std::string_view, LaterStart> later_starts;
 };
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
@@ -417,10 +409,10 @@ void Scheduler::DecideAll(const std::vector<const PendingJob*>& pending, int64_t
     if (pick == lanes.size()) break;
     size_t before = decisions.size();
     if (!decide_next(lanes[pick])) continue;  // the lane's namespaces were all out of budget
-    // A bind or a preemption changes shares; refresh only then (cheap either way).
-    if (decisions.size() > before + 1 || decisions.back().kind == DecisionKind::kBind) {
-      refresh_keys();
-    }
+    // A bind or a preemption changes shares; refresh only then (cheap either way). A wait the
+    // caller knew already makes no decision.
+    const size_t made = decisions.size() - before;
+    if (made > 1 || (made == 1 && decisions.back().kind == DecisionKind::kBind)) refresh_keys();
   }
 }
 
@@ -492,9 +484,15 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
   auto it = cycle.unfit.find(memo);
   if (it == cycle.unfit.end()) it = cycle.unfit.find(memo_with_estimate);
   if (it != cycle.unfit.end()) {
-    Decision d = it->second;
-    d.job = job.key;
-    decisions->push_back(std::move(d));
+    const Decision& same = it->second;
+    const bool said = p.last_wait_reason != nullptr && p.last_wait_capacity_bound != nullptr &&
+                      same.kind == DecisionKind::kWait && *p.last_wait_reason == same.reason &&
+                      *p.last_wait_capacity_bound == same.capacity_bound;
+    if (!said) {
+      Decision d = same;
+      d.job = job.key;
+      decisions->push_back(std::move(d));
+    }
     return JobOutcome::kRemembered;
   }
   PlacementResult r = PlaceRespectingReservations(state, p, cycle.reservations, now_ms);
@@ -722,6 +720,26 @@ std::optional<Decision> Scheduler::Preempt(ClusterState& state, const PendingJob
       .expected_start_ms = start};
 }
 
+const std::optional<GangPlacer::StartEstimate>& Scheduler::LaterStartOf(ClusterState& state,
+                                                                        const PendingJob& p,
+                                                                        int64_t now_ms) const {
+  constexpr size_t kMaxShapes = 4096;  // a bound, not a working set: shapes repeat
+  if (later_starts_.size() >= kMaxShapes) later_starts_.clear();
+  LaterStart& known = later_starts_[p.shape_key];  // Decide filled shape_key
+  if (known.version != state.version() || known.nodes_id != state.nodes_id() ||
+      now_ms < known.now_ms) {
+    known.estimate = placer_.EarliestLaterStart(state, p.request, now_ms);
+    known.version = state.version();
+    known.nodes_id = state.nodes_id();
+  } else if (known.estimate && known.estimate->start_ms < now_ms) {
+    // Its start was the moment of the search (the endings it waits for were already due):
+    // now, later.
+    known.estimate->start_ms = now_ms;
+  }
+  known.now_ms = now_ms;
+  return known.estimate;
+}
+
 Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_ms,
                          std::string reason, CycleState& cycle) const {
   std::map<std::string, Reservation>& heads = cycle.reservations.heads;
@@ -729,12 +747,7 @@ Decision Scheduler::Wait(ClusterState& state, const PendingJob& p, int64_t now_m
   wait.capacity_bound = true;
   bool head = options_.backfill && !heads.contains(p.queue);
   if (!head && !options_.estimate_start_times) return wait;
-  CycleState::LaterStart& known = cycle.later_starts[p.shape_key];  // Decide filled shape_key
-  if (known.version != state.version()) {
-    known.estimate = placer_.EarliestLaterStart(state, p.request, now_ms);
-    known.version = state.version();
-  }
-  const std::optional<GangPlacer::StartEstimate>& e = known.estimate;
+  const std::optional<GangPlacer::StartEstimate>& e = LaterStartOf(state, p, now_ms);
   if (!e) return wait;
   wait.expected_start_ms = e->start_ms;
   if (head && e->start_ms > now_ms) {

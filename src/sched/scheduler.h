@@ -58,6 +58,14 @@ struct PendingJob {
   // server, the simulator) thereby compute it once per job instead of once per cycle; a caller
   // that changes `request` must clear it.
   mutable std::string shape_key;
+  // Optional, for callers that keep each waiting job's last wait (the simulator): its reason and
+  // capacity_bound, borrowed for the cycle (null: not kept). A job that the cycle would give the
+  // very same wait again from its memo (a job alike decided first) then gets no Decision: there
+  // is nothing new to say, as for a deferred job, and a congested cycle makes no copy of a
+  // reason per waiting job. The estimated start is not compared: callers that read
+  // Decision::expected_start_ms leave these null.
+  const std::string* last_wait_reason = nullptr;
+  const bool* last_wait_capacity_bound = nullptr;
 };
 
 // kPreempt: a running job (Decision::job) must checkpoint and stop within grace_ms, so that
@@ -276,6 +284,21 @@ class Scheduler {
   const std::optional<std::string>& WhyNeverFits(const ClusterState& state,
                                                  const PendingJob& p) const;
   mutable std::unordered_map<std::string, std::optional<std::string>> never_fits_;
+  // GangPlacer::EarliestLaterStart by shape, with the nodes' and allocations' stamps (which the
+  // search leaves as they were): a job of the same shape asked again before anything was committed,
+  // released or changed on the nodes gets the same answer without the search, in the same cycle
+  // (queue heads of one shape, in a full cluster, one after another) or a later one (a cycle that
+  // only new arrivals woke). Its start is never before `now_ms` (then the search's own time).
+  struct LaterStart {
+    uint64_t version = 0;
+    uint64_t nodes_id = 0;
+    int64_t now_ms = 0;
+    std::optional<GangPlacer::StartEstimate> estimate;
+  };
+  const std::optional<GangPlacer::StartEstimate>& LaterStartOf(ClusterState& state,
+                                                               const PendingJob& p,
+                                                               int64_t now_ms) const;
+  mutable std::unordered_map<std::string, LaterStart> later_starts_;
 };
 
 }  // namespace gpucloud::sched

@@ -119,6 +119,71 @@ TEST(Scheduler, WaitingJobsAreToldWhenTheyCouldStart) {
             "reservation, expected to start in about 40 min");
 }
 
+// A queue head's earliest start is searched once while nothing changes: a later cycle on the
+// same allocations (only new arrivals woke it) reuses it, its start never before the cycle's
+// time; a change to the allocations searches again. Each answer is a fresh scheduler's.
+TEST(Scheduler, AHeadsEarliestStartIsKeptAcrossCyclesWhileNothingChanges) {
+  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  Allocation running{"ns/running", {{.task = "w", .node = 0}}};
+  for (int g = 0; g < 8; ++g) running.replicas[0].gpus.push_back({.gpu = g});
+  running.expected_end_ms = 600'000;
+  ASSERT_TRUE(s.Commit(running).ok());
+  const SchedulerOptions options{.estimate_start_times = true};
+  Scheduler kept(DefaultFilters(), GpuCatalog::Default(), options);
+  auto fresh = [&](int64_t now) {
+    Scheduler once(DefaultFilters(), GpuCatalog::Default(), options);
+    return once.Schedule(s, {Job("ns/next", 1, 4)}, now);
+  };
+  for (int64_t now : {60'000, 300'000, 600'000, 900'000}) {
+    std::vector<Decision> d = kept.Schedule(s, {Job("ns/next", 1, 4)}, now);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d, fresh(now)) << now;
+    EXPECT_EQ(d[0].expected_start_ms, std::max<int64_t>(now, 600'000)) << now;
+  }
+  // The running job's end moves: the answer follows.
+  ASSERT_TRUE(s.Release("ns/running").ok());
+  running.expected_end_ms = 2'000'000;
+  ASSERT_TRUE(s.Commit(running).ok());
+  std::vector<Decision> d = kept.Schedule(s, {Job("ns/next", 1, 4)}, 900'000);
+  EXPECT_EQ(d, fresh(900'000));
+  EXPECT_EQ(d[0].expected_start_ms, 2'000'000);
+}
+
+// A caller that keeps each waiting job's last wait (the simulator) is told nothing about a job
+// whose remembered answer is that very wait; a job searched for, or told something new, gets
+// its decision as before.
+TEST(Scheduler, AWaitTheCallerKnowsAlreadyIsNotRepeated) {
+  ClusterState s({MakeNode("a", 4)}, GpuCatalog::Default());
+  Scheduler scheduler(DefaultFilters(), GpuCatalog::Default(), {});
+  // a takes the node; b and c, alike, wait for it.
+  std::vector<PendingJob> pending = {Job("ns/a", 1, 4, 0, 0), Job("ns/b", 1, 2, 0, 1),
+                                     Job("ns/c", 1, 2, 0, 2)};
+  std::vector<Decision> told = scheduler.Schedule(s, pending, 0);
+  ASSERT_EQ(told.size(), 3u);
+  ASSERT_EQ(told[1].kind, DecisionKind::kWait);
+  ASSERT_EQ(told[1].reason, told[2].reason);  // c's is b's, remembered
+  // Each job now says what it was told; b's and c's are the same wait.
+  ClusterState again({MakeNode("a", 4)}, GpuCatalog::Default());
+  ASSERT_TRUE(again.Commit(*told[0].allocation).ok());
+  std::vector<PendingJob> waiting = {pending[1], pending[2]};
+  bool capacity_bound[2] = {told[1].capacity_bound, told[2].capacity_bound};
+  for (size_t i = 0; i < 2; ++i) {
+    waiting[i].last_wait_reason = &told[i + 1].reason;
+    waiting[i].last_wait_capacity_bound = &capacity_bound[i];
+  }
+  std::vector<Decision> d = scheduler.Schedule(again, waiting, 1'000);
+  ASSERT_EQ(d.size(), 1u) << "only b, the job searched for, is decided again";
+  EXPECT_EQ(d[0].job, "ns/b");
+  EXPECT_EQ(d[0].reason, told[1].reason);
+  // c was told something else before: it is told again.
+  std::string other = "waiting: something else";
+  waiting[1].last_wait_reason = &other;
+  d = scheduler.Schedule(again, waiting, 2'000);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1].job, "ns/c");
+  EXPECT_EQ(d[1].reason, told[2].reason);
+}
+
 // EASY backfill. Node a: 4 of 8 GPUs busy until 60 min. Node b: full, end unknown. Node c: 4 of
 // 8 busy, end unknown. The head needs 8 GPUs: only node a can give them, at 60 min, so it
 // reserves a. A 2-GPU job that ends in 30 min may use a's free GPUs now; jobs without an

@@ -592,6 +592,13 @@ class Simulation {
       usage_.Advance(now * 1000);
       scheduler_->SetHistory(usage_.history());
     }
+    // What each waiting job was last told: a cycle that would tell it the same again from its
+    // memo says nothing (jobs_ may have grown since the last cycle: pointed at afresh).
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      JobRun& j = jobs_[pending_[k]];
+      pending_requests_[k].last_wait_reason = &j.out.reason;
+      pending_requests_[k].last_wait_capacity_bound = &j.capacity_bound;
+    }
     sched::CycleStats cycle;
     std::vector<Decision> decisions =
         scheduler_->Schedule(state_, pending_requests_, now * 1000, &cycle);
