@@ -137,26 +137,25 @@ std::optional<RemotePath> ParseRemotePath(const std::string& arg) {
 
 namespace {
 
-// Job `ns`/`name`'s status object ({} when it has none); NotFound with the server's message, or
-// the transport's error.
-absl::StatusOr<nlohmann::json> StatusOfJob(const api::Client& client, const std::string& ns,
+// Job `ns`/`name`'s status (api/job_status.h); NotFound with the server's message, the
+// transport's error, or InvalidArgument naming a field the server wrote wrong.
+absl::StatusOr<api::JobStatus> StatusOfJob(const api::Client& client, const std::string& ns,
                                            const std::string& name) {
   absl::StatusOr<api::HttpResponse> r = client.Call("GET", api::JobPath(ns, name));
   if (!r.ok()) return r.status();
   if (r->status != 200) return absl::NotFoundError(StatusMessage(*r));
   nlohmann::json job = nlohmann::json::parse(r->body, nullptr, false);
-  nlohmann::json status =
-      job.is_object() ? job.value("status", nlohmann::json::object()) : nlohmann::json::object();
-  return status.is_object() ? status : nlohmann::json::object();
+  if (!job.is_object()) return absl::InvalidArgumentError("the job's answer is not a JSON object");
+  return api::JobStatusFromJson(job.value("status", nlohmann::json()));
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> PhaseOf(const api::Client& client, const std::string& ns,
-                                    const std::string& name) {
-  absl::StatusOr<nlohmann::json> status = StatusOfJob(client, ns, name);
+absl::StatusOr<api::JobPhase> PhaseOf(const api::Client& client, const std::string& ns,
+                                      const std::string& name) {
+  absl::StatusOr<api::JobStatus> status = StatusOfJob(client, ns, name);
   if (!status.ok()) return status.status();
-  return status->value("phase", "Pending");
+  return status->phase;
 }
 
 absl::Status AwaitRunning(const api::Client& client, const std::string& ns, const std::string& name,
@@ -164,17 +163,15 @@ absl::Status AwaitRunning(const api::Client& client, const std::string& ns, cons
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   std::string said;
   while (std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<nlohmann::json> status = StatusOfJob(client, ns, name);
+    absl::StatusOr<api::JobStatus> status = StatusOfJob(client, ns, name);
     if (status.ok()) {
-      const std::string phase = status->value("phase", "Pending");
-      if (phase == "Running") return absl::OkStatus();
-      if (phase == "Succeeded" || phase == "Failed" || phase == "Cancelled") {
+      const std::string_view phase = api::PhaseName(status->phase);
+      if (status->phase == api::JobPhase::kRunning) return absl::OkStatus();
+      if (api::IsTerminal(status->phase)) {
         return absl::FailedPreconditionError(
-            Cat("job ", ns, "/", name, " is ", phase, ": ", status->value("message", "")));
+            Cat("job ", ns, "/", name, " is ", phase, ": ", status->message));
       }
-      std::string why = Cat(phase, status->contains("message") && (*status)["message"].is_string()
-                                       ? Cat(": ", (*status)["message"].get<std::string>())
-                                       : "");
+      std::string why = Cat(phase, status->message.empty() ? "" : Cat(": ", status->message));
       if (why != said) {
         err << "waiting for job " << ns << "/" << name << " to start (" << why << ")\n";
         err.flush();
@@ -279,12 +276,12 @@ bool InteractiveCommands::parsed() const {
 
 int InteractiveCommands::Attach(const api::Client& client, std::ostream& err) {
   Flags& f = *flags_;
-  absl::StatusOr<std::string> phase = PhaseOf(client, f.ns, f.job);
-  if (!phase.ok() || *phase != "Running") {
+  absl::StatusOr<api::JobPhase> phase = PhaseOf(client, f.ns, f.job);
+  if (!phase.ok() || *phase != api::JobPhase::kRunning) {
     err << "gpuctl attach: "
-        << (phase.ok()
-                ? Cat("job ", f.ns, "/", f.job, " is ", *phase, ": attach needs a running task")
-                : std::string(phase.status().message()))
+        << (phase.ok() ? Cat("job ", f.ns, "/", f.job, " is ", api::PhaseName(*phase),
+                             ": attach needs a running task")
+                       : std::string(phase.status().message()))
         << "\n";
     return kExitInvalid;
   }
@@ -324,15 +321,16 @@ int InteractiveCommands::Attach(const api::Client& client, std::ostream& err) {
     }
     // The session closes when the task ends (the job follows within moments); otherwise it was
     // lost.
-    std::string now = "Running";
+    api::JobPhase now = api::JobPhase::kRunning;
     for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-         now == "Running" && std::chrono::steady_clock::now() < until;) {
-      absl::StatusOr<std::string> p = PhaseOf(client, f.ns, f.job);
+         now == api::JobPhase::kRunning && std::chrono::steady_clock::now() < until;) {
+      absl::StatusOr<api::JobPhase> p = PhaseOf(client, f.ns, f.job);
       if (!p.ok()) break;
       now = *p;
-      if (now == "Running") std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (now == api::JobPhase::kRunning)
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    if (now == "Running") {
+    if (now == api::JobPhase::kRunning) {
       err << "gpuctl attach: the session was lost; the task still runs\n";
       code = kExitInvalid;
     }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/client.h"
+#include "api/job_status.h"
 
 namespace CLI {
 class App;
@@ -34,9 +35,9 @@ struct RemotePath {
 };
 std::optional<RemotePath> ParseRemotePath(const std::string& arg);
 
-// Job `ns`/`name`'s phase ("Running", "Succeeded", ...); NotFound with the server's message.
-absl::StatusOr<std::string> PhaseOf(const api::Client& client, const std::string& ns,
-                                    const std::string& name);
+// Job `ns`/`name`'s phase, read through api::JobStatus; NotFound with the server's message.
+absl::StatusOr<api::JobPhase> PhaseOf(const api::Client& client, const std::string& ns,
+                                      const std::string& name);
 
 // Waits until job `ns`/`name` runs (its rank 0 reported running), saying on `err` why it waits
 // when that changes; FailedPrecondition when it ended first, DeadlineExceeded after `timeout_s`.
