@@ -293,6 +293,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::FromConfig(
 
 void Scheduler::SetWorkload(const std::vector<WorkloadShare>& mix) {
   for (size_t i : default_workload_scores_) scores_[i].plugin = NewFragmentationScore(mix);
+  later_starts_.clear();  // placements (a reservation's nodes) may score differently now
 }
 
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
