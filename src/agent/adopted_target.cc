@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,8 @@
 
 namespace gpucloud::agent {
 namespace {
+
+namespace fs = std::filesystem;
 
 // The NUL-separated entries of a /proc list (a trailing NUL ends the last one).
 std::vector<std::string> SplitNul(const std::string& text) {
@@ -85,20 +88,40 @@ std::vector<std::string> V2JoinFiles(const std::string& cgroup, const std::strin
   return {};
 }
 
-std::string Slurp(const std::string& path) {
+// The whole file; nullopt when it cannot be opened or read (unreadable is not empty).
+std::optional<std::string> Slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  if (!f) return std::nullopt;
+  std::string text(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>{});
+  if (f.bad()) return std::nullopt;
+  return text;
+}
+
+// /proc/PID/stat's start time (field 22, clock ticks after boot), or 0.
+uint64_t StartTime(const std::string& dir) {
+  std::optional<std::string> stat = Slurp(dir + "/stat");
+  size_t close = stat ? stat->rfind(')') : std::string::npos;  // the name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat->substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(in >> field)) return 0;
+  }
+  uint64_t start = 0;
+  return absl::SimpleAtoi(field, &start) ? start : 0;
 }
 
 }  // namespace
 
-absl::StatusOr<SessionTarget> SessionTargetOfShim(const ShimProcess& p, uid_t agent_uid,
+absl::StatusOr<SessionTarget> SessionTargetOfShim(const ShimProcess& p, const std::string& shim,
+                                                  uid_t agent_uid,
                                                   const std::string& cgroup2_root) {
+  if (shim.empty()) {
+    return absl::FailedPreconditionError("it was started without a gpucloud-shim (a fork)");
+  }
   std::string_view exe = p.exe;
   if (exe.ends_with(" (deleted)")) exe.remove_suffix(10);  // the agent was upgraded since
-  if (std::filesystem::path(exe).filename() != "gpucloud-shim") {
-    return NotAShim(Cat("(it is ", exe.empty() ? "unknown" : exe, ")"));
-  }
+  if (exe != shim) return NotAShim(Cat("(it is ", exe.empty() ? "unknown" : exe, ")"));
   if (p.uid != agent_uid) return NotAShim(Cat("of the agent's user (it runs as ", p.uid, ")"));
   SessionTarget t;
   std::vector<std::string> joins;
@@ -111,11 +134,14 @@ absl::StatusOr<SessionTarget> SessionTargetOfShim(const ShimProcess& p, uid_t ag
   return t;
 }
 
-absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid) {
+absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid, uint64_t start_time,
+                                                       const std::string& shim) {
   const std::string dir = Cat("/proc/", pid);
+  auto gone = [&] { return absl::NotFoundError(Cat("process ", pid, " is gone")); };
+  if (StartTime(dir) != start_time) return gone();
   ShimProcess p;
   std::error_code ec;
-  p.exe = std::filesystem::read_symlink(dir + "/exe", ec).string();
+  p.exe = fs::read_symlink(dir + "/exe", ec).string();
   if (ec) return absl::NotFoundError(Cat("process ", pid, ": ", ec.message()));
   std::ifstream status(dir + "/status");
   std::string line;
@@ -126,11 +152,17 @@ absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid) {
     uid = static_cast<bool>(fields >> p.uid);
   }
   if (!uid) return absl::NotFoundError(Cat("process ", pid, " has no user to read"));
-  p.cmdline = Slurp(dir + "/cmdline");
-  p.environ = Slurp(dir + "/environ");
-  p.cgroup = Slurp(dir + "/cgroup");
-  const bool v2 = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers", ec);
-  return SessionTargetOfShim(p, geteuid(), v2 ? "/sys/fs/cgroup" : "");
+  for (auto [file, into] : {std::pair{"cmdline", &p.cmdline}, std::pair{"environ", &p.environ},
+                            std::pair{"cgroup", &p.cgroup}}) {
+    std::optional<std::string> text = Slurp(Cat(dir, "/", file));
+    if (!text) return absl::NotFoundError(Cat("cannot read ", dir, "/", file));
+    *into = *std::move(text);
+  }
+  if (StartTime(dir) != start_time) return gone();  // the pid was reused while it was read
+  const bool v2 = fs::exists("/sys/fs/cgroup/cgroup.controllers", ec);
+  // The record's path as /proc/PID/exe names it (absolute, links resolved).
+  const std::string canonical = shim.empty() ? "" : fs::weakly_canonical(shim, ec).string();
+  return SessionTargetOfShim(p, canonical, geteuid(), v2 ? "/sys/fs/cgroup" : "");
 }
 
 }  // namespace gpucloud::agent

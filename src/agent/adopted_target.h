@@ -6,14 +6,16 @@
 // and stays, as the agent's user, the task's waiting parent. That is read back from /proc.
 //
 // Trust: a process whose memory a tenant could write (one running as the tenant's user) could
-// claim any --uid, so only a gpucloud-shim running as the agent's own user is believed; a task
-// started by a fork of the agent (GPUCLOUD_SHIM=none) or without a shim is not entered.
+// claim any --uid, so only the very gpucloud-shim program that started the task (its path, kept
+// in the task's record) running as the agent's own user is believed; a task started by a fork
+// of the agent (GPUCLOUD_SHIM=none) or without a shim is not entered.
 // Pure functions and one reader of /proc; thread-safe.
 #ifndef GPUCLOUD_AGENT_ADOPTED_TARGET_H_
 #define GPUCLOUD_AGENT_ADOPTED_TARGET_H_
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,16 +32,20 @@ struct ShimProcess {
   std::string cgroup;   // /proc/PID/cgroup
 };
 
-// The session target of the task whose shim `p` is. `agent_uid` is this agent's user;
-// `cgroup2_root` where cgroup v2 is mounted when the agent uses it ("" on v1, where the shim's
-// --join files are the task's groups). FailedPrecondition with the reason when `p` is not a
-// gpucloud-shim the agent's user runs, or its command line is not one the executor writes.
-absl::StatusOr<SessionTarget> SessionTargetOfShim(const ShimProcess& p, uid_t agent_uid,
-                                                  const std::string& cgroup2_root);
+// The session target of the task whose shim `p` is. `shim` is the program that started the
+// task (its record's; "" when none did); `agent_uid` is this agent's user; `cgroup2_root` where
+// cgroup v2 is mounted when the agent uses it ("" on v1, where the shim's --join files are the
+// task's groups). FailedPrecondition with the reason when `p` is not that program run by the
+// agent's user, or its command line is not one the executor writes.
+absl::StatusOr<SessionTarget> SessionTargetOfShim(const ShimProcess& p, const std::string& shim,
+                                                  uid_t agent_uid, const std::string& cgroup2_root);
 
-// SessionTargetOfShim for process `pid` (read from /proc), with this process' user and cgroup
-// mode. NotFound when the process is gone.
-absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid);
+// SessionTargetOfShim for process `pid` started at `start_time` (/proc/PID/stat's clock ticks;
+// checked again after the reads, so that a pid reused meanwhile is never read as the task's),
+// with this process' user and cgroup mode. NotFound when the process is gone or a file of it
+// cannot be read.
+absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid, uint64_t start_time,
+                                                       const std::string& shim);
 
 }  // namespace gpucloud::agent
 

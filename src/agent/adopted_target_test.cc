@@ -4,12 +4,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 namespace gpucloud::agent {
 namespace {
 
 using namespace std::string_literals;
+
+const std::string kShim = "/usr/lib/gpucloud/gpucloud-shim";  // the record's
 
 // What /proc shows of a shim the executor started for a task of user 1001 (ShimArgs).
 ShimProcess Shim() {
@@ -27,7 +32,7 @@ ShimProcess Shim() {
 }
 
 TEST(SessionTargetOfShim, ReadsTheTasksEnvironmentDirectoryUserStdinAndGroups) {
-  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(Shim(), 0, "");
+  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(Shim(), kShim, 0, "");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->env, (std::map<std::string, std::string>{{"PATH", "/opt/conda/bin:/usr/bin"},
                                                         {"WANDB_API_KEY", "s3cret"},
@@ -45,8 +50,8 @@ TEST(SessionTargetOfShim, ReadsTheTasksEnvironmentDirectoryUserStdinAndGroups) {
 
 TEST(SessionTargetOfShim, ATaskOfTheAgentsOwnUserHasNoUserToBecome) {
   ShimProcess p = Shim();
-  p.cmdline = "/x/gpucloud-shim\0--workdir\0/w\0--status\0/s\0--status-tmp\0/s.tmp\0--\0sh\0"s;
-  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, 0, "");
+  p.cmdline = kShim + "\0--workdir\0/w\0--status\0/s\0--status-tmp\0/s.tmp\0--\0sh\0"s;
+  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, kShim, 0, "");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_FALSE(t->uid.has_value());
   EXPECT_EQ(t->workdir, "/w");
@@ -57,57 +62,85 @@ TEST(SessionTargetOfShim, ATaskOfTheAgentsOwnUserHasNoUserToBecome) {
 TEST(SessionTargetOfShim, OnCgroupV2JoinsTheTasksGroupFromProc) {
   ShimProcess p = Shim();
   p.cgroup = "0::/gpucloud/default.train.main.0\n";
-  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, 0, "/sys/fs/cgroup");
+  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, kShim, 0, "/sys/fs/cgroup");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(
       t->cgroup_join,
       (std::vector<std::string>{"/sys/fs/cgroup/gpucloud/default.train.main.0/cgroup.procs"}));
   // A group outside gpucloud's (the task was never placed) is not joined.
   p.cgroup = "0::/user.slice/user-0.slice\n";
-  EXPECT_TRUE(SessionTargetOfShim(p, 0, "/sys/fs/cgroup")->cgroup_join.empty());
+  EXPECT_TRUE(SessionTargetOfShim(p, kShim, 0, "/sys/fs/cgroup")->cgroup_join.empty());
 }
 
 TEST(SessionTargetOfShim, TheShimOfAnUpgradedAgentStillCounts) {
   ShimProcess p = Shim();
   p.exe = "/usr/lib/gpucloud/gpucloud-shim (deleted)";
-  EXPECT_TRUE(SessionTargetOfShim(p, 0, "").ok());
+  EXPECT_TRUE(SessionTargetOfShim(p, kShim, 0, "").ok());
 }
 
 TEST(SessionTargetOfShim, RefusesWhatATenantCouldHaveWritten) {
   // The task itself (no shim between: a fork of the agent, or a task that exec'd).
   ShimProcess p = Shim();
   p.exe = "/usr/bin/python3.11";
-  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, 0, "");
+  absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, kShim, 0, "");
   EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(t.status().message(),
             "its first process is not a gpucloud-shim (it is /usr/bin/python3.11)");
+  // A program of that name elsewhere (a task can make one), or a task its record says a fork of
+  // the agent started.
+  p = Shim();
+  p.exe = "/tmp/work/gpucloud-shim";
+  EXPECT_EQ(SessionTargetOfShim(p, kShim, 0, "").status().message(),
+            "its first process is not a gpucloud-shim (it is /tmp/work/gpucloud-shim)");
+  EXPECT_EQ(SessionTargetOfShim(Shim(), "", 0, "").status().message(),
+            "it was started without a gpucloud-shim (a fork)");
   // A shim not of the agent's user: its memory, so its command line, is the tenant's to write.
   p = Shim();
   p.uid = 1001;
-  EXPECT_EQ(SessionTargetOfShim(p, 0, "").status().message(),
+  EXPECT_EQ(SessionTargetOfShim(p, kShim, 0, "").status().message(),
             "its first process is not a gpucloud-shim of the agent's user (it runs as 1001)");
-  // Command lines the executor does not write.
+  // Command lines the executor does not write (from a shim otherwise believed).
+  p = Shim();
   for (std::string cmdline : {"/x/gpucloud-shim\0--workdir\0/w\0--uid\0005\0--\0sh\0"s,
                               "/x/gpucloud-shim\0--workdir\0/w\0--uid\0-1\0--gid\0001\0--\0sh\0"s,
                               "/x/gpucloud-shim\0--workdir\0/w\0--evil\0x\0--\0sh\0"s,
                               "/x/gpucloud-shim\0--workdir\0/w\0sh\0"s, "/x/gpucloud-shim\0"s,
                               "/x/gpucloud-shim\0--\0sh\0"s}) {
     p.cmdline = cmdline;
-    EXPECT_EQ(SessionTargetOfShim(p, 0, "").status().code(), absl::StatusCode::kFailedPrecondition)
-        << cmdline;
+    absl::StatusOr<SessionTarget> t = SessionTargetOfShim(p, kShim, 0, "");
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << cmdline;
+    const std::string message(t.status().message());
+    EXPECT_TRUE(message.starts_with("its first process is not a gpucloud-shim (") &&
+                message.find("(it is") == std::string::npos)
+        << message;
   }
 }
 
-TEST(ReadAdoptedSessionTarget, ReadsAProcessFromProc) {
-  // This test program is no shim: refused, with its name; a process that is gone: NotFound.
-  absl::StatusOr<SessionTarget> self = ReadAdoptedSessionTarget(getpid());
+// /proc/PID/stat's start time (field 22).
+uint64_t StartTimeOf(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::istringstream in(text.substr(text.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) in >> field;
+  return std::stoull(field);
+}
+
+TEST(ReadAdoptedSessionTarget, ReadsAProcessFromProcAndOnlyTheOneRecorded) {
+  // This test program is no shim: refused, with its name.
+  const uint64_t start = StartTimeOf(getpid());
+  absl::StatusOr<SessionTarget> self = ReadAdoptedSessionTarget(getpid(), start, kShim);
   EXPECT_EQ(self.status().code(), absl::StatusCode::kFailedPrecondition) << self.status();
   EXPECT_NE(self.status().message().find("agent_test"), std::string::npos) << self.status();
+  // Another start time: another process that got the pid; a process that is gone: NotFound.
+  EXPECT_EQ(ReadAdoptedSessionTarget(getpid(), start + 1, kShim).status().code(),
+            absl::StatusCode::kNotFound);
   pid_t child = fork();
   if (child == 0) _exit(0);
   ASSERT_GT(child, 0);
   ASSERT_EQ(waitpid(child, nullptr, 0), child);
-  EXPECT_EQ(ReadAdoptedSessionTarget(child).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadAdoptedSessionTarget(child, start, kShim).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

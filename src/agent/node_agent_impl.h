@@ -74,6 +74,9 @@ struct NodeAgent::Impl {
     pid_t adopted_pid = 0;
     uint64_t adopted_start = 0;
     int adopted_pidfd = -1;  // a re-adopted task watched through a pidfd (-1: polled)
+    // The gpucloud-shim program that started it ("": a fork of the agent, or not started), kept
+    // in its record: a re-adopting agent believes only that program (adopted_target.h).
+    std::string shim;
     // How sessions enter a re-adopted host process (adopted_target.h); none when its first
     // process cannot tell.
     std::shared_ptr<const SessionTarget> adopted_session;

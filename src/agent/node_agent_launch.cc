@@ -272,6 +272,7 @@ void NodeAgent::Impl::Exec(Local& t) {
     return;
   }
   t.in_executor = true;
+  t.shim = exec.shim();  // after Start, which may have fallen back to a fork
   t.report.state = api::TaskState::kRunning;
   t.report.started_ms = absl::ToUnixMillis(Now());  // Start returns once it exec'd
   t.report.message.clear();

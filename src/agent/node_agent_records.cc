@@ -77,6 +77,7 @@ void NodeAgent::Impl::SaveRecord(const Local& t) {
          {"report", ReportToJson(t.report)},
          {"logPath", t.log_path},
          {"container", t.container_name},
+         {"shim", t.shim},
          {"logShipped", t.log.shipped},
          {"logReadPos", t.log.read_pos}};
   pid_t pid = j["pid"].get<pid_t>();
@@ -117,6 +118,7 @@ std::optional<NodeAgent::Impl::Local> NodeAgent::Impl::ReadRecord(const std::str
   t.report = {a->name, a->job_uid, a->attempt, api::TaskState::kLost, -1, 0, false, ""};
   t.log_path = j.value("logPath", "");
   t.container_name = j.value("container", "");
+  t.shim = j.value("shim", "");
   t.log.shipped = j.value("logShipped", 0);
   t.log.read_pos = j.value("logReadPos", 0);
   const Json& rep = j["report"];
@@ -162,7 +164,7 @@ void NodeAgent::Impl::Readopt(Local& t, pid_t pid, uint64_t start) {
     t.report.state = api::TaskState::kRunning;
     Log(Cat("re-adopted task ", t.a.name, " (attempt ", t.a.attempt, ", pid ", pid, ")"));
     if (t.container_name.empty()) {  // a container is entered by its name
-      absl::StatusOr<SessionTarget> target = ReadAdoptedSessionTarget(pid);
+      absl::StatusOr<SessionTarget> target = ReadAdoptedSessionTarget(pid, start, t.shim);
       if (target.ok()) {
         t.adopted_session = std::make_shared<const SessionTarget>(*std::move(target));
       } else {

@@ -177,8 +177,8 @@ absl::Status AwaitRunning(const api::Client& client, const std::string& ns, cons
         err.flush();
         said = why;
       }
-    } else if (absl::IsNotFound(status.status())) {
-      return status.status();
+    } else if (absl::IsNotFound(status.status()) || absl::IsInvalidArgument(status.status())) {
+      return status.status();  // gone, or a status this gpuctl cannot read: waiting won't help
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -177,9 +177,10 @@ class ClusterState {
   // mean the same nodes but for their GPUs' health (what an empty, healthy twin depends on).
   uint64_t shape_id() const { return shape_id_; }
   // A stamp of the allocations: a new value, unique across every ClusterState, after each
-  // successful Commit and Release (copies share it: they hold the same allocations). Equal
-  // stamps mean equal allocations, so a caller may reuse an answer computed from them, even
-  // after a search that released and re-committed jobs if it took the stamp after the search.
+  // successful Commit and Release (copies share it: they hold the same allocations), except
+  // that a search which puts back exactly what it took out restores the stamp it found
+  // (RestoreVersion). Equal stamps mean equal allocations, so a caller may reuse an answer
+  // computed from them.
   uint64_t version() const { return version_; }
   // For a search that takes allocations out and commits the very same ones back (GangPlacer::
   // EarliestLaterStart): the stamp from before it, `before`, since the allocations are equal

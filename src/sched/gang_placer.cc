@@ -326,6 +326,7 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
   };
   std::vector<Allocation> out;  // out[i] is ending i, once taken out (order[i] then dangles)
   size_t released = 0;          // endings [0, released) are out of the state
+  bool put_back = true;         // every commit of what was taken out succeeded (it cannot fail)
   // Whole GPUs the job needs in all: with fewer free in the whole cluster, no search can place
   // it (a gang waiting for many endings is probed cheaply while the count is short).
   const int64_t whole_needed = job.WholeGpusNeeded().value_or(0);
@@ -335,7 +336,7 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
       if (released == out.size()) out.push_back(*order[released]);
       (void)state.Release(out[released].job);
     }
-    while (released > k) (void)state.Commit(out[--released]);
+    while (released > k) put_back = state.Commit(out[--released]).ok() && put_back;
     if (state.TotalFreeWholeGpus() < whole_needed) return std::nullopt;
     return PlaceNow(state, job).allocation;
   };
@@ -364,8 +365,8 @@ std::optional<GangPlacer::StartEstimate> GangPlacer::EarliestLaterStart(ClusterS
     std::optional<Allocation> placed = fits_after(hi);
     result = StartEstimate{std::max(now_ms, ends[hi - 1]), std::move(*placed)};
   }
-  while (released > 0) (void)state.Commit(out[--released]);  // put everything back
-  state.RestoreVersion(version);                             // as it was
+  while (released > 0) put_back = state.Commit(out[--released]).ok() && put_back;
+  if (put_back) state.RestoreVersion(version);  // everything is back: the state is as it was
   return result;
 }
 

@@ -10,7 +10,8 @@
 //   waits    — it could run, just not now (reason says what it waits for);
 // and a job that waits may cause preemptions: kPreempt decisions for running jobs, each with a
 // grace period to checkpoint. A namespace that has used its per-cycle budget (backlog.h) has its
-// remaining jobs deferred to the next cycle, without a decision. No I/O, no clock, no threads:
+// remaining jobs deferred to the next cycle, without a decision; so does a job whose wait the
+// caller already holds (PendingJob::last_wait_reason). No I/O, no clock, no threads:
 // `now` only orders and stamps. The server and the simulator call the same code. Not thread-safe
 // (mutates the given ClusterState).
 //
@@ -210,7 +211,8 @@ class Scheduler {
   }
 
   // One cycle. Decisions come in the order jobs were looked at; a job deferred by the namespace
-  // budget gets none (the caller keeps what it showed before).
+  // budget gets none (the caller keeps what it showed before), nor does a job told again the
+  // wait its caller lent (PendingJob::last_wait_reason).
   std::vector<Decision> Schedule(ClusterState& state, const std::vector<PendingJob>& pending,
                                  int64_t now_ms, CycleStats* stats = nullptr) const;
   // The same, for callers that keep their PendingJobs elsewhere (no copies).

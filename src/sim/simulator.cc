@@ -602,6 +602,10 @@ class Simulation {
     sched::CycleStats cycle;
     std::vector<Decision> decisions =
         scheduler_->Schedule(state_, pending_requests_, now * 1000, &cycle);
+    for (PendingJob& p : pending_requests_) {  // lent for the cycle only (jobs_ may grow)
+      p.last_wait_reason = nullptr;
+      p.last_wait_capacity_bound = nullptr;
+    }
     reserved_nodes_ = std::move(cycle.reserved_nodes);
     std::set<int32_t> leaving;
     for (Decision& d : decisions) {
