@@ -60,11 +60,11 @@ struct PendingJob {
   // that changes `request` must clear it.
   mutable std::string shape_key;
   // Optional, for callers that keep each waiting job's last wait (the simulator): its reason and
-  // capacity_bound, borrowed for the cycle (null: not kept). A job that the cycle would give the
-  // very same wait again from its memo (a job alike decided first) then gets no Decision: there
-  // is nothing new to say, as for a deferred job, and a congested cycle makes no copy of a
-  // reason per waiting job. The estimated start is not compared: callers that read
-  // Decision::expected_start_ms leave these null.
+  // capacity_bound, borrowed (valid whenever the job is passed to Schedule; null: not kept). A job
+  // that the cycle would give the very same wait again from its memo (a job alike decided first)
+  // then gets no Decision: there is nothing new to say, as for a deferred job, and a congested
+  // cycle makes no copy of a reason per waiting job. The estimated start is not compared: callers
+  // that read Decision::expected_start_ms leave these null.
   const std::string* last_wait_reason = nullptr;
   const bool* last_wait_capacity_bound = nullptr;
 };

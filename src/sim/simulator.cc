@@ -478,6 +478,19 @@ class Simulation {
     j.capacity_bound = false;
     pending_.push_back(i);
     pending_requests_.push_back(j.request);
+    LendLastWait(pending_requests_.back(), j);
+  }
+
+  // What a waiting job was last told, lent to the scheduler: a cycle that would tell it the same
+  // again from its memo says nothing. Points into jobs_ (LendLastWaits again when it grows).
+  static void LendLastWait(PendingJob& p, const JobRun& j) {
+    p.last_wait_reason = &j.out.reason;
+    p.last_wait_capacity_bound = &j.capacity_bound;
+  }
+  void LendLastWaits() {
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      LendLastWait(pending_requests_[k], jobs_[pending_[k]]);
+    }
   }
 
   // Ends job i's current attempt (completion, preemption or failure) and pays for it.
@@ -592,20 +605,9 @@ class Simulation {
       usage_.Advance(now * 1000);
       scheduler_->SetHistory(usage_.history());
     }
-    // What each waiting job was last told: a cycle that would tell it the same again from its
-    // memo says nothing (jobs_ may have grown since the last cycle: pointed at afresh).
-    for (size_t k = 0; k < pending_.size(); ++k) {
-      JobRun& j = jobs_[pending_[k]];
-      pending_requests_[k].last_wait_reason = &j.out.reason;
-      pending_requests_[k].last_wait_capacity_bound = &j.capacity_bound;
-    }
     sched::CycleStats cycle;
     std::vector<Decision> decisions =
         scheduler_->Schedule(state_, pending_requests_, now * 1000, &cycle);
-    for (PendingJob& p : pending_requests_) {  // lent for the cycle only (jobs_ may grow)
-      p.last_wait_reason = nullptr;
-      p.last_wait_capacity_bound = nullptr;
-    }
     reserved_nodes_ = std::move(cycle.reserved_nodes);
     std::set<int32_t> leaving;
     for (Decision& d : decisions) {
@@ -872,7 +874,9 @@ class Simulation {
     j.remaining_s = kReplicaWorkS;
     j.request = sched::PendingOf(Cat("j/", i), job,
                                  {.phase = sched::JobViewPhase::kWaiting, .submit_ms = now * 1000});
+    const JobRun* before = jobs_.data();
     jobs_.push_back(std::move(j));
+    if (jobs_.data() != before) LendLastWaits();  // the waits lent point into the old array
     replicas_of_[s].push_back(i);
     services_.Started(s);
     Enqueue(i);
