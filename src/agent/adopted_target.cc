@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "agent/proc_stat.h"
 #include "core/text.h"
 
 namespace gpucloud::agent {
@@ -97,20 +98,6 @@ std::optional<std::string> Slurp(const std::string& path) {
   return text;
 }
 
-// /proc/PID/stat's start time (field 22, clock ticks after boot), or 0.
-uint64_t StartTime(const std::string& dir) {
-  std::optional<std::string> stat = Slurp(dir + "/stat");
-  size_t close = stat ? stat->rfind(')') : std::string::npos;  // the name may hold spaces
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat->substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(in >> field)) return 0;
-  }
-  uint64_t start = 0;
-  return absl::SimpleAtoi(field, &start) ? start : 0;
-}
-
 }  // namespace
 
 absl::StatusOr<SessionTarget> SessionTargetOfShim(const ShimProcess& p, const std::string& shim,
@@ -138,7 +125,7 @@ absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid, uint64_t start
                                                        const std::string& shim) {
   const std::string dir = Cat("/proc/", pid);
   auto gone = [&] { return absl::NotFoundError(Cat("process ", pid, " is gone")); };
-  if (StartTime(dir) != start_time) return gone();
+  if (!Alive(pid, start_time)) return gone();
   ShimProcess p;
   std::error_code ec;
   p.exe = fs::read_symlink(dir + "/exe", ec).string();
@@ -158,7 +145,7 @@ absl::StatusOr<SessionTarget> ReadAdoptedSessionTarget(pid_t pid, uint64_t start
     if (!text) return absl::NotFoundError(Cat("cannot read ", dir, "/", file));
     *into = *std::move(text);
   }
-  if (StartTime(dir) != start_time) return gone();  // the pid was reused while it was read
+  if (!Alive(pid, start_time)) return gone();  // the pid was reused while it was read
   const bool v2 = fs::exists("/sys/fs/cgroup/cgroup.controllers", ec);
   // The record's path as /proc/PID/exe names it (absolute, links resolved).
   const std::string canonical = shim.empty() ? "" : fs::weakly_canonical(shim, ec).string();

@@ -4,10 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <optional>
 #include <string>
+
+#include "agent/proc_stat.h"
 
 namespace gpucloud::agent {
 namespace {
@@ -116,19 +116,11 @@ TEST(SessionTargetOfShim, RefusesWhatATenantCouldHaveWritten) {
   }
 }
 
-// /proc/PID/stat's start time (field 22).
-uint64_t StartTimeOf(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::istringstream in(text.substr(text.rfind(')') + 2));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) in >> field;
-  return std::stoull(field);
-}
-
 TEST(ReadAdoptedSessionTarget, ReadsAProcessFromProcAndOnlyTheOneRecorded) {
   // This test program is no shim: refused, with its name.
-  const uint64_t start = StartTimeOf(getpid());
+  std::optional<ProcStat> me = ReadProcStat(getpid());
+  ASSERT_TRUE(me.has_value());
+  const uint64_t start = me->start_time;
   absl::StatusOr<SessionTarget> self = ReadAdoptedSessionTarget(getpid(), start, kShim);
   EXPECT_EQ(self.status().code(), absl::StatusCode::kFailedPrecondition) << self.status();
   EXPECT_NE(self.status().message().find("agent_test"), std::string::npos) << self.status();

@@ -40,6 +40,7 @@
 #include "agent/log_shipping.h"
 #include "agent/node_agent.h"
 #include "agent/node_identity.h"
+#include "agent/proc_stat.h"
 #include "agent/sandbox.h"
 #include "agent/session_manager.h"
 #include "agent/task_launch.h"
@@ -50,21 +51,6 @@
 #include "core/text.h"
 
 namespace gpucloud::agent {
-namespace node_agent_detail {
-
-struct ProcStat {
-  char state = '?';
-  uint64_t start_time = 0;  // clock ticks after boot: with the pid, names one process for good
-};
-
-// The process' state and start time from /proc/PID/stat; nullopt when it is gone.
-std::optional<ProcStat> ReadProcStat(pid_t pid);
-
-// The process is still the one recorded (not a reused pid) and not a zombie.
-bool Alive(pid_t pid, uint64_t start_time);
-
-}  // namespace node_agent_detail
-
 struct NodeAgent::Impl {
   struct Local {
     api::Assignment a;

@@ -27,8 +27,6 @@ constexpr int kMaxStartsPerPass = 32;
 
 }  // namespace
 
-using node_agent_detail::Alive;
-
 ReportedTask NodeAgent::Impl::Reported(const Local& t, absl::Time now) {
   ReportedTask v;
   v.ended = t.ended_at.has_value();
