@@ -46,6 +46,35 @@ def sh(*args, check=True, **kw):
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
 
 
+def require(tools):
+    """Skips (exit 77) unless this is root, `tools` are installed and `ip netns` works."""
+    if os.geteuid() != 0:
+        skip("needs root for network namespaces")
+    for tool in tools:
+        if shutil.which(tool) is None:
+            skip(f"no `{tool}` (scripts/install-deps)")
+    probe = f"gcprobe{os.getpid()}"
+    if sh("ip", "netns", "add", probe, check=False).returncode != 0:
+        skip("`ip netns add` does not work here")
+    sh("ip", "netns", "del", probe, check=False)
+
+
+def tear_down(c, net, work, ok, keep=False):
+    """After a run: every log when it failed; every process and namespace stopped; `work`
+    removed (unless `keep`)."""
+    if not ok:
+        for name in sorted(os.listdir(work)):
+            if name.endswith(".log"):
+                print(f"--- {name}\n{c.log(name[:-4])[-3000:]}")
+    for p in c.procs.values():
+        p.kill()
+    net.close()
+    if keep:
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def free_subnet():
     """A 10.X.0 /24 whose 10.X/16 no address of this host is in (Podman's CNI bridge takes
     10.88.0.1/16: a test subnet inside it is routed there, and the agents never reach the
@@ -262,14 +291,7 @@ def main():
         print(__doc__)
         return 2
     build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    if os.geteuid() != 0:
-        skip("needs root for network namespaces")
-    if shutil.which("ip") is None:
-        skip("no `ip` command (iproute2)")
-    probe = f"gcprobe{os.getpid()}"
-    if sh("ip", "netns", "add", probe, check=False).returncode != 0:
-        skip("`ip netns add` does not work here")
-    sh("ip", "netns", "del", probe, check=False)
+    require(["ip"])
 
     work = tempfile.mkdtemp(prefix="gpucloud-chaos-")
     os.chmod(work, 0o711)  # tasks run as unprivileged users and pass through to their dirs
@@ -365,14 +387,7 @@ def main():
         assert replay.returncode == 0, f"the replay differs from the server:\n{replay.stdout}{replay.stderr}"
         ok = True
     finally:
-        if not ok:
-            for name in sorted(os.listdir(work)):
-                if name.endswith(".log"):
-                    print(f"--- {name}\n{c.log(name[:-4])[-3000:]}")
-        for p in c.procs.values():
-            p.kill()
-        net.close()
-        shutil.rmtree(work, ignore_errors=True)
+        tear_down(c, net, work, ok)
     return 0
 
 

@@ -36,7 +36,7 @@ import tempfile
 import time
 from datetime import datetime
 
-from chaos import Cluster, Net, expected_losses, final_losses, sh, skip, wait
+from chaos import Cluster, Net, expected_losses, final_losses, require, tear_down, wait
 
 STEPS = 4000
 LEASE = 3
@@ -261,15 +261,7 @@ def main():
         print(__doc__)
         return 2
     build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    if os.geteuid() != 0:
-        skip("needs root for network namespaces")
-    for tool in ("ip", "etcd", "etcdctl"):
-        if shutil.which(tool) is None:
-            skip(f"no `{tool}` (scripts/install-deps)")
-    probe = f"gcprobe{os.getpid()}"
-    if sh("ip", "netns", "add", probe, check=False).returncode != 0:
-        skip("`ip netns add` does not work here")
-    sh("ip", "netns", "del", probe, check=False)
+    require(["ip", "etcd", "etcdctl"])
 
     work = tempfile.mkdtemp(prefix="gpucloud-ha-chaos-")
     os.chmod(work, 0o711)  # tasks run as unprivileged users and pass through to their dirs
@@ -306,17 +298,7 @@ def main():
                   f"{ran:.2f} s after the failure", flush=True)
         ok = True
     finally:
-        if not ok:
-            for name in sorted(os.listdir(work)):
-                if name.endswith(".log"):
-                    print(f"--- {name}\n{c.log(name[:-4])[-3000:]}")
-        for p in c.procs.values():
-            p.kill()
-        net.close()
-        if os.environ.get("HA_CHAOS_KEEP"):
-            print(f"ha-chaos: kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        tear_down(c, net, work, ok, keep=bool(os.environ.get("HA_CHAOS_KEEP")))
     return 0
 
 
