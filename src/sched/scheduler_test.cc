@@ -122,31 +122,62 @@ TEST(Scheduler, WaitingJobsAreToldWhenTheyCouldStart) {
 // A queue head's earliest start is searched once while nothing changes: a later cycle on the
 // same allocations (only new arrivals woke it) reuses it, its start never before the cycle's
 // time; a change to the allocations searches again. Each answer is a fresh scheduler's.
+// Counts the placements the scheduler scores: one per node tried in a placement that finds room
+// (here, the earliest-start search's, once it has taken the running job out).
+class CountingScore : public ScorePlugin {
+ public:
+  explicit CountingScore(int* calls) : calls_(calls) {}
+  std::string_view Name() const override { return "Counting"; }
+  double Score(const JobRequest&, const NodeView&, const NodeView&) const override {
+    ++*calls_;
+    return 0;
+  }
+
+ private:
+  int* calls_;
+};
+
 TEST(Scheduler, AHeadsEarliestStartIsKeptAcrossCyclesWhileNothingChanges) {
-  ClusterState s({MakeNode("a", 8)}, GpuCatalog::Default());
+  // Two full nodes whose jobs end together: the search places on one of two, so it scores.
+  ClusterState s({MakeNode("a", 8), MakeNode("b", 8)}, GpuCatalog::Default());
   Allocation running{"ns/running", {{.task = "w", .node = 0}}};
-  for (int g = 0; g < 8; ++g) running.replicas[0].gpus.push_back({.gpu = g});
-  running.expected_end_ms = 600'000;
+  Allocation other{"ns/other", {{.task = "w", .node = 1}}};
+  for (int g = 0; g < 8; ++g) {
+    running.replicas[0].gpus.push_back({.gpu = g});
+    other.replicas[0].gpus.push_back({.gpu = g});
+  }
+  running.expected_end_ms = other.expected_end_ms = 600'000;
   ASSERT_TRUE(s.Commit(running).ok());
+  ASSERT_TRUE(s.Commit(other).ok());
   const SchedulerOptions options{.estimate_start_times = true};
-  Scheduler kept(DefaultFilters(), GpuCatalog::Default(), options);
+  int scored = 0;
+  std::vector<WeightedScore> counting;
+  counting.push_back({std::make_unique<CountingScore>(&scored), 1});
+  Scheduler kept(DefaultFilters(), GpuCatalog::Default(), options, std::move(counting));
   auto fresh = [&](int64_t now) {
     Scheduler once(DefaultFilters(), GpuCatalog::Default(), options);
     return once.Schedule(s, {Job("ns/next", 1, 4)}, now);
   };
+  int searched = -1;
   for (int64_t now : {60'000, 300'000, 600'000, 900'000}) {
     std::vector<Decision> d = kept.Schedule(s, {Job("ns/next", 1, 4)}, now);
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d, fresh(now)) << now;
     EXPECT_EQ(d[0].expected_start_ms, std::max<int64_t>(now, 600'000)) << now;
+    if (searched < 0) searched = scored;  // the first cycle searched
+    EXPECT_EQ(scored, searched) << "searched again at " << now << " though nothing changed";
   }
-  // The running job's end moves: the answer follows.
-  ASSERT_TRUE(s.Release("ns/running").ok());
-  running.expected_end_ms = 2'000'000;
-  ASSERT_TRUE(s.Commit(running).ok());
+  EXPECT_GT(searched, 0);
+  // The running jobs' ends move: searched again, the answer follows.
+  for (Allocation* a : {&running, &other}) {
+    ASSERT_TRUE(s.Release(a->job).ok());
+    a->expected_end_ms = 2'000'000;
+    ASSERT_TRUE(s.Commit(*a).ok());
+  }
   std::vector<Decision> d = kept.Schedule(s, {Job("ns/next", 1, 4)}, 900'000);
   EXPECT_EQ(d, fresh(900'000));
   EXPECT_EQ(d[0].expected_start_ms, 2'000'000);
+  EXPECT_GT(scored, searched);
 }
 
 // A caller that keeps each waiting job's last wait (the simulator) is told nothing about a job
