@@ -11,7 +11,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
+#include <memory>
 #include <set>
+#include <vector>
 
 #include "agent/session_manager.h"
 #include "api/ws_client.h"
@@ -21,17 +23,26 @@ namespace gpucloud::agent {
 namespace asio = boost::asio;
 
 struct SessionManager::Impl {
-  Impl(Options o, const Clock& c) : options(std::move(o)), clock(c), retry(io) {}
+  Impl(Options o, const Clock& c) : options(std::move(o)), clock(c) {}
 
   Options options;
   const Clock& clock;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
-  asio::steady_timer retry;           // the tunnel's back-off
-  api::ws::Stream* tunnel = nullptr;  // while open
-  bool stopping = false;              // manager's thread
-  bool tunnel_loop_running = false;   // manager's thread
+  bool stopping = false;  // manager's thread
+
+  // The tunnel to one server of the control plane. An agent keeps one to each server it knows,
+  // so that a client's session meets the node on whichever server the client reached (several
+  // servers on etcd; a load balancer in front of them); a session is dialled back to the server
+  // whose tunnel asked for it.
+  struct Tunnel {
+    Tunnel(asio::io_context& io, api::ClientConfig s) : server(std::move(s)), retry(io) {}
+    api::ClientConfig server;         // options.server with this server alone
+    asio::steady_timer retry;         // its back-off
+    api::ws::Stream* open = nullptr;  // while open
+  };
+  std::vector<std::unique_ptr<Tunnel>> tunnels;  // made by Start; the manager's thread after
 
   // A session as Stop and Announce see it.
   struct Entry {
@@ -53,8 +64,10 @@ struct SessionManager::Impl {
   uint64_t Register(Entry e);
   void Unregister(uint64_t id);
 
-  asio::awaitable<void> TunnelLoop();
-  asio::awaitable<void> Serve(api::SessionRequest request, std::shared_ptr<asio::ssl::context> ctx);
+  asio::awaitable<void> TunnelLoop(Tunnel& t);
+  // Dials back to `server` (the one whose tunnel sent `request`) and serves the session.
+  asio::awaitable<void> Serve(api::SessionRequest request, std::shared_ptr<asio::ssl::context> ctx,
+                              const api::ClientConfig& server);
   // Ends session `id` (its WebSocket closed, after a line to its stderr) once its task no
   // longer runs here: checked every second while `alive`.
   asio::awaitable<void> Watch(uint64_t id, std::string assignment, int attempt,

@@ -119,21 +119,21 @@ void SessionManager::Impl::Unregister(uint64_t id) {
   idle.notify_all();
 }
 
-asio::awaitable<void> SessionManager::Impl::TunnelLoop() {
-  tunnel_loop_running = true;
+asio::awaitable<void> SessionManager::Impl::TunnelLoop(Tunnel& t) {
+  const std::string where = Cat(t.server.host, ":", t.server.port);
   absl::Duration backoff = absl::Milliseconds(250);
   bool failing = false;
   while (!stopping) {
-    absl::StatusOr<std::shared_ptr<asio::ssl::context>> ctx = api::ws::TlsContext(options.server);
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> ctx = api::ws::TlsContext(t.server);
     absl::Status failure = ctx.status();
     if (ctx.ok()) {
-      absl::StatusOr<std::unique_ptr<api::ws::Stream>> ws = co_await api::ws::Open(
-          io.get_executor(), **ctx, options.server, api::TunnelPath(options.node));
+      absl::StatusOr<std::unique_ptr<api::ws::Stream>> ws =
+          co_await api::ws::Open(io.get_executor(), **ctx, t.server, api::TunnelPath(options.node));
       if (ws.ok() && !stopping) {
-        if (failing) Log("session tunnel open again");
+        if (failing) Log(Cat("session tunnel to ", where, " open again"));
         failing = false;
         backoff = absl::Milliseconds(250);
-        tunnel = ws->get();
+        t.open = ws->get();
         boost::system::error_code ec;
         std::string text;
         while (co_await api::ws::Read(**ws, text, ec)) {
@@ -142,30 +142,30 @@ asio::awaitable<void> SessionManager::Impl::TunnelLoop() {
             Log(Cat("session request not understood: ", request.status().message()), true);
             continue;
           }
-          asio::co_spawn(io, Serve(*std::move(request), *ctx), asio::detached);
+          asio::co_spawn(io, Serve(*std::move(request), *ctx, t.server), asio::detached);
         }
-        tunnel = nullptr;
+        t.open = nullptr;
         failure = absl::UnavailableError(Cat("session tunnel closed: ", ec.message()));
       } else if (!ws.ok()) {
         failure = ws.status();
       }
     }
     if (stopping) break;
-    if (!failing) Log(Cat("session tunnel: ", failure.message(), "; retrying"), true);
+    if (!failing)
+      Log(Cat("session tunnel to ", where, ": ", failure.message(), "; retrying"), true);
     failing = true;
-    retry.expires_after(absl::ToChronoNanoseconds(backoff));
+    t.retry.expires_after(absl::ToChronoNanoseconds(backoff));
     boost::system::error_code ec;
-    co_await retry.async_wait(Into(ec));
+    co_await t.retry.async_wait(Into(ec));
     backoff = std::min(backoff * 2, options.max_backoff);
   }
-  tunnel_loop_running = false;
-  idle.notify_all();
 }
 
 asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
-                                                  std::shared_ptr<asio::ssl::context> ctx) {
+                                                  std::shared_ptr<asio::ssl::context> ctx,
+                                                  const api::ClientConfig& server) {
   absl::StatusOr<std::unique_ptr<api::ws::Stream>> opened = co_await api::ws::Open(
-      io.get_executor(), *ctx, options.server, api::SessionPath(options.node, request.id));
+      io.get_executor(), *ctx, server, api::SessionPath(options.node, request.id));
   if (!opened.ok()) {
     Log(Cat("session ", request.id.substr(0, 8), " not dialled back: ", opened.status().message()),
         true);
@@ -340,7 +340,17 @@ void SessionManager::Start() {
   if (m.thread.joinable()) return;
   api::ws::RaiseDescriptorLimit();  // a port-forward holds up to kMaxForwardConnections sockets
   m.work.emplace(m.io.get_executor());
-  asio::co_spawn(m.io, m.TunnelLoop(), asio::detached);
+  std::vector<api::ServerAddress> servers{{m.options.server.host, m.options.server.port}};
+  servers.insert(servers.end(), m.options.server.more_servers.begin(),
+                 m.options.server.more_servers.end());
+  for (const api::ServerAddress& a : servers) {
+    api::ClientConfig one = m.options.server;
+    one.host = a.host;
+    one.port = a.port;
+    one.more_servers.clear();
+    m.tunnels.push_back(std::make_unique<Impl::Tunnel>(m.io, std::move(one)));
+    asio::co_spawn(m.io, m.TunnelLoop(*m.tunnels.back()), asio::detached);
+  }
   m.thread = std::thread([&m] { m.io.run(); });
 }
 
@@ -349,10 +359,12 @@ void SessionManager::Stop() {
   if (!m.thread.joinable()) return;
   asio::post(m.io, [&m] {
     m.stopping = true;
-    m.retry.cancel();
-    if (m.tunnel != nullptr) {
-      boost::system::error_code ec;
-      beast::get_lowest_layer(*m.tunnel).socket().close(ec);
+    for (const std::unique_ptr<Impl::Tunnel>& t : m.tunnels) {
+      t->retry.cancel();
+      if (t->open != nullptr) {
+        boost::system::error_code ec;
+        beast::get_lowest_layer(*t->open).socket().close(ec);
+      }
     }
     for (auto& [id, e] : m.entries) e.abort();
   });

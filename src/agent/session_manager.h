@@ -1,7 +1,9 @@
 // SessionManager: the agent's side of interactive sessions (api/session_wire.h,
-// docs/interactive.md). It keeps a WebSocket "tunnel" open to the server (reconnecting with
-// back-off); for each SessionRequest the server sends there, it dials back a WebSocket of its
-// own for that session and serves it:
+// docs/interactive.md). It keeps a WebSocket "tunnel" open to each server of the control plane it
+// knows (Options::server and its more_servers; each reconnecting with back-off of its own), so
+// that a client's session finds the node through whichever server the client reached; for each
+// SessionRequest a server sends there, it dials back a WebSocket of its own to that same server
+// for that session and serves it:
 //   exec         runs the command inside the task: a host process with the task's environment,
 //                working directory, user and cgroups; a container's through `podman exec`. With
 //                a terminal (a pseudo-terminal the command leads: resize, Ctrl-C as the line
@@ -84,7 +86,7 @@ class SessionManager {
   SessionManager& operator=(const SessionManager&) = delete;
 
   void Start();
-  // Ends every session (their processes killed and reaped) and the tunnel; joins the thread.
+  // Ends every session (their processes killed and reaped) and the tunnels; joins the thread.
   void Stop();
   // When a session of `assignment` last carried a byte (or opened); nullopt: never.
   std::optional<absl::Time> LastActivity(const std::string& assignment) const;

@@ -314,6 +314,18 @@ std::string JobText(uint16_t port, const std::string& ca, const std::string& tok
       .body();
 }
 
+// gpuctl's exit status and what it wrote (stdout and stderr), run through a shell.
+std::pair<int, std::string> Gpuctl(const std::string& config, const std::string& args) {
+  const std::string command =
+      std::string(GPUCTL_BINARY) + " --config " + config + " " + args + " 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string said;
+  for (char buf[256]; fgets(buf, sizeof buf, p) != nullptr;) said += buf;
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, said};
+}
+
 // Whether the node is registered and Ready in the store (the leader's node controller says so).
 bool NodeReady(uint16_t port, const std::string& ca, const std::string& token,
                const std::string& name) {
@@ -453,6 +465,24 @@ TEST(ServerBinary, TwoServersOnOneEtcdOneLeadsTheOtherTakesOverAfterKillNine) {
   for (auto [port, leads] : {std::pair{a.port, true}, std::pair{b.port, false}}) {
     auto m = testing_util::HttpsCall(port, ca, http::verb::get, "/metrics", token);
     EXPECT_EQ(m.body().find("\ngpucloud_jobs{") != std::string::npos, leads) << port;
+  }
+  // Issue 22: an agent keeps a session tunnel to each server it knows, so `gpuctl exec` enters
+  // a task through either server, each alone in gpuctl's config (as one address behind a load
+  // balancer would be). Each agent lists the servers in another order: with one tunnel per agent
+  // (to the first server that took it), one of the two servers could not reach each node.
+  for (const std::string& url : {url_a, url_b}) {
+    const std::string config = dir + "/one-server.config";
+    std::ofstream(config) << "server: " << url << "\ncertificate-authority: " << ca
+                          << "\ntoken: " << token << "\n";
+    for (const char* job : {"via-a", "via-b"}) {
+      std::pair<int, std::string> r;
+      EXPECT_TRUE(Eventually(std::chrono::seconds(20),
+                             [&] {
+                               r = Gpuctl(config, std::string("exec ") + job + " -- echo entered");
+                               return r.first == 0 && r.second == "entered\n";
+                             }))
+          << "through " << url << " into " << job << ": exit " << r.first << ", " << r.second;
+    }
   }
   const auto killed = std::chrono::steady_clock::now();
   kill(a.pid, SIGKILL);
