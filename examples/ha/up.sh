@@ -97,12 +97,11 @@ declare -A server_pid
 mkdir -p "$dir/server-1" "$dir/logs"
 server 1 --init
 wait_for 30 "the first server" grep -q "serving https" "$dir/server-1.log"
-# The others share its credentials (CA, server certificate, tokens, keys): copies of its data
-# directory, as on three machines (docs/operations.md).
+# The others join it with its join key (docs/operations.md): the CA, tokens and keys come from
+# the store, sealed under that key; each makes its own server certificate.
 for i in 2 3; do
   rm -rf "$dir/server-$i"
-  cp -a "$dir/server-1" "$dir/server-$i"
-  server "$i"
+  server "$i" --join-key-file "$dir/server-1/join.key"
 done
 for i in 2 3; do wait_for 30 "server $i" grep -q "serving https" "$dir/server-$i.log"; done
 grep -h "serving https" "$dir"/server-?.log

@@ -270,6 +270,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->check(CLI::Range(0.0, 3600.0));
   app.add_flag("--init", o.init,
                "start with an empty store even though an earlier server's credentials are there");
+  app.add_option("--join-key-file", o.join_key_file,
+                 "on etcd, a new server of the control plane already there: a copy of one of its "
+                 "servers' DATA_DIR/join.key (its CA, tokens and keys come from the store, "
+                 "sealed under that key; docs/operations.md)");
   app.add_option("--max-jobs-per-namespace", o.max_jobs_per_namespace,
                  "jobs one namespace may hold (0: no limit)")
       ->check(CLI::NonNegativeNumber);
@@ -401,6 +405,10 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
     out << "first start: admin token written to " << cp.admin_config_path()
         << " (copy it to ~/.gpucloud/config for gpuctl); agents join with the token in "
         << o.data_dir << "/bootstrap.token\n";
+    if (where->kind == StoreLocation::Kind::kEtcd) {
+      out << "other servers join this control plane with --join-key-file: a copy of " << o.data_dir
+          << "/join.key\n";
+    }
   }
   out << "gpucloud server: serving " << cp.url() << " (CA " << cp.ca_path() << ", store "
       << cp.store_name() << ", revision " << cp.revision()

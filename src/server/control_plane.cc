@@ -19,6 +19,7 @@
 #include <string_view>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/log.h"
@@ -37,6 +38,7 @@
 #include "server/gateway.h"
 #include "server/https_server.h"
 #include "server/identity_book.h"
+#include "server/join_bundle.h"
 #include "server/leader_elector.h"
 #include "server/log_store.h"
 #include "server/node_certs.h"
@@ -304,6 +306,65 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const ControlPlaneOption
   return etcd;
 }
 
+std::string KeyDirOf(const ControlPlaneOptions& o) {
+  return o.key_dir.empty() ? o.data_dir + "/keys" : o.key_dir;
+}
+
+// On etcd, a data directory without credentials (before EnsureCredentials would make a new CA):
+// with --join-key-file, the join bundle in the store opened into it (join_bundle.h), and the key
+// kept as DATA_DIR/join.key; without, refused when the store already holds a control plane
+// (its servers' agents and users would not trust a second CA).
+absl::Status JoinIfNew(const ControlPlaneOptions& o, store::Store& store) {
+  if (o.join_key_file.empty()) {
+    absl::StatusOr<int64_t> keys = store.Count("/");
+    if (!keys.ok()) return keys.status();
+    if (*keys == 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        Cat("the store ", o.store, " already holds a control plane, but ", o.data_dir,
+            " has no credentials: join it with --join-key-file (a copy of DATA_DIR/", kJoinKeyFile,
+            " of one of its servers)"));
+  }
+  std::ifstream f(o.join_key_file);
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  if (!f)
+    return absl::InvalidArgumentError(Cat("--join-key-file ", o.join_key_file, ": cannot read"));
+  absl::StatusOr<std::string> key = ParseJoinKey(text, Cat("--join-key-file ", o.join_key_file));
+  if (!key.ok()) return key.status();
+  absl::StatusOr<store::KeyValue> bundle = store.Get(kJoinBundleStoreKey);
+  if (absl::IsNotFound(bundle.status())) {
+    return absl::FailedPreconditionError(
+        Cat("the store ", o.store, " holds no join bundle: start the first server on it first"));
+  }
+  if (!bundle.ok()) return bundle.status();
+  if (absl::Status s = OpenJoinBundle(bundle->value, *key, o.data_dir, KeyDirOf(o)); !s.ok()) {
+    return absl::Status(s.code(), Cat("--join-key-file: ", s.message()));
+  }
+  log::Info("server", "joined the control plane in the store: its CA, tokens and keys written",
+            {{"data_dir", o.data_dir}});
+  return WritePrivateFile(Cat(o.data_dir, "/", kJoinKeyFile),
+                          Cat(absl::BytesToHexString(*key), "\n"), FileSync::kDurable);
+}
+
+// On etcd, once the key ring exists: the shared files sealed under DATA_DIR/join.key (made when
+// missing) and put in the store, so that another server can join (again after a key rotation).
+absl::Status ShareJoinBundle(const ControlPlaneOptions& o, store::Store& store) {
+  const std::string path = Cat(o.data_dir, "/", kJoinKeyFile);
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  if (!f) {
+    absl::StatusOr<std::string> made = NewJoinKey();
+    if (!made.ok()) return made.status();
+    text = *made + "\n";
+    if (absl::Status s = WritePrivateFile(path, text, FileSync::kDurable); !s.ok()) return s;
+  }
+  absl::StatusOr<std::string> key = ParseJoinKey(text, path);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::string> sealed = SealJoinBundle(o.data_dir, KeyDirOf(o), *key);
+  if (!sealed.ok()) return sealed.status();
+  store::Op put{.kind = store::Op::Kind::kPut, .key = kJoinBundleStoreKey, .value = *sealed};
+  return store.Txn({put}).status();
+}
+
 }  // namespace
 
 absl::StatusOr<StoreLocation> ParseStoreUrl(const std::string& url) {
@@ -421,6 +482,13 @@ absl::Status ControlPlane::Start() {
   if (absl::Status s = OpenAudit(); !s.ok()) return s;
   if (absl::Status s = OpenApi(); !s.ok()) return s;
   if (absl::Status s = StartServing(); !s.ok()) return s;
+  // Once the key ring exists (OpenApi) and a first start's admin token is in the token book
+  // (StartServing): what a joining server takes must be what this one has.
+  if (m.OnEtcd()) {
+    if (absl::Status s = ShareJoinBundle(m.options, *m.store); !s.ok()) {
+      return absl::Status(s.code(), Cat("the join bundle: ", s.message()));
+    }
+  }
   if (absl::Status s = StartLeadership(); !s.ok()) return s;
   m.secrets->Start();  // rotation when due, and rewrapping after one
   StartAuditTicker();
@@ -445,6 +513,9 @@ absl::Status ControlPlane::OpenStoreAndCredentials() {
       OpenStore(m.options, *where, m.etcd_tls, *had_server);
   if (!store.ok()) return store.status();
   m.store = std::move(*store);
+  if (m.OnEtcd() && !*had_server) {
+    if (absl::Status s = JoinIfNew(m.options, *m.store); !s.ok()) return s;
+  }
   absl::StatusOr<Credentials> creds = EnsureCredentials(dir, {m.options.address});
   if (!creds.ok()) return creds.status();
   m.creds = *creds;

@@ -80,6 +80,13 @@ struct ControlPlaneOptions {
   std::string checkpoint_root;
   // Start even though the store is missing or empty next to an earlier server's credentials.
   bool init = false;
+  // On etcd, for a data directory without credentials: a file holding the join key of the control
+  // plane already in the store (join_bundle.h; its servers keep it in DATA_DIR/join.key). The
+  // server takes the shared CA, tokens and keys from the store's join bundle instead of making
+  // new ones. Without it, such a directory is refused when the store already holds a control
+  // plane. Every server on etcd puts the bundle in the store (under its own join.key, made on the
+  // first start) as it starts.
+  std::string join_key_file;
   int64_t max_jobs_per_namespace = 10'000;  // 0: no limit
   // Bytes of task output one namespace's logs may hold on the server (0: no limit).
   int64_t max_log_bytes_per_namespace = int64_t{20} << 30;

@@ -585,6 +585,47 @@ absl::StatusOr<std::string> SecretBox::Rewrap(std::string_view blob, std::string
   return BlobText(*b);
 }
 
+// ---- one raw key ------------------------------------------------------------------------------
+
+absl::StatusOr<std::string> SealWithRawKey(std::string_view key, std::string_view plaintext,
+                                           std::string_view aad) {
+  if (key.size() != kKeyBytes) {
+    return absl::InvalidArgumentError(Cat("a key of ", key.size(), " bytes; needs ", kKeyBytes));
+  }
+  absl::StatusOr<std::string> iv = RandomBytes(kIvBytes);
+  if (!iv.ok()) return iv.status();
+  std::string ct, tag;
+  if (absl::Status s = GcmEncrypt(Bytes(key), *iv, aad, plaintext, &ct, &tag); !s.ok()) return s;
+  return Json{{"v", kBlobVersion},
+              {"alg", kAlgorithm},
+              {"iv", absl::Base64Escape(*iv)},
+              {"ct", absl::Base64Escape(ct)},
+              {"tag", absl::Base64Escape(tag)}}
+      .dump();
+}
+
+absl::StatusOr<std::string> OpenWithRawKey(std::string_view key, std::string_view blob,
+                                           std::string_view aad) {
+  if (key.size() != kKeyBytes) {
+    return absl::InvalidArgumentError(Cat("a key of ", key.size(), " bytes; needs ", kKeyBytes));
+  }
+  const Json j = Json::parse(blob, nullptr, false);
+  std::string iv, ct, tag;
+  auto field = [&](const char* name, std::string* out) {
+    return j.contains(name) && j[name].is_string() && DecodeBase64(j[name].get<std::string>(), out);
+  };
+  if (!j.is_object() || j.size() != 5 || !j.contains("v") || j["v"] != kBlobVersion ||
+      !j.contains("alg") || j["alg"] != kAlgorithm || !field("iv", &iv) || !field("ct", &ct) ||
+      !field("tag", &tag) || iv.size() != kIvBytes || tag.size() != kTagBytes) {
+    return absl::DataLossError("not a sealed blob (version 1, AES-256-GCM)");
+  }
+  std::string plaintext;
+  if (!GcmDecrypt(Bytes(key), iv, aad, ct, tag, &plaintext)) {
+    return absl::PermissionDeniedError("the key does not open it (another key, or altered)");
+  }
+  return plaintext;
+}
+
 // ---- planning ---------------------------------------------------------------------------------
 
 RewrapPlan PlanRewrap(const std::vector<SealedRef>& sealed, std::string_view current_id,

@@ -124,6 +124,19 @@ class SecretBox {
   const KeyRing* ring_;
 };
 
+// Sealing under one raw 256-bit key instead of a ring's: for what is opened with a key a person
+// carries, not one kept on the machine (the join bundle, join_bundle.h). The blob is JSON
+// {"v":1,"alg":"AES-256-GCM","iv","ct","tag"} (base64), bound to `aad`; the key is never in it.
+// InvalidArgument when `key` is not 32 bytes; Internal on OpenSSL errors.
+absl::StatusOr<std::string> SealWithRawKey(std::string_view key, std::string_view plaintext,
+                                           std::string_view aad);
+// The plaintext of a SealWithRawKey blob. InvalidArgument for a key that is not 32 bytes;
+// DataLoss for a blob that is not one (bad JSON, an unknown version, bad base64 or lengths);
+// PermissionDenied when it does not authenticate under `key` and `aad` (another key, a byte
+// changed).
+absl::StatusOr<std::string> OpenWithRawKey(std::string_view key, std::string_view blob,
+                                           std::string_view aad);
+
 // A sealed value as the rewrap planner sees it.
 struct SealedRef {
   std::string store_key;  // also the blob's associated data

@@ -103,6 +103,12 @@ std::string TempDir(const char* what) {
   return dir;
 }
 
+// A whole file ("" when it cannot be read).
+std::string ReadWhole(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
 std::string ReadToken(const std::string& dir) {
   std::ifstream f(dir + "/admin.config");
   std::string line;
@@ -385,9 +391,9 @@ std::string ServingLine(const Running& s) {
   return line;
 }
 
-// Issue 21: two servers on one etcd, each with its own data directory (the second's is a copy
-// of the first's after its first start: the CA, the server's certificate, the tokens and keys
-// stay in DATA_DIR, not in the store yet), the audit log on (one chain, both write it), and two
+// Issue 21: two servers on one etcd, each with its own data directory (the second joins with the
+// first's join key: the CA, the tokens and the keys come from the store's sealed join bundle; it
+// makes its own server certificate), the audit log on (one chain, both write it), and two
 // agents that know both servers (one lists the standby first). Exactly one server leads; the
 // agents' heartbeats reach it (a standby answers them 503, and they move on), so both nodes are
 // Ready; jobs submitted to either server are scheduled, and the standby's cluster summary is
@@ -419,11 +425,33 @@ TEST(ServerBinary, TwoServersOnOneEtcdOneLeadsTheOtherTakesOverAfterKillNine) {
   reaper.pids.push_back(a.pid);
   ASSERT_GT(a.port, 0) << a.first_lines;
   EXPECT_NE(ServingLine(a).find(", leader)"), std::string::npos);
-  std::filesystem::copy(dir + "/a", dir + "/b", std::filesystem::copy_options::recursive);
-  Running b = Start(dir + "/b", flags, {}, /*keep_output=*/true);
+  // Another empty data directory is refused on this store without the first server's join key,
+  // and with another key; the second server joins with the key: the CA, tokens and keys come
+  // from the store's sealed join bundle, not from a copy of the first's directory.
+  std::ofstream(dir + "/wrong.key") << std::string(64, '0') << "\n";
+  for (const auto& [extra, says] :
+       {std::pair<std::vector<std::string>, std::string>{
+            {}, "has no credentials: join it with --join-key-file"},
+        {{"--join-key-file", dir + "/wrong.key"}, "the join key does not open the bundle"}}) {
+    std::vector<std::string> f = flags;
+    f.insert(f.end(), extra.begin(), extra.end());
+    Running refused = Start(dir + "/c", f);
+    EXPECT_EQ(refused.port, 0) << refused.first_lines;
+    if (refused.port != 0) kill(refused.pid, SIGKILL);  // it must not serve: fail, never hang
+    EXPECT_EQ(Wait(refused), 1) << refused.first_lines;
+    EXPECT_NE(refused.first_lines.find(says), std::string::npos) << refused.first_lines;
+  }
+  std::vector<std::string> join = flags;
+  join.insert(join.end(), {"--join-key-file", dir + "/a/join.key"});
+  Running b = Start(dir + "/b", join, {}, /*keep_output=*/true);
   reaper.pids.push_back(b.pid);
   ASSERT_GT(b.port, 0) << b.first_lines;
   EXPECT_NE(ServingLine(b).find(", standby: another server leads)"), std::string::npos);
+  for (const char* shared : {"ca.crt", "ca.key", "tokens", "bootstrap.token", "audit.key",
+                             "keys/kek.json", "join.key"}) {
+    EXPECT_EQ(ReadWhole(dir + "/b/" + shared), ReadWhole(dir + "/a/" + shared)) << shared;
+  }
+  EXPECT_NE(ReadWhole(dir + "/b/server.key"), ReadWhole(dir + "/a/server.key")) << "its own";
   const std::string token = ReadToken(dir + "/a"), ca = dir + "/a/ca.crt";
   const std::string url_a = "https://127.0.0.1:" + std::to_string(a.port);
   const std::string url_b = "https://127.0.0.1:" + std::to_string(b.port);

@@ -28,7 +28,6 @@ Usage: ha_chaos.py BUILD_DIR SOURCE_DIR
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -79,7 +78,7 @@ class HaCluster(Cluster):
                            capture_output=True, text=True, env=dict(os.environ, ETCDCTL_API="3"))
         return r.returncode == 0
 
-    def start_server(self, h, init=False):
+    def start_server(self, h, init=False, join=False):
         i = CP.index(h)
         # Its own member first: cut off, it talks to a member without quorum, not to the others.
         members = [self.net.addr[h]] + [self.net.addr[o] for o in CP if o != h]
@@ -88,7 +87,8 @@ class HaCluster(Cluster):
             f"{self.build}/apps/gpucloud", "server", "--data-dir", os.path.join(self.work, f"server-{i + 1}"),
             "--store", "etcd://" + ",".join(f"{m}:2379" for m in members),
             "--listen", f"{self.net.addr[h]}:8443", "--leader-lease", str(LEASE),
-            "--log-dir", os.path.join(self.work, "logs"), "--grace", "5"] + (["--init"] if init else []))
+            "--log-dir", os.path.join(self.work, "logs"), "--grace", "5"] + (["--init"] if init else [])
+            + (["--join-key-file", os.path.join(self.work, "server-1", "join.key")] if join else []))
         wait(lambda: self.log(f"server-{h}").count("serving https") > starts, 30, f"server on {h}")
 
     def stop(self, name, sig="TERM"):
@@ -275,9 +275,8 @@ def main():
             wait(lambda: c.etcd_healthy(h), 30, f"etcd member on {h}")
         os.makedirs(os.path.join(work, "logs"))
         c.start_server("c1", init=True)
-        for i in (2, 3):  # copies of the first's credentials, as on three machines
-            shutil.copytree(os.path.join(work, "server-1"), os.path.join(work, f"server-{i}"))
-            c.start_server(CP[i - 1])
+        for i in (2, 3):  # joined with the first's join key, as on three machines
+            c.start_server(CP[i - 1], join=True)
         with open(os.path.join(work, "server-1", "admin.config")) as f:
             config = re.sub(r"(?m)^server: .*$", "server: " + ", ".join(c.urls), f.read())
         with open(c.config, "w") as f:
