@@ -266,6 +266,48 @@ TEST_F(GpuctlServerTest, LogsSinceAndTimestamps) {
             p_old + "old\n" + p_new + "new\n" + p_new + "more\n" + p_new + "last\n");
 }
 
+// A log followed before the job's first attempt started (attempt 0: `gpuctl logs -f` right after
+// a submit) goes on into the first attempt, from its beginning, and ends with the job. It used
+// to stay on attempt 0 and end, empty, as soon as attempt 1 began.
+TEST_F(GpuctlServerTest, AFollowedLogOfAJobNotStartedYetFollowsItsFirstAttempt) {
+  server::NodeTable nodes;
+  server::LogStore logs((dir_ / "logs").string());
+  api_->AttachCluster(&nodes, &logs, nullptr);  // before any request reads it
+  ASSERT_EQ(Gpuctl({"run", "--name", "late", "--", "true"}).code, 0);
+  const int64_t t0 = clock_.NowMillis();
+  // Attempt 0 has no log in a real cluster (no task ran); a line there shows when the follower
+  // has made its first read.
+  ASSERT_TRUE(logs.Append({"default", "late", 0, 0}, 0, "queued\n", t0, t0).ok());
+  WatchedOutput watched;
+  std::ostream out(&watched);
+  std::istringstream in;
+  std::ostringstream err;
+  int code = -1;
+  std::thread follower([&] { code = GpuctlTo({"logs", "late", "-f"}, in, out, err); });
+  auto has = [](const std::string& line) {
+    return [line](const std::string& text, int) { return text.find(line) != std::string::npos; };
+  };
+  auto set_status = [&](int attempt, const std::string& phase) {
+    absl::StatusOr<store::KeyValue> job = store_->Get("/jobs/default/late");
+    ASSERT_TRUE(job.ok()) << job.status();
+    nlohmann::json doc = nlohmann::json::parse(job->value);
+    doc["status"]["attempt"] = attempt;
+    doc["status"]["phase"] = phase;
+    ASSERT_TRUE(
+        store_->Txn({{store::Op::Kind::kPut, "/jobs/default/late", doc.dump(), std::nullopt}})
+            .ok());
+  };
+  bool followed = watched.WaitFor(has("queued\n"), 30s);
+  set_status(1, "Running");
+  followed = followed && logs.Append({"default", "late", 1, 0}, 0, "one\n", t0, t0).ok() &&
+             watched.WaitFor(has("one\n"), 30s);
+  set_status(1, "Succeeded");
+  follower.join();
+  EXPECT_TRUE(followed) << watched.Text();
+  EXPECT_EQ(code, 0) << err.str();
+  EXPECT_EQ(watched.Text(), "queued\none\n");
+}
+
 TEST_F(GpuctlServerTest, ClearErrors) {
   EXPECT_EQ(Gpuctl({"get", "widgets"}).code, 2);
   std::ofstream(config_) << "server: http://x\ncertificate-authority: a\ntoken: t\n";

@@ -722,10 +722,20 @@ struct HttpsServer::Impl {
     }
     // Later reads are of the same attempt, even when a new one starts meanwhile, and go on from
     // where the first one (a tail, or what is since) ended: by offset, not tailLines or
-    // sinceSeconds again.
-    if (auto a = chunk.headers.find("X-Gpucloud-Attempt"); a != chunk.headers.end()) {
+    // sinceSeconds again. A job that has not started (attempt 0: no task ran) is followed into
+    // its first attempt, from that attempt's beginning: `gpuctl logs -f` right after a submit.
+    // After a later read: true when the chunk is of the first attempt, read from an offset into
+    // attempt 0's (empty) log, so that it must be read again from its start.
+    auto pin = [&r, &offset](const Response& ch, bool later) {
+      auto a = ch.headers.find("X-Gpucloud-Attempt");
+      if (r.query.contains("attempt") || a == ch.headers.end() || a->second == "0") return false;
       r.query["attempt"] = a->second;
-    }
+      if (!later || offset == 0) return false;
+      offset = 0;
+      r.query["offset"] = "0";
+      return true;
+    };
+    pin(chunk, false);
     r.query.erase("tailLines");
     r.query.erase("sinceSeconds");
     if (!co_await WriteStreamHead(stream, req, "text/plain", chunk.headers)) co_return;
@@ -741,6 +751,7 @@ struct HttpsServer::Impl {
         offset = next;
         r.query["offset"] = std::to_string(offset);
         chunk = co_await read();
+        if (chunk.status == 200 && pin(chunk, true)) chunk = co_await read();
         if (chunk.status != 200) break;
         continue;  // drain what is there before waiting
       }
@@ -753,6 +764,7 @@ struct HttpsServer::Impl {
         co_await WaitOn(c, store_feed, store_feed.position(), any, absl::Milliseconds(500));
       }
       chunk = co_await read();
+      if (chunk.status == 200 && pin(chunk, true)) chunk = co_await read();
       if (chunk.status != 200) break;
     }
     const std::string last_chunk;

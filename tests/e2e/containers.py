@@ -11,6 +11,7 @@ scripts/build-images pushed to it. Checks, each a row of the summary table:
   3. the example trainer runs in its image, fails at step 50, and its next attempt, in a new
      container, resumes from its checkpoint and finishes;
   4. a running container is re-adopted by a restarted agent, and deleting its job removes it;
+     `gpuctl exec` enters it and `gpuctl attach -i` reaches an interactive container's stdin;
   5. a tag the registry lacks: the task waits with the registry's reason (ImagePullBackOff),
      the job does not fail; imagePullPolicy Never with a missing image says so, likewise;
   6. a job without an image on a containers-only node fails with HostProcessNotAllowed, and
@@ -297,6 +298,25 @@ def check_readoption(c, res, busybox):
     res.check("4 deleting the job removes its container", gone, "podman ps -a has none")
 
 
+def check_attach(c, res, busybox):
+    """Issue 22: `gpuctl attach -i` into an interactive job's container: the line typed reaches
+    the task's stdin (`podman run -i`, fed from the FIFO the agent made) and its answer comes
+    back through the job's log."""
+    talk = job("talk", busybox, ["sh", "-c", "echo ready; read line; echo got:$line; sleep 3"])
+    talk["spec"]["interactive"] = {"idleTimeout": "1h", "maxDuration": "1h"}
+    c.apply(talk)
+    c.wait_phase("talk", ("Running",), 60)
+    wait(lambda: "ready" in c.logs("talk"), 30, "talk's first line in its log")
+    r = subprocess.run([f"{c.build}/apps/gpuctl", "attach", "-i", "talk"], input="hello\n",
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, GPUCLOUD_CONFIG=c.config))
+    res.check("4 gpuctl attach -i reaches a container's stdin and shows its answer",
+              r.returncode == 0 and "got:hello" in r.stdout,
+              f"exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
+    phase = c.wait_phase("talk", ("Succeeded", "Failed"), 60)
+    res.check("4 and the interactive container ends with its command", phase == "Succeeded", phase)
+
+
 def check_pull_failures(c, res):
     missing = f"{c.reg.addr}/gpucloud/busybox:no-such-tag"
     c.apply(job("missing", missing, ["sh", "-c", "true"]))
@@ -525,6 +545,7 @@ def main():
                               lambda: check_volcano(c, res, busybox),
                               lambda: check_trainer(c, res, trainer),
                               lambda: check_readoption(c, res, busybox),
+                              lambda: check_attach(c, res, busybox),
                               lambda: check_pull_failures(c, res),
                               lambda: check_refusals(c, res, busybox),
                               lambda: check_secrets(c, res, areg, busybox),
