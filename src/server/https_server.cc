@@ -180,9 +180,10 @@ struct HttpsServer::Impl {
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> io_threads;
-  // Blocking calls (the API, the store) run here, not on the I/O threads: one pool for admins
-  // and nodes, one for tenants, so that a tenant's flood never delays an agent's heartbeat.
-  asio::thread_pool system_pool, tenant_pool;
+  // Blocking calls (the API, the store) run here, not on the I/O threads: a pool for nodes (and
+  // the bootstrap token), one for admins, one for tenants, so that neither a tenant's flood nor
+  // admins' writes waiting on a slow store (etcd under load) delay an agent's heartbeat.
+  asio::thread_pool node_pool, admin_pool, tenant_pool;
   asio::ssl::context tls_context{asio::ssl::context::tls_server};
   tcp::acceptor acceptor{asio::make_strand(io)};
   WakeupFeed store_feed;
@@ -204,7 +205,8 @@ struct HttpsServer::Impl {
         tokens(t),
         store(s),
         options(std::move(o)),
-        system_pool(options.handler_threads),
+        node_pool(options.handler_threads),
+        admin_pool(options.handler_threads),
         tenant_pool(options.handler_threads),
         store_feed(
             [&s](int64_t after, absl::Duration d) {
@@ -457,7 +459,7 @@ struct HttpsServer::Impl {
     absl::Cleanup release = [&] {
       if (tenant) limiter.Release(r.who.user, stream_request);
     };
-    asio::thread_pool& pool = tenant ? tenant_pool : system_pool;
+    asio::thread_pool& pool = tenant ? tenant_pool : r.who.admin ? admin_pool : node_pool;
     if (watch) {
       co_await StreamWatch(c, pool, stream, req, r, audit);
       co_return false;
@@ -904,7 +906,8 @@ void HttpsServer::Stop() {
   if (m.log_feed) m.log_feed->Stop();
   m.work.reset();
   for (std::thread& t : m.io_threads) t.join();
-  m.system_pool.join();
+  m.node_pool.join();
+  m.admin_pool.join();
   m.tenant_pool.join();
 }
 
