@@ -11,7 +11,8 @@
 #                                    stop, exit 0 (a test)
 #
 # DIR (default: a new /tmp/gpucloud-ha.XXXXXX) holds etcd's members (etcd-1..3), the servers'
-# data directories (server-1..3: server-1 made the credentials, the others are copies of it),
+# data directories (server-1..3: server-1 made the credentials, the others joined with its
+# keys/join.key),
 # the shared task logs (logs/), the agent's state, every process's output (*.log) and
 # gpuctl.config, a client config that lists the three servers.
 # Environment: BUILD_DIR (build), BASE_PORT (24000: etcd clients on BASE+1..3, etcd peers on
@@ -101,7 +102,7 @@ wait_for 30 "the first server" grep -q "serving https" "$dir/server-1.log"
 # the store, sealed under that key; each makes its own server certificate.
 for i in 2 3; do
   rm -rf "$dir/server-$i"
-  server "$i" --join-key-file "$dir/server-1/join.key"
+  server "$i" --join-key-file "$dir/server-1/keys/join.key"
 done
 for i in 2 3; do wait_for 30 "server $i" grep -q "serving https" "$dir/server-$i.log"; done
 grep -h "serving https" "$dir"/server-?.log

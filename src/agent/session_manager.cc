@@ -343,7 +343,10 @@ void SessionManager::Start() {
   std::vector<api::ServerAddress> servers{{m.options.server.host, m.options.server.port}};
   servers.insert(servers.end(), m.options.server.more_servers.begin(),
                  m.options.server.more_servers.end());
-  for (const api::ServerAddress& a : servers) {
+  for (size_t i = 0; i < servers.size(); ++i) {
+    const api::ServerAddress& a = servers[i];
+    // Each server once: two tunnels of one node to one server would replace each other there.
+    if (std::find(servers.begin(), servers.begin() + i, a) != servers.begin() + i) continue;
     api::ClientConfig one = m.options.server;
     one.host = a.host;
     one.port = a.port;

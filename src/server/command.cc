@@ -272,8 +272,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
                "start with an empty store even though an earlier server's credentials are there");
   app.add_option("--join-key-file", o.join_key_file,
                  "on etcd, a new server of the control plane already there: a copy of one of its "
-                 "servers' DATA_DIR/join.key (its CA, tokens and keys come from the store, "
-                 "sealed under that key; docs/operations.md)");
+                 "servers' KEY_DIR/join.key (default DATA_DIR/keys/join.key; its CA, tokens and "
+                 "keys come from the store, sealed under that key; docs/operations.md)");
   app.add_option("--max-jobs-per-namespace", o.max_jobs_per_namespace,
                  "jobs one namespace may hold (0: no limit)")
       ->check(CLI::NonNegativeNumber);
@@ -406,8 +406,8 @@ int RunServer(int argc, const char* const* argv, std::ostream& out, std::ostream
         << " (copy it to ~/.gpucloud/config for gpuctl); agents join with the token in "
         << o.data_dir << "/bootstrap.token\n";
     if (where->kind == StoreLocation::Kind::kEtcd) {
-      out << "other servers join this control plane with --join-key-file: a copy of " << o.data_dir
-          << "/join.key\n";
+      out << "other servers join this control plane with --join-key-file: a copy of "
+          << (o.key_dir.empty() ? o.data_dir + "/keys" : o.key_dir) << "/join.key\n";
     }
   }
   out << "gpucloud server: serving " << cp.url() << " (CA " << cp.ca_path() << ", store "

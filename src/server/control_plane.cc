@@ -19,7 +19,6 @@
 #include <string_view>
 #include <thread>
 
-#include "absl/strings/escaping.h"
 #include "core/clock.h"
 #include "core/gpu_catalog.h"
 #include "core/log.h"
@@ -311,9 +310,10 @@ std::string KeyDirOf(const ControlPlaneOptions& o) {
 }
 
 // On etcd, a data directory without credentials (before EnsureCredentials would make a new CA):
-// with --join-key-file, the join bundle in the store opened into it (join_bundle.h), and the key
-// kept as DATA_DIR/join.key; without, refused when the store already holds a control plane
-// (its servers' agents and users would not trust a second CA).
+// with --join-key-file, the join bundle in the store opened into it (join_bundle.h: the key is
+// kept as KEY_DIR/join.key); without, refused when the store already holds a control plane (its
+// servers' agents and users would not trust a second CA). Two first servers started at the same
+// moment on an empty store could still both make a CA: start the first one alone.
 absl::Status JoinIfNew(const ControlPlaneOptions& o, store::Store& store) {
   if (o.join_key_file.empty()) {
     absl::StatusOr<int64_t> keys = store.Count("/");
@@ -321,14 +321,12 @@ absl::Status JoinIfNew(const ControlPlaneOptions& o, store::Store& store) {
     if (*keys == 0) return absl::OkStatus();
     return absl::FailedPreconditionError(
         Cat("the store ", o.store, " already holds a control plane, but ", o.data_dir,
-            " has no credentials: join it with --join-key-file (a copy of DATA_DIR/", kJoinKeyFile,
-            " of one of its servers)"));
+            " has no credentials: join it with --join-key-file (a copy of KEY_DIR/", kJoinKeyFile,
+            " of one of its servers, by default DATA_DIR/keys/", kJoinKeyFile, ")"));
   }
-  std::ifstream f(o.join_key_file);
-  std::string text((std::istreambuf_iterator<char>(f)), {});
-  if (!f)
-    return absl::InvalidArgumentError(Cat("--join-key-file ", o.join_key_file, ": cannot read"));
-  absl::StatusOr<std::string> key = ParseJoinKey(text, Cat("--join-key-file ", o.join_key_file));
+  const std::string flag = Cat("--join-key-file ", o.join_key_file);
+  absl::StatusOr<std::string> key = ReadJoinKeyFile(o.join_key_file, flag);
+  if (absl::IsNotFound(key.status())) return absl::InvalidArgumentError(key.status().message());
   if (!key.ok()) return key.status();
   absl::StatusOr<store::KeyValue> bundle = store.Get(kJoinBundleStoreKey);
   if (absl::IsNotFound(bundle.status())) {
@@ -341,28 +339,52 @@ absl::Status JoinIfNew(const ControlPlaneOptions& o, store::Store& store) {
   }
   log::Info("server", "joined the control plane in the store: its CA, tokens and keys written",
             {{"data_dir", o.data_dir}});
-  return WritePrivateFile(Cat(o.data_dir, "/", kJoinKeyFile),
-                          Cat(absl::BytesToHexString(*key), "\n"), FileSync::kDurable);
+  return absl::OkStatus();
 }
 
-// On etcd, once the key ring exists: the shared files sealed under DATA_DIR/join.key (made when
-// missing) and put in the store, so that another server can join (again after a key rotation).
-absl::Status ShareJoinBundle(const ControlPlaneOptions& o, store::Store& store) {
-  const std::string path = Cat(o.data_dir, "/", kJoinKeyFile);
-  std::ifstream f(path);
-  std::string text((std::istreambuf_iterator<char>(f)), {});
-  if (!f) {
+// On etcd, once the key ring exists and a first start's admin token is committed: the shared
+// files sealed under KEY_DIR/join.key and put in the store, for the next server to join. A server
+// writes the bundle only when the store has none (its key made then, if it has none) or when the
+// store's opens under its own key (then sealed again: a rotated key ring, a new admin token), with
+// a compare-and-swap on the bundle's revision; a bundle under another key is left as it is (a
+// server set up from a copy of DATA_DIR, or one whose key was changed), so that the key an
+// operator copied keeps working. Never stops the start: what goes wrong is logged.
+void ShareJoinBundle(const ControlPlaneOptions& o, store::Store& store) {
+  const std::string path = Cat(KeyDirOf(o), "/", kJoinKeyFile);
+  auto warn = [&](const std::string& what) {
+    log::Warn("server", Cat("the join bundle: ", what), {{"key", path}});
+  };
+  absl::StatusOr<store::KeyValue> bundle = store.Get(kJoinBundleStoreKey);
+  if (!bundle.ok() && !absl::IsNotFound(bundle.status()))
+    return warn(std::string(bundle.status().message()));
+  absl::StatusOr<std::string> key = ReadJoinKeyFile(path, path);
+  if (absl::IsNotFound(key.status())) {
+    if (bundle.ok()) {
+      return warn(
+          "the store's is sealed under a key this server does not hold; left as it is (servers "
+          "join with the join.key of the server that sealed it)");
+    }
     absl::StatusOr<std::string> made = NewJoinKey();
-    if (!made.ok()) return made.status();
-    text = *made + "\n";
-    if (absl::Status s = WritePrivateFile(path, text, FileSync::kDurable); !s.ok()) return s;
+    if (!made.ok()) return warn(std::string(made.status().message()));
+    if (absl::Status s = WritePrivateFile(path, *made + "\n", FileSync::kDurable); !s.ok()) {
+      return warn(std::string(s.message()));
+    }
+    key = ParseJoinKey(*made, path);
   }
-  absl::StatusOr<std::string> key = ParseJoinKey(text, path);
-  if (!key.ok()) return key.status();
+  if (!key.ok()) return warn(std::string(key.status().message()));
+  if (bundle.ok()) {
+    if (absl::Status s = CheckJoinBundle(bundle->value, *key); !s.ok()) {
+      return warn(Cat("the store's does not open under this server's key (", s.message(),
+                      "); left as it is"));
+    }
+  }
   absl::StatusOr<std::string> sealed = SealJoinBundle(o.data_dir, KeyDirOf(o), *key);
-  if (!sealed.ok()) return sealed.status();
-  store::Op put{.kind = store::Op::Kind::kPut, .key = kJoinBundleStoreKey, .value = *sealed};
-  return store.Txn({put}).status();
+  if (!sealed.ok()) return warn(std::string(sealed.status().message()));
+  store::Op put{.kind = store::Op::Kind::kPut,
+                .key = kJoinBundleStoreKey,
+                .value = *sealed,
+                .expect_mod_revision = bundle.ok() ? bundle->mod_revision : 0};
+  if (absl::Status s = store.Txn({put}).status(); !s.ok()) warn(std::string(s.message()));
 }
 
 }  // namespace
@@ -484,11 +506,7 @@ absl::Status ControlPlane::Start() {
   if (absl::Status s = StartServing(); !s.ok()) return s;
   // Once the key ring exists (OpenApi) and a first start's admin token is in the token book
   // (StartServing): what a joining server takes must be what this one has.
-  if (m.OnEtcd()) {
-    if (absl::Status s = ShareJoinBundle(m.options, *m.store); !s.ok()) {
-      return absl::Status(s.code(), Cat("the join bundle: ", s.message()));
-    }
-  }
+  if (m.OnEtcd()) ShareJoinBundle(m.options, *m.store);
   if (absl::Status s = StartLeadership(); !s.ok()) return s;
   m.secrets->Start();  // rotation when due, and rewrapping after one
   StartAuditTicker();

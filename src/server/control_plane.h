@@ -81,11 +81,11 @@ struct ControlPlaneOptions {
   // Start even though the store is missing or empty next to an earlier server's credentials.
   bool init = false;
   // On etcd, for a data directory without credentials: a file holding the join key of the control
-  // plane already in the store (join_bundle.h; its servers keep it in DATA_DIR/join.key). The
+  // plane already in the store (join_bundle.h; its servers keep it in KEY_DIR/join.key). The
   // server takes the shared CA, tokens and keys from the store's join bundle instead of making
   // new ones. Without it, such a directory is refused when the store already holds a control
-  // plane. Every server on etcd puts the bundle in the store (under its own join.key, made on the
-  // first start) as it starts.
+  // plane. The first server on etcd makes the key and the bundle; each start seals the bundle
+  // again when it opens under the server's own key (ShareJoinBundle in control_plane.cc).
   std::string join_key_file;
   int64_t max_jobs_per_namespace = 10'000;  // 0: no limit
   // Bytes of task output one namespace's logs may hold on the server (0: no limit).

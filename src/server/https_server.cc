@@ -725,8 +725,9 @@ struct HttpsServer::Impl {
     // Later reads are of the same attempt, even when a new one starts meanwhile, and go on from
     // where the first one (a tail, or what is since) ended: by offset, not tailLines or
     // sinceSeconds again. A job that has not started (attempt 0: no task ran) is followed into
-    // its first attempt, from that attempt's beginning: `gpuctl logs -f` right after a submit.
-    // After a later read: true when the chunk is of the first attempt, read from an offset into
+    // the attempt current when one first shows (its first, unless that one already ended and
+    // another began meanwhile), from that attempt's beginning: `gpuctl logs -f` after a submit.
+    // After a later read: true when the chunk is of that attempt, read from an offset into
     // attempt 0's (empty) log, so that it must be read again from its start.
     auto pin = [&r, &offset](const Response& ch, bool later) {
       auto a = ch.headers.find("X-Gpucloud-Attempt");

@@ -31,12 +31,6 @@ constexpr std::array<const char*, 5> kDataFiles = {"ca.crt", "ca.key", "tokens",
                                                    "audit.key"};
 constexpr char kRingFile[] = "kek.json";
 
-// A string whose bytes are wiped when it goes away (private keys in transit).
-struct Wiped {
-  std::string s;
-  ~Wiped() { OPENSSL_cleanse(s.data(), s.size()); }
-};
-
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return absl::NotFoundError(Cat(path, ": cannot read (", std::strerror(errno), ")"));
@@ -62,8 +56,8 @@ absl::StatusOr<std::string> NewJoinKey() {
   if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1) {
     return absl::InternalError("OpenSSL: RAND_bytes failed");
   }
-  Wiped bytes{std::string(reinterpret_cast<const char*>(b.data()), b.size())};
-  std::string hex = absl::BytesToHexString(bytes.s);
+  std::string hex =
+      absl::BytesToHexString(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
   OPENSSL_cleanse(b.data(), b.size());
   return hex;
 }
@@ -96,8 +90,21 @@ absl::StatusOr<std::string> SealJoinBundle(const std::string& data_dir, const st
   }
   absl::StatusOr<std::string> ring = ReadWhole(Cat(key_dir, "/", kRingFile));
   if (!ring.ok()) return ring.status();
-  Wiped plain{Json{{"files", files}, {"keyRing", *ring}}.dump()};
-  return SealWithRawKey(key, plain.s, kAad);
+  return SealWithRawKey(key, Json{{"files", files}, {"keyRing", *ring}}.dump(), kAad);
+}
+
+absl::StatusOr<std::string> ReadJoinKeyFile(const std::string& path, std::string_view source) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(Cat(source, ": ", path, " does not exist"));
+  }
+  absl::StatusOr<std::string> text = ReadWhole(path);
+  if (!text.ok()) return absl::InvalidArgumentError(Cat(source, ": ", text.status().message()));
+  return ParseJoinKey(*text, source);
+}
+
+absl::Status CheckJoinBundle(std::string_view blob, std::string_view key) {
+  return OpenWithRawKey(key, blob, kAad).status();
 }
 
 absl::Status OpenJoinBundle(std::string_view blob, std::string_view key,
@@ -111,11 +118,11 @@ absl::Status OpenJoinBundle(std::string_view blob, std::string_view key,
   if (absl::IsPermissionDenied(opened.status())) {
     return absl::PermissionDeniedError(
         "the join key does not open the bundle in the store (another control plane's key, or a "
-        "bundle made again since: take DATA_DIR/join.key from a server of this one)");
+        "bundle sealed again under a new key since: take KEY_DIR/join.key of a server of this "
+        "one)");
   }
   if (!opened.ok()) return absl::DataLossError(Cat("the join bundle: ", opened.status().message()));
-  Wiped plain{*std::move(opened)};
-  const Json j = Json::parse(plain.s, nullptr, false);
+  const Json j = Json::parse(*opened, nullptr, false);
   const bool shaped = j.is_object() && j.contains("files") && j["files"].is_object() &&
                       j.contains("keyRing") && j["keyRing"].is_string();
   if (!shaped) return absl::DataLossError("the join bundle opens but is not one (no files)");
@@ -124,27 +131,46 @@ absl::Status OpenJoinBundle(std::string_view blob, std::string_view key,
       return absl::DataLossError(Cat("the join bundle has no ", name));
     }
   }
+  const std::string ring_path = Cat(key_dir, "/", kRingFile);
+  const std::string ring = j["keyRing"].get<std::string>();
+  if (std::filesystem::exists(ring_path, ec)) {
+    absl::StatusOr<std::string> there = ReadWhole(ring_path);
+    if (!there.ok() || *there != ring) {
+      return absl::FailedPreconditionError(
+          Cat(key_dir, " holds another key ring (", kRingFile, "): a join never replaces it"));
+    }
+  }
   // DATA_DIR keeps the mode the server gave it (0711: tasks pass through to its checkpoints);
   // the key ring's directory is the owner's alone.
   std::filesystem::create_directories(data_dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", data_dir, ": ", ec.message()));
   if (absl::Status s = MakePrivateDir(key_dir); !s.ok()) return s;
-  // The key ring and the CA last: a join cut short leaves no ca.crt, so it may be tried again.
   for (const char* name : kDataFiles) {
     if (std::string_view(name) == "ca.crt") continue;
-    Wiped text{j["files"][name].get<std::string>()};
-    if (absl::Status s = WritePrivateFile(Cat(data_dir, "/", name), text.s, FileSync::kDurable);
+    const std::string text = j["files"][name].get<std::string>();
+    if (absl::Status s = WritePrivateFile(Cat(data_dir, "/", name), text, FileSync::kDurable);
         !s.ok()) {
       return s;
     }
   }
-  Wiped ring{j["keyRing"].get<std::string>()};
-  if (absl::Status s = WritePrivateFile(Cat(key_dir, "/", kRingFile), ring.s, FileSync::kDurable);
+  for (const auto& [path, text] :
+       {std::pair{ring_path, ring},
+        std::pair{Cat(key_dir, "/", kJoinKeyFile),
+                  Cat(absl::BytesToHexString(std::string(key)), "\n")}}) {
+    if (absl::Status s = WritePrivateFile(path, text, FileSync::kDurable); !s.ok()) return s;
+  }
+  // The CA last (a join cut short leaves none, so it is tried again), readable by all as the
+  // first server's is: it is public.
+  const std::string ca = Cat(data_dir, "/ca.crt");
+  if (absl::Status s =
+          WritePrivateFile(ca, j["files"]["ca.crt"].get<std::string>(), FileSync::kDurable);
       !s.ok()) {
     return s;
   }
-  return WritePrivateFile(Cat(data_dir, "/ca.crt"), j["files"]["ca.crt"].get<std::string>(),
-                          FileSync::kDurable);
+  if (chmod(ca.c_str(), 0644) != 0) {
+    return absl::InternalError(Cat("cannot make ", ca, " readable: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpucloud::server

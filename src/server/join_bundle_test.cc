@@ -22,6 +22,13 @@ std::string Slurp(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
+// The ciphertext of a sealed blob, decoded (what a reader of the store has).
+std::string CiphertextOf(const std::string& blob) {
+  std::string ct;
+  EXPECT_TRUE(absl::Base64Unescape(nlohmann::json::parse(blob)["ct"].get<std::string>(), &ct));
+  return ct;
+}
+
 int ModeOf(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
@@ -39,7 +46,8 @@ TEST(RawKeySeal, OpensOnlyWithItsKeyAndAssociatedData) {
   const std::string key(32, 'k'), other(32, 'o');
   absl::StatusOr<std::string> blob = SealWithRawKey(key, "secret text", "aad");
   ASSERT_TRUE(blob.ok()) << blob.status();
-  EXPECT_EQ(blob->find("secret text"), std::string::npos);
+  EXPECT_EQ(CiphertextOf(*blob).size(), std::string("secret text").size());
+  EXPECT_EQ(CiphertextOf(*blob).find("secret"), std::string::npos);
   EXPECT_EQ(*OpenWithRawKey(key, *blob, "aad"), "secret text");
   EXPECT_EQ(OpenWithRawKey(other, *blob, "aad").status().code(),
             absl::StatusCode::kPermissionDenied);
@@ -87,13 +95,15 @@ TEST(JoinBundle, CarriesTheSharedFilesIntoAnEmptyDataDirectory) {
   const std::string key = *ParseJoinKey(*NewJoinKey(), "k");
   absl::StatusOr<std::string> blob = SealJoinBundle(t / "a", t / "a/keys", key);
   ASSERT_TRUE(blob.ok()) << blob.status();
-  EXPECT_EQ(blob->find("of ca.key"), std::string::npos) << "sealed, not in the clear";
+  EXPECT_EQ(CiphertextOf(*blob).find("of ca.key"), std::string::npos) << "sealed, not in clear";
+  EXPECT_TRUE(CheckJoinBundle(*blob, key).ok());
 
   const std::string other = *ParseJoinKey(*NewJoinKey(), "k");
   absl::Status wrong = OpenJoinBundle(*blob, other, t / "b", t / "b/keys");
   EXPECT_EQ(wrong.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(wrong.message().find("the join key does not open the bundle"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(t / "b")) << "nothing written when it does not open";
+  EXPECT_EQ(CheckJoinBundle(*blob, other).code(), absl::StatusCode::kPermissionDenied);
 
   std::filesystem::create_directories(t / "b");
   chmod((t / "b").c_str(), 0711);  // as the server makes it: tasks pass through to checkpoints
@@ -102,8 +112,12 @@ TEST(JoinBundle, CarriesTheSharedFilesIntoAnEmptyDataDirectory) {
   for (const char* name : kShared) {
     const std::string path = t / ("b/" + std::string(name));
     EXPECT_EQ(Slurp(path), Slurp(t / ("a/" + std::string(name)))) << name;
-    EXPECT_EQ(ModeOf(path), 0600) << name;
+    EXPECT_EQ(ModeOf(path), std::string(name) == "ca.crt" ? 0644 : 0600) << name;
   }
+  // The key is kept beside the ring, for this server to seal the bundle again.
+  EXPECT_EQ(absl::BytesToHexString(*ReadJoinKeyFile(t / "b/keys/join.key", "k")),
+            absl::BytesToHexString(key));
+  EXPECT_EQ(ModeOf(t / "b/keys/join.key"), 0600);
   EXPECT_EQ(Slurp(t / "b/keys/kek.json"), R"({"ring":"of a"})");
   EXPECT_EQ(ModeOf(t / "b/keys"), 0700);
   EXPECT_FALSE(std::filesystem::exists(t / "b/server.key")) << "each server makes its own";
@@ -112,6 +126,26 @@ TEST(JoinBundle, CarriesTheSharedFilesIntoAnEmptyDataDirectory) {
   absl::Status again = OpenJoinBundle(*blob, key, t / "b", t / "b/keys");
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(again.message().find("already holds a server's credentials"), std::string::npos);
+}
+
+// A key directory that holds another key ring is never overwritten (a --key-dir shared by
+// mistake); a missing or bad key file is told apart.
+TEST(JoinBundle, AnotherKeyRingIsNotReplacedAndKeyFilesAreRead) {
+  testing_util::TempDir t("join-bundle-ring");
+  MakeServerDir(t);
+  const std::string key = *ParseJoinKey(*NewJoinKey(), "k");
+  absl::StatusOr<std::string> blob = SealJoinBundle(t / "a", t / "a/keys", key);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  std::filesystem::create_directories(t / "b/keys");
+  std::ofstream(t / "b/keys/kek.json") << R"({"ring":"another"})";
+  absl::Status s = OpenJoinBundle(*blob, key, t / "b", t / "b/keys");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("holds another key ring"), std::string::npos) << s;
+  EXPECT_FALSE(std::filesystem::exists(t / "b/ca.crt"));
+  EXPECT_EQ(ReadJoinKeyFile(t / "none.key", "k").status().code(), absl::StatusCode::kNotFound);
+  std::ofstream(t / "bad.key") << "not a key\n";
+  EXPECT_EQ(ReadJoinKeyFile(t / "bad.key", "k").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(JoinBundle, AMissingSharedFileIsNamed) {

@@ -442,13 +442,13 @@ TEST(ServerBinary, TwoServersOnOneEtcdOneLeadsTheOtherTakesOverAfterKillNine) {
     EXPECT_NE(refused.first_lines.find(says), std::string::npos) << refused.first_lines;
   }
   std::vector<std::string> join = flags;
-  join.insert(join.end(), {"--join-key-file", dir + "/a/join.key"});
+  join.insert(join.end(), {"--join-key-file", dir + "/a/keys/join.key"});
   Running b = Start(dir + "/b", join, {}, /*keep_output=*/true);
   reaper.pids.push_back(b.pid);
   ASSERT_GT(b.port, 0) << b.first_lines;
   EXPECT_NE(ServingLine(b).find(", standby: another server leads)"), std::string::npos);
   for (const char* shared : {"ca.crt", "ca.key", "tokens", "bootstrap.token", "audit.key",
-                             "keys/kek.json", "join.key"}) {
+                             "keys/kek.json", "keys/join.key"}) {
     EXPECT_EQ(ReadWhole(dir + "/b/" + shared), ReadWhole(dir + "/a/" + shared)) << shared;
   }
   EXPECT_NE(ReadWhole(dir + "/b/server.key"), ReadWhole(dir + "/a/server.key")) << "its own";

@@ -88,7 +88,7 @@ class HaCluster(Cluster):
             "--store", "etcd://" + ",".join(f"{m}:2379" for m in members),
             "--listen", f"{self.net.addr[h]}:8443", "--leader-lease", str(LEASE),
             "--log-dir", os.path.join(self.work, "logs"), "--grace", "5"] + (["--init"] if init else [])
-            + (["--join-key-file", os.path.join(self.work, "server-1", "join.key")] if join else []))
+            + (["--join-key-file", os.path.join(self.work, "server-1", "keys", "join.key")] if join else []))
         wait(lambda: self.log(f"server-{h}").count("serving https") > starts, 30, f"server on {h}")
 
     def stop(self, name, sig="TERM"):
