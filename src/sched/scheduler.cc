@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -224,8 +225,8 @@ struct PossibleVictims {
 // estimate only for answers that a reservation decided. Views into the cycle's PendingJobs,
 // which outlive it: a lookup builds no string.
 struct MemoKey {
-  std::string_view queue;
-  std::string_view shape;
+  uint32_t queue = 0;  // PendingJob::queue_id
+  uint32_t shape = 0;  // PendingJob::shape_id
   int32_t priority = 0;
   bool preemptible = false;
   int32_t band = -1;                  // dlas: whom it may preempt depends on its band
@@ -234,9 +235,8 @@ struct MemoKey {
 };
 struct MemoKeyHash {
   size_t operator()(const MemoKey& k) const {
-    size_t h = std::hash<std::string_view>()(k.shape);
+    size_t h = std::hash<uint64_t>()(uint64_t{k.shape} << 32 | k.queue);
     auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-    mix(std::hash<std::string_view>()(k.queue));
     mix(std::hash<int64_t>()(k.priority));
     mix(k.preemptible);
     mix(std::hash<int32_t>()(k.band));
@@ -308,6 +308,7 @@ std::vector<Decision> Scheduler::Schedule(ClusterState& state,
 std::vector<Decision> Scheduler::Schedule(ClusterState& state,
                                           const std::vector<const PendingJob*>& pending,
                                           int64_t now_ms, CycleStats* stats) const {
+  Intern(pending);
   CycleState cycle{
       QueueQuota(options_.queues, state, &options_.history, options_.fair_share_window_hours)};
   NamespaceBudget budget(options_.namespace_budget);
@@ -376,13 +377,16 @@ void Scheduler::DecideAll(const std::vector<const PendingJob*>& pending, int64_t
 
   // Fair share: per queue, jobs in the queue's own order; then, job by job, the queue below its
   // guarantee, else the one with the smallest weighted dominant share, places its next job.
-  // Grouped by queue with a hash of the name (a few queues, many jobs), then in name order.
-  std::unordered_map<std::string_view, size_t> group_of;
+  // Grouped by queue through the jobs' queue ids (Intern), then in name order.
+  std::vector<int32_t> group_of(interned_.queues.size(), -1);
   std::vector<std::pair<const std::string*, std::vector<const PendingJob*>>> groups;
   for (const PendingJob* p : pending) {
-    auto [it, added] = group_of.try_emplace(p->queue, groups.size());
-    if (added) groups.push_back({&p->queue, {}});
-    groups[it->second].second.push_back(p);
+    int32_t& g = group_of[p->queue_id];
+    if (g < 0) {
+      g = static_cast<int32_t>(groups.size());
+      groups.push_back({&p->queue, {}});
+    }
+    groups[g].second.push_back(p);
   }
   std::sort(groups.begin(), groups.end(),
             [](const auto& a, const auto& b) { return *a.first < *b.first; });
@@ -472,6 +476,26 @@ const std::optional<std::string>& Scheduler::WhyNeverFits(const ClusterState& st
   return never_fits_.emplace(std::move(key), placer_.WhyNeverFits(empty, p.request)).first->second;
 }
 
+void Scheduler::Intern(const std::vector<const PendingJob*>& pending) const {
+  // Ids are handed out as numbers for good, so the table only grows: bounded by starting afresh
+  // (a new generation) before a cycle when it holds this many names.
+  constexpr size_t kMaxNames = size_t{1} << 16;
+  static std::atomic<uint64_t> generations{0};
+  InternTable& t = interned_;
+  if (t.generation == 0 || t.queues.size() + t.shapes.size() > kMaxNames) {
+    t = InternTable{.generation = ++generations};
+  }
+  for (const PendingJob* p : pending) {
+    if (p->interned_by == t.generation && !p->shape_key.empty()) continue;
+    if (p->shape_key.empty()) p->shape_key = ShapeKey(p->request);
+    p->queue_id =
+        t.queues.try_emplace(p->queue, static_cast<uint32_t>(t.queues.size())).first->second;
+    p->shape_id =
+        t.shapes.try_emplace(p->shape_key, static_cast<uint32_t>(t.shapes.size())).first->second;
+    p->interned_by = t.generation;
+  }
+}
+
 JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
                              CycleState& cycle, std::vector<Decision>* decisions) const {
   const JobRequest& job = p.request;
@@ -479,7 +503,7 @@ JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t n
   // Jobs alike in everything placement and preemption look at get the same answer. The runtime
   // estimate matters only where a reservation is in the way, so only those answers carry it.
   const int32_t band = PreemptorBand(p, now_ms);
-  MemoKey memo{p.queue, p.shape_key, p.priority, p.preemptible, band, std::nullopt};
+  MemoKey memo{p.queue_id, p.shape_id, p.priority, p.preemptible, band, std::nullopt};
   MemoKey memo_with_estimate = memo;
   memo_with_estimate.estimate_s = p.runtime_estimate_s.value_or(-1);
   auto it = cycle.unfit.find(memo);

@@ -59,6 +59,13 @@ struct PendingJob {
   // server, the simulator) thereby compute it once per job instead of once per cycle; a caller
   // that changes `request` must clear it.
   mutable std::string shape_key;
+  // The scheduler's own, kept with the job like shape_key: its queue and shape as small numbers
+  // in the tables of the scheduler that interned them last (`interned_by`: that table's
+  // generation, 0 for none), so that a cycle groups and remembers jobs without hashing strings.
+  // A caller that changes `queue` or `request` clears shape_key, which makes them be made again.
+  mutable uint64_t interned_by = 0;
+  mutable uint32_t queue_id = 0;
+  mutable uint32_t shape_id = 0;
   // Optional, for callers that keep each waiting job's last wait (the simulator): its reason and
   // capacity_bound, borrowed (valid whenever the job is passed to Schedule; null: not kept). A job
   // that the cycle would give the very same wait again from its memo (a job alike decided first)
@@ -301,6 +308,16 @@ class Scheduler {
                                                                const PendingJob& p,
                                                                int64_t now_ms) const;
   mutable std::unordered_map<std::string, LaterStart> later_starts_;
+  // PendingJob::queue_id and shape_id: numbers for names, set on `pending` where they are not
+  // this table's (a job seen first, or interned by another scheduler). The table is made anew,
+  // with a new generation, when it has grown past a bound (the ids of earlier jobs are then
+  // theirs no more, and are made again when those jobs are next seen).
+  void Intern(const std::vector<const PendingJob*>& pending) const;
+  struct InternTable {
+    uint64_t generation = 0;
+    std::unordered_map<std::string, uint32_t> queues, shapes;
+  };
+  mutable InternTable interned_;
 };
 
 }  // namespace gpucloud::sched
