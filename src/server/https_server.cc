@@ -183,7 +183,9 @@ struct HttpsServer::Impl {
   // Blocking calls (the API, the store) run here, not on the I/O threads: a pool for nodes (and
   // the bootstrap token), one for admins, one for tenants, so that neither a tenant's flood nor
   // admins' writes waiting on a slow store (etcd under load) delay an agent's heartbeat.
-  asio::thread_pool node_pool, admin_pool, tenant_pool;
+  // Agents' and admins' watches and followed logs read on stream_pool, so that their reads do not
+  // queue heartbeats either.
+  asio::thread_pool node_pool, admin_pool, tenant_pool, stream_pool;
   asio::ssl::context tls_context{asio::ssl::context::tls_server};
   tcp::acceptor acceptor{asio::make_strand(io)};
   WakeupFeed store_feed;
@@ -208,6 +210,7 @@ struct HttpsServer::Impl {
         node_pool(options.handler_threads),
         admin_pool(options.handler_threads),
         tenant_pool(options.handler_threads),
+        stream_pool(options.handler_threads),
         store_feed(
             [&s](int64_t after, absl::Duration d) {
               s.WaitForChange(after, d);
@@ -460,12 +463,15 @@ struct HttpsServer::Impl {
       if (tenant) limiter.Release(r.who.user, stream_request);
     };
     asio::thread_pool& pool = tenant ? tenant_pool : r.who.admin ? admin_pool : node_pool;
+    // Agents' and admins' watches and followed logs read on a pool of their own: on a slow store
+    // (etcd under load) hundreds of agents' watch reads would otherwise queue heartbeats.
+    asio::thread_pool& streams = tenant ? tenant_pool : stream_pool;
     if (watch) {
-      co_await StreamWatch(c, pool, stream, req, r, audit);
+      co_await StreamWatch(c, streams, stream, req, r, audit);
       co_return false;
     }
     if (follow) {
-      co_await StreamLogs(c, pool, stream, req, r, audit);
+      co_await StreamLogs(c, streams, stream, req, r, audit);
       co_return false;
     }
     if (session != SessionKind::kNone) {
@@ -910,6 +916,7 @@ void HttpsServer::Stop() {
   m.node_pool.join();
   m.admin_pool.join();
   m.tenant_pool.join();
+  m.stream_pool.join();
 }
 
 }  // namespace gpucloud::server

@@ -12,9 +12,10 @@
 //
 // Asynchronous (Asio's C++20 coroutines): a connection costs a socket, a coroutine and a timer,
 // not a thread. A few I/O threads (`io_threads`) run every connection; the blocking work (the
-// API and the store) runs on one of three pools of `handler_threads`: nodes', admins' and
-// tenants', so that neither a tenant's flood nor an admin's slow writes (a store on etcd) can
-// delay an agent's heartbeat. Watches and
+// API and the store) runs on one of four pools of `handler_threads`: nodes', admins', tenants'
+// and one for the reads of agents' and admins' watches and followed logs, so that neither a
+// tenant's flood, nor an admin's slow writes, nor hundreds of watch reads on a slow store (etcd
+// under load) can delay an agent's heartbeat. Watches and
 // followed logs wait for news on a timer that a WakeupFeed cancels: a watch only when a change
 // falls under its prefix (the feed reads the change log once for all watches), and a quiet
 // watch's bookmark needs no read of the store. Threads are independent of the number of
@@ -85,7 +86,7 @@ class HttpsServer {
     // unset. Called from any connection's thread.
     std::function<void(const std::string&)> log;
     // Threads that run the connections' I/O (0: one per core, 2 to 8), and threads for blocking
-    // calls into the API, in each of three pools: nodes', admins' and tenants'.
+    // calls into the API, in each of four pools: nodes', admins', tenants' and non-tenant streams'.
     int io_threads = 0;
     int handler_threads = 8;
   };
