@@ -67,7 +67,7 @@ struct SessionManager::Impl {
   asio::awaitable<void> TunnelLoop(Tunnel& t);
   // Dials back to `server` (the one whose tunnel sent `request`) and serves the session.
   asio::awaitable<void> Serve(api::SessionRequest request, std::shared_ptr<asio::ssl::context> ctx,
-                              const api::ClientConfig& server);
+                              api::ClientConfig server);
   // Ends session `id` (its WebSocket closed, after a line to its stderr) once its task no
   // longer runs here: checked every second while `alive`.
   asio::awaitable<void> Watch(uint64_t id, std::string assignment, int attempt,

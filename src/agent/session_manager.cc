@@ -163,7 +163,7 @@ asio::awaitable<void> SessionManager::Impl::TunnelLoop(Tunnel& t) {
 
 asio::awaitable<void> SessionManager::Impl::Serve(api::SessionRequest request,
                                                   std::shared_ptr<asio::ssl::context> ctx,
-                                                  const api::ClientConfig& server) {
+                                                  api::ClientConfig server) {
   absl::StatusOr<std::unique_ptr<api::ws::Stream>> opened = co_await api::ws::Open(
       io.get_executor(), *ctx, server, api::SessionPath(options.node, request.id));
   if (!opened.ok()) {

@@ -467,8 +467,7 @@ ClusterState& Scheduler::EmptyTwin(const ClusterState& state) const {
 const std::optional<std::string>& Scheduler::WhyNeverFits(const ClusterState& state,
                                                           const PendingJob& p) const {
   ClusterState& empty = EmptyTwin(state);
-  if (p.shape_key.empty()) p.shape_key = ShapeKey(p.request);
-  std::string key = p.shape_key;
+  std::string key = p.shape_key;  // made by Intern at the cycle's start
   for (const TaskRequest& t : p.request.tasks) key += Cat("|n", t.name);  // named in the answer
   if (auto it = never_fits_.find(key); it != never_fits_.end()) return it->second;
   constexpr size_t kMaxShapes = 4096;  // a bound, not a working set: shapes repeat
@@ -498,8 +497,7 @@ void Scheduler::Intern(const std::vector<const PendingJob*>& pending) const {
 
 JobOutcome Scheduler::Decide(ClusterState& state, const PendingJob& p, int64_t now_ms,
                              CycleState& cycle, std::vector<Decision>* decisions) const {
-  const JobRequest& job = p.request;
-  if (p.shape_key.empty()) p.shape_key = ShapeKey(job);
+  const JobRequest& job = p.request;  // its shape_key and ids: Intern, at the cycle's start
   // Jobs alike in everything placement and preemption look at get the same answer. The runtime
   // estimate matters only where a reservation is in the way, so only those answers carry it.
   const int32_t band = PreemptorBand(p, now_ms);

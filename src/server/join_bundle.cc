@@ -26,10 +26,9 @@ using Json = nlohmann::json;
 
 constexpr char kAad[] = "gpucloud join bundle v1";
 constexpr size_t kKeyBytes = 32;
-// The shared files of DATA_DIR, and the key ring's file in KEY_DIR.
+// The shared files of DATA_DIR (the key ring, kKeyRingFile, is in KEY_DIR).
 constexpr std::array<const char*, 5> kDataFiles = {"ca.crt", "ca.key", "tokens", "bootstrap.token",
                                                    "audit.key"};
-constexpr char kRingFile[] = "kek.json";
 
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -37,16 +36,6 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path) {
   std::stringstream text;
   text << f.rdbuf();
   return text.str();
-}
-
-absl::Status MakePrivateDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(Cat("cannot create ", dir, ": ", ec.message()));
-  if (chmod(dir.c_str(), 0700) != 0) {
-    return absl::InternalError(Cat("cannot make ", dir, " private: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -88,7 +77,7 @@ absl::StatusOr<std::string> SealJoinBundle(const std::string& data_dir, const st
     if (!text.ok()) return text.status();
     files[name] = *text;
   }
-  absl::StatusOr<std::string> ring = ReadWhole(Cat(key_dir, "/", kRingFile));
+  absl::StatusOr<std::string> ring = ReadWhole(Cat(key_dir, "/", kKeyRingFile));
   if (!ring.ok()) return ring.status();
   return SealWithRawKey(key, Json{{"files", files}, {"keyRing", *ring}}.dump(), kAad);
 }
@@ -131,20 +120,20 @@ absl::Status OpenJoinBundle(std::string_view blob, std::string_view key,
       return absl::DataLossError(Cat("the join bundle has no ", name));
     }
   }
-  const std::string ring_path = Cat(key_dir, "/", kRingFile);
+  const std::string ring_path = Cat(key_dir, "/", kKeyRingFile);
   const std::string ring = j["keyRing"].get<std::string>();
   if (std::filesystem::exists(ring_path, ec)) {
     absl::StatusOr<std::string> there = ReadWhole(ring_path);
     if (!there.ok() || *there != ring) {
       return absl::FailedPreconditionError(
-          Cat(key_dir, " holds another key ring (", kRingFile, "): a join never replaces it"));
+          Cat(key_dir, " holds another key ring (", kKeyRingFile, "): a join never replaces it"));
     }
   }
   // DATA_DIR keeps the mode the server gave it (0711: tasks pass through to its checkpoints);
   // the key ring's directory is the owner's alone.
   std::filesystem::create_directories(data_dir, ec);
   if (ec) return absl::InternalError(Cat("cannot create ", data_dir, ": ", ec.message()));
-  if (absl::Status s = MakePrivateDir(key_dir); !s.ok()) return s;
+  if (absl::Status s = PrepareKeyRingDirectory(key_dir); !s.ok()) return s;
   for (const char* name : kDataFiles) {
     if (std::string_view(name) == "ca.crt") continue;
     const std::string text = j["files"][name].get<std::string>();

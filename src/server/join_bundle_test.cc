@@ -42,6 +42,18 @@ void MakeServerDir(const testing_util::TempDir& t) {
   std::ofstream(t / "a/server.key") << "a's own";
 }
 
+// A first server's directory (MakeServerDir) and its bundle, sealed under a new key.
+struct Sealed {
+  std::string key;
+  absl::StatusOr<std::string> blob;
+};
+Sealed SealFirstServer(const testing_util::TempDir& t) {
+  MakeServerDir(t);
+  std::string key = *ParseJoinKey(*NewJoinKey(), "k");
+  absl::StatusOr<std::string> blob = SealJoinBundle(t / "a", t / "a/keys", key);
+  return {std::move(key), std::move(blob)};
+}
+
 TEST(RawKeySeal, OpensOnlyWithItsKeyAndAssociatedData) {
   const std::string key(32, 'k'), other(32, 'o');
   absl::StatusOr<std::string> blob = SealWithRawKey(key, "secret text", "aad");
@@ -91,9 +103,7 @@ TEST(JoinKey, IsSixtyFourHexDigitsAndParsedBackToItsBytes) {
 // the first server's own files; and nothing with another key.
 TEST(JoinBundle, CarriesTheSharedFilesIntoAnEmptyDataDirectory) {
   testing_util::TempDir t("join-bundle");
-  MakeServerDir(t);
-  const std::string key = *ParseJoinKey(*NewJoinKey(), "k");
-  absl::StatusOr<std::string> blob = SealJoinBundle(t / "a", t / "a/keys", key);
+  const auto [key, blob] = SealFirstServer(t);
   ASSERT_TRUE(blob.ok()) << blob.status();
   EXPECT_EQ(CiphertextOf(*blob).find("of ca.key"), std::string::npos) << "sealed, not in clear";
   EXPECT_TRUE(CheckJoinBundle(*blob, key).ok());
@@ -132,9 +142,7 @@ TEST(JoinBundle, CarriesTheSharedFilesIntoAnEmptyDataDirectory) {
 // mistake); a missing or bad key file is told apart.
 TEST(JoinBundle, AnotherKeyRingIsNotReplacedAndKeyFilesAreRead) {
   testing_util::TempDir t("join-bundle-ring");
-  MakeServerDir(t);
-  const std::string key = *ParseJoinKey(*NewJoinKey(), "k");
-  absl::StatusOr<std::string> blob = SealJoinBundle(t / "a", t / "a/keys", key);
+  const auto [key, blob] = SealFirstServer(t);
   ASSERT_TRUE(blob.ok()) << blob.status();
   std::filesystem::create_directories(t / "b/keys");
   std::ofstream(t / "b/keys/kek.json") << R"({"ring":"another"})";

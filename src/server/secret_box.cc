@@ -31,7 +31,7 @@ constexpr size_t kTagBytes = 16;  // GCM's full tag
 constexpr int kBlobVersion = 1;
 constexpr char kAlgorithm[] = "AES-256-GCM";
 constexpr char kRingFormat[] = "gpucloud-kek-ring/v1";
-constexpr char kRingFile[] = "kek.json";
+constexpr const char* kRingFile = kKeyRingFile;
 constexpr size_t kMaxRingFileBytes = size_t{1} << 20;
 
 // 256 bits of key material, wiped when it goes away (copies included).
@@ -274,6 +274,14 @@ absl::Status PrepareKeyDir(const std::string& dir, bool create) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::Status PrepareKeyRingDirectory(const std::string& dir) {
+  return PrepareKeyDir(dir, /*create=*/true);
+}
+
+namespace {
 
 absl::StatusOr<std::shared_ptr<const Kek>> NewKek(
     absl::Time now, const std::map<std::string, std::shared_ptr<const Kek>>& taken) {

@@ -33,6 +33,13 @@
 
 namespace gpucloud::server {
 
+// The key ring's file in its directory (KeyRing).
+inline constexpr char kKeyRingFile[] = "kek.json";
+// Makes DIR ready for a key ring as KeyRing::LoadOrCreate does: created 0700 when missing (its
+// parent must exist), a laxer mode made 0700. FailedPrecondition when it is not a directory;
+// Internal on I/O errors. For writers of a ring file other than KeyRing (join_bundle.h).
+absl::Status PrepareKeyRingDirectory(const std::string& dir);
+
 // Seed 003's rotation period.
 inline constexpr absl::Duration kDefaultKeyRotationPeriod = absl::Hours(24 * 90);
 // The largest value Seal takes (a Kubernetes Secret's limit).

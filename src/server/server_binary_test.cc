@@ -525,13 +525,9 @@ TEST(ServerBinary, TwoServersOnOneEtcdOneLeadsTheOtherTakesOverAfterKillNine) {
         << "server: " << url_a << ", " << url_b << "\ncertificate-authority: " << ca
         << "\ntoken: " << token << "\n";
   }
-  const std::string run = std::string(GPUCTL_BINARY) + " --config " + dir +
-                          "/gpuctl.config run --name after-failover --gpus 1 -- sleep 600 2>&1";
-  FILE* p = popen(run.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string said;
-  for (char buf[256]; fgets(buf, sizeof buf, p) != nullptr;) said += buf;
-  EXPECT_EQ(pclose(p), 0) << said;
+  const auto [ran, said] =
+      Gpuctl(dir + "/gpuctl.config", "run --name after-failover --gpus 1 -- sleep 600");
+  EXPECT_EQ(ran, 0) << said;
   EXPECT_TRUE(Eventually(std::chrono::seconds(20), [&] {
     return !PlacedOn(b.port, ca, token, "after-failover").empty();
   })) << JobText(b.port, ca, token, "after-failover");
